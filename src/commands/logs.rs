@@ -1,0 +1,69 @@
+//! `wf logs ID [STEP] [--attempt N]`: the captured stdout and stderr of a
+//! step attempt (the last one by default), or of every attempt when no step
+//! is named.
+
+use crate::exit::{ExitStatus, UsageError};
+use crate::printer::Printer;
+use crate::store::{self, Store};
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Instance id (any unique prefix)
+    pub id: String,
+    /// Step id (or `id[n]` for a for_each item); all steps when omitted
+    pub step: Option<String>,
+    /// Attempt number (default: the last)
+    #[arg(long)]
+    pub attempt: Option<i64>,
+}
+
+pub fn run(args: Args, store: &Store, printer: &Printer) -> anyhow::Result<ExitStatus> {
+    let id = store.resolve_id(&args.id)?;
+    let c = store.conn();
+    match &args.step {
+        Some(step) => {
+            let Some((_, stdout, stderr)) = store::attempt_logs(c, &id, step, args.attempt)? else {
+                let known: Vec<String> = store::steps(c, &id)?.into_iter().map(|s| s.key).collect();
+                return Err(UsageError(match args.attempt {
+                    Some(n) => format!("step `{step}` of instance {id} has no attempt {n}"),
+                    None if known.contains(step) => {
+                        format!("step `{step}` of instance {id} has no attempts")
+                    }
+                    None => format!(
+                        "instance {id} has no step `{step}` (steps: {})",
+                        known.join(", ")
+                    ),
+                })
+                .into());
+            };
+            printer.raw(&stdout);
+            if !stderr.is_empty() {
+                eprint!("{}", String::from_utf8_lossy(&stderr));
+            }
+        }
+        None => {
+            if args.attempt.is_some() {
+                return Err(UsageError("--attempt needs a STEP".into()).into());
+            }
+            for a in store::attempts(c, &id)? {
+                let Some((_, stdout, stderr)) =
+                    store::attempt_logs(c, &id, &a.step_key, Some(a.attempt))?
+                else {
+                    continue;
+                };
+                printer.data(&format!(
+                    "==> {} (attempt {}, {}) <==",
+                    a.step_key,
+                    a.attempt,
+                    a.outcome.as_deref().unwrap_or("running")
+                ));
+                printer.raw(&stdout);
+                if !stderr.is_empty() {
+                    printer.data("--- stderr ---");
+                    printer.raw(&stderr);
+                }
+            }
+        }
+    }
+    Ok(ExitStatus::Success)
+}

@@ -1,0 +1,120 @@
+//! The command line: one file per subcommand, each taking its parsed
+//! arguments and the [`Printer`], returning an [`ExitStatus`].
+
+mod inspect;
+mod list;
+mod logs;
+mod resume;
+mod run;
+mod signal;
+mod validate;
+
+use crate::exit::{ExitStatus, UsageError};
+use crate::printer::Printer;
+use crate::store::Store;
+use clap::{Parser, Subcommand};
+use std::path::PathBuf;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "wf",
+    version,
+    about = "Durable workflow runner and history inspector"
+)]
+pub struct Cli {
+    /// SQLite database (default: $WF_DB, else $XDG_DATA_HOME/wf/wf.db)
+    #[arg(long, global = true, env = "WF_DB", value_name = "PATH")]
+    pub db: Option<PathBuf>,
+    /// Print no progress or diagnostics (errors still go to stderr)
+    #[arg(long, short, global = true)]
+    pub quiet: bool,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Start an instance of a workflow and run it until it completes, fails or suspends
+    Run(run::Args),
+    /// Continue an interrupted, sleeping or waiting instance
+    Resume(resume::Args),
+    /// Show an instance: header, steps, attempts and outcomes
+    Inspect(inspect::Args),
+    /// List instances, newest first
+    List(list::Args),
+    /// Print the captured stdout/stderr of a step attempt
+    Logs(logs::Args),
+    /// Deliver an event to an instance
+    Signal(signal::Args),
+    /// Check a workflow file; silent and 0 when valid
+    Validate(validate::Args),
+}
+
+pub async fn execute(cli: Cli, printer: &Printer) -> anyhow::Result<ExitStatus> {
+    let db = cli.db;
+    match cli.command {
+        Command::Run(args) => run::run(args, db, printer).await,
+        Command::Resume(args) => resume::run(args, db, printer).await,
+        Command::Inspect(args) => inspect::run(args, &open(db)?, printer),
+        Command::List(args) => list::run(args, &open(db)?, printer),
+        Command::Logs(args) => logs::run(args, &open(db)?, printer),
+        Command::Signal(args) => signal::run(args, &mut open(db)?, printer),
+        Command::Validate(args) => validate::run(args),
+    }
+}
+
+/// The database path: `--db`, else `$WF_DB`, else the XDG data dir.
+pub fn db_path(db: Option<PathBuf>) -> anyhow::Result<PathBuf> {
+    if let Some(p) = db.filter(|p| !p.as_os_str().is_empty()) {
+        return Ok(p);
+    }
+    let data = match std::env::var_os("XDG_DATA_HOME").filter(|v| !v.is_empty()) {
+        Some(d) => PathBuf::from(d),
+        None => match std::env::var_os("HOME").filter(|v| !v.is_empty()) {
+            Some(h) => PathBuf::from(h).join(".local/share"),
+            None => {
+                return Err(
+                    UsageError("cannot find a database: set --db, WF_DB or HOME".into()).into(),
+                );
+            }
+        },
+    };
+    Ok(data.join("wf").join("wf.db"))
+}
+
+pub fn open(db: Option<PathBuf>) -> anyhow::Result<Store> {
+    Ok(Store::open(&db_path(db)?)?)
+}
+
+/// Parses a duration flag value (`--inline-wait 30s`).
+pub fn parse_duration_flag(s: &str) -> Result<std::time::Duration, String> {
+    crate::workflow::duration::parse(s)
+}
+
+/// The status shown to people: a `running` instance whose lease holder is gone
+/// is `interrupted`.
+pub fn display_status(inst: &crate::store::InstanceRow) -> String {
+    if inst.status == "running" {
+        let now = chrono::Utc::now().timestamp_millis();
+        let alive = match (&inst.lease_owner, inst.lease_expires_ms) {
+            (Some(owner), Some(exp)) => exp > now && crate::engine::lease::holder_alive(owner),
+            _ => false,
+        };
+        if !alive {
+            return "interrupted".into();
+        }
+    }
+    inst.status.clone()
+}
+
+/// Maps how a run ended to the process exit status.
+pub fn outcome_status(o: &crate::engine::RunOutcome) -> ExitStatus {
+    use crate::engine::RunOutcome::*;
+    match o {
+        Completed => ExitStatus::Success,
+        Failed(_) => ExitStatus::Failure,
+        Sleeping(_) | Waiting(_) => ExitStatus::Suspended,
+        Canceled => ExitStatus::Canceled,
+        Interrupted => ExitStatus::Interrupted,
+    }
+}

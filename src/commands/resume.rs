@@ -1,0 +1,62 @@
+//! `wf resume ID`: continue an interrupted, sleeping or waiting instance from
+//! its history, running its pinned definition.
+
+use super::{parse_duration_flag, run::report};
+use crate::engine::{self, RunOptions};
+use crate::exit::ExitStatus;
+use crate::printer::Printer;
+use crate::store;
+use std::path::PathBuf;
+use std::time::Duration;
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Instance id (any unique prefix)
+    pub id: String,
+    /// Fire a pending timer now instead of waiting for it
+    #[arg(long)]
+    pub now: bool,
+    /// Give failed steps a fresh attempt budget and continue
+    #[arg(long)]
+    pub retry_failed: bool,
+    /// Longest timer or retry backoff waited for inside the run; longer ones suspend it
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration_flag, default_value = "30s")]
+    pub inline_wait: Duration,
+    /// Print `{id, status, exit_code}` as JSON on stdout when the run ends
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub async fn run(args: Args, db: Option<PathBuf>, printer: &Printer) -> anyhow::Result<ExitStatus> {
+    let mut store = super::open(db)?;
+    let id = store.resolve_id(&args.id)?;
+    let inst = store::instance(store.conn(), &id)?;
+    if inst.status == "completed" {
+        printer.info(&format!("instance {id} already completed; nothing to do"));
+        return Ok(ExitStatus::Success);
+    }
+    let mut inline_wait = args.inline_wait;
+    // A sleeping instance is resumed when its timer is due: wait for it here.
+    if inst.status == "sleeping"
+        && !args.now
+        && let Some(wake) = inst.wake_at.as_deref().and_then(store::parse_time)
+    {
+        let until = (wake - chrono::Utc::now()).to_std().unwrap_or_default();
+        if !until.is_zero() {
+            printer.info(&format!(
+                "waiting until {} for the timer (use --now to fire it now)",
+                store::fmt_time(wake)
+            ));
+            inline_wait = inline_wait.max(until + Duration::from_millis(50));
+        }
+    }
+    let opts = RunOptions {
+        inline_wait,
+        fire_timers: args.now,
+        retry_failed: args.retry_failed,
+    };
+    let progress = printer.progress();
+    let outcome = engine::runner::drive(&mut store, &id, opts, &progress).await;
+    progress.finish();
+    Ok(report(printer, &id, &outcome?, args.json))
+}

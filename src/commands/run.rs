@@ -1,0 +1,112 @@
+//! `wf run FILE`: validate the workflow, pin it in a new instance, and drive
+//! that instance until it completes, fails or suspends.
+
+use super::{outcome_status, parse_duration_flag};
+use crate::engine::{self, RunOptions, RunOutcome};
+use crate::exit::{ExitStatus, UsageError};
+use crate::printer::Printer;
+use crate::workflow::{Workflow, io_reason};
+use anyhow::Context as _;
+use serde_json::{Map, Value, json};
+use std::path::PathBuf;
+use std::time::Duration;
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// The workflow file
+    pub file: PathBuf,
+    /// An input value (repeatable)
+    #[arg(long = "input", value_name = "KEY=VALUE")]
+    pub input: Vec<String>,
+    /// Input values from a JSON object file
+    #[arg(long = "inputs", value_name = "FILE.json")]
+    pub inputs_file: Option<PathBuf>,
+    /// Instance id (default: a random one)
+    #[arg(long)]
+    pub id: Option<String>,
+    /// Longest timer or retry backoff waited for inside the run; longer ones suspend it
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration_flag, default_value = "30s")]
+    pub inline_wait: Duration,
+    /// Print `{id, status, exit_code}` as JSON on stdout when the run ends
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub async fn run(args: Args, db: Option<PathBuf>, printer: &Printer) -> anyhow::Result<ExitStatus> {
+    // Everything that can be wrong with the input is checked before the database is touched.
+    let wf = Workflow::load(&args.file)?;
+    let given = collect_inputs(&args)?;
+    let inputs = engine::resolve_inputs(&wf, given)?;
+    engine::check_secrets(&wf)?;
+
+    let mut store = super::open(db)?;
+    let id = engine::create_instance(&mut store, &wf, &args.file, inputs, args.id.clone())?;
+    let opts = RunOptions {
+        inline_wait: args.inline_wait,
+        ..RunOptions::default()
+    };
+    let progress = printer.progress();
+    let outcome = engine::runner::drive(&mut store, &id, opts, &progress).await;
+    progress.finish();
+    let outcome = outcome?;
+    Ok(report(printer, &id, &outcome, args.json))
+}
+
+/// Prints how a run ended and returns the matching exit status.
+pub fn report(printer: &Printer, id: &str, outcome: &RunOutcome, json: bool) -> ExitStatus {
+    let status = outcome_status(outcome);
+    if json {
+        printer.json(&json!({ "id": id, "status": outcome.as_str(), "exit_code": status.code() }));
+        return status;
+    }
+    let short = &id[..id.len().min(12)];
+    let line = match outcome {
+        RunOutcome::Completed => format!("instance {id} completed"),
+        RunOutcome::Failed(reason) => format!("instance {id} failed: {reason}"),
+        RunOutcome::Sleeping(wake) => {
+            format!(
+                "instance {id} sleeping until {wake}; continue with `wf resume {short}` (or `wf worker`)"
+            )
+        }
+        RunOutcome::Waiting(event) => {
+            format!(
+                "instance {id} waiting for event `{event}`; deliver it with `wf signal {short} {event}`"
+            )
+        }
+        RunOutcome::Canceled => format!("instance {id} canceled"),
+        RunOutcome::Interrupted => {
+            format!("instance {id} interrupted; continue with `wf resume {short}`")
+        }
+    };
+    printer.data(&line);
+    status
+}
+
+fn collect_inputs(args: &Args) -> anyhow::Result<Map<String, Value>> {
+    let mut out = Map::new();
+    if let Some(path) = &args.inputs_file {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| UsageError(format!("--inputs {}: {}", path.display(), io_reason(&e))))?;
+        let v: Value = serde_json::from_str(&text)
+            .map_err(|e| UsageError(format!("--inputs {}: invalid JSON: {e}", path.display())))?;
+        match v {
+            Value::Object(m) => out.extend(m),
+            _ => {
+                return Err(UsageError(format!(
+                    "--inputs {}: expected a JSON object",
+                    path.display()
+                ))
+                .into());
+            }
+        }
+    }
+    for item in &args.input {
+        let (k, v) = item
+            .split_once('=')
+            .filter(|(k, _)| !k.trim().is_empty())
+            .ok_or_else(|| UsageError(format!("--input `{item}`: expected KEY=VALUE")))
+            .context("bad --input")?;
+        out.insert(k.trim().to_string(), Value::String(v.to_string()));
+    }
+    Ok(out)
+}

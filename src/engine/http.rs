@@ -1,0 +1,228 @@
+//! Runs one attempt of an `http:` step with reqwest (rustls): sends the
+//! rendered request, maps the response or the failure to an outcome
+//! (`http.<status>`, `http.connect`, `timeout`), honours `Retry-After`, and
+//! builds the `{status, headers, body, json}` output.
+
+use super::output;
+use super::{AttemptResult, Failure};
+use serde_json::{Map, Value};
+use std::time::Duration;
+use tokio::sync::watch;
+
+/// Everything needed to send the request, already rendered.
+#[derive(Debug, Clone)]
+pub struct HttpJob {
+    pub method: String,
+    pub url: String,
+    pub headers: Vec<(String, String)>,
+    pub query: Vec<(String, String)>,
+    /// Body bytes and whether they are JSON (sets Content-Type).
+    pub body: Option<(Vec<u8>, bool)>,
+    pub expect_status: Option<Vec<u16>>,
+    pub timeout: Option<Duration>,
+}
+
+/// A client shared by every HTTP step of a process (connection reuse).
+pub fn client() -> reqwest::Client {
+    reqwest::Client::builder()
+        .user_agent(concat!("wf/", env!("CARGO_PKG_VERSION")))
+        .build()
+        .unwrap_or_default()
+}
+
+pub async fn run(
+    client: reqwest::Client,
+    job: HttpJob,
+    mut interrupt: watch::Receiver<bool>,
+) -> AttemptResult {
+    let limit = output::output_limit();
+    let method = match reqwest::Method::from_bytes(job.method.as_bytes()) {
+        Ok(m) => m,
+        Err(_) => {
+            return AttemptResult::failed(Failure::new(
+                "http.request",
+                format!("invalid method `{}`", job.method),
+            ));
+        }
+    };
+    let url = match reqwest::Url::parse(&job.url) {
+        Ok(u) if matches!(u.scheme(), "http" | "https") => u,
+        Ok(u) => {
+            return AttemptResult::failed(Failure::new(
+                "http.request",
+                format!("unsupported URL scheme `{}` in {}", u.scheme(), job.url),
+            ));
+        }
+        Err(e) => {
+            return AttemptResult::failed(Failure::new(
+                "http.request",
+                format!("invalid URL `{}`: {e}", job.url),
+            ));
+        }
+    };
+    let mut req = client.request(method, url);
+    if !job.query.is_empty() {
+        req = req.query(&job.query);
+    }
+    for (k, v) in &job.headers {
+        req = req.header(k.as_str(), v.as_str());
+    }
+    if let Some((body, is_json)) = &job.body {
+        if *is_json
+            && !job
+                .headers
+                .iter()
+                .any(|(k, _)| k.eq_ignore_ascii_case("content-type"))
+        {
+            req = req.header("content-type", "application/json");
+        }
+        req = req.body(body.clone());
+    }
+    if let Some(t) = job.timeout {
+        req = req.timeout(t);
+    }
+
+    let exchange = async {
+        let resp = req.send().await?;
+        let status = resp.status().as_u16();
+        let headers = resp.headers().clone();
+        let mut body = Vec::new();
+        let mut resp = resp;
+        while let Some(chunk) = resp.chunk().await? {
+            body.extend_from_slice(&chunk);
+            if body.len() > limit {
+                return Ok::<_, reqwest::Error>((status, headers, body, true));
+            }
+        }
+        Ok((status, headers, body, false))
+    };
+    let result = tokio::select! {
+        r = exchange => r,
+        _ = interrupt.wait_for(|v| *v) => {
+            return AttemptResult { interrupted: true, ..AttemptResult::failed(Failure::new("interrupted", "interrupted".into())) };
+        }
+    };
+    let (status, headers, body, over) = match result {
+        Ok(r) => r,
+        Err(e) => {
+            let f = if e.is_timeout() {
+                Failure::new(
+                    "timeout",
+                    format!(
+                        "no response within {}",
+                        crate::workflow::duration::human(job.timeout.unwrap_or_default())
+                    ),
+                )
+            } else if e.is_connect() {
+                Failure::new(
+                    "http.connect",
+                    format!("cannot connect to {}: {}", job.url, root_cause(&e)),
+                )
+            } else if e.is_builder() || e.is_request() && e.status().is_none() && !e.is_body() {
+                Failure::new(
+                    "http.connect",
+                    format!("request to {} failed: {}", job.url, root_cause(&e)),
+                )
+            } else {
+                Failure::new(
+                    "http.connect",
+                    format!(
+                        "reading the response from {} failed: {}",
+                        job.url,
+                        root_cause(&e)
+                    ),
+                )
+            };
+            return AttemptResult::failed(f);
+        }
+    };
+    let mut result = AttemptResult {
+        stdout: body.clone(),
+        exit_code: None,
+        ..AttemptResult::default()
+    };
+    if over {
+        result.outcome = Err(Failure::new(
+            "output.limit",
+            format!("response body exceeded the output limit of {limit} bytes"),
+        ));
+        return result;
+    }
+    let mut header_map = Map::new();
+    for (name, value) in &headers {
+        let v = String::from_utf8_lossy(value.as_bytes()).into_owned();
+        match header_map.get_mut(name.as_str()) {
+            Some(Value::String(existing)) => {
+                existing.push_str(", ");
+                existing.push_str(&v);
+            }
+            _ => {
+                header_map.insert(name.as_str().to_string(), Value::String(v));
+            }
+        }
+    }
+    let text = String::from_utf8_lossy(&body).into_owned();
+    let json = serde_json::from_str::<Value>(&text).unwrap_or(Value::Null);
+    let mut out = Map::new();
+    out.insert("status".into(), Value::from(status));
+    out.insert("headers".into(), Value::Object(header_map));
+    out.insert("body".into(), Value::String(text));
+    out.insert("json".into(), json);
+    let ok = match &job.expect_status {
+        Some(codes) => codes.contains(&status),
+        None => (200..300).contains(&status),
+    };
+    if ok {
+        result.outcome = Ok(Value::Object(out));
+    } else {
+        if status == 429 || status == 503 {
+            result.retry_after = headers
+                .get("retry-after")
+                .and_then(|v| v.to_str().ok())
+                .and_then(parse_retry_after);
+        }
+        let snippet: String = String::from_utf8_lossy(&body).chars().take(200).collect();
+        let snippet = snippet.split_whitespace().collect::<Vec<_>>().join(" ");
+        result.outcome = Err(Failure::new(
+            &format!("http.{status}"),
+            if snippet.is_empty() {
+                format!("{} {} returned {status}", job.method, job.url)
+            } else {
+                format!("{} {} returned {status}: {snippet}", job.method, job.url)
+            },
+        ));
+    }
+    result
+}
+
+/// `Retry-After` as seconds or an HTTP date.
+pub fn parse_retry_after(v: &str) -> Option<Duration> {
+    let v = v.trim();
+    if let Ok(secs) = v.parse::<u64>() {
+        return Some(Duration::from_secs(secs));
+    }
+    let when = chrono::DateTime::parse_from_rfc2822(v).ok()?;
+    let delta = when.with_timezone(&chrono::Utc) - chrono::Utc::now();
+    delta.to_std().ok()
+}
+
+fn root_cause(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut cur = e;
+    while let Some(next) = cur.source() {
+        cur = next;
+    }
+    cur.to_string()
+}
+
+/// Error types retryable by default for HTTP steps: 5xx, 429, connection
+/// failures and timeouts. Other 4xx are not.
+pub fn default_retryable(error_type: &str) -> bool {
+    match error_type.strip_prefix("http.") {
+        Some("connect") => true,
+        Some(code) => match code.parse::<u16>() {
+            Ok(c) => c == 429 || c >= 500,
+            Err(_) => false,
+        },
+        None => true,
+    }
+}

@@ -1,0 +1,249 @@
+//! The engine: starts instances and drives them. `runner` is the scheduler
+//! (the one place that decides what runs next and commits results), `shell`
+//! and `http` are the step executors (the side effects), `context` builds what
+//! `${{ }}` expressions see, and `lease` keeps two processes from driving the
+//! same instance at once.
+
+pub mod context;
+pub mod http;
+pub mod lease;
+pub mod output;
+pub mod runner;
+pub mod shell;
+
+use crate::store::{self, InstanceRow, Store, StoreError};
+use crate::workflow::{DefinitionError, Workflow};
+use serde_json::{Map, Value};
+use std::path::Path;
+use std::time::Duration;
+
+pub use runner::{RunOptions, RunOutcome};
+
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error(transparent)]
+    Definition(#[from] DefinitionError),
+    #[error("{0}")]
+    Input(String),
+    #[error("instance {id} is held by another process ({holder})")]
+    Held { id: String, holder: String },
+    #[error("{0}")]
+    NotResumable(String),
+    #[error("{0}")]
+    Internal(String),
+}
+
+impl From<rusqlite::Error> for EngineError {
+    fn from(e: rusqlite::Error) -> Self {
+        EngineError::Store(StoreError::Sql(e))
+    }
+}
+
+/// Why an attempt did not succeed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Failure {
+    pub error_type: String,
+    pub message: String,
+}
+
+impl Failure {
+    pub fn new(error_type: &str, message: String) -> Failure {
+        Failure {
+            error_type: error_type.to_string(),
+            message,
+        }
+    }
+}
+
+/// What an executor reports back about one attempt.
+#[derive(Debug, Clone)]
+pub struct AttemptResult {
+    pub outcome: Result<Value, Failure>,
+    pub stdout: Vec<u8>,
+    pub stderr: Vec<u8>,
+    pub exit_code: Option<i32>,
+    /// Stopped by SIGINT/SIGTERM to the runner, not by its own doing.
+    pub interrupted: bool,
+    /// A server-requested delay before the next attempt (HTTP `Retry-After`).
+    pub retry_after: Option<Duration>,
+}
+
+impl Default for AttemptResult {
+    fn default() -> Self {
+        AttemptResult {
+            outcome: Ok(Value::Null),
+            stdout: Vec::new(),
+            stderr: Vec::new(),
+            exit_code: None,
+            interrupted: false,
+            retry_after: None,
+        }
+    }
+}
+
+impl AttemptResult {
+    pub fn failed(f: Failure) -> AttemptResult {
+        AttemptResult {
+            outcome: Err(f),
+            ..AttemptResult::default()
+        }
+    }
+}
+
+/// Progress callbacks, so the command layer can show what the engine does
+/// without the engine knowing how it is shown.
+pub trait Observer: Send + Sync {
+    fn run_started(&self, _instance: &str, _workflow: &str, _run: i64, _total_steps: usize) {}
+    fn step_started(&self, _key: &str, _attempt: i64) {}
+    fn step_finished(
+        &self,
+        _key: &str,
+        _attempt: i64,
+        _outcome: &str,
+        _error: Option<&Failure>,
+        _elapsed: Duration,
+    ) {
+    }
+    fn step_skipped(&self, _key: &str) {}
+    fn steps_replayed(&self, _count: usize) {}
+    fn message(&self, _text: &str) {}
+}
+
+/// An observer that shows nothing.
+pub struct Silent;
+impl Observer for Silent {}
+
+/// Checks `--input` values against the workflow's declared inputs, applies
+/// defaults, and returns the inputs object to pin.
+pub fn resolve_inputs(wf: &Workflow, given: Map<String, Value>) -> Result<Value, EngineError> {
+    let mut out = Map::new();
+    for key in given.keys() {
+        if !wf.inputs.contains_key(key) {
+            let known: Vec<&str> = wf.inputs.keys().map(String::as_str).collect();
+            return Err(EngineError::Input(if known.is_empty() {
+                format!(
+                    "unknown input `{key}`: workflow `{}` declares no inputs",
+                    wf.name
+                )
+            } else {
+                format!(
+                    "unknown input `{key}` (workflow `{}` declares: {})",
+                    wf.name,
+                    known.join(", ")
+                )
+            }));
+        }
+    }
+    for (name, spec) in &wf.inputs {
+        match given.get(name) {
+            Some(v) => {
+                // `--input n=5` arrives as text; follow the default's type when it has one.
+                let v = match (v, &spec.default) {
+                    (Value::String(s), Some(Value::Number(_))) => serde_json::from_str::<
+                        serde_json::Number,
+                    >(s)
+                    .map(Value::Number)
+                    .map_err(|_| {
+                        EngineError::Input(format!("input `{name}` must be a number, got `{s}`"))
+                    })?,
+                    (Value::String(s), Some(Value::Bool(_))) => match s.as_str() {
+                        "true" => Value::Bool(true),
+                        "false" => Value::Bool(false),
+                        _ => {
+                            return Err(EngineError::Input(format!(
+                                "input `{name}` must be true or false, got `{s}`"
+                            )));
+                        }
+                    },
+                    _ => v.clone(),
+                };
+                out.insert(name.clone(), v);
+            }
+            None => match &spec.default {
+                Some(d) => {
+                    out.insert(name.clone(), d.clone());
+                }
+                None if spec.required => {
+                    return Err(EngineError::Input(format!(
+                        "missing required input `{name}` (give it with --input {name}=VALUE)"
+                    )));
+                }
+                None => {
+                    out.insert(name.clone(), Value::Null);
+                }
+            },
+        }
+    }
+    Ok(Value::Object(out))
+}
+
+/// Checks that every secret the workflow names is set in our environment.
+pub fn check_secrets(wf: &Workflow) -> Result<(), EngineError> {
+    for name in &wf.secrets {
+        if std::env::var_os(name).is_none() {
+            return Err(EngineError::Input(format!(
+                "secret `{name}` is not set: export {name} in the environment of wf"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Creates a new instance row pinning `wf`'s definition. Nothing is written
+/// unless the inputs check out.
+pub fn create_instance(
+    store: &mut Store,
+    wf: &Workflow,
+    workflow_path: &Path,
+    inputs: Value,
+    id: Option<String>,
+) -> Result<String, EngineError> {
+    let id = match id {
+        Some(id) => {
+            if id.is_empty()
+                || id.len() > 128
+                || !id
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.')
+            {
+                return Err(EngineError::Input(format!(
+                    "invalid instance id `{id}`: use up to 128 letters, digits, `-`, `_` and `.`"
+                )));
+            }
+            id
+        }
+        None => uuid::Uuid::new_v4().simple().to_string(),
+    };
+    let abs = std::path::absolute(workflow_path).unwrap_or_else(|_| workflow_path.to_path_buf());
+    let base_dir = abs.parent().map(Path::to_path_buf).unwrap_or_default();
+    let now = store::now();
+    let row = InstanceRow {
+        id: id.clone(),
+        workflow: wf.name.clone(),
+        status: "running".into(),
+        definition: wf.source.clone(),
+        definition_hash: wf.hash.clone(),
+        workflow_path: abs.display().to_string(),
+        base_dir: base_dir.display().to_string(),
+        inputs,
+        state: Value::Object(wf.state.clone()),
+        error: None,
+        wake_at: None,
+        waiting_event: None,
+        lease_owner: None,
+        lease_expires_ms: None,
+        created_at: now.clone(),
+        updated_at: now,
+    };
+    let tx = store.write()?;
+    if store::records::instance(&tx, &id).is_ok() {
+        return Err(EngineError::Input(format!(
+            "an instance with id `{id}` already exists"
+        )));
+    }
+    store::insert_instance(&tx, &row)?;
+    tx.commit()?;
+    Ok(id)
+}

@@ -1,0 +1,244 @@
+//! Runs one attempt of a `run:` step as a real process: its own process group
+//! (so a timeout or an interrupt can stop everything it started), captured
+//! stdout/stderr with a size cap, a `$WF_OUTPUT` file for key=value outputs,
+//! and the mapping from how the process ended to an error type.
+
+use super::output::{self, shell_output};
+use super::{AttemptResult, Failure};
+use nix::sys::signal::{Signal, killpg};
+use nix::unistd::Pid;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::time::Duration;
+use tokio::io::{AsyncRead, AsyncReadExt};
+use tokio::process::Command;
+use tokio::sync::watch;
+
+/// How long a process group gets between SIGTERM and SIGKILL.
+pub const KILL_GRACE: Duration = Duration::from_secs(2);
+
+/// Everything needed to start the process, already rendered.
+#[derive(Debug, Clone)]
+pub struct ShellJob {
+    /// `sh -c <text>` when `shell` is set, else exec `argv`.
+    pub shell: Option<String>,
+    pub argv: Vec<String>,
+    pub env: Vec<(String, String)>,
+    pub dir: PathBuf,
+    pub timeout: Option<Duration>,
+    /// Exit code -> error type.
+    pub errors: BTreeMap<i32, String>,
+}
+
+enum Ended {
+    Exited(std::process::ExitStatus),
+    TimedOut,
+    Interrupted,
+    OverLimit,
+}
+
+pub async fn run(job: ShellJob, mut interrupt: watch::Receiver<bool>) -> AttemptResult {
+    let limit = output::output_limit();
+    let output_file = match tempfile::Builder::new().prefix("wf-output-").tempfile() {
+        Ok(f) => f,
+        Err(e) => {
+            return AttemptResult::failed(Failure::new(
+                "spawn",
+                format!("cannot create $WF_OUTPUT file: {e}"),
+            ));
+        }
+    };
+    let mut cmd = match &job.shell {
+        Some(text) => {
+            let mut c = Command::new("sh");
+            c.arg("-c").arg(text);
+            c
+        }
+        None => {
+            let Some(program) = job.argv.first() else {
+                return AttemptResult::failed(Failure::new("spawn", "empty command".into()));
+            };
+            // A relative path with a slash is relative to the step's folder, like in a shell.
+            let program = if program.contains('/') && !program.starts_with('/') {
+                job.dir.join(program).into_os_string()
+            } else {
+                program.into()
+            };
+            let mut c = Command::new(program);
+            c.args(&job.argv[1..]);
+            c
+        }
+    };
+    cmd.current_dir(&job.dir)
+        .envs(job.env.iter().map(|(k, v)| (k, v)))
+        .env("WF_OUTPUT", output_file.path())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .kill_on_drop(true);
+    let mut child = match cmd.spawn() {
+        Ok(c) => c,
+        Err(e) => {
+            let what = job
+                .shell
+                .as_ref()
+                .map(|_| "sh".to_string())
+                .unwrap_or_else(|| job.argv[0].clone());
+            let reason = if !job.dir.is_dir() {
+                format!("working directory {} does not exist", job.dir.display())
+            } else {
+                format!("cannot start `{what}`: {}", crate::workflow::io_reason(&e))
+            };
+            return AttemptResult::failed(Failure::new("spawn", reason));
+        }
+    };
+    let pgid = child.id().map(|id| Pid::from_raw(id as i32));
+    let kill = |sig: Signal| {
+        if let Some(p) = pgid {
+            let _ = killpg(p, sig);
+        }
+    };
+
+    let (over_tx, mut over_rx) = watch::channel(false);
+    let stdout = child.stdout.take();
+    let stderr = child.stderr.take();
+    let out_task = tokio::spawn(capture(stdout, limit, Some(over_tx)));
+    let err_task = tokio::spawn(capture(stderr, limit, None));
+
+    let deadline = async {
+        match job.timeout {
+            Some(t) => tokio::time::sleep(t).await,
+            None => std::future::pending().await,
+        }
+    };
+    tokio::pin!(deadline);
+    let ended = tokio::select! {
+        status = child.wait() => match status {
+            Ok(s) => Ended::Exited(s),
+            Err(e) => return AttemptResult::failed(Failure::new("spawn", format!("waiting for the process failed: {e}"))),
+        },
+        _ = &mut deadline => Ended::TimedOut,
+        _ = wait_true(&mut interrupt) => Ended::Interrupted,
+        _ = wait_true(&mut over_rx) => Ended::OverLimit,
+    };
+    if !matches!(ended, Ended::Exited(_)) {
+        kill(Signal::SIGTERM);
+        if tokio::time::timeout(KILL_GRACE, child.wait())
+            .await
+            .is_err()
+        {
+            kill(Signal::SIGKILL);
+            let _ = child.wait().await;
+        }
+    }
+    // Whatever the step left behind in its process group ends with the step.
+    kill(Signal::SIGKILL);
+    let (stdout, _) = out_task.await.unwrap_or_default();
+    let (stderr, _) = err_task.await.unwrap_or_default();
+    let file_text = std::fs::read_to_string(output_file.path()).unwrap_or_default();
+
+    let mut result = AttemptResult {
+        stdout,
+        stderr,
+        ..AttemptResult::default()
+    };
+    match ended {
+        Ended::TimedOut => {
+            let t = job.timeout.unwrap_or_default();
+            result.outcome = Err(Failure::new(
+                "timeout",
+                format!("timed out after {}", crate::workflow::duration::human(t)),
+            ));
+        }
+        Ended::Interrupted => {
+            result.interrupted = true;
+            result.outcome = Err(Failure::new("interrupted", "interrupted".into()));
+        }
+        Ended::OverLimit => {
+            result.outcome = Err(Failure::new(
+                "output.limit",
+                format!("stdout exceeded the output limit of {limit} bytes; the step was stopped"),
+            ));
+        }
+        Ended::Exited(status) => {
+            use std::os::unix::process::ExitStatusExt;
+            let code = status
+                .code()
+                .unwrap_or_else(|| 128 + status.signal().unwrap_or(0));
+            result.exit_code = Some(code);
+            if code == 0 {
+                let out = shell_output(&result.stdout, 0, &file_text);
+                let size = out.to_string().len();
+                result.outcome = if size > limit {
+                    Err(Failure::new(
+                        "output.limit",
+                        format!("output is {size} bytes, over the limit of {limit} bytes"),
+                    ))
+                } else {
+                    Ok(out)
+                };
+            } else {
+                let error_type = match job.errors.get(&code) {
+                    Some(t) => t.clone(),
+                    None if code == 127 || (code == 126 && job.shell.is_some()) => {
+                        "spawn".to_string()
+                    }
+                    None => format!("exit.{code}"),
+                };
+                let last = String::from_utf8_lossy(&result.stderr)
+                    .lines()
+                    .rev()
+                    .find(|l| !l.trim().is_empty())
+                    .map(|l| format!(": {}", l.trim()))
+                    .unwrap_or_default();
+                result.outcome = Err(Failure::new(
+                    &error_type,
+                    format!("exited with code {code}{last}"),
+                ));
+            }
+        }
+    }
+    result
+}
+
+async fn wait_true(rx: &mut watch::Receiver<bool>) {
+    if rx.wait_for(|v| *v).await.is_err() {
+        std::future::pending::<()>().await;
+    }
+}
+
+/// Reads a stream to its end, keeping at most `limit` bytes. When `over` is
+/// given, signals it as soon as the stream goes past the limit.
+async fn capture<R: AsyncRead + Unpin>(
+    reader: Option<R>,
+    limit: usize,
+    over: Option<watch::Sender<bool>>,
+) -> (Vec<u8>, bool) {
+    let Some(mut reader) = reader else {
+        return (Vec::new(), false);
+    };
+    let mut kept = Vec::new();
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut truncated = false;
+    loop {
+        match reader.read(&mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => {
+                let room = limit.saturating_sub(kept.len());
+                kept.extend_from_slice(&buf[..n.min(room)]);
+                if n > room && !truncated {
+                    truncated = true;
+                    if let Some(tx) = &over {
+                        let _ = tx.send(true);
+                    }
+                }
+            }
+        }
+    }
+    if truncated && over.is_none() {
+        kept.extend_from_slice(b"\n[wf: output truncated at the capture limit]\n");
+    }
+    (kept, truncated)
+}

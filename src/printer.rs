@@ -1,0 +1,250 @@
+//! All output goes through the [`Printer`]: data to stdout, diagnostics and
+//! progress to stderr, colour only on a terminal and never with `NO_COLOR`.
+//! It also implements the engine's [`Observer`]: an indicatif progress display
+//! on a terminal, plain lines elsewhere.
+
+use crate::engine::{Failure, Observer};
+use crate::workflow::duration::human;
+use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
+use std::collections::HashMap;
+use std::io::{IsTerminal, Write};
+use std::sync::Mutex;
+use std::time::Duration;
+
+pub struct Printer {
+    quiet: bool,
+    color: bool,
+    stderr_tty: bool,
+}
+
+impl Printer {
+    pub fn new(quiet: bool) -> Printer {
+        let stderr_tty = std::io::stderr().is_terminal();
+        let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
+        Printer {
+            quiet,
+            color: stderr_tty && !no_color,
+            stderr_tty,
+        }
+    }
+
+    /// A line of data on stdout.
+    pub fn data(&self, text: &str) {
+        let mut out = std::io::stdout().lock();
+        let _ = writeln!(out, "{text}");
+    }
+
+    /// JSON on stdout, pretty-printed.
+    pub fn json(&self, value: &serde_json::Value) {
+        self.data(&serde_json::to_string_pretty(value).unwrap_or_default());
+    }
+
+    /// Raw bytes on stdout (captured logs).
+    pub fn raw(&self, bytes: &[u8]) {
+        let mut out = std::io::stdout().lock();
+        let _ = out.write_all(bytes);
+        let _ = out.flush();
+    }
+
+    /// A diagnostic line on stderr.
+    pub fn info(&self, text: &str) {
+        if !self.quiet {
+            eprintln!("{text}");
+        }
+    }
+
+    pub fn error(&self, text: &str) {
+        let prefix = self.paint("error:", "1;31");
+        // One line: a multi-line cause is folded so scripts can grep it.
+        let text = text
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty())
+            .collect::<Vec<_>>()
+            .join(" ");
+        eprintln!("{prefix} {text}");
+    }
+
+    /// Colours `text` with an ANSI SGR code when colour is on.
+    pub fn paint(&self, text: &str, sgr: &str) -> String {
+        if self.color {
+            format!("\x1b[{sgr}m{text}\x1b[0m")
+        } else {
+            text.to_string()
+        }
+    }
+
+    /// A table styled for the terminal (or plain ASCII when piped).
+    pub fn table(&self) -> comfy_table::Table {
+        let mut t = comfy_table::Table::new();
+        if std::io::stdout().is_terminal() {
+            t.load_preset(comfy_table::presets::UTF8_FULL_CONDENSED);
+        } else {
+            t.load_preset(comfy_table::presets::NOTHING);
+            t.force_no_tty();
+        }
+        t.set_content_arrangement(comfy_table::ContentArrangement::Dynamic);
+        t
+    }
+
+    /// The progress observer for a run: live bars on a terminal, lines otherwise.
+    pub fn progress(&self) -> Progress {
+        Progress {
+            live: (self.stderr_tty && !self.quiet).then(|| {
+                let multi = MultiProgress::with_draw_target(ProgressDrawTarget::stderr());
+                let counter = multi.add(ProgressBar::new(0));
+                counter.set_style(
+                    ProgressStyle::with_template(
+                        "{prefix:.bold} [{bar:30}] {pos}/{len} steps done  {elapsed}",
+                    )
+                    .unwrap_or_else(|_| ProgressStyle::default_bar())
+                    .progress_chars("=> "),
+                );
+                Live {
+                    multi,
+                    counter,
+                    bars: Mutex::new(HashMap::new()),
+                }
+            }),
+            quiet: self.quiet,
+            color: self.color,
+        }
+    }
+}
+
+struct Live {
+    multi: MultiProgress,
+    counter: ProgressBar,
+    bars: Mutex<HashMap<String, ProgressBar>>,
+}
+
+pub struct Progress {
+    live: Option<Live>,
+    quiet: bool,
+    color: bool,
+}
+
+impl Progress {
+    fn line(&self, text: &str) {
+        if self.quiet {
+            return;
+        }
+        match &self.live {
+            Some(l) => {
+                let _ = l.multi.println(text);
+            }
+            None => eprintln!("{text}"),
+        }
+    }
+
+    fn paint(&self, text: &str, sgr: &str) -> String {
+        if self.color {
+            format!("\x1b[{sgr}m{text}\x1b[0m")
+        } else {
+            text.to_string()
+        }
+    }
+
+    pub fn finish(&self) {
+        if let Some(l) = &self.live {
+            for (_, b) in l
+                .bars
+                .lock()
+                .map(|mut b| b.drain().collect::<Vec<_>>())
+                .unwrap_or_default()
+            {
+                b.finish_and_clear();
+            }
+            l.counter.finish_and_clear();
+        }
+    }
+}
+
+impl Observer for Progress {
+    fn run_started(&self, instance: &str, workflow: &str, run: i64, total_steps: usize) {
+        if let Some(l) = &self.live {
+            l.counter.set_length(total_steps as u64);
+            l.counter.set_prefix(workflow.to_string());
+            l.counter.enable_steady_tick(Duration::from_millis(200));
+        }
+        self.line(&format!("{workflow} {instance} run {run}"));
+    }
+
+    fn step_started(&self, key: &str, attempt: i64) {
+        match &self.live {
+            Some(l) => {
+                let bar = l.multi.add(ProgressBar::new_spinner());
+                bar.set_style(
+                    ProgressStyle::with_template("  {spinner} {msg} {elapsed}")
+                        .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+                );
+                bar.set_message(if attempt > 1 {
+                    format!("{key} (attempt {attempt})")
+                } else {
+                    key.to_string()
+                });
+                bar.enable_steady_tick(Duration::from_millis(100));
+                if let Ok(mut bars) = l.bars.lock() {
+                    bars.insert(key.to_string(), bar);
+                }
+            }
+            None if !self.quiet => eprintln!("  {key}: started (attempt {attempt})"),
+            None => {}
+        }
+    }
+
+    fn step_finished(
+        &self,
+        key: &str,
+        attempt: i64,
+        outcome: &str,
+        error: Option<&Failure>,
+        elapsed: Duration,
+    ) {
+        if let Some(l) = &self.live
+            && let Ok(mut bars) = l.bars.lock()
+            && let Some(bar) = bars.remove(key)
+        {
+            bar.finish_and_clear();
+            l.multi.remove(&bar);
+        }
+        let mark = match outcome {
+            "ok" => self.paint("ok", "32"),
+            "retry" => self.paint("retry", "33"),
+            "interrupted" => self.paint("interrupted", "33"),
+            other => self.paint(other, "31"),
+        };
+        let detail = error
+            .map(|e| format!("  {}: {}", e.error_type, e.message))
+            .unwrap_or_default();
+        self.line(&format!(
+            "  {key}: {mark} (attempt {attempt}, {}){detail}",
+            human(elapsed)
+        ));
+        if outcome == "ok"
+            && let Some(l) = &self.live
+        {
+            l.counter.inc(1);
+        }
+    }
+
+    fn step_skipped(&self, key: &str) {
+        self.line(&format!("  {key}: skipped"));
+        if let Some(l) = &self.live {
+            l.counter.inc(1);
+        }
+    }
+
+    fn steps_replayed(&self, count: usize) {
+        if let Some(l) = &self.live {
+            l.counter.inc(count as u64);
+        }
+        self.line(&format!(
+            "  {count} completed step(s) replayed from history"
+        ));
+    }
+
+    fn message(&self, text: &str) {
+        self.line(text);
+    }
+}

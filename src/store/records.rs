@@ -1,0 +1,437 @@
+//! Typed rows and the statements that read and write them. Write functions take
+//! a `&Connection` so the engine can group several of them in one transaction
+//! (one fsync per step, not one per statement).
+
+use super::{Result, StoreError};
+use rusqlite::{Connection, OptionalExtension, Row, params};
+use serde_json::Value;
+
+/// Current time as stored everywhere: RFC 3339, UTC, millisecond precision.
+pub fn now() -> String {
+    fmt_time(chrono::Utc::now())
+}
+
+pub fn fmt_time(t: chrono::DateTime<chrono::Utc>) -> String {
+    t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+}
+
+pub fn parse_time(s: &str) -> Option<chrono::DateTime<chrono::Utc>> {
+    chrono::DateTime::parse_from_rfc3339(s)
+        .ok()
+        .map(|t| t.with_timezone(&chrono::Utc))
+}
+
+fn json_col(row: &Row, idx: usize) -> rusqlite::Result<Value> {
+    let text: Option<String> = row.get(idx)?;
+    Ok(match text {
+        None => Value::Null,
+        Some(t) => serde_json::from_str(&t).unwrap_or(Value::Null),
+    })
+}
+
+#[derive(Debug, Clone)]
+pub struct InstanceRow {
+    pub id: String,
+    pub workflow: String,
+    pub status: String,
+    pub definition: String,
+    pub definition_hash: String,
+    pub workflow_path: String,
+    pub base_dir: String,
+    pub inputs: Value,
+    pub state: Value,
+    pub error: Option<String>,
+    pub wake_at: Option<String>,
+    pub waiting_event: Option<String>,
+    pub lease_owner: Option<String>,
+    pub lease_expires_ms: Option<i64>,
+    pub created_at: String,
+    pub updated_at: String,
+}
+
+const INSTANCE_COLS: &str = "id, workflow, status, definition, definition_hash, workflow_path, base_dir, \
+    inputs, state, error, wake_at, waiting_event, lease_owner, lease_expires_ms, created_at, updated_at";
+
+fn instance_from_row(r: &Row) -> rusqlite::Result<InstanceRow> {
+    Ok(InstanceRow {
+        id: r.get(0)?,
+        workflow: r.get(1)?,
+        status: r.get(2)?,
+        definition: r.get(3)?,
+        definition_hash: r.get(4)?,
+        workflow_path: r.get(5)?,
+        base_dir: r.get(6)?,
+        inputs: json_col(r, 7)?,
+        state: json_col(r, 8)?,
+        error: r.get(9)?,
+        wake_at: r.get(10)?,
+        waiting_event: r.get(11)?,
+        lease_owner: r.get(12)?,
+        lease_expires_ms: r.get(13)?,
+        created_at: r.get(14)?,
+        updated_at: r.get(15)?,
+    })
+}
+
+pub fn insert_instance(c: &Connection, i: &InstanceRow) -> Result<()> {
+    c.execute(
+        &format!("INSERT INTO instances ({INSTANCE_COLS}) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16)"),
+        params![
+            i.id,
+            i.workflow,
+            i.status,
+            i.definition,
+            i.definition_hash,
+            i.workflow_path,
+            i.base_dir,
+            i.inputs.to_string(),
+            i.state.to_string(),
+            i.error,
+            i.wake_at,
+            i.waiting_event,
+            i.lease_owner,
+            i.lease_expires_ms,
+            i.created_at,
+            i.updated_at
+        ],
+    )?;
+    Ok(())
+}
+
+pub fn instance(c: &Connection, id: &str) -> Result<InstanceRow> {
+    c.query_row(
+        &format!("SELECT {INSTANCE_COLS} FROM instances WHERE id = ?1"),
+        [id],
+        instance_from_row,
+    )
+    .optional()?
+    .ok_or_else(|| StoreError::NotFound(id.into()))
+}
+
+pub fn list_instances(c: &Connection, status: Option<&str>) -> Result<Vec<InstanceRow>> {
+    let mut stmt = c.prepare(&format!(
+        "SELECT {INSTANCE_COLS} FROM instances WHERE (?1 IS NULL OR status = ?1) ORDER BY created_at DESC, rowid DESC"
+    ))?;
+    let rows = stmt.query_map([status], instance_from_row)?;
+    Ok(rows.collect::<Result<_, _>>()?)
+}
+
+/// Updates an instance's status and the suspension details that go with it.
+pub fn set_instance_status(
+    c: &Connection,
+    id: &str,
+    status: &str,
+    wake_at: Option<&str>,
+    waiting_event: Option<&str>,
+    error: Option<&str>,
+) -> Result<()> {
+    c.execute(
+        "UPDATE instances SET status=?2, wake_at=?3, waiting_event=?4, error=?5, updated_at=?6 WHERE id=?1",
+        params![id, status, wake_at, waiting_event, error, now()],
+    )?;
+    Ok(())
+}
+
+pub fn set_state(c: &Connection, id: &str, state: &Value) -> Result<()> {
+    c.execute(
+        "UPDATE instances SET state=?2, updated_at=?3 WHERE id=?1",
+        params![id, state.to_string(), now()],
+    )?;
+    Ok(())
+}
+
+// ---- leases ----
+
+/// Takes the lease if it is free, expired, ours, or held by a process on this
+/// host that no longer exists. Returns the current holder when refused.
+pub fn acquire_lease(
+    c: &Connection,
+    id: &str,
+    owner: &str,
+    ttl_ms: i64,
+    holder_alive: impl Fn(&str) -> bool,
+) -> Result<Result<(), String>> {
+    let now_ms = chrono::Utc::now().timestamp_millis();
+    let (holder, expires): (Option<String>, Option<i64>) = c
+        .query_row(
+            "SELECT lease_owner, lease_expires_ms FROM instances WHERE id=?1",
+            [id],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .optional()?
+        .ok_or_else(|| StoreError::NotFound(id.into()))?;
+    if let Some(h) = holder
+        && h != owner
+        && expires.unwrap_or(0) > now_ms
+        && holder_alive(&h)
+    {
+        return Ok(Err(h));
+    }
+    c.execute(
+        "UPDATE instances SET lease_owner=?2, lease_expires_ms=?3 WHERE id=?1",
+        params![id, owner, now_ms + ttl_ms],
+    )?;
+    Ok(Ok(()))
+}
+
+/// Extends our lease; false if somebody else took it over meanwhile.
+pub fn renew_lease(c: &Connection, id: &str, owner: &str, ttl_ms: i64) -> Result<bool> {
+    let now_ms = chrono::Utc::now().timestamp_millis();
+    let n = c.execute(
+        "UPDATE instances SET lease_expires_ms=?3 WHERE id=?1 AND lease_owner=?2",
+        params![id, owner, now_ms + ttl_ms],
+    )?;
+    Ok(n == 1)
+}
+
+pub fn release_lease(c: &Connection, id: &str, owner: &str) -> Result<()> {
+    c.execute(
+        "UPDATE instances SET lease_owner=NULL, lease_expires_ms=NULL WHERE id=?1 AND lease_owner=?2",
+        params![id, owner],
+    )?;
+    Ok(())
+}
+
+// ---- runs ----
+
+#[derive(Debug, Clone)]
+pub struct RunRow {
+    pub number: i64,
+    pub outcome: Option<String>,
+    pub started_at: String,
+    pub finished_at: Option<String>,
+}
+
+pub fn start_run(c: &Connection, id: &str) -> Result<i64> {
+    let number: i64 = c.query_row(
+        "SELECT COALESCE(MAX(number), 0) + 1 FROM runs WHERE instance_id=?1",
+        [id],
+        |r| r.get(0),
+    )?;
+    c.execute(
+        "INSERT INTO runs (instance_id, number, started_at) VALUES (?1, ?2, ?3)",
+        params![id, number, now()],
+    )?;
+    Ok(number)
+}
+
+pub fn finish_run(c: &Connection, id: &str, number: i64, outcome: &str) -> Result<()> {
+    c.execute(
+        "UPDATE runs SET outcome=?3, finished_at=?4 WHERE instance_id=?1 AND number=?2",
+        params![id, number, outcome, now()],
+    )?;
+    Ok(())
+}
+
+/// Runs left without an outcome by a process that died are closed as `crashed`.
+pub fn close_abandoned_runs(c: &Connection, id: &str) -> Result<usize> {
+    Ok(c.execute(
+        "UPDATE runs SET outcome='crashed', finished_at=?2 WHERE instance_id=?1 AND outcome IS NULL",
+        params![id, now()],
+    )?)
+}
+
+pub fn runs(c: &Connection, id: &str) -> Result<Vec<RunRow>> {
+    let mut stmt = c.prepare(
+        "SELECT number, outcome, started_at, finished_at FROM runs WHERE instance_id=?1 ORDER BY number",
+    )?;
+    let rows = stmt.query_map([id], |r| {
+        Ok(RunRow {
+            number: r.get(0)?,
+            outcome: r.get(1)?,
+            started_at: r.get(2)?,
+            finished_at: r.get(3)?,
+        })
+    })?;
+    Ok(rows.collect::<Result<_, _>>()?)
+}
+
+// ---- steps ----
+
+#[derive(Debug, Clone)]
+pub struct StepRow {
+    pub key: String,
+    pub step_id: String,
+    pub status: String,
+    pub attempts: i64,
+    pub budget_base: i64,
+    pub outcome: Option<String>,
+    pub error_type: Option<String>,
+    pub error_message: Option<String>,
+    pub output: Value,
+    pub started_at: Option<String>,
+    pub finished_at: Option<String>,
+    pub retry_at: Option<String>,
+    pub seq: Option<i64>,
+}
+
+pub fn steps(c: &Connection, id: &str) -> Result<Vec<StepRow>> {
+    let mut stmt = c.prepare(
+        "SELECT key, step_id, status, attempts, budget_base, outcome, error_type, error_message, output, \
+         started_at, finished_at, retry_at, seq FROM steps WHERE instance_id=?1",
+    )?;
+    let rows = stmt.query_map([id], |r| {
+        Ok(StepRow {
+            key: r.get(0)?,
+            step_id: r.get(1)?,
+            status: r.get(2)?,
+            attempts: r.get(3)?,
+            budget_base: r.get(4)?,
+            outcome: r.get(5)?,
+            error_type: r.get(6)?,
+            error_message: r.get(7)?,
+            output: json_col(r, 8)?,
+            started_at: r.get(9)?,
+            finished_at: r.get(10)?,
+            retry_at: r.get(11)?,
+            seq: r.get(12)?,
+        })
+    })?;
+    Ok(rows.collect::<Result<_, _>>()?)
+}
+
+/// Writes a step's row as the engine sees it now (insert or replace).
+pub fn put_step(c: &Connection, instance_id: &str, s: &StepRow) -> Result<()> {
+    c.execute(
+        "INSERT INTO steps (instance_id, key, step_id, status, attempts, outcome, error_type, error_message, \
+         output, started_at, finished_at, retry_at, seq, budget_base) \
+         VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14) \
+         ON CONFLICT(instance_id, key) DO UPDATE SET status=excluded.status, attempts=excluded.attempts, \
+         budget_base=excluded.budget_base, \
+         outcome=excluded.outcome, error_type=excluded.error_type, error_message=excluded.error_message, \
+         output=excluded.output, started_at=excluded.started_at, finished_at=excluded.finished_at, \
+         retry_at=excluded.retry_at, seq=excluded.seq",
+        params![
+            instance_id,
+            s.key,
+            s.step_id,
+            s.status,
+            s.attempts,
+            s.outcome,
+            s.error_type,
+            s.error_message,
+            if s.output.is_null() { None } else { Some(s.output.to_string()) },
+            s.started_at,
+            s.finished_at,
+            s.retry_at,
+            s.seq,
+            s.budget_base
+        ],
+    )?;
+    Ok(())
+}
+
+// ---- attempts ----
+
+#[derive(Debug, Clone)]
+pub struct AttemptRow {
+    pub step_key: String,
+    pub attempt: i64,
+    pub run: i64,
+    pub outcome: Option<String>,
+    pub error_type: Option<String>,
+    pub error_message: Option<String>,
+    pub exit_code: Option<i64>,
+    pub started_at: String,
+    pub finished_at: Option<String>,
+}
+
+pub fn insert_attempt(
+    c: &Connection,
+    instance_id: &str,
+    key: &str,
+    attempt: i64,
+    run: i64,
+    started_at: &str,
+) -> Result<()> {
+    c.execute(
+        "INSERT INTO attempts (instance_id, step_key, attempt, run, started_at) VALUES (?1,?2,?3,?4,?5)",
+        params![instance_id, key, attempt, run, started_at],
+    )?;
+    Ok(())
+}
+
+/// The end of an attempt, as recorded.
+#[derive(Debug, Clone, Default)]
+pub struct AttemptEnd {
+    pub outcome: String,
+    pub error_type: Option<String>,
+    pub error_message: Option<String>,
+    pub exit_code: Option<i64>,
+    pub finished_at: String,
+    pub stdout: Vec<u8>,
+    pub stderr: Vec<u8>,
+}
+
+pub fn finish_attempt(
+    c: &Connection,
+    instance_id: &str,
+    key: &str,
+    attempt: i64,
+    end: &AttemptEnd,
+) -> Result<()> {
+    c.execute(
+        "UPDATE attempts SET outcome=?4, error_type=?5, error_message=?6, exit_code=?7, finished_at=?8, \
+         stdout=?9, stderr=?10 WHERE instance_id=?1 AND step_key=?2 AND attempt=?3",
+        params![
+            instance_id,
+            key,
+            attempt,
+            end.outcome,
+            end.error_type,
+            end.error_message,
+            end.exit_code,
+            end.finished_at,
+            end.stdout,
+            end.stderr
+        ],
+    )?;
+    Ok(())
+}
+
+/// Attempts with no outcome: their process died with the runner.
+pub fn open_attempts(c: &Connection, instance_id: &str) -> Result<Vec<(String, i64)>> {
+    let mut stmt = c.prepare(
+        "SELECT step_key, attempt FROM attempts WHERE instance_id=?1 AND outcome IS NULL ORDER BY step_key, attempt",
+    )?;
+    let rows = stmt.query_map([instance_id], |r| Ok((r.get(0)?, r.get(1)?)))?;
+    Ok(rows.collect::<Result<_, _>>()?)
+}
+
+pub fn attempts(c: &Connection, instance_id: &str) -> Result<Vec<AttemptRow>> {
+    let mut stmt = c.prepare(
+        "SELECT step_key, attempt, run, outcome, error_type, error_message, exit_code, started_at, finished_at \
+         FROM attempts WHERE instance_id=?1 ORDER BY started_at, step_key, attempt",
+    )?;
+    let rows = stmt.query_map([instance_id], |r| {
+        Ok(AttemptRow {
+            step_key: r.get(0)?,
+            attempt: r.get(1)?,
+            run: r.get(2)?,
+            outcome: r.get(3)?,
+            error_type: r.get(4)?,
+            error_message: r.get(5)?,
+            exit_code: r.get(6)?,
+            started_at: r.get(7)?,
+            finished_at: r.get(8)?,
+        })
+    })?;
+    Ok(rows.collect::<Result<_, _>>()?)
+}
+
+/// Captured stdout and stderr of one attempt (the last one when `attempt` is None).
+pub fn attempt_logs(
+    c: &Connection,
+    instance_id: &str,
+    key: &str,
+    attempt: Option<i64>,
+) -> Result<Option<(i64, Vec<u8>, Vec<u8>)>> {
+    Ok(c
+        .query_row(
+            "SELECT attempt, COALESCE(stdout, x''), COALESCE(stderr, x'') FROM attempts \
+             WHERE instance_id=?1 AND step_key=?2 AND (?3 IS NULL OR attempt=?3) ORDER BY attempt DESC LIMIT 1",
+            params![instance_id, key, attempt],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+        )
+        .optional()?)
+}

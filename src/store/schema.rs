@@ -1,0 +1,85 @@
+//! Versioned migrations. The database's `PRAGMA user_version` is the number of
+//! migrations applied; each one runs in its own transaction, so a crash during
+//! an upgrade leaves the previous version intact. Never edit a migration that
+//! has shipped: append a new one.
+
+/// Every migration, in order. Index + 1 is the schema version it produces.
+pub const MIGRATIONS: &[&str] = &[
+    // 1: instances, runs, steps, attempts, events.
+    r#"
+    CREATE TABLE instances (
+        id               TEXT PRIMARY KEY,
+        workflow         TEXT NOT NULL,
+        status           TEXT NOT NULL,
+        definition       TEXT NOT NULL,     -- pinned workflow source text
+        definition_hash  TEXT NOT NULL,     -- sha256 of definition
+        workflow_path    TEXT NOT NULL,     -- the file the instance was started from
+        base_dir         TEXT NOT NULL,     -- folder `dir:` and relative commands resolve against
+        inputs           TEXT NOT NULL,     -- JSON object
+        state            TEXT NOT NULL,     -- JSON object, committed state
+        error            TEXT,              -- why the instance failed, if it did
+        wake_at          TEXT,              -- sleeping: when the next timer is due
+        waiting_event    TEXT,              -- waiting: the event name awaited
+        lease_owner      TEXT,              -- process holding the instance
+        lease_expires_ms INTEGER,           -- unix ms; a lease past this is dead
+        created_at       TEXT NOT NULL,
+        updated_at       TEXT NOT NULL
+    );
+    CREATE INDEX instances_by_created ON instances(created_at);
+    CREATE INDEX instances_by_status ON instances(status, wake_at);
+
+    CREATE TABLE runs (
+        instance_id  TEXT NOT NULL REFERENCES instances(id),
+        number       INTEGER NOT NULL,
+        outcome      TEXT,                   -- NULL while the run is in progress
+        started_at   TEXT NOT NULL,
+        finished_at  TEXT,
+        PRIMARY KEY (instance_id, number)
+    ) WITHOUT ROWID;
+
+    CREATE TABLE steps (
+        instance_id    TEXT NOT NULL REFERENCES instances(id),
+        key            TEXT NOT NULL,        -- step id, or id[n] for a for_each item
+        step_id        TEXT NOT NULL,
+        status         TEXT NOT NULL,        -- running, completed, failed, skipped, sleeping, waiting, pending
+        attempts       INTEGER NOT NULL DEFAULT 0,
+        budget_base    INTEGER NOT NULL DEFAULT 0, -- attempts at or below this don't count (--retry-failed)
+        outcome        TEXT,                 -- outcome of the last attempt
+        error_type     TEXT,
+        error_message  TEXT,
+        output         TEXT,                 -- JSON, set on success only
+        started_at     TEXT,
+        finished_at    TEXT,
+        retry_at       TEXT,                 -- when the next attempt or timer is due
+        seq            INTEGER,              -- completion order (for compensation)
+        PRIMARY KEY (instance_id, key)
+    ) WITHOUT ROWID;
+
+    CREATE TABLE attempts (
+        instance_id    TEXT NOT NULL REFERENCES instances(id),
+        step_key       TEXT NOT NULL,
+        attempt        INTEGER NOT NULL,
+        run            INTEGER NOT NULL,
+        outcome        TEXT,                 -- NULL while in flight; crashed if the process died
+        error_type     TEXT,
+        error_message  TEXT,
+        exit_code      INTEGER,
+        started_at     TEXT NOT NULL,
+        finished_at    TEXT,
+        stdout         BLOB,
+        stderr         BLOB,
+        PRIMARY KEY (instance_id, step_key, attempt)
+    ) WITHOUT ROWID;
+
+    CREATE TABLE events (
+        id           INTEGER PRIMARY KEY,
+        instance_id  TEXT NOT NULL REFERENCES instances(id),
+        name         TEXT NOT NULL,
+        payload      TEXT NOT NULL,          -- JSON
+        traceparent  TEXT,
+        received_at  TEXT NOT NULL,
+        consumed_by  TEXT                    -- step key that took it
+    );
+    CREATE INDEX events_by_instance ON events(instance_id, name, consumed_by);
+    "#,
+];

@@ -1,0 +1,112 @@
+//! Durations as workflow files write them (`250ms`, `10s`, `5m`, `2h`, `3d`, or a
+//! sequence such as `1h30m`), parsed once at load time so a bad one is a
+//! definition error rather than a surprise halfway through a run.
+
+use std::time::Duration;
+
+/// Parses a duration written as one or more `<number><unit>` groups.
+pub fn parse(text: &str) -> Result<Duration, String> {
+    let s = text.trim();
+    if s.is_empty() {
+        return Err("empty duration (expected e.g. 250ms, 10s, 5m, 2h, 3d)".into());
+    }
+    let mut total: u128 = 0;
+    let mut rest = s;
+    while !rest.is_empty() {
+        let digits = rest
+            .find(|c: char| !c.is_ascii_digit())
+            .unwrap_or(rest.len());
+        if digits == 0 {
+            return Err(format!(
+                "invalid duration `{text}` (expected e.g. 250ms, 10s, 5m, 2h, 3d)"
+            ));
+        }
+        let (num, after) = rest.split_at(digits);
+        let value: u128 = num
+            .parse()
+            .map_err(|_| format!("invalid duration `{text}`: number too large"))?;
+        let unit_len = after
+            .find(|c: char| c.is_ascii_digit())
+            .unwrap_or(after.len());
+        let (unit, next) = after.split_at(unit_len);
+        let millis_per_unit: u128 = match unit {
+            "ms" => 1,
+            "s" => 1_000,
+            "m" => 60_000,
+            "h" => 3_600_000,
+            "d" => 86_400_000,
+            "" => {
+                return Err(format!(
+                    "invalid duration `{text}`: missing unit (ms, s, m, h or d)"
+                ));
+            }
+            other => {
+                return Err(format!(
+                    "invalid duration `{text}`: unknown unit `{other}` (use ms, s, m, h or d)"
+                ));
+            }
+        };
+        total = total
+            .checked_add(value.saturating_mul(millis_per_unit))
+            .ok_or_else(|| format!("invalid duration `{text}`: too large"))?;
+        rest = next;
+    }
+    // Anything above a century is certainly a typo; it also keeps later arithmetic safe.
+    const MAX_MS: u128 = 100 * 365 * 86_400_000;
+    if total > MAX_MS {
+        return Err(format!("invalid duration `{text}`: longer than 100 years"));
+    }
+    Ok(Duration::from_millis(total as u64))
+}
+
+/// Formats a duration compactly for tables (`1.2s`, `3m04s`, `250ms`).
+pub fn human(d: Duration) -> String {
+    let ms = d.as_millis();
+    if ms < 1_000 {
+        format!("{ms}ms")
+    } else if ms < 60_000 {
+        format!("{:.1}s", ms as f64 / 1000.0)
+    } else if ms < 3_600_000 {
+        format!("{}m{:02}s", ms / 60_000, (ms / 1000) % 60)
+    } else {
+        format!("{}h{:02}m", ms / 3_600_000, (ms / 60_000) % 60)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_units_and_sequences() {
+        assert_eq!(parse("250ms").unwrap(), Duration::from_millis(250));
+        assert_eq!(parse("10s").unwrap(), Duration::from_secs(10));
+        assert_eq!(parse("5m").unwrap(), Duration::from_secs(300));
+        assert_eq!(parse("2h").unwrap(), Duration::from_secs(7200));
+        assert_eq!(parse("3d").unwrap(), Duration::from_secs(3 * 86400));
+        assert_eq!(parse("1h30m").unwrap(), Duration::from_secs(5400));
+    }
+
+    #[test]
+    fn rejects_bad_durations() {
+        for bad in [
+            "",
+            "10",
+            "s",
+            "10x",
+            "1.5s",
+            "-1s",
+            "99999999999999999999999d",
+            "200y",
+        ] {
+            assert!(parse(bad).is_err(), "{bad} should be rejected");
+        }
+    }
+
+    #[test]
+    fn human_formats() {
+        assert_eq!(human(Duration::from_millis(12)), "12ms");
+        assert_eq!(human(Duration::from_millis(1500)), "1.5s");
+        assert_eq!(human(Duration::from_secs(184)), "3m04s");
+    }
+}

@@ -1,0 +1,159 @@
+//! The workflow file exactly as YAML spells it: serde types with
+//! `deny_unknown_fields`, so a typo in a key is an error with a line and column
+//! instead of a silently ignored setting. Checking what the values mean is
+//! `validate`'s job; these types only give the file its shape.
+
+use serde::Deserialize;
+use serde_json::{Map, Value};
+use serde_saphyr::Spanned;
+use std::collections::BTreeMap;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawWorkflow {
+    pub name: Spanned<String>,
+    #[serde(default)]
+    pub description: Option<String>,
+    #[serde(default)]
+    pub inputs: Option<Spanned<BTreeMap<String, RawInput>>>,
+    #[serde(default)]
+    pub secrets: Vec<Spanned<String>>,
+    #[serde(default)]
+    pub env: BTreeMap<String, Value>,
+    #[serde(default)]
+    pub state: Option<Spanned<Value>>,
+    #[serde(default)]
+    pub defaults: Option<RawDefaults>,
+    #[serde(default)]
+    pub concurrency: Option<Spanned<i64>>,
+    #[serde(default)]
+    pub timeout: Option<Spanned<String>>,
+    pub steps: Spanned<Vec<Spanned<RawStep>>>,
+}
+
+#[derive(Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct RawInput {
+    #[serde(default)]
+    pub required: bool,
+    #[serde(default)]
+    pub default: Option<Value>,
+    #[serde(default)]
+    pub description: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawDefaults {
+    #[serde(default)]
+    pub timeout: Option<Spanned<String>>,
+    #[serde(default)]
+    pub retry: Option<Spanned<RawRetry>>,
+}
+
+#[derive(Debug, Deserialize, Clone, Default)]
+#[serde(deny_unknown_fields)]
+pub struct RawRetry {
+    #[serde(default)]
+    pub max_attempts: Option<i64>,
+    #[serde(default)]
+    pub backoff: Option<String>,
+    #[serde(default)]
+    pub interval: Option<String>,
+    #[serde(default)]
+    pub multiplier: Option<f64>,
+    #[serde(default)]
+    pub max_interval: Option<String>,
+    #[serde(default)]
+    pub non_retryable: Option<Vec<String>>,
+    #[serde(default)]
+    pub retryable: Option<Vec<String>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawStep {
+    pub id: Spanned<String>,
+    #[serde(default)]
+    pub description: Option<String>,
+    #[serde(default)]
+    pub run: Option<Spanned<Value>>,
+    #[serde(default)]
+    pub dir: Option<String>,
+    #[serde(default)]
+    pub env: BTreeMap<String, Value>,
+    #[serde(default)]
+    pub needs: Option<Vec<Spanned<String>>>,
+    #[serde(default)]
+    pub http: Option<Spanned<RawHttp>>,
+    #[serde(default)]
+    pub sleep: Option<Spanned<Value>>,
+    #[serde(default)]
+    pub wait_for_event: Option<Spanned<RawWait>>,
+    #[serde(default)]
+    pub timeout: Option<Spanned<String>>,
+    #[serde(default)]
+    pub retry: Option<Spanned<RawRetry>>,
+    #[serde(default)]
+    pub errors: BTreeMap<i64, String>,
+    #[serde(default)]
+    pub set_state: Option<Spanned<Value>>,
+    #[serde(default)]
+    pub compensate: Option<Spanned<RawCompensate>>,
+    #[serde(default, rename = "if")]
+    pub if_: Option<Spanned<Value>>,
+    #[serde(default)]
+    pub for_each: Option<Spanned<Value>>,
+    #[serde(default)]
+    pub max_parallel: Option<Spanned<i64>>,
+    #[serde(default)]
+    pub continue_on_error: bool,
+}
+
+#[derive(Debug, Deserialize, Clone)]
+#[serde(deny_unknown_fields)]
+pub struct RawHttp {
+    #[serde(default)]
+    pub method: Option<String>,
+    pub url: String,
+    #[serde(default)]
+    pub headers: BTreeMap<String, Value>,
+    #[serde(default)]
+    pub query: BTreeMap<String, Value>,
+    #[serde(default)]
+    pub json: Option<Value>,
+    #[serde(default)]
+    pub body: Option<String>,
+    #[serde(default)]
+    pub expect_status: Option<Vec<u16>>,
+    #[serde(default)]
+    pub idempotency_key: bool,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawWait {
+    pub name: String,
+    #[serde(default)]
+    pub timeout: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawCompensate {
+    #[serde(default)]
+    pub run: Option<Value>,
+    #[serde(default)]
+    pub http: Option<RawHttp>,
+    #[serde(default)]
+    pub dir: Option<String>,
+    #[serde(default)]
+    pub env: BTreeMap<String, Value>,
+    #[serde(default)]
+    pub timeout: Option<String>,
+    #[serde(default)]
+    pub retry: Option<RawRetry>,
+}
+
+/// Convenience for the JSON object type used for state and outputs.
+pub type Object = Map<String, Value>;

@@ -1,0 +1,561 @@
+//! Strings with embedded `${{ … }}` expressions (SPEC §2).
+//!
+//! Almost every string of a workflow file may compute parts of itself from the
+//! run's context. A [`Template`] is such a string, parsed once: literal text
+//! and expressions. It renders in three ways: as a JSON value (a string that is
+//! exactly one expression keeps the expression's type), as plain text, or as
+//! shell text in which each expression becomes a reference to an environment
+//! variable, so that a value can never become shell code.
+
+use super::expr::{self, Expr, ExprError};
+use serde_json::Value;
+
+const OPEN: &str = "${{";
+const CLOSE: &str = "}}";
+
+/// Prefix of the environment variables that carry expression values into a shell.
+pub const SHELL_VAR_PREFIX: &str = "WF_EXPR_";
+
+/// A malformed template; `offset` is a byte offset into the template string.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message} at offset {offset}")]
+pub struct TemplateError {
+    pub offset: usize,
+    pub message: String,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+enum Part {
+    Text(String),
+    Expr(Expr),
+}
+
+/// A string made of literal text and `${{ … }}` expressions.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Template {
+    source: String,
+    parts: Vec<Part>,
+    /// Exactly one expression, with nothing but whitespace around it.
+    whole: bool,
+}
+
+/// Whether `s` contains an expression opener `${{`.
+pub fn contains_expr(s: &str) -> bool {
+    s.contains(OPEN)
+}
+
+/// A value as text: strings as themselves, `null` as nothing, anything else as
+/// compact JSON.
+pub fn value_to_text(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        Value::Null => String::new(),
+        other => other.to_string(),
+    }
+}
+
+impl Template {
+    /// Splits `s` into literal text and parsed expressions.
+    pub fn parse(s: &str) -> Result<Template, TemplateError> {
+        let mut parts = Vec::new();
+        let mut rest = 0;
+        while let Some(open) = s
+            .get(rest..)
+            .and_then(|r| r.find(OPEN))
+            .map(|rel| rest + rel)
+        {
+            push_text(&mut parts, s.get(rest..open).unwrap_or_default());
+            let inner_start = open + OPEN.len();
+            let inner_end = find_close(s, open, inner_start)?;
+            let inner = s.get(inner_start..inner_end).unwrap_or_default();
+            let e = expr::parse(inner).map_err(|e| TemplateError {
+                offset: inner_start + e.pos().unwrap_or(0),
+                message: e.message(),
+            })?;
+            parts.push(Part::Expr(e));
+            rest = inner_end + CLOSE.len();
+        }
+        push_text(&mut parts, s.get(rest..).unwrap_or_default());
+        let exprs = parts.iter().filter(|p| matches!(p, Part::Expr(_))).count();
+        let blank = parts.iter().all(|p| match p {
+            Part::Text(t) => t.trim().is_empty(),
+            Part::Expr(_) => true,
+        });
+        Ok(Template {
+            source: s.to_string(),
+            parts,
+            whole: exprs == 1 && blank,
+        })
+    }
+
+    /// The text the template was parsed from.
+    pub fn source(&self) -> &str {
+        &self.source
+    }
+
+    /// Whether the template has no expressions at all.
+    pub fn is_literal(&self) -> bool {
+        self.exprs().next().is_none()
+    }
+
+    /// The template's expressions, in order.
+    pub fn exprs(&self) -> impl Iterator<Item = &Expr> {
+        self.parts.iter().filter_map(|p| match p {
+            Part::Expr(e) => Some(e),
+            Part::Text(_) => None,
+        })
+    }
+
+    /// A template that is exactly one expression (whitespace around it
+    /// allowed) gives that expression's value with its JSON type; any other
+    /// template gives a string.
+    pub fn render_value(&self, ctx: &Value) -> Result<Value, ExprError> {
+        if self.whole
+            && let Some(e) = self.exprs().next()
+        {
+            return e.eval(ctx);
+        }
+        self.render_text(ctx).map(Value::String)
+    }
+
+    /// Renders to text, each expression's value by [`value_to_text`].
+    pub fn render_text(&self, ctx: &Value) -> Result<String, ExprError> {
+        let mut out = String::with_capacity(self.source.len());
+        for part in &self.parts {
+            match part {
+                Part::Text(t) => out.push_str(t),
+                Part::Expr(e) => out.push_str(&value_to_text(&e.eval(ctx)?)),
+            }
+        }
+        Ok(out)
+    }
+
+    /// Renders a `sh -c` command line without ever splicing a value into it:
+    /// each expression becomes `${WF_EXPR_<n>}` and its text value is pushed
+    /// onto `env` as `WF_EXPR_<n>`, where `n` continues from the number of
+    /// `WF_EXPR_` entries already in `env`. Literal text is kept verbatim. On
+    /// error `env` is left unchanged.
+    pub fn render_shell(
+        &self,
+        ctx: &Value,
+        env: &mut Vec<(String, String)>,
+    ) -> Result<String, ExprError> {
+        let first = env
+            .iter()
+            .filter(|(k, _)| k.starts_with(SHELL_VAR_PREFIX))
+            .count();
+        let mut vars = Vec::new();
+        let mut out = String::with_capacity(self.source.len());
+        for part in &self.parts {
+            match part {
+                Part::Text(t) => out.push_str(t),
+                Part::Expr(e) => {
+                    let value = value_to_text(&e.eval(ctx)?);
+                    let name = format!("{SHELL_VAR_PREFIX}{}", first + vars.len());
+                    out.push_str("${");
+                    out.push_str(&name);
+                    out.push('}');
+                    vars.push((name, value));
+                }
+            }
+        }
+        env.extend(vars);
+        Ok(out)
+    }
+}
+
+impl std::fmt::Display for Template {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.source)
+    }
+}
+
+fn push_text(parts: &mut Vec<Part>, text: &str) {
+    if !text.is_empty() {
+        parts.push(Part::Text(text.to_string()));
+    }
+}
+
+/// Offset of the `}}` ending the expression opened at `open` whose text starts
+/// at `from`; a `}}` inside a quoted string literal does not count.
+fn find_close(s: &str, open: usize, from: usize) -> Result<usize, TemplateError> {
+    let bytes = s.as_bytes();
+    let mut quote: Option<(u8, usize)> = None;
+    let mut i = from;
+    while let Some(&b) = bytes.get(i) {
+        match quote {
+            Some(_) if b == b'\\' => i += 1,
+            Some((q, _)) if b == q => quote = None,
+            Some(_) => {}
+            None if b == b'\'' || b == b'"' => quote = Some((b, i)),
+            None if b == b'}' && bytes.get(i + 1) == Some(&b'}') => return Ok(i),
+            None => {}
+        }
+        i += 1;
+    }
+    Err(match quote {
+        Some((_, at)) => TemplateError {
+            offset: at,
+            message: "unterminated string".into(),
+        },
+        None => TemplateError {
+            offset: open,
+            message: format!("unterminated `{OPEN}`: no closing `{CLOSE}`"),
+        },
+    })
+}
+
+/// Parses every string inside a JSON value (array items and object values,
+/// not keys). The error names the offending string.
+pub fn parse_tree(v: &Value) -> Result<(), (String, TemplateError)> {
+    match v {
+        Value::String(s) => Template::parse(s).map(drop).map_err(|e| (s.clone(), e)),
+        Value::Array(items) => items.iter().try_for_each(parse_tree),
+        Value::Object(m) => m.values().try_for_each(parse_tree),
+        Value::Null | Value::Bool(_) | Value::Number(_) => Ok(()),
+    }
+}
+
+/// Renders every string inside a JSON value with [`Template::render_value`],
+/// so `{"id": "${{ output.json.id }}"}` keeps the id's type. Keys are kept.
+pub fn render_tree(v: &Value, ctx: &Value) -> Result<Value, ExprError> {
+    Ok(match v {
+        Value::String(s) if contains_expr(s) => {
+            let t = Template::parse(s).map_err(|e| ExprError::Syntax {
+                pos: e.offset,
+                message: e.message,
+            })?;
+            t.render_value(ctx)?
+        }
+        Value::Array(items) => Value::Array(
+            items
+                .iter()
+                .map(|i| render_tree(i, ctx))
+                .collect::<Result<_, _>>()?,
+        ),
+        Value::Object(m) => Value::Object(
+            m.iter()
+                .map(|(k, i)| Ok((k.clone(), render_tree(i, ctx)?)))
+                .collect::<Result<_, ExprError>>()?,
+        ),
+        other => other.clone(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn ctx() -> Value {
+        json!({
+            "inputs": { "order_id": "A-1", "amount": 100, "flag": true, "nothing": null },
+            "output": { "json": { "id": 42, "tags": ["a", "b"], "meta": { "k": "v" } } },
+            "env": { "API": "http://127.0.0.1:8080" },
+            "steps": { "evil": { "output": { "stdout": "\"; touch pwned #", "sub": "$(touch pwned)" } } },
+            "item": { "sku": "X-9" }
+        })
+    }
+
+    fn tpl(s: &str) -> Template {
+        match Template::parse(s) {
+            Ok(t) => t,
+            Err(e) => panic!("{s:?}: {e}"),
+        }
+    }
+
+    fn value(s: &str) -> Value {
+        match tpl(s).render_value(&ctx()) {
+            Ok(v) => v,
+            Err(e) => panic!("{s:?}: {e}"),
+        }
+    }
+
+    fn text(s: &str) -> String {
+        match tpl(s).render_text(&ctx()) {
+            Ok(v) => v,
+            Err(e) => panic!("{s:?}: {e}"),
+        }
+    }
+
+    fn err(s: &str) -> (usize, String) {
+        match Template::parse(s) {
+            Err(e) => (e.offset, e.message),
+            Ok(t) => panic!("expected an error for {s:?}, got {t:?}"),
+        }
+    }
+
+    #[test]
+    fn literal_templates() {
+        for s in ["", "plain", "echo $HOME ${HOME} $ {{ }} }}", "${ {", "$${"] {
+            let t = tpl(s);
+            assert!(t.is_literal(), "{s:?}");
+            assert_eq!(t.exprs().count(), 0);
+            assert_eq!(t.render_value(&ctx()), Ok(json!(s)));
+            assert_eq!(t.render_text(&ctx()).as_deref(), Ok(s));
+            assert_eq!(t.source(), s);
+            assert!(!contains_expr(s));
+        }
+    }
+
+    #[test]
+    fn whole_value_keeps_its_type() {
+        assert_eq!(value("${{ output.json.id }}"), json!(42));
+        assert_eq!(value("  ${{ output.json.tags }}\n"), json!(["a", "b"]));
+        assert_eq!(value("${{output.json.meta}}"), json!({ "k": "v" }));
+        assert_eq!(value("${{ inputs.flag }}"), json!(true));
+        assert_eq!(value("${{ inputs.nothing }}"), Value::Null);
+        assert_eq!(
+            value("${{ inputs.missing || 'fallback' }}"),
+            json!("fallback")
+        );
+    }
+
+    #[test]
+    fn mixed_templates_render_as_text() {
+        assert_eq!(value("id=${{ output.json.id }}"), json!("id=42"));
+        assert_eq!(
+            value("${{ output.json.id }}${{ output.json.id }}"),
+            json!("4242")
+        );
+        assert_eq!(
+            value("${{ env.API }}/charge"),
+            json!("http://127.0.0.1:8080/charge")
+        );
+        assert_eq!(value("[${{ inputs.nothing }}]"), json!("[]"));
+        assert_eq!(
+            value("${{ output.json.tags }} ${{ output.json.meta }}"),
+            json!(r#"["a","b"] {"k":"v"}"#)
+        );
+        assert_eq!(text("${{ output.json.id }}"), "42");
+        assert_eq!(text("Bearer ${{ inputs.order_id }}"), "Bearer A-1");
+        assert_eq!(
+            text("${{ inputs.flag }}/${{ 1.5 }}/${{ -2 }}"),
+            "true/1.5/-2"
+        );
+        assert_eq!(text("${{ 'a' }}b${{ 'c' }}"), "abc");
+        assert_eq!(text("x ${{ '}}' }} y"), "x }} y");
+    }
+
+    #[test]
+    fn value_text() {
+        assert_eq!(value_to_text(&json!("s \"q\"")), "s \"q\"");
+        assert_eq!(value_to_text(&Value::Null), "");
+        assert_eq!(value_to_text(&json!(1)), "1");
+        assert_eq!(value_to_text(&json!(2.5)), "2.5");
+        assert_eq!(value_to_text(&json!(false)), "false");
+        assert_eq!(value_to_text(&json!([1, "a", null])), r#"[1,"a",null]"#);
+        assert_eq!(
+            value_to_text(&json!({ "a": { "b": [] } })),
+            r#"{"a":{"b":[]}}"#
+        );
+    }
+
+    #[test]
+    fn close_inside_string_literal() {
+        let t = tpl("${{ 'a}}b' }}");
+        assert_eq!(t.render_value(&ctx()), Ok(json!("a}}b")));
+        let t = tpl(r#"pre ${{ "x}}" == 'y}}' }} post"#);
+        assert_eq!(t.render_text(&ctx()).as_deref(), Ok("pre false post"));
+        // Escaped quotes do not end the literal.
+        let t = tpl(r#"${{ 'it\'s }}' }}"#);
+        assert_eq!(t.render_value(&ctx()), Ok(json!("it's }}")));
+        let t = tpl(r#"${{ "\\" }}}"#);
+        assert_eq!(t.render_text(&ctx()).as_deref(), Ok("\\}"));
+    }
+
+    #[test]
+    fn parse_errors_point_into_the_string() {
+        assert_eq!(
+            err("${{ a"),
+            (0, "unterminated `${{`: no closing `}}`".into())
+        );
+        assert_eq!(
+            err("abc ${{ a } "),
+            (4, "unterminated `${{`: no closing `}}`".into())
+        );
+        assert_eq!(
+            err("ok ${{ a }} then ${{ b"),
+            (17, "unterminated `${{`: no closing `}}`".into())
+        );
+        assert_eq!(err("x ${{ 'abc }}"), (6, "unterminated string".into()));
+        assert_eq!(err("x ${{ }}"), (5, "empty expression".into()));
+        //                0123456789012
+        assert_eq!(
+            err("id ${{ a && }}"),
+            (
+                12,
+                "expected an expression after `&&`, found end of expression".into()
+            )
+        );
+        assert_eq!(
+            err("${{ a ) }}"),
+            (6, "unexpected `)` with nothing to close".into())
+        );
+        assert_eq!(err("é${{ a b }}"), (8, "trailing input `b`".into()));
+        assert_eq!(
+            err("${{ ${{ a }} }}"),
+            (4, "unexpected character `$`".into())
+        );
+        let deep = format!("${{{{ {}a }}}}", "!".repeat(100));
+        assert_eq!(err(&deep).1, "expression nests more than 64 levels deep");
+        assert_eq!(
+            Template::parse("${{ a").map_err(|e| e.to_string()),
+            Err("unterminated `${{`: no closing `}}` at offset 0".into())
+        );
+    }
+
+    #[test]
+    fn exprs_and_flags() {
+        let t = tpl("a ${{ inputs.order_id }} b ${{ steps.x.output }}");
+        assert!(!t.is_literal());
+        let refs: Vec<_> = t.exprs().flat_map(Expr::references).collect();
+        assert_eq!(
+            refs,
+            vec![vec!["inputs", "order_id"], vec!["steps", "x", "output"]]
+        );
+        assert!(contains_expr("a ${{ b }}"));
+        assert!(contains_expr("${{"));
+        assert_eq!(
+            t.to_string(),
+            "a ${{ inputs.order_id }} b ${{ steps.x.output }}"
+        );
+    }
+
+    #[test]
+    fn eval_errors_surface() {
+        let t = tpl("n=${{ 'a' < 1 }}");
+        assert_eq!(
+            t.render_text(&ctx()),
+            Err(ExprError::Eval {
+                message: "cannot compare string with number using `<`".into()
+            })
+        );
+        assert!(t.render_value(&ctx()).is_err());
+    }
+
+    #[test]
+    fn render_shell_uses_env_vars() {
+        let t =
+            tpl(r#"echo "${{ steps.evil.output.stdout }}" && ./ship.sh ${{ item.sku }} '$HOME'"#);
+        let mut env = vec![("PATH".to_string(), "/bin".to_string())];
+        let cmd = t.render_shell(&ctx(), &mut env);
+        assert_eq!(
+            cmd.as_deref(),
+            Ok(r#"echo "${WF_EXPR_0}" && ./ship.sh ${WF_EXPR_1} '$HOME'"#)
+        );
+        assert_eq!(
+            env,
+            vec![
+                ("PATH".to_string(), "/bin".to_string()),
+                ("WF_EXPR_0".to_string(), "\"; touch pwned #".to_string()),
+                ("WF_EXPR_1".to_string(), "X-9".to_string()),
+            ]
+        );
+
+        // Numbering continues across calls sharing one env vector.
+        let t2 = tpl("${{ steps.evil.output.sub }}${{ output.json.tags }}");
+        let cmd = t2.render_shell(&ctx(), &mut env);
+        assert_eq!(cmd.as_deref(), Ok("${WF_EXPR_2}${WF_EXPR_3}"));
+        assert_eq!(
+            env.get(3),
+            Some(&("WF_EXPR_2".to_string(), "$(touch pwned)".to_string()))
+        );
+        assert_eq!(
+            env.get(4),
+            Some(&("WF_EXPR_3".to_string(), r#"["a","b"]"#.to_string()))
+        );
+    }
+
+    #[test]
+    fn render_shell_keeps_literal_text_verbatim() {
+        let src = r#"set -e; x='${{ not an expr' "#;
+        assert!(Template::parse(src).is_err());
+        let src = "for f in *.txt; do echo \"$f\" `date` $((1+2)); done # ${HOME} $${ {{ }}";
+        let t = tpl(src);
+        let mut env = Vec::new();
+        assert_eq!(t.render_shell(&ctx(), &mut env).as_deref(), Ok(src));
+        assert!(env.is_empty());
+    }
+
+    #[test]
+    fn render_shell_leaves_env_alone_on_error() {
+        let t = tpl("a ${{ item.sku }} b ${{ 1 < 'x' }}");
+        let mut env = vec![("WF_EXPR_0".to_string(), "old".to_string())];
+        assert!(t.render_shell(&ctx(), &mut env).is_err());
+        assert_eq!(env.len(), 1);
+    }
+
+    #[test]
+    fn trees() {
+        let tree = json!({
+            "charged": true,
+            "charge_id": "${{ output.json.id }}",
+            "label": "order ${{ inputs.order_id }}",
+            "${{ not.a.template.key }}": ["${{ output.json.tags }}", 3, null, { "deep": "${{ item.sku }}" }],
+        });
+        assert_eq!(parse_tree(&tree), Ok(()));
+        assert_eq!(
+            render_tree(&tree, &ctx()),
+            Ok(json!({
+                "charged": true,
+                "charge_id": 42,
+                "label": "order A-1",
+                "${{ not.a.template.key }}": [["a", "b"], 3, null, { "deep": "X-9" }],
+            }))
+        );
+
+        let bad = json!({ "ok": "fine", "list": [1, { "x": "v=${{ a && }}" }] });
+        match parse_tree(&bad) {
+            Err((s, e)) => {
+                assert_eq!(s, "v=${{ a && }}");
+                assert_eq!(e.offset, 11);
+            }
+            Ok(()) => panic!("expected an error"),
+        }
+        assert!(matches!(
+            render_tree(&bad, &ctx()),
+            Err(ExprError::Syntax { pos: 11, .. })
+        ));
+    }
+
+    fn xorshift(state: &mut u64) -> u64 {
+        *state ^= *state >> 12;
+        *state ^= *state << 25;
+        *state ^= *state >> 27;
+        state.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+
+    #[test]
+    fn random_templates_never_panic() {
+        const ALPHABET: &[u8] = b"${}${{}}'\"\\ a.b[0]!=&|()\xc3\xa9x-";
+        let mut seed = 0x2545_F491_4F6C_DD1D_u64;
+        let c = ctx();
+        for round in 0..6000 {
+            let len = (xorshift(&mut seed) % 48) as usize;
+            let bytes: Vec<u8> = (0..len)
+                .map(|_| {
+                    let r = xorshift(&mut seed);
+                    if round % 2 == 0 {
+                        ALPHABET
+                            .get((r as usize) % ALPHABET.len())
+                            .copied()
+                            .unwrap_or(b'x')
+                    } else {
+                        (r & 0xff) as u8
+                    }
+                })
+                .collect();
+            let s = String::from_utf8_lossy(&bytes);
+            match Template::parse(&s) {
+                Ok(t) => {
+                    let _ = t.render_value(&c);
+                    let mut env = Vec::new();
+                    let _ = t.render_shell(&c, &mut env);
+                }
+                Err(e) => assert!(e.offset <= s.len(), "{s:?}: {e}"),
+            }
+            let _ = render_tree(&json!([s.as_ref()]), &c);
+        }
+    }
+}

@@ -1,0 +1,151 @@
+//! Integration tests that drive the real `wf` binary: a real SQLite file in a
+//! temp dir, real processes, real signals. One module per feature; the
+//! [`Test`] builder keeps each test to what it is about.
+
+mod commands;
+mod control;
+mod definition;
+mod injection;
+mod outputs;
+mod retries;
+mod run;
+mod state;
+
+use assert_cmd::cargo::CommandCargoExt;
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// One test's world: a temp dir holding the workflows and the database.
+pub struct Test {
+    pub dir: tempfile::TempDir,
+    pub db: PathBuf,
+    env: Vec<(String, String)>,
+}
+
+/// What a finished `wf` invocation left behind.
+pub struct Ran {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Ran {
+    fn from(out: Output) -> Ran {
+        Ran {
+            code: out.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        }
+    }
+
+    /// Asserts the exit code, showing the output when it is wrong.
+    #[track_caller]
+    pub fn code(&self, expected: i32) -> &Ran {
+        assert_eq!(
+            self.code, expected,
+            "unexpected exit code\n--- stdout\n{}\n--- stderr\n{}",
+            self.stdout, self.stderr
+        );
+        self
+    }
+
+    pub fn json(&self) -> Value {
+        serde_json::from_str(&self.stdout).unwrap_or_else(|e| {
+            panic!(
+                "stdout is not JSON ({e}):\n{}\n--- stderr\n{}",
+                self.stdout, self.stderr
+            )
+        })
+    }
+}
+
+impl Test {
+    pub fn new() -> Test {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let db = dir.path().join("wf.db");
+        Test {
+            dir,
+            db,
+            env: Vec::new(),
+        }
+    }
+
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// Writes a file (a workflow, a script) into the test dir; returns its path.
+    pub fn write(&self, name: &str, contents: &str) -> PathBuf {
+        let path = self.dir.path().join(name);
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent).expect("mkdir");
+        }
+        std::fs::write(&path, contents).expect("write");
+        if name.ends_with(".sh") {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+        }
+        path
+    }
+
+    pub fn env(mut self, key: &str, value: &str) -> Test {
+        self.env.push((key.into(), value.into()));
+        self
+    }
+
+    /// A `wf` command with `--db` pointing into the test dir and a clean env.
+    pub fn cmd(&self) -> Command {
+        let mut cmd = Command::cargo_bin("wf").expect("wf binary");
+        cmd.current_dir(self.dir.path())
+            .env_remove("WF_DB")
+            .env_remove("TRACEPARENT")
+            .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
+            .env_remove("WF_DURABILITY")
+            .env("NO_COLOR", "1")
+            .arg("--db")
+            .arg(&self.db);
+        for (k, v) in &self.env {
+            cmd.env(k, v);
+        }
+        cmd
+    }
+
+    /// Runs `wf ARGS…` to completion.
+    pub fn wf(&self, args: &[&str]) -> Ran {
+        Ran::from(self.cmd().args(args).output().expect("run wf"))
+    }
+
+    /// Writes `yaml` as `name` and runs it with `wf run --json`; returns (id, ran).
+    pub fn run_yaml(&self, name: &str, yaml: &str, extra: &[&str]) -> (String, Ran) {
+        let path = self.write(name, yaml);
+        let mut args = vec!["run", path.to_str().expect("utf-8 path"), "--json"];
+        args.extend_from_slice(extra);
+        let ran = self.wf(&args);
+        let id = serde_json::from_str::<Value>(&ran.stdout)
+            .ok()
+            .and_then(|v| v["id"].as_str().map(String::from))
+            .unwrap_or_default();
+        (id, ran)
+    }
+
+    /// `wf inspect ID --json --attempts` as JSON.
+    pub fn inspect(&self, id: &str) -> Value {
+        self.wf(&["inspect", id, "--json", "--attempts"])
+            .code(0)
+            .json()
+    }
+
+    /// Reads a file the workflow wrote into the test dir ("" if missing).
+    pub fn read(&self, name: &str) -> String {
+        std::fs::read_to_string(self.dir.path().join(name)).unwrap_or_default()
+    }
+
+    /// The step named `id` in an inspect JSON.
+    pub fn step<'a>(inspect: &'a Value, id: &str) -> &'a Value {
+        inspect["steps"]
+            .as_array()
+            .and_then(|s| s.iter().find(|s| s["id"] == id))
+            .unwrap_or_else(|| panic!("no step {id} in {inspect:#}"))
+    }
+}
