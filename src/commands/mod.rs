@@ -8,6 +8,7 @@ mod resume;
 mod run;
 mod signal;
 mod validate;
+mod worker;
 
 use crate::exit::{ExitStatus, UsageError};
 use crate::printer::Printer;
@@ -46,6 +47,8 @@ pub enum Command {
     Logs(logs::Args),
     /// Deliver an event to an instance
     Signal(signal::Args),
+    /// Resume every instance that is due (timers, events, dead leases) until stopped
+    Worker(worker::Args),
     /// Check a workflow file; silent and 0 when valid
     Validate(validate::Args),
 }
@@ -59,6 +62,7 @@ pub async fn execute(cli: Cli, printer: &Printer) -> anyhow::Result<ExitStatus> 
         Command::List(args) => list::run(args, &open(db)?, printer),
         Command::Logs(args) => logs::run(args, &open(db)?, printer),
         Command::Signal(args) => signal::run(args, &mut open(db)?, printer),
+        Command::Worker(args) => worker::run(args, db, printer).await,
         Command::Validate(args) => validate::run(args),
     }
 }

@@ -367,14 +367,18 @@ impl<'o> Runner<'o> {
                     loop {
                         let mut settled = false;
                         for idx in 0..self.wf.steps.len() {
-                            if self.running.len() + spawns.len() >= self.wf.concurrency {
+                            if self.running.len() >= self.wf.concurrency {
                                 break;
                             }
                             if !self.is_ready(idx) {
                                 continue;
                             }
                             match self.start(&tx, idx)? {
-                                Started::Spawn(job, attempt) => spawns.push((idx, job, attempt)),
+                                Started::Spawn(job, attempt) => {
+                                    // Counted as running from now on, so no later pass starts it again.
+                                    self.running.insert(self.wf.steps[idx].id.clone(), attempt);
+                                    spawns.push((idx, job, attempt));
+                                }
                                 Started::Settled => settled = true,
                                 Started::Blocked => {}
                             }
@@ -393,7 +397,7 @@ impl<'o> Runner<'o> {
                 self.spawn(idx, job, attempt);
             }
 
-            if self.running.is_empty() {
+            if self.running.is_empty() && self.tasks.is_empty() {
                 if let Some(outcome) = self.final_outcome() {
                     return Ok(outcome);
                 }
@@ -653,7 +657,7 @@ impl<'o> Runner<'o> {
         rec.attempts += 1;
         rec.status = "running".into();
         rec.retry_at = None;
-        if rec.started_at.is_none() || rec.attempts == 1 {
+        if rec.started_at.is_none() {
             rec.started_at = Some(now.clone());
         }
         let attempt = rec.attempts;
@@ -894,7 +898,6 @@ impl<'o> Runner<'o> {
 
     fn spawn(&mut self, idx: usize, job: Job, attempt: i64) {
         let key = self.wf.steps[idx].id.clone();
-        self.running.insert(key.clone(), attempt);
         let interrupt = self.interrupt_tx.subscribe();
         let started = Instant::now();
         match job {

@@ -1,0 +1,153 @@
+//! `wf worker`: resume every instance that is due — elapsed timers, delivered
+//! events, dead leases — until stopped (`--once`: one sweep, then exit).
+//! Several workers may share a database: the lease taken by each run keeps
+//! any instance to one worker at a time.
+
+use crate::engine::{self, EngineError, RunOptions, RunOutcome};
+use crate::exit::{ExitStatus, UsageError};
+use crate::printer::Printer;
+use crate::store::{self, Store};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::task::JoinSet;
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// One sweep over the due instances, then exit
+    #[arg(long)]
+    pub once: bool,
+    /// Most instances driven at once
+    #[arg(long, default_value_t = 4)]
+    pub concurrency: usize,
+    /// How often to look for due instances
+    #[arg(long, value_name = "DURATION", value_parser = super::parse_duration_flag, default_value = "500ms")]
+    pub poll: Duration,
+    /// Longest timer or retry backoff waited for inside a run
+    #[arg(long, value_name = "DURATION", value_parser = super::parse_duration_flag, default_value = "30s")]
+    pub inline_wait: Duration,
+}
+
+/// Lines about each run, for a worker's log.
+struct WorkerLog;
+impl engine::Observer for WorkerLog {}
+
+pub async fn run(args: Args, db: Option<PathBuf>, printer: &Printer) -> anyhow::Result<ExitStatus> {
+    if args.concurrency == 0 {
+        return Err(UsageError("--concurrency must be at least 1".into()).into());
+    }
+    let path = super::db_path(db)?;
+    let store = Store::open(&path)?;
+    let mut tasks: JoinSet<(String, Result<RunOutcome, EngineError>)> = JoinSet::new();
+    let mut active: Vec<String> = Vec::new();
+    let mut sigint = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())?;
+    let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    let observer: Arc<dyn engine::Observer> = Arc::new(WorkerLog);
+    let mut stopping = false;
+    printer.info(&format!(
+        "worker on {} (concurrency {})",
+        path.display(),
+        args.concurrency
+    ));
+    loop {
+        if !stopping {
+            for id in due_instances(&store)? {
+                if active.len() >= args.concurrency {
+                    break;
+                }
+                if active.contains(&id) {
+                    continue;
+                }
+                active.push(id.clone());
+                let path = path.clone();
+                let observer = observer.clone();
+                let opts = RunOptions {
+                    inline_wait: args.inline_wait,
+                    ..RunOptions::default()
+                };
+                tasks.spawn(async move {
+                    let result = match Store::open(&path) {
+                        Ok(mut s) => {
+                            engine::runner::drive(&mut s, &id, opts, observer.as_ref()).await
+                        }
+                        Err(e) => Err(e.into()),
+                    };
+                    (id, result)
+                });
+            }
+        }
+        if tasks.is_empty() && (args.once || stopping) {
+            break;
+        }
+        tokio::select! {
+            Some(joined) = tasks.join_next() => {
+                if let Ok((id, result)) = joined {
+                    active.retain(|a| a != &id);
+                    match result {
+                        Ok(outcome) => printer.info(&format!("instance {id}: {}", describe(&outcome))),
+                        // Another worker got there first: not an error for us.
+                        Err(EngineError::Held { .. }) | Err(EngineError::NotResumable(_)) => {}
+                        Err(e) => printer.error(&format!("instance {id}: {e}")),
+                    }
+                }
+            }
+            _ = tokio::time::sleep(args.poll), if !args.once && !stopping => {}
+            _ = sigint.recv() => stopping = true,
+            _ = sigterm.recv() => stopping = true,
+        }
+    }
+    Ok(if stopping {
+        ExitStatus::Interrupted
+    } else {
+        ExitStatus::Success
+    })
+}
+
+fn describe(o: &RunOutcome) -> String {
+    match o {
+        RunOutcome::Failed(reason) => format!("failed: {reason}"),
+        RunOutcome::Sleeping(wake) => format!("sleeping until {wake}"),
+        RunOutcome::Waiting(event) => format!("waiting for event `{event}`"),
+        other => other.as_str().to_string(),
+    }
+}
+
+/// Instances a worker should pick up now, oldest first.
+fn due_instances(store: &Store) -> anyhow::Result<Vec<String>> {
+    let now = store::now();
+    let now_ms = chrono::Utc::now().timestamp_millis();
+    let mut stmt = store.conn().prepare(
+        "SELECT id, status, waiting_event, lease_owner, lease_expires_ms FROM instances \
+         WHERE (status = 'sleeping' AND (wake_at IS NULL OR wake_at <= ?1)) \
+            OR (status = 'waiting' AND ((wake_at IS NOT NULL AND wake_at <= ?1) OR EXISTS ( \
+                SELECT 1 FROM events e WHERE e.instance_id = instances.id AND e.consumed_by IS NULL \
+                AND (',' || instances.waiting_event || ',') LIKE ('%,' || e.name || ',%')))) \
+            OR status = 'running' \
+         ORDER BY created_at",
+    )?;
+    let rows = stmt.query_map([&now], |r| {
+        Ok((
+            r.get::<_, String>(0)?,
+            r.get::<_, String>(1)?,
+            r.get::<_, Option<String>>(2)?,
+            r.get::<_, Option<String>>(3)?,
+            r.get::<_, Option<i64>>(4)?,
+        ))
+    })?;
+    let mut due = Vec::new();
+    for row in rows {
+        let (id, status, _event, owner, expires) = row?;
+        if status == "running" {
+            // Only instances whose runner is gone.
+            let alive = match (&owner, expires) {
+                (Some(o), Some(exp)) => exp > now_ms && engine::lease::holder_alive(o),
+                _ => false,
+            };
+            if alive {
+                continue;
+            }
+        }
+        due.push(id);
+    }
+    Ok(due)
+}
