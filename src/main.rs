@@ -7,6 +7,7 @@ mod engine;
 mod exit;
 mod printer;
 mod store;
+mod telemetry;
 mod workflow;
 
 use clap::Parser;

@@ -30,7 +30,7 @@ pub fn client() -> reqwest::Client {
         .unwrap_or_default()
 }
 
-pub async fn run(
+async fn send(
     client: reqwest::Client,
     job: HttpJob,
     mut interrupt: watch::Receiver<bool>,
@@ -192,6 +192,42 @@ pub async fn run(
             },
         ));
     }
+    result
+}
+
+/// Sends the request and reports it as an HTTP client span too.
+pub async fn run(
+    client: reqwest::Client,
+    job: HttpJob,
+    interrupt: watch::Receiver<bool>,
+) -> AttemptResult {
+    let start_ns = crate::telemetry::now_ns();
+    let method = job.method.clone();
+    let url = job.url.clone();
+    let mut result = send(client, job, interrupt).await;
+    let mut attributes = Map::new();
+    attributes.insert("http.request.method".into(), Value::String(method.clone()));
+    attributes.insert("url.full".into(), Value::String(url));
+    if let Ok(out) = &result.outcome {
+        attributes.insert("http.response.status_code".into(), out["status"].clone());
+    } else if let Err(f) = &result.outcome {
+        if let Some(code) = f
+            .error_type
+            .strip_prefix("http.")
+            .and_then(|c| c.parse::<u16>().ok())
+        {
+            attributes.insert("http.response.status_code".into(), Value::from(code));
+        }
+        attributes.insert("error.type".into(), Value::String(f.error_type.clone()));
+    }
+    result.spans.push(super::ChildSpan {
+        name: method,
+        kind: "client",
+        start_ns,
+        end_ns: crate::telemetry::now_ns(),
+        attributes,
+        error: result.outcome.as_ref().err().map(|f| f.message.clone()),
+    });
     result
 }
 

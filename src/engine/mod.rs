@@ -8,6 +8,7 @@ pub mod context;
 pub mod http;
 pub mod lease;
 pub mod output;
+pub mod redact;
 pub mod runner;
 pub mod shell;
 
@@ -68,6 +69,20 @@ pub struct AttemptResult {
     pub interrupted: bool,
     /// A server-requested delay before the next attempt (HTTP `Retry-After`).
     pub retry_after: Option<Duration>,
+    /// Spans of what the attempt did (the process, the HTTP call).
+    pub spans: Vec<ChildSpan>,
+}
+
+/// A span an executor reports about its side effect; the runner parents it
+/// under the attempt's span.
+#[derive(Debug, Clone)]
+pub struct ChildSpan {
+    pub name: String,
+    pub kind: &'static str,
+    pub start_ns: i64,
+    pub end_ns: i64,
+    pub attributes: Map<String, Value>,
+    pub error: Option<String>,
 }
 
 impl Default for AttemptResult {
@@ -79,6 +94,7 @@ impl Default for AttemptResult {
             exit_code: None,
             interrupted: false,
             retry_after: None,
+            spans: Vec::new(),
         }
     }
 }

@@ -9,12 +9,15 @@
 use super::context::{self, Context};
 use super::lease::{self, Heartbeat};
 use super::output::merge_patch;
+use super::redact::Redactor;
 use super::{AttemptResult, EngineError, Failure, Observer, http, shell};
-use crate::store::{self, AttemptEnd, StepRow, Store};
+use crate::store::{self, AttemptEnd, SpanRow, StepRow, Store};
+use crate::telemetry::{self, Span};
 use crate::workflow::template::{self, Template};
 use crate::workflow::{Action, Condition, RunCmd, SleepSpec, Step, Workflow, expr};
 use chrono::{DateTime, Utc};
 use rusqlite::Connection;
+use serde_json::json;
 use serde_json::{Map, Value};
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -106,7 +109,7 @@ pub async fn drive(
     super::check_secrets(&wf)?;
 
     // Take the lease, then recover whatever a dead predecessor left behind.
-    let (run, mut records) = {
+    let (run, mut records, trace) = {
         let tx = store.write()?;
         if let Err(holder) =
             store::acquire_lease(&tx, id, &owner, lease::TTL_MS, lease::holder_alive)?
@@ -116,13 +119,56 @@ pub async fn drive(
                 holder,
             });
         }
-        store::close_abandoned_runs(&tx, id)?;
-        let run = store::start_run(&tx, id)?;
         let mut records: HashMap<String, StepRow> = store::steps(&tx, id)?
             .into_iter()
             .map(|r| (r.key.clone(), r))
             .collect();
         recover_crashed(&tx, id, &wf, &mut records)?;
+        for crashed in store::close_abandoned_runs(&tx, id)? {
+            if let Some((trace, span, parent, start)) = store::run_trace(&tx, id, crashed)? {
+                let root = Span::new(
+                    &trace,
+                    &span,
+                    parent.as_deref(),
+                    &format!("{}/workflow", wf.name),
+                    start,
+                )
+                .instance(&wf.name, id, crashed)
+                .attr("workflow.run", crashed)
+                .attr("workflow.outcome", "crashed")
+                .error("the process running this run died");
+                let root = match crashed.checked_sub(1).map(|p| store::run_trace(&tx, id, p)) {
+                    Some(Ok(Some(prev))) => root.link(telemetry::link(
+                        &prev.0,
+                        &prev.1,
+                        json!({ "workflow.run": crashed - 1 }),
+                    )),
+                    _ => root,
+                };
+                store::insert_span(&tx, &root.finish(telemetry::now_ns()))?;
+            }
+        }
+        let run = store::start_run(&tx, id)?;
+        // This run's trace: a child of TRACEPARENT for the first run, else a new trace.
+        let parent = (run == 1)
+            .then(|| std::env::var("TRACEPARENT").ok())
+            .flatten()
+            .and_then(|t| telemetry::parse_traceparent(&t));
+        let trace = match parent {
+            Some((trace_id, parent_span)) => (
+                trace_id,
+                telemetry::new_span_id(),
+                Some(parent_span),
+                telemetry::now_ns(),
+            ),
+            None => (
+                telemetry::new_trace_id(),
+                telemetry::new_span_id(),
+                None,
+                telemetry::now_ns(),
+            ),
+        };
+        store::set_run_trace(&tx, id, run, &trace)?;
         if opts.retry_failed {
             for rec in records.values_mut().filter(|r| r.status == "failed") {
                 rec.status = "pending".into();
@@ -134,7 +180,7 @@ pub async fn drive(
         }
         store::set_instance_status(&tx, id, "running", None, None, None)?;
         tx.commit()?;
-        (run, records)
+        (run, records, trace)
     };
     let _heartbeat = Heartbeat::start(store.path().to_path_buf(), id.to_string(), owner.clone());
 
@@ -146,7 +192,15 @@ pub async fn drive(
         }
     }
 
-    let mut runner = Runner::new(wf.clone(), &inst, run, records, opts, observer)?;
+    let previous = store::run_trace(store.conn(), id, run - 1)?;
+    let mut runner = Runner::new(wf.clone(), &inst, run, records, opts, observer, trace)?;
+    if let Some(prev) = previous {
+        runner.links.push(telemetry::link(
+            &prev.0,
+            &prev.1,
+            json!({ "workflow.run": run - 1 }),
+        ));
+    }
     observer.run_started(id, &wf.name, run, wf.steps.len());
     let outcome = runner.main_loop(store).await;
 
@@ -155,12 +209,18 @@ pub async fn drive(
     let outcome = match outcome {
         Ok(o) => o,
         Err(e) => {
+            runner.write_root_span(&tx, "failed", Some(&e.to_string()))?;
             store::finish_run(&tx, id, run, "failed")?;
             store::release_lease(&tx, id, &owner)?;
             tx.commit()?;
             return Err(e);
         }
     };
+    let failure = match &outcome {
+        RunOutcome::Failed(reason) => Some(reason.as_str()),
+        _ => None,
+    };
+    runner.write_root_span(&tx, outcome.as_str(), failure)?;
     let (status, wake, event, error) = match &outcome {
         RunOutcome::Completed => ("completed", None, None, None),
         RunOutcome::Failed(reason) => ("failed", None, None, Some(reason.clone())),
@@ -206,6 +266,24 @@ fn recover_crashed(
             ..AttemptEnd::default()
         };
         store::finish_attempt(c, id, &key, attempt, &end)?;
+        if let Some((span_id, start_ns, run)) = store::attempt_span(c, id, &key, attempt)?
+            && let Some((trace, root, _, _)) = store::run_trace(c, id, run)?
+        {
+            let span = Span::new(
+                &trace,
+                &span_id,
+                Some(&root),
+                &format!("{}/{key}", wf.name),
+                start_ns,
+            )
+            .instance(&wf.name, id, run)
+            .attr("workflow.step.id", key.as_str())
+            .attr("workflow.step.attempt", attempt)
+            .attr("workflow.step.outcome", "crashed")
+            .attr("error.type", "crashed")
+            .error("the process running this attempt died before it finished");
+            store::insert_span(c, &span.finish(telemetry::now_ns()))?;
+        }
         let Some(rec) = records.get_mut(&key) else {
             continue;
         };
@@ -278,6 +356,17 @@ struct Runner<'o> {
     interrupted: bool,
     interrupt_tx: watch::Sender<bool>,
     http: Option<reqwest::Client>,
+    redactor: Redactor,
+    /// This run's trace: (trace_id, root span_id, parent span_id, start ns).
+    trace: store::RunTrace,
+    /// Links of the root span: the previous run, events that woke this one.
+    links: Vec<Value>,
+    /// Attempt spans in flight: step key -> (span_id, start ns).
+    attempt_spans: HashMap<String, (String, i64)>,
+    /// Attempts whose success the next commit makes durable (for `wf.sqlite.commit`).
+    committing: Vec<String>,
+    /// Spans finished after the last commit, written with the next one.
+    pending_spans: Vec<SpanRow>,
 }
 
 impl<'o> Runner<'o> {
@@ -288,14 +377,15 @@ impl<'o> Runner<'o> {
         records: HashMap<String, StepRow>,
         opts: RunOptions,
         observer: &'o dyn Observer,
+        trace: store::RunTrace,
     ) -> Result<Runner<'o>, EngineError> {
-        let mut ctx = Context::new(
-            &inst.id,
-            &wf.name,
-            run,
-            &inst.inputs,
-            context::secret_values(&wf.secrets),
+        let secrets = context::secret_values(&wf.secrets);
+        let redactor = Redactor::new(
+            secrets
+                .values()
+                .filter_map(|v| v.as_str().map(String::from)),
         );
+        let mut ctx = Context::new(&inst.id, &wf.name, run, &inst.inputs, secrets);
         // Workflow-level env is rendered once per run; steps see it as `env`.
         let mut env = Vec::new();
         let mut env_map = Map::new();
@@ -338,6 +428,12 @@ impl<'o> Runner<'o> {
             interrupted: false,
             interrupt_tx,
             http: None,
+            redactor,
+            trace,
+            links: Vec::new(),
+            attempt_spans: HashMap::new(),
+            committing: Vec::new(),
+            pending_spans: Vec::new(),
         })
     }
 
@@ -360,6 +456,9 @@ impl<'o> Runner<'o> {
             let mut spawns = Vec::new();
             {
                 let tx = store.write()?;
+                for span in self.pending_spans.drain(..) {
+                    store::insert_span(&tx, &span)?;
+                }
                 for d in done.drain(..) {
                     self.settle(&tx, d)?;
                 }
@@ -391,7 +490,9 @@ impl<'o> Runner<'o> {
                         }
                     }
                 }
+                let commit_start = telemetry::now_ns();
                 tx.commit()?;
+                self.committed(commit_start);
             }
             for (idx, job, attempt) in spawns {
                 self.spawn(idx, job, attempt);
@@ -449,6 +550,112 @@ impl<'o> Runner<'o> {
             self.observer.message("interrupted: stopping running steps");
             let _ = self.interrupt_tx.send(true);
         }
+    }
+
+    /// Records a `wf.sqlite.commit` span under each attempt the commit made durable.
+    fn committed(&mut self, start_ns: i64) {
+        let end_ns = telemetry::now_ns();
+        for parent in std::mem::take(&mut self.committing) {
+            let span = Span::new(
+                &self.trace.0,
+                &telemetry::new_span_id(),
+                Some(&parent),
+                "wf.sqlite.commit",
+                start_ns,
+            )
+            .instance(&self.wf.name, &self.id, self.run)
+            .attr("db.system.name", "sqlite")
+            .attr("db.operation.name", "COMMIT");
+            self.pending_spans.push(span.finish(end_ns));
+        }
+    }
+
+    /// The run's root span, with whatever spans are still pending.
+    fn write_root_span(
+        &mut self,
+        c: &Connection,
+        outcome: &str,
+        error: Option<&str>,
+    ) -> Result<(), EngineError> {
+        for span in self.pending_spans.drain(..) {
+            store::insert_span(c, &span)?;
+        }
+        let (trace, root, parent, start) = &self.trace;
+        let mut span = Span::new(
+            trace,
+            root,
+            parent.as_deref(),
+            &format!("{}/workflow", self.wf.name),
+            *start,
+        )
+        .instance(&self.wf.name, &self.id, self.run)
+        .attr("workflow.run", self.run)
+        .attr("workflow.outcome", outcome);
+        for l in &self.links {
+            span = span.link(l.clone());
+        }
+        if let Some(e) = error {
+            span = span.error(&self.redactor.text(e));
+        }
+        store::insert_span(c, &span.finish(telemetry::now_ns()))?;
+        Ok(())
+    }
+
+    /// The span of one finished attempt, with its executor's spans beneath it.
+    fn write_attempt_span(
+        &mut self,
+        c: &Connection,
+        step: &Step,
+        attempt: i64,
+        outcome: &str,
+        failure: Option<&Failure>,
+        children: Vec<super::ChildSpan>,
+    ) -> Result<String, EngineError> {
+        let (span_id, start_ns) = self
+            .attempt_spans
+            .remove(&step.id)
+            .unwrap_or_else(|| (telemetry::new_span_id(), telemetry::now_ns()));
+        let mut span = Span::new(
+            &self.trace.0,
+            &span_id,
+            Some(&self.trace.1),
+            &format!("{}/{}", self.wf.name, step.id),
+            start_ns,
+        )
+        .instance(&self.wf.name, &self.id, self.run)
+        .attr("workflow.step.id", step.id.as_str())
+        .attr("workflow.step.attempt", attempt)
+        .attr("workflow.step.outcome", outcome);
+        if let Some(f) = failure {
+            span = span
+                .attr("error.type", f.error_type.as_str())
+                .error(&f.message);
+        }
+        let end_ns = telemetry::now_ns();
+        for child in children {
+            let mut attrs = Value::Object(child.attributes);
+            self.redactor.value(&mut attrs);
+            let mut s = Span::new(
+                &self.trace.0,
+                &telemetry::new_span_id(),
+                Some(&span_id),
+                &child.name,
+                child.start_ns,
+            )
+            .instance(&self.wf.name, &self.id, self.run)
+            .kind(child.kind);
+            if let Value::Object(m) = attrs {
+                for (k, v) in m {
+                    s = s.attr(&k, v);
+                }
+            }
+            if let Some(e) = &child.error {
+                s = s.error(&self.redactor.text(e));
+            }
+            store::insert_span(c, &s.finish(child.end_ns.min(end_ns)))?;
+        }
+        store::insert_span(c, &span.finish(end_ns))?;
+        Ok(span_id)
     }
 
     /// The run's end when nothing is running and nothing more can start now.
@@ -572,6 +779,18 @@ impl<'o> Runner<'o> {
                     let rec = rec.clone();
                     store::put_step(c, &self.id, &rec)?;
                     self.ctx.set_step_result(&step.id, "skipped", &Value::Null);
+                    let now_ns = telemetry::now_ns();
+                    let span = Span::new(
+                        &self.trace.0,
+                        &telemetry::new_span_id(),
+                        Some(&self.trace.1),
+                        &format!("{}/{}", self.wf.name, step.id),
+                        now_ns,
+                    )
+                    .instance(&self.wf.name, &self.id, self.run)
+                    .attr("workflow.step.id", step.id.as_str())
+                    .attr("workflow.step.outcome", "skipped");
+                    store::insert_span(c, &span.finish(now_ns))?;
                     self.observer.step_skipped(&step.id);
                     return Ok(Started::Settled);
                 }
@@ -612,7 +831,10 @@ impl<'o> Runner<'o> {
             }
             Action::Sleep(spec) => self.start_sleep(c, step, spec),
             Action::WaitForEvent { name, timeout } => self.start_wait(c, step, name, *timeout),
-            Action::Run(cmd) => match self.render_shell(step, cmd) {
+            Action::Run(cmd) => match {
+                self.open_attempt_span(step);
+                self.render_shell(step, cmd)
+            } {
                 Ok(job) => {
                     let attempt = self.begin_attempt(c, step)?;
                     Ok(Started::Spawn(Job::Shell(job), attempt))
@@ -623,7 +845,10 @@ impl<'o> Runner<'o> {
                     Ok(Started::Settled)
                 }
             },
-            Action::Http(spec) => match self.render_http(step, spec) {
+            Action::Http(spec) => match {
+                self.open_attempt_span(step);
+                self.render_http(step, spec)
+            } {
                 Ok(job) => {
                     let attempt = self.begin_attempt(c, step)?;
                     Ok(Started::Spawn(Job::Http(job), attempt))
@@ -648,8 +873,24 @@ impl<'o> Runner<'o> {
         Ok(expr::truthy(&v))
     }
 
+    /// The span id (and start) of the attempt about to begin, allocated once.
+    fn open_attempt_span(&mut self, step: &Step) -> (String, i64) {
+        self.attempt_spans
+            .entry(step.id.clone())
+            .or_insert_with(|| (telemetry::new_span_id(), telemetry::now_ns()))
+            .clone()
+    }
+
+    /// W3C trace context of the attempt about to begin (for its process or request).
+    fn attempt_traceparent(&self, step: &Step) -> Option<String> {
+        self.attempt_spans
+            .get(&step.id)
+            .map(|(span, _)| telemetry::traceparent(&self.trace.0, span))
+    }
+
     /// Records the attempt row (durably, with the enclosing commit) before anything runs.
     fn begin_attempt(&mut self, c: &Connection, step: &Step) -> Result<i64, EngineError> {
+        let (span_id, start_ns) = self.open_attempt_span(step);
         let now = store::now();
         let run = self.run;
         let id = self.id.clone();
@@ -663,6 +904,7 @@ impl<'o> Runner<'o> {
         let attempt = rec.attempts;
         let rec = rec.clone();
         store::insert_attempt(c, &id, &step.id, attempt, run, &now)?;
+        store::set_attempt_span(c, &id, &step.id, attempt, &span_id, start_ns)?;
         store::put_step(c, &id, &rec)?;
         self.observer.step_started(&step.id, attempt);
         Ok(attempt)
@@ -741,14 +983,25 @@ impl<'o> Runner<'o> {
         name: &str,
         timeout: Option<Duration>,
     ) -> Result<Started, EngineError> {
-        let event: Option<(i64, String)> = c
+        let event: Option<(i64, String, Option<String>)> = c
             .query_row(
-                "SELECT id, payload FROM events WHERE instance_id=?1 AND name=?2 AND consumed_by IS NULL ORDER BY id LIMIT 1",
+                "SELECT id, payload, traceparent FROM events WHERE instance_id=?1 AND name=?2 AND consumed_by IS NULL ORDER BY id LIMIT 1",
                 rusqlite::params![self.id, name],
-                |r| Ok((r.get(0)?, r.get(1)?)),
+                |r| Ok((r.get(0)?, r.get(1)?, r.get::<_, Option<String>>(2)?)),
             )
             .ok();
-        if let Some((event_id, payload)) = event {
+        if let Some((event_id, payload, traceparent)) = event {
+            // The run an event wakes links to the context it was sent under.
+            if let Some((trace, span)) = traceparent
+                .as_deref()
+                .and_then(telemetry::parse_traceparent)
+            {
+                self.links.push(telemetry::link(
+                    &trace,
+                    &span,
+                    json!({ "wf.event.name": name }),
+                ));
+            }
             c.execute(
                 "UPDATE events SET consumed_by=?2 WHERE id=?1",
                 rusqlite::params![event_id, step.id],
@@ -816,6 +1069,9 @@ impl<'o> Runner<'o> {
         attempt_env.push(("WF_STEP_ID".into(), step.id.clone()));
         attempt_env.push(("WF_ATTEMPT".into(), attempt.to_string()));
         attempt_env.push(("WF_RUN".into(), self.run.to_string()));
+        if let Some(tp) = self.attempt_traceparent(step) {
+            attempt_env.push(("TRACEPARENT".into(), tp));
+        }
         Ok(())
     }
 
@@ -871,6 +1127,9 @@ impl<'o> Runner<'o> {
         }
         if spec.idempotency_key {
             headers.push(("Idempotency-Key".into(), format!("{}/{}", self.id, step.id)));
+        }
+        if let Some(tp) = self.attempt_traceparent(step) {
+            headers.push(("traceparent".into(), tp));
         }
         let mut query = Vec::new();
         for (k, t) in &spec.query {
@@ -950,6 +1209,16 @@ impl<'o> Runner<'o> {
         elapsed: Duration,
     ) -> Result<(), EngineError> {
         let now = store::now();
+        // Nothing a secret's value appears in leaves this function unmasked.
+        if !self.redactor.is_empty() {
+            match &mut result.outcome {
+                Ok(v) => self.redactor.value(v),
+                Err(f) => f.message = self.redactor.text(&f.message),
+            }
+            result.stdout = self.redactor.bytes(std::mem::take(&mut result.stdout));
+            result.stderr = self.redactor.bytes(std::mem::take(&mut result.stderr));
+        }
+        let children = std::mem::take(&mut result.spans);
         // Compute the state patch first: if it cannot be rendered, the attempt fails.
         let mut new_state = None;
         if let Ok(output) = &result.outcome
@@ -959,7 +1228,8 @@ impl<'o> Runner<'o> {
             let rendered = template::render_tree(patch, self.ctx.value());
             self.ctx.remove("output");
             match rendered {
-                Ok(p) => {
+                Ok(mut p) => {
+                    self.redactor.value(&mut p);
                     let mut s = self.state.clone();
                     merge_patch(&mut s, &p);
                     new_state = Some(s);
@@ -1001,6 +1271,8 @@ impl<'o> Runner<'o> {
                     self.state = s;
                 }
                 self.ctx.set_step_result(&step.id, "completed", &rec.output);
+                let span = self.write_attempt_span(c, step, attempt, "ok", None, children)?;
+                self.committing.push(span);
                 self.observer
                     .step_finished(&step.id, attempt, "ok", None, elapsed);
             }
@@ -1014,6 +1286,7 @@ impl<'o> Runner<'o> {
                 rec.outcome = Some("interrupted".into());
                 let rec = rec.clone();
                 store::put_step(c, &id, &rec)?;
+                self.write_attempt_span(c, step, attempt, "interrupted", Some(&failure), children)?;
                 self.observer.step_finished(
                     &step.id,
                     attempt,
@@ -1063,6 +1336,7 @@ impl<'o> Runner<'o> {
                 }
                 let rec = rec.clone();
                 store::put_step(c, &id, &rec)?;
+                self.write_attempt_span(c, step, attempt, outcome, Some(&failure), children)?;
                 self.observer
                     .step_finished(&step.id, attempt, outcome, Some(&failure), elapsed);
                 if !will_retry {

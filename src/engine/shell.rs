@@ -94,6 +94,7 @@ pub async fn run(job: ShellJob, mut interrupt: watch::Receiver<bool>) -> Attempt
             return AttemptResult::failed(Failure::new("spawn", reason));
         }
     };
+    let started_ns = crate::telemetry::now_ns();
     let pgid = child.id().map(|id| Pid::from_raw(id as i32));
     let kill = |sig: Signal| {
         if let Some(p) = pgid {
@@ -144,6 +145,16 @@ pub async fn run(job: ShellJob, mut interrupt: watch::Receiver<bool>) -> Attempt
         stderr,
         ..AttemptResult::default()
     };
+    let mut attributes = serde_json::Map::new();
+    let program = match &job.shell {
+        Some(_) => "sh".to_string(),
+        None => job.argv.first().cloned().unwrap_or_default(),
+    };
+    attributes.insert("process.command".into(), program.into());
+    if let Some(p) = pgid {
+        attributes.insert("process.pid".into(), p.as_raw().into());
+    }
+    let span_end = crate::telemetry::now_ns();
     match ended {
         Ended::TimedOut => {
             let t = job.timeout.unwrap_or_default();
@@ -200,6 +211,17 @@ pub async fn run(job: ShellJob, mut interrupt: watch::Receiver<bool>) -> Attempt
             }
         }
     }
+    if let Some(code) = result.exit_code {
+        attributes.insert("process.exit.code".into(), code.into());
+    }
+    result.spans.push(super::ChildSpan {
+        name: "process".into(),
+        kind: "internal",
+        start_ns: started_ns,
+        end_ns: span_end,
+        attributes,
+        error: result.outcome.as_ref().err().map(|f| f.message.clone()),
+    });
     result
 }
 

@@ -224,11 +224,19 @@ pub fn finish_run(c: &Connection, id: &str, number: i64, outcome: &str) -> Resul
 }
 
 /// Runs left without an outcome by a process that died are closed as `crashed`.
-pub fn close_abandoned_runs(c: &Connection, id: &str) -> Result<usize> {
-    Ok(c.execute(
+/// Returns the numbers of the runs it closed.
+pub fn close_abandoned_runs(c: &Connection, id: &str) -> Result<Vec<i64>> {
+    let mut stmt = c.prepare(
+        "SELECT number FROM runs WHERE instance_id=?1 AND outcome IS NULL ORDER BY number",
+    )?;
+    let numbers: Vec<i64> = stmt
+        .query_map([id], |r| r.get(0))?
+        .collect::<Result<_, _>>()?;
+    c.execute(
         "UPDATE runs SET outcome='crashed', finished_at=?2 WHERE instance_id=?1 AND outcome IS NULL",
         params![id, now()],
-    )?)
+    )?;
+    Ok(numbers)
 }
 
 pub fn runs(c: &Connection, id: &str) -> Result<Vec<RunRow>> {
@@ -431,6 +439,153 @@ pub fn attempt_logs(
             "SELECT attempt, COALESCE(stdout, x''), COALESCE(stderr, x'') FROM attempts \
              WHERE instance_id=?1 AND step_key=?2 AND (?3 IS NULL OR attempt=?3) ORDER BY attempt DESC LIMIT 1",
             params![instance_id, key, attempt],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+        )
+        .optional()?)
+}
+
+// ---- traces ----
+
+/// A finished span, as stored. Ids are lowercase hex (32 and 16 digits).
+#[derive(Debug, Clone, PartialEq)]
+pub struct SpanRow {
+    pub trace_id: String,
+    pub span_id: String,
+    pub parent_span_id: Option<String>,
+    pub instance_id: String,
+    pub run: i64,
+    pub name: String,
+    /// `internal` or `client`.
+    pub kind: String,
+    pub start_ns: i64,
+    pub end_ns: i64,
+    /// `unset`, `ok` or `error`.
+    pub status: String,
+    pub status_message: Option<String>,
+    /// JSON object of attribute name -> string, number or bool.
+    pub attributes: Value,
+    /// JSON array of `{trace_id, span_id, attributes}`.
+    pub links: Value,
+}
+
+pub fn insert_span(c: &Connection, s: &SpanRow) -> Result<()> {
+    c.execute(
+        "INSERT OR REPLACE INTO spans (trace_id, span_id, parent_span_id, instance_id, run, name, kind, start_ns, \
+         end_ns, status, status_message, attributes, links) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13)",
+        params![
+            s.trace_id,
+            s.span_id,
+            s.parent_span_id,
+            s.instance_id,
+            s.run,
+            s.name,
+            s.kind,
+            s.start_ns,
+            s.end_ns,
+            s.status,
+            s.status_message,
+            s.attributes.to_string(),
+            s.links.to_string()
+        ],
+    )?;
+    Ok(())
+}
+
+const SPAN_COLS: &str = "trace_id, span_id, parent_span_id, instance_id, run, name, kind, start_ns, end_ns, \
+    status, status_message, attributes, links";
+
+fn span_from_row(r: &Row) -> rusqlite::Result<SpanRow> {
+    Ok(SpanRow {
+        trace_id: r.get(0)?,
+        span_id: r.get(1)?,
+        parent_span_id: r.get(2)?,
+        instance_id: r.get(3)?,
+        run: r.get(4)?,
+        name: r.get(5)?,
+        kind: r.get(6)?,
+        start_ns: r.get(7)?,
+        end_ns: r.get(8)?,
+        status: r.get(9)?,
+        status_message: r.get(10)?,
+        attributes: json_col(r, 11)?,
+        links: json_col(r, 12)?,
+    })
+}
+
+/// Every stored span of an instance, by run then start time.
+pub fn spans(c: &Connection, instance_id: &str) -> Result<Vec<SpanRow>> {
+    let mut stmt = c.prepare(&format!(
+        "SELECT {SPAN_COLS} FROM spans WHERE instance_id=?1 ORDER BY run, start_ns, span_id"
+    ))?;
+    let rows = stmt.query_map([instance_id], span_from_row)?;
+    Ok(rows.collect::<Result<_, _>>()?)
+}
+
+/// Spans not yet sent to a live OTLP endpoint.
+pub fn unexported_spans(c: &Connection, instance_id: &str) -> Result<Vec<SpanRow>> {
+    let mut stmt = c.prepare(&format!(
+        "SELECT {SPAN_COLS} FROM spans WHERE instance_id=?1 AND exported=0 ORDER BY run, start_ns, span_id"
+    ))?;
+    let rows = stmt.query_map([instance_id], span_from_row)?;
+    Ok(rows.collect::<Result<_, _>>()?)
+}
+
+pub fn mark_exported(c: &Connection, spans: &[SpanRow]) -> Result<()> {
+    let mut stmt = c.prepare("UPDATE spans SET exported=1 WHERE trace_id=?1 AND span_id=?2")?;
+    for s in spans {
+        stmt.execute(params![s.trace_id, s.span_id])?;
+    }
+    Ok(())
+}
+
+/// A run's trace identity: (trace_id, root span_id, parent_span_id, started_ns).
+pub type RunTrace = (String, String, Option<String>, i64);
+
+pub fn set_run_trace(c: &Connection, id: &str, run: i64, t: &RunTrace) -> Result<()> {
+    c.execute(
+        "UPDATE runs SET trace_id=?3, span_id=?4, parent_span_id=?5, started_ns=?6 WHERE instance_id=?1 AND number=?2",
+        params![id, run, t.0, t.1, t.2, t.3],
+    )?;
+    Ok(())
+}
+
+pub fn run_trace(c: &Connection, id: &str, run: i64) -> Result<Option<RunTrace>> {
+    Ok(c.query_row(
+        "SELECT trace_id, span_id, parent_span_id, COALESCE(started_ns, 0) FROM runs \
+             WHERE instance_id=?1 AND number=?2 AND trace_id IS NOT NULL",
+        params![id, run],
+        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
+    )
+    .optional()?)
+}
+
+pub fn set_attempt_span(
+    c: &Connection,
+    id: &str,
+    key: &str,
+    attempt: i64,
+    span_id: &str,
+    started_ns: i64,
+) -> Result<()> {
+    c.execute(
+        "UPDATE attempts SET span_id=?4, started_ns=?5 WHERE instance_id=?1 AND step_key=?2 AND attempt=?3",
+        params![id, key, attempt, span_id, started_ns],
+    )?;
+    Ok(())
+}
+
+/// (span_id, started_ns, run) of an attempt, when it has a span.
+pub fn attempt_span(
+    c: &Connection,
+    id: &str,
+    key: &str,
+    attempt: i64,
+) -> Result<Option<(String, i64, i64)>> {
+    Ok(c
+        .query_row(
+            "SELECT span_id, COALESCE(started_ns, 0), run FROM attempts WHERE instance_id=?1 AND step_key=?2 \
+             AND attempt=?3 AND span_id IS NOT NULL",
+            params![id, key, attempt],
             |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
         )
         .optional()?)

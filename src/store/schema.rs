@@ -82,4 +82,32 @@ pub const MIGRATIONS: &[&str] = &[
     );
     CREATE INDEX events_by_instance ON events(instance_id, name, consumed_by);
     "#,
+    // 2: traces. Each run is a trace; every finished span is stored so `wf trace`
+    // works after the fact, and ids are stable across calls.
+    r#"
+    ALTER TABLE runs ADD COLUMN trace_id TEXT;
+    ALTER TABLE runs ADD COLUMN span_id TEXT;
+    ALTER TABLE runs ADD COLUMN parent_span_id TEXT;
+    ALTER TABLE runs ADD COLUMN started_ns INTEGER;
+    ALTER TABLE attempts ADD COLUMN span_id TEXT;
+    ALTER TABLE attempts ADD COLUMN started_ns INTEGER;
+    CREATE TABLE spans (
+        trace_id        TEXT NOT NULL,          -- 32 hex
+        span_id         TEXT NOT NULL,          -- 16 hex
+        parent_span_id  TEXT,
+        instance_id     TEXT NOT NULL REFERENCES instances(id),
+        run             INTEGER NOT NULL,
+        name            TEXT NOT NULL,
+        kind            TEXT NOT NULL DEFAULT 'internal',   -- internal, client
+        start_ns        INTEGER NOT NULL,       -- unix nanoseconds
+        end_ns          INTEGER NOT NULL,
+        status          TEXT NOT NULL DEFAULT 'unset',      -- unset, ok, error
+        status_message  TEXT,
+        attributes      TEXT NOT NULL DEFAULT '{}',         -- JSON object
+        links           TEXT NOT NULL DEFAULT '[]',         -- JSON [{trace_id, span_id, attributes}]
+        exported        INTEGER NOT NULL DEFAULT 0,         -- sent to the live OTLP endpoint
+        PRIMARY KEY (trace_id, span_id)
+    ) WITHOUT ROWID;
+    CREATE INDEX spans_by_instance ON spans(instance_id, run, start_ns);
+    "#,
 ];

@@ -56,7 +56,11 @@ pub fn parse_source(source: &str, label: &str) -> Result<Workflow, DefinitionErr
             ),
         ));
     }
-    if source.trim().is_empty() {
+    // Blank, or nothing but comments (and document markers): an empty document.
+    if source.lines().all(|l| {
+        let l = l.trim();
+        l.is_empty() || l.starts_with('#') || l == "---" || l == "..."
+    }) {
         return Err(err_at(
             Pos { line: 1, col: 1 },
             "empty workflow file (expected a mapping with `name` and `steps`)".into(),
