@@ -183,6 +183,7 @@ fn pending(id: &str) -> StepRow {
         finished_at: None,
         retry_at: None,
         seq: None,
+        items: Value::Null,
     }
 }
 

@@ -1,12 +1,14 @@
 //! The command line: one file per subcommand, each taking its parsed
 //! arguments and the [`Printer`], returning an [`ExitStatus`].
 
+mod cancel;
 mod inspect;
 mod list;
 mod logs;
 mod resume;
 mod run;
 mod signal;
+mod trace;
 mod validate;
 mod worker;
 
@@ -45,8 +47,12 @@ pub enum Command {
     List(list::Args),
     /// Print the captured stdout/stderr of a step attempt
     Logs(logs::Args),
+    /// Print the trace of each run of an instance (tree, OTLP/JSON or JSON)
+    Trace(trace::Args),
     /// Deliver an event to an instance
     Signal(signal::Args),
+    /// Cancel an instance; runs compensations of completed steps
+    Cancel(cancel::Args),
     /// Resume every instance that is due (timers, events, dead leases) until stopped
     Worker(worker::Args),
     /// Check a workflow file; silent and 0 when valid
@@ -61,7 +67,9 @@ pub async fn execute(cli: Cli, printer: &Printer) -> anyhow::Result<ExitStatus> 
         Command::Inspect(args) => inspect::run(args, &open(db)?, printer),
         Command::List(args) => list::run(args, &open(db)?, printer),
         Command::Logs(args) => logs::run(args, &open(db)?, printer),
+        Command::Trace(args) => trace::run(args, &open(db)?, printer),
         Command::Signal(args) => signal::run(args, &mut open(db)?, printer),
+        Command::Cancel(args) => cancel::run(args, db, printer).await,
         Command::Worker(args) => worker::run(args, db, printer).await,
         Command::Validate(args) => validate::run(args),
     }

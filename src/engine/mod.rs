@@ -127,9 +127,6 @@ pub trait Observer: Send + Sync {
     fn message(&self, _text: &str) {}
 }
 
-/// An observer that shows nothing.
-pub struct Silent;
-impl Observer for Silent {}
 
 /// Checks `--input` values against the workflow's declared inputs, applies
 /// defaults, and returns the inputs object to pin.

@@ -1,25 +1,27 @@
 //! The scheduler: drives one instance for one run. It replays what history
-//! says is done, decides which steps are ready, records each attempt before its
-//! command starts, and commits each result (attempt outcome, output, state
-//! patch) in one transaction together with the starts of the steps that result
-//! unblocks: a sequential step costs one commit. It ends the run when the
-//! instance completes, fails, suspends on a timer or an event, or is
+//! says is done, decides which units (steps, `for_each` items, compensations)
+//! are ready, records each attempt before its command starts, and commits each
+//! result (attempt outcome, output, state patch) in one transaction together
+//! with the starts of the units that result unblocks: a sequential step costs
+//! one commit. It ends the run when the instance completes, fails (after its
+//! compensations), suspends on a timer or an event, is canceled, or is
 //! interrupted.
 
 use super::context::{self, Context};
 use super::lease::{self, Heartbeat};
 use super::output::merge_patch;
 use super::redact::Redactor;
-use super::{AttemptResult, EngineError, Failure, Observer, http, shell};
+use super::{AttemptResult, ChildSpan, EngineError, Failure, Observer, http, shell};
 use crate::store::{self, AttemptEnd, SpanRow, StepRow, Store};
 use crate::telemetry::{self, Span};
 use crate::workflow::template::{self, Template};
-use crate::workflow::{Action, Condition, RunCmd, SleepSpec, Step, Workflow, expr};
+use crate::workflow::{
+    Action, Condition, HttpSpec, RetryPolicy, RunCmd, SleepSpec, Step, Workflow, expr,
+};
 use chrono::{DateTime, Utc};
 use rusqlite::Connection;
-use serde_json::json;
-use serde_json::{Map, Value};
-use std::collections::HashMap;
+use serde_json::{Map, Value, json};
+use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -35,6 +37,8 @@ pub struct RunOptions {
     pub fire_timers: bool,
     /// Give failed steps a fresh attempt budget (`wf resume --retry-failed`).
     pub retry_failed: bool,
+    /// Cancel the instance: start nothing new, run compensations (`wf cancel`).
+    pub cancel: bool,
 }
 
 impl Default for RunOptions {
@@ -43,6 +47,7 @@ impl Default for RunOptions {
             inline_wait: Duration::from_secs(30),
             fire_timers: false,
             retry_failed: false,
+            cancel: false,
         }
     }
 }
@@ -71,8 +76,35 @@ impl RunOutcome {
     }
 }
 
-/// Drives instance `id` until it completes, fails, suspends or is interrupted.
+/// Why running steps are being stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stop {
+    /// SIGINT/SIGTERM to this process: attempts are `interrupted`, the instance stays resumable.
+    Signal,
+    /// `wf cancel`: attempts are `canceled`, compensations run.
+    Cancel,
+    /// The workflow's own `timeout` passed: attempts time out, the workflow fails.
+    Deadline,
+}
+
+/// Drives instance `id` until it completes, fails, suspends or is interrupted,
+/// then sends the spans it committed to the live exporters, if any are
+/// configured (never failing the run; see `telemetry::export`).
 pub async fn drive(
+    store: &mut Store,
+    id: &str,
+    opts: RunOptions,
+    observer: &dyn Observer,
+) -> Result<RunOutcome, EngineError> {
+    let result = drive_run(store, id, opts, observer).await;
+    if !matches!(result, Err(EngineError::Held { .. })) {
+        telemetry::export::export_instance(store, id).await;
+    }
+    result
+}
+
+/// One run of instance `id`, closed by its final commit.
+async fn drive_run(
     store: &mut Store,
     id: &str,
     opts: RunOptions,
@@ -91,13 +123,18 @@ pub async fn drive(
                 "instance {id} was canceled; it cannot be resumed"
             )));
         }
-        "failed" if !opts.retry_failed => {
+        "failed" if !opts.retry_failed && !opts.cancel => {
             return Err(EngineError::NotResumable(format!(
                 "instance {id} failed{}; resume it with --retry-failed to give failed steps a fresh attempt budget",
                 inst.error
                     .as_deref()
                     .map(|e| format!(" ({e})"))
                     .unwrap_or_default()
+            )));
+        }
+        "failed" => {
+            return Err(EngineError::NotResumable(format!(
+                "instance {id} already failed; there is nothing to cancel"
             )));
         }
         _ => {}
@@ -109,7 +146,7 @@ pub async fn drive(
     super::check_secrets(&wf)?;
 
     // Take the lease, then recover whatever a dead predecessor left behind.
-    let (run, mut records, trace) = {
+    let (run, mut records, trace, cancel) = {
         let tx = store.write()?;
         if let Err(holder) =
             store::acquire_lease(&tx, id, &owner, lease::TTL_MS, lease::holder_alive)?
@@ -126,7 +163,7 @@ pub async fn drive(
         recover_crashed(&tx, id, &wf, &mut records)?;
         for crashed in store::close_abandoned_runs(&tx, id)? {
             if let Some((trace, span, parent, start)) = store::run_trace(&tx, id, crashed)? {
-                let root = Span::new(
+                let mut root = Span::new(
                     &trace,
                     &span,
                     parent.as_deref(),
@@ -137,14 +174,13 @@ pub async fn drive(
                 .attr("workflow.run", crashed)
                 .attr("workflow.outcome", "crashed")
                 .error("the process running this run died");
-                let root = match crashed.checked_sub(1).map(|p| store::run_trace(&tx, id, p)) {
-                    Some(Ok(Some(prev))) => root.link(telemetry::link(
+                if let Some(prev) = store::run_trace(&tx, id, crashed - 1)? {
+                    root = root.link(telemetry::link(
                         &prev.0,
                         &prev.1,
                         json!({ "workflow.run": crashed - 1 }),
-                    )),
-                    _ => root,
-                };
+                    ));
+                }
                 store::insert_span(&tx, &root.finish(telemetry::now_ns()))?;
             }
         }
@@ -178,9 +214,10 @@ pub async fn drive(
                 store::put_step(&tx, id, rec)?;
             }
         }
+        let cancel = opts.cancel || store::cancel_requested(&tx, id)?;
         store::set_instance_status(&tx, id, "running", None, None, None)?;
         tx.commit()?;
-        (run, records, trace)
+        (run, records, trace, cancel)
     };
     let _heartbeat = Heartbeat::start(store.path().to_path_buf(), id.to_string(), owner.clone());
 
@@ -200,6 +237,9 @@ pub async fn drive(
             &prev.1,
             json!({ "workflow.run": run - 1 }),
         ));
+    }
+    if cancel {
+        runner.stop(Stop::Cancel);
     }
     observer.run_started(id, &wf.name, run, wf.steps.len());
     let outcome = runner.main_loop(store).await;
@@ -227,7 +267,7 @@ pub async fn drive(
         RunOutcome::Sleeping(wake) => ("sleeping", Some(wake.clone()), None, None),
         RunOutcome::Waiting(event) => (
             "waiting",
-            runner.next_timer().map(store::fmt_time),
+            runner.next_wake().map(store::fmt_time),
             Some(event.clone()),
             None,
         ),
@@ -250,18 +290,19 @@ pub async fn drive(
 }
 
 /// Attempts that never got an outcome belong to a process that died: mark them
-/// `crashed` (they count towards `max_attempts`) and decide their step's fate.
+/// `crashed` (they count towards `max_attempts`) and decide their unit's fate.
 fn recover_crashed(
     c: &Connection,
     id: &str,
     wf: &Workflow,
     records: &mut HashMap<String, StepRow>,
 ) -> Result<(), EngineError> {
+    let message = "the process running this attempt died before it finished";
     for (key, attempt) in store::open_attempts(c, id)? {
         let end = AttemptEnd {
             outcome: "crashed".into(),
             error_type: Some("crashed".into()),
-            error_message: Some("the process running this attempt died before it finished".into()),
+            error_message: Some(message.into()),
             finished_at: store::now(),
             ..AttemptEnd::default()
         };
@@ -281,7 +322,7 @@ fn recover_crashed(
             .attr("workflow.step.attempt", attempt)
             .attr("workflow.step.outcome", "crashed")
             .attr("error.type", "crashed")
-            .error("the process running this attempt died before it finished");
+            .error(message);
             store::insert_span(c, &span.finish(telemetry::now_ns()))?;
         }
         let Some(rec) = records.get_mut(&key) else {
@@ -290,11 +331,16 @@ fn recover_crashed(
         let Some(step) = wf.step(&rec.step_id) else {
             continue;
         };
+        let retry = if key.ends_with(COMPENSATE_SUFFIX) {
+            step.compensate.as_ref().map(|c| &c.retry).unwrap_or(&step.retry)
+        } else {
+            &step.retry
+        };
         rec.outcome = Some("crashed".into());
         rec.error_type = Some("crashed".into());
         rec.error_message = end.error_message.clone();
         let used = budget_used(c, id, &key, rec.budget_base)?;
-        if used >= step.retry.max_attempts as i64 || !step.retry.is_retryable("crashed") {
+        if used >= retry.max_attempts as i64 || !retry.is_retryable("crashed") {
             rec.status = "failed".into();
             rec.finished_at = Some(end.finished_at.clone());
         } else {
@@ -306,33 +352,100 @@ fn recover_crashed(
     Ok(())
 }
 
-/// Attempts that count towards the step's `max_attempts`.
+/// Attempts that count towards a unit's `max_attempts`.
 fn budget_used(c: &Connection, id: &str, key: &str, base: i64) -> Result<i64, EngineError> {
     Ok(c.query_row(
         "SELECT COUNT(*) FROM attempts WHERE instance_id=?1 AND step_key=?2 AND attempt>?3 \
-         AND (outcome IS NULL OR outcome != 'interrupted')",
+         AND (outcome IS NULL OR outcome NOT IN ('interrupted', 'canceled'))",
         rusqlite::params![id, key, base],
         |r| r.get(0),
     )?)
 }
 
-/// A step ready to start its process or request, with everything rendered.
+/// Key suffix of a step's compensation unit.
+const COMPENSATE_SUFFIX: &str = ":compensate";
+
+/// One schedulable thing: a step, one item of a `for_each` step, or the
+/// compensation of a completed step (or item).
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Unit {
+    idx: usize,
+    item: Option<usize>,
+    compensation: bool,
+}
+
+impl Unit {
+    fn step(idx: usize) -> Unit {
+        Unit {
+            idx,
+            item: None,
+            compensation: false,
+        }
+    }
+
+    /// The key its rows are stored under: `id`, `id[3]`, `id:compensate`.
+    fn key(&self, wf: &Workflow) -> String {
+        let id = &wf.steps[self.idx].id;
+        let base = match self.item {
+            Some(i) => format!("{id}[{i}]"),
+            None => id.clone(),
+        };
+        if self.compensation {
+            base + COMPENSATE_SUFFIX
+        } else {
+            base
+        }
+    }
+}
+
+/// What a unit executes: a step's own action, or its compensation.
+struct Exec<'a> {
+    action: &'a Action,
+    dir: Option<&'a str>,
+    env: &'a [(String, Template)],
+    timeout: Option<Duration>,
+    retry: &'a RetryPolicy,
+    errors: Option<&'a BTreeMap<i32, String>>,
+}
+
+fn exec_of<'a>(step: &'a Step, unit: &Unit) -> Exec<'a> {
+    match (&step.compensate, unit.compensation) {
+        (Some(c), true) => Exec {
+            action: &c.action,
+            dir: c.dir.as_deref(),
+            env: &c.env,
+            timeout: c.timeout,
+            retry: &c.retry,
+            errors: None,
+        },
+        _ => Exec {
+            action: &step.action,
+            dir: step.dir.as_deref(),
+            env: &step.env,
+            timeout: step.timeout,
+            retry: &step.retry,
+            errors: Some(&step.errors),
+        },
+    }
+}
+
+/// A unit ready to start its process or request, with everything rendered.
 enum Job {
     Shell(shell::ShellJob),
     Http(http::HttpJob),
 }
 
-/// What starting a step amounted to.
+/// What starting a unit amounted to.
 enum Started {
     Spawn(Job, i64),
     /// Settled within the transaction (skipped, pure step, timer fired, event taken, failed).
     Settled,
-    /// Waiting on a timer or an event.
+    /// Waiting on a timer or an event, or nothing to do yet.
     Blocked,
 }
 
 struct Done {
-    key: String,
+    unit: Unit,
     attempt: i64,
     elapsed: Duration,
     result: AttemptResult,
@@ -349,19 +462,23 @@ struct Runner<'o> {
     state: Value,
     ctx: Context,
     env: Vec<(String, String)>,
+    /// Units in flight: key -> attempt.
     running: HashMap<String, i64>,
     tasks: JoinSet<Done>,
     seq: i64,
+    /// Why the workflow failed, once a unit failed for good.
     failed: Option<String>,
-    interrupted: bool,
+    stop: Option<Stop>,
     interrupt_tx: watch::Sender<bool>,
     http: Option<reqwest::Client>,
     redactor: Redactor,
+    /// When the workflow's `timeout` runs out.
+    deadline: Option<DateTime<Utc>>,
     /// This run's trace: (trace_id, root span_id, parent span_id, start ns).
     trace: store::RunTrace,
     /// Links of the root span: the previous run, events that woke this one.
     links: Vec<Value>,
-    /// Attempt spans in flight: step key -> (span_id, start ns).
+    /// Attempt spans in flight: unit key -> (span_id, start ns).
     attempt_spans: HashMap<String, (String, i64)>,
     /// Attempts whose success the next commit makes durable (for `wf.sqlite.commit`).
     committing: Vec<String>,
@@ -401,13 +518,21 @@ impl<'o> Runner<'o> {
         let mut seq = 0;
         for rec in records.values() {
             seq = seq.max(rec.seq.unwrap_or(0));
-            if matches!(rec.status.as_str(), "completed" | "skipped" | "failed") {
-                ctx.set_step_result(&rec.key, &rec.status, &rec.output);
+        }
+        for step in &wf.steps {
+            if let Some(rec) = records.get(&step.id)
+                && matches!(rec.status.as_str(), "completed" | "skipped" | "failed")
+            {
+                ctx.set_step_result(&step.id, &rec.status, &rec.output);
             }
         }
         let failed = wf.steps.iter().find_map(|s| {
             let r = records.get(&s.id)?;
             (r.status == "failed" && !s.continue_on_error).then(|| failure_reason(&s.id, r))
+        });
+        let deadline = wf.timeout.and_then(|t| {
+            store::parse_time(&inst.created_at)
+                .map(|c| c + chrono::Duration::from_std(t).unwrap_or_default())
         });
         let (interrupt_tx, _) = watch::channel(false);
         Ok(Runner {
@@ -425,10 +550,11 @@ impl<'o> Runner<'o> {
             tasks: JoinSet::new(),
             seq,
             failed,
-            interrupted: false,
+            stop: None,
             interrupt_tx,
             http: None,
             redactor,
+            deadline,
             trace,
             links: Vec::new(),
             attempt_spans: HashMap::new(),
@@ -441,7 +567,7 @@ impl<'o> Runner<'o> {
         let replayed = self
             .records
             .values()
-            .filter(|r| matches!(r.status.as_str(), "completed" | "skipped"))
+            .filter(|r| r.status == "completed" || r.status == "skipped")
             .count();
         if replayed > 0 {
             self.observer.steps_replayed(replayed);
@@ -451,7 +577,11 @@ impl<'o> Runner<'o> {
         let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
             .map_err(|e| EngineError::Internal(format!("cannot install SIGTERM handler: {e}")))?;
         let mut done: Vec<Done> = Vec::new();
+        let mut last_cancel_check = Instant::now();
         loop {
+            if self.deadline.is_some_and(|d| d <= Utc::now()) && self.stop.is_none() {
+                self.stop(Stop::Deadline);
+            }
             // One transaction: results that came in, then every start they unblock.
             let mut spawns = Vec::new();
             {
@@ -462,30 +592,24 @@ impl<'o> Runner<'o> {
                 for d in done.drain(..) {
                     self.settle(&tx, d)?;
                 }
-                if !self.interrupted && self.failed.is_none() {
+                if self.stop != Some(Stop::Signal) {
                     loop {
                         let mut settled = false;
-                        for idx in 0..self.wf.steps.len() {
+                        for unit in self.candidates() {
                             if self.running.len() >= self.wf.concurrency {
                                 break;
                             }
-                            if !self.is_ready(idx) {
-                                continue;
-                            }
-                            match self.start(&tx, idx)? {
+                            match self.start(&tx, &unit)? {
                                 Started::Spawn(job, attempt) => {
                                     // Counted as running from now on, so no later pass starts it again.
-                                    self.running.insert(self.wf.steps[idx].id.clone(), attempt);
-                                    spawns.push((idx, job, attempt));
+                                    self.running.insert(unit.key(&self.wf), attempt);
+                                    spawns.push((unit, job, attempt));
                                 }
                                 Started::Settled => settled = true,
                                 Started::Blocked => {}
                             }
-                            if self.failed.is_some() {
-                                break;
-                            }
                         }
-                        if !settled || self.failed.is_some() {
+                        if !settled {
                             break;
                         }
                     }
@@ -494,8 +618,8 @@ impl<'o> Runner<'o> {
                 tx.commit()?;
                 self.committed(commit_start);
             }
-            for (idx, job, attempt) in spawns {
-                self.spawn(idx, job, attempt);
+            for (unit, job, attempt) in spawns {
+                self.spawn(unit, job, attempt);
             }
 
             if self.running.is_empty() && self.tasks.is_empty() {
@@ -503,7 +627,7 @@ impl<'o> Runner<'o> {
                     return Ok(outcome);
                 }
                 // Only timers and events left. Short waits happen here.
-                let next = self.next_timer();
+                let next = self.next_wake();
                 let within = next.filter(|t| {
                     (*t - Utc::now()).to_std().unwrap_or_default() <= self.opts.inline_wait
                 });
@@ -512,8 +636,8 @@ impl<'o> Runner<'o> {
                         let wait = (t - Utc::now()).to_std().unwrap_or_default();
                         tokio::select! {
                             _ = tokio::time::sleep(wait) => {}
-                            _ = sigint.recv() => self.interrupt(),
-                            _ = sigterm.recv() => self.interrupt(),
+                            _ = sigint.recv() => self.stop(Stop::Signal),
+                            _ = sigterm.recv() => self.stop(Stop::Signal),
                         }
                         continue;
                     }
@@ -521,35 +645,236 @@ impl<'o> Runner<'o> {
                 }
             }
 
+            // Wake for a result, a due timer, a signal, or to look for a cancel request.
             let timer = self
-                .next_timer()
-                .map(|t| (t - Utc::now()).to_std().unwrap_or_default());
+                .next_wake()
+                .map(|t| (t - Utc::now()).to_std().unwrap_or_default())
+                .unwrap_or(Duration::from_secs(3600))
+                .min(Duration::from_millis(500));
             tokio::select! {
                 Some(joined) = self.tasks.join_next() => {
-                    match joined {
-                        Ok(d) => done.push(d),
-                        Err(e) => return Err(EngineError::Internal(format!("step task failed: {e}"))),
-                    }
+                    done.push(joined.map_err(|e| EngineError::Internal(format!("step task failed: {e}")))?);
                     while let Some(joined) = self.tasks.try_join_next() {
-                        match joined {
-                            Ok(d) => done.push(d),
-                            Err(e) => return Err(EngineError::Internal(format!("step task failed: {e}"))),
-                        }
+                        done.push(joined.map_err(|e| EngineError::Internal(format!("step task failed: {e}")))?);
                     }
                 }
-                _ = async { tokio::time::sleep(timer.unwrap_or_default()).await }, if timer.is_some() => {}
-                _ = sigint.recv() => self.interrupt(),
-                _ = sigterm.recv() => self.interrupt(),
+                _ = tokio::time::sleep(timer) => {}
+                _ = sigint.recv() => self.stop(Stop::Signal),
+                _ = sigterm.recv() => self.stop(Stop::Signal),
+            }
+            if self.stop.is_none() && last_cancel_check.elapsed() >= Duration::from_millis(500) {
+                last_cancel_check = Instant::now();
+                if store::cancel_requested(store.conn(), &self.id)? {
+                    self.stop(Stop::Cancel);
+                }
             }
         }
     }
 
-    fn interrupt(&mut self) {
-        if !self.interrupted {
-            self.interrupted = true;
-            self.observer.message("interrupted: stopping running steps");
-            let _ = self.interrupt_tx.send(true);
+    /// Stops running units for `why`; a signal outranks everything.
+    fn stop(&mut self, why: Stop) {
+        if self.stop == Some(Stop::Signal) || (self.stop.is_some() && why != Stop::Signal) {
+            return;
         }
+        self.stop = Some(why);
+        match why {
+            Stop::Signal => self
+                .observer
+                .message("interrupted: stopping running steps"),
+            Stop::Cancel => self.observer.message("canceled: stopping running steps"),
+            Stop::Deadline => self
+                .observer
+                .message("workflow timeout reached: stopping running steps"),
+        }
+        if why == Stop::Deadline && self.failed.is_none() {
+            let t = self.wf.timeout.unwrap_or_default();
+            self.failed = Some(format!(
+                "workflow timed out after {}",
+                crate::workflow::duration::human(t)
+            ));
+        }
+        let _ = self.interrupt_tx.send(true);
+        if why != Stop::Signal {
+            // Compensations start after this: they get a channel of their own,
+            // which only a signal to this process trips.
+            self.interrupt_tx = watch::channel(false).0;
+        }
+    }
+
+    /// Whether the run is winding down: compensating after a failure or cancel.
+    fn compensating(&self) -> bool {
+        self.failed.is_some() || self.stop == Some(Stop::Cancel)
+    }
+
+    /// Units that may start now, in a deterministic order.
+    fn candidates(&mut self) -> Vec<Unit> {
+        if self.compensating() {
+            return self.next_compensation().into_iter().collect();
+        }
+        let mut out = Vec::new();
+        for idx in 0..self.wf.steps.len() {
+            if !self.deps_satisfied(idx) {
+                continue;
+            }
+            let step = &self.wf.steps[idx];
+            let key = step.id.clone();
+            let rec = self.records.get(&key);
+            let status = rec.map(|r| r.status.as_str()).unwrap_or("pending");
+            if matches!(status, "completed" | "skipped" | "failed") {
+                continue;
+            }
+            if step.for_each.is_some() && rec.is_some_and(|r| !r.items.is_null()) {
+                // Expanded: its items are the units.
+                let n = rec.and_then(|r| r.items.as_array()).map_or(0, Vec::len);
+                let limit = step.max_parallel.unwrap_or(usize::MAX);
+                let mut active = (0..n)
+                    .filter(|i| self.running.contains_key(&format!("{}[{i}]", step.id)))
+                    .count();
+                let mut unfinished = 0;
+                for i in 0..n {
+                    let unit = Unit {
+                        idx,
+                        item: Some(i),
+                        compensation: false,
+                    };
+                    let k = unit.key(&self.wf);
+                    let st = self.records.get(&k).map(|r| r.status.as_str()).unwrap_or("pending");
+                    if !matches!(st, "completed" | "skipped" | "failed") {
+                        unfinished += 1;
+                    }
+                    if active >= limit || !self.unit_due(&k) {
+                        continue;
+                    }
+                    active += 1;
+                    out.push(unit);
+                }
+                if unfinished == 0 {
+                    // All items ended: the step itself settles next.
+                    out.push(Unit::step(idx));
+                }
+            } else if !self.running.contains_key(&key) && self.unit_due(&key) {
+                out.push(Unit::step(idx));
+            }
+        }
+        out
+    }
+
+    /// Not terminal, not running, and any retry backoff has passed.
+    fn unit_due(&self, key: &str) -> bool {
+        if self.running.contains_key(key) {
+            return false;
+        }
+        match self.records.get(key) {
+            None => true,
+            Some(r) => match r.status.as_str() {
+                "completed" | "skipped" | "failed" => false,
+                "retrying" => r
+                    .retry_at
+                    .as_deref()
+                    .and_then(store::parse_time)
+                    .is_none_or(|t| t <= Utc::now()),
+                _ => true,
+            },
+        }
+    }
+
+    fn deps_satisfied(&self, idx: usize) -> bool {
+        self.wf.steps[idx].needs.iter().all(|&d| {
+            let dep = &self.wf.steps[d];
+            self.records
+                .get(&dep.id)
+                .is_some_and(|r| match r.status.as_str() {
+                    "completed" | "skipped" => true,
+                    "failed" => dep.continue_on_error,
+                    _ => false,
+                })
+        })
+    }
+
+    /// The next compensation to run: of the completed units with a
+    /// `compensate`, the latest-completed one not yet compensated. One at a
+    /// time, in reverse completion order.
+    fn next_compensation(&self) -> Option<Unit> {
+        if !self.running.is_empty() {
+            return None;
+        }
+        let mut done: Vec<(i64, Unit)> = Vec::new();
+        for (idx, step) in self.wf.steps.iter().enumerate() {
+            if step.compensate.is_none() {
+                continue;
+            }
+            let mut units = vec![Unit::step(idx)];
+            if step.for_each.is_some() {
+                let n = self
+                    .records
+                    .get(&step.id)
+                    .and_then(|r| r.items.as_array())
+                    .map_or(0, Vec::len);
+                units = (0..n)
+                    .map(|i| Unit {
+                        idx,
+                        item: Some(i),
+                        compensation: false,
+                    })
+                    .collect();
+            }
+            for u in units {
+                if let Some(r) = self.records.get(&u.key(&self.wf))
+                    && r.status == "completed"
+                    && let Some(seq) = r.seq
+                {
+                    done.push((seq, u));
+                }
+            }
+        }
+        done.sort_by_key(|(seq, _)| std::cmp::Reverse(*seq));
+        for (_, u) in done {
+            let comp = Unit {
+                compensation: true,
+                ..u
+            };
+            let key = comp.key(&self.wf);
+            match self.records.get(&key).map(|r| r.status.as_str()) {
+                Some("completed") | Some("failed") => continue,
+                _ if self.unit_due(&key) => return Some(comp),
+                // Waiting out a retry backoff: nothing else starts before it.
+                _ => return None,
+            }
+        }
+        None
+    }
+
+    fn compensations_pending(&self) -> bool {
+        self.wf.steps.iter().enumerate().any(|(idx, step)| {
+            if step.compensate.is_none() {
+                return false;
+            }
+            let units: Vec<Unit> = match self.records.get(&step.id).and_then(|r| r.items.as_array()) {
+                Some(items) if step.for_each.is_some() => (0..items.len())
+                    .map(|i| Unit {
+                        idx,
+                        item: Some(i),
+                        compensation: false,
+                    })
+                    .collect(),
+                _ => vec![Unit::step(idx)],
+            };
+            units.into_iter().any(|u| {
+                let done = self
+                    .records
+                    .get(&u.key(&self.wf))
+                    .is_some_and(|r| r.status == "completed");
+                let comp = Unit {
+                    compensation: true,
+                    ..u
+                };
+                let comp_ended = self
+                    .records
+                    .get(&comp.key(&self.wf))
+                    .is_some_and(|r| r.status == "completed" || r.status == "failed");
+                done && !comp_ended
+            })
+        })
     }
 
     /// Records a `wf.sqlite.commit` span under each attempt the commit made durable.
@@ -602,28 +927,29 @@ impl<'o> Runner<'o> {
     }
 
     /// The span of one finished attempt, with its executor's spans beneath it.
+    #[allow(clippy::too_many_arguments)]
     fn write_attempt_span(
         &mut self,
         c: &Connection,
-        step: &Step,
+        key: &str,
         attempt: i64,
         outcome: &str,
         failure: Option<&Failure>,
-        children: Vec<super::ChildSpan>,
+        children: Vec<ChildSpan>,
     ) -> Result<String, EngineError> {
         let (span_id, start_ns) = self
             .attempt_spans
-            .remove(&step.id)
+            .remove(key)
             .unwrap_or_else(|| (telemetry::new_span_id(), telemetry::now_ns()));
         let mut span = Span::new(
             &self.trace.0,
             &span_id,
             Some(&self.trace.1),
-            &format!("{}/{}", self.wf.name, step.id),
+            &format!("{}/{key}", self.wf.name),
             start_ns,
         )
         .instance(&self.wf.name, &self.id, self.run)
-        .attr("workflow.step.id", step.id.as_str())
+        .attr("workflow.step.id", key)
         .attr("workflow.step.attempt", attempt)
         .attr("workflow.step.outcome", outcome);
         if let Some(f) = failure {
@@ -660,11 +986,17 @@ impl<'o> Runner<'o> {
 
     /// The run's end when nothing is running and nothing more can start now.
     fn final_outcome(&self) -> Option<RunOutcome> {
-        if self.interrupted {
+        if self.stop == Some(Stop::Signal) {
             return Some(RunOutcome::Interrupted);
         }
-        if let Some(reason) = &self.failed {
-            return Some(RunOutcome::Failed(reason.clone()));
+        if self.compensating() {
+            if self.compensations_pending() {
+                return None;
+            }
+            if self.stop == Some(Stop::Cancel) {
+                return Some(RunOutcome::Canceled);
+            }
+            return self.failed.clone().map(RunOutcome::Failed);
         }
         let all_done = self.wf.steps.iter().all(|s| {
             self.records
@@ -675,20 +1007,16 @@ impl<'o> Runner<'o> {
     }
 
     fn suspend_outcome(&self, next: Option<DateTime<Utc>>) -> RunOutcome {
-        let waiting: Vec<String> = self
-            .wf
-            .steps
-            .iter()
-            .filter(|s| {
-                self.records
-                    .get(&s.id)
-                    .is_some_and(|r| r.status == "waiting")
-            })
-            .filter_map(|s| match &s.action {
-                Action::WaitForEvent { name, .. } => Some(name.clone()),
-                _ => None,
-            })
-            .collect();
+        let mut waiting: Vec<String> = Vec::new();
+        for rec in self.records.values().filter(|r| r.status == "waiting") {
+            if let Some(Action::WaitForEvent { name, .. }) =
+                self.wf.step(&rec.step_id).map(|s| &s.action)
+                && !waiting.contains(name)
+            {
+                waiting.push(name.clone());
+            }
+        }
+        waiting.sort();
         if !waiting.is_empty() {
             RunOutcome::Waiting(waiting.join(","))
         } else {
@@ -696,170 +1024,258 @@ impl<'o> Runner<'o> {
         }
     }
 
-    /// The earliest time a blocked step becomes due (retry, sleep, event timeout).
-    fn next_timer(&self) -> Option<DateTime<Utc>> {
+    /// The earliest time something becomes due: a retry, a sleep, an event
+    /// timeout, or the workflow's deadline.
+    fn next_wake(&self) -> Option<DateTime<Utc>> {
         self.records
             .values()
             .filter(|r| matches!(r.status.as_str(), "retrying" | "sleeping" | "waiting"))
             .filter_map(|r| r.retry_at.as_deref().and_then(store::parse_time))
+            .chain(self.deadline.filter(|_| self.stop.is_none()))
             .min()
     }
 
-    fn is_ready(&self, idx: usize) -> bool {
-        let step = &self.wf.steps[idx];
-        if self.running.contains_key(&step.id) {
-            return false;
-        }
-        if let Some(r) = self.records.get(&step.id) {
-            match r.status.as_str() {
-                "completed" | "skipped" | "failed" => return false,
-                "retrying" => {
-                    if let Some(t) = r.retry_at.as_deref().and_then(store::parse_time)
-                        && t > Utc::now()
-                    {
-                        return false;
-                    }
-                }
-                _ => {}
-            }
-        }
-        step.needs.iter().all(|&d| {
-            let dep = &self.wf.steps[d];
-            self.records
-                .get(&dep.id)
-                .is_some_and(|r| match r.status.as_str() {
-                    "completed" | "skipped" => true,
-                    "failed" => dep.continue_on_error,
-                    _ => false,
-                })
+    fn record(&mut self, unit: &Unit) -> &mut StepRow {
+        let key = unit.key(&self.wf);
+        let step_id = self.wf.steps[unit.idx].id.clone();
+        self.records.entry(key.clone()).or_insert_with(|| StepRow {
+            key,
+            step_id,
+            status: "pending".into(),
+            attempts: 0,
+            budget_base: 0,
+            outcome: None,
+            error_type: None,
+            error_message: None,
+            output: Value::Null,
+            started_at: None,
+            finished_at: None,
+            retry_at: None,
+            seq: None,
+            items: Value::Null,
         })
     }
 
-    fn record(&mut self, step: &Step) -> &mut StepRow {
-        self.records
-            .entry(step.id.clone())
-            .or_insert_with(|| StepRow {
-                key: step.id.clone(),
-                step_id: step.id.clone(),
-                status: "pending".into(),
-                attempts: 0,
-                budget_base: 0,
-                outcome: None,
-                error_type: None,
-                error_message: None,
-                output: Value::Null,
-                started_at: None,
-                finished_at: None,
-                retry_at: None,
-                seq: None,
-            })
+    fn put(&mut self, c: &Connection, unit: &Unit) -> Result<(), EngineError> {
+        let rec = self.record(unit).clone();
+        store::put_step(c, &self.id, &rec)?;
+        Ok(())
     }
 
-    /// Starts step `idx`: evaluates `if`, then records an attempt and renders its
-    /// job, or settles it at once when it needs no process.
-    fn start(&mut self, c: &Connection, idx: usize) -> Result<Started, EngineError> {
+    /// Sets `item`, `index` and `step` in the expression context for `unit`
+    /// (`attempt`: the one settling, else the one about to start).
+    fn enter(&mut self, unit: &Unit, attempt: Option<i64>) {
+        let attempt = attempt.unwrap_or(self.record(unit).attempts + 1);
+        let key = unit.key(&self.wf);
+        self.ctx.set("state", self.state.clone());
+        self.ctx.set(
+            "step",
+            json!({ "id": self.wf.steps[unit.idx].id, "key": key, "attempt": attempt }),
+        );
+        match unit.item {
+            Some(i) => {
+                let item = self
+                    .records
+                    .get(&self.wf.steps[unit.idx].id)
+                    .and_then(|r| r.items.get(i).cloned())
+                    .unwrap_or(Value::Null);
+                self.ctx.set("item", item);
+                self.ctx.set("index", json!(i));
+            }
+            None => {
+                self.ctx.remove("item");
+                self.ctx.remove("index");
+            }
+        }
+    }
+
+    /// Starts `unit`: evaluates `if`, expands a `for_each`, then records an
+    /// attempt and renders its job, or settles it at once when it needs no process.
+    fn start(&mut self, c: &Connection, unit: &Unit) -> Result<Started, EngineError> {
         let wf = self.wf.clone();
-        let step = &wf.steps[idx];
+        let step = &wf.steps[unit.idx];
+        self.enter(unit, None);
         let first_time = {
-            let rec = self.record(step);
+            let rec = self.record(unit);
             rec.attempts == 0 && rec.status == "pending"
         };
-        self.ctx.set("state", self.state.clone());
 
-        if first_time && let Some(cond) = &step.condition {
-            match self.eval_condition(cond) {
-                Ok(true) => {}
-                Ok(false) => {
-                    let now = store::now();
-                    let rec = self.record(step);
-                    rec.status = "skipped".into();
-                    rec.outcome = Some("skipped".into());
-                    rec.started_at = Some(now.clone());
-                    rec.finished_at = Some(now);
-                    let rec = rec.clone();
-                    store::put_step(c, &self.id, &rec)?;
-                    self.ctx.set_step_result(&step.id, "skipped", &Value::Null);
-                    let now_ns = telemetry::now_ns();
-                    let span = Span::new(
-                        &self.trace.0,
-                        &telemetry::new_span_id(),
-                        Some(&self.trace.1),
-                        &format!("{}/{}", self.wf.name, step.id),
-                        now_ns,
-                    )
-                    .instance(&self.wf.name, &self.id, self.run)
-                    .attr("workflow.step.id", step.id.as_str())
-                    .attr("workflow.step.outcome", "skipped");
-                    store::insert_span(c, &span.finish(now_ns))?;
-                    self.observer.step_skipped(&step.id);
+        if !unit.compensation && unit.item.is_none() {
+            if first_time && let Some(cond) = &step.condition {
+                match self.eval_condition(cond) {
+                    Ok(true) => {}
+                    Ok(false) => {
+                        self.skip(c, unit)?;
+                        return Ok(Started::Settled);
+                    }
+                    Err(e) => {
+                        let f = Failure::new("expression", format!("`if`: {e}"));
+                        self.fail_now(c, unit, f)?;
+                        return Ok(Started::Settled);
+                    }
+                }
+            }
+            if let Some(list) = &step.for_each {
+                return self.fan_out(c, unit, list);
+            }
+        }
+
+        let exec = exec_of(step, unit);
+        match exec.action {
+            Action::Noop => {
+                let attempt = self.begin_attempt(c, unit)?;
+                self.settle_result(c, unit, attempt, ok(Value::Object(Map::new())), Duration::ZERO)?;
+                Ok(Started::Settled)
+            }
+            Action::Sleep(spec) => self.start_sleep(c, unit, spec),
+            Action::WaitForEvent { name, timeout } => self.start_wait(c, unit, name, *timeout),
+            Action::Run(cmd) => {
+                self.open_attempt_span(unit);
+                let job = self.render_shell(unit, &exec, cmd);
+                self.launch(c, unit, job.map(Job::Shell))
+            }
+            Action::Http(spec) => {
+                self.open_attempt_span(unit);
+                let job = self.render_http(unit, &exec, spec);
+                self.launch(c, unit, job.map(Job::Http))
+            }
+        }
+    }
+
+    fn launch(&mut self, c: &Connection, unit: &Unit, job: Result<Job, Failure>) -> Result<Started, EngineError> {
+        let attempt = self.begin_attempt(c, unit)?;
+        match job {
+            Ok(job) => Ok(Started::Spawn(job, attempt)),
+            Err(f) => {
+                self.settle_result(c, unit, attempt, AttemptResult::failed(f), Duration::ZERO)?;
+                Ok(Started::Settled)
+            }
+        }
+    }
+
+    /// Fails `unit` without running anything (its inputs could not be evaluated).
+    fn fail_now(&mut self, c: &Connection, unit: &Unit, f: Failure) -> Result<(), EngineError> {
+        let attempt = self.begin_attempt(c, unit)?;
+        self.settle_result(c, unit, attempt, AttemptResult::failed(f), Duration::ZERO)
+    }
+
+    fn skip(&mut self, c: &Connection, unit: &Unit) -> Result<(), EngineError> {
+        let now = store::now();
+        let key = unit.key(&self.wf);
+        let rec = self.record(unit);
+        rec.status = "skipped".into();
+        rec.outcome = Some("skipped".into());
+        rec.started_at = Some(now.clone());
+        rec.finished_at = Some(now);
+        self.put(c, unit)?;
+        self.ctx.set_step_result(&key, "skipped", &Value::Null);
+        let now_ns = telemetry::now_ns();
+        let span = Span::new(
+            &self.trace.0,
+            &telemetry::new_span_id(),
+            Some(&self.trace.1),
+            &format!("{}/{key}", self.wf.name),
+            now_ns,
+        )
+        .instance(&self.wf.name, &self.id, self.run)
+        .attr("workflow.step.id", key.as_str())
+        .attr("workflow.step.outcome", "skipped");
+        store::insert_span(c, &span.finish(now_ns))?;
+        self.observer.step_skipped(&key);
+        Ok(())
+    }
+
+    /// Pins a `for_each` step's list (first time) or, once every item ended,
+    /// settles the step with the list of item outputs.
+    fn fan_out(&mut self, c: &Connection, unit: &Unit, list: &Value) -> Result<Started, EngineError> {
+        let step = &self.wf.clone().steps[unit.idx];
+        let items = self.record(unit).items.clone();
+        let Some(items) = items.as_array().cloned() else {
+            let evaluated = match list {
+                Value::String(s) => Template::parse(s)
+                    .map_err(|e| e.to_string())
+                    .and_then(|t| t.render_value(self.ctx.value()).map_err(|e| e.to_string())),
+                other => template::render_tree(other, self.ctx.value()).map_err(|e| e.to_string()),
+            };
+            let items = match evaluated {
+                Ok(Value::Array(items)) => items,
+                Ok(other) => {
+                    let kind = match other {
+                        Value::Null => "null",
+                        Value::Bool(_) => "a boolean",
+                        Value::Number(_) => "a number",
+                        Value::String(_) => "a string",
+                        Value::Object(_) => "an object",
+                        Value::Array(_) => "a list",
+                    };
+                    let f = Failure::new("expression", format!("`for_each` gave {kind}, not a list"));
+                    self.fail_now(c, unit, f)?;
                     return Ok(Started::Settled);
                 }
                 Err(e) => {
-                    let attempt = self.begin_attempt(c, step)?;
-                    self.settle_result(
-                        c,
-                        step,
-                        attempt,
-                        AttemptResult::failed(Failure::new("expression", format!("`if`: {e}"))),
-                        Duration::ZERO,
-                    )?;
+                    self.fail_now(c, unit, Failure::new("expression", format!("`for_each`: {e}")))?;
                     return Ok(Started::Settled);
                 }
+            };
+            let now = store::now();
+            let mut items = items;
+            for v in items.iter_mut() {
+                self.redactor.value(v);
+            }
+            let rec = self.record(unit);
+            rec.items = Value::Array(items);
+            rec.status = "running".into();
+            rec.started_at = Some(now);
+            self.put(c, unit)?;
+            return Ok(Started::Settled);
+        };
+        // Every item has ended (the scheduler only offers the step itself then).
+        let mut outputs = Vec::with_capacity(items.len());
+        let mut failed_item = None;
+        for i in 0..items.len() {
+            let key = format!("{}[{i}]", step.id);
+            match self.records.get(&key) {
+                Some(r) if r.status == "completed" => outputs.push(r.output.clone()),
+                Some(r) => {
+                    if r.status == "failed" && failed_item.is_none() {
+                        failed_item = Some((key.clone(), r.clone()));
+                    }
+                    outputs.push(Value::Null)
+                }
+                None => return Ok(Started::Blocked),
             }
         }
-
-        let attempt_no = self.record(step).attempts + 1;
-        self.ctx.set(
-            "step",
-            serde_json::json!({ "id": step.id, "attempt": attempt_no }),
-        );
-        match &step.action {
-            Action::Noop => {
-                let attempt = self.begin_attempt(c, step)?;
-                let out = Value::Object(Map::new());
-                self.settle_result(
-                    c,
-                    step,
-                    attempt,
-                    AttemptResult {
-                        outcome: Ok(out),
-                        ..AttemptResult::default()
-                    },
-                    Duration::ZERO,
-                )?;
-                Ok(Started::Settled)
+        let now = store::now();
+        self.seq += 1;
+        let seq = self.seq;
+        let rec = self.record(unit);
+        rec.output = Value::Array(outputs);
+        rec.finished_at = Some(now);
+        rec.attempts = rec.attempts.max(0);
+        match &failed_item {
+            None => {
+                rec.status = "completed".into();
+                rec.outcome = Some("ok".into());
+                rec.seq = Some(seq);
             }
-            Action::Sleep(spec) => self.start_sleep(c, step, spec),
-            Action::WaitForEvent { name, timeout } => self.start_wait(c, step, name, *timeout),
-            Action::Run(cmd) => match {
-                self.open_attempt_span(step);
-                self.render_shell(step, cmd)
-            } {
-                Ok(job) => {
-                    let attempt = self.begin_attempt(c, step)?;
-                    Ok(Started::Spawn(Job::Shell(job), attempt))
-                }
-                Err(f) => {
-                    let attempt = self.begin_attempt(c, step)?;
-                    self.settle_result(c, step, attempt, AttemptResult::failed(f), Duration::ZERO)?;
-                    Ok(Started::Settled)
-                }
-            },
-            Action::Http(spec) => match {
-                self.open_attempt_span(step);
-                self.render_http(step, spec)
-            } {
-                Ok(job) => {
-                    let attempt = self.begin_attempt(c, step)?;
-                    Ok(Started::Spawn(Job::Http(job), attempt))
-                }
-                Err(f) => {
-                    let attempt = self.begin_attempt(c, step)?;
-                    self.settle_result(c, step, attempt, AttemptResult::failed(f), Duration::ZERO)?;
-                    Ok(Started::Settled)
-                }
-            },
+            Some((_, r)) => {
+                rec.status = "failed".into();
+                rec.outcome = Some("failed".into());
+                rec.error_type = r.error_type.clone();
+                rec.error_message = r.error_message.clone();
+            }
         }
+        let status = rec.status.clone();
+        let output = rec.output.clone();
+        self.put(c, unit)?;
+        self.ctx.set_step_result(&step.id, &status, &output);
+        if let Some((key, r)) = failed_item
+            && !step.continue_on_error
+            && self.failed.is_none()
+        {
+            self.failed = Some(failure_reason(&key, &r));
+        }
+        Ok(Started::Settled)
     }
 
     fn eval_condition(&self, cond: &Condition) -> Result<bool, String> {
@@ -874,27 +1290,28 @@ impl<'o> Runner<'o> {
     }
 
     /// The span id (and start) of the attempt about to begin, allocated once.
-    fn open_attempt_span(&mut self, step: &Step) -> (String, i64) {
+    fn open_attempt_span(&mut self, unit: &Unit) -> (String, i64) {
         self.attempt_spans
-            .entry(step.id.clone())
+            .entry(unit.key(&self.wf))
             .or_insert_with(|| (telemetry::new_span_id(), telemetry::now_ns()))
             .clone()
     }
 
     /// W3C trace context of the attempt about to begin (for its process or request).
-    fn attempt_traceparent(&self, step: &Step) -> Option<String> {
+    fn attempt_traceparent(&self, unit: &Unit) -> Option<String> {
         self.attempt_spans
-            .get(&step.id)
+            .get(&unit.key(&self.wf))
             .map(|(span, _)| telemetry::traceparent(&self.trace.0, span))
     }
 
     /// Records the attempt row (durably, with the enclosing commit) before anything runs.
-    fn begin_attempt(&mut self, c: &Connection, step: &Step) -> Result<i64, EngineError> {
-        let (span_id, start_ns) = self.open_attempt_span(step);
+    fn begin_attempt(&mut self, c: &Connection, unit: &Unit) -> Result<i64, EngineError> {
+        let (span_id, start_ns) = self.open_attempt_span(unit);
         let now = store::now();
         let run = self.run;
         let id = self.id.clone();
-        let rec = self.record(step);
+        let key = unit.key(&self.wf);
+        let rec = self.record(unit);
         rec.attempts += 1;
         rec.status = "running".into();
         rec.retry_at = None;
@@ -902,28 +1319,20 @@ impl<'o> Runner<'o> {
             rec.started_at = Some(now.clone());
         }
         let attempt = rec.attempts;
-        let rec = rec.clone();
-        store::insert_attempt(c, &id, &step.id, attempt, run, &now)?;
-        store::set_attempt_span(c, &id, &step.id, attempt, &span_id, start_ns)?;
-        store::put_step(c, &id, &rec)?;
-        self.observer.step_started(&step.id, attempt);
+        store::insert_attempt(c, &id, &key, attempt, run, &now)?;
+        store::set_attempt_span(c, &id, &key, attempt, &span_id, start_ns)?;
+        self.put(c, unit)?;
+        self.observer.step_started(&key, attempt);
         Ok(attempt)
     }
 
-    fn start_sleep(
-        &mut self,
-        c: &Connection,
-        step: &Step,
-        spec: &SleepSpec,
-    ) -> Result<Started, EngineError> {
-        let existing = self.record(step).retry_at.clone();
+    fn start_sleep(&mut self, c: &Connection, unit: &Unit, spec: &SleepSpec) -> Result<Started, EngineError> {
+        let existing = self.record(unit).retry_at.clone();
         let wake = match existing.as_deref().and_then(store::parse_time) {
             Some(t) => t,
             None => {
                 let wake = match spec {
-                    SleepSpec::For(d) => {
-                        Utc::now() + chrono::Duration::from_std(*d).unwrap_or_default()
-                    }
+                    SleepSpec::For(d) => Utc::now() + chrono::Duration::from_std(*d).unwrap_or_default(),
                     SleepSpec::Until(t) => {
                         let text = t.render_text(self.ctx.value()).map_err(|e| e.to_string());
                         match text.as_deref().map(store::parse_time) {
@@ -933,43 +1342,24 @@ impl<'o> Runner<'o> {
                                     Ok(s) => format!("`sleep.until` `{s}` is not an RFC 3339 time"),
                                     Err(e) => format!("`sleep.until`: {e}"),
                                 };
-                                let attempt = self.begin_attempt(c, step)?;
-                                self.settle_result(
-                                    c,
-                                    step,
-                                    attempt,
-                                    AttemptResult::failed(Failure::new("expression", msg)),
-                                    Duration::ZERO,
-                                )?;
+                                self.fail_now(c, unit, Failure::new("expression", msg))?;
                                 return Ok(Started::Settled);
                             }
                         }
                     }
                 };
-                let now = store::now();
-                let id = self.id.clone();
-                let rec = self.record(step);
+                let rec = self.record(unit);
                 rec.status = "sleeping".into();
-                rec.started_at = Some(now);
+                rec.started_at = Some(store::now());
                 rec.retry_at = Some(store::fmt_time(wake));
-                let rec = rec.clone();
-                store::put_step(c, &id, &rec)?;
+                self.put(c, unit)?;
                 wake
             }
         };
         if wake <= Utc::now() {
-            let attempt = self.begin_attempt(c, step)?;
-            let out = serde_json::json!({ "slept_until": store::fmt_time(wake) });
-            self.settle_result(
-                c,
-                step,
-                attempt,
-                AttemptResult {
-                    outcome: Ok(out),
-                    ..AttemptResult::default()
-                },
-                Duration::ZERO,
-            )?;
+            let attempt = self.begin_attempt(c, unit)?;
+            let out = json!({ "slept_until": store::fmt_time(wake) });
+            self.settle_result(c, unit, attempt, ok(out), Duration::ZERO)?;
             Ok(Started::Settled)
         } else {
             Ok(Started::Blocked)
@@ -979,111 +1369,93 @@ impl<'o> Runner<'o> {
     fn start_wait(
         &mut self,
         c: &Connection,
-        step: &Step,
+        unit: &Unit,
         name: &str,
         timeout: Option<Duration>,
     ) -> Result<Started, EngineError> {
+        let key = unit.key(&self.wf);
         let event: Option<(i64, String, Option<String>)> = c
             .query_row(
-                "SELECT id, payload, traceparent FROM events WHERE instance_id=?1 AND name=?2 AND consumed_by IS NULL ORDER BY id LIMIT 1",
+                "SELECT id, payload, traceparent FROM events WHERE instance_id=?1 AND name=?2 \
+                 AND consumed_by IS NULL ORDER BY id LIMIT 1",
                 rusqlite::params![self.id, name],
-                |r| Ok((r.get(0)?, r.get(1)?, r.get::<_, Option<String>>(2)?)),
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
             )
             .ok();
         if let Some((event_id, payload, traceparent)) = event {
-            // The run an event wakes links to the context it was sent under.
-            if let Some((trace, span)) = traceparent
-                .as_deref()
-                .and_then(telemetry::parse_traceparent)
-            {
-                self.links.push(telemetry::link(
-                    &trace,
-                    &span,
-                    json!({ "wf.event.name": name }),
-                ));
-            }
             c.execute(
                 "UPDATE events SET consumed_by=?2 WHERE id=?1",
-                rusqlite::params![event_id, step.id],
+                rusqlite::params![event_id, key],
             )?;
-            let attempt = self.begin_attempt(c, step)?;
-            let out = serde_json::from_str::<Value>(&payload).unwrap_or(Value::Null);
-            let out = serde_json::json!({ "event": name, "json": out, "body": payload });
-            self.settle_result(
-                c,
-                step,
-                attempt,
-                AttemptResult {
-                    outcome: Ok(out),
-                    ..AttemptResult::default()
-                },
-                Duration::ZERO,
-            )?;
+            // The run an event wakes links to the context it was sent under.
+            if let Some((trace, span)) = traceparent.as_deref().and_then(telemetry::parse_traceparent) {
+                self.links.push(telemetry::link(&trace, &span, json!({ "wf.event.name": name })));
+            }
+            let attempt = self.begin_attempt(c, unit)?;
+            let data = serde_json::from_str::<Value>(&payload).unwrap_or(Value::Null);
+            let out = json!({ "event": name, "json": data, "body": payload });
+            self.settle_result(c, unit, attempt, ok(out), Duration::ZERO)?;
             return Ok(Started::Settled);
         }
-        let id = self.id.clone();
-        let rec = self.record(step);
+        let rec = self.record(unit);
         if rec.status != "waiting" {
             rec.status = "waiting".into();
             rec.started_at = Some(store::now());
             rec.retry_at = timeout.map(|t| {
                 store::fmt_time(Utc::now() + chrono::Duration::from_std(t).unwrap_or_default())
             });
-            let rec = rec.clone();
-            store::put_step(c, &id, &rec)?;
+            self.put(c, unit)?;
             return Ok(Started::Blocked);
         }
         if let Some(deadline) = rec.retry_at.as_deref().and_then(store::parse_time)
             && deadline <= Utc::now()
         {
-            let attempt = self.begin_attempt(c, step)?;
-            let f = Failure::new(
-                "timeout",
-                format!("no `{name}` event arrived before the timeout"),
-            );
-            self.settle_result(c, step, attempt, AttemptResult::failed(f), Duration::ZERO)?;
+            let f = Failure::new("timeout", format!("no `{name}` event arrived before the timeout"));
+            self.fail_now(c, unit, f)?;
             return Ok(Started::Settled);
         }
         Ok(Started::Blocked)
     }
 
-    fn step_env(
-        &self,
-        step: &Step,
-        attempt_env: &mut Vec<(String, String)>,
-    ) -> Result<(), Failure> {
-        attempt_env.extend(self.env.iter().cloned());
-        for (k, t) in &step.env {
+    fn unit_env(&self, unit: &Unit, exec: &Exec, out: &mut Vec<(String, String)>) -> Result<(), Failure> {
+        out.extend(self.env.iter().cloned());
+        for (k, t) in exec.env {
             let v = t
                 .render_text(self.ctx.value())
                 .map_err(|e| Failure::new("expression", format!("env `{k}`: {e}")))?;
-            attempt_env.push((k.clone(), v));
+            out.push((k.clone(), v));
         }
-        let attempt = self
-            .records
-            .get(&step.id)
-            .map(|r| r.attempts + 1)
-            .unwrap_or(1);
-        attempt_env.push(("WF_INSTANCE_ID".into(), self.id.clone()));
-        attempt_env.push(("WF_WORKFLOW".into(), self.wf.name.clone()));
-        attempt_env.push(("WF_STEP_ID".into(), step.id.clone()));
-        attempt_env.push(("WF_ATTEMPT".into(), attempt.to_string()));
-        attempt_env.push(("WF_RUN".into(), self.run.to_string()));
-        if let Some(tp) = self.attempt_traceparent(step) {
-            attempt_env.push(("TRACEPARENT".into(), tp));
+        let key = unit.key(&self.wf);
+        let attempt = self.records.get(&key).map_or(1, |r| r.attempts + 1);
+        out.push(("WF_INSTANCE_ID".into(), self.id.clone()));
+        out.push(("WF_WORKFLOW".into(), self.wf.name.clone()));
+        out.push(("WF_STEP_ID".into(), key));
+        out.push(("WF_ATTEMPT".into(), attempt.to_string()));
+        out.push(("WF_RUN".into(), self.run.to_string()));
+        if let Some(i) = unit.item {
+            out.push(("WF_ITEM_INDEX".into(), i.to_string()));
+        }
+        if let Some(tp) = self.attempt_traceparent(unit) {
+            out.push(("TRACEPARENT".into(), tp));
+        }
+        if let Some((k, _)) = out.iter().find(|(k, v)| k.contains('\0') || v.contains('\0')) {
+            return Err(Failure::new("expression", format!("env `{k}` contains a NUL byte")));
         }
         Ok(())
     }
 
-    fn render_shell(&self, step: &Step, cmd: &RunCmd) -> Result<shell::ShellJob, Failure> {
+    fn render_shell(&self, unit: &Unit, exec: &Exec, cmd: &RunCmd) -> Result<shell::ShellJob, Failure> {
         let ctx = self.ctx.value();
         let expr_err = |e: expr::ExprError| Failure::new("expression", format!("`run`: {e}"));
         let mut env = Vec::new();
-        self.step_env(step, &mut env)?;
+        self.unit_env(unit, exec, &mut env)?;
         let (shell, argv) = match cmd {
             RunCmd::Shell(t) => {
                 let mut vars = Vec::new();
                 let text = t.render_shell(ctx, &mut vars).map_err(expr_err)?;
+                if vars.iter().any(|(_, v)| v.contains('\0')) {
+                    return Err(Failure::new("expression", "`run`: a value contains a NUL byte".into()));
+                }
                 env.extend(vars);
                 (Some(text), Vec::new())
             }
@@ -1093,10 +1465,13 @@ impl<'o> Runner<'o> {
                     .map(|t| t.render_text(ctx))
                     .collect::<Result<Vec<_>, _>>()
                     .map_err(expr_err)?;
+                if argv.iter().any(|a| a.contains('\0')) {
+                    return Err(Failure::new("expression", "`run`: an argument contains a NUL byte".into()));
+                }
                 (None, argv)
             }
         };
-        let dir = match &step.dir {
+        let dir = match exec.dir {
             Some(d) => self.base_dir.join(d),
             None => self.base_dir.clone(),
         };
@@ -1105,16 +1480,12 @@ impl<'o> Runner<'o> {
             argv,
             env,
             dir,
-            timeout: step.timeout,
-            errors: step.errors.clone(),
+            timeout: exec.timeout,
+            errors: exec.errors.cloned().unwrap_or_default(),
         })
     }
 
-    fn render_http(
-        &self,
-        step: &Step,
-        spec: &crate::workflow::HttpSpec,
-    ) -> Result<http::HttpJob, Failure> {
+    fn render_http(&self, unit: &Unit, exec: &Exec, spec: &HttpSpec) -> Result<http::HttpJob, Failure> {
         let ctx = self.ctx.value();
         let text = |t: &Template, what: &str| {
             t.render_text(ctx)
@@ -1126,9 +1497,12 @@ impl<'o> Runner<'o> {
             headers.push((k.clone(), text(t, "headers")?));
         }
         if spec.idempotency_key {
-            headers.push(("Idempotency-Key".into(), format!("{}/{}", self.id, step.id)));
+            headers.push((
+                "Idempotency-Key".into(),
+                format!("{}/{}", self.id, unit.key(&self.wf)),
+            ));
         }
-        if let Some(tp) = self.attempt_traceparent(step) {
+        if let Some(tp) = self.attempt_traceparent(unit) {
             headers.push(("traceparent".into(), tp));
         }
         let mut query = Vec::new();
@@ -1151,12 +1525,11 @@ impl<'o> Runner<'o> {
             query,
             body,
             expect_status: spec.expect_status.clone(),
-            timeout: step.timeout,
+            timeout: exec.timeout,
         })
     }
 
-    fn spawn(&mut self, idx: usize, job: Job, attempt: i64) {
-        let key = self.wf.steps[idx].id.clone();
+    fn spawn(&mut self, unit: Unit, job: Job, attempt: i64) {
         let interrupt = self.interrupt_tx.subscribe();
         let started = Instant::now();
         match job {
@@ -1164,7 +1537,7 @@ impl<'o> Runner<'o> {
                 self.tasks.spawn(async move {
                     let result = shell::run(job, interrupt).await;
                     Done {
-                        key,
+                        unit,
                         attempt,
                         elapsed: started.elapsed(),
                         result,
@@ -1176,7 +1549,7 @@ impl<'o> Runner<'o> {
                 self.tasks.spawn(async move {
                     let result = http::run(client, job, interrupt).await;
                     Done {
-                        key,
+                        unit,
                         attempt,
                         elapsed: started.elapsed(),
                         result,
@@ -1187,15 +1560,13 @@ impl<'o> Runner<'o> {
     }
 
     fn settle(&mut self, c: &Connection, d: Done) -> Result<(), EngineError> {
-        self.running.remove(&d.key);
-        let wf = self.wf.clone();
-        let Some(step) = wf.step(&d.key) else {
-            return Err(EngineError::Internal(format!(
-                "result for unknown step {}",
-                d.key
-            )));
-        };
-        self.settle_result(c, step, d.attempt, d.result, d.elapsed)
+        self.running.remove(&d.unit.key(&self.wf));
+        self.enter(&d.unit, Some(d.attempt));
+        // `enter` numbers the next attempt; this result belongs to attempt `d.attempt`.
+        let mut step = self.ctx.value()["step"].clone();
+        step["attempt"] = json!(d.attempt);
+        self.ctx.set("step", step);
+        self.settle_result(c, &d.unit, d.attempt, d.result, d.elapsed)
     }
 
     /// Commits an attempt's result: on success output, state patch and outcome
@@ -1203,11 +1574,15 @@ impl<'o> Runner<'o> {
     fn settle_result(
         &mut self,
         c: &Connection,
-        step: &Step,
+        unit: &Unit,
         attempt: i64,
         mut result: AttemptResult,
         elapsed: Duration,
     ) -> Result<(), EngineError> {
+        let wf = self.wf.clone();
+        let step = &wf.steps[unit.idx];
+        let exec = exec_of(step, unit);
+        let key = unit.key(&wf);
         let now = store::now();
         // Nothing a secret's value appears in leaves this function unmasked.
         if !self.redactor.is_empty() {
@@ -1222,6 +1597,7 @@ impl<'o> Runner<'o> {
         // Compute the state patch first: if it cannot be rendered, the attempt fails.
         let mut new_state = None;
         if let Ok(output) = &result.outcome
+            && !unit.compensation
             && let Some(patch) = &step.set_state
         {
             self.ctx.set("output", output.clone());
@@ -1249,13 +1625,15 @@ impl<'o> Runner<'o> {
             stderr: std::mem::take(&mut result.stderr),
             ..AttemptEnd::default()
         };
+        // An attempt stopped by us takes its reason from why we stopped it.
+        let stopped = if result.interrupted { self.stop } else { None };
         match result.outcome {
             Ok(output) => {
                 end.outcome = "ok".into();
-                store::finish_attempt(c, &id, &step.id, attempt, &end)?;
+                store::finish_attempt(c, &id, &key, attempt, &end)?;
                 self.seq += 1;
                 let seq = self.seq;
-                let rec = self.record(step);
+                let rec = self.record(unit);
                 rec.status = "completed".into();
                 rec.outcome = Some("ok".into());
                 rec.error_type = None;
@@ -1264,47 +1642,64 @@ impl<'o> Runner<'o> {
                 rec.finished_at = Some(now);
                 rec.retry_at = None;
                 rec.seq = Some(seq);
-                let rec = rec.clone();
-                store::put_step(c, &id, &rec)?;
+                let output = rec.output.clone();
+                self.put(c, unit)?;
                 if let Some(s) = new_state {
                     store::set_state(c, &id, &s)?;
                     self.state = s;
                 }
-                self.ctx.set_step_result(&step.id, "completed", &rec.output);
-                let span = self.write_attempt_span(c, step, attempt, "ok", None, children)?;
+                if unit.item.is_none() && !unit.compensation {
+                    self.ctx.set_step_result(&key, "completed", &output);
+                }
+                let span = self.write_attempt_span(c, &key, attempt, "ok", None, children)?;
                 self.committing.push(span);
-                self.observer
-                    .step_finished(&step.id, attempt, "ok", None, elapsed);
+                self.observer.step_finished(&key, attempt, "ok", None, elapsed);
             }
-            Err(failure) if result.interrupted => {
+            Err(failure) if stopped == Some(Stop::Signal) => {
                 end.outcome = "interrupted".into();
                 end.error_type = Some("interrupted".into());
                 end.error_message = Some(failure.message.clone());
-                store::finish_attempt(c, &id, &step.id, attempt, &end)?;
-                let rec = self.record(step);
+                store::finish_attempt(c, &id, &key, attempt, &end)?;
+                let rec = self.record(unit);
                 rec.status = "pending".into();
                 rec.outcome = Some("interrupted".into());
-                let rec = rec.clone();
-                store::put_step(c, &id, &rec)?;
-                self.write_attempt_span(c, step, attempt, "interrupted", Some(&failure), children)?;
-                self.observer.step_finished(
-                    &step.id,
-                    attempt,
-                    "interrupted",
-                    Some(&failure),
-                    elapsed,
-                );
+                self.put(c, unit)?;
+                self.write_attempt_span(c, &key, attempt, "interrupted", Some(&failure), children)?;
+                self.observer
+                    .step_finished(&key, attempt, "interrupted", Some(&failure), elapsed);
+            }
+            Err(_) if stopped == Some(Stop::Cancel) => {
+                let failure = Failure::new("canceled", "the instance was canceled".into());
+                end.outcome = "canceled".into();
+                end.error_type = Some(failure.error_type.clone());
+                end.error_message = Some(failure.message.clone());
+                store::finish_attempt(c, &id, &key, attempt, &end)?;
+                let rec = self.record(unit);
+                rec.status = "canceled".into();
+                rec.outcome = Some("canceled".into());
+                rec.error_type = Some(failure.error_type.clone());
+                rec.finished_at = Some(now);
+                self.put(c, unit)?;
+                self.write_attempt_span(c, &key, attempt, "canceled", Some(&failure), children)?;
+                self.observer
+                    .step_finished(&key, attempt, "canceled", Some(&failure), elapsed);
             }
             Err(failure) => {
-                let budget_base = self.record(step).budget_base;
-                // Count this attempt too: it is recorded (outcome pending) already.
-                let used = budget_used(c, &id, &step.id, budget_base)?;
-                let retryable = failure.error_type != "expression"
-                    && step.retry.is_retryable(&failure.error_type)
-                    && (!matches!(step.action, Action::Http(_))
+                let failure = if stopped == Some(Stop::Deadline) {
+                    Failure::new("timeout", "stopped: the workflow's timeout was reached".into())
+                } else {
+                    failure
+                };
+                let budget_base = self.record(unit).budget_base;
+                // Counts this attempt too: it is recorded (outcome pending) already.
+                let used = budget_used(c, &id, &key, budget_base)?;
+                let retryable = stopped.is_none()
+                    && failure.error_type != "expression"
+                    && exec.retry.is_retryable(&failure.error_type)
+                    && (!matches!(exec.action, Action::Http(_))
                         || http::default_retryable(&failure.error_type)
-                        || explicitly_listed(step, &failure.error_type));
-                let will_retry = retryable && used < step.retry.max_attempts as i64;
+                        || explicitly_listed(exec.retry, &failure.error_type));
+                let will_retry = retryable && used < exec.retry.max_attempts as i64;
                 let outcome = if will_retry {
                     "retry"
                 } else if failure.error_type == "timeout" {
@@ -1315,12 +1710,12 @@ impl<'o> Runner<'o> {
                 end.outcome = outcome.into();
                 end.error_type = Some(failure.error_type.clone());
                 end.error_message = Some(failure.message.clone());
-                store::finish_attempt(c, &id, &step.id, attempt, &end)?;
-                let delay = step
+                store::finish_attempt(c, &id, &key, attempt, &end)?;
+                let delay = exec
                     .retry
                     .delay_before(attempt as u32 + 1)
                     .max(result.retry_after.unwrap_or_default());
-                let rec = self.record(step);
+                let rec = self.record(unit);
                 rec.outcome = Some(outcome.into());
                 rec.error_type = Some(failure.error_type.clone());
                 rec.error_message = Some(failure.message.clone());
@@ -1335,14 +1730,30 @@ impl<'o> Runner<'o> {
                     rec.retry_at = None;
                 }
                 let rec = rec.clone();
-                store::put_step(c, &id, &rec)?;
-                self.write_attempt_span(c, step, attempt, outcome, Some(&failure), children)?;
+                self.put(c, unit)?;
+                self.write_attempt_span(c, &key, attempt, outcome, Some(&failure), children)?;
                 self.observer
-                    .step_finished(&step.id, attempt, outcome, Some(&failure), elapsed);
-                if !will_retry {
-                    self.ctx.set_step_result(&step.id, "failed", &Value::Null);
-                    if !step.continue_on_error && self.failed.is_none() {
-                        self.failed = Some(failure_reason(&step.id, &rec));
+                    .step_finished(&key, attempt, outcome, Some(&failure), elapsed);
+                if !will_retry && !unit.compensation {
+                    if unit.item.is_none() {
+                        self.ctx.set_step_result(&key, "failed", &Value::Null);
+                    }
+                    if !step.continue_on_error {
+                        if self.failed.is_none() {
+                            self.failed = Some(failure_reason(&key, &rec));
+                        }
+                        // A failed item fails its for_each step at once (no more items start).
+                        if unit.item.is_some() {
+                            let parent = Unit::step(unit.idx);
+                            let p = self.record(&parent);
+                            p.status = "failed".into();
+                            p.outcome = Some("failed".into());
+                            p.error_type = rec.error_type.clone();
+                            p.error_message = Some(format!("item {key} failed"));
+                            p.finished_at = Some(store::now());
+                            self.put(c, &parent)?;
+                            self.ctx.set_step_result(&step.id, "failed", &Value::Null);
+                        }
                     }
                 }
             }
@@ -1351,9 +1762,16 @@ impl<'o> Runner<'o> {
     }
 }
 
+fn ok(output: Value) -> AttemptResult {
+    AttemptResult {
+        outcome: Ok(output),
+        ..AttemptResult::default()
+    }
+}
+
 /// An HTTP error type the user named in `retry` is retried even if it is a 4xx.
-fn explicitly_listed(step: &Step, error_type: &str) -> bool {
-    step.retry
+fn explicitly_listed(retry: &RetryPolicy, error_type: &str) -> bool {
+    retry
         .retryable
         .iter()
         .any(|p| crate::workflow::error_matches(p, error_type))

@@ -132,6 +132,23 @@ pub fn set_instance_status(
     Ok(())
 }
 
+/// Asks whatever process drives the instance to cancel it.
+pub fn request_cancel(c: &Connection, id: &str) -> Result<()> {
+    c.execute(
+        "UPDATE instances SET cancel_requested=1, updated_at=?2 WHERE id=?1",
+        params![id, now()],
+    )?;
+    Ok(())
+}
+
+pub fn cancel_requested(c: &Connection, id: &str) -> Result<bool> {
+    Ok(c.query_row(
+        "SELECT cancel_requested FROM instances WHERE id=?1",
+        [id],
+        |r| r.get::<_, i64>(0),
+    )? != 0)
+}
+
 pub fn set_state(c: &Connection, id: &str, state: &Value) -> Result<()> {
     c.execute(
         "UPDATE instances SET state=?2, updated_at=?3 WHERE id=?1",
@@ -271,12 +288,14 @@ pub struct StepRow {
     pub finished_at: Option<String>,
     pub retry_at: Option<String>,
     pub seq: Option<i64>,
+    /// For a `for_each` step: the list it fans out over, fixed when it started.
+    pub items: Value,
 }
 
 pub fn steps(c: &Connection, id: &str) -> Result<Vec<StepRow>> {
     let mut stmt = c.prepare(
         "SELECT key, step_id, status, attempts, budget_base, outcome, error_type, error_message, output, \
-         started_at, finished_at, retry_at, seq FROM steps WHERE instance_id=?1",
+         started_at, finished_at, retry_at, seq, items FROM steps WHERE instance_id=?1",
     )?;
     let rows = stmt.query_map([id], |r| {
         Ok(StepRow {
@@ -293,6 +312,7 @@ pub fn steps(c: &Connection, id: &str) -> Result<Vec<StepRow>> {
             finished_at: r.get(10)?,
             retry_at: r.get(11)?,
             seq: r.get(12)?,
+            items: json_col(r, 13)?,
         })
     })?;
     Ok(rows.collect::<Result<_, _>>()?)
@@ -302,13 +322,13 @@ pub fn steps(c: &Connection, id: &str) -> Result<Vec<StepRow>> {
 pub fn put_step(c: &Connection, instance_id: &str, s: &StepRow) -> Result<()> {
     c.execute(
         "INSERT INTO steps (instance_id, key, step_id, status, attempts, outcome, error_type, error_message, \
-         output, started_at, finished_at, retry_at, seq, budget_base) \
-         VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14) \
+         output, started_at, finished_at, retry_at, seq, budget_base, items) \
+         VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15) \
          ON CONFLICT(instance_id, key) DO UPDATE SET status=excluded.status, attempts=excluded.attempts, \
          budget_base=excluded.budget_base, \
          outcome=excluded.outcome, error_type=excluded.error_type, error_message=excluded.error_message, \
          output=excluded.output, started_at=excluded.started_at, finished_at=excluded.finished_at, \
-         retry_at=excluded.retry_at, seq=excluded.seq",
+         retry_at=excluded.retry_at, seq=excluded.seq, items=excluded.items",
         params![
             instance_id,
             s.key,
@@ -323,7 +343,8 @@ pub fn put_step(c: &Connection, instance_id: &str, s: &StepRow) -> Result<()> {
             s.finished_at,
             s.retry_at,
             s.seq,
-            s.budget_base
+            s.budget_base,
+            if s.items.is_null() { None } else { Some(s.items.to_string()) }
         ],
     )?;
     Ok(())

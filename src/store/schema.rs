@@ -110,4 +110,10 @@ pub const MIGRATIONS: &[&str] = &[
     ) WITHOUT ROWID;
     CREATE INDEX spans_by_instance ON spans(instance_id, run, start_ns);
     "#,
+    // 3: control flow. `for_each` pins the list it fans out over; `wf cancel`
+    // asks a running process to stop.
+    r#"
+    ALTER TABLE steps ADD COLUMN items TEXT;                  -- JSON list a for_each step fans out over
+    ALTER TABLE instances ADD COLUMN cancel_requested INTEGER NOT NULL DEFAULT 0;
+    "#,
 ];

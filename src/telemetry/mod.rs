@@ -5,6 +5,10 @@
 //! a crash); `otlp` turns them into the OpenTelemetry protocol, and `export`
 //! sends them live when `OTEL_EXPORTER_OTLP_ENDPOINT` is set.
 
+pub mod export;
+pub mod otlp;
+pub mod tree;
+
 use crate::store::SpanRow;
 use serde_json::{Map, Value, json};
 

@@ -131,10 +131,14 @@ impl Template {
     }
 
     /// Renders a `sh -c` command line without ever splicing a value into it:
-    /// each expression becomes `${WF_EXPR_<n>}` and its text value is pushed
-    /// onto `env` as `WF_EXPR_<n>`, where `n` continues from the number of
-    /// `WF_EXPR_` entries already in `env`. Literal text is kept verbatim. On
-    /// error `env` is left unchanged.
+    /// each expression becomes a reference to `$WF_EXPR_<n>` and its text value
+    /// is pushed onto `env` as `WF_EXPR_<n>`, where `n` continues from the
+    /// number of `WF_EXPR_` entries already in `env`. Literal text is kept
+    /// verbatim. The reference is quoted to fit where the expression stands, so
+    /// the value is always exactly one word of data: `"${WF_EXPR_0}"` outside
+    /// quotes, `${WF_EXPR_0}` inside double quotes, and `'"${WF_EXPR_0}"'`
+    /// inside single quotes (which expand nothing). On error `env` is left
+    /// unchanged.
     pub fn render_shell(
         &self,
         ctx: &Value,
@@ -146,15 +150,21 @@ impl Template {
             .count();
         let mut vars = Vec::new();
         let mut out = String::with_capacity(self.source.len());
+        let mut quote = Quote::None;
         for part in &self.parts {
             match part {
-                Part::Text(t) => out.push_str(t),
+                Part::Text(t) => {
+                    quote = quote.after(t);
+                    out.push_str(t);
+                }
                 Part::Expr(e) => {
                     let value = value_to_text(&e.eval(ctx)?);
                     let name = format!("{SHELL_VAR_PREFIX}{}", first + vars.len());
-                    out.push_str("${");
-                    out.push_str(&name);
-                    out.push('}');
+                    match quote {
+                        Quote::None => out.push_str(&format!("\"${{{name}}}\"")),
+                        Quote::Double => out.push_str(&format!("${{{name}}}")),
+                        Quote::Single => out.push_str(&format!("'\"${{{name}}}\"'")),
+                    }
                     vars.push((name, value));
                 }
             }
@@ -167,6 +177,36 @@ impl Template {
 impl std::fmt::Display for Template {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(&self.source)
+    }
+}
+
+/// Which shell quotes the text so far leaves open.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Quote {
+    None,
+    Single,
+    Double,
+}
+
+impl Quote {
+    /// The quoting state after `text` (POSIX sh rules for `'`, `"` and `\\`).
+    fn after(self, text: &str) -> Quote {
+        let mut q = self;
+        let mut chars = text.chars();
+        while let Some(c) = chars.next() {
+            q = match (q, c) {
+                (Quote::None, '\\') | (Quote::Double, '\\') => {
+                    chars.next();
+                    q
+                }
+                (Quote::None, '\'') => Quote::Single,
+                (Quote::None, '"') => Quote::Double,
+                (Quote::Single, '\'') => Quote::None,
+                (Quote::Double, '"') => Quote::None,
+                _ => q,
+            };
+        }
+        q
     }
 }
 
@@ -442,7 +482,7 @@ mod tests {
         let cmd = t.render_shell(&ctx(), &mut env);
         assert_eq!(
             cmd.as_deref(),
-            Ok(r#"echo "${WF_EXPR_0}" && ./ship.sh ${WF_EXPR_1} '$HOME'"#)
+            Ok(r#"echo "${WF_EXPR_0}" && ./ship.sh "${WF_EXPR_1}" '$HOME'"#)
         );
         assert_eq!(
             env,
@@ -456,7 +496,15 @@ mod tests {
         // Numbering continues across calls sharing one env vector.
         let t2 = tpl("${{ steps.evil.output.sub }}${{ output.json.tags }}");
         let cmd = t2.render_shell(&ctx(), &mut env);
-        assert_eq!(cmd.as_deref(), Ok("${WF_EXPR_2}${WF_EXPR_3}"));
+        assert_eq!(cmd.as_deref(), Ok(r#""${WF_EXPR_2}""${WF_EXPR_3}""#));
+
+        // Inside single quotes the reference steps out of them to expand.
+        let t3 = tpl("echo 'refund ${{ item.sku }}' \"in ${{ item.sku }}\"");
+        let cmd = t3.render_shell(&ctx(), &mut env);
+        assert_eq!(
+            cmd.as_deref(),
+            Ok(r#"echo 'refund '"${WF_EXPR_4}"'' "in ${WF_EXPR_5}""#)
+        );
         assert_eq!(
             env.get(3),
             Some(&("WF_EXPR_2".to_string(), "$(touch pwned)".to_string()))

@@ -93,6 +93,8 @@ fn yaml_message(e: &serde_saphyr::Error) -> String {
         Some(i) => &first[..i],
         None => first,
     };
+    // Advice addressed to the library's caller, not to the user of the file.
+    let msg = msg.split(", set DuplicateKeyPolicy").next().unwrap_or(msg);
     msg.trim_end_matches('.').to_string()
 }
 
@@ -128,7 +130,17 @@ impl Checker<'_> {
     /// at an expression inside a value that carries no span of its own.
     fn locate(&self, needle: &str, from: Pos) -> Pos {
         let start = offset_of(self.source, from);
-        match self.source.get(start..).and_then(|s| s.find(needle)) {
+        let Some(hay) = self.source.get(start..).filter(|_| !needle.is_empty()) else {
+            return from;
+        };
+        // Prefer a match that is a whole value, not a piece of a longer one
+        // (`1` inside `10s` when the bad value is `interval: 1`).
+        let part = |c: char| c.is_alphanumeric() || matches!(c, '_' | '.' | '-');
+        let whole = hay.match_indices(needle).map(|(i, _)| i).find(|&i| {
+            !hay[..i].chars().next_back().is_some_and(part)
+                && !hay[i + needle.len()..].chars().next().is_some_and(part)
+        });
+        match whole.or_else(|| hay.find(needle)) {
             Some(i) => pos_of(self.source, start + i),
             None => from,
         }
@@ -787,7 +799,19 @@ impl Checker<'_> {
     ) -> Result<(), DefinitionError> {
         for path in e.references() {
             let Some(root) = path.first() else { continue };
-            let at = || self.locate(text, pos);
+            let at = || {
+                let value = self.locate(text, pos);
+                // Point at the reference itself when it is spelled out within the
+                // value, so an error deep in a multi-line script names its line.
+                let name = path.iter().take(2).cloned().collect::<Vec<_>>().join(".");
+                let found = self.locate(&name, value);
+                let lines = text.lines().count().max(1) as u32;
+                if found.line < value.line + lines {
+                    found
+                } else {
+                    value
+                }
+            };
             if !ROOTS.contains(&root.as_str()) {
                 return Err(self.err(
                     at(),

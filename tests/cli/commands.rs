@@ -1,1 +1,837 @@
-//! placeholder
+//! SPEC §4 commands: `wf list`, `wf inspect`, `wf logs`, `wf run --json`, id
+//! prefixes, where the database lives (`--db`, `$WF_DB`, XDG, `~/.local/share`)
+//! and its 0600 mode, exit codes, and plain progress lines on a non-terminal.
+
+use crate::{Ran, Test};
+use assert_cmd::cargo::CommandCargoExt;
+use serde_json::{Value, json};
+use std::path::Path;
+use std::process::Command;
+
+/// Three steps: one writing to both streams, one that fails its first attempt
+/// and succeeds on the second, and a pure `set_state` step.
+const ORDERS: &str = r#"name: orders
+inputs:
+  who: { default: world }
+state: { greeted: false }
+steps:
+  - id: hello
+    run: 'echo "hello ${{ inputs.who }}"; echo "to stderr" >&2'
+  - id: flaky
+    retry: { max_attempts: 2, interval: 10ms }
+    run: 'echo "attempt $WF_ATTEMPT"; echo "err $WF_ATTEMPT" >&2; test "$WF_ATTEMPT" -ge 2'
+  - id: remember
+    set_state: { greeted: true }
+"#;
+
+/// One step that exits 3.
+const BROKEN: &str = r#"name: broken
+steps:
+  - id: boom
+    run: 'echo going down; exit 3'
+"#;
+
+/// Runs `yaml` as `name` and expects `code`; returns the instance id.
+#[track_caller]
+fn run_ok(t: &Test, name: &str, yaml: &str, extra: &[&str], code: i32) -> String {
+    let (id, ran) = t.run_yaml(name, yaml, extra);
+    ran.code(code);
+    assert!(
+        !id.is_empty(),
+        "no id in `wf run --json` output: {}",
+        ran.stdout
+    );
+    id
+}
+
+/// Exit 2 with one `error: …` line on stderr mentioning every word.
+#[track_caller]
+fn usage_error(ran: &Ran, words: &[&str]) {
+    ran.code(2);
+    assert_eq!(
+        ran.stderr.lines().count(),
+        1,
+        "expected a one-line error:\n{}",
+        ran.stderr
+    );
+    assert!(ran.stderr.starts_with("error: "), "{}", ran.stderr);
+    for w in words {
+        assert!(
+            ran.stderr.contains(w),
+            "the error does not mention {w:?}: {}",
+            ran.stderr
+        );
+    }
+}
+
+/// RFC 3339 in UTC as `wf` writes it: `YYYY-MM-DDTHH:MM:SS[.fraction]Z`.
+#[track_caller]
+fn assert_utc_time(v: &Value, what: &str) {
+    let s = v
+        .as_str()
+        .unwrap_or_else(|| panic!("{what} is not a time string: {v}"));
+    let b = s.as_bytes();
+    let num = |r: std::ops::Range<usize>| s.get(r).and_then(|x| x.parse::<u32>().ok());
+    let shape = b.len() >= 20
+        && b.iter().take(19).enumerate().all(|(i, c)| match i {
+            4 | 7 => *c == b'-',
+            10 => *c == b'T',
+            13 | 16 => *c == b':',
+            _ => c.is_ascii_digit(),
+        })
+        && s.ends_with('Z')
+        && match &s[19..s.len() - 1] {
+            "" => true,
+            frac => {
+                frac.len() > 1
+                    && frac.starts_with('.')
+                    && frac[1..].bytes().all(|c| c.is_ascii_digit())
+            }
+        };
+    let ranges = num(5..7).is_some_and(|m| (1..=12).contains(&m))
+        && num(8..10).is_some_and(|d| (1..=31).contains(&d))
+        && num(11..13).is_some_and(|h| h < 24)
+        && num(14..16).is_some_and(|m| m < 60)
+        && num(17..19).is_some_and(|s| s < 61);
+    assert!(
+        shape && ranges,
+        "{what} is not an RFC 3339 UTC time ending in Z: {s:?}"
+    );
+}
+
+/// `start <= end` for two times in the same fixed format.
+#[track_caller]
+fn assert_ordered(start: &Value, end: &Value, what: &str) {
+    assert_utc_time(start, &format!("{what} start"));
+    assert_utc_time(end, &format!("{what} end"));
+    assert!(
+        start.as_str() <= end.as_str(),
+        "{what} ends before it starts: {start} > {end}"
+    );
+}
+
+fn sha256_hex(bytes: &[u8]) -> String {
+    use sha2::{Digest, Sha256};
+    Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+fn keys(v: &Value) -> Vec<&str> {
+    v.as_object()
+        .map(|m| m.keys().map(String::as_str).collect())
+        .unwrap_or_default()
+}
+
+#[track_caller]
+fn assert_has_keys(v: &Value, expected: &[&str], what: &str) {
+    let have = keys(v);
+    for k in expected {
+        assert!(have.contains(k), "{what} has no `{k}`: {v:#}");
+    }
+}
+
+// ---------------------------------------------------------------- wf list
+
+#[test]
+fn list_prints_a_table_with_a_header_and_the_instance() {
+    let t = Test::new();
+    let id = run_ok(&t, "orders.yaml", ORDERS, &[], 0);
+    let ran = t.wf(&["list"]);
+    ran.code(0);
+    let mut lines = ran.stdout.lines().filter(|l| !l.trim().is_empty());
+    let header = lines.next().expect("a header line");
+    for column in ["ID", "WORKFLOW", "STATUS"] {
+        assert!(
+            header.to_uppercase().contains(column),
+            "no {column} column in the header: {header}"
+        );
+    }
+    let rows: Vec<&str> = lines.collect();
+    assert_eq!(rows.len(), 1, "expected one instance row:\n{}", ran.stdout);
+    for cell in [id.as_str(), "orders", "completed"] {
+        assert!(rows[0].contains(cell), "row lacks {cell}: {}", rows[0]);
+    }
+    assert!(!ran.stdout.contains('\x1b'), "ANSI escapes in piped output");
+}
+
+#[test]
+fn list_on_an_empty_database() {
+    let t = Test::new();
+    let ran = t.wf(&["list", "--json"]);
+    ran.code(0);
+    assert_eq!(ran.json(), json!([]));
+    let ran = t.wf(&["list"]);
+    ran.code(0);
+    assert!(
+        !ran.stdout.contains("orders") && ran.stdout.lines().count() <= 1,
+        "an empty database lists something:\n{}",
+        ran.stdout
+    );
+}
+
+#[test]
+fn list_json_is_newest_first() {
+    let t = Test::new();
+    let first = run_ok(&t, "orders.yaml", ORDERS, &[], 0);
+    let second = run_ok(&t, "broken.yaml", BROKEN, &[], 1);
+    let list = t.wf(&["list", "--json"]).code(0).json();
+    let items = list.as_array().expect("an array");
+    assert_eq!(items.len(), 2, "{list:#}");
+    assert_eq!(items[0]["id"], second.as_str(), "newest first: {list:#}");
+    assert_eq!(items[1]["id"], first.as_str());
+    assert_eq!(items[0]["workflow"], "broken");
+    assert_eq!(items[0]["status"], "failed");
+    assert_eq!(items[1]["workflow"], "orders");
+    assert_eq!(items[1]["status"], "completed");
+    for item in items {
+        assert_has_keys(
+            item,
+            &["id", "workflow", "status", "created_at", "updated_at"],
+            "a list item",
+        );
+        assert_ordered(&item["created_at"], &item["updated_at"], "instance");
+    }
+    assert!(
+        items[1]["created_at"].as_str() <= items[0]["created_at"].as_str(),
+        "created_at is not newest first: {list:#}"
+    );
+}
+
+#[test]
+fn list_status_filter() {
+    let t = Test::new();
+    let good = run_ok(&t, "orders.yaml", ORDERS, &[], 0);
+    let bad = run_ok(&t, "broken.yaml", BROKEN, &[], 1);
+    let ids = |status: &str| -> Vec<String> {
+        t.wf(&["list", "--status", status, "--json"])
+            .code(0)
+            .json()
+            .as_array()
+            .expect("an array")
+            .iter()
+            .map(|i| {
+                assert_eq!(i["status"], status, "filter let through {i}");
+                i["id"].as_str().unwrap_or_default().to_string()
+            })
+            .collect()
+    };
+    assert_eq!(ids("completed"), vec![good.clone()]);
+    assert_eq!(ids("failed"), vec![bad]);
+    assert!(ids("sleeping").is_empty());
+
+    let table = t.wf(&["list", "--status", "completed"]);
+    table.code(0);
+    assert!(table.stdout.contains(&good), "{}", table.stdout);
+    assert!(!table.stdout.contains("broken"), "{}", table.stdout);
+}
+
+#[test]
+fn list_rejects_an_unknown_status() {
+    let t = Test::new();
+    run_ok(&t, "orders.yaml", ORDERS, &[], 0);
+    let ran = t.wf(&["list", "--status", "bogus"]);
+    usage_error(&ran, &["bogus"]);
+    assert_eq!(ran.stdout, "");
+    usage_error(&t.wf(&["list", "--status", "bogus", "--json"]), &["bogus"]);
+}
+
+// ---------------------------------------------------------------- wf inspect
+
+#[test]
+fn inspect_json_has_every_field() {
+    let t = Test::new();
+    let id = run_ok(&t, "orders.yaml", ORDERS, &["--input", "who=ann"], 0);
+    let v = t.wf(&["inspect", &id, "--json"]).code(0).json();
+    assert_has_keys(
+        &v,
+        &[
+            "id",
+            "workflow",
+            "status",
+            "inputs",
+            "state",
+            "definition_hash",
+            "runs",
+            "steps",
+        ],
+        "inspect",
+    );
+    assert_eq!(v["id"], id.as_str());
+    assert_eq!(v["workflow"], "orders");
+    assert_eq!(v["status"], "completed");
+    assert_eq!(v["inputs"]["who"], "ann");
+    assert_eq!(v["state"], json!({ "greeted": true }));
+    let file = std::fs::read(t.path().join("orders.yaml")).expect("read workflow");
+    assert_eq!(v["definition_hash"], sha256_hex(&file).as_str());
+
+    let runs = v["runs"].as_array().expect("runs is an array");
+    assert_eq!(runs.len(), 1, "{v:#}");
+    assert_has_keys(
+        &runs[0],
+        &["number", "outcome", "started_at", "finished_at"],
+        "a run",
+    );
+    assert_eq!(runs[0]["number"], 1);
+    assert_eq!(runs[0]["outcome"], "completed");
+    assert_ordered(&runs[0]["started_at"], &runs[0]["finished_at"], "run 1");
+
+    let steps = v["steps"].as_array().expect("steps is an array");
+    let ids: Vec<&str> = steps.iter().filter_map(|s| s["id"].as_str()).collect();
+    assert_eq!(ids, ["hello", "flaky", "remember"], "definition order");
+    for (s, attempts) in steps.iter().zip([1, 2, 1]) {
+        assert_has_keys(
+            s,
+            &[
+                "id",
+                "status",
+                "attempts",
+                "outcome",
+                "error_type",
+                "started_at",
+                "finished_at",
+                "output",
+            ],
+            "a step",
+        );
+        assert_eq!(s["status"], "completed", "{s:#}");
+        assert_eq!(s["attempts"], attempts, "attempt count of {s:#}");
+        assert_eq!(s["outcome"], "ok", "{s:#}");
+        assert_eq!(s["error_type"], Value::Null, "{s:#}");
+        assert_ordered(&s["started_at"], &s["finished_at"], "a step");
+        assert!(
+            s.get("attempt_list").is_none(),
+            "attempt_list without --attempts"
+        );
+    }
+    let hello = Test::step(&v, "hello");
+    assert_eq!(
+        hello["output"]["stdout"].as_str().map(str::trim_end),
+        Some("hello ann"),
+        "{hello:#}"
+    );
+    assert_eq!(hello["output"]["exit_code"], 0);
+    assert_eq!(
+        Test::step(&v, "flaky")["output"]["stdout"]
+            .as_str()
+            .map(str::trim_end),
+        Some("attempt 2"),
+        "the output is the successful attempt's"
+    );
+}
+
+#[test]
+fn inspect_json_attempt_list() {
+    let t = Test::new();
+    let id = run_ok(&t, "orders.yaml", ORDERS, &[], 0);
+    let v = t.inspect(&id);
+    for s in v["steps"].as_array().expect("steps") {
+        let list = s["attempt_list"].as_array().expect("attempt_list");
+        assert_eq!(
+            Some(list.len() as u64),
+            s["attempts"].as_u64(),
+            "attempt_list disagrees with the count: {s:#}"
+        );
+        for a in list {
+            assert_has_keys(
+                a,
+                &[
+                    "attempt",
+                    "run",
+                    "outcome",
+                    "error_type",
+                    "exit_code",
+                    "started_at",
+                    "finished_at",
+                ],
+                "an attempt",
+            );
+            assert_eq!(a["run"], 1);
+            assert_ordered(&a["started_at"], &a["finished_at"], "an attempt");
+        }
+    }
+    let flaky = Test::step(&v, "flaky")["attempt_list"]
+        .as_array()
+        .expect("attempt_list");
+    assert_eq!(flaky[0]["attempt"], 1);
+    assert_ne!(flaky[0]["outcome"], "ok", "{flaky:#?}");
+    assert_eq!(flaky[0]["error_type"], "exit.1");
+    assert_eq!(flaky[0]["exit_code"], 1);
+    assert_eq!(flaky[1]["attempt"], 2);
+    assert_eq!(flaky[1]["outcome"], "ok");
+    assert_eq!(flaky[1]["error_type"], Value::Null);
+    assert_eq!(flaky[1]["exit_code"], 0);
+    assert!(
+        flaky[0]["finished_at"].as_str() <= flaky[1]["started_at"].as_str(),
+        "attempt 2 started before attempt 1 finished: {flaky:#?}"
+    );
+}
+
+#[test]
+fn inspect_json_of_a_failed_instance() {
+    let t = Test::new();
+    let id = run_ok(&t, "broken.yaml", BROKEN, &[], 1);
+    let v = t.inspect(&id);
+    assert_eq!(v["status"], "failed");
+    assert_eq!(v["runs"][0]["outcome"], "failed");
+    let boom = Test::step(&v, "boom");
+    assert_eq!(boom["status"], "failed");
+    assert_eq!(boom["attempts"], 1);
+    assert_eq!(boom["error_type"], "exit.3");
+    assert_eq!(boom["attempt_list"][0]["exit_code"], 3);
+    assert_eq!(boom["attempt_list"][0]["error_type"], "exit.3");
+}
+
+/// Filters for what changes from one run to the next in human output.
+fn human_filters() -> Vec<(&'static str, &'static str)> {
+    vec![
+        (r"\b[0-9a-f]{32}\b", "[ID]"),
+        (r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?Z", "[TIME]"),
+        (r"\(([0-9a-f]{12})\)", "([HASH])"),
+        (r"\b(\d+ms|\d+\.\ds|\d+m\d{2}s|\d+h\d{2}m)\b", "[DUR]"),
+        // Column padding after a filtered duration.
+        (r"(?m)[ \t]+$", ""),
+    ]
+}
+
+#[test]
+fn inspect_human_output() {
+    let t = Test::new();
+    let id = run_ok(&t, "orders.yaml", ORDERS, &["--input", "who=ann"], 0);
+    let plain = t.wf(&["inspect", &id]);
+    plain.code(0);
+    assert!(plain.stdout.contains(&id), "{}", plain.stdout);
+    let attempts = t.wf(&["inspect", &id, "--attempts"]);
+    attempts.code(0);
+    insta::with_settings!({ filters => human_filters() }, {
+        insta::assert_snapshot!("inspect", plain.stdout);
+        insta::assert_snapshot!("inspect_attempts", attempts.stdout);
+    });
+}
+
+// ---------------------------------------------------------------- ids
+
+#[test]
+fn a_unique_prefix_works_for_inspect_and_logs() {
+    let t = Test::new();
+    let id = run_ok(&t, "orders.yaml", ORDERS, &[], 0);
+    let other = run_ok(&t, "broken.yaml", BROKEN, &[], 1);
+    // The shortest prefix that tells the two random ids apart, plus one.
+    let common = id
+        .chars()
+        .zip(other.chars())
+        .take_while(|(a, b)| a == b)
+        .count();
+    let prefix = &id[..common + 2];
+    assert_eq!(t.inspect(prefix)["id"], id.as_str());
+    let logs = t.wf(&["logs", prefix, "hello"]);
+    logs.code(0);
+    assert_eq!(logs.stdout, "hello world\n");
+}
+
+#[test]
+fn an_exact_id_wins_over_a_longer_one_it_prefixes() {
+    let t = Test::new();
+    run_ok(&t, "orders.yaml", ORDERS, &["--id", "abc"], 0);
+    run_ok(&t, "broken.yaml", BROKEN, &["--id", "abcd"], 1);
+    assert_eq!(t.inspect("abc")["workflow"], "orders");
+    assert_eq!(t.inspect("abcd")["workflow"], "broken");
+}
+
+#[test]
+fn an_unknown_id_is_a_usage_error() {
+    let t = Test::new();
+    run_ok(&t, "orders.yaml", ORDERS, &[], 0);
+    for args in [
+        &["inspect", "nosuchid"][..],
+        &["inspect", "nosuchid", "--json"],
+        &["logs", "nosuchid"],
+        &["logs", "nosuchid", "hello"],
+    ] {
+        let ran = t.wf(args);
+        usage_error(&ran, &["nosuchid"]);
+        assert_eq!(ran.stdout, "", "{args:?}");
+    }
+}
+
+#[test]
+fn an_ambiguous_prefix_names_every_match() {
+    let t = Test::new();
+    run_ok(&t, "orders.yaml", ORDERS, &["--id", "abc1"], 0);
+    run_ok(&t, "broken.yaml", BROKEN, &["--id", "abc2"], 1);
+    for args in [&["inspect", "abc"][..], &["logs", "abc", "hello"]] {
+        let ran = t.wf(args);
+        usage_error(&ran, &["abc1", "abc2"]);
+        assert_eq!(ran.stdout, "", "{args:?}");
+    }
+    assert_eq!(t.inspect("abc1")["workflow"], "orders");
+}
+
+// ---------------------------------------------------------------- wf logs
+
+#[test]
+fn logs_split_stdout_and_stderr() {
+    let t = Test::new();
+    let id = run_ok(&t, "orders.yaml", ORDERS, &[], 0);
+    let ran = t.wf(&["logs", &id, "hello"]);
+    ran.code(0);
+    assert_eq!(ran.stdout, "hello world\n");
+    assert_eq!(ran.stderr, "to stderr\n");
+}
+
+#[test]
+fn logs_attempt_picks_an_attempt() {
+    let t = Test::new();
+    let id = run_ok(&t, "orders.yaml", ORDERS, &[], 0);
+    let one = t.wf(&["logs", &id, "flaky", "--attempt", "1"]);
+    one.code(0);
+    assert_eq!(
+        (one.stdout.as_str(), one.stderr.as_str()),
+        ("attempt 1\n", "err 1\n")
+    );
+    let two = t.wf(&["logs", &id, "flaky", "--attempt", "2"]);
+    two.code(0);
+    assert_eq!(
+        (two.stdout.as_str(), two.stderr.as_str()),
+        ("attempt 2\n", "err 2\n")
+    );
+    let last = t.wf(&["logs", &id, "flaky"]);
+    last.code(0);
+    assert_eq!(
+        last.stdout, "attempt 2\n",
+        "the default is the last attempt"
+    );
+    usage_error(&t.wf(&["logs", &id, "flaky", "--attempt", "3"]), &["3"]);
+}
+
+#[test]
+fn logs_of_an_unknown_step() {
+    let t = Test::new();
+    let id = run_ok(&t, "orders.yaml", ORDERS, &[], 0);
+    let ran = t.wf(&["logs", &id, "nosuchstep"]);
+    usage_error(&ran, &["nosuchstep"]);
+    assert_eq!(ran.stdout, "");
+}
+
+#[test]
+fn logs_of_a_failed_step() {
+    let t = Test::new();
+    let id = run_ok(&t, "broken.yaml", BROKEN, &[], 1);
+    let ran = t.wf(&["logs", &id, "boom"]);
+    ran.code(0);
+    assert_eq!(ran.stdout, "going down\n");
+}
+
+// ---------------------------------------------------------------- database
+
+/// A `wf` command with no `--db` and nothing of the caller's environment that
+/// could pick a database: `HOME` points into the test dir, so a default path
+/// never touches the real home.
+fn bare_wf(t: &Test) -> Command {
+    let mut cmd = Command::cargo_bin("wf").expect("wf binary");
+    cmd.current_dir(t.path())
+        .env_remove("WF_DB")
+        .env_remove("XDG_DATA_HOME")
+        .env_remove("TRACEPARENT")
+        .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
+        .env_remove("WF_DURABILITY")
+        .env("NO_COLOR", "1")
+        .env("HOME", t.path().join("home"));
+    cmd
+}
+
+fn output(mut cmd: Command, args: &[&str]) -> Ran {
+    Ran::from(cmd.args(args).output().expect("run wf"))
+}
+
+#[track_caller]
+fn assert_private(path: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(path)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+        .permissions()
+        .mode();
+    assert_eq!(
+        mode & 0o777,
+        0o600,
+        "{} has mode {:o}",
+        path.display(),
+        mode & 0o777
+    );
+}
+
+/// Runs the small workflow through `cmd` and lists through `list`; checks
+/// the instance is in the listed database.
+#[track_caller]
+fn run_and_list(t: &Test, run: Command, list: Command) {
+    t.write("orders.yaml", ORDERS);
+    let ran = output(run, &["run", "orders.yaml", "--json"]);
+    ran.code(0);
+    let id = ran.json()["id"].as_str().unwrap_or_default().to_string();
+    let listed = output(list, &["list", "--json"]).code(0).json();
+    assert_eq!(listed[0]["id"], id.as_str(), "{listed:#}");
+}
+
+#[test]
+fn the_database_is_created_with_mode_0600() {
+    let t = Test::new();
+    run_ok(&t, "orders.yaml", ORDERS, &[], 0);
+    assert_private(&t.db);
+    // Whatever side files SQLite leaves behind hold data too.
+    for side in ["wf.db-wal", "wf.db-shm"] {
+        let p = t.path().join(side);
+        if p.exists() {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = std::fs::metadata(&p).expect("stat").permissions().mode();
+            assert_eq!(mode & 0o077, 0, "{side} is readable by others: {mode:o}");
+        }
+    }
+}
+
+#[test]
+fn a_read_command_creates_the_database_0600_too() {
+    let t = Test::new();
+    t.wf(&["list"]).code(0);
+    assert_private(&t.db);
+}
+
+#[test]
+fn wf_db_is_used_without_db_flag() {
+    let t = Test::new();
+    let env_db = t.path().join("from-env.db");
+    let with_env = || {
+        let mut c = bare_wf(&t);
+        c.env("WF_DB", &env_db)
+            .env("XDG_DATA_HOME", t.path().join("xdg"));
+        c
+    };
+    run_and_list(&t, with_env(), with_env());
+    assert_private(&env_db);
+    assert!(
+        !t.path().join("xdg").exists(),
+        "the XDG default was used too"
+    );
+    assert!(
+        !t.path().join("home").exists(),
+        "the HOME default was used too"
+    );
+}
+
+#[test]
+fn db_flag_wins_over_wf_db() {
+    let t = Test::new();
+    let env_db = t.path().join("from-env.db");
+    let flag_db = t.path().join("from-flag.db");
+    let with_both = || {
+        let mut c = bare_wf(&t);
+        c.env("WF_DB", &env_db).arg("--db").arg(&flag_db);
+        c
+    };
+    run_and_list(&t, with_both(), with_both());
+    assert!(flag_db.exists());
+    assert!(!env_db.exists(), "WF_DB was used although --db was given");
+}
+
+#[test]
+fn xdg_data_home_is_the_default() {
+    let t = Test::new();
+    let with_xdg = || {
+        let mut c = bare_wf(&t);
+        c.env("XDG_DATA_HOME", t.path().join("xdg"));
+        c
+    };
+    run_and_list(&t, with_xdg(), with_xdg());
+    assert_private(&t.path().join("xdg/wf/wf.db"));
+    assert!(
+        !t.path().join("home").exists(),
+        "HOME was used although XDG_DATA_HOME is set"
+    );
+    assert!(!t.db.exists());
+}
+
+#[test]
+fn home_local_share_is_the_fallback() {
+    let t = Test::new();
+    run_and_list(&t, bare_wf(&t), bare_wf(&t));
+    assert_private(&t.path().join("home/.local/share/wf/wf.db"));
+}
+
+#[test]
+fn an_empty_xdg_data_home_is_ignored() {
+    let t = Test::new();
+    let with_empty = || {
+        let mut c = bare_wf(&t);
+        c.env("XDG_DATA_HOME", "");
+        c
+    };
+    run_and_list(&t, with_empty(), with_empty());
+    assert_private(&t.path().join("home/.local/share/wf/wf.db"));
+}
+
+// ---------------------------------------------------------------- wf run
+
+#[test]
+fn run_json_of_a_completed_instance() {
+    let t = Test::new();
+    let (id, ran) = t.run_yaml("orders.yaml", ORDERS, &[]);
+    ran.code(0);
+    let v = ran.json();
+    assert_has_keys(&v, &["id", "status", "exit_code"], "wf run --json");
+    assert_eq!(v["status"], "completed");
+    assert_eq!(v["exit_code"], 0);
+    let listed = t.wf(&["list", "--json"]).code(0).json();
+    assert_eq!(listed[0]["id"], id.as_str());
+}
+
+#[test]
+fn run_json_of_a_failed_instance() {
+    let t = Test::new();
+    let (id, ran) = t.run_yaml("broken.yaml", BROKEN, &[]);
+    ran.code(1);
+    let v = ran.json();
+    assert_eq!(v["id"], id.as_str());
+    assert_eq!(v["status"], "failed");
+    assert_eq!(v["exit_code"], 1);
+    assert_eq!(t.inspect(&id)["status"], "failed");
+}
+
+#[test]
+fn run_exit_codes_without_json() {
+    let t = Test::new();
+    t.write("orders.yaml", ORDERS);
+    t.write("broken.yaml", BROKEN);
+    t.write("invalid.yaml", "name: invalid\nsteps: []\n");
+    assert_eq!(t.wf(&["run", "orders.yaml"]).code, 0);
+    assert_eq!(t.wf(&["run", "broken.yaml"]).code, 1);
+    assert_eq!(t.wf(&["run", "invalid.yaml"]).code, 2);
+}
+
+#[test]
+fn run_json_of_a_definition_error() {
+    let t = Test::new();
+    let (_, ran) = t.run_yaml("invalid.yaml", "name: invalid\nsteps: []\n", &[]);
+    ran.code(2);
+    assert_eq!(ran.stdout, "", "no instance, so no JSON");
+    assert!(ran.stderr.starts_with("error: "), "{}", ran.stderr);
+    assert!(!t.db.exists());
+}
+
+#[test]
+fn run_id_sets_the_instance_id() {
+    let t = Test::new();
+    let (id, ran) = t.run_yaml("orders.yaml", ORDERS, &["--id", "order-42"]);
+    ran.code(0);
+    assert_eq!(id, "order-42");
+    assert_eq!(t.inspect("order-42")["id"], "order-42");
+    let listed = t.wf(&["list", "--json"]).code(0).json();
+    assert_eq!(listed[0]["id"], "order-42");
+}
+
+#[test]
+fn run_with_an_existing_id_is_refused() {
+    let t = Test::new();
+    run_ok(&t, "orders.yaml", ORDERS, &["--id", "order-1"], 0);
+    let before = t.inspect("order-1");
+    let list_before = t.wf(&["list", "--json"]).code(0).json();
+
+    let other = r#"name: other
+steps:
+  - id: mark
+    run: touch other-ran.txt
+"#;
+    let (_, ran) = t.run_yaml("other.yaml", other, &["--id", "order-1"]);
+    usage_error(&ran, &["order-1"]);
+    assert!(
+        !t.path().join("other-ran.txt").exists(),
+        "the second workflow ran"
+    );
+    assert_eq!(
+        t.inspect("order-1"),
+        before,
+        "the existing instance changed"
+    );
+    assert_eq!(t.wf(&["list", "--json"]).code(0).json(), list_before);
+}
+
+#[test]
+fn run_with_an_invalid_id_is_refused() {
+    let t = Test::new();
+    t.write("orders.yaml", ORDERS);
+    for bad in ["has space", "../escape", ""] {
+        let ran = t.wf(&["run", "orders.yaml", "--id", bad]);
+        ran.code(2);
+        assert_eq!(ran.stderr.lines().count(), 1, "{}", ran.stderr);
+    }
+    if t.db.exists() {
+        assert_eq!(t.wf(&["list", "--json"]).code(0).json(), json!([]));
+    }
+}
+
+// ---------------------------------------------------------------- progress
+
+/// Progress on a non-terminal: plain lines, one per step start and finish.
+#[track_caller]
+fn assert_plain_progress(stderr: &str, finished: &[(&str, &str)]) {
+    assert!(
+        !stderr.contains('\x1b'),
+        "ANSI escapes in progress:\n{stderr:?}"
+    );
+    assert!(
+        !stderr.contains('\r'),
+        "carriage returns in progress:\n{stderr:?}"
+    );
+    for (step, outcome) in finished {
+        let lines: Vec<&str> = stderr.lines().filter(|l| l.contains(step)).collect();
+        let started = lines.iter().position(|l| l.contains("start"));
+        let ended = lines.iter().rposition(|l| l.contains(outcome));
+        assert!(
+            matches!((started, ended), (Some(s), Some(e)) if s < e),
+            "no start line followed by a `{outcome}` line for {step}:\n{stderr}"
+        );
+    }
+}
+
+#[test]
+fn progress_is_plain_lines_on_a_non_terminal() {
+    let t = Test::new();
+    t.write("orders.yaml", ORDERS);
+    let ran = t.wf(&["run", "orders.yaml"]);
+    ran.code(0);
+    assert_plain_progress(
+        &ran.stderr,
+        &[("hello", "ok"), ("flaky", "ok"), ("remember", "ok")],
+    );
+    // The retried attempt shows as its own start and finish.
+    let flaky_starts = ran
+        .stderr
+        .lines()
+        .filter(|l| l.contains("flaky") && l.contains("start"))
+        .count();
+    assert_eq!(flaky_starts, 2, "{}", ran.stderr);
+}
+
+#[test]
+fn progress_has_no_colour_even_without_no_color_when_piped() {
+    let t = Test::new();
+    t.write("broken.yaml", BROKEN);
+    let ran = Ran::from(
+        t.cmd()
+            .env_remove("NO_COLOR")
+            .args(["run", "broken.yaml"])
+            .output()
+            .expect("run wf"),
+    );
+    ran.code(1);
+    assert_plain_progress(&ran.stderr, &[("boom", "fail")]);
+}
+
+#[test]
+fn run_json_keeps_progress_off_stdout() {
+    let t = Test::new();
+    let (_, ran) = t.run_yaml("orders.yaml", ORDERS, &[]);
+    ran.code(0);
+    // `json()` panics if anything but the JSON document is on stdout.
+    assert_eq!(ran.json()["status"], "completed");
+    assert_plain_progress(&ran.stderr, &[("hello", "ok")]);
+}

@@ -10,6 +10,7 @@ mod outputs;
 mod retries;
 mod run;
 mod state;
+mod traces;
 
 use assert_cmd::cargo::CommandCargoExt;
 use serde_json::Value;

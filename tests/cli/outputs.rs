@@ -1,1 +1,323 @@
-//! placeholder
+//! Step outputs (SPEC §2): `output.stdout`, `output.exit_code`,
+//! `output.json`, keys written to `$WF_OUTPUT` (plain and heredoc form), the
+//! output size cap, and how expressions render outputs: a whole-value
+//! expression keeps its JSON type, inside a longer string it becomes text.
+
+use crate::Test;
+use serde_json::json;
+
+#[test]
+fn stdout_and_exit_code_reach_later_steps() {
+    let t = Test::new();
+    let (id, ran) = t.run_yaml(
+        "wf.yaml",
+        r#"
+name: stdout
+steps:
+  - id: a
+    run: printf 'hello\nworld\n'
+  - id: b
+    run: printf '%s|%s' "${{ steps.a.output.stdout }}" "${{ steps.a.output.exit_code }}" > got.txt
+"#,
+        &[],
+    );
+    ran.code(0);
+    // Trailing newlines are trimmed, inner ones kept.
+    assert_eq!(t.read("got.txt"), "hello\nworld|0");
+    let a = Test::step(&t.inspect(&id), "a").clone();
+    assert_eq!(a["output"]["stdout"], "hello\nworld");
+    assert_eq!(a["output"]["exit_code"], 0);
+    // Not JSON: `json` is null.
+    assert!(a["output"]["json"].is_null(), "{a:#}");
+}
+
+#[test]
+fn stdout_json_is_parsed_and_indexable() {
+    let t = Test::new();
+    let (id, ran) = t.run_yaml(
+        "wf.yaml",
+        r#"
+name: json
+steps:
+  - id: a
+    run: echo '{"items":[1,2],"user":{"name":"ann"},"ok":true}'
+  - id: b
+    run: >-
+      printf '%s|%s|%s|%s' "${{ steps.a.output.json.items[1] }}" "${{ steps.a.output.json.user.name }}"
+      "${{ steps.a.output.json.items }}" "${{ steps.a.output.json.ok }}" > got.txt
+"#,
+        &[],
+    );
+    ran.code(0);
+    assert_eq!(t.read("got.txt"), "2|ann|[1,2]|true");
+    let a = Test::step(&t.inspect(&id), "a").clone();
+    assert_eq!(
+        a["output"]["json"],
+        json!({"items": [1, 2], "user": {"name": "ann"}, "ok": true})
+    );
+}
+
+#[test]
+fn output_file_key_value_lines_become_keys() {
+    let t = Test::new();
+    let (id, ran) = t.run_yaml(
+        "wf.yaml",
+        r#"
+name: outfile
+steps:
+  - id: a
+    run: |
+      echo "order=A-17" >> "$WF_OUTPUT"
+      echo "total=42" >> "$WF_OUTPUT"
+      echo "eq=a=b=c" >> "$WF_OUTPUT"
+      echo this is stdout
+  - id: b
+    run: printf '%s|%s|%s|%s' "${{ steps.a.output.order }}" "${{ steps.a.output.total }}" "${{ steps.a.output.eq }}" "${{ steps.a.output.stdout }}" > got.txt
+"#,
+        &[],
+    );
+    ran.code(0);
+    assert_eq!(t.read("got.txt"), "A-17|42|a=b=c|this is stdout");
+    let out = Test::step(&t.inspect(&id), "a")["output"].clone();
+    assert_eq!(out["order"], "A-17");
+    assert_eq!(out["total"], "42");
+    assert_eq!(out["eq"], "a=b=c");
+}
+
+#[test]
+fn output_file_heredoc_form_gives_multiline_values() {
+    let t = Test::new();
+    let (id, ran) = t.run_yaml(
+        "wf.yaml",
+        r#"
+name: heredoc
+steps:
+  - id: a
+    run: |
+      {
+        echo "notes<<EOF"
+        echo "line one"
+        echo "x=y is not a key here"
+        echo "line three"
+        echo "EOF"
+        echo "after=1"
+      } >> "$WF_OUTPUT"
+  - id: b
+    run: printf '%s' "${{ steps.a.output.notes }}" > notes.txt
+"#,
+        &[],
+    );
+    ran.code(0);
+    assert_eq!(
+        t.read("notes.txt"),
+        "line one\nx=y is not a key here\nline three"
+    );
+    let out = Test::step(&t.inspect(&id), "a")["output"].clone();
+    assert_eq!(out["notes"], "line one\nx=y is not a key here\nline three");
+    assert_eq!(out["after"], "1");
+    assert!(
+        out.get("x").is_none(),
+        "a heredoc line became a key: {out:#}"
+    );
+}
+
+#[test]
+fn output_over_the_cap_fails_the_step_with_a_clear_error() {
+    let t = Test::new().env("WF_OUTPUT_LIMIT", "1000");
+    let (id, ran) = t.run_yaml(
+        "wf.yaml",
+        r#"
+name: cap
+steps:
+  - id: big
+    run: head -c 5000 /dev/zero | tr '\0' x
+  - id: after
+    run: echo ran > after.txt
+"#,
+        &[],
+    );
+    ran.code(1);
+    assert_eq!(t.read("after.txt"), "", "the next step ran");
+    let i = t.inspect(&id);
+    assert_eq!(i["status"], "failed");
+    let big = Test::step(&i, "big");
+    assert_eq!(big["status"], "failed");
+    assert_eq!(big["error_type"], "output.limit");
+    let attempt = &big["attempt_list"][0];
+    assert_eq!(attempt["error_type"], "output.limit");
+    let msg = attempt["error_message"]
+        .as_str()
+        .or_else(|| big["error_message"].as_str())
+        .unwrap_or_else(|| panic!("no error_message: {big:#}"));
+    assert!(
+        msg.contains("limit") && msg.contains("1000"),
+        "unclear error message: {msg}"
+    );
+    // Nothing was silently truncated into an output later steps could read.
+    let out = &big["output"];
+    assert!(
+        out.is_null() || out.get("stdout").is_none(),
+        "a truncated output was recorded: {out:#}"
+    );
+}
+
+#[test]
+fn output_file_over_the_cap_fails_the_step() {
+    let t = Test::new().env("WF_OUTPUT_LIMIT", "1000");
+    let (id, ran) = t.run_yaml(
+        "wf.yaml",
+        r#"
+name: capfile
+steps:
+  - id: big
+    run: printf 'blob=%s\n' "$(head -c 5000 /dev/zero | tr '\0' y)" >> "$WF_OUTPUT"
+"#,
+        &[],
+    );
+    ran.code(1);
+    let i = t.inspect(&id);
+    let big = Test::step(&i, "big");
+    assert_eq!(big["status"], "failed");
+    assert_eq!(big["error_type"], "output.limit");
+    let out = &big["output"];
+    assert!(
+        out.is_null() || out.get("blob").is_none(),
+        "an over-limit output was recorded: {out:#}"
+    );
+}
+
+#[test]
+fn output_under_the_cap_is_kept_whole() {
+    let t = Test::new().env("WF_OUTPUT_LIMIT", "1000");
+    let (id, ran) = t.run_yaml(
+        "wf.yaml",
+        r#"
+name: undercap
+steps:
+  - id: small
+    run: head -c 500 /dev/zero | tr '\0' z
+"#,
+        &[],
+    );
+    ran.code(0);
+    let out = Test::step(&t.inspect(&id), "small")["output"]["stdout"].clone();
+    assert_eq!(out.as_str().map(str::len), Some(500));
+}
+
+#[test]
+fn whole_value_expressions_keep_their_json_type() {
+    let t = Test::new();
+    let (id, ran) = t.run_yaml(
+        "wf.yaml",
+        r#"
+name: types
+state: {}
+steps:
+  - id: a
+    run: echo '{"n":5,"f":1.5,"ok":true,"list":[1,"two"],"obj":{"k":"v"},"s":"text","nothing":null}'
+  - id: keep
+    set_state:
+      n: "${{ steps.a.output.json.n }}"
+      f: "${{ steps.a.output.json.f }}"
+      ok: "${{ steps.a.output.json.ok }}"
+      list: "${{ steps.a.output.json.list }}"
+      obj: "${{ steps.a.output.json.obj }}"
+      s: "${{ steps.a.output.json.s }}"
+      spaced: "  ${{ steps.a.output.json.n }}  "
+      code: "${{ steps.a.output.exit_code }}"
+      text_n: "n=${{ steps.a.output.json.n }}"
+      text_ok: "ok: ${{ steps.a.output.json.ok }}"
+      text_list: "list ${{ steps.a.output.json.list }}"
+      two: "${{ steps.a.output.json.n }}${{ steps.a.output.json.n }}"
+"#,
+        &[],
+    );
+    ran.code(0);
+    let state = t.inspect(&id)["state"].clone();
+    assert_eq!(state["n"], json!(5));
+    assert_eq!(state["f"], json!(1.5));
+    assert_eq!(state["ok"], json!(true));
+    assert_eq!(state["list"], json!([1, "two"]));
+    assert_eq!(state["obj"], json!({"k": "v"}));
+    assert_eq!(state["s"], json!("text"));
+    assert_eq!(state["spaced"], json!(5));
+    assert_eq!(state["code"], json!(0));
+    assert_eq!(state["text_n"], json!("n=5"));
+    assert_eq!(state["text_ok"], json!("ok: true"));
+    assert_eq!(state["text_list"], json!("list [1,\"two\"]"));
+    assert_eq!(state["two"], json!("55"));
+}
+
+#[test]
+fn set_state_can_use_the_steps_own_output() {
+    let t = Test::new();
+    let (id, ran) = t.run_yaml(
+        "wf.yaml",
+        r#"
+name: own-output
+state: { charged: false }
+steps:
+  - id: charge
+    run: |
+      echo '{"id":"ch_123","amount":250}'
+      echo "receipt=r-9" >> "$WF_OUTPUT"
+    set_state:
+      charged: true
+      charge_id: "${{ output.json.id }}"
+      amount: "${{ output.json.amount }}"
+      receipt: "${{ output.receipt }}"
+"#,
+        &[],
+    );
+    ran.code(0);
+    assert_eq!(
+        t.inspect(&id)["state"],
+        json!({"charged": true, "charge_id": "ch_123", "amount": 250, "receipt": "r-9"})
+    );
+}
+
+#[test]
+fn step_outputs_render_as_text_in_env() {
+    let t = Test::new();
+    let (_, ran) = t.run_yaml(
+        "wf.yaml",
+        r#"
+name: env-text
+steps:
+  - id: a
+    run: echo '{"obj":{"k":[1,2]},"n":3}'
+  - id: b
+    env:
+      OBJ: "${{ steps.a.output.json.obj }}"
+      N: "${{ steps.a.output.json.n }}"
+      MISSING: "${{ steps.a.output.json.nope }}"
+    run: printf '%s|%s|[%s]' "$OBJ" "$N" "$MISSING" > got.txt
+"#,
+        &[],
+    );
+    ran.code(0);
+    assert_eq!(t.read("got.txt"), r#"{"k":[1,2]}|3|[]"#);
+}
+
+#[test]
+fn argv_form_renders_outputs_as_single_arguments() {
+    let t = Test::new();
+    t.write(
+        "args.sh",
+        "#!/bin/sh\nprintf '%s\\n' \"$#\" \"$1\" \"$2\" > args.txt\n",
+    );
+    let (_, ran) = t.run_yaml(
+        "wf.yaml",
+        r#"
+name: argv-out
+steps:
+  - id: a
+    run: echo '{"name":"two words","items":[1,2]}'
+  - id: b
+    run: ["./args.sh", "${{ steps.a.output.json.name }}", "items=${{ steps.a.output.json.items }}"]
+"#,
+        &[],
+    );
+    ran.code(0);
+    assert_eq!(t.read("args.txt"), "2\ntwo words\nitems=[1,2]\n");
+}

@@ -1,0 +1,179 @@
+//! `wf trace [ID] [--format tree|otlp|json] [--all]`: the trace of each run of
+//! an instance (the latest one by default, every one with `--all`), read from
+//! the spans stored with the results they describe.
+//!
+//! - `tree`: per run, the root span and the spans beneath it (SPEC §5).
+//! - `json`: an array of runs, each `{instance_id, workflow, run, outcome,
+//!   trace_id, span_id, parent_span_id, started_at, finished_at, spans}` where
+//!   each span is `{trace_id, span_id, parent_span_id, name, kind, start_ns,
+//!   end_ns, start_time, end_time, duration_ms, status, status_message,
+//!   attributes, links}` (times RFC 3339 UTC with nanoseconds).
+//! - `otlp`: one OTLP/JSON `ExportTraceServiceRequest`.
+
+use crate::exit::{ExitStatus, UsageError};
+use crate::printer::Printer;
+use crate::store::{self, InstanceRow, RunRow, SpanRow, Store};
+use crate::telemetry::{otlp, tree};
+use serde_json::{Value, json};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    /// The span tree of each run, for people
+    Tree,
+    /// OTLP/JSON: one ExportTraceServiceRequest
+    Otlp,
+    /// Runs and their spans as JSON, for scripts
+    Json,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Instance id (any unique prefix; default: the latest instance)
+    #[arg(conflicts_with = "all")]
+    pub id: Option<String>,
+    /// Output format
+    #[arg(long, value_enum, default_value_t = Format::Tree)]
+    pub format: Format,
+    /// Every instance, oldest first
+    #[arg(long)]
+    pub all: bool,
+}
+
+/// One instance's recorded trace data.
+struct Traced {
+    instance: InstanceRow,
+    runs: Vec<RunRow>,
+    spans: Vec<SpanRow>,
+}
+
+pub fn run(args: Args, store: &Store, printer: &Printer) -> anyhow::Result<ExitStatus> {
+    let c = store.conn();
+    let ids: Vec<String> = if args.all {
+        let mut all = store::list_instances(c, None)?;
+        all.reverse(); // oldest first, like the runs within an instance
+        all.into_iter().map(|i| i.id).collect()
+    } else {
+        match &args.id {
+            Some(prefix) => vec![store.resolve_id(prefix)?],
+            None => vec![store.latest_instance_id()?.ok_or_else(|| {
+                UsageError(format!(
+                    "no instances in {} yet: start one with `wf run FILE`",
+                    store.path().display()
+                ))
+            })?],
+        }
+    };
+    let mut traced = Vec::with_capacity(ids.len());
+    for id in &ids {
+        traced.push(Traced {
+            instance: store::instance(c, id)?,
+            runs: store::runs(c, id)?,
+            spans: store::spans(c, id)?,
+        });
+    }
+    match args.format {
+        Format::Tree => print_tree(&traced, args.all, printer),
+        Format::Json => {
+            let mut runs = Vec::new();
+            for t in &traced {
+                runs.extend(runs_json(store, t)?);
+            }
+            printer.json(&Value::Array(runs));
+        }
+        Format::Otlp => {
+            let spans: Vec<SpanRow> = traced.into_iter().flat_map(|t| t.spans).collect();
+            let req = otlp::request(&spans, &otlp::resource())?;
+            printer.data(&otlp::to_json(&req)?);
+        }
+    }
+    Ok(ExitStatus::Success)
+}
+
+fn print_tree(traced: &[Traced], all: bool, printer: &Printer) {
+    for (i, t) in traced.iter().enumerate() {
+        if all {
+            if i > 0 {
+                printer.data("");
+            }
+            printer.data(&format!(
+                "instance {} ({})",
+                t.instance.id, t.instance.workflow
+            ));
+        }
+        let lines = tree::render(&t.instance.workflow, &t.runs, &t.spans);
+        if lines.is_empty() {
+            printer.info(&format!(
+                "instance {} has no recorded spans",
+                t.instance.id
+            ));
+        }
+        for line in lines {
+            printer.data(&line);
+        }
+    }
+}
+
+fn rfc3339_ns(ns: i64) -> String {
+    chrono::DateTime::from_timestamp_nanos(ns)
+        .to_rfc3339_opts(chrono::SecondsFormat::Nanos, true)
+}
+
+fn span_json(s: &SpanRow) -> Value {
+    json!({
+        "trace_id": s.trace_id,
+        "span_id": s.span_id,
+        "parent_span_id": s.parent_span_id,
+        "name": s.name,
+        "kind": s.kind,
+        "start_ns": s.start_ns,
+        "end_ns": s.end_ns,
+        "start_time": rfc3339_ns(s.start_ns),
+        "end_time": rfc3339_ns(s.end_ns),
+        "duration_ms": (s.end_ns - s.start_ns).max(0) as f64 / 1e6,
+        "status": s.status,
+        "status_message": s.status_message,
+        "attributes": s.attributes,
+        "links": s.links,
+    })
+}
+
+fn runs_json(store: &Store, t: &Traced) -> anyhow::Result<Vec<Value>> {
+    let mut numbers: Vec<i64> = t.runs.iter().map(|r| r.number).collect();
+    numbers.extend(t.spans.iter().map(|s| s.run));
+    numbers.sort_unstable();
+    numbers.dedup();
+    let mut out = Vec::with_capacity(numbers.len());
+    for n in numbers {
+        let run = t.runs.iter().find(|r| r.number == n);
+        let spans: Vec<&SpanRow> = t.spans.iter().filter(|s| s.run == n).collect();
+        let root = spans.iter().find(|s| tree::is_root(s));
+        let trace = store::run_trace(store.conn(), &t.instance.id, n)?;
+        let (trace_id, span_id, parent) = match (&trace, root) {
+            (Some((t, s, p, _)), _) => (Some(t.clone()), Some(s.clone()), p.clone()),
+            (None, Some(r)) => (
+                Some(r.trace_id.clone()),
+                Some(r.span_id.clone()),
+                r.parent_span_id.clone(),
+            ),
+            (None, None) => (None, None, None),
+        };
+        let outcome = run.and_then(|r| r.outcome.clone()).or_else(|| {
+            root.and_then(|r| r.attributes.get("workflow.outcome"))
+                .and_then(Value::as_str)
+                .map(String::from)
+        });
+        out.push(json!({
+            "instance_id": t.instance.id,
+            "workflow": t.instance.workflow,
+            "run": n,
+            "outcome": outcome,
+            "trace_id": trace_id,
+            "span_id": span_id,
+            "parent_span_id": parent,
+            "started_at": run.map(|r| r.started_at.clone()),
+            "finished_at": run.and_then(|r| r.finished_at.clone()),
+            "spans": spans.iter().map(|s| span_json(s)).collect::<Vec<_>>(),
+        }));
+    }
+    Ok(out)
+}

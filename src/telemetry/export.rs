@@ -1,0 +1,213 @@
+//! Live export: after each run's final commit the engine calls
+//! [`export_instance`], which sends the instance's spans not yet exported to
+//! the configured exporters and then marks them exported, so spans recorded
+//! by a run that crashed go out with the next run.
+//!
+//! Configuration follows the standard OpenTelemetry environment variables:
+//! - `OTEL_EXPORTER_OTLP_ENDPOINT` (base URL; spans are POSTed to
+//!   `/v1/traces` under it) or `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` (used
+//!   as-is) turn on OTLP/HTTP (protobuf) export; `OTEL_EXPORTER_OTLP_HEADERS`,
+//!   `..._TIMEOUT` and `..._COMPRESSION` are honoured by the exporter.
+//! - `OTEL_TRACES_EXPORTER` (comma list): `otlp` (the default, and then on
+//!   even without an endpoint: the standard `http://localhost:4318`),
+//!   `console` (the `opentelemetry-stdout` exporter, on stdout), `none`.
+//! - `OTEL_SDK_DISABLED=true` turns everything off.
+//! - `OTEL_SERVICE_NAME` names the resource (default `wf`).
+//!
+//! Spans are built from the database rows with their stored ids (see
+//! [`super::otlp`]), so what the collector receives is what `wf trace` shows.
+//! A failed export never fails the run: it prints one warning line on stderr
+//! and leaves the spans unexported, to go out with the instance's next run.
+
+use super::otlp;
+use crate::store::{self, SpanRow, Store};
+use opentelemetry_otlp::{Protocol, WithExportConfig};
+use opentelemetry_sdk::trace::{SpanData, SpanExporter as _};
+
+/// Where finished spans go, from the environment.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Targets {
+    /// OTLP/HTTP to this endpoint (as the exporter resolves it).
+    pub otlp: Option<String>,
+    /// The console (stdout) exporter.
+    pub console: bool,
+}
+
+impl Targets {
+    pub fn any(&self) -> bool {
+        self.otlp.is_some() || self.console
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+enum ExportError {
+    #[error("{0}")]
+    Spans(#[from] otlp::OtlpError),
+    #[error("{0}")]
+    Store(#[from] store::StoreError),
+    #[error("{0}")]
+    Sql(#[from] rusqlite::Error),
+    #[error("cannot set up the OTLP exporter: {0}")]
+    Build(#[from] opentelemetry_otlp::ExporterBuildError),
+    #[error("{0}")]
+    Export(#[from] opentelemetry_sdk::error::OTelSdkError),
+}
+
+fn env(name: &str) -> Option<String> {
+    std::env::var(name)
+        .ok()
+        .map(|v| v.trim().to_string())
+        .filter(|v| !v.is_empty())
+}
+
+/// The exporters the environment asks for, read through `get` (the process
+/// environment in [`Targets::from_env`]).
+pub fn targets(get: impl Fn(&str) -> Option<String>) -> Targets {
+    if get("OTEL_SDK_DISABLED").is_some_and(|v| v.eq_ignore_ascii_case("true")) {
+        return Targets::default();
+    }
+    let traces_endpoint = get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT");
+    let base_endpoint = get("OTEL_EXPORTER_OTLP_ENDPOINT");
+    let endpoint = traces_endpoint.clone().unwrap_or_else(|| {
+        let base = base_endpoint
+            .clone()
+            .unwrap_or_else(|| "http://localhost:4318".into());
+        format!("{}/v1/traces", base.trim_end_matches('/'))
+    });
+    let configured = traces_endpoint.is_some() || base_endpoint.is_some();
+    let mut t = Targets::default();
+    match get("OTEL_TRACES_EXPORTER") {
+        None => {
+            if configured {
+                t.otlp = Some(endpoint);
+            }
+        }
+        Some(list) => {
+            for name in list.split(',').map(|n| n.trim().to_ascii_lowercase()) {
+                match name.as_str() {
+                    "otlp" => t.otlp = Some(endpoint.clone()),
+                    "console" => t.console = true,
+                    _ => {} // `none`, and exporters wf does not ship
+                }
+            }
+        }
+    }
+    t
+}
+
+impl Targets {
+    pub fn from_env() -> Targets {
+        targets(env)
+    }
+}
+
+/// Sends the instance's unexported spans to the configured exporters and
+/// marks them exported. Never fails: problems become one warning on stderr.
+pub async fn export_instance(store: &mut Store, instance_id: &str) {
+    let targets = Targets::from_env();
+    if !targets.any() {
+        return;
+    }
+    let spans = match store::unexported_spans(store.conn(), instance_id) {
+        Ok(s) if s.is_empty() => return,
+        Ok(s) => s,
+        Err(e) => return warn(&targets, &e.to_string()),
+    };
+    let sent = match send(&targets, &spans).await {
+        Ok(()) => mark(store, &spans),
+        Err(e) => Err(e),
+    };
+    if let Err(e) = sent {
+        warn(&targets, &e.to_string());
+    }
+}
+
+fn warn(targets: &Targets, reason: &str) {
+    let to = targets.otlp.as_deref().unwrap_or("the console");
+    let reason = reason.split_whitespace().collect::<Vec<_>>().join(" ");
+    eprintln!("warning: could not export spans to {to}: {reason}");
+}
+
+async fn send(targets: &Targets, spans: &[SpanRow]) -> Result<(), ExportError> {
+    let data: Vec<SpanData> = otlp::span_data_all(spans)?;
+    let resource = otlp::resource();
+    if targets.console {
+        let mut console = opentelemetry_stdout::SpanExporter::default();
+        console.set_resource(&resource);
+        console.export(data.clone()).await?;
+    }
+    if let Some(endpoint) = &targets.otlp {
+        let mut exporter = opentelemetry_otlp::SpanExporter::builder()
+            .with_http()
+            .with_protocol(Protocol::HttpBinary)
+            .with_endpoint(endpoint.clone())
+            .build()?;
+        exporter.set_resource(&resource);
+        let result = exporter.export(data).await;
+        let _ = exporter.shutdown();
+        result?;
+    }
+    Ok(())
+}
+
+fn mark(store: &mut Store, spans: &[SpanRow]) -> Result<(), ExportError> {
+    // One transaction: one fsync, not one per span.
+    let tx = store.write()?;
+    store::mark_exported(&tx, spans)?;
+    tx.commit()?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn with(vars: &[(&str, &str)]) -> Targets {
+        let vars: Vec<(String, String)> = vars
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        targets(|name| {
+            vars.iter()
+                .find(|(k, _)| k == name)
+                .map(|(_, v)| v.clone())
+        })
+    }
+
+    #[test]
+    fn nothing_configured_exports_nothing() {
+        assert!(!with(&[]).any());
+        assert!(!with(&[("OTEL_TRACES_EXPORTER", "none")]).any());
+    }
+
+    #[test]
+    fn base_endpoint_gets_the_traces_path() {
+        let t = with(&[("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:4318/")]);
+        assert_eq!(t.otlp.as_deref(), Some("http://127.0.0.1:4318/v1/traces"));
+        let t = with(&[("OTEL_EXPORTER_OTLP_ENDPOINT", "http://collector:4318/base")]);
+        assert_eq!(t.otlp.as_deref(), Some("http://collector:4318/base/v1/traces"));
+    }
+
+    #[test]
+    fn traces_endpoint_is_used_as_is_and_wins() {
+        let t = with(&[
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://a:4318"),
+            ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "http://b:9999/custom"),
+        ]);
+        assert_eq!(t.otlp.as_deref(), Some("http://b:9999/custom"));
+    }
+
+    #[test]
+    fn exporter_list_and_kill_switch() {
+        let t = with(&[("OTEL_TRACES_EXPORTER", "console")]);
+        assert!(t.console && t.otlp.is_none());
+        let t = with(&[("OTEL_TRACES_EXPORTER", "otlp, console")]);
+        assert_eq!(t.otlp.as_deref(), Some("http://localhost:4318/v1/traces"));
+        assert!(t.console);
+        let t = with(&[
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://a:4318"),
+            ("OTEL_SDK_DISABLED", "true"),
+        ]);
+        assert!(!t.any());
+    }
+}
