@@ -2,15 +2,8 @@
 //! the command line, hands it to `commands`, and turns the result into an exit
 //! code; an error is printed once, here.
 
-mod commands;
-mod engine;
-mod exit;
-mod printer;
-mod store;
-mod telemetry;
-mod workflow;
-
 use clap::Parser;
+use wf::{commands, exit, printer};
 
 fn main() -> std::process::ExitCode {
     let cli = commands::Cli::parse();

@@ -221,9 +221,18 @@ impl Observer for Progress {
             "  {key}: {mark} (attempt {attempt}, {}){detail}",
             human(elapsed)
         ));
+        // The counter counts steps: for_each items and compensations are parts of one.
         if outcome == "ok"
+            && !key.contains(['[', ':'])
             && let Some(l) = &self.live
         {
+            l.counter.inc(1);
+        }
+    }
+
+    fn fan_out_finished(&self, key: &str, items: usize) {
+        self.line(&format!("  {key}: {} item(s) done", items));
+        if let Some(l) = &self.live {
             l.counter.inc(1);
         }
     }

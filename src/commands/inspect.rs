@@ -138,7 +138,7 @@ fn ordered_steps(inst: &InstanceRow, rows: Vec<StepRow>) -> Vec<StepRow> {
     let mut out = Vec::new();
     if let Ok(wf) = Workflow::from_pinned(&inst.definition, &inst.workflow_path) {
         for step in &wf.steps {
-            let row = rows.remove(&step.id).unwrap_or_else(|| pending(&step.id));
+            let row = rows.remove(&step.id).unwrap_or_else(|| StepRow::pending(&step.id, &step.id));
             out.push(row);
             let mut items: Vec<StepRow> = Vec::new();
             let prefix = format!("{}[", step.id);
@@ -166,25 +166,6 @@ fn item_index(key: &str) -> usize {
     key.rsplit_once('[')
         .and_then(|(_, n)| n.trim_end_matches(']').parse().ok())
         .unwrap_or(usize::MAX)
-}
-
-fn pending(id: &str) -> StepRow {
-    StepRow {
-        key: id.into(),
-        step_id: id.into(),
-        status: "pending".into(),
-        attempts: 0,
-        budget_base: 0,
-        outcome: None,
-        error_type: None,
-        error_message: None,
-        output: Value::Null,
-        started_at: None,
-        finished_at: None,
-        retry_at: None,
-        seq: None,
-        items: Value::Null,
-    }
 }
 
 fn compact(v: &Value) -> String {

@@ -102,10 +102,7 @@ fn print_tree(traced: &[Traced], all: bool, printer: &Printer) {
         }
         let lines = tree::render(&t.instance.workflow, &t.runs, &t.spans);
         if lines.is_empty() {
-            printer.info(&format!(
-                "instance {} has no recorded spans",
-                t.instance.id
-            ));
+            printer.info(&format!("instance {} has no recorded spans", t.instance.id));
         }
         for line in lines {
             printer.data(&line);
@@ -114,8 +111,7 @@ fn print_tree(traced: &[Traced], all: bool, printer: &Printer) {
 }
 
 fn rfc3339_ns(ns: i64) -> String {
-    chrono::DateTime::from_timestamp_nanos(ns)
-        .to_rfc3339_opts(chrono::SecondsFormat::Nanos, true)
+    chrono::DateTime::from_timestamp_nanos(ns).to_rfc3339_opts(chrono::SecondsFormat::Nanos, true)
 }
 
 fn span_json(s: &SpanRow) -> Value {

@@ -123,6 +123,8 @@ pub trait Observer: Send + Sync {
     ) {
     }
     fn step_skipped(&self, _key: &str) {}
+    /// A `for_each` step whose items all ended.
+    fn fan_out_finished(&self, _key: &str, _items: usize) {}
     fn steps_replayed(&self, _count: usize) {}
     fn message(&self, _text: &str) {}
 }

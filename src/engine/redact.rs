@@ -16,6 +16,17 @@ pub struct Redactor {
 impl Redactor {
     pub fn new(values: impl IntoIterator<Item = String>) -> Redactor {
         let mut secrets: Vec<String> = values.into_iter().filter(|s| !s.is_empty()).collect();
+        // Inside JSON text (a response body, a tool's JSON output) a secret
+        // with `"`, `\` or control characters appears escaped: mask that too.
+        let escaped: Vec<String> = secrets
+            .iter()
+            .filter_map(|s| {
+                let quoted = serde_json::to_string(s).ok()?;
+                let inner = &quoted[1..quoted.len() - 1];
+                (inner != s).then(|| inner.to_string())
+            })
+            .collect();
+        secrets.extend(escaped);
         secrets.sort_by_key(|s| std::cmp::Reverse(s.len()));
         secrets.dedup();
         Redactor { secrets }
@@ -91,5 +102,11 @@ mod tests {
         let mut v = json!({"a": ["s3cr3t"], "b": {"c": "token=s3cr3t"}});
         r.value(&mut v);
         assert_eq!(v, json!({"a": ["***"], "b": {"c": "token=***"}}));
+    }
+
+    #[test]
+    fn masks_the_json_escaped_form_too() {
+        let r = Redactor::new(vec![r#"a"b\c"#.to_string()]);
+        assert_eq!(r.text(r#"{"t":"a\"b\\c"} and a"b\c"#), r#"{"t":"***"} and ***"#);
     }
 }

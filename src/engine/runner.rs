@@ -132,7 +132,7 @@ async fn drive_run(
                     .unwrap_or_default()
             )));
         }
-        "failed" => {
+        "failed" if opts.cancel => {
             return Err(EngineError::NotResumable(format!(
                 "instance {id} already failed; there is nothing to cancel"
             )));
@@ -478,6 +478,10 @@ struct Runner<'o> {
     trace: store::RunTrace,
     /// Links of the root span: the previous run, events that woke this one.
     links: Vec<Value>,
+    /// Steps whose needs are met and that have not ended (see `candidates`).
+    frontier: std::collections::BTreeSet<usize>,
+    /// For each step, the steps that need it.
+    dependents: Vec<Vec<usize>>,
     /// Attempt spans in flight: unit key -> (span_id, start ns).
     attempt_spans: HashMap<String, (String, i64)>,
     /// Attempts whose success the next commit makes durable (for `wf.sqlite.commit`).
@@ -535,7 +539,13 @@ impl<'o> Runner<'o> {
                 .map(|c| c + chrono::Duration::from_std(t).unwrap_or_default())
         });
         let (interrupt_tx, _) = watch::channel(false);
-        Ok(Runner {
+        let mut dependents = vec![Vec::new(); wf.steps.len()];
+        for (i, s) in wf.steps.iter().enumerate() {
+            for &d in &s.needs {
+                dependents[d].push(i);
+            }
+        }
+        let mut runner = Runner {
             base_dir: PathBuf::from(&inst.base_dir),
             id: inst.id.clone(),
             state: inst.state.clone(),
@@ -557,10 +567,16 @@ impl<'o> Runner<'o> {
             deadline,
             trace,
             links: Vec::new(),
+            frontier: std::collections::BTreeSet::new(),
+            dependents,
             attempt_spans: HashMap::new(),
             committing: Vec::new(),
             pending_spans: Vec::new(),
-        })
+        };
+        runner.frontier = (0..runner.wf.steps.len())
+            .filter(|&i| runner.deps_satisfied(i) && !runner.ended(i))
+            .collect();
+        Ok(runner)
     }
 
     async fn main_loop(&mut self, store: &mut Store) -> Result<RunOutcome, EngineError> {
@@ -677,6 +693,18 @@ impl<'o> Runner<'o> {
             return;
         }
         self.stop = Some(why);
+        // A compensation in flight (they run one at a time, after every forward
+        // unit ended) is never cut short by a deadline or a cancel: only a
+        // signal to this process stops it.
+        if why != Stop::Signal
+            && self.running.keys().any(|k| k.ends_with(COMPENSATE_SUFFIX))
+        {
+            if why == Stop::Cancel {
+                self.observer
+                    .message("canceled: letting the running compensation finish");
+            }
+            return;
+        }
         match why {
             Stop::Signal => self
                 .observer
@@ -712,15 +740,26 @@ impl<'o> Runner<'o> {
             return self.next_compensation().into_iter().collect();
         }
         let mut out = Vec::new();
-        for idx in 0..self.wf.steps.len() {
-            if !self.deps_satisfied(idx) {
-                continue;
-            }
-            let step = &self.wf.steps[idx];
+        // Only the frontier is looked at: steps whose needs are met and that
+        // have not ended. A step that ended since the last call leaves it and
+        // lets in the dependents it unblocks, so a long chain costs O(1) a step.
+        let wf = self.wf.clone();
+        let mut queue: Vec<usize> = self.frontier.iter().copied().collect();
+        let mut i = 0;
+        while let Some(&idx) = queue.get(i) {
+            i += 1;
+            let step = &wf.steps[idx];
             let key = step.id.clone();
             let rec = self.records.get(&key);
             let status = rec.map(|r| r.status.as_str()).unwrap_or("pending");
             if matches!(status, "completed" | "skipped" | "failed") {
+                self.frontier.remove(&idx);
+                for &d in &self.dependents[idx] {
+                    if !self.frontier.contains(&d) && self.deps_satisfied(d) && !self.ended(d) {
+                        self.frontier.insert(d);
+                        queue.push(d);
+                    }
+                }
                 continue;
             }
             if step.for_each.is_some() && rec.is_some_and(|r| !r.items.is_null()) {
@@ -776,6 +815,12 @@ impl<'o> Runner<'o> {
                 _ => true,
             },
         }
+    }
+
+    fn ended(&self, idx: usize) -> bool {
+        self.records
+            .get(&self.wf.steps[idx].id)
+            .is_some_and(|r| matches!(r.status.as_str(), "completed" | "skipped" | "failed"))
     }
 
     fn deps_satisfied(&self, idx: usize) -> bool {
@@ -1038,22 +1083,9 @@ impl<'o> Runner<'o> {
     fn record(&mut self, unit: &Unit) -> &mut StepRow {
         let key = unit.key(&self.wf);
         let step_id = self.wf.steps[unit.idx].id.clone();
-        self.records.entry(key.clone()).or_insert_with(|| StepRow {
-            key,
-            step_id,
-            status: "pending".into(),
-            attempts: 0,
-            budget_base: 0,
-            outcome: None,
-            error_type: None,
-            error_message: None,
-            output: Value::Null,
-            started_at: None,
-            finished_at: None,
-            retry_at: None,
-            seq: None,
-            items: Value::Null,
-        })
+        self.records
+            .entry(key.clone())
+            .or_insert_with(|| StepRow::pending(&key, &step_id))
     }
 
     fn put(&mut self, c: &Connection, unit: &Unit) -> Result<(), EngineError> {
@@ -1269,6 +1301,7 @@ impl<'o> Runner<'o> {
         let output = rec.output.clone();
         self.put(c, unit)?;
         self.ctx.set_step_result(&step.id, &status, &output);
+        self.observer.fan_out_finished(&step.id, items.len());
         if let Some((key, r)) = failed_item
             && !step.continue_on_error
             && self.failed.is_none()

@@ -292,6 +292,28 @@ pub struct StepRow {
     pub items: Value,
 }
 
+impl StepRow {
+    /// A step (or item, or compensation) that has not started.
+    pub fn pending(key: &str, step_id: &str) -> StepRow {
+        StepRow {
+            key: key.into(),
+            step_id: step_id.into(),
+            status: "pending".into(),
+            attempts: 0,
+            budget_base: 0,
+            outcome: None,
+            error_type: None,
+            error_message: None,
+            output: Value::Null,
+            started_at: None,
+            finished_at: None,
+            retry_at: None,
+            seq: None,
+            items: Value::Null,
+        }
+    }
+}
+
 pub fn steps(c: &Connection, id: &str) -> Result<Vec<StepRow>> {
     let mut stmt = c.prepare(
         "SELECT key, step_id, status, attempts, budget_base, outcome, error_type, error_message, output, \

@@ -167,11 +167,7 @@ mod tests {
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect();
-        targets(|name| {
-            vars.iter()
-                .find(|(k, _)| k == name)
-                .map(|(_, v)| v.clone())
-        })
+        targets(|name| vars.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone()))
     }
 
     #[test]
@@ -185,7 +181,10 @@ mod tests {
         let t = with(&[("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:4318/")]);
         assert_eq!(t.otlp.as_deref(), Some("http://127.0.0.1:4318/v1/traces"));
         let t = with(&[("OTEL_EXPORTER_OTLP_ENDPOINT", "http://collector:4318/base")]);
-        assert_eq!(t.otlp.as_deref(), Some("http://collector:4318/base/v1/traces"));
+        assert_eq!(
+            t.otlp.as_deref(),
+            Some("http://collector:4318/base/v1/traces")
+        );
     }
 
     #[test]

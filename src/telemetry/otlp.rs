@@ -138,13 +138,7 @@ fn links(row: &SpanRow) -> Result<Vec<Link>, OtlpError> {
         let span = span_id("link span_id", l["span_id"].as_str().unwrap_or(""))?;
         // A link to the context a `wf signal` was sent under points outside wf.
         let remote = l["attributes"].get("wf.event.name").is_some();
-        let ctx = SpanContext::new(
-            trace,
-            span,
-            TraceFlags::SAMPLED,
-            remote,
-            TraceState::NONE,
-        );
+        let ctx = SpanContext::new(trace, span, TraceFlags::SAMPLED, remote, TraceState::NONE);
         out.push(Link::new(ctx, attributes(&l["attributes"]), 0));
     }
     Ok(out)
@@ -197,7 +191,10 @@ pub fn span_data_all(rows: &[SpanRow]) -> Result<Vec<SpanData>, OtlpError> {
 
 /// One `ExportTraceServiceRequest` holding `rows` under `resource` and the
 /// `wf` scope. No spans: no resource spans at all.
-pub fn request(rows: &[SpanRow], resource: &Resource) -> Result<ExportTraceServiceRequest, OtlpError> {
+pub fn request(
+    rows: &[SpanRow],
+    resource: &Resource,
+) -> Result<ExportTraceServiceRequest, OtlpError> {
     if rows.is_empty() {
         return Ok(ExportTraceServiceRequest {
             resource_spans: Vec::new(),
@@ -246,8 +243,11 @@ mod tests {
 
     #[test]
     fn json_keeps_ids_and_follows_otlp_json() {
-        let req = request(&[row()], &Resource::builder_empty().with_service_name("svc").build())
-            .expect("request");
+        let req = request(
+            &[row()],
+            &Resource::builder_empty().with_service_name("svc").build(),
+        )
+        .expect("request");
         let v: Value = serde_json::from_str(&to_json(&req).expect("json")).expect("parse");
         let rs = &v["resourceSpans"][0];
         assert_eq!(rs["resource"]["attributes"][0]["key"], "service.name");

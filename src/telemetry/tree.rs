@@ -48,9 +48,7 @@ fn render_run(
     let mut top: Vec<&SpanRow> = Vec::new();
     for s in spans {
         match s.parent_span_id.as_deref() {
-            Some(p) if ids.contains(p) && p != s.span_id => {
-                children.entry(p).or_default().push(s)
-            }
+            Some(p) if ids.contains(p) && p != s.span_id => children.entry(p).or_default().push(s),
             _ => top.push(s),
         }
     }
@@ -154,7 +152,10 @@ fn details(s: &SpanRow) -> Vec<String> {
         .filter(|m| !m.trim().is_empty())
         .map(one_line);
     if is_root(s) {
-        d.push(format!("run {}", attr(s, "workflow.run").unwrap_or_default()));
+        d.push(format!(
+            "run {}",
+            attr(s, "workflow.run").unwrap_or_default()
+        ));
         for l in s.links.as_array().map(Vec::as_slice).unwrap_or(&[]) {
             let a = &l["attributes"];
             if let Some(run) = a.get("workflow.run") {
@@ -162,10 +163,7 @@ fn details(s: &SpanRow) -> Vec<String> {
             } else if let Some(event) = a.get("wf.event.name") {
                 d.push(format!("link -> signal {}", text(event)));
             } else {
-                d.push(format!(
-                    "link -> {}",
-                    l["span_id"].as_str().unwrap_or("?")
-                ));
+                d.push(format!("link -> {}", l["span_id"].as_str().unwrap_or("?")));
             }
         }
         if let Some(o) = attr(s, "workflow.outcome") {
@@ -246,7 +244,14 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn span(id: &str, parent: Option<&str>, run: i64, name: &str, start: i64, attrs: Value) -> SpanRow {
+    fn span(
+        id: &str,
+        parent: Option<&str>,
+        run: i64,
+        name: &str,
+        start: i64,
+        attrs: Value,
+    ) -> SpanRow {
         SpanRow {
             trace_id: format!("{run:032x}"),
             span_id: id.into(),
@@ -266,20 +271,46 @@ mod tests {
 
     #[test]
     fn renders_the_spec_example() {
-        let mut root2 = span("r2", None, 2, "order-flow/workflow", 0,
-            json!({"workflow.run": 2, "workflow.outcome": "sleeping"}));
-        root2.links = json!([{"trace_id": "t", "span_id": "r1", "attributes": {"workflow.run": 1}}]);
-        let mut a1 = span("a1", Some("r2"), 2, "order-flow/charge-card", 1,
+        let mut root2 = span(
+            "r2",
+            None,
+            2,
+            "order-flow/workflow",
+            0,
+            json!({"workflow.run": 2, "workflow.outcome": "sleeping"}),
+        );
+        root2.links =
+            json!([{"trace_id": "t", "span_id": "r1", "attributes": {"workflow.run": 1}}]);
+        let mut a1 = span(
+            "a1",
+            Some("r2"),
+            2,
+            "order-flow/charge-card",
+            1,
             json!({"workflow.step.id": "charge-card", "workflow.step.attempt": 1,
-                   "workflow.step.outcome": "retry", "error.type": "user.card_declined"}));
+                   "workflow.step.outcome": "retry", "error.type": "user.card_declined"}),
+        );
         a1.status = "error".into();
         a1.status_message = Some("exit code 3".into());
-        let mut root3 = span("r3", None, 3, "order-flow/workflow", 5,
-            json!({"workflow.run": 3, "workflow.outcome": "completed"}));
-        root3.links = json!([{"trace_id": "t", "span_id": "r2", "attributes": {"workflow.run": 2}}]);
-        let a2 = span("a2", Some("r3"), 3, "order-flow/charge-card", 6,
+        let mut root3 = span(
+            "r3",
+            None,
+            3,
+            "order-flow/workflow",
+            5,
+            json!({"workflow.run": 3, "workflow.outcome": "completed"}),
+        );
+        root3.links =
+            json!([{"trace_id": "t", "span_id": "r2", "attributes": {"workflow.run": 2}}]);
+        let a2 = span(
+            "a2",
+            Some("r3"),
+            3,
+            "order-flow/charge-card",
+            6,
             json!({"workflow.step.id": "charge-card", "workflow.step.attempt": 2,
-                   "workflow.step.outcome": "ok"}));
+                   "workflow.step.outcome": "ok"}),
+        );
         let c = span("c", Some("a2"), 3, "wf.sqlite.commit", 8, json!({}));
         let lines = render("order-flow", &[], &[a1, root2, c, a2, root3]);
         assert_eq!(
@@ -296,34 +327,75 @@ mod tests {
 
     #[test]
     fn children_by_start_time_and_process_http_details() {
-        let root = span("r", None, 1, "f/workflow", 0, json!({"workflow.run": 1, "workflow.outcome": "completed"}));
-        let b = span("b", Some("r"), 1, "f/b", 20, json!({"workflow.step.id": "b", "workflow.step.attempt": 1, "workflow.step.outcome": "ok"}));
-        let a = span("a", Some("r"), 1, "f/a", 10, json!({"workflow.step.id": "a", "workflow.step.attempt": 1, "workflow.step.outcome": "ok"}));
-        let p = span("p", Some("a"), 1, "process", 11, json!({"process.command": "sh", "process.exit.code": 0}));
-        let h = span("h", Some("b"), 1, "GET", 21, json!({"http.request.method": "GET", "url.full": "http://x/y", "http.response.status_code": 200}));
+        let root = span(
+            "r",
+            None,
+            1,
+            "f/workflow",
+            0,
+            json!({"workflow.run": 1, "workflow.outcome": "completed"}),
+        );
+        let b = span(
+            "b",
+            Some("r"),
+            1,
+            "f/b",
+            20,
+            json!({"workflow.step.id": "b", "workflow.step.attempt": 1, "workflow.step.outcome": "ok"}),
+        );
+        let a = span(
+            "a",
+            Some("r"),
+            1,
+            "f/a",
+            10,
+            json!({"workflow.step.id": "a", "workflow.step.attempt": 1, "workflow.step.outcome": "ok"}),
+        );
+        let p = span(
+            "p",
+            Some("a"),
+            1,
+            "process",
+            11,
+            json!({"process.command": "sh", "process.exit.code": 0}),
+        );
+        let h = span(
+            "h",
+            Some("b"),
+            1,
+            "GET",
+            21,
+            json!({"http.request.method": "GET", "url.full": "http://x/y", "http.response.status_code": 200}),
+        );
         let lines = render("f", &[], &[b, h, root, p, a]);
         assert_eq!(
             lines,
             [
-                "f/workflow      run 1  outcome=completed",
-                "├── f/a         attempt=1  outcome=ok",
-                "│   └── process exit.code=0",
-                "└── f/b         attempt=1  outcome=ok",
-                "    └── GET     http://x/y  200",
+                "f/workflow        run 1  outcome=completed",
+                "├── f/a           attempt=1  outcome=ok",
+                "│   └── process   exit.code=0",
+                "└── f/b           attempt=1  outcome=ok",
+                "    └── GET       http://x/y  200",
             ]
-            .iter()
-            .map(|l| l.to_string())
-            .collect::<Vec<_>>()
-            .iter()
-            .map(|l| l.replace("process exit", "process     exit"))
-            .collect::<Vec<_>>()
         );
     }
 
     #[test]
     fn a_run_without_its_root_yet_gets_a_header() {
-        let a = span("a", Some("gone"), 4, "f/a", 10, json!({"workflow.step.id": "a", "workflow.step.attempt": 1, "workflow.step.outcome": "ok"}));
-        let run = RunRow { number: 4, outcome: None, started_at: String::new(), finished_at: None };
+        let a = span(
+            "a",
+            Some("gone"),
+            4,
+            "f/a",
+            10,
+            json!({"workflow.step.id": "a", "workflow.step.attempt": 1, "workflow.step.outcome": "ok"}),
+        );
+        let run = RunRow {
+            number: 4,
+            outcome: None,
+            started_at: String::new(),
+            finished_at: None,
+        };
         let lines = render("f", &[run], &[a]);
         assert_eq!(lines[0], "f/workflow   run 4  outcome=running");
         assert_eq!(lines[1], "└── f/a      attempt=1  outcome=ok");

@@ -150,17 +150,23 @@ impl Template {
             .count();
         let mut vars = Vec::new();
         let mut out = String::with_capacity(self.source.len());
-        let mut quote = Quote::None;
+        // The command text with each expression replaced by `MARK`, scanned once.
+        let skeleton: Vec<char> = self
+            .parts
+            .iter()
+            .flat_map(|p| match p {
+                Part::Text(t) => t.chars().collect::<Vec<_>>(),
+                Part::Expr(_) => vec![MARK],
+            })
+            .collect();
+        let mut quotes = expr_quotes(&skeleton).into_iter();
         for part in &self.parts {
             match part {
-                Part::Text(t) => {
-                    quote = quote.after(t);
-                    out.push_str(t);
-                }
+                Part::Text(t) => out.push_str(t),
                 Part::Expr(e) => {
                     let value = value_to_text(&e.eval(ctx)?);
                     let name = format!("{SHELL_VAR_PREFIX}{}", first + vars.len());
-                    match quote {
+                    match quotes.next().unwrap_or(Quote::None) {
                         Quote::None => out.push_str(&format!("\"${{{name}}}\"")),
                         Quote::Double => out.push_str(&format!("${{{name}}}")),
                         Quote::Single => out.push_str(&format!("'\"${{{name}}}\"'")),
@@ -180,34 +186,142 @@ impl std::fmt::Display for Template {
     }
 }
 
-/// Which shell quotes the text so far leaves open.
+/// How an expression must be quoted where it stands in a `sh` command line.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Quote {
+    /// Unquoted: the reference needs double quotes.
     None,
+    /// Inside `'…'`: close, splice a double-quoted reference, reopen.
     Single,
+    /// Inside `"…"`, a here-document or a comment: the bare reference.
     Double,
 }
 
-impl Quote {
-    /// The quoting state after `text` (POSIX sh rules for `'`, `"` and `\\`).
-    fn after(self, text: &str) -> Quote {
-        let mut q = self;
-        let mut chars = text.chars();
-        while let Some(c) = chars.next() {
-            q = match (q, c) {
-                (Quote::None, '\\') | (Quote::Double, '\\') => {
-                    chars.next();
-                    q
-                }
-                (Quote::None, '\'') => Quote::Single,
-                (Quote::None, '"') => Quote::Double,
-                (Quote::Single, '\'') => Quote::None,
-                (Quote::Double, '"') => Quote::None,
-                _ => q,
-            };
-        }
-        q
+/// Stands for an expression in the text [`expr_quotes`] scans.
+const MARK: char = '\u{0}';
+
+/// The quoting of each expression (`MARK`) in a `sh` command line, by POSIX
+/// sh rules: quotes and backslashes, comments, `$(…)` and backticks (a fresh
+/// context even inside double quotes), and here-documents.
+fn expr_quotes(s: &[char]) -> Vec<Quote> {
+    enum Frame {
+        Single,
+        Double,
+        /// `$(…)` with its depth of nested parentheses.
+        Subst(u32),
+        Tick,
     }
+    let at = |i: usize| s.get(i).copied().unwrap_or('\n');
+    let mut out = Vec::new();
+    let mut stack: Vec<Frame> = Vec::new();
+    // Here-documents announced on the current line: delimiter, strip tabs.
+    let mut pending: Vec<(String, bool)> = Vec::new();
+    let mut i = 0;
+    while i < s.len() {
+        let c = s[i];
+        let in_parens = matches!(stack.last(), Some(Frame::Subst(d)) if *d > 0);
+        match (stack.last_mut(), c) {
+            (Some(Frame::Single), MARK) => out.push(Quote::Single),
+            (Some(Frame::Double), MARK) => out.push(Quote::Double),
+            (_, MARK) => out.push(Quote::None),
+            (Some(Frame::Single), '\'') | (Some(Frame::Double), '"') => {
+                stack.pop();
+            }
+            (Some(Frame::Single), _) => {}
+            // A backslash quotes the next character (an expression stays one).
+            (Some(Frame::Double), '\\') if at(i + 1) != MARK => i += 1,
+            (Some(Frame::Double), '`') => stack.push(Frame::Tick),
+            (Some(Frame::Double), '$') if at(i + 1) == '(' => {
+                stack.push(Frame::Subst(0));
+                i += 1;
+            }
+            (Some(Frame::Double), _) => {}
+            // Unquoted, at the top or inside `$(…)` or backticks.
+            (_, '\\') if at(i + 1) != MARK => i += 1,
+            (_, '\'') => stack.push(Frame::Single),
+            (_, '"') => stack.push(Frame::Double),
+            (_, '$') if at(i + 1) == '(' => {
+                stack.push(Frame::Subst(0));
+                i += 1;
+            }
+            (Some(Frame::Tick), '`') => {
+                stack.pop();
+            }
+            (_, '`') => stack.push(Frame::Tick),
+            (Some(Frame::Subst(depth)), '(') => *depth += 1,
+            (Some(Frame::Subst(depth)), ')') => match depth.checked_sub(1) {
+                Some(d) => *depth = d,
+                None => {
+                    stack.pop();
+                }
+            },
+            (_, '#') if i == 0 || " \t\n;&|()<>".contains(s[i - 1]) => {
+                // A comment, to the end of the line.
+                while i + 1 < s.len() && s[i + 1] != '\n' {
+                    i += 1;
+                    if s[i] == MARK {
+                        out.push(Quote::Double);
+                    }
+                }
+            }
+            // `<<` inside `$((…))` is a shift, not a here-document.
+            (_, '<') if at(i + 1) == '<' && !in_parens => {
+                if at(i + 2) == '<' {
+                    i += 2; // a here-string, not a here-document
+                } else {
+                    i += 2;
+                    let strip = at(i) == '-';
+                    if strip {
+                        i += 1;
+                    }
+                    while matches!(at(i), ' ' | '\t') && i < s.len() {
+                        i += 1;
+                    }
+                    let mut delim = String::new();
+                    while i < s.len() && !" \t\n;&|()<>".contains(s[i]) {
+                        match s[i] {
+                            '\'' | '"' | '\\' => {}
+                            MARK => out.push(Quote::None),
+                            ch => delim.push(ch),
+                        }
+                        i += 1;
+                    }
+                    pending.push((delim, strip));
+                    continue;
+                }
+            }
+            (_, '\n') if !pending.is_empty() => {
+                // Here-document bodies follow the line that announced them.
+                // Their text expands like double quotes (or not at all when
+                // the delimiter is quoted); a bare reference is right for both.
+                for (delim, strip) in std::mem::take(&mut pending) {
+                    loop {
+                        let start = (i + 1).min(s.len());
+                        let mut end = start;
+                        while end < s.len() && s[end] != '\n' {
+                            end += 1;
+                        }
+                        i = end;
+                        let line = &s[start..end];
+                        let marks = line.iter().filter(|&&ch| ch == MARK).count();
+                        out.extend(std::iter::repeat_n(Quote::Double, marks));
+                        let line: String = line.iter().collect();
+                        let line = if strip {
+                            line.trim_start_matches('\t')
+                        } else {
+                            &line
+                        };
+                        if line == delim || end >= s.len() {
+                            break;
+                        }
+                    }
+                }
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    out
 }
 
 fn push_text(parts: &mut Vec<Part>, text: &str) {

@@ -249,3 +249,85 @@ steps:
     ran.code(0);
     assert_eq!(t.read("got.txt"), "A B;0\n");
 }
+
+#[test]
+fn values_keep_their_exact_text_in_every_quoting_context() {
+    // However the command text quotes an expression, the value arrives as
+    // exactly the same text: never word-split, never globbed, never run.
+    let t = Test::new();
+    let payload = "a  b * ? [x] $(touch pwned) `touch pwned` it's \"q\" \\ $HOME";
+    t.write("payload.txt", payload);
+    // Files a glob in the value would match if it were expanded.
+    for f in ["x", "file1", "file2"] {
+        t.write(f, "");
+    }
+    let (_, ran) = t.run_yaml(
+        "wf.yaml",
+        r#"
+name: contexts
+steps:
+  - id: src
+    run: cat payload.txt
+  - id: unquoted
+    run: printf '%s' ${{ steps.src.output.stdout }} > unquoted.txt
+  - id: single
+    run: printf '%s' '${{ steps.src.output.stdout }}' > single.txt
+  - id: single-mixed
+    run: printf '%s' 'pre ${{ steps.src.output.stdout }} post' > single-mixed.txt
+  - id: double
+    run: printf '%s' "${{ steps.src.output.stdout }}" > double.txt
+  - id: escaped-quotes
+    run: printf '%s' "say \"${{ steps.src.output.stdout }}\"" it\'s${{ steps.src.output.stdout }} > escaped.txt
+  - id: after-comment
+    run: |
+      # the value isn't trusted, "really"
+      printf '%s' "${{ steps.src.output.stdout }}" > comment.txt
+  - id: expression-in-comment
+    run: |
+      # it's ${{ steps.src.output.stdout }}
+      printf '%s' "${{ steps.src.output.stdout }}" > comment2.txt
+  - id: nested-substitution
+    run: printf '%s' "$(printf '%s' "${{ steps.src.output.stdout }}")" > nested.txt
+  - id: backticks
+    run: v=`printf '%s' "${{ steps.src.output.stdout }}"`; printf '%s' "$v" > backticks.txt
+  - id: heredoc
+    run: |
+      cat > heredoc.txt <<EOF
+      it's ${{ steps.src.output.stdout }}
+      EOF
+      printf '%s' "${{ steps.src.output.stdout }}" > after-heredoc.txt
+  - id: quoted-heredoc
+    run: |
+      cat > quoted-heredoc.txt <<'EOF'
+      it's ${{ steps.src.output.stdout }}
+      EOF
+      printf '%s' "${{ steps.src.output.stdout }}" > after-quoted-heredoc.txt
+"#,
+        &[],
+    );
+    ran.code(0);
+    assert_not_pwned(&t);
+    for (file, want) in [
+        ("unquoted.txt", payload.to_string()),
+        ("single.txt", payload.to_string()),
+        ("single-mixed.txt", format!("pre {payload} post")),
+        ("double.txt", payload.to_string()),
+        ("escaped.txt", format!("say \"{payload}\"it's{payload}")),
+        ("comment.txt", payload.to_string()),
+        ("comment2.txt", payload.to_string()),
+        ("nested.txt", payload.to_string()),
+        ("backticks.txt", payload.to_string()),
+        ("heredoc.txt", format!("it's {payload}\n")),
+        ("after-heredoc.txt", payload.to_string()),
+        ("after-quoted-heredoc.txt", payload.to_string()),
+    ] {
+        assert_eq!(t.read(file), want, "{file}");
+    }
+    // A quoted here-document expands nothing: the value must not be spliced
+    // into it as text either.
+    assert!(
+        !t.read("quoted-heredoc.txt").contains("touch pwned"),
+        "{}",
+        t.read("quoted-heredoc.txt")
+    );
+}

@@ -5,6 +5,8 @@
 mod commands;
 mod control;
 mod definition;
+mod durable;
+mod http;
 mod injection;
 mod outputs;
 mod retries;

@@ -72,7 +72,9 @@ fn run_flow(t: &Test, id: &str, yaml: &str, extra: &[&str], env: &[(&str, &str)]
 /// `wf trace ID --format json`: the runs.
 fn trace_json(t: &Test, id: &str) -> Vec<Value> {
     let v = wf(t, &["trace", id, "--format", "json"]).code(0).json();
-    v.as_array().cloned().unwrap_or_else(|| panic!("not an array: {v:#}"))
+    v.as_array()
+        .cloned()
+        .unwrap_or_else(|| panic!("not an array: {v:#}"))
 }
 
 fn all_spans(runs: &[Value]) -> Vec<Value> {
@@ -134,7 +136,12 @@ fn trace_of_an_empty_database_is_a_usage_error() {
     let ran = wf(&t, &["trace"]);
     ran.code(2);
     assert!(ran.stderr.contains("no instances"), "{}", ran.stderr);
-    assert_eq!(wf(&t, &["trace", "--all", "--format", "json"]).code(0).json(), json!([]));
+    assert_eq!(
+        wf(&t, &["trace", "--all", "--format", "json"])
+            .code(0)
+            .json(),
+        json!([])
+    );
 }
 
 #[test]
@@ -142,11 +149,12 @@ fn every_span_names_its_workflow_and_instance_and_replays_are_not_traced() {
     let t = Test::new();
     let yaml = format!(
         "{}\n  - id: ship\n    run: echo shipped\n",
-        CARD_FLOW.replace(
-            "steps:\n",
-            "steps:\n  - id: reserve\n    run: echo reserved\n"
-        )
-        .trim_end()
+        CARD_FLOW
+            .replace(
+                "steps:\n",
+                "steps:\n  - id: reserve\n    run: echo reserved\n"
+            )
+            .trim_end()
     );
     let ran = run_flow(&t, "replay1", &yaml, &["--inline-wait", "1s"], &[]);
     ran.code(3);
@@ -167,10 +175,16 @@ fn every_span_names_its_workflow_and_instance_and_replays_are_not_traced() {
     let run2: Vec<Value> = runs[1]["spans"].as_array().cloned().unwrap();
     assert_eq!(spans_named(&run1, "order-flow/reserve").len(), 1);
     // `reserve` completed in run 1: run 2 replays it without a span.
-    assert!(spans_named(&run2, "order-flow/reserve").is_empty(), "{run2:#?}");
+    assert!(
+        spans_named(&run2, "order-flow/reserve").is_empty(),
+        "{run2:#?}"
+    );
     assert_eq!(spans_named(&run2, "order-flow/charge-card").len(), 1);
     assert_eq!(spans_named(&run2, "order-flow/ship").len(), 1);
-    assert_ne!(runs[0]["trace_id"], runs[1]["trace_id"], "each run is its own trace");
+    assert_ne!(
+        runs[0]["trace_id"], runs[1]["trace_id"],
+        "each run is its own trace"
+    );
     // Run 2's root links to run 1's root.
     let root2 = the_span(&run2, "order-flow/workflow");
     assert_eq!(root2["links"][0]["span_id"], runs[0]["span_id"]);
@@ -208,10 +222,19 @@ steps:
     assert_eq!(status.signal(), Some(9), "wf run was killed by SIGKILL");
     // The step's shell outlived its runner; don't leave it behind.
     let pid = t.read("started").trim().to_string();
-    let _ = Command::new("kill").args(["-9", &pid]).status();
+    // Its process group (steps run in their own), then the shell itself.
+    let _ = Command::new("kill")
+        .args(["-9", "--", &format!("-{pid}")])
+        .stderr(std::process::Stdio::null())
+        .status();
+    let _ = Command::new("kill")
+        .args(["-9", &pid])
+        .stderr(std::process::Stdio::null())
+        .status();
 
     wf(&t, &["resume", "crash1"]).code(0);
-    let attempts = &Test::step(&t.inspect("crash1"), "slow")["attempt_list"];
+    let inspect = t.inspect("crash1");
+    let attempts = &Test::step(&inspect, "slow")["attempt_list"];
     assert_eq!(attempts[0]["outcome"], "crashed", "{attempts:#}");
 
     let ran = wf(&t, &["trace", "crash1"]);
@@ -232,7 +255,11 @@ steps:
         .iter()
         .position(|l| l.starts_with("crashy/workflow") && l.contains("run 2"))
         .unwrap_or_else(|| panic!("no run 2: {}", ran.stdout));
-    assert!(lines[run2].contains("link -> run 1  outcome=completed"), "{}", ran.stdout);
+    assert!(
+        lines[run2].contains("link -> run 1  outcome=completed"),
+        "{}",
+        ran.stdout
+    );
     assert!(
         lines[run2 + 1].contains("attempt=2  outcome=ok"),
         "{}",
@@ -332,12 +359,18 @@ fn otlp_json_parses_with_the_official_definitions_and_keeps_stored_ids() {
         assert_eq!(s["scope"], "wf");
         assert_eq!(s["scope_version"], env!("CARGO_PKG_VERSION"));
         assert_eq!(s["attributes"]["workflow.name"], "string_value");
-        assert!(s["end"].as_str().unwrap().parse::<u64>().unwrap() >= s["start"].as_str().unwrap().parse::<u64>().unwrap());
+        assert!(
+            s["end"].as_str().unwrap().parse::<u64>().unwrap()
+                >= s["start"].as_str().unwrap().parse::<u64>().unwrap()
+        );
     }
     let attempt = spans
         .iter()
         .find(|s| s["name"] == "order-flow/charge-card" && s["status"] == 2);
-    assert!(attempt.is_some(), "the failed attempt has status ERROR: {parsed:#}");
+    assert!(
+        attempt.is_some(),
+        "the failed attempt has status ERROR: {parsed:#}"
+    );
     let root2 = spans
         .iter()
         .find(|s| s["name"] == "order-flow/workflow" && s["trace_id"] == runs[1]["trace_id"])
@@ -351,7 +384,11 @@ fn otlp_json_parses_with_the_official_definitions_and_keeps_stored_ids() {
     assert_eq!(first.stdout, second.stdout);
 
     // OTEL_SERVICE_NAME names the resource.
-    let named = wf_env(&t, &["trace", "otlp1", "--format", "otlp"], &[("OTEL_SERVICE_NAME", "shop")]);
+    let named = wf_env(
+        &t,
+        &["trace", "otlp1", "--format", "otlp"],
+        &[("OTEL_SERVICE_NAME", "shop")],
+    );
     assert_eq!(
         parse_with_official_protos(&named.code(0).stdout)["resources"][0]["service.name"],
         "shop"
@@ -361,11 +398,16 @@ fn otlp_json_parses_with_the_official_definitions_and_keeps_stored_ids() {
 #[test]
 fn trace_all_covers_every_instance() {
     let t = Test::new();
-    let path = t.write("hello.yaml", "name: hello\nsteps:\n  - id: hi\n    run: echo hi\n");
+    let path = t.write(
+        "hello.yaml",
+        "name: hello\nsteps:\n  - id: hi\n    run: echo hi\n",
+    );
     let p = path.to_str().unwrap();
     wf(&t, &["run", p, "--id", "aaa"]).code(0);
     wf(&t, &["run", p, "--id", "bbb"]).code(0);
-    let runs = wf(&t, &["trace", "--all", "--format", "json"]).code(0).json();
+    let runs = wf(&t, &["trace", "--all", "--format", "json"])
+        .code(0)
+        .json();
     let ids: Vec<&str> = runs
         .as_array()
         .unwrap()
@@ -373,11 +415,20 @@ fn trace_all_covers_every_instance() {
         .map(|r| r["instance_id"].as_str().unwrap())
         .collect();
     assert_eq!(ids, ["aaa", "bbb"]);
-    let tree = wf(&t, &["trace", "--all"]).code(0).stdout;
-    assert!(tree.contains("instance aaa (hello)") && tree.contains("instance bbb (hello)"), "{tree}");
-    let otlp = wf(&t, &["trace", "--all", "--format", "otlp"]).code(0).stdout;
+    let tree = wf(&t, &["trace", "--all"]).code(0).stdout.clone();
+    assert!(
+        tree.contains("instance aaa (hello)") && tree.contains("instance bbb (hello)"),
+        "{tree}"
+    );
+    let otlp = wf(&t, &["trace", "--all", "--format", "otlp"])
+        .code(0)
+        .stdout
+        .clone();
     let parsed = parse_with_official_protos(&otlp);
-    assert_eq!(parsed["spans"].as_array().unwrap().len(), all_spans(runs.as_array().unwrap()).len());
+    assert_eq!(
+        parsed["spans"].as_array().unwrap().len(),
+        all_spans(runs.as_array().unwrap()).len()
+    );
     // --all and an id contradict each other.
     wf(&t, &["trace", "aaa", "--all"]).code(2);
 }
@@ -485,10 +536,17 @@ fn runs_export_their_spans_live_over_otlp_http() {
         }
     }
     assert_eq!(services.len(), 1, "{services:?}");
-    assert!(services.iter().next().unwrap().contains("checkout"), "{services:?}");
+    assert!(
+        services.iter().next().unwrap().contains("checkout"),
+        "{services:?}"
+    );
 
     // Exactly the spans `wf trace` prints, each sent once, with the stored ids.
-    let printed = parse_with_official_protos(&wf(&t, &["trace", "live1", "--format", "otlp"]).code(0).stdout);
+    let printed = parse_with_official_protos(
+        &wf(&t, &["trace", "live1", "--format", "otlp"])
+            .code(0)
+            .stdout,
+    );
     let mut want: Vec<(String, String, String)> = printed["spans"]
         .as_array()
         .unwrap()
@@ -510,19 +568,34 @@ fn runs_export_their_spans_live_over_otlp_http() {
 fn an_unreachable_collector_never_fails_the_run() {
     let t = Test::new();
     // A port nobody listens on.
-    let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
     let endpoint = format!("http://127.0.0.1:{port}");
     let ran = run_flow(
         &t,
         "dead1",
         "name: hello\nsteps:\n  - id: hi\n    run: echo hi\n",
         &[],
-        &[("OTEL_EXPORTER_OTLP_ENDPOINT", &endpoint), ("OTEL_EXPORTER_OTLP_TIMEOUT", "2000")],
+        &[
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", &endpoint),
+            ("OTEL_EXPORTER_OTLP_TIMEOUT", "2000"),
+        ],
     );
     ran.code(0);
-    let warnings: Vec<&str> = ran.stderr.lines().filter(|l| l.contains("warning")).collect();
+    let warnings: Vec<&str> = ran
+        .stderr
+        .lines()
+        .filter(|l| l.contains("warning"))
+        .collect();
     assert_eq!(warnings.len(), 1, "{}", ran.stderr);
-    assert!(warnings[0].contains(&format!("{endpoint}/v1/traces")), "{}", ran.stderr);
+    assert!(
+        warnings[0].contains(&format!("{endpoint}/v1/traces")),
+        "{}",
+        ran.stderr
+    );
     assert_eq!(t.inspect("dead1")["status"], "completed");
 }
 
@@ -558,7 +631,8 @@ fn traceparent_makes_run_one_a_child_and_reaches_step_processes() {
         "the step process gets its attempt span as TRACEPARENT"
     );
     // In OTLP the root's parent is the remote caller's span.
-    let parsed = parse_with_official_protos(&wf(&t, &["trace", "tp1", "--format", "otlp"]).code(0).stdout);
+    let parsed =
+        parse_with_official_protos(&wf(&t, &["trace", "tp1", "--format", "otlp"]).code(0).stdout);
     let root = parsed["spans"]
         .as_array()
         .unwrap()
@@ -574,8 +648,12 @@ fn a_signal_sent_under_traceparent_is_linked_from_the_run_it_wakes() {
     let yaml = "name: approve\nsteps:\n  - id: approval\n    wait_for_event: { name: approved }\n  - id: apply\n    run: echo applied\n";
     run_flow(&t, "sig1", yaml, &[], &[]).code(3);
     let traceparent = format!("00-{PARENT_TRACE}-{PARENT_SPAN}-01");
-    wf_env(&t, &["signal", "sig1", "approved", "--data", "{\"ok\": true}"], &[("TRACEPARENT", &traceparent)])
-        .code(0);
+    wf_env(
+        &t,
+        &["signal", "sig1", "approved", "--data", "{\"ok\": true}"],
+        &[("TRACEPARENT", &traceparent)],
+    )
+    .code(0);
     wf(&t, &["resume", "sig1"]).code(0);
     let runs = trace_json(&t, "sig1");
     assert_eq!(runs.len(), 2, "{runs:#?}");
@@ -590,7 +668,7 @@ fn a_signal_sent_under_traceparent_is_linked_from_the_run_it_wakes() {
     assert_eq!(signal["span_id"], PARENT_SPAN);
     // Run 2 is its own trace, not the sender's.
     assert_ne!(runs[1]["trace_id"], PARENT_TRACE);
-    let tree = wf(&t, &["trace", "sig1"]).code(0).stdout;
+    let tree = wf(&t, &["trace", "sig1"]).code(0).stdout.clone();
     assert!(tree.contains("link -> signal approved"), "{tree}");
 }
 
@@ -613,7 +691,8 @@ fn http_steps_send_traceparent() {
             }
         }
     });
-    let yaml = format!("name: web\nsteps:\n  - id: call\n    http: {{ url: \"http://{addr}/ping\" }}\n");
+    let yaml =
+        format!("name: web\nsteps:\n  - id: call\n    http: {{ url: \"http://{addr}/ping\" }}\n");
     run_flow(&t, "http1", &yaml, &[], &[]).code(0);
     let headers = seen.lock().unwrap().clone();
     assert_eq!(headers.len(), 1, "{headers:?}");
@@ -628,7 +707,10 @@ fn http_steps_send_traceparent() {
     let client = the_span(&spans, "GET");
     assert_eq!(client["kind"], "client");
     assert_eq!(client["attributes"]["http.response.status_code"], 200);
-    assert_eq!(client["attributes"]["url.full"], format!("http://{addr}/ping"));
+    assert_eq!(
+        client["attributes"]["url.full"],
+        format!("http://{addr}/ping")
+    );
     let attempt = the_span(&spans, "web/call");
     // The server's span is a child of the call: the HTTP client span, or the
     // attempt span it belongs to.
@@ -636,9 +718,10 @@ fn http_steps_send_traceparent() {
         parts[2] == client["span_id"] || parts[2] == attempt["span_id"],
         "traceparent {tp} names neither the client span nor the attempt: {spans:#?}"
     );
-    let tree = wf(&t, &["trace", "http1"]).code(0).stdout;
+    let tree = wf(&t, &["trace", "http1"]).code(0).stdout.clone();
     assert!(
-        tree.lines().any(|l| l.contains("└── GET") && l.contains(&format!("http://{addr}/ping  200"))),
+        tree.lines()
+            .any(|l| l.contains("── GET") && l.contains(&format!("http://{addr}/ping  200"))),
         "{tree}"
     );
 }

@@ -1,0 +1,177 @@
+#!/usr/bin/env python3
+"""wf benchmarks: measured speed against a baseline taken in the same run.
+
+Run from the repository root:  python3 bench/bench.py   (builds the release binary first)
+Options: --quick (smaller N, for a smoke run), --json FILE (write the figures as JSON).
+
+Every figure is printed with its target beside it. Times are wall-clock medians of
+several repetitions; peak RSS is the process's own ru_maxrss from wait4(2).
+"""
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+WF = os.path.join(ROOT, "target", "release", "wf")
+
+
+def run(argv, env=None, cwd=None, check=True):
+    """Runs a command; returns (seconds, peak RSS in MiB, exit code, stdout)."""
+    start = time.perf_counter()
+    proc = subprocess.Popen(argv, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    out = proc.stdout.read()
+    _, status, usage = os.wait4(proc.pid, 0)
+    elapsed = time.perf_counter() - start
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if check and proc.returncode not in (0, 3):
+        sys.exit(f"command failed ({proc.returncode}): {' '.join(argv)}")
+    return elapsed, usage.ru_maxrss / 1024.0, proc.returncode, out.decode()
+
+
+def wf_env(db, durability=None):
+    env = dict(os.environ)
+    env["WF_DB"] = db
+    env.pop("OTEL_EXPORTER_OTLP_ENDPOINT", None)
+    env["NO_COLOR"] = "1"
+    if durability:
+        env["WF_DURABILITY"] = durability
+    else:
+        env.pop("WF_DURABILITY", None)
+    return env
+
+
+def write(path, text):
+    with open(path, "w") as f:
+        f.write(text)
+    return path
+
+
+def seq_true(n):
+    steps = "".join(f"  - id: s{i}\n    run: [/bin/true]\n" for i in range(n))
+    return f"name: bench-true\nsteps:\n{steps}"
+
+
+def seq_state(n, tail=""):
+    steps = "".join(f"  - id: s{i}\n    set_state: {{ n: {i} }}\n" for i in range(n))
+    return f"name: bench-state\nstate: {{ n: -1 }}\nsteps:\n{steps}{tail}"
+
+
+def parallel_sleep(n):
+    steps = "".join(f"  - id: p{i}\n    needs: []\n    run: [sleep, '0.5']\n" for i in range(n))
+    return f"name: bench-parallel\nconcurrency: {n}\nsteps:\n{steps}"
+
+
+class Report:
+    def __init__(self):
+        self.rows = []
+
+    def add(self, name, value, unit, target, ok):
+        self.rows.append({"name": name, "value": value, "unit": unit, "target": target, "met": ok})
+        mark = "ok  " if ok else "MISS"
+        print(f"  [{mark}] {name:<58} {value:>10.3f} {unit:<6} target {target}", flush=True)
+
+
+def median(xs):
+    return statistics.median(xs)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--json")
+    ap.add_argument("--reps", type=int, default=3)
+    args = ap.parse_args()
+    n_true = 200 if args.quick else 1000
+    n_state = 1000 if args.quick else 10_000
+    n_par = 50 if args.quick else 200
+    reps = 1 if args.quick else args.reps
+
+    subprocess.run(["cargo", "build", "--release", "--locked", "--quiet"], cwd=ROOT, check=True)
+    print(f"machine: {platform.machine()}, {os.cpu_count()} cores, {platform.platform()}")
+    rep = Report()
+    tmp = tempfile.mkdtemp(prefix="wf-bench-")
+    try:
+        # 1. 1000 sequential /bin/true steps vs a bash loop of 1000 /bin/true.
+        wf_file = write(os.path.join(tmp, "true.yaml"), seq_true(n_true))
+        bash = [run(["bash", "-c", f"for i in $(seq {n_true}); do /bin/true; done"])[0] for _ in range(reps)]
+        wf_times, rss = [], 0.0
+        for r in range(reps):
+            t, m, _, _ = run([WF, "run", "-q", wf_file], env=wf_env(os.path.join(tmp, f"true{r}.db")))
+            wf_times.append(t)
+            rss = max(rss, m)
+        ratio = median(wf_times) / median(bash)
+        print(f"{n_true} sequential /bin/true steps: wf {median(wf_times):.3f}s, bash loop {median(bash):.3f}s")
+        rep.add(f"{n_true} x /bin/true, wf/bash (synchronous=FULL)", ratio, "x", "<= 1.3", ratio <= 1.3)
+        rep.add(f"{n_true} x /bin/true, peak RSS", rss, "MiB", "(info)", True)
+
+        # 2. 10,000 sequential pure set_state steps: per-step cost.
+        wf_file = write(os.path.join(tmp, "state.yaml"), seq_state(n_state))
+        for durability, target in ((None, 250.0), ("normal", 50.0)):
+            times, rss = [], 0.0
+            for r in range(reps):
+                db = os.path.join(tmp, f"state-{durability}-{r}.db")
+                t, m, _, _ = run([WF, "run", "-q", wf_file], env=wf_env(db, durability))
+                times.append(t)
+                rss = max(rss, m)
+            per_step = median(times) / n_state * 1e6
+            label = "FULL" if durability is None else "NORMAL"
+            rep.add(f"{n_state} x set_state, per step ({label})", per_step, "us", f"<= {target:.0f}", per_step <= target)
+            rep.add(f"{n_state} x set_state, peak RSS ({label})", rss, "MiB", "< 40", rss < 40)
+
+        # 3. Resume an instance with 10,000 completed steps and one left.
+        tail = "  - id: last\n    wait_for_event: { name: go }\n"
+        wf_file = write(os.path.join(tmp, "resume.yaml"), seq_state(n_state, tail))
+        times, rss_resume, insp, insp_rss, otlp, otlp_rss = [], 0.0, [], 0.0, [], 0.0
+        for r in range(reps):
+            env = wf_env(os.path.join(tmp, f"resume{r}.db"))
+            _, _, code, out = run([WF, "run", "-q", "--json", wf_file], env=env)
+            iid = json.loads(out)["id"]
+            assert code == 3, f"expected the run to wait, got exit {code}"
+            run([WF, "signal", "-q", iid, "go"], env=env)
+            t, m, code, _ = run([WF, "resume", "-q", iid], env=env)
+            assert code == 0, f"resume exited {code}"
+            times.append(t)
+            rss_resume = max(rss_resume, m)
+            t, m, _, _ = run([WF, "inspect", iid], env=env)
+            insp.append(t)
+            insp_rss = max(insp_rss, m)
+            t, m, _, _ = run([WF, "trace", iid, "--format", "otlp"], env=env)
+            otlp.append(t)
+            otlp_rss = max(otlp_rss, m)
+        rep.add(f"resume after {n_state} completed steps, time to finish", median(times), "s", "< 0.2", median(times) < 0.2)
+        rep.add(f"resume after {n_state} completed steps, peak RSS", rss_resume, "MiB", "< 40", rss_resume < 40)
+        rep.add(f"inspect of that instance", median(insp), "s", "< 0.3", median(insp) < 0.3)
+        rep.add(f"inspect, peak RSS", insp_rss, "MiB", "< 40", insp_rss < 40)
+        rep.add(f"trace --format otlp of that instance", median(otlp), "s", "< 0.3", median(otlp) < 0.3)
+        rep.add(f"trace --format otlp, peak RSS", otlp_rss, "MiB", "< 40", otlp_rss < 40)
+
+        # 4. 200 parallel `sleep 0.5` steps with concurrency 200.
+        wf_file = write(os.path.join(tmp, "par.yaml"), parallel_sleep(n_par))
+        times, rss = [], 0.0
+        for r in range(reps):
+            t, m, _, _ = run([WF, "run", "-q", wf_file], env=wf_env(os.path.join(tmp, f"par{r}.db")))
+            times.append(t)
+            rss = max(rss, m)
+        ratio = median(times) / 0.5
+        rep.add(f"{n_par} parallel sleep 0.5, wall / 0.5 s", ratio, "x", "< 1.5", ratio < 1.5)
+        rep.add(f"{n_par} parallel sleep 0.5, peak RSS", rss, "MiB", "(info)", True)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+    missed = [r["name"] for r in rep.rows if not r["met"]]
+    print(f"\n{len(rep.rows) - len(missed)} of {len(rep.rows)} figures within target")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"machine": platform.platform(), "cores": os.cpu_count(), "rows": rep.rows}, f, indent=2)
+
+
+if __name__ == "__main__":
+    main()

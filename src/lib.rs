@@ -1,0 +1,11 @@
+//! `wf` as a library: the modules behind the `wf` binary, exposed so that fuzz
+//! targets and benchmarks can drive the parser, the expression language and
+//! the engine directly. The command line itself is `src/main.rs`.
+
+pub mod commands;
+pub mod engine;
+pub mod exit;
+pub mod printer;
+pub mod store;
+pub mod telemetry;
+pub mod workflow;
