@@ -88,13 +88,15 @@ def main():
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--json")
     ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--no-build", action="store_true")
     args = ap.parse_args()
     n_true = 200 if args.quick else 1000
     n_state = 1000 if args.quick else 10_000
     n_par = 50 if args.quick else 200
     reps = 1 if args.quick else args.reps
 
-    subprocess.run(["cargo", "build", "--release", "--locked", "--quiet"], cwd=ROOT, check=True)
+    if not args.no_build:
+        subprocess.run(["cargo", "build", "--release", "--locked", "--quiet"], cwd=ROOT, check=True)
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores, {platform.platform()}")
     rep = Report()
     tmp = tempfile.mkdtemp(prefix="wf-bench-")

@@ -53,7 +53,8 @@ pub async fn run(args: Args, db: Option<PathBuf>, printer: &Printer) -> anyhow::
                 "instance {id} is running in another process ({holder}); it was asked to cancel and will stop shortly"
             ));
             if args.json {
-                printer.json(&serde_json::json!({ "id": id, "status": "canceling", "exit_code": 0 }));
+                printer
+                    .json(&serde_json::json!({ "id": id, "status": "canceling", "exit_code": 0 }));
             }
             Ok(ExitStatus::Success)
         }

@@ -138,7 +138,9 @@ fn ordered_steps(inst: &InstanceRow, rows: Vec<StepRow>) -> Vec<StepRow> {
     let mut out = Vec::new();
     if let Ok(wf) = Workflow::from_pinned(&inst.definition, &inst.workflow_path) {
         for step in &wf.steps {
-            let row = rows.remove(&step.id).unwrap_or_else(|| StepRow::pending(&step.id, &step.id));
+            let row = rows
+                .remove(&step.id)
+                .unwrap_or_else(|| StepRow::pending(&step.id, &step.id));
             out.push(row);
             let mut items: Vec<StepRow> = Vec::new();
             let prefix = format!("{}[", step.id);

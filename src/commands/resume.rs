@@ -54,7 +54,7 @@ pub async fn run(args: Args, db: Option<PathBuf>, printer: &Printer) -> anyhow::
         inline_wait,
         fire_timers: args.now,
         retry_failed: args.retry_failed,
-        cancel: false,
+        ..RunOptions::default()
     };
     let progress = printer.progress();
     let outcome = engine::runner::drive(&mut store, &id, opts, &progress).await;

@@ -43,6 +43,7 @@ pub async fn run(args: Args, db: Option<PathBuf>, printer: &Printer) -> anyhow::
     let id = engine::create_instance(&mut store, &wf, &args.file, inputs, args.id.clone())?;
     let opts = RunOptions {
         inline_wait: args.inline_wait,
+        workflow: Some(std::sync::Arc::new(wf)),
         ..RunOptions::default()
     };
     let progress = printer.progress();

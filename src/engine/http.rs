@@ -20,6 +20,8 @@ pub struct HttpJob {
     pub body: Option<(Vec<u8>, bool)>,
     pub expect_status: Option<Vec<u16>>,
     pub timeout: Option<Duration>,
+    /// The client span's id, already sent as the request's `traceparent`.
+    pub span_id: Option<String>,
 }
 
 /// A client shared by every HTTP step of a process (connection reuse).
@@ -204,6 +206,7 @@ pub async fn run(
     let start_ns = crate::telemetry::now_ns();
     let method = job.method.clone();
     let url = job.url.clone();
+    let span_id = job.span_id.clone();
     let mut result = send(client, job, interrupt).await;
     let mut attributes = Map::new();
     attributes.insert("http.request.method".into(), Value::String(method.clone()));
@@ -221,6 +224,7 @@ pub async fn run(
         attributes.insert("error.type".into(), Value::String(f.error_type.clone()));
     }
     result.spans.push(super::ChildSpan {
+        span_id: span_id.clone(),
         name: method,
         kind: "client",
         start_ns,

@@ -77,6 +77,8 @@ pub struct AttemptResult {
 /// under the attempt's span.
 #[derive(Debug, Clone)]
 pub struct ChildSpan {
+    /// Fixed when the id was handed on beforehand (an HTTP call's `traceparent`).
+    pub span_id: Option<String>,
     pub name: String,
     pub kind: &'static str,
     pub start_ns: i64,
@@ -128,7 +130,6 @@ pub trait Observer: Send + Sync {
     fn steps_replayed(&self, _count: usize) {}
     fn message(&self, _text: &str) {}
 }
-
 
 /// Checks `--input` values against the workflow's declared inputs, applies
 /// defaults, and returns the inputs object to pin.

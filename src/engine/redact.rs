@@ -107,6 +107,9 @@ mod tests {
     #[test]
     fn masks_the_json_escaped_form_too() {
         let r = Redactor::new(vec![r#"a"b\c"#.to_string()]);
-        assert_eq!(r.text(r#"{"t":"a\"b\\c"} and a"b\c"#), r#"{"t":"***"} and ***"#);
+        assert_eq!(
+            r.text(r#"{"t":"a\"b\\c"} and a"b\c"#),
+            r#"{"t":"***"} and ***"#
+        );
     }
 }

@@ -39,6 +39,8 @@ pub struct RunOptions {
     pub retry_failed: bool,
     /// Cancel the instance: start nothing new, run compensations (`wf cancel`).
     pub cancel: bool,
+    /// The definition, when the caller has just parsed it (used if it is the pinned one).
+    pub workflow: Option<Arc<Workflow>>,
 }
 
 impl Default for RunOptions {
@@ -48,6 +50,7 @@ impl Default for RunOptions {
             fire_timers: false,
             retry_failed: false,
             cancel: false,
+            workflow: None,
         }
     }
 }
@@ -139,10 +142,13 @@ async fn drive_run(
         }
         _ => {}
     }
-    let wf = Arc::new(Workflow::from_pinned(
-        &inst.definition,
-        &format!("{} (pinned definition of {id})", inst.workflow_path),
-    )?);
+    let wf = match &opts.workflow {
+        Some(wf) if wf.hash == inst.definition_hash => wf.clone(),
+        _ => Arc::new(Workflow::from_pinned(
+            &inst.definition,
+            &format!("{} (pinned definition of {id})", inst.workflow_path),
+        )?),
+    };
     super::check_secrets(&wf)?;
 
     // Take the lease, then recover whatever a dead predecessor left behind.
@@ -332,7 +338,10 @@ fn recover_crashed(
             continue;
         };
         let retry = if key.ends_with(COMPENSATE_SUFFIX) {
-            step.compensate.as_ref().map(|c| &c.retry).unwrap_or(&step.retry)
+            step.compensate
+                .as_ref()
+                .map(|c| &c.retry)
+                .unwrap_or(&step.retry)
         } else {
             &step.retry
         };
@@ -649,11 +658,23 @@ impl<'o> Runner<'o> {
                 });
                 match within {
                     Some(t) => {
-                        let wait = (t - Utc::now()).to_std().unwrap_or_default();
-                        tokio::select! {
-                            _ = tokio::time::sleep(wait) => {}
-                            _ = sigint.recv() => self.stop(Stop::Signal),
-                            _ = sigterm.recv() => self.stop(Stop::Signal),
+                        // In slices, so a cancel request from another process is seen.
+                        let stop_before = self.stop;
+                        loop {
+                            let wait = (t - Utc::now()).to_std().unwrap_or_default();
+                            if wait.is_zero() || self.stop != stop_before {
+                                break;
+                            }
+                            tokio::select! {
+                                _ = tokio::time::sleep(wait.min(Duration::from_millis(500))) => {}
+                                _ = sigint.recv() => self.stop(Stop::Signal),
+                                _ = sigterm.recv() => self.stop(Stop::Signal),
+                            }
+                            if self.stop.is_none()
+                                && store::cancel_requested(store.conn(), &self.id)?
+                            {
+                                self.stop(Stop::Cancel);
+                            }
                         }
                         continue;
                     }
@@ -696,9 +717,7 @@ impl<'o> Runner<'o> {
         // A compensation in flight (they run one at a time, after every forward
         // unit ended) is never cut short by a deadline or a cancel: only a
         // signal to this process stops it.
-        if why != Stop::Signal
-            && self.running.keys().any(|k| k.ends_with(COMPENSATE_SUFFIX))
-        {
+        if why != Stop::Signal && self.running.keys().any(|k| k.ends_with(COMPENSATE_SUFFIX)) {
             if why == Stop::Cancel {
                 self.observer
                     .message("canceled: letting the running compensation finish");
@@ -706,9 +725,7 @@ impl<'o> Runner<'o> {
             return;
         }
         match why {
-            Stop::Signal => self
-                .observer
-                .message("interrupted: stopping running steps"),
+            Stop::Signal => self.observer.message("interrupted: stopping running steps"),
             Stop::Cancel => self.observer.message("canceled: stopping running steps"),
             Stop::Deadline => self
                 .observer
@@ -777,7 +794,11 @@ impl<'o> Runner<'o> {
                         compensation: false,
                     };
                     let k = unit.key(&self.wf);
-                    let st = self.records.get(&k).map(|r| r.status.as_str()).unwrap_or("pending");
+                    let st = self
+                        .records
+                        .get(&k)
+                        .map(|r| r.status.as_str())
+                        .unwrap_or("pending");
                     if !matches!(st, "completed" | "skipped" | "failed") {
                         unfinished += 1;
                     }
@@ -894,7 +915,8 @@ impl<'o> Runner<'o> {
             if step.compensate.is_none() {
                 return false;
             }
-            let units: Vec<Unit> = match self.records.get(&step.id).and_then(|r| r.items.as_array()) {
+            let units: Vec<Unit> = match self.records.get(&step.id).and_then(|r| r.items.as_array())
+            {
                 Some(items) if step.for_each.is_some() => (0..items.len())
                     .map(|i| Unit {
                         idx,
@@ -1006,9 +1028,10 @@ impl<'o> Runner<'o> {
         for child in children {
             let mut attrs = Value::Object(child.attributes);
             self.redactor.value(&mut attrs);
+            let child_id = child.span_id.clone().unwrap_or_else(telemetry::new_span_id);
             let mut s = Span::new(
                 &self.trace.0,
-                &telemetry::new_span_id(),
+                &child_id,
                 Some(&span_id),
                 &child.name,
                 child.start_ns,
@@ -1156,7 +1179,13 @@ impl<'o> Runner<'o> {
         match exec.action {
             Action::Noop => {
                 let attempt = self.begin_attempt(c, unit)?;
-                self.settle_result(c, unit, attempt, ok(Value::Object(Map::new())), Duration::ZERO)?;
+                self.settle_result(
+                    c,
+                    unit,
+                    attempt,
+                    ok(Value::Object(Map::new())),
+                    Duration::ZERO,
+                )?;
                 Ok(Started::Settled)
             }
             Action::Sleep(spec) => self.start_sleep(c, unit, spec),
@@ -1174,7 +1203,12 @@ impl<'o> Runner<'o> {
         }
     }
 
-    fn launch(&mut self, c: &Connection, unit: &Unit, job: Result<Job, Failure>) -> Result<Started, EngineError> {
+    fn launch(
+        &mut self,
+        c: &Connection,
+        unit: &Unit,
+        job: Result<Job, Failure>,
+    ) -> Result<Started, EngineError> {
         let attempt = self.begin_attempt(c, unit)?;
         match job {
             Ok(job) => Ok(Started::Spawn(job, attempt)),
@@ -1219,7 +1253,12 @@ impl<'o> Runner<'o> {
 
     /// Pins a `for_each` step's list (first time) or, once every item ended,
     /// settles the step with the list of item outputs.
-    fn fan_out(&mut self, c: &Connection, unit: &Unit, list: &Value) -> Result<Started, EngineError> {
+    fn fan_out(
+        &mut self,
+        c: &Connection,
+        unit: &Unit,
+        list: &Value,
+    ) -> Result<Started, EngineError> {
         let step = &self.wf.clone().steps[unit.idx];
         let items = self.record(unit).items.clone();
         let Some(items) = items.as_array().cloned() else {
@@ -1240,12 +1279,17 @@ impl<'o> Runner<'o> {
                         Value::Object(_) => "an object",
                         Value::Array(_) => "a list",
                     };
-                    let f = Failure::new("expression", format!("`for_each` gave {kind}, not a list"));
+                    let f =
+                        Failure::new("expression", format!("`for_each` gave {kind}, not a list"));
                     self.fail_now(c, unit, f)?;
                     return Ok(Started::Settled);
                 }
                 Err(e) => {
-                    self.fail_now(c, unit, Failure::new("expression", format!("`for_each`: {e}")))?;
+                    self.fail_now(
+                        c,
+                        unit,
+                        Failure::new("expression", format!("`for_each`: {e}")),
+                    )?;
                     return Ok(Started::Settled);
                 }
             };
@@ -1359,13 +1403,20 @@ impl<'o> Runner<'o> {
         Ok(attempt)
     }
 
-    fn start_sleep(&mut self, c: &Connection, unit: &Unit, spec: &SleepSpec) -> Result<Started, EngineError> {
+    fn start_sleep(
+        &mut self,
+        c: &Connection,
+        unit: &Unit,
+        spec: &SleepSpec,
+    ) -> Result<Started, EngineError> {
         let existing = self.record(unit).retry_at.clone();
         let wake = match existing.as_deref().and_then(store::parse_time) {
             Some(t) => t,
             None => {
                 let wake = match spec {
-                    SleepSpec::For(d) => Utc::now() + chrono::Duration::from_std(*d).unwrap_or_default(),
+                    SleepSpec::For(d) => {
+                        Utc::now() + chrono::Duration::from_std(*d).unwrap_or_default()
+                    }
                     SleepSpec::Until(t) => {
                         let text = t.render_text(self.ctx.value()).map_err(|e| e.to_string());
                         match text.as_deref().map(store::parse_time) {
@@ -1421,8 +1472,15 @@ impl<'o> Runner<'o> {
                 rusqlite::params![event_id, key],
             )?;
             // The run an event wakes links to the context it was sent under.
-            if let Some((trace, span)) = traceparent.as_deref().and_then(telemetry::parse_traceparent) {
-                self.links.push(telemetry::link(&trace, &span, json!({ "wf.event.name": name })));
+            if let Some((trace, span)) = traceparent
+                .as_deref()
+                .and_then(telemetry::parse_traceparent)
+            {
+                self.links.push(telemetry::link(
+                    &trace,
+                    &span,
+                    json!({ "wf.event.name": name }),
+                ));
             }
             let attempt = self.begin_attempt(c, unit)?;
             let data = serde_json::from_str::<Value>(&payload).unwrap_or(Value::Null);
@@ -1443,14 +1501,22 @@ impl<'o> Runner<'o> {
         if let Some(deadline) = rec.retry_at.as_deref().and_then(store::parse_time)
             && deadline <= Utc::now()
         {
-            let f = Failure::new("timeout", format!("no `{name}` event arrived before the timeout"));
+            let f = Failure::new(
+                "timeout",
+                format!("no `{name}` event arrived before the timeout"),
+            );
             self.fail_now(c, unit, f)?;
             return Ok(Started::Settled);
         }
         Ok(Started::Blocked)
     }
 
-    fn unit_env(&self, unit: &Unit, exec: &Exec, out: &mut Vec<(String, String)>) -> Result<(), Failure> {
+    fn unit_env(
+        &self,
+        unit: &Unit,
+        exec: &Exec,
+        out: &mut Vec<(String, String)>,
+    ) -> Result<(), Failure> {
         out.extend(self.env.iter().cloned());
         for (k, t) in exec.env {
             let v = t
@@ -1471,13 +1537,24 @@ impl<'o> Runner<'o> {
         if let Some(tp) = self.attempt_traceparent(unit) {
             out.push(("TRACEPARENT".into(), tp));
         }
-        if let Some((k, _)) = out.iter().find(|(k, v)| k.contains('\0') || v.contains('\0')) {
-            return Err(Failure::new("expression", format!("env `{k}` contains a NUL byte")));
+        if let Some((k, _)) = out
+            .iter()
+            .find(|(k, v)| k.contains('\0') || v.contains('\0'))
+        {
+            return Err(Failure::new(
+                "expression",
+                format!("env `{k}` contains a NUL byte"),
+            ));
         }
         Ok(())
     }
 
-    fn render_shell(&self, unit: &Unit, exec: &Exec, cmd: &RunCmd) -> Result<shell::ShellJob, Failure> {
+    fn render_shell(
+        &self,
+        unit: &Unit,
+        exec: &Exec,
+        cmd: &RunCmd,
+    ) -> Result<shell::ShellJob, Failure> {
         let ctx = self.ctx.value();
         let expr_err = |e: expr::ExprError| Failure::new("expression", format!("`run`: {e}"));
         let mut env = Vec::new();
@@ -1487,7 +1564,10 @@ impl<'o> Runner<'o> {
                 let mut vars = Vec::new();
                 let text = t.render_shell(ctx, &mut vars).map_err(expr_err)?;
                 if vars.iter().any(|(_, v)| v.contains('\0')) {
-                    return Err(Failure::new("expression", "`run`: a value contains a NUL byte".into()));
+                    return Err(Failure::new(
+                        "expression",
+                        "`run`: a value contains a NUL byte".into(),
+                    ));
                 }
                 env.extend(vars);
                 (Some(text), Vec::new())
@@ -1499,7 +1579,10 @@ impl<'o> Runner<'o> {
                     .collect::<Result<Vec<_>, _>>()
                     .map_err(expr_err)?;
                 if argv.iter().any(|a| a.contains('\0')) {
-                    return Err(Failure::new("expression", "`run`: an argument contains a NUL byte".into()));
+                    return Err(Failure::new(
+                        "expression",
+                        "`run`: an argument contains a NUL byte".into(),
+                    ));
                 }
                 (None, argv)
             }
@@ -1518,7 +1601,12 @@ impl<'o> Runner<'o> {
         })
     }
 
-    fn render_http(&self, unit: &Unit, exec: &Exec, spec: &HttpSpec) -> Result<http::HttpJob, Failure> {
+    fn render_http(
+        &self,
+        unit: &Unit,
+        exec: &Exec,
+        spec: &HttpSpec,
+    ) -> Result<http::HttpJob, Failure> {
         let ctx = self.ctx.value();
         let text = |t: &Template, what: &str| {
             t.render_text(ctx)
@@ -1535,8 +1623,16 @@ impl<'o> Runner<'o> {
                 format!("{}/{}", self.id, unit.key(&self.wf)),
             ));
         }
-        if let Some(tp) = self.attempt_traceparent(unit) {
-            headers.push(("traceparent".into(), tp));
+        // The server's spans become children of this call's client span.
+        let span_id = telemetry::new_span_id();
+        if !headers
+            .iter()
+            .any(|(k, _)| k.eq_ignore_ascii_case("traceparent"))
+        {
+            headers.push((
+                "traceparent".into(),
+                telemetry::traceparent(&self.trace.0, &span_id),
+            ));
         }
         let mut query = Vec::new();
         for (k, t) in &spec.query {
@@ -1559,6 +1655,7 @@ impl<'o> Runner<'o> {
             body,
             expect_status: spec.expect_status.clone(),
             timeout: exec.timeout,
+            span_id: Some(span_id),
         })
     }
 
@@ -1595,10 +1692,6 @@ impl<'o> Runner<'o> {
     fn settle(&mut self, c: &Connection, d: Done) -> Result<(), EngineError> {
         self.running.remove(&d.unit.key(&self.wf));
         self.enter(&d.unit, Some(d.attempt));
-        // `enter` numbers the next attempt; this result belongs to attempt `d.attempt`.
-        let mut step = self.ctx.value()["step"].clone();
-        step["attempt"] = json!(d.attempt);
-        self.ctx.set("step", step);
         self.settle_result(c, &d.unit, d.attempt, d.result, d.elapsed)
     }
 
@@ -1686,7 +1779,8 @@ impl<'o> Runner<'o> {
                 }
                 let span = self.write_attempt_span(c, &key, attempt, "ok", None, children)?;
                 self.committing.push(span);
-                self.observer.step_finished(&key, attempt, "ok", None, elapsed);
+                self.observer
+                    .step_finished(&key, attempt, "ok", None, elapsed);
             }
             Err(failure) if stopped == Some(Stop::Signal) => {
                 end.outcome = "interrupted".into();
@@ -1719,7 +1813,10 @@ impl<'o> Runner<'o> {
             }
             Err(failure) => {
                 let failure = if stopped == Some(Stop::Deadline) {
-                    Failure::new("timeout", "stopped: the workflow's timeout was reached".into())
+                    Failure::new(
+                        "timeout",
+                        "stopped: the workflow's timeout was reached".into(),
+                    )
                 } else {
                     failure
                 };

@@ -215,6 +215,7 @@ pub async fn run(job: ShellJob, mut interrupt: watch::Receiver<bool>) -> Attempt
         attributes.insert("process.exit.code".into(), code.into());
     }
     result.spans.push(super::ChildSpan {
+        span_id: None,
         name: "process".into(),
         kind: "internal",
         start_ns: started_ns,

@@ -100,9 +100,10 @@ impl Store {
                 .create_new(true)
                 .mode(0o600)
                 .open(path)
+                // Another process may have created it a moment ago: fine.
                 .or_else(|e| {
                     if e.kind() == std::io::ErrorKind::AlreadyExists {
-                        Ok(std::fs::File::open(path).map_err(|e| e)?)
+                        std::fs::File::open(path)
                     } else {
                         Err(e)
                     }
@@ -130,6 +131,8 @@ impl Store {
 
     fn configure(&mut self, durability: Durability) -> Result<()> {
         self.conn.busy_timeout(std::time::Duration::from_secs(10))?;
+        // The engine cycles through a few dozen statements per step.
+        self.conn.set_prepared_statement_cache_capacity(64);
         let mode: String = self
             .conn
             .query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0))?;

@@ -21,6 +21,13 @@ pub fn parse_time(s: &str) -> Option<chrono::DateTime<chrono::Utc>> {
         .map(|t| t.with_timezone(&chrono::Utc))
 }
 
+/// Runs a statement through the connection's statement cache: the engine
+/// issues the same few statements for every step, and parsing them each time
+/// costs more than running them.
+fn cached(c: &Connection, sql: &str, params: impl rusqlite::Params) -> rusqlite::Result<usize> {
+    c.prepare_cached(sql)?.execute(params)
+}
+
 fn json_col(row: &Row, idx: usize) -> rusqlite::Result<Value> {
     let text: Option<String> = row.get(idx)?;
     Ok(match text {
@@ -49,8 +56,16 @@ pub struct InstanceRow {
     pub updated_at: String,
 }
 
-const INSTANCE_COLS: &str = "id, workflow, status, definition, definition_hash, workflow_path, base_dir, \
-    inputs, state, error, wake_at, waiting_event, lease_owner, lease_expires_ms, created_at, updated_at";
+/// Instance columns, with the pinned definition's text from `definitions`.
+const INSTANCE_COLS: &str = "id, workflow, status, \
+    (SELECT source FROM definitions d WHERE d.hash = instances.definition_hash), definition_hash, \
+    workflow_path, base_dir, inputs, state, error, wake_at, waiting_event, lease_owner, lease_expires_ms, \
+    created_at, updated_at";
+
+/// The same columns without the definition text, for listings.
+const INSTANCE_SUMMARY_COLS: &str = "id, workflow, status, '', definition_hash, \
+    workflow_path, base_dir, inputs, state, error, wake_at, waiting_event, lease_owner, lease_expires_ms, \
+    created_at, updated_at";
 
 fn instance_from_row(r: &Row) -> rusqlite::Result<InstanceRow> {
     Ok(InstanceRow {
@@ -74,13 +89,20 @@ fn instance_from_row(r: &Row) -> rusqlite::Result<InstanceRow> {
 }
 
 pub fn insert_instance(c: &Connection, i: &InstanceRow) -> Result<()> {
-    c.execute(
-        &format!("INSERT INTO instances ({INSTANCE_COLS}) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16)"),
+    cached(
+        c,
+        "INSERT OR IGNORE INTO definitions (hash, source) VALUES (?1, ?2)",
+        params![i.definition_hash, i.definition],
+    )?;
+    cached(
+        c,
+        "INSERT INTO instances (id, workflow, status, definition_hash, workflow_path, base_dir, inputs, state, \
+         error, wake_at, waiting_event, lease_owner, lease_expires_ms, created_at, updated_at) \
+         VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15)",
         params![
             i.id,
             i.workflow,
             i.status,
-            i.definition,
             i.definition_hash,
             i.workflow_path,
             i.base_dir,
@@ -110,7 +132,7 @@ pub fn instance(c: &Connection, id: &str) -> Result<InstanceRow> {
 
 pub fn list_instances(c: &Connection, status: Option<&str>) -> Result<Vec<InstanceRow>> {
     let mut stmt = c.prepare(&format!(
-        "SELECT {INSTANCE_COLS} FROM instances WHERE (?1 IS NULL OR status = ?1) ORDER BY created_at DESC, rowid DESC"
+        "SELECT {INSTANCE_SUMMARY_COLS} FROM instances WHERE (?1 IS NULL OR status = ?1) ORDER BY created_at DESC, rowid DESC"
     ))?;
     let rows = stmt.query_map([status], instance_from_row)?;
     Ok(rows.collect::<Result<_, _>>()?)
@@ -125,7 +147,8 @@ pub fn set_instance_status(
     waiting_event: Option<&str>,
     error: Option<&str>,
 ) -> Result<()> {
-    c.execute(
+    cached(
+        c,
         "UPDATE instances SET status=?2, wake_at=?3, waiting_event=?4, error=?5, updated_at=?6 WHERE id=?1",
         params![id, status, wake_at, waiting_event, error, now()],
     )?;
@@ -134,7 +157,8 @@ pub fn set_instance_status(
 
 /// Asks whatever process drives the instance to cancel it.
 pub fn request_cancel(c: &Connection, id: &str) -> Result<()> {
-    c.execute(
+    cached(
+        c,
         "UPDATE instances SET cancel_requested=1, updated_at=?2 WHERE id=?1",
         params![id, now()],
     )?;
@@ -150,7 +174,8 @@ pub fn cancel_requested(c: &Connection, id: &str) -> Result<bool> {
 }
 
 pub fn set_state(c: &Connection, id: &str, state: &Value) -> Result<()> {
-    c.execute(
+    cached(
+        c,
         "UPDATE instances SET state=?2, updated_at=?3 WHERE id=?1",
         params![id, state.to_string(), now()],
     )?;
@@ -184,7 +209,8 @@ pub fn acquire_lease(
     {
         return Ok(Err(h));
     }
-    c.execute(
+    cached(
+        c,
         "UPDATE instances SET lease_owner=?2, lease_expires_ms=?3 WHERE id=?1",
         params![id, owner, now_ms + ttl_ms],
     )?;
@@ -202,7 +228,8 @@ pub fn renew_lease(c: &Connection, id: &str, owner: &str, ttl_ms: i64) -> Result
 }
 
 pub fn release_lease(c: &Connection, id: &str, owner: &str) -> Result<()> {
-    c.execute(
+    cached(
+        c,
         "UPDATE instances SET lease_owner=NULL, lease_expires_ms=NULL WHERE id=?1 AND lease_owner=?2",
         params![id, owner],
     )?;
@@ -225,7 +252,8 @@ pub fn start_run(c: &Connection, id: &str) -> Result<i64> {
         [id],
         |r| r.get(0),
     )?;
-    c.execute(
+    cached(
+        c,
         "INSERT INTO runs (instance_id, number, started_at) VALUES (?1, ?2, ?3)",
         params![id, number, now()],
     )?;
@@ -233,7 +261,8 @@ pub fn start_run(c: &Connection, id: &str) -> Result<i64> {
 }
 
 pub fn finish_run(c: &Connection, id: &str, number: i64, outcome: &str) -> Result<()> {
-    c.execute(
+    cached(
+        c,
         "UPDATE runs SET outcome=?3, finished_at=?4 WHERE instance_id=?1 AND number=?2",
         params![id, number, outcome, now()],
     )?;
@@ -249,7 +278,8 @@ pub fn close_abandoned_runs(c: &Connection, id: &str) -> Result<Vec<i64>> {
     let numbers: Vec<i64> = stmt
         .query_map([id], |r| r.get(0))?
         .collect::<Result<_, _>>()?;
-    c.execute(
+    cached(
+        c,
         "UPDATE runs SET outcome='crashed', finished_at=?2 WHERE instance_id=?1 AND outcome IS NULL",
         params![id, now()],
     )?;
@@ -342,7 +372,8 @@ pub fn steps(c: &Connection, id: &str) -> Result<Vec<StepRow>> {
 
 /// Writes a step's row as the engine sees it now (insert or replace).
 pub fn put_step(c: &Connection, instance_id: &str, s: &StepRow) -> Result<()> {
-    c.execute(
+    cached(
+        c,
         "INSERT INTO steps (instance_id, key, step_id, status, attempts, outcome, error_type, error_message, \
          output, started_at, finished_at, retry_at, seq, budget_base, items) \
          VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15) \
@@ -360,13 +391,21 @@ pub fn put_step(c: &Connection, instance_id: &str, s: &StepRow) -> Result<()> {
             s.outcome,
             s.error_type,
             s.error_message,
-            if s.output.is_null() { None } else { Some(s.output.to_string()) },
+            if s.output.is_null() {
+                None
+            } else {
+                Some(s.output.to_string())
+            },
             s.started_at,
             s.finished_at,
             s.retry_at,
             s.seq,
             s.budget_base,
-            if s.items.is_null() { None } else { Some(s.items.to_string()) }
+            if s.items.is_null() {
+                None
+            } else {
+                Some(s.items.to_string())
+            }
         ],
     )?;
     Ok(())
@@ -395,7 +434,8 @@ pub fn insert_attempt(
     run: i64,
     started_at: &str,
 ) -> Result<()> {
-    c.execute(
+    cached(
+        c,
         "INSERT INTO attempts (instance_id, step_key, attempt, run, started_at) VALUES (?1,?2,?3,?4,?5)",
         params![instance_id, key, attempt, run, started_at],
     )?;
@@ -421,7 +461,8 @@ pub fn finish_attempt(
     attempt: i64,
     end: &AttemptEnd,
 ) -> Result<()> {
-    c.execute(
+    cached(
+        c,
         "UPDATE attempts SET outcome=?4, error_type=?5, error_message=?6, exit_code=?7, finished_at=?8, \
          stdout=?9, stderr=?10 WHERE instance_id=?1 AND step_key=?2 AND attempt=?3",
         params![
@@ -470,13 +511,16 @@ pub fn attempts(c: &Connection, instance_id: &str) -> Result<Vec<AttemptRow>> {
     Ok(rows.collect::<Result<_, _>>()?)
 }
 
+/// An attempt's number with its captured stdout and stderr.
+pub type AttemptLogs = (i64, Vec<u8>, Vec<u8>);
+
 /// Captured stdout and stderr of one attempt (the last one when `attempt` is None).
 pub fn attempt_logs(
     c: &Connection,
     instance_id: &str,
     key: &str,
     attempt: Option<i64>,
-) -> Result<Option<(i64, Vec<u8>, Vec<u8>)>> {
+) -> Result<Option<AttemptLogs>> {
     Ok(c
         .query_row(
             "SELECT attempt, COALESCE(stdout, x''), COALESCE(stderr, x'') FROM attempts \
@@ -512,8 +556,9 @@ pub struct SpanRow {
 }
 
 pub fn insert_span(c: &Connection, s: &SpanRow) -> Result<()> {
-    c.execute(
-        "INSERT OR REPLACE INTO spans (trace_id, span_id, parent_span_id, instance_id, run, name, kind, start_ns, \
+    cached(
+        c,
+        "INSERT INTO spans (trace_id, span_id, parent_span_id, instance_id, run, name, kind, start_ns, \
          end_ns, status, status_message, attributes, links) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13)",
         params![
             s.trace_id,
@@ -585,7 +630,8 @@ pub fn mark_exported(c: &Connection, spans: &[SpanRow]) -> Result<()> {
 pub type RunTrace = (String, String, Option<String>, i64);
 
 pub fn set_run_trace(c: &Connection, id: &str, run: i64, t: &RunTrace) -> Result<()> {
-    c.execute(
+    cached(
+        c,
         "UPDATE runs SET trace_id=?3, span_id=?4, parent_span_id=?5, started_ns=?6 WHERE instance_id=?1 AND number=?2",
         params![id, run, t.0, t.1, t.2, t.3],
     )?;
@@ -610,7 +656,8 @@ pub fn set_attempt_span(
     span_id: &str,
     started_ns: i64,
 ) -> Result<()> {
-    c.execute(
+    cached(
+        c,
         "UPDATE attempts SET span_id=?4, started_ns=?5 WHERE instance_id=?1 AND step_key=?2 AND attempt=?3",
         params![id, key, attempt, span_id, started_ns],
     )?;

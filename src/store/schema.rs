@@ -7,12 +7,19 @@
 pub const MIGRATIONS: &[&str] = &[
     // 1: instances, runs, steps, attempts, events.
     r#"
+    -- Pinned workflow definitions, shared by the instances started from the
+    -- same text. Kept out of `instances` so that the rows updated on every step
+    -- stay small.
+    CREATE TABLE definitions (
+        hash    TEXT PRIMARY KEY,           -- sha256 of source, hex
+        source  TEXT NOT NULL
+    ) WITHOUT ROWID;
+
     CREATE TABLE instances (
         id               TEXT PRIMARY KEY,
         workflow         TEXT NOT NULL,
         status           TEXT NOT NULL,
-        definition       TEXT NOT NULL,     -- pinned workflow source text
-        definition_hash  TEXT NOT NULL,     -- sha256 of definition
+        definition_hash  TEXT NOT NULL REFERENCES definitions(hash),
         workflow_path    TEXT NOT NULL,     -- the file the instance was started from
         base_dir         TEXT NOT NULL,     -- folder `dir:` and relative commands resolve against
         inputs           TEXT NOT NULL,     -- JSON object
@@ -105,9 +112,11 @@ pub const MIGRATIONS: &[&str] = &[
         status_message  TEXT,
         attributes      TEXT NOT NULL DEFAULT '{}',         -- JSON object
         links           TEXT NOT NULL DEFAULT '[]',         -- JSON [{trace_id, span_id, attributes}]
-        exported        INTEGER NOT NULL DEFAULT 0,         -- sent to the live OTLP endpoint
-        PRIMARY KEY (trace_id, span_id)
-    ) WITHOUT ROWID;
+        exported        INTEGER NOT NULL DEFAULT 0          -- sent to the live OTLP endpoint
+    );
+    -- A rowid table: spans are appended in the order they end, which keeps
+    -- inserts at the end of the b-tree (random ids as the key would not).
+    CREATE UNIQUE INDEX spans_by_id ON spans(trace_id, span_id);
     CREATE INDEX spans_by_instance ON spans(instance_id, run, start_ns);
     "#,
     // 3: control flow. `for_each` pins the list it fans out over; `wf cancel`

@@ -78,7 +78,7 @@ pub struct Step {
 #[derive(Debug)]
 pub enum Action {
     Run(RunCmd),
-    Http(HttpSpec),
+    Http(Box<HttpSpec>),
     Sleep(SleepSpec),
     WaitForEvent {
         name: String,

@@ -364,7 +364,7 @@ impl Checker<'_> {
         let action = if let Some(run) = &raw.run {
             Action::Run(self.run_cmd(&run.value, run.into(), &ctx)?)
         } else if let Some(http) = &raw.http {
-            Action::Http(self.http(&http.value, http.into(), &ctx)?)
+            Action::Http(Box::new(self.http(&http.value, http.into(), &ctx)?))
         } else if let Some(sleep) = &raw.sleep {
             Action::Sleep(self.sleep(&sleep.value, sleep.into(), &ctx)?)
         } else if let Some(wait) = &raw.wait_for_event {
@@ -608,7 +608,7 @@ impl Checker<'_> {
     ) -> Result<Compensation, DefinitionError> {
         let action = match (&c.run, &c.http) {
             (Some(run), None) => Action::Run(self.run_cmd(run, pos, ctx)?),
-            (None, Some(http)) => Action::Http(self.http(http, pos, ctx)?),
+            (None, Some(http)) => Action::Http(Box::new(self.http(http, pos, ctx)?)),
             _ => return Err(self.err(pos, "`compensate` takes exactly one of `run` or `http`")),
         };
         Ok(Compensation {

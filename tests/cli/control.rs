@@ -723,7 +723,8 @@ steps:
     });
     let resumed = t.wf(&["resume", id]);
     resumed.code(1);
-    assert!(resumed.stderr.contains("boom"), "{}", resumed.stderr);
+    let said = format!("{}{}", resumed.stdout, resumed.stderr);
+    assert!(said.contains("boom"), "the failure is named: {said}");
 
     assert_eq!(
         lines(&t.read("ledger.log")),
@@ -941,24 +942,28 @@ steps:
 
 // ---------------------------------------------------------------- saga example
 
-/// Copies `workflows/saga.yaml` and its scripts into the test dir.
-fn saga(t: &Test) -> String {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("workflows");
-    for name in ["saga.yaml", "saga/reserve.sh", "saga/ship.sh"] {
+/// Copies `workflows/saga.yaml` and its scripts into the test dir, under
+/// the same relative paths the README uses.
+fn saga(t: &Test) {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR"));
+    for name in [
+        "workflows/saga.yaml",
+        "workflows/saga/reserve.sh",
+        "workflows/saga/ship.sh",
+    ] {
         let text = std::fs::read_to_string(src.join(name)).expect("read the saga example");
         t.write(name, &text);
     }
-    t.path().join("saga.yaml").to_str().expect("utf-8").into()
 }
 
 #[test]
 fn the_saga_example_completes() {
     let t = Test::new();
-    let file = saga(&t);
-    let ran = t.wf(&["run", &file, "--json"]);
+    saga(&t);
+    let ran = t.wf(&["run", "workflows/saga.yaml", "--json"]);
     ran.code(0);
     let id = ran.json()["id"].as_str().expect("id").to_string();
-    let ledger = t.read("saga/ledger.log");
+    let ledger = t.read("workflows/saga/ledger.log");
     let mut l = lines(&ledger);
     assert_eq!(l.first(), Some(&"reserve A-1001"), "{ledger}");
     l.sort();
@@ -983,11 +988,19 @@ fn the_saga_example_completes() {
 #[test]
 fn the_saga_example_refunds_then_releases_when_shipping_fails() {
     let t = Test::new();
-    let file = saga(&t);
-    let ran = t.wf(&["run", &file, "--json", "--input", "fail_ship=1"]);
+    saga(&t);
+    let ran = t.wf(&["run", "workflows/saga.yaml", "--input", "fail_ship=1"]);
     ran.code(1);
-    let id = ran.json()["id"].as_str().expect("id").to_string();
-    let ledger = t.read("saga/ledger.log");
+    let said = format!("{}{}", ran.stdout, ran.stderr);
+    assert!(
+        said.contains(
+            "failed: step `ship[1]` failed (exit.4: exited with code 4: carrier rejected lamp)"
+        ),
+        "{said}"
+    );
+    let list = t.wf(&["list", "--json"]).code(0).json();
+    let id = list[0]["id"].as_str().expect("id").to_string();
+    let ledger = t.read("workflows/saga/ledger.log");
     let l = lines(&ledger);
     assert_eq!(l.first(), Some(&"reserve A-1001"), "{ledger}");
     assert_eq!(
@@ -996,6 +1009,8 @@ fn the_saga_example_refunds_then_releases_when_shipping_fails() {
         "{ledger}"
     );
     assert_eq!(count(&ledger, "ship lamp"), 0, "{ledger}");
+    // The book shipped alongside the lamp (max_parallel: 2) and was let finish.
+    assert_eq!(count(&ledger, "ship book"), 1, "{ledger}");
     assert_eq!(count(&ledger, "refund ch_42"), 1, "{ledger}");
     assert_eq!(count(&ledger, "release A-1001"), 1, "{ledger}");
     let i = t.inspect(&id);
@@ -1044,7 +1059,11 @@ steps:
         t.read("after.txt"),
         "skipped failed completed shipped ink\n"
     );
-    assert_eq!(lines(&t.read("ran.log")), ["pen", "ink"]);
+    // The items ran once each (in parallel: in any order), not again on resume.
+    let ran_log = t.read("ran.log");
+    let mut items = lines(&ran_log);
+    items.sort();
+    assert_eq!(items, ["ink", "pen"]);
 }
 
 #[test]
@@ -1086,8 +1105,7 @@ fn a_workflow_timeout_does_not_cut_a_running_compensation_short() {
     let t = Test::new();
     let (id, ran) = t.run_yaml(
         "wf.yaml",
-        &format!(
-            r#"
+        r#"
 name: deadline-undo
 timeout: 1s
 steps:
@@ -1095,16 +1113,14 @@ steps:
     run: echo a >> ledger.log
     compensate:
       run: |
-        echo "undo-a started" >> marks.log
-        n=0; while [ $n -lt 20 ]; do sleep 0.1; n=$((n+1)); done
+        n=0; while [ $n -lt 30 ]; do sleep 0.1; n=$((n+1)); done
         echo undo-a >> ledger.log
   - id: b
     run: echo b >> ledger.log
-    compensate: {{ run: echo undo-b >> ledger.log }}
+    compensate: { run: echo undo-b >> ledger.log }
   - id: boom
     run: exit 1
-"#
-        ),
+"#,
         &[],
     );
     ran.code(1);
@@ -1220,5 +1236,123 @@ steps:
     assert_eq!(i["status"], "canceled");
     assert_eq!(outcomes(Test::step(&i, "long")), ["canceled"]);
     assert_eq!(outcomes(Test::step(&i, "b:compensate")), ["crashed", "ok"]);
+    assert_eq!(outcomes(Test::step(&i, "a:compensate")), ["ok"]);
+}
+
+#[test]
+fn cancel_a_run_waiting_out_an_inline_sleep() {
+    let t = Test::new();
+    let file = t.write(
+        "wf.yaml",
+        r#"
+name: cancel-inline
+steps:
+  - id: book
+    run: echo book >> ledger.log
+    compensate: { run: echo unbook >> ledger.log }
+  - id: nap
+    sleep: 8s
+  - id: after
+    run: echo after >> ledger.log
+"#,
+    );
+    let id = "cancelinline01";
+    let child = spawn_run(&t, &file, id);
+    wait_until("the inline sleep to start", || {
+        step_status(&t, id, "nap") == "sleeping"
+    });
+    t.wf(&["cancel", id]).code(0);
+    let ran = finish(&t, child, id);
+    ran.code(4);
+    // Canceled before `after` could start: it never runs.
+    assert_eq!(lines(&t.read("ledger.log")), ["book", "unbook"]);
+    let i = t.inspect(id);
+    assert_eq!(i["status"], "canceled");
+    assert_ne!(Test::step(&i, "nap")["status"], "completed");
+    assert_eq!(Test::step(&i, "after")["attempts"], 0);
+}
+
+#[test]
+fn a_cancel_does_not_cut_a_running_compensation_short() {
+    // The workflow failed and is compensating when `wf cancel` arrives: the
+    // compensation in flight finishes (once), and the rest still run.
+    let t = Test::new();
+    let file = t.write(
+        "wf.yaml",
+        &format!(
+            r#"
+name: cancel-undo
+steps:
+  - id: a
+    run: echo a >> ledger.log
+    compensate: {{ run: echo undo-a >> ledger.log }}
+  - id: b
+    run: echo b >> ledger.log
+    compensate:
+      run: |
+        echo "undo-b started" >> marks.log
+        {}
+        echo undo-b >> ledger.log
+  - id: boom
+    run: exit 1
+"#,
+            await_file("release")
+        ),
+    );
+    let id = "cancelundo01";
+    let child = spawn_run(&t, &file, id);
+    wait_until("b's compensation to start", || {
+        t.read("marks.log").contains("undo-b started")
+    });
+    t.wf(&["cancel", id]).code(0);
+    // Give the running process time to see the request before the release.
+    std::thread::sleep(Duration::from_millis(1500));
+    t.write("release", "");
+    let ran = finish(&t, child, id);
+    assert_eq!(lines(&t.read("ledger.log")), ["a", "b", "undo-b", "undo-a"]);
+    let i = t.inspect(id);
+    let expected_code = match i["status"].as_str() {
+        Some("failed") => 1,
+        Some("canceled") => 4,
+        other => panic!("unexpected status {other:?}: {i:#}"),
+    };
+    ran.code(expected_code);
+    assert_eq!(outcomes(Test::step(&i, "b:compensate")), ["ok"]);
+    assert_eq!(outcomes(Test::step(&i, "a:compensate")), ["ok"]);
+    assert_eq!(t.read("marks.log"), "undo-b started\n");
+}
+
+#[test]
+fn a_compensation_that_fails_does_not_stop_the_others() {
+    let t = Test::new();
+    let (id, ran) = t.run_yaml(
+        "wf.yaml",
+        r#"
+name: undo-fails
+steps:
+  - id: a
+    run: echo a >> ledger.log
+    compensate: { run: echo undo-a >> ledger.log }
+  - id: b
+    run: echo b >> ledger.log
+    compensate:
+      run: echo "undo-b-$WF_ATTEMPT" >> ledger.log; exit 5
+      retry: { max_attempts: 2, interval: 10ms }
+  - id: boom
+    run: exit 1
+"#,
+        &[],
+    );
+    ran.code(1);
+    assert_eq!(
+        lines(&t.read("ledger.log")),
+        ["a", "b", "undo-b-1", "undo-b-2", "undo-a"]
+    );
+    let i = t.inspect(&id);
+    assert_eq!(i["status"], "failed");
+    let b = Test::step(&i, "b:compensate");
+    assert_eq!(b["status"], "failed", "{b:#}");
+    assert_eq!(b["error_type"], "exit.5");
+    assert_eq!(outcomes(b), ["retry", "failed"]);
     assert_eq!(outcomes(Test::step(&i, "a:compensate")), ["ok"]);
 }

@@ -47,7 +47,7 @@ impl Bg {
         assert!(status.success(), "kill -{sig} {} failed", self.pid());
     }
 
-    /// SIGKILL, without reaping: the process stays a zombie until [`Bg::reap`].
+    /// SIGKILL, without reaping: the process stays a zombie until reaped.
     fn kill9(&mut self) {
         let _ = self.child.as_mut().expect("child").kill();
     }
@@ -429,8 +429,8 @@ steps:
     ran.code(0);
     assert_eq!(run_outcomes(&t.inspect(&id)), ["completed"]);
 
-    // A second from now, longer than the inline wait: suspended, then resume waits for it.
-    let when = rfc3339(now_ms() + 1500);
+    // Three seconds from now, longer than the inline wait: suspended, then resume waits for it.
+    let when = rfc3339(now_ms() + 3000);
     let (id, ran) = t.run_yaml(
         "wf.yaml",
         yaml,
@@ -559,6 +559,11 @@ steps:
     let line = header_line(&t, &id, "Waiting for:").expect("`Waiting for:` in wf inspect");
     assert!(line.contains("approved"), "{line}");
     assert_eq!(listed_status(&t, &id), "waiting");
+
+    // A bad payload is refused and changes nothing.
+    let bad = t.wf(&["signal", &id, "approved", "--data", "{not json"]);
+    bad.code(2);
+    assert!(bad.stderr.contains("--data"), "{}", bad.stderr);
 
     // Another name does not satisfy the step.
     t.wf(&["signal", &id, "rejected", "--data", r#"{"ok": false}"#])
@@ -873,6 +878,42 @@ fn ten_concurrent_resumes_run_each_step_exactly_once() {
     );
 }
 
+#[test]
+fn ten_concurrent_takeovers_of_a_dead_lease_run_each_step_exactly_once() {
+    let t = Test::new();
+    let mut yaml = format!(
+        "name: herd\nsteps:\n  - id: block\n    retry: {{ max_attempts: 2 }}\n    run: '{}'\n",
+        blocking_step("started")
+    );
+    for i in 1..=5 {
+        yaml += &format!("  - id: s{i}\n    run: echo s{i} >> side.log; sleep 0.1\n");
+    }
+    let path = t.write("wf.yaml", &yaml);
+    let mut runner = spawn(&t, &["run", path.to_str().unwrap(), "--id", "herd"]);
+    eventually("the step to start", || t.path().join("started").exists());
+    runner.kill_and_reap();
+    std::fs::write(t.path().join("release"), "").unwrap();
+    assert_eq!(listed_status(&t, "herd"), "interrupted");
+
+    let herd: Vec<Bg> = (0..10).map(|_| spawn(&t, &["resume", "herd"])).collect();
+    let results: Vec<Ran> = herd.into_iter().map(Bg::finish).collect();
+    for r in &results {
+        assert!(
+            r.code == 0 || r.code == 5,
+            "a resume exited {}: {}",
+            r.code,
+            r.stderr
+        );
+    }
+    let v = t.inspect("herd");
+    assert_eq!(v["status"], "completed");
+    assert_eq!(outcomes(Test::step(&v, "block")), ["crashed", "ok"]);
+    let mut log = lines(&t, "side.log");
+    log.sort();
+    assert_eq!(log, ["s1", "s2", "s3", "s4", "s5"], "each step ran once");
+    assert_eq!(run_outcomes(&v), ["crashed", "completed"]);
+}
+
 // ---------------------------------------------------- 5. crash recovery
 
 #[test]
@@ -905,6 +946,54 @@ steps:
     assert_eq!(outcomes(step), ["crashed", "crashed"]);
     assert_eq!(lines(&t, "side.log"), ["1", "2"]);
     assert!(!t.path().join("started.3").exists());
+
+    // A fresh budget after all.
+    t.wf(&["resume", "c", "--retry-failed"]).code(0);
+    let v = t.inspect("c");
+    assert_eq!(v["status"], "completed");
+    assert_eq!(
+        outcomes(Test::step(&v, "fragile")),
+        ["crashed", "crashed", "ok"]
+    );
+}
+
+#[test]
+fn a_durable_timer_survives_a_crash() {
+    let t = Test::new();
+    let path = t.write(
+        "wf.yaml",
+        "name: timer\nsteps:\n  - id: nap\n    sleep: 5s\n  - id: after\n    run: echo after >> side.log\n",
+    );
+    // The 5 s sleep happens inside the run (a wide window to observe it); kill the run during it.
+    let mut run = spawn(&t, &["run", path.to_str().unwrap(), "--id", "timer"]);
+    let mut wake = String::new();
+    eventually("the sleep to start", || {
+        if !exists(&t, "timer") {
+            return false;
+        }
+        let nap = Test::step(&t.inspect("timer"), "nap").clone();
+        match nap["wake_at"].as_str() {
+            Some(w) if nap["status"] == "sleeping" => {
+                wake = w.to_string();
+                true
+            }
+            _ => false,
+        }
+    });
+    run.kill_and_reap();
+    assert_eq!(listed_status(&t, "timer"), "interrupted");
+
+    // The resumed run keeps the recorded wake-up time: the timer does not restart.
+    t.wf(&["resume", "timer"]).code(0);
+    assert!(now_ms() >= epoch_ms(&wake));
+    let v = t.inspect("timer");
+    assert_eq!(v["status"], "completed");
+    let nap = Test::step(&v, "nap");
+    assert_eq!(
+        epoch_ms(nap["output"]["slept_until"].as_str().expect("slept_until")),
+        epoch_ms(&wake)
+    );
+    assert_eq!(lines(&t, "side.log"), ["after"]);
 }
 
 /// A small seeded PRNG (xorshift64), so the test needs no rand crate.
@@ -935,7 +1024,7 @@ fn twenty_random_kills_then_resume_completes_a_thirty_step_workflow() {
     let t = Test::new();
     t.write(
         "step.sh",
-        "#!/bin/sh\necho \"$WF_STEP_ID $WF_ATTEMPT\" >> side.log\nsleep 0.03\necho \"{\\\"attempt\\\": $WF_ATTEMPT}\"\n",
+        "#!/bin/sh\necho \"$WF_STEP_ID $WF_ATTEMPT\" >> side.log\nsleep 0.05\necho \"{\\\"attempt\\\": $WF_ATTEMPT}\"\n",
     );
     let mut yaml = String::from("name: crashy\nstate: { initial: true }\nsteps:\n");
     for i in 1..=STEPS {
@@ -952,7 +1041,7 @@ fn twenty_random_kills_then_resume_completes_a_thirty_step_workflow() {
         } else {
             spawn_quiet(&t, &["run", path, "--id", "crashy"])
         };
-        let delay = 10 + rng.next() % 190;
+        let delay = 15 + rng.next() % 300;
         std::thread::sleep(Duration::from_millis(delay));
         if !wf.exited() {
             hit_running += 1;
@@ -1044,43 +1133,66 @@ fn twenty_random_kills_then_resume_completes_a_thirty_step_workflow() {
         "state is what the successful attempts set"
     );
     assert_eq!(integrity_check(&t.db), "ok");
+    // The history stays readable, crashed attempts included.
+    let trace = t.wf(&["trace", "crashy"]).code(0).stdout.clone();
+    assert!(trace.contains("outcome=crashed"), "{trace}");
 }
 
 // ------------------------------------------------------ 6. SIGINT/SIGTERM
 
 fn a_signal_interrupts_the_run_and_leaves_it_resumable(sig: &str) {
     let t = Test::new();
+    // Two steps running in parallel when the signal arrives.
     let yaml = format!(
-        "name: stop\nsteps:\n  - id: first\n    run: echo first >> side.log\n  - id: block\n    run: '{}'\n  - id: after\n    run: echo after >> side.log\n",
-        blocking_step("started")
+        "name: stop\nsteps:\n  - id: first\n    run: echo first >> side.log\n  \
+         - id: block1\n    needs: [first]\n    run: '{}'\n  \
+         - id: block2\n    needs: [first]\n    run: '{}'\n  \
+         - id: after\n    needs: [block1, block2]\n    run: echo after >> side.log\n",
+        blocking_step("started1"),
+        blocking_step("started2")
     );
     let path = t.write("wf.yaml", &yaml);
     let runner = spawn(
         &t,
         &["run", path.to_str().unwrap(), "--id", "stop", "--json"],
     );
-    eventually("the step to start", || t.path().join("started").exists());
-    let step_pid: u32 = t.read("started.pid").trim().parse().expect("step pid");
+    eventually("both steps to start", || {
+        t.path().join("started1").exists() && t.path().join("started2").exists()
+    });
+    let pids: Vec<u32> = ["started1.pid", "started2.pid"]
+        .iter()
+        .map(|f| t.read(f).trim().parse().expect("step pid"))
+        .collect();
 
     runner.signal(sig);
     let ran = runner.finish();
     ran.code(130);
     assert_eq!(ran.json()["status"], "interrupted");
-    eventually("the step's process to be stopped", || !alive(step_pid));
+    for pid in pids {
+        eventually("the steps' processes to be stopped", || !alive(pid));
+    }
 
     let v = t.inspect("stop");
     assert_eq!(v["status"], "interrupted");
     assert_eq!(listed_status(&t, "stop"), "interrupted");
-    assert_eq!(outcomes(Test::step(&v, "block")), ["interrupted"]);
+    for key in ["block1", "block2"] {
+        assert_eq!(outcomes(Test::step(&v, key)), ["interrupted"], "{key}");
+    }
     assert_eq!(run_outcomes(&v), ["interrupted"]);
     assert_eq!(Test::step(&v, "after")["status"], "pending");
 
-    // Resumable; the interrupted attempt does not use up the budget of 1.
+    // Resumable; the interrupted attempts do not use up the budget of 1.
     std::fs::write(t.path().join("release"), "").unwrap();
     t.wf(&["resume", "stop"]).code(0);
     let v = t.inspect("stop");
     assert_eq!(v["status"], "completed");
-    assert_eq!(outcomes(Test::step(&v, "block")), ["interrupted", "ok"]);
+    for key in ["block1", "block2"] {
+        assert_eq!(
+            outcomes(Test::step(&v, key)),
+            ["interrupted", "ok"],
+            "{key}"
+        );
+    }
     assert_eq!(lines(&t, "side.log"), ["first", "after"]);
 }
 
@@ -1145,6 +1257,20 @@ fn several_workers_never_run_the_same_instance_twice() {
         list.as_array()
             .is_some_and(|l| l.len() == 5 && l.iter().all(|i| i["status"] == "completed"))
     });
+
+    // While they run: an event delivered to a waiting instance gets it resumed.
+    let (ev, ran) = t.run_yaml(
+        "ev.yaml",
+        "name: ev\nsteps:\n  - id: go\n    wait_for_event: { name: go }\n  - id: after\n    run: echo \"$WF_INSTANCE_ID after\" >> ev.log\n",
+        &["--id", "ev"],
+    );
+    ran.code(3);
+    t.wf(&["signal", &ev, "go"]).code(0);
+    eventually("the signalled instance to complete", || {
+        listed_status(&t, "ev") == "completed"
+    });
+    assert_eq!(lines(&t, "ev.log"), ["ev after"]);
+
     for w in &workers {
         w.signal("TERM");
     }
@@ -1257,47 +1383,111 @@ steps:
     );
 }
 
+#[test]
+fn a_stopped_worker_leaves_its_instance_interrupted_and_resumable() {
+    let t = Test::new();
+    let yaml = format!(
+        "name: stopme\nsteps:\n  - id: nap\n    sleep: 1s\n  - id: block\n    run: '{}'\n  - id: after\n    run: echo after >> side.log\n",
+        blocking_step("started")
+    );
+    let (id, ran) = t.run_yaml("wf.yaml", &yaml, &["--inline-wait", "100ms"]);
+    ran.code(3);
+
+    let worker = spawn(&t, &["worker", "--poll", "100ms"]);
+    eventually("the worker to start the step", || {
+        t.path().join("started").exists()
+    });
+    let step_pid: u32 = t.read("started.pid").trim().parse().expect("step pid");
+    worker.signal("TERM");
+    let ran = worker.finish();
+    assert!(
+        ran.code == 0 || ran.code == 130,
+        "worker exited {}: {}",
+        ran.code,
+        ran.stderr
+    );
+    eventually("the step's process to be stopped", || !alive(step_pid));
+
+    let v = t.inspect(&id);
+    assert_eq!(v["status"], "interrupted");
+    assert_eq!(outcomes(Test::step(&v, "block")), ["interrupted"]);
+    std::fs::write(t.path().join("release"), "").unwrap();
+    t.wf(&["resume", &id]).code(0);
+    let v = t.inspect(&id);
+    assert_eq!(v["status"], "completed");
+    assert_eq!(outcomes(Test::step(&v, "block")), ["interrupted", "ok"]);
+    assert_eq!(lines(&t, "side.log"), ["after"]);
+}
+
 // ------------------------------------------------- the approval example
 
+/// The instance id in a `wf run` line such as `instance ID sleeping until …`.
+fn id_in(line: &str) -> String {
+    line.split_whitespace()
+        .nth(1)
+        .unwrap_or_else(|| panic!("no instance id in {line:?}"))
+        .to_string()
+}
+
 #[test]
-fn the_approval_example_runs_end_to_end() {
+fn the_approval_example_in_the_readme_runs_end_to_end() {
     let t = Test::new();
     let example = concat!(env!("CARGO_MANIFEST_DIR"), "/workflows/approval.yaml");
 
-    // As the README shows it: the short timer passes inside the run, which
-    // then waits for the approval.
-    let ran = t.wf(&["run", example, "--json"]);
+    // The README's session, step by step, with an id prefix as it uses one.
+    let ran = t.wf(&["run", example, "--inline-wait", "0s"]);
     ran.code(3);
-    let id = ran.json()["id"].as_str().expect("id").to_string();
+    assert!(ran.stdout.contains("sleeping until"), "{}", ran.stdout);
+    let id = id_in(&ran.stdout);
+    let prefix = &id[..4];
     let v = t.inspect(&id);
-    assert_eq!(v["status"], "waiting");
-    assert_eq!(v["waiting_event"], "approved");
+    assert_eq!(v["status"], "sleeping");
+    assert!(v["wake_at"].is_string());
+
+    let ran = t.wf(&["resume", prefix]);
+    ran.code(3);
+    assert!(
+        ran.stdout.contains("waiting for event `approved`"),
+        "{}",
+        ran.stdout
+    );
+    assert_eq!(t.inspect(&id)["waiting_event"], "approved");
+
     t.wf(&[
         "signal",
-        &id,
+        prefix,
         "approved",
         "--data",
         r#"{"ok": true, "by": "ana"}"#,
     ])
     .code(0);
-    t.wf(&["resume", &id]).code(0);
+    let ran = t.wf(&["resume", prefix]);
+    ran.code(0);
+    assert!(ran.stdout.contains("completed"), "{}", ran.stdout);
+
     let v = t.inspect(&id);
     assert_eq!(v["status"], "completed");
     assert_eq!(v["state"], json!({ "approved": true, "approver": "ana" }));
+    assert_eq!(run_outcomes(&v), ["sleeping", "waiting", "completed"]);
     let apply = Test::step(&v, "apply");
     assert_eq!(apply["status"], "completed");
     assert_eq!(
         apply["output"]["stdout"].as_str().map(str::trim),
         Some("applying deploy v2, approved by ana")
     );
+}
 
-    // With a short inline wait, the timer suspends it first.
-    let ran = t.wf(&["run", example, "--json", "--inline-wait", "100ms"]);
+#[test]
+fn the_approval_example_with_the_default_inline_wait_and_a_refusal() {
+    let t = Test::new();
+    let example = concat!(env!("CARGO_MANIFEST_DIR"), "/workflows/approval.yaml");
+    // The 2 s timer passes inside the run, which then waits for the approval.
+    let ran = t.wf(&["run", example, "--json"]);
     ran.code(3);
     let id = ran.json()["id"].as_str().expect("id").to_string();
-    assert_eq!(t.inspect(&id)["status"], "sleeping");
-    t.wf(&["resume", &id]).code(3);
-    assert_eq!(t.inspect(&id)["status"], "waiting");
+    let v = t.inspect(&id);
+    assert_eq!(v["status"], "waiting");
+    assert_eq!(run_outcomes(&v), ["waiting"]);
     t.wf(&[
         "signal",
         &id,
@@ -1309,5 +1499,6 @@ fn the_approval_example_runs_end_to_end() {
     t.wf(&["resume", &id]).code(0);
     let v = t.inspect(&id);
     assert_eq!(v["status"], "completed");
+    assert_eq!(v["state"], json!({ "approved": false, "approver": "bo" }));
     assert_eq!(Test::step(&v, "apply")["status"], "skipped");
 }

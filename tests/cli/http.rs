@@ -535,6 +535,63 @@ steps:
 }
 
 #[test]
+fn every_method_is_sent_as_named_and_a_given_content_type_is_kept() {
+    let t = Test::new();
+    let server = Server::always(Reply::json(200, &json!({"ok": true})));
+    let ran = run_with_base(
+        &t,
+        r#"
+name: http-methods
+inputs:
+  base: { required: true }
+steps:
+  - id: patch
+    http:
+      method: patch
+      url: "${{ inputs.base }}/p"
+      headers: { Content-Type: application/merge-patch+json }
+      json: { a: 1 }
+  - id: delete
+    http: { method: delete, url: "${{ inputs.base }}/d" }
+  - id: head
+    http: { method: HEAD, url: "${{ inputs.base }}/h" }
+  - id: options
+    http: { method: OPTIONS, url: "${{ inputs.base }}/o" }
+"#,
+        &server.url(),
+        "methods1",
+    );
+    ran.code(0);
+    let reqs = server.requests();
+    let seen: Vec<(&str, &str)> = reqs.iter().map(|r| (r.method.as_str(), r.path())).collect();
+    assert_eq!(
+        seen,
+        vec![
+            ("PATCH", "/p"),
+            ("DELETE", "/d"),
+            ("HEAD", "/h"),
+            ("OPTIONS", "/o")
+        ]
+    );
+    let patch = &reqs[0];
+    let types: Vec<&str> = patch
+        .headers
+        .iter()
+        .filter(|(k, _)| k == "content-type")
+        .map(|(_, v)| v.as_str())
+        .collect();
+    assert_eq!(types, vec!["application/merge-patch+json"]);
+    assert_eq!(
+        serde_json::from_slice::<Value>(&patch.body).unwrap(),
+        json!({"a": 1})
+    );
+    let inspect = t.inspect("methods1");
+    let head = Test::step(&inspect, "head");
+    assert_eq!(head["output"]["status"], 200);
+    assert_eq!(head["output"]["body"], "", "a HEAD answer has no body");
+}
+
+#[test]
 fn body_is_sent_as_text_and_a_non_json_answer_has_null_json() {
     let t = Test::new();
     let server = Server::always(Reply::text(200, "plain answer, not json"));
@@ -1420,8 +1477,22 @@ steps:
     assert_eq!(call["output"]["headers"]["x-echo"], "***");
     assert_eq!(call["output"]["json"]["auth"], "Bearer ***");
 
+    // A second instance, run with `--json` (the API now answers 200 at once).
+    let run_json = t.wf(&[
+        "run",
+        path.to_str().unwrap(),
+        "--json",
+        "--id",
+        "sec2",
+        "--input",
+        &format!("base={}", api.url()),
+    ]);
+    run_json.code(1);
+    assert_eq!(run_json.json()["status"], "failed");
+
     // ...and is nowhere in what wf printed.
-    let mut outputs: Vec<(String, Ran)> = vec![("run".into(), run)];
+    let mut outputs: Vec<(String, Ran)> =
+        vec![("run".into(), run), ("run --json".into(), run_json)];
     let commands: Vec<Vec<&str>> = vec![
         vec!["inspect", "sec1"],
         vec!["inspect", "sec1", "--attempts"],

@@ -63,6 +63,12 @@ impl Ran {
     }
 }
 
+impl Default for Test {
+    fn default() -> Self {
+        Test::new()
+    }
+}
+
 impl Test {
     pub fn new() -> Test {
         let dir = tempfile::tempdir().expect("temp dir");

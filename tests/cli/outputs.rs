@@ -321,3 +321,27 @@ steps:
     ran.code(0);
     assert_eq!(t.read("args.txt"), "2\ntwo words\nitems=[1,2]\n");
 }
+
+#[test]
+fn each_attempt_starts_with_an_empty_output_file() {
+    // A key written by a failed attempt does not leak into the output of the
+    // attempt that succeeds.
+    let t = Test::new();
+    let (id, ran) = t.run_yaml(
+        "wf.yaml",
+        r#"
+name: fresh-output
+steps:
+  - id: a
+    retry: { max_attempts: 2, interval: 10ms }
+    run: |
+      if [ "$WF_ATTEMPT" = 1 ]; then echo "stale=yes" >> "$WF_OUTPUT"; exit 1; fi
+      echo "fresh=yes" >> "$WF_OUTPUT"
+"#,
+        &[],
+    );
+    ran.code(0);
+    let out = Test::step(&t.inspect(&id), "a")["output"].clone();
+    assert_eq!(out["fresh"], "yes");
+    assert!(out.get("stale").is_none(), "{out:#}");
+}

@@ -400,6 +400,7 @@ steps:
 #[test]
 fn a_missing_program_in_argv_form_is_spawn() {
     let t = Test::new();
+    t.write("data.txt", "not a program\n");
     let (id, ran) = t.run_yaml(
         "wf.yaml",
         r#"
@@ -411,12 +412,15 @@ steps:
   - id: missing-relative
     needs: []
     run: ["./no-such-script.sh"]
+  - id: not-executable
+    needs: []
+    run: ["./data.txt"]
 "#,
         &[],
     );
     ran.code(1);
     let i = t.inspect(&id);
-    for name in ["missing", "missing-relative"] {
+    for name in ["missing", "missing-relative", "not-executable"] {
         let s = Test::step(&i, name);
         assert_eq!(s["status"], "failed", "{name}");
         assert_eq!(s["error_type"], "spawn", "{name}");
@@ -424,7 +428,9 @@ steps:
         assert_eq!(a["error_type"], "spawn", "{name}");
         let msg = a["error_message"].as_str().unwrap_or_default();
         assert!(
-            msg.contains("no-such-script.sh") || msg.contains("nonexistent-cmd-xyz"),
+            ["no-such-script.sh", "nonexistent-cmd-xyz", "data.txt"]
+                .iter()
+                .any(|p| msg.contains(p)),
             "{name}: message does not name the program: {msg:?}"
         );
     }
@@ -555,4 +561,31 @@ steps:
     ran.code(0);
     assert_eq!(t.read("done.txt"), "done\n");
     assert_eq!(outcomes(Test::step(&t.inspect(&id), "quick")), ["ok"]);
+}
+
+#[test]
+fn timeout_kills_the_process_group_of_an_argv_step() {
+    let t = Test::new();
+    let marker = ["sleep", "100.777"];
+    let _reap = Reap(marker.iter().map(|s| s.to_string()).collect());
+    let (id, ran) = t.run_yaml(
+        "wf.yaml",
+        r#"
+name: timeout-argv
+steps:
+  - id: slow
+    timeout: 300ms
+    run: ["sh", "-c", "sleep 100.777 >/dev/null 2>&1 & echo started > started.txt; wait"]
+"#,
+        &[],
+    );
+    ran.code(1);
+    assert_eq!(t.read("started.txt"), "started\n");
+    let i = t.inspect(&id);
+    assert_eq!(outcomes(Test::step(&i, "slow")), ["timeout"]);
+    let left = processes_with_argv(&marker);
+    assert!(
+        left.is_empty(),
+        "the step's background child survived: pids {left:?}"
+    );
 }
