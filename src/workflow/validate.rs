@@ -66,22 +66,31 @@ pub fn parse_source(source: &str, label: &str) -> Result<Workflow, DefinitionErr
             "empty workflow file (expected a mapping with `name` and `steps`)".into(),
         ));
     }
-    let raw: RawWorkflow = serde_saphyr::from_str(source).map_err(|e| {
-        let loc = e.location();
-        let pos = loc
-            .map(|l| Pos {
-                line: l.line().max(1) as u32,
-                col: l.column().max(1) as u32,
-            })
-            .unwrap_or(Pos { line: 1, col: 1 });
-        err_at(pos, yaml_message(&e))
-    })?;
+    let raw: RawWorkflow =
+        serde_saphyr::from_str_with_options(source, yaml_options()).map_err(|e| {
+            let loc = e.location();
+            let pos = loc
+                .map(|l| Pos {
+                    line: l.line().max(1) as u32,
+                    col: l.column().max(1) as u32,
+                })
+                .unwrap_or(Pos { line: 1, col: 1 });
+            err_at(pos, yaml_message(&e))
+        })?;
     Checker {
         source,
         label,
         step_ids: HashMap::new(),
     }
     .check(raw)
+}
+
+/// YAML 1.2 rules: only `true`/`false` are booleans, so `[x, y, no]` stays a
+/// list of strings (YAML 1.1 would turn `y` and `no` into booleans).
+fn yaml_options() -> serde_saphyr::Options {
+    let mut options = serde_saphyr::Options::default();
+    options.strict_booleans = true;
+    options
 }
 
 /// One line of the YAML library's error, without its snippet or location suffix.
@@ -619,9 +628,14 @@ impl Checker<'_> {
                 Some(t) => Some(self.duration_at(t, pos)?),
                 None => default_timeout,
             },
+            // An undo must survive a crash of wf: compensations default to 3
+            // attempts (a crashed attempt counts, SPEC §3), not 1.
             retry: self.retry(
                 c.retry.as_ref().unwrap_or(&RawRetry::default()),
-                &RawRetry::default(),
+                &RawRetry {
+                    max_attempts: Some(3),
+                    ..RawRetry::default()
+                },
                 pos,
             )?,
         })
