@@ -6,10 +6,14 @@ use clap::Parser;
 use wf::{commands, exit, printer};
 
 fn main() -> std::process::ExitCode {
-    let cli = commands::Cli::parse();
+    let cli = match commands::Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => return usage_error(e),
+    };
     let printer = printer::Printer::new(cli.quiet);
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
+    // One thread: the engine is one loop that waits on processes and sockets;
+    // a single-threaded runtime wakes it without cross-thread hand-offs.
+    let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
     {
@@ -26,4 +30,26 @@ fn main() -> std::process::ExitCode {
             exit::ExitStatus::for_error(&err).into()
         }
     }
+}
+
+/// A command line clap rejects. clap's own rendering spans several lines (a
+/// tip, the usage, a hint); SPEC §6 wants one `error:` line, so the message
+/// (its lines up to the first blank one) is folded onto one. Help and version
+/// output, including the help shown for a bare `wf`, print as clap renders them.
+fn usage_error(e: clap::Error) -> std::process::ExitCode {
+    use clap::error::ErrorKind;
+    if !e.use_stderr() || e.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand {
+        let _ = e.print();
+        return std::process::ExitCode::from(e.exit_code().clamp(0, 255) as u8);
+    }
+    let rendered = e.render().to_string();
+    let message = rendered
+        .lines()
+        .map(str::trim)
+        .take_while(|l| !l.is_empty())
+        .collect::<Vec<_>>()
+        .join(" ");
+    let message = message.trim().trim_start_matches("error:").trim();
+    printer::Printer::new(false).error(&format!("{message} (try --help)"));
+    exit::ExitStatus::Usage.into()
 }

@@ -11,6 +11,8 @@
 //!   `synchronous=NORMAL` (survives a process crash, not a power loss).
 //! - `busy_timeout=10000`: a second process waits for the write lock instead
 //!   of failing at once (leases, not locks, keep two runners apart).
+//!   `WF_BUSY_TIMEOUT_MS` overrides the 10 s (the tests use it so that a
+//!   locked database fails fast).
 //! - `foreign_keys=ON`: rows always belong to an instance.
 
 pub mod records;
@@ -130,7 +132,13 @@ impl Store {
     }
 
     fn configure(&mut self, durability: Durability) -> Result<()> {
-        self.conn.busy_timeout(std::time::Duration::from_secs(10))?;
+        let busy_ms = std::env::var("WF_BUSY_TIMEOUT_MS")
+            .ok()
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .unwrap_or(10_000)
+            .min(i32::MAX as u64); // rusqlite panics above i32::MAX ms
+        self.conn
+            .busy_timeout(std::time::Duration::from_millis(busy_ms))?;
         // The engine cycles through a few dozen statements per step.
         self.conn.set_prepared_statement_cache_capacity(64);
         let mode: String = self

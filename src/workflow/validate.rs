@@ -104,6 +104,15 @@ fn yaml_message(e: &serde_saphyr::Error) -> String {
     };
     // Advice addressed to the library's caller, not to the user of the file.
     let msg = msg.split(", set DuplicateKeyPolicy").next().unwrap_or(msg);
+    let msg = msg.split("; use from_str_multiple").next().unwrap_or(msg);
+    // A breached parser limit (an alias bomb, absurd nesting) reads
+    // `budget breached: Nodes { nodes: 250001 } at line …(used at line …)`.
+    if let Some(breach) = first.strip_prefix("budget breached: ") {
+        let limit = breach.split(" {").next().unwrap_or(breach).to_lowercase();
+        return format!(
+            "the YAML is too big or too deeply nested once aliases are expanded ({limit} limit exceeded)"
+        );
+    }
     msg.trim_end_matches('.').to_string()
 }
 
