@@ -7,9 +7,10 @@ use crate::engine::{self, EngineError, RunOptions, RunOutcome};
 use crate::exit::{ExitStatus, UsageError};
 use crate::printer::Printer;
 use crate::store::{self, Store};
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tokio::task::JoinSet;
 
 #[derive(Debug, clap::Args)]
@@ -44,6 +45,12 @@ pub async fn run(args: Args, db: Option<PathBuf>, printer: &Printer) -> anyhow::
     let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
     let observer: Arc<dyn engine::Observer> = Arc::new(WorkerLog);
     let mut stopping = false;
+    // Instances not to pick up again before the given time: with `--once`,
+    // every instance this sweep already ran (it may still look due, e.g. when
+    // its pinned definition no longer parses); otherwise, one whose run ended
+    // in an error, so a broken instance is retried after a pause instead of in
+    // a hot loop.
+    let mut rest: HashMap<String, Instant> = HashMap::new();
     printer.info(&format!(
         "worker on {} (concurrency {})",
         path.display(),
@@ -55,8 +62,14 @@ pub async fn run(args: Args, db: Option<PathBuf>, printer: &Printer) -> anyhow::
                 if active.len() >= args.concurrency {
                     break;
                 }
-                if active.contains(&id) {
+                if active.contains(&id) || rest.get(&id).is_some_and(|t| *t > Instant::now()) {
                     continue;
+                }
+                if args.once {
+                    rest.insert(
+                        id.clone(),
+                        Instant::now() + Duration::from_secs(365 * 86_400),
+                    );
                 }
                 active.push(id.clone());
                 let path = path.clone();
@@ -87,7 +100,12 @@ pub async fn run(args: Args, db: Option<PathBuf>, printer: &Printer) -> anyhow::
                         Ok(outcome) => printer.info(&format!("instance {id}: {}", describe(&outcome))),
                         // Another worker got there first: not an error for us.
                         Err(EngineError::Held { .. }) | Err(EngineError::NotResumable(_)) => {}
-                        Err(e) => printer.error(&format!("instance {id}: {e}")),
+                        Err(e) => {
+                            printer.error(&format!("instance {id}: {e}"));
+                            if !args.once {
+                                rest.insert(id, Instant::now() + ERROR_PAUSE.max(args.poll));
+                            }
+                        }
                     }
                 }
             }
@@ -102,6 +120,9 @@ pub async fn run(args: Args, db: Option<PathBuf>, printer: &Printer) -> anyhow::
         ExitStatus::Success
     })
 }
+
+/// How long a worker leaves an instance alone after its run ended in an error.
+const ERROR_PAUSE: Duration = Duration::from_secs(30);
 
 fn describe(o: &RunOutcome) -> String {
     match o {

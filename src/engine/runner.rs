@@ -487,6 +487,8 @@ struct Runner<'o> {
     trace: store::RunTrace,
     /// Links of the root span: the previous run, events that woke this one.
     links: Vec<Value>,
+    /// State as it was when each running unit with a `set_state` started.
+    start_states: HashMap<String, Value>,
     /// Steps whose needs are met and that have not ended (see `candidates`).
     frontier: std::collections::BTreeSet<usize>,
     /// For each step, the steps that need it.
@@ -576,6 +578,7 @@ impl<'o> Runner<'o> {
             deadline,
             trace,
             links: Vec::new(),
+            start_states: HashMap::new(),
             frontier: std::collections::BTreeSet::new(),
             dependents,
             attempt_spans: HashMap::new(),
@@ -627,7 +630,12 @@ impl<'o> Runner<'o> {
                             match self.start(&tx, &unit)? {
                                 Started::Spawn(job, attempt) => {
                                     // Counted as running from now on, so no later pass starts it again.
-                                    self.running.insert(unit.key(&self.wf), attempt);
+                                    let key = unit.key(&self.wf);
+                                    // `set_state` sees the state as committed when its step started.
+                                    if self.wf.steps[unit.idx].set_state.is_some() {
+                                        self.start_states.insert(key.clone(), self.state.clone());
+                                    }
+                                    self.running.insert(key, attempt);
                                     spawns.push((unit, job, attempt));
                                 }
                                 Started::Settled => settled = true,
@@ -1690,8 +1698,12 @@ impl<'o> Runner<'o> {
     }
 
     fn settle(&mut self, c: &Connection, d: Done) -> Result<(), EngineError> {
-        self.running.remove(&d.unit.key(&self.wf));
+        let key = d.unit.key(&self.wf);
+        self.running.remove(&key);
         self.enter(&d.unit, Some(d.attempt));
+        if let Some(state) = self.start_states.remove(&key) {
+            self.ctx.set("state", state);
+        }
         self.settle_result(c, &d.unit, d.attempt, d.result, d.elapsed)
     }
 

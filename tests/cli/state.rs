@@ -303,3 +303,35 @@ steps:
     assert_eq!(t.read("early.txt"), "initial\n");
     assert_eq!(t.read("reader.txt"), "written\n");
 }
+
+#[test]
+fn set_state_sees_the_state_committed_when_its_step_started() {
+    // `slow` starts before `fast` commits `b`, and finishes after it: its
+    // `set_state` must still see the state from its own start (SPEC §2).
+    let t = Test::new();
+    let (id, ran) = t.run_yaml(
+        "wf.yaml",
+        r#"
+name: start-state
+state: { b: 0 }
+steps:
+  - id: slow
+    needs: []
+    run: |
+      i=0; while [ ! -f fast.done ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i+1)); done
+      [ -f fast.done ]
+    set_state: { slow_saw_b: "${{ state.b }}" }
+  - id: fast
+    needs: []
+    run: "true"
+    set_state: { b: 1 }
+  - id: mark
+    needs: [fast]
+    run: touch fast.done
+"#,
+        &[],
+    );
+    ran.code(0);
+    let i = t.inspect(&id);
+    assert_eq!(i["state"], json!({"b": 1, "slow_saw_b": 0}));
+}
