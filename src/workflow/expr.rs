@@ -1229,35 +1229,11 @@ mod tests {
         assert_eq!(ev(&path), Value::Null);
     }
 
-    /// xorshift64*: deterministic pseudo-random numbers without extra crates.
-    fn xorshift(state: &mut u64) -> u64 {
-        *state ^= *state >> 12;
-        *state ^= *state << 25;
-        *state ^= *state >> 27;
-        state.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-
     #[test]
     fn random_input_never_panics() {
         const ALPHABET: &[u8] = b"ab-_.[]()!=<>&|'\"\\ 019eE+-nt\xc3\xa9$}{";
-        let mut seed = 0x9E37_79B9_7F4A_7C15_u64;
         let c = ctx();
-        for round in 0..6000 {
-            let len = (xorshift(&mut seed) % 40) as usize;
-            let bytes: Vec<u8> = (0..len)
-                .map(|_| {
-                    let r = xorshift(&mut seed);
-                    if round % 2 == 0 {
-                        ALPHABET
-                            .get((r as usize) % ALPHABET.len())
-                            .copied()
-                            .unwrap_or(b'a')
-                    } else {
-                        (r & 0xff) as u8
-                    }
-                })
-                .collect();
-            let src = String::from_utf8_lossy(&bytes);
+        for src in random_strings(ALPHABET, 0x9E37_79B9_7F4A_7C15, 40) {
             if let Ok(e) = parse(&src) {
                 let _ = e.eval(&c);
                 let _ = e.references();
@@ -1266,4 +1242,36 @@ mod tests {
             }
         }
     }
+}
+
+/// Pseudo-random inputs for the no-panic tests of this module and `template`.
+#[cfg(test)]
+pub(crate) fn random_strings(alphabet: &[u8], mut seed: u64, max_len: u64) -> Vec<String> {
+    // xorshift64*: deterministic pseudo-random numbers without extra crates.
+    let mut next = move || {
+        seed ^= seed >> 12;
+        seed ^= seed << 25;
+        seed ^= seed >> 27;
+        seed.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    };
+    (0..6000)
+        .map(|round| {
+            let len = (next() % max_len) as usize;
+            let bytes: Vec<u8> = (0..len)
+                .map(|_| {
+                    let r = next();
+                    // Half the rounds from the alphabet, half arbitrary bytes.
+                    if round % 2 == 0 {
+                        alphabet
+                            .get((r as usize) % alphabet.len())
+                            .copied()
+                            .unwrap_or(b'a')
+                    } else {
+                        (r & 0xff) as u8
+                    }
+                })
+                .collect();
+            String::from_utf8_lossy(&bytes).into_owned()
+        })
+        .collect()
 }

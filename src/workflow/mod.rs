@@ -219,8 +219,22 @@ impl Workflow {
                 validate::MAX_FILE_BYTES
             )));
         }
-        let bytes = std::fs::read(path)
+        // Read at most one byte over the limit: a device or pipe (`/dev/zero`)
+        // reports no length but may never end.
+        let mut bytes = Vec::new();
+        std::fs::File::open(path)
+            .and_then(|f| {
+                use std::io::Read as _;
+                f.take(validate::MAX_FILE_BYTES as u64 + 1)
+                    .read_to_end(&mut bytes)
+            })
             .map_err(|e| at_start(format!("cannot read workflow file: {}", io_reason(&e))))?;
+        if bytes.len() > validate::MAX_FILE_BYTES {
+            return Err(at_start(format!(
+                "file is over {} bytes; workflow files are limited to that",
+                validate::MAX_FILE_BYTES
+            )));
+        }
         let source = String::from_utf8(bytes).map_err(|e| {
             let valid = e.utf8_error().valid_up_to();
             let text = String::from_utf8_lossy(&e.as_bytes()[..valid]).into_owned();

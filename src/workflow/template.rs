@@ -681,34 +681,11 @@ mod tests {
         ));
     }
 
-    fn xorshift(state: &mut u64) -> u64 {
-        *state ^= *state >> 12;
-        *state ^= *state << 25;
-        *state ^= *state >> 27;
-        state.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-
     #[test]
     fn random_templates_never_panic() {
         const ALPHABET: &[u8] = b"${}${{}}'\"\\ a.b[0]!=&|()\xc3\xa9x-";
-        let mut seed = 0x2545_F491_4F6C_DD1D_u64;
         let c = ctx();
-        for round in 0..6000 {
-            let len = (xorshift(&mut seed) % 48) as usize;
-            let bytes: Vec<u8> = (0..len)
-                .map(|_| {
-                    let r = xorshift(&mut seed);
-                    if round % 2 == 0 {
-                        ALPHABET
-                            .get((r as usize) % ALPHABET.len())
-                            .copied()
-                            .unwrap_or(b'x')
-                    } else {
-                        (r & 0xff) as u8
-                    }
-                })
-                .collect();
-            let s = String::from_utf8_lossy(&bytes);
+        for s in super::super::expr::random_strings(ALPHABET, 0x2545_F491_4F6C_DD1D, 48) {
             match Template::parse(&s) {
                 Ok(t) => {
                     let _ = t.render_value(&c);
@@ -717,7 +694,7 @@ mod tests {
                 }
                 Err(e) => assert!(e.offset <= s.len(), "{s:?}: {e}"),
             }
-            let _ = render_tree(&json!([s.as_ref()]), &c);
+            let _ = render_tree(&json!([s.as_str()]), &c);
         }
     }
 }
