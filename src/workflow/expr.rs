@@ -801,6 +801,38 @@ fn flatten(mut items: Vec<Expr>, wrap: fn(Vec<Expr>) -> Expr) -> Expr {
     wrap(items)
 }
 
+/// Pseudo-random inputs for the no-panic tests of this module and `template`.
+#[cfg(test)]
+pub(crate) fn random_strings(alphabet: &[u8], mut seed: u64, max_len: u64) -> Vec<String> {
+    // xorshift64*: deterministic pseudo-random numbers without extra crates.
+    let mut next = move || {
+        seed ^= seed >> 12;
+        seed ^= seed << 25;
+        seed ^= seed >> 27;
+        seed.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    };
+    (0..6000)
+        .map(|round| {
+            let len = (next() % max_len) as usize;
+            let bytes: Vec<u8> = (0..len)
+                .map(|_| {
+                    let r = next();
+                    // Half the rounds from the alphabet, half arbitrary bytes.
+                    if round % 2 == 0 {
+                        alphabet
+                            .get((r as usize) % alphabet.len())
+                            .copied()
+                            .unwrap_or(b'a')
+                    } else {
+                        (r & 0xff) as u8
+                    }
+                })
+                .collect();
+            String::from_utf8_lossy(&bytes).into_owned()
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1242,36 +1274,4 @@ mod tests {
             }
         }
     }
-}
-
-/// Pseudo-random inputs for the no-panic tests of this module and `template`.
-#[cfg(test)]
-pub(crate) fn random_strings(alphabet: &[u8], mut seed: u64, max_len: u64) -> Vec<String> {
-    // xorshift64*: deterministic pseudo-random numbers without extra crates.
-    let mut next = move || {
-        seed ^= seed >> 12;
-        seed ^= seed << 25;
-        seed ^= seed >> 27;
-        seed.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    };
-    (0..6000)
-        .map(|round| {
-            let len = (next() % max_len) as usize;
-            let bytes: Vec<u8> = (0..len)
-                .map(|_| {
-                    let r = next();
-                    // Half the rounds from the alphabet, half arbitrary bytes.
-                    if round % 2 == 0 {
-                        alphabet
-                            .get((r as usize) % alphabet.len())
-                            .copied()
-                            .unwrap_or(b'a')
-                    } else {
-                        (r & 0xff) as u8
-                    }
-                })
-                .collect();
-            String::from_utf8_lossy(&bytes).into_owned()
-        })
-        .collect()
 }
