@@ -83,12 +83,28 @@ pub fn report(printer: &Printer, id: &str, outcome: &RunOutcome, json: bool) -> 
     status
 }
 
+/// Largest `--inputs` file read.
+const MAX_INPUTS_BYTES: u64 = 16 * 1024 * 1024;
+
 fn collect_inputs(args: &Args) -> anyhow::Result<Map<String, Value>> {
     let mut out = Map::new();
     if let Some(path) = &args.inputs_file {
-        let text = std::fs::read_to_string(path)
+        // Bounded: a device or pipe (`/dev/zero`) may never end.
+        let mut bytes = Vec::new();
+        std::fs::File::open(path)
+            .and_then(|f| {
+                use std::io::Read as _;
+                f.take(MAX_INPUTS_BYTES + 1).read_to_end(&mut bytes)
+            })
             .map_err(|e| UsageError(format!("--inputs {}: {}", path.display(), io_reason(&e))))?;
-        let v: Value = serde_json::from_str(&text)
+        if bytes.len() as u64 > MAX_INPUTS_BYTES {
+            return Err(UsageError(format!(
+                "--inputs {}: file is over {MAX_INPUTS_BYTES} bytes",
+                path.display()
+            ))
+            .into());
+        }
+        let v: Value = serde_json::from_slice(&bytes)
             .map_err(|e| UsageError(format!("--inputs {}: invalid JSON: {e}", path.display())))?;
         match v {
             Value::Object(m) => out.extend(m),

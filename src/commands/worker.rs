@@ -51,6 +51,8 @@ pub async fn run(args: Args, db: Option<PathBuf>, printer: &Printer) -> anyhow::
     // in an error, so a broken instance is retried after a pause instead of in
     // a hot loop.
     let mut rest: HashMap<String, Instant> = HashMap::new();
+    // Runs that ended in an error (not a workflow failure): `--once` exits 1.
+    let mut errors = 0usize;
     printer.info(&format!(
         "worker on {} (concurrency {})",
         path.display(),
@@ -102,6 +104,7 @@ pub async fn run(args: Args, db: Option<PathBuf>, printer: &Printer) -> anyhow::
                         Err(EngineError::Held { .. }) | Err(EngineError::NotResumable(_)) => {}
                         Err(e) => {
                             printer.error(&format!("instance {id}: {e}"));
+                            errors += 1;
                             if !args.once {
                                 rest.insert(id, Instant::now() + ERROR_PAUSE.max(args.poll));
                             }
@@ -116,6 +119,8 @@ pub async fn run(args: Args, db: Option<PathBuf>, printer: &Printer) -> anyhow::
     }
     Ok(if stopping {
         ExitStatus::Interrupted
+    } else if args.once && errors > 0 {
+        ExitStatus::Failure
     } else {
         ExitStatus::Success
     })

@@ -42,10 +42,18 @@ pub enum StoreError {
         prefix: String,
         matches: Vec<String>,
     },
+    // Not `#[from]`, which would make the SQLite error the source: the
+    // one-line message would repeat it (`…: database is locked: Error code 5: …`).
     #[error("database error: {}", sqlite_reason(.0))]
-    Sql(#[from] rusqlite::Error),
+    Sql(rusqlite::Error),
     #[error("corrupt record in database: {0}")]
     Corrupt(String),
+}
+
+impl From<rusqlite::Error> for StoreError {
+    fn from(e: rusqlite::Error) -> Self {
+        StoreError::Sql(e)
+    }
 }
 
 fn sqlite_reason(e: &rusqlite::Error) -> String {
@@ -88,12 +96,18 @@ impl Store {
         };
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir).map_err(|e| {
-                err(format!(
-                    "cannot create folder {}: {}",
-                    dir.display(),
-                    crate::workflow::io_reason(&e)
-                ))
+                // EEXIST/ENOTDIR here: a file stands where a folder should be.
+                let reason = match e.kind() {
+                    std::io::ErrorKind::AlreadyExists | std::io::ErrorKind::NotADirectory => {
+                        "a file (not a folder) is in the way".to_string()
+                    }
+                    _ => crate::workflow::io_reason(&e),
+                };
+                err(format!("cannot create folder {}: {reason}", dir.display()))
             })?;
+        }
+        if path.is_dir() {
+            return Err(err("is a directory, not a database file".into()));
         }
         if !path.exists() {
             use std::os::unix::fs::OpenOptionsExt;

@@ -577,8 +577,10 @@ impl Checker<'_> {
         if let Some(codes) = &h.expect_status
             && let Some(bad) = codes.iter().find(|c| !(100..=599).contains(*c))
         {
+            // Point at the bad code, in the `expect_status` list.
+            let at = self.locate(&bad.to_string(), self.locate("expect_status", pos));
             return Err(self.err(
-                pos,
+                at,
                 format!("`expect_status` {bad} is not an HTTP status code"),
             ));
         }

@@ -2,8 +2,10 @@
 //! temp dir, real processes, real signals. One module per feature; the
 //! [`Test`] builder keeps each test to what it is about.
 
+mod chaos;
 mod commands;
 mod control;
+mod corpus;
 mod definition;
 mod durable;
 mod http;
