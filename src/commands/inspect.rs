@@ -27,8 +27,20 @@ pub fn run(args: Args, store: &Store, printer: &Printer) -> anyhow::Result<ExitS
     let c = store.conn();
     let inst = store::instance(c, &id)?;
     let runs = store::runs(c, &id)?;
-    let steps = ordered_steps(&inst, store::steps(c, &id)?);
-    let attempts = store::attempts(c, &id)?;
+    // Step order comes from the pinned definition's step list (no YAML parse needed).
+    let step_ids = match store::definition_step_ids(c, &inst.definition_hash)? {
+        Some(ids) => ids,
+        None => Workflow::from_pinned(&inst.definition, &inst.workflow_path)
+            .map(|wf| wf.steps.into_iter().map(|s| s.id).collect())
+            .unwrap_or_default(),
+    };
+    let steps = ordered_steps(&step_ids, store::steps(c, &id)?);
+    // Every attempt row is only needed for `--attempts`.
+    let attempts = if args.attempts {
+        store::attempts(c, &id)?
+    } else {
+        Vec::new()
+    };
 
     if args.json {
         printer.json(&to_json(&inst, &runs, &steps, &attempts, args.attempts));
@@ -132,33 +144,36 @@ pub fn run(args: Args, store: &Store, printer: &Printer) -> anyhow::Result<ExitS
 
 /// Steps in definition order (pending ones included), then any rows the
 /// definition no longer names.
-fn ordered_steps(inst: &InstanceRow, rows: Vec<StepRow>) -> Vec<StepRow> {
-    let mut rows: std::collections::HashMap<String, StepRow> =
-        rows.into_iter().map(|r| (r.key.clone(), r)).collect();
-    let mut out = Vec::new();
-    if let Ok(wf) = Workflow::from_pinned(&inst.definition, &inst.workflow_path) {
-        for step in &wf.steps {
-            let row = rows
-                .remove(&step.id)
-                .unwrap_or_else(|| StepRow::pending(&step.id, &step.id));
-            out.push(row);
-            let mut items: Vec<StepRow> = Vec::new();
-            let prefix = format!("{}[", step.id);
-            let keys: Vec<String> = rows
-                .keys()
-                .filter(|k| k.starts_with(&prefix))
-                .cloned()
-                .collect();
-            for k in keys {
-                if let Some(r) = rows.remove(&k) {
-                    items.push(r);
-                }
-            }
-            items.sort_by_key(|r| item_index(&r.key));
-            out.extend(items);
-        }
+fn ordered_steps(step_ids: &[String], rows: Vec<StepRow>) -> Vec<StepRow> {
+    // Rows by the step they belong to: the step itself, its for_each items, its compensations.
+    let mut by_step: std::collections::HashMap<String, Vec<StepRow>> =
+        std::collections::HashMap::new();
+    for r in rows {
+        by_step.entry(r.step_id.clone()).or_default().push(r);
     }
-    let mut rest: Vec<StepRow> = rows.into_values().collect();
+    let mut out = Vec::new();
+    let mut rest = Vec::new();
+    for id in step_ids {
+        let group = by_step.remove(id).unwrap_or_default();
+        let item_prefix = format!("{id}[");
+        let (mut own, others): (Vec<StepRow>, Vec<StepRow>) = group.into_iter().partition(|r| {
+            r.key == *id || (r.key.starts_with(&item_prefix) && !r.key.contains(':'))
+        });
+        own.sort_by_key(|r| {
+            if r.key == *id {
+                0
+            } else {
+                item_index(&r.key).saturating_add(1)
+            }
+        });
+        if own.first().is_none_or(|r| r.key != *id) {
+            out.push(StepRow::pending(id, id));
+        }
+        out.extend(own);
+        rest.extend(others);
+    }
+    // Compensations, and rows of steps the definition no longer names.
+    rest.extend(by_step.into_values().flatten());
     rest.sort_by(|a, b| a.key.cmp(&b.key));
     out.extend(rest);
     out
@@ -200,6 +215,11 @@ fn to_json(
     attempts: &[AttemptRow],
     with_attempts: bool,
 ) -> Value {
+    let mut by_key: std::collections::HashMap<&str, Vec<&AttemptRow>> =
+        std::collections::HashMap::new();
+    for a in attempts {
+        by_key.entry(a.step_key.as_str()).or_default().push(a);
+    }
     let steps: Vec<Value> = steps
         .iter()
         .map(|s| {
@@ -220,9 +240,10 @@ fn to_json(
                 v["wake_at"] = json!(s.retry_at);
             }
             if with_attempts {
-                v["attempt_list"] = attempts
-                    .iter()
-                    .filter(|a| a.step_key == s.key)
+                v["attempt_list"] = by_key
+                    .get(s.key.as_str())
+                    .into_iter()
+                    .flatten()
                     .map(|a| {
                         json!({
                             "attempt": a.attempt,

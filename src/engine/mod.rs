@@ -259,7 +259,8 @@ pub fn create_instance(
             "an instance with id `{id}` already exists"
         )));
     }
-    store::insert_instance(&tx, &row)?;
+    let step_ids: Vec<&str> = wf.steps.iter().map(|s| s.id.as_str()).collect();
+    store::insert_instance(&tx, &row, &step_ids)?;
     tx.commit()?;
     Ok(id)
 }

@@ -371,6 +371,9 @@ fn budget_used(c: &Connection, id: &str, key: &str, base: i64) -> Result<i64, En
     )?)
 }
 
+/// Most units settled in one transaction without a process in between.
+const MAX_SETTLED_PER_COMMIT: usize = 500;
+
 /// Key suffix of a step's compensation unit.
 const COMPENSATE_SUFFIX: &str = ":compensate";
 
@@ -487,6 +490,8 @@ struct Runner<'o> {
     trace: store::RunTrace,
     /// Links of the root span: the previous run, events that woke this one.
     links: Vec<Value>,
+    /// `state` changed since the last write; written just before each commit.
+    state_dirty: bool,
     /// State as it was when each running unit with a `set_state` started.
     start_states: HashMap<String, Value>,
     /// Steps whose needs are met and that have not ended (see `candidates`).
@@ -578,6 +583,7 @@ impl<'o> Runner<'o> {
             deadline,
             trace,
             links: Vec::new(),
+            state_dirty: false,
             start_states: HashMap::new(),
             frontier: std::collections::BTreeSet::new(),
             dependents,
@@ -612,6 +618,7 @@ impl<'o> Runner<'o> {
             }
             // One transaction: results that came in, then every start they unblock.
             let mut spawns = Vec::new();
+            let mut more_now = false;
             {
                 let tx = store.write()?;
                 for span in self.pending_spans.drain(..) {
@@ -621,6 +628,7 @@ impl<'o> Runner<'o> {
                     self.settle(&tx, d)?;
                 }
                 if self.stop != Some(Stop::Signal) {
+                    let mut settled_in_tx = 0;
                     loop {
                         let mut settled = false;
                         for unit in self.candidates() {
@@ -638,14 +646,27 @@ impl<'o> Runner<'o> {
                                     self.running.insert(key, attempt);
                                     spawns.push((unit, job, attempt));
                                 }
-                                Started::Settled => settled = true,
+                                Started::Settled => {
+                                    settled = true;
+                                    settled_in_tx += 1;
+                                }
                                 Started::Blocked => {}
                             }
+                        }
+                        // Bound a transaction of steps that settle without a
+                        // process (pure set_state steps): memory stays flat and
+                        // progress reaches the disk in chunks.
+                        if settled_in_tx >= MAX_SETTLED_PER_COMMIT {
+                            more_now = true;
+                            break;
                         }
                         if !settled {
                             break;
                         }
                     }
+                }
+                if std::mem::take(&mut self.state_dirty) {
+                    store::set_state(&tx, &self.id, &self.state)?;
                 }
                 let commit_start = telemetry::now_ns();
                 tx.commit()?;
@@ -653,6 +674,9 @@ impl<'o> Runner<'o> {
             }
             for (unit, job, attempt) in spawns {
                 self.spawn(unit, job, attempt);
+            }
+            if more_now {
+                continue;
             }
 
             if self.running.is_empty() && self.tasks.is_empty() {
@@ -1783,8 +1807,9 @@ impl<'o> Runner<'o> {
                 let output = rec.output.clone();
                 self.put(c, unit)?;
                 if let Some(s) = new_state {
-                    store::set_state(c, &id, &s)?;
+                    // Written once, just before this transaction commits.
                     self.state = s;
+                    self.state_dirty = true;
                 }
                 if unit.item.is_none() && !unit.compensation {
                     self.ctx.set_step_result(&key, "completed", &output);

@@ -88,11 +88,16 @@ fn instance_from_row(r: &Row) -> rusqlite::Result<InstanceRow> {
     })
 }
 
-pub fn insert_instance(c: &Connection, i: &InstanceRow) -> Result<()> {
+/// Inserts an instance, pinning its definition (text and step ids) if new.
+pub fn insert_instance(c: &Connection, i: &InstanceRow, step_ids: &[&str]) -> Result<()> {
     cached(
         c,
-        "INSERT OR IGNORE INTO definitions (hash, source) VALUES (?1, ?2)",
-        params![i.definition_hash, i.definition],
+        "INSERT OR IGNORE INTO definitions (hash, source, step_ids) VALUES (?1, ?2, ?3)",
+        params![
+            i.definition_hash,
+            i.definition,
+            serde_json::to_string(step_ids).unwrap_or_default()
+        ],
     )?;
     cached(
         c,
@@ -118,6 +123,18 @@ pub fn insert_instance(c: &Connection, i: &InstanceRow) -> Result<()> {
         ],
     )?;
     Ok(())
+}
+
+/// The step ids of a pinned definition, in file order.
+pub fn definition_step_ids(c: &Connection, hash: &str) -> Result<Option<Vec<String>>> {
+    let text: Option<String> = c
+        .query_row(
+            "SELECT step_ids FROM definitions WHERE hash = ?1",
+            [hash],
+            |r| r.get(0),
+        )
+        .optional()?;
+    Ok(text.and_then(|t| serde_json::from_str(&t).ok()))
 }
 
 pub fn instance(c: &Connection, id: &str) -> Result<InstanceRow> {

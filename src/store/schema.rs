@@ -11,8 +11,9 @@ pub const MIGRATIONS: &[&str] = &[
     -- same text. Kept out of `instances` so that the rows updated on every step
     -- stay small.
     CREATE TABLE definitions (
-        hash    TEXT PRIMARY KEY,           -- sha256 of source, hex
-        source  TEXT NOT NULL
+        hash      TEXT PRIMARY KEY,         -- sha256 of source, hex
+        source    TEXT NOT NULL,
+        step_ids  TEXT NOT NULL             -- JSON list of step ids in file order (for listings)
     ) WITHOUT ROWID;
 
     CREATE TABLE instances (

@@ -72,12 +72,14 @@ pub struct RawRetry {
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
+/// Optional parts are boxed: a workflow may have thousands of steps, and most
+/// steps use few of them (an unboxed step is over 2 KiB).
 pub struct RawStep {
     pub id: Spanned<String>,
     #[serde(default)]
     pub description: Option<String>,
     #[serde(default)]
-    pub run: Option<Spanned<Value>>,
+    pub run: Option<Box<Spanned<Value>>>,
     #[serde(default)]
     pub dir: Option<String>,
     #[serde(default)]
@@ -85,25 +87,25 @@ pub struct RawStep {
     #[serde(default)]
     pub needs: Option<Vec<Spanned<String>>>,
     #[serde(default)]
-    pub http: Option<Spanned<RawHttp>>,
+    pub http: Option<Box<Spanned<RawHttp>>>,
     #[serde(default)]
-    pub sleep: Option<Spanned<Value>>,
+    pub sleep: Option<Box<Spanned<Value>>>,
     #[serde(default)]
-    pub wait_for_event: Option<Spanned<RawWait>>,
+    pub wait_for_event: Option<Box<Spanned<RawWait>>>,
     #[serde(default)]
     pub timeout: Option<Spanned<String>>,
     #[serde(default)]
-    pub retry: Option<Spanned<RawRetry>>,
+    pub retry: Option<Box<Spanned<RawRetry>>>,
     #[serde(default)]
     pub errors: BTreeMap<i64, String>,
     #[serde(default)]
-    pub set_state: Option<Spanned<Value>>,
+    pub set_state: Option<Box<Spanned<Value>>>,
     #[serde(default)]
-    pub compensate: Option<Spanned<RawCompensate>>,
+    pub compensate: Option<Box<Spanned<RawCompensate>>>,
     #[serde(default, rename = "if")]
-    pub if_: Option<Spanned<Value>>,
+    pub if_: Option<Box<Spanned<Value>>>,
     #[serde(default)]
-    pub for_each: Option<Spanned<Value>>,
+    pub for_each: Option<Box<Spanned<Value>>>,
     #[serde(default)]
     pub max_parallel: Option<Spanned<i64>>,
     #[serde(default)]

@@ -38,6 +38,12 @@ impl<T> From<&Spanned<T>> for Pos {
     }
 }
 
+impl<T> From<&Box<Spanned<T>>> for Pos {
+    fn from(s: &Box<Spanned<T>>) -> Self {
+        Pos::from(&**s)
+    }
+}
+
 /// Parses and validates workflow source text. `label` names the file in errors.
 pub fn parse_source(source: &str, label: &str) -> Result<Workflow, DefinitionError> {
     let err_at = |pos: Pos, message: String| DefinitionError {
