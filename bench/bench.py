@@ -21,19 +21,44 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 WF = os.path.join(ROOT, "target", "release", "wf")
+GNU_TIME = "/usr/bin/time"  # Debian package `time`; without it RSS figures are upper bounds
 
 
-def run(argv, env=None, cwd=None, check=True):
-    """Runs a command; returns (seconds, peak RSS in MiB, exit code, stdout)."""
-    start = time.perf_counter()
-    proc = subprocess.Popen(argv, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
-    out = proc.stdout.read()
-    _, status, usage = os.wait4(proc.pid, 0)
-    elapsed = time.perf_counter() - start
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    if check and proc.returncode not in (0, 3):
-        sys.exit(f"command failed ({proc.returncode}): {' '.join(argv)}")
-    return elapsed, usage.ru_maxrss / 1024.0, proc.returncode, out.decode()
+def run(argv, env=None, check=True):
+    """Runs a command; returns (seconds, peak RSS in MiB, exit code, stdout).
+
+    Peak RSS comes from GNU time (`/usr/bin/time -f %M`): a child spawned by
+    this Python process would inherit Python's own high-water mark through the
+    exec (the kernel keeps the larger of the two), so wait4's ru_maxrss here
+    would report this script's size, not wf's.
+    """
+    rss_file = None
+    if os.path.exists(GNU_TIME):
+        rss_file = tempfile.NamedTemporaryFile(delete=False)
+        rss_file.close()
+        argv = [GNU_TIME, "-f", "%M", "-o", rss_file.name] + list(argv)
+    with tempfile.TemporaryFile() as out:
+        actions = [
+            (os.POSIX_SPAWN_DUP2, out.fileno(), 1),
+            (os.POSIX_SPAWN_OPEN, 2, os.devnull, os.O_WRONLY, 0),
+        ]
+        start = time.perf_counter()
+        pid = os.posix_spawnp(argv[0], argv, env if env is not None else os.environ, file_actions=actions)
+        _, status, usage = os.wait4(pid, 0)
+        elapsed = time.perf_counter() - start
+        out.seek(0)
+        text = out.read().decode()
+    code = os.waitstatus_to_exitcode(status)
+    if check and code not in (0, 3):
+        sys.exit(f"command failed ({code}): {' '.join(argv)}")
+    rss_kib = usage.ru_maxrss
+    if rss_file is not None:
+        with open(rss_file.name) as f:
+            lines = [line for line in f.read().splitlines() if line.strip().isdigit()]
+        os.unlink(rss_file.name)
+        if lines:
+            rss_kib = int(lines[-1])
+    return elapsed, rss_kib / 1024.0, code, text
 
 
 def wf_env(db, durability=None):
