@@ -21,35 +21,15 @@
 //! set; every run but the last crashed; and `PRAGMA integrity_check` is ok.
 //! No durations are asserted; waits are bounded generously.
 
-use crate::Test;
+use crate::{Test, XorShift, integrity_check};
 use serde_json::{Map, Value, json};
 use std::collections::{BTreeMap, HashMap};
 use std::fs::File;
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 /// Generous bound for anything waited for (2 cores, other work running).
 const PATIENCE: Duration = Duration::from_secs(60);
-
-/// A small seeded PRNG (xorshift64), so the test needs no rand crate.
-struct XorShift(u64);
-
-impl XorShift {
-    fn next(&mut self) -> u64 {
-        let mut x = self.0;
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        self.0 = x;
-        x
-    }
-
-    /// Uniform in `0..n`.
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
 
 fn env_number(name: &str, default: u64) -> u64 {
     match std::env::var(name) {
@@ -195,26 +175,6 @@ impl Drop for Runner {
     fn drop(&mut self) {
         self.kill();
     }
-}
-
-/// `PRAGMA integrity_check` with Python's sqlite3 module.
-fn integrity_check(db: &Path) -> String {
-    let out = Command::new("python3")
-        .arg("-c")
-        .arg(
-            "import sqlite3, sys\n\
-             c = sqlite3.connect(sys.argv[1])\n\
-             print('\\n'.join(r[0] for r in c.execute('PRAGMA integrity_check')))",
-        )
-        .arg(db)
-        .output()
-        .expect("python3");
-    assert!(
-        out.status.success(),
-        "integrity check did not run: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).trim().to_string()
 }
 
 fn exists(t: &Test, id: &str) -> bool {

@@ -5,9 +5,8 @@
 //! `wf worker`. Nothing here asserts a duration: conditions are polled with
 //! generous bounds.
 
-use crate::{Ran, Test};
+use crate::{Ran, Test, XorShift, integrity_check};
 use serde_json::{Value, json};
-use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -240,34 +239,6 @@ fn rfc3339(ms: i64) -> String {
         rem / 1000 % 60,
         rem % 1000
     )
-}
-
-/// `PRAGMA integrity_check` of the database, with the sqlite3 CLI if there is
-/// one, else Python's sqlite3 module.
-fn integrity_check(db: &Path) -> String {
-    let cli = Command::new("sqlite3")
-        .arg(db)
-        .arg("PRAGMA integrity_check;")
-        .output();
-    let out = match cli {
-        Ok(out) if out.status.success() => out,
-        _ => Command::new("python3")
-            .arg("-c")
-            .arg(
-                "import sqlite3, sys\n\
-                 c = sqlite3.connect(sys.argv[1])\n\
-                 print('\\n'.join(r[0] for r in c.execute('PRAGMA integrity_check')))",
-            )
-            .arg(db)
-            .output()
-            .expect("neither sqlite3 nor python3 can check the database"),
-    };
-    assert!(
-        out.status.success(),
-        "integrity check failed to run: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).trim().to_string()
 }
 
 fn hostname() -> String {
@@ -996,20 +967,6 @@ fn a_durable_timer_survives_a_crash() {
     assert_eq!(lines(&t, "side.log"), ["after"]);
 }
 
-/// A small seeded PRNG (xorshift64), so the test needs no rand crate.
-struct XorShift(u64);
-
-impl XorShift {
-    fn next(&mut self) -> u64 {
-        let mut x = self.0;
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        self.0 = x;
-        x
-    }
-}
-
 #[test]
 fn twenty_random_kills_then_resume_completes_a_thirty_step_workflow() {
     const STEPS: usize = 30;
@@ -1041,7 +998,7 @@ fn twenty_random_kills_then_resume_completes_a_thirty_step_workflow() {
         } else {
             spawn_quiet(&t, &["run", path, "--id", "crashy"])
         };
-        let delay = 15 + rng.next() % 300;
+        let delay = 15 + rng.below(300);
         std::thread::sleep(Duration::from_millis(delay));
         if !wf.exited() {
             hit_running += 1;

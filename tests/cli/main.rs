@@ -160,3 +160,50 @@ impl Test {
             .unwrap_or_else(|| panic!("no step {id} in {inspect:#}"))
     }
 }
+
+/// A small seeded PRNG (xorshift64), so the crash tests need no rand crate.
+pub struct XorShift(pub u64);
+
+impl XorShift {
+    pub fn next_u64(&mut self) -> u64 {
+        let mut x = self.0;
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        self.0 = x;
+        x
+    }
+
+    /// Uniform in `0..n`.
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next_u64() % n
+    }
+}
+
+/// `PRAGMA integrity_check` of a database file, through the sqlite3 CLI when
+/// the machine has it, else python3's sqlite3 module.
+pub fn integrity_check(db: &Path) -> String {
+    let cli = Command::new("sqlite3")
+        .arg(db)
+        .arg("PRAGMA integrity_check;")
+        .output();
+    let out = match cli {
+        Ok(out) if out.status.success() => out,
+        _ => Command::new("python3")
+            .arg("-c")
+            .arg(
+                "import sqlite3, sys\n\
+                 c = sqlite3.connect(sys.argv[1])\n\
+                 print('\\n'.join(r[0] for r in c.execute('PRAGMA integrity_check')))",
+            )
+            .arg(db)
+            .output()
+            .expect("neither sqlite3 nor python3 can check the database"),
+    };
+    assert!(
+        out.status.success(),
+        "integrity check failed to run: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
