@@ -59,5 +59,15 @@ pub async fn run(args: Args, db: Option<PathBuf>, printer: &Printer) -> anyhow::
     let progress = printer.progress();
     let outcome = engine::runner::drive(&mut store, &id, opts, &progress).await;
     progress.finish();
-    Ok(report(printer, &id, &outcome?, args.json))
+    match outcome {
+        Ok(outcome) => Ok(report(printer, &id, &outcome, args.json)),
+        // Another process completed it while we waited for the lease: same as above.
+        Err(engine::EngineError::NotResumable(_))
+            if store::instance(store.conn(), &id)?.status == "completed" =>
+        {
+            printer.info(&format!("instance {id} already completed; nothing to do"));
+            Ok(ExitStatus::Success)
+        }
+        Err(e) => Err(e.into()),
+    }
 }

@@ -205,7 +205,14 @@ pub async fn run(
 ) -> AttemptResult {
     let start_ns = crate::telemetry::now_ns();
     let method = job.method.clone();
-    let url = job.url.clone();
+    // The URL as sent, `query:` parameters included.
+    let url = match reqwest::Url::parse(&job.url) {
+        Ok(mut u) if !job.query.is_empty() => {
+            u.query_pairs_mut().extend_pairs(job.query.iter());
+            u.to_string()
+        }
+        _ => job.url.clone(),
+    };
     let span_id = job.span_id.clone();
     let mut result = send(client, job, interrupt).await;
     let mut attributes = Map::new();

@@ -115,33 +115,7 @@ async fn drive_run(
 ) -> Result<RunOutcome, EngineError> {
     let owner = lease::owner_name();
     let inst = store::instance(store.conn(), id)?;
-    match inst.status.as_str() {
-        "completed" => {
-            return Err(EngineError::NotResumable(format!(
-                "instance {id} already completed"
-            )));
-        }
-        "canceled" => {
-            return Err(EngineError::NotResumable(format!(
-                "instance {id} was canceled; it cannot be resumed"
-            )));
-        }
-        "failed" if !opts.retry_failed && !opts.cancel => {
-            return Err(EngineError::NotResumable(format!(
-                "instance {id} failed{}; resume it with --retry-failed to give failed steps a fresh attempt budget",
-                inst.error
-                    .as_deref()
-                    .map(|e| format!(" ({e})"))
-                    .unwrap_or_default()
-            )));
-        }
-        "failed" if opts.cancel => {
-            return Err(EngineError::NotResumable(format!(
-                "instance {id} already failed; there is nothing to cancel"
-            )));
-        }
-        _ => {}
-    }
+    check_resumable(&inst, &opts)?;
     let wf = match &opts.workflow {
         Some(wf) if wf.hash == inst.definition_hash => wf.clone(),
         _ => Arc::new(Workflow::from_pinned(
@@ -162,6 +136,8 @@ async fn drive_run(
                 holder,
             });
         }
+        // Again under the lease: another process may have finished it meanwhile.
+        check_resumable(&store::instance(&tx, id)?, &opts)?;
         let mut records: HashMap<String, StepRow> = store::steps(&tx, id)?
             .into_iter()
             .map(|r| (r.key.clone(), r))
@@ -293,6 +269,31 @@ async fn drive_run(
     store::release_lease(&tx, id, &owner)?;
     tx.commit()?;
     Ok(outcome)
+}
+
+/// Whether `inst` may be driven with `opts` (completed and canceled instances
+/// never; failed ones only with `--retry-failed`).
+fn check_resumable(inst: &store::InstanceRow, opts: &RunOptions) -> Result<(), EngineError> {
+    let id = &inst.id;
+    match inst.status.as_str() {
+        "completed" => Err(EngineError::NotResumable(format!(
+            "instance {id} already completed"
+        ))),
+        "canceled" => Err(EngineError::NotResumable(format!(
+            "instance {id} was canceled; it cannot be resumed"
+        ))),
+        "failed" if opts.cancel => Err(EngineError::NotResumable(format!(
+            "instance {id} already failed; there is nothing to cancel"
+        ))),
+        "failed" if !opts.retry_failed => Err(EngineError::NotResumable(format!(
+            "instance {id} failed{}; resume it with --retry-failed to give failed steps a fresh attempt budget",
+            inst.error
+                .as_deref()
+                .map(|e| format!(" ({e})"))
+                .unwrap_or_default()
+        ))),
+        _ => Ok(()),
+    }
 }
 
 /// Attempts that never got an outcome belong to a process that died: mark them

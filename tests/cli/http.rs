@@ -475,6 +475,21 @@ steps:
         out["json"],
         json!({"id": 42, "tags": ["a", "b"], "owner": {"name": "ada"}})
     );
+
+    // The HTTP client span names the URL as sent, query included.
+    let trace = t.wf(&["trace", "get1", "--format", "json"]).code(0).json();
+    let urls: Vec<String> = trace
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|run| run["spans"].as_array().cloned().unwrap_or_default())
+        .filter_map(|s| s["attributes"]["url.full"].as_str().map(String::from))
+        .collect();
+    assert_eq!(
+        urls,
+        vec![format!("{}{}", server.url(), r.target)],
+        "{trace:#}"
+    );
 }
 
 #[test]
