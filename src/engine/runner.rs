@@ -1211,7 +1211,7 @@ impl<'o> Runner<'o> {
         let exec = exec_of(step, unit);
         match exec.action {
             Action::Noop => {
-                let attempt = self.begin_attempt(c, unit)?;
+                let attempt = self.begin_attempt(c, unit, true)?;
                 self.settle_result(
                     c,
                     unit,
@@ -1242,7 +1242,7 @@ impl<'o> Runner<'o> {
         unit: &Unit,
         job: Result<Job, Failure>,
     ) -> Result<Started, EngineError> {
-        let attempt = self.begin_attempt(c, unit)?;
+        let attempt = self.begin_attempt(c, unit, false)?;
         match job {
             Ok(job) => Ok(Started::Spawn(job, attempt)),
             Err(f) => {
@@ -1254,7 +1254,7 @@ impl<'o> Runner<'o> {
 
     /// Fails `unit` without running anything (its inputs could not be evaluated).
     fn fail_now(&mut self, c: &Connection, unit: &Unit, f: Failure) -> Result<(), EngineError> {
-        let attempt = self.begin_attempt(c, unit)?;
+        let attempt = self.begin_attempt(c, unit, true)?;
         self.settle_result(c, unit, attempt, AttemptResult::failed(f), Duration::ZERO)
     }
 
@@ -1415,7 +1415,15 @@ impl<'o> Runner<'o> {
     }
 
     /// Records the attempt row (durably, with the enclosing commit) before anything runs.
-    fn begin_attempt(&mut self, c: &Connection, unit: &Unit) -> Result<i64, EngineError> {
+    ///
+    /// `settles_now`: the attempt ends within this same transaction (no process),
+    /// so the step row is written once, by the settle, instead of twice.
+    fn begin_attempt(
+        &mut self,
+        c: &Connection,
+        unit: &Unit,
+        settles_now: bool,
+    ) -> Result<i64, EngineError> {
         let (span_id, start_ns) = self.open_attempt_span(unit);
         let now = store::now();
         let run = self.run;
@@ -1429,9 +1437,18 @@ impl<'o> Runner<'o> {
             rec.started_at = Some(now.clone());
         }
         let attempt = rec.attempts;
-        store::insert_attempt(c, &id, &key, attempt, run, &now)?;
-        store::set_attempt_span(c, &id, &key, attempt, &span_id, start_ns)?;
-        self.put(c, unit)?;
+        let new = store::NewAttempt {
+            key: &key,
+            attempt,
+            run,
+            started_at: &now,
+            span_id: &span_id,
+            started_ns: start_ns,
+        };
+        store::insert_attempt(c, &id, &new)?;
+        if !settles_now {
+            self.put(c, unit)?;
+        }
         self.observer.step_started(&key, attempt);
         Ok(attempt)
     }
@@ -1474,7 +1491,7 @@ impl<'o> Runner<'o> {
             }
         };
         if wake <= Utc::now() {
-            let attempt = self.begin_attempt(c, unit)?;
+            let attempt = self.begin_attempt(c, unit, true)?;
             let out = json!({ "slept_until": store::fmt_time(wake) });
             self.settle_result(c, unit, attempt, ok(out), Duration::ZERO)?;
             Ok(Started::Settled)
@@ -1515,7 +1532,7 @@ impl<'o> Runner<'o> {
                     json!({ "wf.event.name": name }),
                 ));
             }
-            let attempt = self.begin_attempt(c, unit)?;
+            let attempt = self.begin_attempt(c, unit, true)?;
             let data = serde_json::from_str::<Value>(&payload).unwrap_or(Value::Null);
             let out = json!({ "event": name, "json": data, "body": payload });
             self.settle_result(c, unit, attempt, ok(out), Duration::ZERO)?;

@@ -443,18 +443,30 @@ pub struct AttemptRow {
     pub finished_at: Option<String>,
 }
 
-pub fn insert_attempt(
-    c: &Connection,
-    instance_id: &str,
-    key: &str,
-    attempt: i64,
-    run: i64,
-    started_at: &str,
-) -> Result<()> {
+/// An attempt about to start: which, in which run, and its span.
+pub struct NewAttempt<'a> {
+    pub key: &'a str,
+    pub attempt: i64,
+    pub run: i64,
+    pub started_at: &'a str,
+    pub span_id: &'a str,
+    pub started_ns: i64,
+}
+
+pub fn insert_attempt(c: &Connection, instance_id: &str, a: &NewAttempt) -> Result<()> {
     cached(
         c,
-        "INSERT INTO attempts (instance_id, step_key, attempt, run, started_at) VALUES (?1,?2,?3,?4,?5)",
-        params![instance_id, key, attempt, run, started_at],
+        "INSERT INTO attempts (instance_id, step_key, attempt, run, started_at, span_id, started_ns) \
+         VALUES (?1,?2,?3,?4,?5,?6,?7)",
+        params![
+            instance_id,
+            a.key,
+            a.attempt,
+            a.run,
+            a.started_at,
+            a.span_id,
+            a.started_ns
+        ],
     )?;
     Ok(())
 }
@@ -663,22 +675,6 @@ pub fn run_trace(c: &Connection, id: &str, run: i64) -> Result<Option<RunTrace>>
         |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
     )
     .optional()?)
-}
-
-pub fn set_attempt_span(
-    c: &Connection,
-    id: &str,
-    key: &str,
-    attempt: i64,
-    span_id: &str,
-    started_ns: i64,
-) -> Result<()> {
-    cached(
-        c,
-        "UPDATE attempts SET span_id=?4, started_ns=?5 WHERE instance_id=?1 AND step_key=?2 AND attempt=?3",
-        params![id, key, attempt, span_id, started_ns],
-    )?;
-    Ok(())
 }
 
 /// (span_id, started_ns, run) of an attempt, when it has a span.
