@@ -31,10 +31,6 @@ pub async fn run(args: Args, db: Option<PathBuf>, printer: &Printer) -> anyhow::
     let mut store = super::open(db)?;
     let id = store.resolve_id(&args.id)?;
     let inst = store::instance(store.conn(), &id)?;
-    if inst.status == "completed" {
-        printer.info(&format!("instance {id} already completed; nothing to do"));
-        return Ok(ExitStatus::Success);
-    }
     let mut inline_wait = args.inline_wait;
     // A sleeping instance is resumed when its timer is due: wait for it here.
     if inst.status == "sleeping"
@@ -61,7 +57,7 @@ pub async fn run(args: Args, db: Option<PathBuf>, printer: &Printer) -> anyhow::
     progress.finish();
     match outcome {
         Ok(outcome) => Ok(report(printer, &id, &outcome, args.json)),
-        // Another process completed it while we waited for the lease: same as above.
+        // Completed already, or by another process while we waited for the lease.
         Err(engine::EngineError::NotResumable(_))
             if store::instance(store.conn(), &id)?.status == "completed" =>
         {

@@ -27,13 +27,6 @@ pub fn now_ns() -> i64 {
     chrono::Utc::now().timestamp_nanos_opt().unwrap_or(0)
 }
 
-/// RFC 3339 (as stored) to unix nanoseconds.
-pub fn ns_of(time: &str) -> i64 {
-    crate::store::parse_time(time)
-        .and_then(|t| t.timestamp_nanos_opt())
-        .unwrap_or(0)
-}
-
 /// W3C `traceparent` for a span.
 pub fn traceparent(trace_id: &str, span_id: &str) -> String {
     format!("00-{trace_id}-{span_id}-01")

@@ -56,8 +56,6 @@ pub struct InputSpec {
 #[derive(Debug)]
 pub struct Step {
     pub id: String,
-    pub index: usize,
-    pub line: u32,
     /// Indices into `Workflow::steps`.
     pub needs: Vec<usize>,
     pub action: Action,
@@ -86,18 +84,6 @@ pub enum Action {
     },
     /// No action: a pure `set_state` (or marker) step.
     Noop,
-}
-
-impl Action {
-    pub fn kind(&self) -> &'static str {
-        match self {
-            Action::Run(_) => "run",
-            Action::Http(_) => "http",
-            Action::Sleep(_) => "sleep",
-            Action::WaitForEvent { .. } => "wait_for_event",
-            Action::Noop => "noop",
-        }
-    }
 }
 
 #[derive(Debug)]

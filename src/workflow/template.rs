@@ -359,17 +359,6 @@ fn find_close(s: &str, open: usize, from: usize) -> Result<usize, TemplateError>
     })
 }
 
-/// Parses every string inside a JSON value (array items and object values,
-/// not keys). The error names the offending string.
-pub fn parse_tree(v: &Value) -> Result<(), (String, TemplateError)> {
-    match v {
-        Value::String(s) => Template::parse(s).map(drop).map_err(|e| (s.clone(), e)),
-        Value::Array(items) => items.iter().try_for_each(parse_tree),
-        Value::Object(m) => m.values().try_for_each(parse_tree),
-        Value::Null | Value::Bool(_) | Value::Number(_) => Ok(()),
-    }
-}
-
 /// Renders every string inside a JSON value with [`Template::render_value`],
 /// so `{"id": "${{ output.json.id }}"}` keeps the id's type. Keys are kept.
 pub fn render_tree(v: &Value, ctx: &Value) -> Result<Value, ExprError> {
@@ -656,7 +645,6 @@ mod tests {
             "label": "order ${{ inputs.order_id }}",
             "${{ not.a.template.key }}": ["${{ output.json.tags }}", 3, null, { "deep": "${{ item.sku }}" }],
         });
-        assert_eq!(parse_tree(&tree), Ok(()));
         assert_eq!(
             render_tree(&tree, &ctx()),
             Ok(json!({
@@ -668,13 +656,6 @@ mod tests {
         );
 
         let bad = json!({ "ok": "fine", "list": [1, { "x": "v=${{ a && }}" }] });
-        match parse_tree(&bad) {
-            Err((s, e)) => {
-                assert_eq!(s, "v=${{ a && }}");
-                assert_eq!(e.offset, 11);
-            }
-            Ok(()) => panic!("expected an error"),
-        }
         assert!(matches!(
             render_tree(&bad, &ctx()),
             Err(ExprError::Syntax { pos: 11, .. })

@@ -510,8 +510,6 @@ impl Checker<'_> {
 
         Ok(Step {
             id,
-            index,
-            line: pos.line,
             needs,
             action,
             dir: raw.dir.clone(),
