@@ -5,9 +5,11 @@
 
 use super::output;
 use super::{AttemptResult, Failure};
+use opentelemetry::trace::Status;
 use serde_json::{Map, Value};
 use std::time::Duration;
 use tokio::sync::watch;
+use tracing_opentelemetry::OpenTelemetrySpanExt as _;
 
 /// Everything needed to send the request, already rendered.
 #[derive(Debug, Clone)]
@@ -20,8 +22,19 @@ pub struct HttpJob {
     pub body: Option<(Vec<u8>, bool)>,
     pub expect_status: Option<Vec<u16>>,
     pub timeout: Option<Duration>,
-    /// The client span's id, already sent as the request's `traceparent`.
-    pub span_id: Option<String>,
+}
+
+impl HttpJob {
+    /// The URL as sent, `query:` parameters included (`url.full`).
+    pub fn full_url(&self) -> String {
+        match reqwest::Url::parse(&self.url) {
+            Ok(mut u) if !self.query.is_empty() => {
+                u.query_pairs_mut().extend_pairs(self.query.iter());
+                u.to_string()
+            }
+            _ => self.url.clone(),
+        }
+    }
 }
 
 /// A client shared by every HTTP step of a process (connection reuse).
@@ -197,48 +210,34 @@ async fn send(
     result
 }
 
-/// Sends the request and reports it as an HTTP client span too.
+/// Sends the request; `span` (the HTTP client span, whose id went out as the
+/// request's `traceparent`) gets the response status, and on failure
+/// `error.type` and an ERROR status. It ends when this returns.
 pub async fn run(
     client: reqwest::Client,
     job: HttpJob,
+    span: tracing::Span,
     interrupt: watch::Receiver<bool>,
 ) -> AttemptResult {
-    let start_ns = crate::telemetry::now_ns();
-    let method = job.method.clone();
-    // The URL as sent, `query:` parameters included.
-    let url = match reqwest::Url::parse(&job.url) {
-        Ok(mut u) if !job.query.is_empty() => {
-            u.query_pairs_mut().extend_pairs(job.query.iter());
-            u.to_string()
+    let result = send(client, job, interrupt).await;
+    match &result.outcome {
+        Ok(out) => {
+            if let Some(code) = out["status"].as_i64() {
+                span.set_attribute("http.response.status_code", code);
+            }
         }
-        _ => job.url.clone(),
-    };
-    let span_id = job.span_id.clone();
-    let mut result = send(client, job, interrupt).await;
-    let mut attributes = Map::new();
-    attributes.insert("http.request.method".into(), Value::String(method.clone()));
-    attributes.insert("url.full".into(), Value::String(url));
-    if let Ok(out) = &result.outcome {
-        attributes.insert("http.response.status_code".into(), out["status"].clone());
-    } else if let Err(f) = &result.outcome {
-        if let Some(code) = f
-            .error_type
-            .strip_prefix("http.")
-            .and_then(|c| c.parse::<u16>().ok())
-        {
-            attributes.insert("http.response.status_code".into(), Value::from(code));
+        Err(f) => {
+            if let Some(code) = f
+                .error_type
+                .strip_prefix("http.")
+                .and_then(|c| c.parse::<i64>().ok())
+            {
+                span.set_attribute("http.response.status_code", code);
+            }
+            span.set_attribute("error.type", f.error_type.clone());
+            span.set_status(Status::error(f.message.clone()));
         }
-        attributes.insert("error.type".into(), Value::String(f.error_type.clone()));
     }
-    result.spans.push(super::ChildSpan {
-        span_id: span_id.clone(),
-        name: method,
-        kind: "client",
-        start_ns,
-        end_ns: crate::telemetry::now_ns(),
-        attributes,
-        error: result.outcome.as_ref().err().map(|f| f.message.clone()),
-    });
     result
 }
 

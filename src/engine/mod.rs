@@ -69,22 +69,6 @@ pub struct AttemptResult {
     pub interrupted: bool,
     /// A server-requested delay before the next attempt (HTTP `Retry-After`).
     pub retry_after: Option<Duration>,
-    /// Spans of what the attempt did (the process, the HTTP call).
-    pub spans: Vec<ChildSpan>,
-}
-
-/// A span an executor reports about its side effect; the runner parents it
-/// under the attempt's span.
-#[derive(Debug, Clone)]
-pub struct ChildSpan {
-    /// Fixed when the id was handed on beforehand (an HTTP call's `traceparent`).
-    pub span_id: Option<String>,
-    pub name: String,
-    pub kind: &'static str,
-    pub start_ns: i64,
-    pub end_ns: i64,
-    pub attributes: Map<String, Value>,
-    pub error: Option<String>,
 }
 
 impl Default for AttemptResult {
@@ -96,7 +80,6 @@ impl Default for AttemptResult {
             exit_code: None,
             interrupted: false,
             retry_after: None,
-            spans: Vec::new(),
         }
     }
 }

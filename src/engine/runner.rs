@@ -11,14 +11,16 @@ use super::context::{self, Context};
 use super::lease::{self, Heartbeat};
 use super::output::merge_patch;
 use super::redact::Redactor;
-use super::{AttemptResult, ChildSpan, EngineError, Failure, Observer, http, shell};
-use crate::store::{self, AttemptEnd, SpanRow, StepRow, Store};
-use crate::telemetry::{self, Span};
+use super::{AttemptResult, EngineError, Failure, Observer, http, shell};
+use crate::store::{self, AttemptEnd, StepRow, Store};
+use crate::telemetry::{self, recorder};
 use crate::workflow::template::{self, Template};
 use crate::workflow::{
     Action, Condition, HttpSpec, RetryPolicy, RunCmd, SleepSpec, Step, Workflow, expr,
 };
 use chrono::{DateTime, Utc};
+use opentelemetry::KeyValue;
+use opentelemetry::trace::{Link, Status};
 use rusqlite::Connection;
 use serde_json::{Map, Value, json};
 use std::collections::{BTreeMap, HashMap};
@@ -27,6 +29,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
+use tracing_opentelemetry::OpenTelemetrySpanExt as _;
 
 /// How one run should behave.
 #[derive(Debug, Clone)]
@@ -113,6 +116,7 @@ async fn drive_run(
     opts: RunOptions,
     observer: &dyn Observer,
 ) -> Result<RunOutcome, EngineError> {
+    recorder::install();
     let owner = lease::owner_name();
     let inst = store::instance(store.conn(), id)?;
     check_resumable(&inst, &opts)?;
@@ -145,25 +149,29 @@ async fn drive_run(
         recover_crashed(&tx, id, &wf, &mut records)?;
         for crashed in store::close_abandoned_runs(&tx, id)? {
             if let Some((trace, span, parent, start)) = store::run_trace(&tx, id, crashed)? {
-                let mut root = Span::new(
-                    &trace,
-                    &span,
-                    parent.as_deref(),
-                    &format!("{}/workflow", wf.name),
-                    start,
-                )
-                .instance(&wf.name, id, crashed)
-                .attr("workflow.run", crashed)
-                .attr("workflow.outcome", "crashed")
-                .error("the process running this run died");
-                if let Some(prev) = store::run_trace(&tx, id, crashed - 1)? {
-                    root = root.link(telemetry::link(
-                        &prev.0,
-                        &prev.1,
-                        json!({ "workflow.run": crashed - 1 }),
-                    ));
+                let links = store::run_trace(&tx, id, crashed - 1)?
+                    .and_then(|prev| recorder::span_context(&prev.0, &prev.1, false))
+                    .map(|sc| Link::new(sc, vec![KeyValue::new("workflow.run", crashed - 1)], 0))
+                    .into_iter()
+                    .collect();
+                recorder::rebuild(recorder::Rebuilt {
+                    trace_id: &trace,
+                    span_id: &span,
+                    parent: parent.as_deref(),
+                    name: format!("{}/workflow", wf.name),
+                    start_ns: start,
+                    attributes: vec![
+                        KeyValue::new("workflow.name", wf.name.clone()),
+                        KeyValue::new("workflow.instance.id", id.to_string()),
+                        KeyValue::new("workflow.run", crashed),
+                        KeyValue::new("workflow.outcome", "crashed"),
+                    ],
+                    links,
+                    error: "the process running this run died",
+                });
+                for s in recorder::take(&trace, id) {
+                    store::insert_span(&tx, &recorder::row(&s, crashed))?;
                 }
-                store::insert_span(&tx, &root.finish(telemetry::now_ns()))?;
             }
         }
         let run = store::start_run(&tx, id)?;
@@ -172,20 +180,29 @@ async fn drive_run(
             .then(|| std::env::var("TRACEPARENT").ok())
             .flatten()
             .and_then(|t| telemetry::parse_traceparent(&t));
-        let trace = match parent {
-            Some((trace_id, parent_span)) => (
-                trace_id,
-                telemetry::new_span_id(),
-                Some(parent_span),
-                telemetry::now_ns(),
-            ),
-            None => (
-                telemetry::new_trace_id(),
-                telemetry::new_span_id(),
-                None,
-                telemetry::now_ns(),
-            ),
-        };
+        let root = tracing::info_span!(
+            parent: None,
+            "workflow",
+            otel.name = format!("{}/workflow", wf.name),
+            workflow.name = wf.name.as_str(),
+            workflow.instance.id = id,
+            workflow.run = run,
+        );
+        if let Some((trace_id, parent_span)) = &parent {
+            let _ = root.set_parent(recorder::parent_context(trace_id, parent_span, true));
+        }
+        if let Some(sc) = store::run_trace(&tx, id, run - 1)?
+            .and_then(|prev| recorder::span_context(&prev.0, &prev.1, false))
+        {
+            root.add_link_with_attributes(sc, vec![KeyValue::new("workflow.run", run - 1)]);
+        }
+        let (trace_id, root_id) = recorder::ids(&root);
+        let trace = (
+            trace_id,
+            root_id,
+            parent.map(|(_, span)| span),
+            telemetry::now_ns(),
+        );
         store::set_run_trace(&tx, id, run, &trace)?;
         if opts.retry_failed {
             for rec in records.values_mut().filter(|r| r.status == "failed") {
@@ -199,7 +216,7 @@ async fn drive_run(
         let cancel = opts.cancel || store::cancel_requested(&tx, id)?;
         store::set_instance_status(&tx, id, "running", None, None, None)?;
         tx.commit()?;
-        (run, records, trace, cancel)
+        (run, records, (trace, root), cancel)
     };
     let _heartbeat = Heartbeat::start(store.path().to_path_buf(), id.to_string(), owner.clone());
 
@@ -211,15 +228,7 @@ async fn drive_run(
         }
     }
 
-    let previous = store::run_trace(store.conn(), id, run - 1)?;
     let mut runner = Runner::new(wf.clone(), &inst, run, records, opts, observer, trace)?;
-    if let Some(prev) = previous {
-        runner.links.push(telemetry::link(
-            &prev.0,
-            &prev.1,
-            json!({ "workflow.run": run - 1 }),
-        ));
-    }
     if cancel {
         runner.stop(Stop::Cancel);
     }
@@ -317,20 +326,26 @@ fn recover_crashed(
         if let Some((span_id, start_ns, run)) = store::attempt_span(c, id, &key, attempt)?
             && let Some((trace, root, _, _)) = store::run_trace(c, id, run)?
         {
-            let span = Span::new(
-                &trace,
-                &span_id,
-                Some(&root),
-                &format!("{}/{key}", wf.name),
+            recorder::rebuild(recorder::Rebuilt {
+                trace_id: &trace,
+                span_id: &span_id,
+                parent: Some(&root),
+                name: format!("{}/{key}", wf.name),
                 start_ns,
-            )
-            .instance(&wf.name, id, run)
-            .attr("workflow.step.id", key.as_str())
-            .attr("workflow.step.attempt", attempt)
-            .attr("workflow.step.outcome", "crashed")
-            .attr("error.type", "crashed")
-            .error(message);
-            store::insert_span(c, &span.finish(telemetry::now_ns()))?;
+                attributes: vec![
+                    KeyValue::new("workflow.name", wf.name.clone()),
+                    KeyValue::new("workflow.instance.id", id.to_string()),
+                    KeyValue::new("workflow.step.id", key.clone()),
+                    KeyValue::new("workflow.step.attempt", attempt),
+                    KeyValue::new("workflow.step.outcome", "crashed"),
+                    KeyValue::new("error.type", "crashed"),
+                ],
+                links: Vec::new(),
+                error: message,
+            });
+            for s in recorder::take(&trace, id) {
+                store::insert_span(c, &recorder::row(&s, run))?;
+            }
         }
         let Some(rec) = records.get_mut(&key) else {
             continue;
@@ -489,8 +504,8 @@ struct Runner<'o> {
     deadline: Option<DateTime<Utc>>,
     /// This run's trace: (trace_id, root span_id, parent span_id, start ns).
     trace: store::RunTrace,
-    /// Links of the root span: the previous run, events that woke this one.
-    links: Vec<Value>,
+    /// The run's root span, open until the run's final commit.
+    root: tracing::Span,
     /// `state` changed since the last write; written just before each commit.
     state_dirty: bool,
     /// State as it was when each running unit with a `set_state` started.
@@ -499,12 +514,10 @@ struct Runner<'o> {
     frontier: std::collections::BTreeSet<usize>,
     /// For each step, the steps that need it.
     dependents: Vec<Vec<usize>>,
-    /// Attempt spans in flight: unit key -> (span_id, start ns).
-    attempt_spans: HashMap<String, (String, i64)>,
+    /// Attempt spans in flight: unit key -> (span, its id, start ns).
+    attempt_spans: HashMap<String, (tracing::Span, String, i64)>,
     /// Attempts whose success the next commit makes durable (for `wf.sqlite.commit`).
     committing: Vec<String>,
-    /// Spans finished after the last commit, written with the next one.
-    pending_spans: Vec<SpanRow>,
 }
 
 impl<'o> Runner<'o> {
@@ -515,7 +528,7 @@ impl<'o> Runner<'o> {
         records: HashMap<String, StepRow>,
         opts: RunOptions,
         observer: &'o dyn Observer,
-        trace: store::RunTrace,
+        (trace, root): (store::RunTrace, tracing::Span),
     ) -> Result<Runner<'o>, EngineError> {
         let secrets = context::secret_values(&wf.secrets);
         let redactor = Redactor::new(
@@ -583,14 +596,13 @@ impl<'o> Runner<'o> {
             redactor,
             deadline,
             trace,
-            links: Vec::new(),
+            root,
             state_dirty: false,
             start_states: HashMap::new(),
             frontier: std::collections::BTreeSet::new(),
             dependents,
             attempt_spans: HashMap::new(),
             committing: Vec::new(),
-            pending_spans: Vec::new(),
         };
         runner.frontier = (0..runner.wf.steps.len())
             .filter(|&i| runner.deps_satisfied(i) && !runner.ended(i))
@@ -622,9 +634,7 @@ impl<'o> Runner<'o> {
             let mut more_now = false;
             {
                 let tx = store.write()?;
-                for span in self.pending_spans.drain(..) {
-                    store::insert_span(&tx, &span)?;
-                }
+                self.flush_spans(&tx, &[])?;
                 for d in done.drain(..) {
                     self.settle(&tx, d)?;
                 }
@@ -669,9 +679,9 @@ impl<'o> Runner<'o> {
                 if std::mem::take(&mut self.state_dirty) {
                     store::set_state(&tx, &self.id, &self.state)?;
                 }
-                let commit_start = telemetry::now_ns();
+                let commit_spans = self.commit_spans();
                 tx.commit()?;
-                self.committed(commit_start);
+                drop(commit_spans);
             }
             for (unit, job, attempt) in spawns {
                 self.spawn(unit, job, attempt);
@@ -977,57 +987,86 @@ impl<'o> Runner<'o> {
         })
     }
 
-    /// Records a `wf.sqlite.commit` span under each attempt the commit made durable.
-    fn committed(&mut self, start_ns: i64) {
-        let end_ns = telemetry::now_ns();
-        for parent in std::mem::take(&mut self.committing) {
-            let span = Span::new(
-                &self.trace.0,
-                &telemetry::new_span_id(),
-                Some(&parent),
-                "wf.sqlite.commit",
-                start_ns,
-            )
-            .instance(&self.wf.name, &self.id, self.run)
-            .attr("db.system.name", "sqlite")
-            .attr("db.operation.name", "COMMIT");
-            self.pending_spans.push(span.finish(end_ns));
+    /// Stores the spans of this run that ended since the last call (masking
+    /// secrets), except those in `skip`.
+    fn flush_spans(&self, c: &Connection, skip: &[String]) -> Result<(), EngineError> {
+        for span in recorder::take(&self.trace.0, &self.id) {
+            let mut row = recorder::row(&span, self.run);
+            if skip.contains(&row.span_id) {
+                continue;
+            }
+            if !self.redactor.is_empty() {
+                self.redactor.value(&mut row.attributes);
+                row.status_message = row.status_message.map(|m| self.redactor.text(m.as_str()));
+            }
+            store::insert_span(c, &row)?;
         }
+        Ok(())
     }
 
-    /// The run's root span, with whatever spans are still pending.
+    /// A `wf.sqlite.commit` span under each attempt the coming commit makes
+    /// durable; they end when the caller drops them, after the commit.
+    fn commit_spans(&mut self) -> Vec<tracing::Span> {
+        std::mem::take(&mut self.committing)
+            .into_iter()
+            .map(|parent| {
+                let span = tracing::info_span!(
+                    parent: None,
+                    "wf.sqlite.commit",
+                    workflow.name = self.wf.name.as_str(),
+                    workflow.instance.id = self.id.as_str(),
+                    db.system.name = "sqlite",
+                    db.operation.name = "COMMIT",
+                );
+                let _ = span.set_parent(recorder::parent_context(&self.trace.0, &parent, false));
+                span
+            })
+            .collect()
+    }
+
+    /// Ends the run's root span and stores it with whatever spans are pending.
     fn write_root_span(
         &mut self,
         c: &Connection,
         outcome: &str,
         error: Option<&str>,
     ) -> Result<(), EngineError> {
-        for span in self.pending_spans.drain(..) {
-            store::insert_span(c, &span)?;
-        }
-        let (trace, root, parent, start) = &self.trace;
-        let mut span = Span::new(
-            trace,
-            root,
-            parent.as_deref(),
-            &format!("{}/workflow", self.wf.name),
-            *start,
-        )
-        .instance(&self.wf.name, &self.id, self.run)
-        .attr("workflow.run", self.run)
-        .attr("workflow.outcome", outcome);
-        for l in &self.links {
-            span = span.link(l.clone());
-        }
+        self.root
+            .set_attribute("workflow.outcome", outcome.to_string());
         if let Some(e) = error {
-            span = span.error(&self.redactor.text(e));
+            self.root.set_status(Status::error(e.to_string()));
         }
-        store::insert_span(c, &span.finish(telemetry::now_ns()))?;
-        Ok(())
+        // An attempt still open has no outcome: its row stays open, and the
+        // next run records its span as crashed, with the same id.
+        let open: Vec<String> = self
+            .attempt_spans
+            .drain()
+            .map(|(_, (_, span_id, _))| span_id)
+            .collect();
+        drop(std::mem::replace(&mut self.root, tracing::Span::none()));
+        self.flush_spans(c, &open)
     }
 
-    /// The span of one finished attempt, with its executor's spans beneath it.
-    #[allow(clippy::too_many_arguments)]
+    /// A new span for an attempt of `key` (or its skip), child of the root.
+    fn attempt_span(&self, key: &str) -> tracing::Span {
+        let span = tracing::info_span!(
+            parent: None,
+            "attempt",
+            otel.name = format!("{}/{key}", self.wf.name),
+            workflow.name = self.wf.name.as_str(),
+            workflow.instance.id = self.id.as_str(),
+            workflow.step.id = key,
+        );
+        let _ = span.set_parent(recorder::parent_context(
+            &self.trace.0,
+            &self.trace.1,
+            false,
+        ));
+        span
+    }
+
+    /// Ends the span of one finished attempt and stores it, with the spans of
+    /// what it did (its process or HTTP call) beneath it.
     fn write_attempt_span(
         &mut self,
         c: &Connection,
@@ -1035,53 +1074,23 @@ impl<'o> Runner<'o> {
         attempt: i64,
         outcome: &str,
         failure: Option<&Failure>,
-        children: Vec<ChildSpan>,
     ) -> Result<String, EngineError> {
-        let (span_id, start_ns) = self
-            .attempt_spans
-            .remove(key)
-            .unwrap_or_else(|| (telemetry::new_span_id(), telemetry::now_ns()));
-        let mut span = Span::new(
-            &self.trace.0,
-            &span_id,
-            Some(&self.trace.1),
-            &format!("{}/{key}", self.wf.name),
-            start_ns,
-        )
-        .instance(&self.wf.name, &self.id, self.run)
-        .attr("workflow.step.id", key)
-        .attr("workflow.step.attempt", attempt)
-        .attr("workflow.step.outcome", outcome);
+        let (span, span_id) = match self.attempt_spans.remove(key) {
+            Some((span, span_id, _)) => (span, span_id),
+            None => {
+                let span = self.attempt_span(key);
+                let (_, span_id) = recorder::ids(&span);
+                (span, span_id)
+            }
+        };
+        span.set_attribute("workflow.step.attempt", attempt);
+        span.set_attribute("workflow.step.outcome", outcome.to_string());
         if let Some(f) = failure {
-            span = span
-                .attr("error.type", f.error_type.as_str())
-                .error(&f.message);
+            span.set_attribute("error.type", f.error_type.clone());
+            span.set_status(Status::error(f.message.clone()));
         }
-        let end_ns = telemetry::now_ns();
-        for child in children {
-            let mut attrs = Value::Object(child.attributes);
-            self.redactor.value(&mut attrs);
-            let child_id = child.span_id.clone().unwrap_or_else(telemetry::new_span_id);
-            let mut s = Span::new(
-                &self.trace.0,
-                &child_id,
-                Some(&span_id),
-                &child.name,
-                child.start_ns,
-            )
-            .instance(&self.wf.name, &self.id, self.run)
-            .kind(child.kind);
-            if let Value::Object(m) = attrs {
-                for (k, v) in m {
-                    s = s.attr(&k, v);
-                }
-            }
-            if let Some(e) = &child.error {
-                s = s.error(&self.redactor.text(e));
-            }
-            store::insert_span(c, &s.finish(child.end_ns.min(end_ns)))?;
-        }
-        store::insert_span(c, &span.finish(end_ns))?;
+        drop(span);
+        self.flush_spans(c, &[])?;
         Ok(span_id)
     }
 
@@ -1268,18 +1277,10 @@ impl<'o> Runner<'o> {
         rec.finished_at = Some(now);
         self.put(c, unit)?;
         self.ctx.set_step_result(&key, "skipped", &Value::Null);
-        let now_ns = telemetry::now_ns();
-        let span = Span::new(
-            &self.trace.0,
-            &telemetry::new_span_id(),
-            Some(&self.trace.1),
-            &format!("{}/{key}", self.wf.name),
-            now_ns,
-        )
-        .instance(&self.wf.name, &self.id, self.run)
-        .attr("workflow.step.id", key.as_str())
-        .attr("workflow.step.outcome", "skipped");
-        store::insert_span(c, &span.finish(now_ns))?;
+        let span = self.attempt_span(&key);
+        span.set_attribute("workflow.step.outcome", "skipped");
+        drop(span);
+        self.flush_spans(c, &[])?;
         self.observer.step_skipped(&key);
         Ok(())
     }
@@ -1399,19 +1400,26 @@ impl<'o> Runner<'o> {
         Ok(expr::truthy(&v))
     }
 
-    /// The span id (and start) of the attempt about to begin, allocated once.
+    /// The span id (and start) of the attempt about to begin; its span starts
+    /// on the first call.
     fn open_attempt_span(&mut self, unit: &Unit) -> (String, i64) {
+        let key = unit.key(&self.wf);
+        if let Some((_, span_id, start_ns)) = self.attempt_spans.get(&key) {
+            return (span_id.clone(), *start_ns);
+        }
+        let span = self.attempt_span(&key);
+        let start_ns = telemetry::now_ns();
+        let (_, span_id) = recorder::ids(&span);
         self.attempt_spans
-            .entry(unit.key(&self.wf))
-            .or_insert_with(|| (telemetry::new_span_id(), telemetry::now_ns()))
-            .clone()
+            .insert(key, (span, span_id.clone(), start_ns));
+        (span_id, start_ns)
     }
 
     /// W3C trace context of the attempt about to begin (for its process or request).
     fn attempt_traceparent(&self, unit: &Unit) -> Option<String> {
         self.attempt_spans
             .get(&unit.key(&self.wf))
-            .map(|(span, _)| telemetry::traceparent(&self.trace.0, span))
+            .map(|(_, span_id, _)| telemetry::traceparent(&self.trace.0, span_id))
     }
 
     /// Records the attempt row (durably, with the enclosing commit) before anything runs.
@@ -1522,15 +1530,15 @@ impl<'o> Runner<'o> {
                 rusqlite::params![event_id, key],
             )?;
             // The run an event wakes links to the context it was sent under.
-            if let Some((trace, span)) = traceparent
+            if let Some(sc) = traceparent
                 .as_deref()
                 .and_then(telemetry::parse_traceparent)
+                .and_then(|(trace, span)| recorder::span_context(&trace, &span, true))
             {
-                self.links.push(telemetry::link(
-                    &trace,
-                    &span,
-                    json!({ "wf.event.name": name }),
-                ));
+                self.root.add_link_with_attributes(
+                    sc,
+                    vec![KeyValue::new("wf.event.name", name.to_string())],
+                );
             }
             let attempt = self.begin_attempt(c, unit, true)?;
             let data = serde_json::from_str::<Value>(&payload).unwrap_or(Value::Null);
@@ -1673,17 +1681,6 @@ impl<'o> Runner<'o> {
                 format!("{}/{}", self.id, unit.key(&self.wf)),
             ));
         }
-        // The server's spans become children of this call's client span.
-        let span_id = telemetry::new_span_id();
-        if !headers
-            .iter()
-            .any(|(k, _)| k.eq_ignore_ascii_case("traceparent"))
-        {
-            headers.push((
-                "traceparent".into(),
-                telemetry::traceparent(&self.trace.0, &span_id),
-            ));
-        }
         let mut query = Vec::new();
         for (k, t) in &spec.query {
             query.push((k.clone(), text(t, "query")?));
@@ -1705,17 +1702,29 @@ impl<'o> Runner<'o> {
             body,
             expect_status: spec.expect_status.clone(),
             timeout: exec.timeout,
-            span_id: Some(span_id),
         })
     }
 
     fn spawn(&mut self, unit: Unit, job: Job, attempt: i64) {
         let interrupt = self.interrupt_tx.subscribe();
         let started = Instant::now();
+        // The span of what the attempt does, a child of the attempt's span.
+        let attempt_span = self
+            .attempt_spans
+            .get(&unit.key(&self.wf))
+            .map(|(span, _, _)| span.clone())
+            .unwrap_or_else(tracing::Span::none);
         match job {
             Job::Shell(job) => {
+                let span = tracing::info_span!(
+                    parent: &attempt_span,
+                    "process",
+                    workflow.name = self.wf.name.as_str(),
+                    workflow.instance.id = self.id.as_str(),
+                    process.command = job.program(),
+                );
                 self.tasks.spawn(async move {
-                    let result = shell::run(job, interrupt).await;
+                    let result = shell::run(job, span, interrupt).await;
                     Done {
                         unit,
                         attempt,
@@ -1724,10 +1733,32 @@ impl<'o> Runner<'o> {
                     }
                 });
             }
-            Job::Http(job) => {
+            Job::Http(mut job) => {
                 let client = self.http.get_or_insert_with(http::client).clone();
+                let span = tracing::info_span!(
+                    parent: &attempt_span,
+                    "http",
+                    otel.name = job.method.as_str(),
+                    otel.kind = "client",
+                    workflow.name = self.wf.name.as_str(),
+                    workflow.instance.id = self.id.as_str(),
+                    http.request.method = job.method.as_str(),
+                    url.full = job.full_url(),
+                );
+                // The server's spans become children of this call's client span.
+                if !job
+                    .headers
+                    .iter()
+                    .any(|(k, _)| k.eq_ignore_ascii_case("traceparent"))
+                {
+                    let (trace_id, span_id) = recorder::ids(&span);
+                    job.headers.push((
+                        "traceparent".into(),
+                        telemetry::traceparent(&trace_id, &span_id),
+                    ));
+                }
                 self.tasks.spawn(async move {
-                    let result = http::run(client, job, interrupt).await;
+                    let result = http::run(client, job, span, interrupt).await;
                     Done {
                         unit,
                         attempt,
@@ -1773,7 +1804,6 @@ impl<'o> Runner<'o> {
             result.stdout = self.redactor.bytes(std::mem::take(&mut result.stdout));
             result.stderr = self.redactor.bytes(std::mem::take(&mut result.stderr));
         }
-        let children = std::mem::take(&mut result.spans);
         // Compute the state patch first: if it cannot be rendered, the attempt fails.
         let mut new_state = None;
         if let Ok(output) = &result.outcome
@@ -1832,7 +1862,7 @@ impl<'o> Runner<'o> {
                 if unit.item.is_none() && !unit.compensation {
                     self.ctx.set_step_result(&key, "completed", &output);
                 }
-                let span = self.write_attempt_span(c, &key, attempt, "ok", None, children)?;
+                let span = self.write_attempt_span(c, &key, attempt, "ok", None)?;
                 self.committing.push(span);
                 self.observer
                     .step_finished(&key, attempt, "ok", None, elapsed);
@@ -1846,7 +1876,7 @@ impl<'o> Runner<'o> {
                 rec.status = "pending".into();
                 rec.outcome = Some("interrupted".into());
                 self.put(c, unit)?;
-                self.write_attempt_span(c, &key, attempt, "interrupted", Some(&failure), children)?;
+                self.write_attempt_span(c, &key, attempt, "interrupted", Some(&failure))?;
                 self.observer
                     .step_finished(&key, attempt, "interrupted", Some(&failure), elapsed);
             }
@@ -1862,7 +1892,7 @@ impl<'o> Runner<'o> {
                 rec.error_type = Some(failure.error_type.clone());
                 rec.finished_at = Some(now);
                 self.put(c, unit)?;
-                self.write_attempt_span(c, &key, attempt, "canceled", Some(&failure), children)?;
+                self.write_attempt_span(c, &key, attempt, "canceled", Some(&failure))?;
                 self.observer
                     .step_finished(&key, attempt, "canceled", Some(&failure), elapsed);
             }
@@ -1916,7 +1946,7 @@ impl<'o> Runner<'o> {
                 }
                 let rec = rec.clone();
                 self.put(c, unit)?;
-                self.write_attempt_span(c, &key, attempt, outcome, Some(&failure), children)?;
+                self.write_attempt_span(c, &key, attempt, outcome, Some(&failure))?;
                 self.observer
                     .step_finished(&key, attempt, outcome, Some(&failure), elapsed);
                 if !will_retry && !unit.compensation {

@@ -7,6 +7,7 @@ use super::output::{self, shell_output};
 use super::{AttemptResult, Failure};
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
+use opentelemetry::trace::Status;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::Stdio;
@@ -14,6 +15,7 @@ use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::process::Command;
 use tokio::sync::watch;
+use tracing_opentelemetry::OpenTelemetrySpanExt as _;
 
 /// How long a process group gets between SIGTERM and SIGKILL.
 pub const KILL_GRACE: Duration = Duration::from_secs(2);
@@ -31,6 +33,17 @@ pub struct ShellJob {
     pub errors: BTreeMap<i32, String>,
 }
 
+impl ShellJob {
+    /// What runs, for the `process.command` span attribute: `sh` for a shell
+    /// string, else the program.
+    pub fn program(&self) -> &str {
+        match &self.shell {
+            Some(_) => "sh",
+            None => self.argv.first().map_or("", String::as_str),
+        }
+    }
+}
+
 enum Ended {
     Exited(std::process::ExitStatus),
     TimedOut,
@@ -38,7 +51,28 @@ enum Ended {
     OverLimit,
 }
 
-pub async fn run(job: ShellJob, mut interrupt: watch::Receiver<bool>) -> AttemptResult {
+/// Runs the process; `span` (the process span) gets its pid, exit code and
+/// ERROR status on failure, and ends when this returns.
+pub async fn run(
+    job: ShellJob,
+    span: tracing::Span,
+    interrupt: watch::Receiver<bool>,
+) -> AttemptResult {
+    let result = execute(job, &span, interrupt).await;
+    if let Some(code) = result.exit_code {
+        span.set_attribute("process.exit.code", i64::from(code));
+    }
+    if let Err(f) = &result.outcome {
+        span.set_status(Status::error(f.message.clone()));
+    }
+    result
+}
+
+async fn execute(
+    job: ShellJob,
+    span: &tracing::Span,
+    mut interrupt: watch::Receiver<bool>,
+) -> AttemptResult {
     let limit = output::output_limit();
     let output_file = match tempfile::Builder::new().prefix("wf-output-").tempfile() {
         Ok(f) => f,
@@ -94,8 +128,10 @@ pub async fn run(job: ShellJob, mut interrupt: watch::Receiver<bool>) -> Attempt
             return AttemptResult::failed(Failure::new("spawn", reason));
         }
     };
-    let started_ns = crate::telemetry::now_ns();
     let pgid = child.id().map(|id| Pid::from_raw(id as i32));
+    if let Some(p) = pgid {
+        span.set_attribute("process.pid", i64::from(p.as_raw()));
+    }
     let kill = |sig: Signal| {
         if let Some(p) = pgid {
             let _ = killpg(p, sig);
@@ -145,16 +181,6 @@ pub async fn run(job: ShellJob, mut interrupt: watch::Receiver<bool>) -> Attempt
         stderr,
         ..AttemptResult::default()
     };
-    let mut attributes = serde_json::Map::new();
-    let program = match &job.shell {
-        Some(_) => "sh".to_string(),
-        None => job.argv.first().cloned().unwrap_or_default(),
-    };
-    attributes.insert("process.command".into(), program.into());
-    if let Some(p) = pgid {
-        attributes.insert("process.pid".into(), p.as_raw().into());
-    }
-    let span_end = crate::telemetry::now_ns();
     match ended {
         Ended::TimedOut => {
             let t = job.timeout.unwrap_or_default();
@@ -211,18 +237,6 @@ pub async fn run(job: ShellJob, mut interrupt: watch::Receiver<bool>) -> Attempt
             }
         }
     }
-    if let Some(code) = result.exit_code {
-        attributes.insert("process.exit.code".into(), code.into());
-    }
-    result.spans.push(super::ChildSpan {
-        span_id: None,
-        name: "process".into(),
-        kind: "internal",
-        start_ns: started_ns,
-        end_ns: span_end,
-        attributes,
-        error: result.outcome.as_ref().err().map(|f| f.message.clone()),
-    });
     result
 }
 
