@@ -251,6 +251,13 @@ async fn drive_run(
         RunOutcome::Failed(reason) => Some(reason.as_str()),
         _ => None,
     };
+    match &outcome {
+        RunOutcome::Failed(_) => runner.abandon_retries(&tx, "failed", "the workflow failed")?,
+        RunOutcome::Canceled => {
+            runner.abandon_retries(&tx, "canceled", "the instance was canceled")?
+        }
+        _ => {}
+    }
     runner.write_root_span(&tx, outcome.as_str(), failure)?;
     let (status, wake, event, error) = match &outcome {
         RunOutcome::Completed => ("completed", None, None, None),
@@ -1092,6 +1099,29 @@ impl<'o> Runner<'o> {
         drop(span);
         self.flush_spans(c, &[])?;
         Ok(span_id)
+    }
+
+    /// Steps still waiting for a retry when the instance fails or is
+    /// canceled will not get it: they end as `status`, their last error kept.
+    /// (`wf resume --retry-failed` gives a failed one a fresh budget.)
+    fn abandon_retries(
+        &mut self,
+        c: &Connection,
+        status: &str,
+        why: &str,
+    ) -> Result<(), EngineError> {
+        let now = store::now();
+        for rec in self.records.values_mut().filter(|r| r.status == "retrying") {
+            rec.status = status.into();
+            rec.retry_at = None;
+            rec.finished_at = Some(now.clone());
+            rec.error_message = Some(match rec.error_message.take() {
+                Some(m) => format!("{m} (not retried: {why})"),
+                None => format!("not retried: {why}"),
+            });
+            store::put_step(c, &self.id, rec)?;
+        }
+        Ok(())
     }
 
     /// The run's end when nothing is running and nothing more can start now.

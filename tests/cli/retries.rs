@@ -589,3 +589,70 @@ steps:
         "the step's background child survived: pids {left:?}"
     );
 }
+
+/// Two independent steps: `broken` fails for good a little after `flaky`
+/// failed its first attempt and was scheduled to retry in an hour.
+const FAIL_WHILE_RETRYING: &str = r#"
+name: fail-while-retrying
+steps:
+  - id: broken
+    needs: []
+    run: sleep 0.3; exit 2
+  - id: flaky
+    needs: []
+    retry: { max_attempts: 3, interval: 1h }
+    run: echo "$WF_ATTEMPT" >> flaky.txt; exit 1
+"#;
+
+#[test]
+fn a_step_waiting_to_retry_fails_with_its_workflow() {
+    let t = Test::new();
+    let (id, ran) = t.run_yaml("wf.yaml", FAIL_WHILE_RETRYING, &[]);
+    ran.code(1);
+    let i = t.inspect(&id);
+    assert_eq!(i["status"], "failed");
+    let flaky = Test::step(&i, "flaky");
+    assert_eq!(flaky["status"], "failed", "{flaky:#}");
+    assert_eq!(outcomes(flaky), ["retry"]);
+    assert!(
+        flaky["error_message"]
+            .as_str()
+            .is_some_and(|m| m.ends_with("(not retried: the workflow failed)")),
+        "{flaky:#}"
+    );
+
+    // --retry-failed gives it a fresh budget like any failed step.
+    t.wf(&["resume", &id, "--retry-failed"]).code(1);
+    assert_eq!(t.read("flaky.txt"), "1\n2\n");
+    let flaky = t.inspect(&id);
+    assert_eq!(outcomes(Test::step(&flaky, "flaky")), ["retry", "retry"]);
+}
+
+#[test]
+fn a_step_waiting_to_retry_is_canceled_with_its_instance() {
+    let t = Test::new();
+    let (id, ran) = t.run_yaml(
+        "wf.yaml",
+        r#"
+name: cancel-while-retrying
+steps:
+  - id: flaky
+    retry: { max_attempts: 3, interval: 1h }
+    run: exit 1
+"#,
+        &[],
+    );
+    ran.code(3);
+    assert_eq!(Test::step(&t.inspect(&id), "flaky")["status"], "retrying");
+    t.wf(&["cancel", &id]).code(0);
+    let i = t.inspect(&id);
+    assert_eq!(i["status"], "canceled");
+    let flaky = Test::step(&i, "flaky");
+    assert_eq!(flaky["status"], "canceled", "{flaky:#}");
+    assert!(
+        flaky["error_message"]
+            .as_str()
+            .is_some_and(|m| m.ends_with("(not retried: the instance was canceled)")),
+        "{flaky:#}"
+    );
+}
