@@ -93,24 +93,11 @@ enum Stop {
     Deadline,
 }
 
-/// Drives instance `id` until it completes, fails, suspends or is interrupted,
-/// then sends the spans it committed to the live exporters, if any are
-/// configured (never failing the run; see `telemetry::export`).
+/// Drives instance `id` until it completes, fails, suspends or is interrupted
+/// (one run, closed by its final commit), then sends the spans it committed
+/// to the live exporters, if any are configured (never failing the run; see
+/// `telemetry::export`), and releases the instance.
 pub async fn drive(
-    store: &mut Store,
-    id: &str,
-    opts: RunOptions,
-    observer: &dyn Observer,
-) -> Result<RunOutcome, EngineError> {
-    let result = drive_run(store, id, opts, observer).await;
-    if !matches!(result, Err(EngineError::Held { .. })) {
-        telemetry::export::export_instance(store, id).await;
-    }
-    result
-}
-
-/// One run of instance `id`, closed by its final commit.
-async fn drive_run(
     store: &mut Store,
     id: &str,
     opts: RunOptions,
@@ -218,7 +205,7 @@ async fn drive_run(
         tx.commit()?;
         (run, records, (trace, root), cancel)
     };
-    let _heartbeat = Heartbeat::start(store.path().to_path_buf(), id.to_string(), owner.clone());
+    let heartbeat = Heartbeat::start(store.path().to_path_buf(), id.to_string(), owner.clone());
 
     if opts.fire_timers {
         for rec in records.values_mut() {
@@ -234,15 +221,34 @@ async fn drive_run(
     }
     observer.run_started(id, &wf.name, run, wf.steps.len());
     let outcome = runner.main_loop(store).await;
+    let closed = close_run(store, &mut runner, outcome);
+    // Still under the lease: no other process can export these spans meanwhile.
+    telemetry::export::export_instance(store, id).await;
+    drop(heartbeat);
+    let released = store.write().map_err(EngineError::from).and_then(|tx| {
+        store::release_lease(&tx, id, &owner)?;
+        tx.commit()?;
+        Ok(())
+    });
+    let outcome = closed?;
+    released?;
+    Ok(outcome)
+}
 
-    // Close the run whatever happened, so history never shows a run in progress.
+/// Closes the run whatever happened, so history never shows a run in progress.
+fn close_run(
+    store: &mut Store,
+    runner: &mut Runner<'_>,
+    outcome: Result<RunOutcome, EngineError>,
+) -> Result<RunOutcome, EngineError> {
+    let (id, run) = (runner.id.clone(), runner.run);
+    let id = id.as_str();
     let tx = store.write()?;
     let outcome = match outcome {
         Ok(o) => o,
         Err(e) => {
             runner.write_root_span(&tx, "failed", Some(&e.to_string()))?;
             store::finish_run(&tx, id, run, "failed")?;
-            store::release_lease(&tx, id, &owner)?;
             tx.commit()?;
             return Err(e);
         }
@@ -282,7 +288,6 @@ async fn drive_run(
         error.as_deref(),
     )?;
     store::finish_run(&tx, id, run, outcome.as_str())?;
-    store::release_lease(&tx, id, &owner)?;
     tx.commit()?;
     Ok(outcome)
 }

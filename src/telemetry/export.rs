@@ -1,7 +1,8 @@
-//! Live export: after each run's final commit the engine calls
-//! [`export_instance`], which sends the instance's spans not yet exported to
-//! the configured exporters and then marks them exported, so spans recorded
-//! by a run that crashed go out with the next run.
+//! Live export: after each run's final commit, and before it releases the
+//! instance's lease (so no other process exports the same spans meanwhile),
+//! the engine calls [`export_instance`], which sends the instance's spans not
+//! yet exported to the configured exporters and then marks them exported, so
+//! spans recorded by a run that crashed go out with the next run.
 //!
 //! Configuration follows the standard OpenTelemetry environment variables:
 //! - `OTEL_EXPORTER_OTLP_ENDPOINT` (base URL; spans are POSTed to

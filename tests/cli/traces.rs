@@ -11,6 +11,7 @@ use std::collections::{BTreeSet, HashMap};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpListener;
 use std::process::Command;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -439,6 +440,11 @@ type Received = Arc<Mutex<Vec<(String, String, Vec<u8>)>>>;
 /// A minimal OTLP/HTTP receiver on 127.0.0.1: answers every POST with 200 and
 /// an empty `ExportTraceServiceResponse`, keeping what it received.
 fn otlp_receiver() -> (String, Received) {
+    otlp_receiver_gated(Arc::new(AtomicBool::new(true)))
+}
+
+/// [`otlp_receiver`], answering each request only once `open` is true.
+fn otlp_receiver_gated(open: Arc<AtomicBool>) -> (String, Received) {
     let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
     let addr = listener.local_addr().unwrap();
     let got: Received = Arc::new(Mutex::new(Vec::new()));
@@ -446,6 +452,7 @@ fn otlp_receiver() -> (String, Received) {
     std::thread::spawn(move || {
         for stream in listener.incoming().flatten() {
             let keep = keep.clone();
+            let open = open.clone();
             std::thread::spawn(move || {
                 let mut reader = BufReader::new(stream.try_clone().unwrap());
                 let mut stream = stream;
@@ -455,6 +462,9 @@ fn otlp_receiver() -> (String, Received) {
                     };
                     let ctype = headers.get("content-type").cloned().unwrap_or_default();
                     keep.lock().unwrap().push((path, ctype, body));
+                    while !open.load(Ordering::SeqCst) {
+                        std::thread::sleep(Duration::from_millis(10));
+                    }
                     let _ = stream.write_all(
                         b"HTTP/1.1 200 OK\r\ncontent-type: application/x-protobuf\r\ncontent-length: 0\r\n\r\n",
                     );
@@ -562,6 +572,57 @@ fn runs_export_their_spans_live_over_otlp_http() {
     want.sort();
     received.sort();
     assert_eq!(received, want);
+}
+
+#[test]
+fn spans_are_exported_while_the_run_still_holds_its_instance() {
+    let t = Test::new();
+    let open = Arc::new(AtomicBool::new(false));
+    let (endpoint, got) = otlp_receiver_gated(open.clone());
+    let env = [("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint.as_str())];
+    let path = t.write(
+        "flow.yaml",
+        "name: nap\nsteps:\n  - id: nap\n    sleep: 1h\n  - id: after\n    run: echo done\n",
+    );
+    let mut run = cmd(&t)
+        .args(["run", path.to_str().unwrap(), "--id", "held1"])
+        .envs(env)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("spawn wf run");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while got.lock().unwrap().is_empty() {
+        assert!(Instant::now() < deadline, "run 1 never exported");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // Run 1 is committed (sleeping) and exporting: a second process can
+    // neither drive the instance nor, so, export the same spans meanwhile.
+    let resumed = wf_env(&t, &["resume", "held1", "--now"], &env);
+    open.store(true, Ordering::SeqCst);
+    resumed.code(5);
+    assert!(resumed.stderr.contains("held by"), "{}", resumed.stderr);
+    assert_eq!(run.wait().expect("wait").code(), Some(3));
+    // Once the export is done, the instance is free.
+    wf_env(&t, &["resume", "held1", "--now"], &env).code(0);
+    let sent: usize = got
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|(_, _, body)| {
+            opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest::decode(
+                body.as_slice(),
+            )
+            .expect("protobuf")
+            .resource_spans
+            .iter()
+            .flat_map(|rs| &rs.scope_spans)
+            .map(|ss| ss.spans.len())
+            .sum::<usize>()
+        })
+        .sum();
+    let stored = all_spans(&trace_json(&t, "held1")).len();
+    assert_eq!(sent, stored, "each span sent once");
 }
 
 #[test]
