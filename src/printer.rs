@@ -34,6 +34,11 @@ impl Printer {
         let _ = writeln!(out, "{text}");
     }
 
+    /// Stdout for output written piece by piece (buffered; flush when done).
+    pub fn data_writer(&self) -> std::io::BufWriter<std::io::StdoutLock<'static>> {
+        std::io::BufWriter::with_capacity(64 * 1024, std::io::stdout().lock())
+    }
+
     /// JSON on stdout, pretty-printed.
     pub fn json(&self, value: &serde_json::Value) {
         self.data(&serde_json::to_string_pretty(value).unwrap_or_default());

@@ -46,6 +46,24 @@ struct Traced {
     spans: Vec<SpanRow>,
 }
 
+/// `--format otlp`: the spans stream from the database to stdout.
+fn print_otlp(store: &Store, ids: &[String], printer: &Printer) -> anyhow::Result<ExitStatus> {
+    let written = otlp::write_request(&mut printer.data_writer(), &otlp::resource(), |feed| {
+        for id in ids {
+            store::each_span(store.conn(), id, &mut *feed)?;
+        }
+        Ok(())
+    });
+    match written {
+        // A reader that stopped early (`| head`) is not an error.
+        Err(otlp::OtlpError::Io(e)) if e.kind() == std::io::ErrorKind::BrokenPipe => {}
+        Err(otlp::OtlpError::Json(e))
+            if e.io_error_kind() == Some(std::io::ErrorKind::BrokenPipe) => {}
+        other => other?,
+    }
+    Ok(ExitStatus::Success)
+}
+
 pub fn run(args: Args, store: &Store, printer: &Printer) -> anyhow::Result<ExitStatus> {
     let c = store.conn();
     let ids: Vec<String> = if args.all {
@@ -63,28 +81,27 @@ pub fn run(args: Args, store: &Store, printer: &Printer) -> anyhow::Result<ExitS
             })?],
         }
     };
-    let mut traced = Vec::with_capacity(ids.len());
-    for id in &ids {
-        traced.push(Traced {
-            instance: store::instance(c, id)?,
-            runs: store::runs(c, id)?,
-            spans: store::spans(c, id)?,
-        });
-    }
+    let load = || -> anyhow::Result<Vec<Traced>> {
+        let mut traced = Vec::with_capacity(ids.len());
+        for id in &ids {
+            traced.push(Traced {
+                instance: store::instance(c, id)?,
+                runs: store::runs(c, id)?,
+                spans: store::spans(c, id)?,
+            });
+        }
+        Ok(traced)
+    };
     match args.format {
-        Format::Tree => print_tree(&traced, args.all, printer),
+        Format::Tree => print_tree(&load()?, args.all, printer),
         Format::Json => {
             let mut runs = Vec::new();
-            for t in &traced {
+            for t in &load()? {
                 runs.extend(runs_json(store, t)?);
             }
             printer.json(&Value::Array(runs));
         }
-        Format::Otlp => {
-            let spans: Vec<SpanRow> = traced.into_iter().flat_map(|t| t.spans).collect();
-            let req = otlp::request(&spans, &otlp::resource())?;
-            printer.data(&otlp::to_json(&req)?);
-        }
+        Format::Otlp => return print_otlp(store, &ids, printer),
     }
     Ok(ExitStatus::Success)
 }

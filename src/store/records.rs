@@ -631,19 +631,53 @@ fn span_from_row(r: &Row) -> rusqlite::Result<SpanRow> {
 
 /// Every stored span of an instance, by run then start time.
 pub fn spans(c: &Connection, instance_id: &str) -> Result<Vec<SpanRow>> {
-    let mut stmt = c.prepare(&format!(
-        "SELECT {SPAN_COLS} FROM spans WHERE instance_id=?1 ORDER BY run, start_ns, span_id"
-    ))?;
-    let rows = stmt.query_map([instance_id], span_from_row)?;
-    Ok(rows.collect::<Result<_, _>>()?)
+    let mut out = Vec::new();
+    each_span(c, instance_id, |row| {
+        out.push(row);
+        Ok::<_, StoreError>(())
+    })?;
+    Ok(out)
 }
 
-/// Spans not yet sent to a live OTLP endpoint.
-pub fn unexported_spans(c: &Connection, instance_id: &str) -> Result<Vec<SpanRow>> {
-    let mut stmt = c.prepare(&format!(
-        "SELECT {SPAN_COLS} FROM spans WHERE instance_id=?1 AND exported=0 ORDER BY run, start_ns, span_id"
+/// Calls `f` with each span of an instance (by run, then start), one row at
+/// a time: however many there are, only one is in memory.
+pub fn each_span<E: From<StoreError>>(
+    c: &Connection,
+    instance_id: &str,
+    mut f: impl FnMut(SpanRow) -> std::result::Result<(), E>,
+) -> std::result::Result<(), E> {
+    let sql = format!(
+        "SELECT {SPAN_COLS} FROM spans WHERE instance_id=?1 ORDER BY run, start_ns, span_id"
+    );
+    let mut stmt = c.prepare(&sql).map_err(StoreError::from)?;
+    let rows = stmt
+        .query_map([instance_id], span_from_row)
+        .map_err(StoreError::from)?;
+    for row in rows {
+        f(row.map_err(StoreError::from)?)?;
+    }
+    Ok(())
+}
+
+/// Up to `limit` spans not yet sent to a live OTLP endpoint, in `spans`
+/// order, starting after `after` (the last span of the previous batch).
+pub fn unexported_spans(
+    c: &Connection,
+    instance_id: &str,
+    after: Option<&SpanRow>,
+    limit: usize,
+) -> Result<Vec<SpanRow>> {
+    let (run, start, span) = after.map_or((i64::MIN, i64::MIN, ""), |s| {
+        (s.run, s.start_ns, s.span_id.as_str())
+    });
+    let mut stmt = c.prepare_cached(&format!(
+        "SELECT {SPAN_COLS} FROM spans WHERE instance_id=?1 AND exported=0 \
+         AND (run, start_ns, span_id) > (?2, ?3, ?4) ORDER BY run, start_ns, span_id LIMIT ?5"
     ))?;
-    let rows = stmt.query_map([instance_id], span_from_row)?;
+    let rows = stmt.query_map(
+        params![instance_id, run, start, span, limit as i64],
+        span_from_row,
+    )?;
     Ok(rows.collect::<Result<_, _>>()?)
 }
 

@@ -102,25 +102,53 @@ impl Targets {
     }
 }
 
-/// Sends the instance's unexported spans to the configured exporters and
-/// marks them exported. Never fails: problems become one warning on stderr.
+/// Spans per export request (the SDK batch processor's default batch size),
+/// so memory stays flat however long the run was.
+const BATCH: usize = 512;
+
+/// Sends the instance's unexported spans to the configured exporters, in
+/// batches, marking each batch exported once it is sent. Never fails:
+/// problems become one warning on stderr, and what was not sent goes out
+/// with the instance's next run.
 pub async fn export_instance(store: &mut Store, instance_id: &str) {
     let targets = Targets::from_env();
     if !targets.any() {
         return;
     }
-    let spans = match store::unexported_spans(store.conn(), instance_id) {
-        Ok(s) if s.is_empty() => return,
-        Ok(s) => s,
-        Err(e) => return warn(&targets, &e.to_string()),
-    };
-    let sent = match send(&targets, &spans).await {
-        Ok(()) => mark(store, &spans),
-        Err(e) => Err(e),
-    };
-    if let Err(e) = sent {
+    if let Err(e) = export_batches(store, instance_id, &targets).await {
         warn(&targets, &e.to_string());
     }
+}
+
+async fn export_batches(
+    store: &mut Store,
+    instance_id: &str,
+    targets: &Targets,
+) -> Result<(), ExportError> {
+    let mut exporters: Option<Exporters> = None;
+    let mut after: Option<SpanRow> = None;
+    let result = loop {
+        let batch = store::unexported_spans(store.conn(), instance_id, after.as_ref(), BATCH)?;
+        let Some(last) = batch.last().cloned() else {
+            break Ok(());
+        };
+        let exporters = match &mut exporters {
+            Some(e) => e,
+            None => exporters.insert(Exporters::new(targets)?),
+        };
+        if let Err(e) = exporters.send(otlp::span_data_all(&batch)?).await {
+            break Err(e);
+        }
+        mark(store, &batch)?;
+        if batch.len() < BATCH {
+            break Ok(());
+        }
+        after = Some(last);
+    };
+    if let Some(e) = exporters {
+        e.shutdown();
+    }
+    result
 }
 
 fn warn(targets: &Targets, reason: &str) {
@@ -129,26 +157,50 @@ fn warn(targets: &Targets, reason: &str) {
     eprintln!("warning: could not export spans to {to}: {reason}");
 }
 
-async fn send(targets: &Targets, spans: &[SpanRow]) -> Result<(), ExportError> {
-    let data: Vec<SpanData> = otlp::span_data_all(spans)?;
-    let resource = otlp::resource();
-    if targets.console {
-        let mut console = opentelemetry_stdout::SpanExporter::default();
-        console.set_resource(&resource);
-        console.export(data.clone()).await?;
+/// The SDK exporters the environment asks for, built once per export.
+struct Exporters {
+    console: Option<opentelemetry_stdout::SpanExporter>,
+    otlp: Option<opentelemetry_otlp::SpanExporter>,
+}
+
+impl Exporters {
+    fn new(targets: &Targets) -> Result<Exporters, ExportError> {
+        let resource = otlp::resource();
+        let console = targets.console.then(|| {
+            let mut console = opentelemetry_stdout::SpanExporter::default();
+            console.set_resource(&resource);
+            console
+        });
+        let otlp = match &targets.otlp {
+            Some(endpoint) => {
+                let mut exporter = opentelemetry_otlp::SpanExporter::builder()
+                    .with_http()
+                    .with_protocol(Protocol::HttpBinary)
+                    .with_endpoint(endpoint.clone())
+                    .build()?;
+                exporter.set_resource(&resource);
+                Some(exporter)
+            }
+            None => None,
+        };
+        Ok(Exporters { console, otlp })
     }
-    if let Some(endpoint) = &targets.otlp {
-        let mut exporter = opentelemetry_otlp::SpanExporter::builder()
-            .with_http()
-            .with_protocol(Protocol::HttpBinary)
-            .with_endpoint(endpoint.clone())
-            .build()?;
-        exporter.set_resource(&resource);
-        let result = exporter.export(data).await;
-        let _ = exporter.shutdown();
-        result?;
+
+    async fn send(&mut self, data: Vec<SpanData>) -> Result<(), ExportError> {
+        if let Some(console) = &mut self.console {
+            console.export(data.clone()).await?;
+        }
+        if let Some(exporter) = &mut self.otlp {
+            exporter.export(data).await?;
+        }
+        Ok(())
     }
-    Ok(())
+
+    fn shutdown(self) {
+        if let Some(e) = self.otlp {
+            let _ = e.shutdown();
+        }
+    }
 }
 
 fn mark(store: &mut Store, spans: &[SpanRow]) -> Result<(), ExportError> {

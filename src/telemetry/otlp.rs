@@ -13,12 +13,13 @@ use opentelemetry::trace::{
     Link, SpanContext, SpanId, SpanKind, Status, TraceFlags, TraceId, TraceState,
 };
 use opentelemetry::{Array, InstrumentationScope, KeyValue, StringValue, Value as OtelValue};
-use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
+use opentelemetry_proto::tonic::trace::v1::Span as ProtoSpan;
 use opentelemetry_proto::transform::common::tonic::ResourceAttributesWithSchema;
 use opentelemetry_proto::transform::trace::tonic::group_spans_by_resource_and_scope;
 use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::trace::{SpanData, SpanEvents, SpanLinks};
 use serde_json::Value;
+use std::io::Write;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// The instrumentation scope name of every span `wf` records.
@@ -35,6 +36,10 @@ pub enum OtlpError {
     },
     #[error("cannot encode OTLP/JSON: {0}")]
     Json(#[from] serde_json::Error),
+    #[error("cannot write OTLP/JSON: {0}")]
+    Io(#[from] std::io::Error),
+    #[error("{0}")]
+    Store(#[from] crate::store::StoreError),
 }
 
 /// The resource every exported span belongs to: the SDK's standard
@@ -189,32 +194,60 @@ pub fn span_data_all(rows: &[SpanRow]) -> Result<Vec<SpanData>, OtlpError> {
     rows.iter().map(span_data).collect()
 }
 
-/// One `ExportTraceServiceRequest` holding `rows` under `resource` and the
-/// `wf` scope. No spans: no resource spans at all.
-pub fn request(
-    rows: &[SpanRow],
+/// Writes one OTLP/JSON `ExportTraceServiceRequest` (hex ids, camelCase,
+/// int64 as strings; compact, as on the wire) holding the spans `each` feeds
+/// to its callback, under `resource` and the `wf` scope. Spans are converted
+/// and written one at a time, so memory stays flat however many there are.
+/// No spans: no resource spans at all.
+///
+/// Each span goes through the `opentelemetry-proto` transform the OTLP
+/// exporter itself uses, so what is printed and what is sent over the wire
+/// are the same message.
+pub fn write_request<W: Write>(
+    out: &mut W,
     resource: &Resource,
-) -> Result<ExportTraceServiceRequest, OtlpError> {
-    if rows.is_empty() {
-        return Ok(ExportTraceServiceRequest {
-            resource_spans: Vec::new(),
-        });
-    }
-    let data = span_data_all(rows)?;
-    let mut resource_spans =
-        group_spans_by_resource_and_scope(data, &ResourceAttributesWithSchema::from(resource));
-    // Resource attributes come out of a hash map: sort them so the output is stable.
-    for rs in &mut resource_spans {
-        if let Some(r) = &mut rs.resource {
-            r.attributes.sort_by(|a, b| a.key.cmp(&b.key));
+    each: impl FnOnce(&mut dyn FnMut(SpanRow) -> Result<(), OtlpError>) -> Result<(), OtlpError>,
+) -> Result<(), OtlpError> {
+    let resource = ResourceAttributesWithSchema::from(resource);
+    let mut first = true;
+    let mut trailer = String::new();
+    each(&mut |row| {
+        let data = span_data(&row)?;
+        if first {
+            first = false;
+            // The envelope, from the same transform, with this span taken out.
+            let mut rs = group_spans_by_resource_and_scope(vec![data.clone()], &resource)
+                .pop()
+                .unwrap_or_default();
+            let mut resource = rs.resource.take().unwrap_or_default();
+            // Resource attributes come out of a hash map: sorted, the output is stable.
+            resource.attributes.sort_by(|a, b| a.key.cmp(&b.key));
+            let scope = rs.scope_spans.pop().unwrap_or_default();
+            out.write_all(b"{\"resourceSpans\":[{\"resource\":")?;
+            serde_json::to_writer(&mut *out, &resource)?;
+            out.write_all(b",\"scopeSpans\":[{\"scope\":")?;
+            serde_json::to_writer(&mut *out, &scope.scope.unwrap_or_default())?;
+            out.write_all(b",\"schemaUrl\":")?;
+            serde_json::to_writer(&mut *out, &scope.schema_url)?;
+            out.write_all(b",\"spans\":[")?;
+            trailer = format!(
+                "]}}],\"schemaUrl\":{}}}]}}",
+                serde_json::to_string(&rs.schema_url)?
+            );
+        } else {
+            out.write_all(b",")?;
         }
+        serde_json::to_writer(&mut *out, &ProtoSpan::from(data))?;
+        Ok(())
+    })?;
+    if first {
+        out.write_all(b"{\"resourceSpans\":[]}")?;
+    } else {
+        out.write_all(trailer.as_bytes())?;
     }
-    Ok(ExportTraceServiceRequest { resource_spans })
-}
-
-/// The request as OTLP/JSON (hex ids, camelCase, int64 as strings).
-pub fn to_json(req: &ExportTraceServiceRequest) -> Result<String, OtlpError> {
-    Ok(serde_json::to_string_pretty(req)?)
+    out.write_all(b"\n")?;
+    out.flush()?;
+    Ok(())
 }
 
 #[cfg(test)]
@@ -241,14 +274,32 @@ mod tests {
         }
     }
 
+    /// `rows` through [`write_request`], parsed back.
+    fn written(rows: Vec<SpanRow>, resource: &Resource) -> Value {
+        let mut out = Vec::new();
+        write_request(&mut out, resource, |feed| {
+            for r in rows {
+                feed(r)?;
+            }
+            Ok(())
+        })
+        .expect("written");
+        serde_json::from_slice(&out).expect("one JSON document")
+    }
+
     #[test]
     fn json_keeps_ids_and_follows_otlp_json() {
-        let req = request(
-            &[row()],
+        let mut second = row();
+        second.span_id = "00f067aa0ba902b8".into();
+        let v = written(
+            vec![row(), second],
             &Resource::builder_empty().with_service_name("svc").build(),
-        )
-        .expect("request");
-        let v: Value = serde_json::from_str(&to_json(&req).expect("json")).expect("parse");
+        );
+        assert_eq!(v["resourceSpans"].as_array().map(Vec::len), Some(1));
+        assert_eq!(
+            v["resourceSpans"][0]["scopeSpans"][0]["spans"][1]["spanId"],
+            "00f067aa0ba902b8"
+        );
         let rs = &v["resourceSpans"][0];
         assert_eq!(rs["resource"]["attributes"][0]["key"], "service.name");
         assert_eq!(rs["scopeSpans"][0]["scope"]["name"], "wf");
@@ -287,7 +338,9 @@ mod tests {
 
     #[test]
     fn no_spans_is_an_empty_request() {
-        let req = request(&[], &resource()).expect("request");
-        assert!(req.resource_spans.is_empty());
+        assert_eq!(
+            written(Vec::new(), &resource()),
+            json!({"resourceSpans": []})
+        );
     }
 }

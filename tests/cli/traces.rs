@@ -605,24 +605,52 @@ fn spans_are_exported_while_the_run_still_holds_its_instance() {
     assert_eq!(run.wait().expect("wait").code(), Some(3));
     // Once the export is done, the instance is free.
     wf_env(&t, &["resume", "held1", "--now"], &env).code(0);
-    let sent: usize = got
-        .lock()
-        .unwrap()
-        .iter()
-        .map(|(_, _, body)| {
-            opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest::decode(
-                body.as_slice(),
-            )
-            .expect("protobuf")
-            .resource_spans
-            .iter()
-            .flat_map(|rs| &rs.scope_spans)
-            .map(|ss| ss.spans.len())
-            .sum::<usize>()
-        })
-        .sum();
+    let sent = sent_span_ids(&got);
     let stored = all_spans(&trace_json(&t, "held1")).len();
-    assert_eq!(sent, stored, "each span sent once");
+    assert_eq!(sent.len(), stored, "each span sent once");
+}
+
+/// The span ids of every span the receiver got, in the order received.
+fn sent_span_ids(got: &Received) -> Vec<String> {
+    use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
+    let mut ids = Vec::new();
+    for (_, _, body) in got.lock().unwrap().iter() {
+        let req = ExportTraceServiceRequest::decode(body.as_slice()).expect("a valid protobuf");
+        for rs in req.resource_spans {
+            for ss in rs.scope_spans {
+                ids.extend(ss.spans.iter().map(|s| hex::encode(&s.span_id)));
+            }
+        }
+    }
+    ids
+}
+
+#[test]
+fn a_long_run_is_exported_in_batches_each_span_once() {
+    let t = Test::new();
+    let (endpoint, got) = otlp_receiver();
+    // 300 steps: 300 attempt spans, 300 commits and the root, over 512.
+    let steps: String = (0..300)
+        .map(|i| format!("  - id: s{i}\n    set_state: {{ n: {i} }}\n"))
+        .collect();
+    run_flow(
+        &t,
+        "long1",
+        &format!("name: long\nsteps:\n{steps}"),
+        &[],
+        &[("OTEL_EXPORTER_OTLP_ENDPOINT", &endpoint)],
+    )
+    .code(0);
+    assert!(got.lock().unwrap().len() >= 2, "one request per batch");
+    let mut sent = sent_span_ids(&got);
+    let mut stored: Vec<String> = all_spans(&trace_json(&t, "long1"))
+        .iter()
+        .map(|s| s["span_id"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(stored.len(), 601);
+    sent.sort();
+    stored.sort();
+    assert_eq!(sent, stored);
 }
 
 #[test]
