@@ -129,10 +129,12 @@ pub async fn drive(
         }
         // Again under the lease: another process may have finished it meanwhile.
         check_resumable(&store::instance(&tx, id)?, &opts)?;
-        let mut records: HashMap<String, StepRow> = store::steps(&tx, id)?
-            .into_iter()
-            .map(|r| (r.key.clone(), r))
-            .collect();
+        // Sized for every step up front: growing a map of 10,000 rows by
+        // doubling briefly holds the old table and the new one.
+        let rows = store::steps(&tx, id)?;
+        let mut records: HashMap<String, StepRow> =
+            HashMap::with_capacity(rows.len().max(wf.steps.len()));
+        records.extend(rows.into_iter().map(|r| (r.key.clone(), r)));
         recover_crashed(&tx, id, &wf, &mut records)?;
         for crashed in store::close_abandoned_runs(&tx, id)? {
             if let Some((trace, span, parent, start)) = store::run_trace(&tx, id, crashed)? {
