@@ -243,7 +243,7 @@ pub fn create_instance(
         )));
     }
     let step_ids: Vec<&str> = wf.steps.iter().map(|s| s.id.as_str()).collect();
-    store::insert_instance(&tx, &row, &step_ids)?;
+    store::insert_instance(&tx, &row, &step_ids, wf.compiled().as_deref())?;
     tx.commit()?;
     Ok(id)
 }

@@ -109,10 +109,7 @@ pub async fn drive(
     check_resumable(&inst, &opts)?;
     let wf = match &opts.workflow {
         Some(wf) if wf.hash == inst.definition_hash => wf.clone(),
-        _ => Arc::new(Workflow::from_pinned(
-            &inst.definition,
-            &format!("{} (pinned definition of {id})", inst.workflow_path),
-        )?),
+        _ => Arc::new(pinned_workflow(store, &inst)?),
     };
     super::check_secrets(&wf)?;
 
@@ -292,6 +289,21 @@ fn close_run(
     store::finish_run(&tx, id, run, outcome.as_str())?;
     tx.commit()?;
     Ok(outcome)
+}
+
+/// The instance's pinned definition: its compiled form when this version of
+/// wf wrote it for exactly this text, else the pinned YAML parsed again.
+fn pinned_workflow(store: &Store, inst: &store::InstanceRow) -> Result<Workflow, EngineError> {
+    if let Some(compiled) = store::definition_compiled(store.conn(), &inst.definition_hash)?
+        && let Some(wf) = Workflow::from_compiled(&compiled, &inst.definition)
+        && wf.hash == inst.definition_hash
+    {
+        return Ok(wf);
+    }
+    Ok(Workflow::from_pinned(
+        &inst.definition,
+        &format!("{} (pinned definition of {})", inst.workflow_path, inst.id),
+    )?)
 }
 
 /// Whether `inst` may be driven with `opts` (completed and canceled instances

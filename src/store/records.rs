@@ -88,15 +88,24 @@ fn instance_from_row(r: &Row) -> rusqlite::Result<InstanceRow> {
     })
 }
 
-/// Inserts an instance, pinning its definition (text and step ids) if new.
-pub fn insert_instance(c: &Connection, i: &InstanceRow, step_ids: &[&str]) -> Result<()> {
+/// Inserts an instance, pinning its definition (text, step ids and compiled
+/// form) if new; a compiled form written by another wf version is replaced.
+pub fn insert_instance(
+    c: &Connection,
+    i: &InstanceRow,
+    step_ids: &[&str],
+    compiled: Option<&str>,
+) -> Result<()> {
     cached(
         c,
-        "INSERT OR IGNORE INTO definitions (hash, source, step_ids) VALUES (?1, ?2, ?3)",
+        "INSERT INTO definitions (hash, source, step_ids, compiled) VALUES (?1, ?2, ?3, ?4) \
+         ON CONFLICT(hash) DO UPDATE SET compiled = excluded.compiled \
+         WHERE compiled IS NOT excluded.compiled",
         params![
             i.definition_hash,
             i.definition,
-            serde_json::to_string(step_ids).unwrap_or_default()
+            serde_json::to_string(step_ids).unwrap_or_default(),
+            compiled
         ],
     )?;
     cached(
@@ -123,6 +132,18 @@ pub fn insert_instance(c: &Connection, i: &InstanceRow, step_ids: &[&str]) -> Re
         ],
     )?;
     Ok(())
+}
+
+/// The compiled form of a pinned definition, if stored.
+pub fn definition_compiled(c: &Connection, hash: &str) -> Result<Option<String>> {
+    let text: Option<Option<String>> = c
+        .query_row(
+            "SELECT compiled FROM definitions WHERE hash = ?1",
+            [hash],
+            |r| r.get(0),
+        )
+        .optional()?;
+    Ok(text.flatten())
 }
 
 /// The step ids of a pinned definition, in file order.

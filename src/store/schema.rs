@@ -126,4 +126,10 @@ pub const MIGRATIONS: &[&str] = &[
     ALTER TABLE steps ADD COLUMN items TEXT;                  -- JSON list a for_each step fans out over
     ALTER TABLE instances ADD COLUMN cancel_requested INTEGER NOT NULL DEFAULT 0;
     "#,
+    // 4: the validated form of a pinned definition (JSON tagged with the wf
+    // version that wrote it), so a resume need not parse the YAML again. The
+    // text stays the definition; this is a cache of it, ignored when stale.
+    r#"
+    ALTER TABLE definitions ADD COLUMN compiled TEXT;
+    "#,
 ];

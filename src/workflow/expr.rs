@@ -66,7 +66,7 @@ impl ExprError {
 }
 
 /// A parsed expression.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub enum Expr {
     /// `null`, `true`, `false`, a number or a string.
     Literal(Value),
@@ -92,7 +92,7 @@ pub enum Expr {
 }
 
 /// One step of an access path.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub enum Accessor {
     /// `.name`
     Field(String),
@@ -101,7 +101,7 @@ pub enum Accessor {
 }
 
 /// Comparison and equality operators.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum BinOp {
     Eq,
     Ne,

@@ -27,55 +27,90 @@ pub struct DefinitionError {
     pub message: String,
 }
 
+/// The version of [`Workflow::compiled`]'s format: this crate's version, so a
+/// new wf never reads what an older one compiled (it parses the YAML instead).
+pub const COMPILED_FORMAT: &str = concat!("wf ", env!("CARGO_PKG_VERSION"), " compiled 1");
+
+#[derive(serde::Serialize)]
+struct Compiled<'a> {
+    format: String,
+    workflow: &'a Workflow,
+}
+
 /// A checked workflow: ids are unique, `needs` resolved to indices, the graph
 /// is acyclic, durations parsed and every expression parsed.
-#[derive(Debug)]
+///
+/// Serde writes it compactly ([`Workflow::compiled`]): empty and default
+/// parts are left out and read back as their defaults.
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
 pub struct Workflow {
     pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub inputs: BTreeMap<String, InputSpec>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub secrets: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub env: Vec<(String, Template)>,
+    #[serde(default, skip_serializing_if = "serde_json::Map::is_empty")]
     pub state: Object,
     pub concurrency: usize,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout: Option<Duration>,
     pub steps: Vec<Step>,
     /// The exact text the workflow was parsed from; pinned by each instance.
+    #[serde(skip)]
     pub source: String,
     /// SHA-256 of `source`, hex.
+    #[serde(skip)]
     pub hash: String,
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct InputSpec {
     pub required: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub default: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
 }
 
-#[derive(Debug)]
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
 pub struct Step {
     pub id: String,
     /// Indices into `Workflow::steps`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub needs: Vec<usize>,
     pub action: Action,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dir: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub env: Vec<(String, Template)>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout: Option<Duration>,
+    #[serde(default, skip_serializing_if = "RetryPolicy::is_default")]
     pub retry: RetryPolicy,
     /// Exit code -> error type (`user.<name>`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub errors: BTreeMap<i32, String>,
     // The optional parts are boxed: a step is in memory for the whole run,
     // and most steps have few of them (10,000 steps: 7.6 MB unboxed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub set_state: Option<Box<Value>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub compensate: Option<Box<Compensation>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub condition: Option<Box<Condition>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub for_each: Option<Box<Value>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_parallel: Option<usize>,
+    #[serde(default, skip_serializing_if = "is_false")]
     pub continue_on_error: bool,
 }
 
-#[derive(Debug)]
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
 pub enum Action {
     Run(RunCmd),
     Http(Box<HttpSpec>),
@@ -88,7 +123,7 @@ pub enum Action {
     Noop,
 }
 
-#[derive(Debug)]
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
 pub enum RunCmd {
     /// A string run with `sh -c`; expressions become environment variables.
     Shell(Template),
@@ -96,47 +131,56 @@ pub enum RunCmd {
     Argv(Vec<Template>),
 }
 
-#[derive(Debug)]
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
 pub struct HttpSpec {
     pub method: String,
     pub url: Template,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub headers: Vec<(String, Template)>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub query: Vec<(String, Template)>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub json: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub body: Option<Template>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expect_status: Option<Vec<u16>>,
     pub idempotency_key: bool,
 }
 
-#[derive(Debug)]
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
 pub enum SleepSpec {
     For(Duration),
     Until(Template),
 }
 
-#[derive(Debug)]
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
 pub enum Condition {
     Literal(bool),
     Template(Template),
     Expr(expr::Expr),
 }
 
-#[derive(Debug)]
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
 pub struct Compensation {
     pub action: Action,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dir: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub env: Vec<(String, Template)>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout: Option<Duration>,
+    #[serde(default, skip_serializing_if = "RetryPolicy::is_default")]
     pub retry: RetryPolicy,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Backoff {
     Fixed,
     Exponential,
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct RetryPolicy {
     pub max_attempts: u32,
     pub backoff: Backoff,
@@ -149,7 +193,31 @@ pub struct RetryPolicy {
     pub retryable: Vec<String>,
 }
 
+/// One attempt; were it retried: exponential backoff from 1 s, doubling, at
+/// most 1 h apart (SPEC §3).
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        RetryPolicy {
+            max_attempts: 1,
+            backoff: Backoff::Exponential,
+            interval: Duration::from_secs(1),
+            multiplier: 2.0,
+            max_interval: Duration::from_secs(3600),
+            non_retryable: Vec::new(),
+            retryable: Vec::new(),
+        }
+    }
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
+}
+
 impl RetryPolicy {
+    fn is_default(&self) -> bool {
+        *self == RetryPolicy::default()
+    }
+
     /// The wait before attempt `next_attempt` (2 for the first retry).
     pub fn delay_before(&self, next_attempt: u32) -> Duration {
         let n = next_attempt.saturating_sub(2);
@@ -242,6 +310,36 @@ impl Workflow {
         validate::parse_source(source, label)
     }
 
+    /// The validated workflow as JSON, stored beside the pinned text so a
+    /// resume need not parse and validate the YAML again (for 10,000 steps
+    /// that takes most of a resume). Tagged with [`COMPILED_FORMAT`].
+    pub fn compiled(&self) -> Option<String> {
+        serde_json::to_string(&Compiled {
+            format: COMPILED_FORMAT.into(),
+            workflow: self,
+        })
+        .ok()
+    }
+
+    /// The workflow of `source` from its [`Workflow::compiled`] form, if
+    /// that was written by this version of wf and matches `source`;
+    /// otherwise `None`, and the caller parses `source`.
+    pub fn from_compiled(compiled: &str, source: &str) -> Option<Workflow> {
+        #[derive(serde::Deserialize)]
+        struct Owned {
+            format: String,
+            workflow: Workflow,
+        }
+        let c: Owned = serde_json::from_str(compiled).ok()?;
+        if c.format != COMPILED_FORMAT {
+            return None;
+        }
+        let mut wf = c.workflow;
+        wf.source = source.to_string();
+        wf.hash = validate::hash_source(source);
+        Some(wf)
+    }
+
     pub fn step(&self, id: &str) -> Option<&Step> {
         self.steps.iter().find(|s| s.id == id)
     }
@@ -259,5 +357,91 @@ pub fn io_reason(e: &std::io::Error) -> String {
                 None => s,
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every part of a definition, to check the compiled form keeps them all.
+    const EVERYTHING: &str = r#"
+name: everything
+description: every field
+inputs:
+  order_id: { required: true, description: the order }
+  amount: { default: 100 }
+  when: { default: "2030-01-01T00:00:00Z" }
+secrets: [API_TOKEN]
+env: { API: "http://127.0.0.1:8080/${{ inputs.order_id }}" }
+state: { charged: false, n: 1.5 }
+defaults: { timeout: 5m, retry: { max_attempts: 3 } }
+concurrency: 4
+timeout: 1h
+steps:
+  - id: reserve
+    run: ./reserve.sh "${{ inputs.order_id }}"
+    dir: scripts
+    env: { ORDER: "${{ inputs.order_id }}" }
+  - id: charge
+    needs: [reserve]
+    http:
+      method: POST
+      url: "${{ env.API }}/charge"
+      headers: { Authorization: "Bearer ${{ secrets.API_TOKEN }}" }
+      query: { q: "${{ inputs.amount }}" }
+      json: { order: "${{ inputs.order_id }}", n: [1, 2.5, null, true] }
+      expect_status: [200, 201]
+      idempotency_key: true
+    timeout: 10s
+    retry: { max_attempts: 5, backoff: exponential, interval: 1s, multiplier: 2, max_interval: 1m,
+             non_retryable: [user.card_declined, http.402], retryable: [http.409] }
+    errors: { 3: card_declined, 4: gone }
+    set_state: { charged: true, charge_id: "${{ output.json.id }}" }
+    compensate: { run: ["./refund.sh", "${{ inputs.order_id }}"], timeout: 5s }
+  - id: cool-down
+    sleep: 1h
+  - id: until
+    sleep: { until: "${{ inputs.when }}" }
+  - id: approval
+    wait_for_event: { name: approved, timeout: 24h }
+  - id: ship
+    if: "${{ state.charged && steps.approval.output.json.ok || !(inputs.amount >= 3) }}"
+    for_each: "${{ steps.reserve.output.json.items }}"
+    max_parallel: 4
+    run: ["./ship.sh", "${{ item.sku }}", "${{ item['x'][0] }}"]
+    continue_on_error: true
+  - id: body
+    needs: []
+    if: false
+    http: { url: "http://x/${{ inputs.order_id }}", body: "text ${{ inputs.amount }}" }
+"#;
+
+    #[test]
+    fn the_compiled_form_is_the_parsed_workflow() {
+        let mut sources = vec![EVERYTHING.to_string()];
+        for file in ["hello.yaml", "approval.yaml", "saga.yaml", "http.yaml"] {
+            let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("workflows")
+                .join(file);
+            sources.push(std::fs::read_to_string(path).expect("example workflow"));
+        }
+        for source in sources {
+            let parsed = validate::parse_source(&source, "wf.yaml").expect("valid");
+            let compiled = parsed.compiled().expect("serializable");
+            let back = Workflow::from_compiled(&compiled, &source).expect("readable");
+            assert_eq!(format!("{back:?}"), format!("{parsed:?}"));
+            assert_eq!((back.hash, back.source), (parsed.hash, parsed.source));
+        }
+    }
+
+    #[test]
+    fn a_compiled_form_from_another_version_or_damaged_is_not_used() {
+        let parsed = validate::parse_source(EVERYTHING, "wf.yaml").expect("valid");
+        let compiled = parsed.compiled().expect("serializable");
+        let other = compiled.replace(COMPILED_FORMAT, "wf 0.0.0 compiled 1");
+        assert!(Workflow::from_compiled(&other, EVERYTHING).is_none());
+        assert!(Workflow::from_compiled(&compiled[..compiled.len() / 2], EVERYTHING).is_none());
+        assert!(Workflow::from_compiled("null", EVERYTHING).is_none());
     }
 }

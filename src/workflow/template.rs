@@ -24,14 +24,14 @@ pub struct TemplateError {
     pub message: String,
 }
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 enum Part {
     Text(String),
     Expr(Expr),
 }
 
 /// A string made of literal text and `${{ … }}` expressions.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Template {
     source: String,
     parts: Vec<Part>,

@@ -704,15 +704,18 @@ impl Checker<'_> {
         };
         let interval = match r.interval.as_ref().or(base.interval.as_ref()) {
             Some(t) => self.duration_at(t, pos)?,
-            None => Duration::from_secs(1),
+            None => RetryPolicy::default().interval,
         };
-        let multiplier = r.multiplier.or(base.multiplier).unwrap_or(2.0);
+        let multiplier = r
+            .multiplier
+            .or(base.multiplier)
+            .unwrap_or(RetryPolicy::default().multiplier);
         if !(1.0..=100.0).contains(&multiplier) {
             return Err(self.err(pos, "`retry.multiplier` must be between 1 and 100"));
         }
         let max_interval = match r.max_interval.as_ref().or(base.max_interval.as_ref()) {
             Some(t) => self.duration_at(t, pos)?,
-            None => Duration::from_secs(3600),
+            None => RetryPolicy::default().max_interval,
         };
         let non_retryable = r
             .non_retryable

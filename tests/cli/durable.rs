@@ -1459,3 +1459,55 @@ fn the_approval_example_with_the_default_inline_wait_and_a_refusal() {
     assert_eq!(v["state"], json!({ "approved": false, "approver": "bo" }));
     assert_eq!(Test::step(&v, "apply")["status"], "skipped");
 }
+
+// ------------------------------------------------- the compiled definition
+
+/// `wf run` stores the validated definition beside its text; `wf resume`
+/// runs that compiled form instead of parsing the YAML again, unless it is
+/// missing, damaged or from another version of wf.
+#[test]
+fn resume_runs_the_compiled_definition_else_the_pinned_yaml() {
+    type Tamper = fn(String) -> Option<String>;
+    let cases: [(&str, Tamper, &str); 4] = [
+        // Changed behind wf's back, to show which form the resume ran.
+        (
+            "used",
+            |c| Some(c.replace("from-yaml", "from-compiled")),
+            "from-compiled",
+        ),
+        ("damaged", |_| Some("{\"format\": ".into()), "from-yaml"),
+        (
+            "other version",
+            |c| Some(c.replace("\"format\":\"wf ", "\"format\":\"wf 0.0.0-older ")),
+            "from-yaml",
+        ),
+        ("missing", |_| None, "from-yaml"),
+    ];
+    for (case, tamper, ran) in cases {
+        let t = Test::new();
+        let (id, run) = t.run_yaml(
+            "wf.yaml",
+            "name: pinned\nsteps:\n  - id: gate\n    wait_for_event: { name: go }\n  \
+             - id: after\n    run: echo from-yaml >> after.txt\n",
+            &[],
+        );
+        run.code(3);
+        let db = rusqlite::Connection::open(&t.db).expect("open the database");
+        let compiled: Option<String> = db
+            .query_row("SELECT compiled FROM definitions", [], |r| r.get(0))
+            .expect("one definition");
+        let compiled = compiled.expect("wf run stores the compiled form");
+        let changed = tamper(compiled.clone());
+        assert_ne!(
+            changed.as_deref(),
+            Some(compiled.as_str()),
+            "{case}: tampered"
+        );
+        db.execute("UPDATE definitions SET compiled = ?1", [changed])
+            .expect("update");
+        drop(db);
+        t.wf(&["signal", &id, "go"]).code(0);
+        t.wf(&["resume", &id]).code(0);
+        assert_eq!(t.read("after.txt").trim(), ran, "{case}");
+    }
+}
