@@ -702,10 +702,14 @@ pub fn unexported_spans(
     Ok(rows.collect::<Result<_, _>>()?)
 }
 
+/// Marks spans sent; each is found through `spans_by_instance`.
 pub fn mark_exported(c: &Connection, spans: &[SpanRow]) -> Result<()> {
-    let mut stmt = c.prepare("UPDATE spans SET exported=1 WHERE trace_id=?1 AND span_id=?2")?;
+    let mut stmt = c.prepare_cached(
+        "UPDATE spans SET exported=1 \
+         WHERE instance_id=?1 AND run=?2 AND start_ns=?3 AND span_id=?4",
+    )?;
     for s in spans {
-        stmt.execute(params![s.trace_id, s.span_id])?;
+        stmt.execute(params![s.instance_id, s.run, s.start_ns, s.span_id])?;
     }
     Ok(())
 }
