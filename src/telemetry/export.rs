@@ -11,7 +11,8 @@
 //!   `..._TIMEOUT` and `..._COMPRESSION` are honoured by the exporter.
 //! - `OTEL_TRACES_EXPORTER` (comma list): `otlp` (the default, and then on
 //!   even without an endpoint: the standard `http://localhost:4318`),
-//!   `console` (the `opentelemetry-stdout` exporter, on stdout), `none`.
+//!   `console` (the `opentelemetry-stdout` exporter; its dump goes to stderr,
+//!   as diagnostics do, so stdout stays data), `none`.
 //! - `OTEL_SDK_DISABLED=true` turns everything off.
 //! - `OTEL_SERVICE_NAME` names the resource (default `wf`).
 //!
@@ -157,6 +158,33 @@ fn warn(targets: &Targets, reason: &str) {
     eprintln!("warning: could not export spans to {to}: {reason}");
 }
 
+/// Points this process's stdout at its stderr until dropped. The console
+/// exporter (opentelemetry-stdout) prints with `println!`, and stdout is for
+/// data (SPEC §4: `wf run --json` must stay one JSON document); a span dump is
+/// a diagnostic.
+struct StdoutToStderr(Option<std::os::fd::OwnedFd>);
+
+impl StdoutToStderr {
+    fn new() -> StdoutToStderr {
+        use std::io::Write as _;
+        let _ = std::io::stdout().flush();
+        let saved = nix::unistd::dup(std::io::stdout())
+            .ok()
+            .filter(|_| nix::unistd::dup2_stdout(std::io::stderr()).is_ok());
+        StdoutToStderr(saved)
+    }
+}
+
+impl Drop for StdoutToStderr {
+    fn drop(&mut self) {
+        use std::io::Write as _;
+        let _ = std::io::stdout().flush();
+        if let Some(saved) = self.0.take() {
+            let _ = nix::unistd::dup2_stdout(&saved);
+        }
+    }
+}
+
 /// The SDK exporters the environment asks for, built once per export.
 struct Exporters {
     console: Option<opentelemetry_stdout::SpanExporter>,
@@ -188,6 +216,7 @@ impl Exporters {
 
     async fn send(&mut self, data: Vec<SpanData>) -> Result<(), ExportError> {
         if let Some(console) = &mut self.console {
+            let _to_stderr = StdoutToStderr::new();
             console.export(data.clone()).await?;
         }
         if let Some(exporter) = &mut self.otlp {

@@ -654,6 +654,31 @@ fn a_long_run_is_exported_in_batches_each_span_once() {
 }
 
 #[test]
+fn the_console_exporter_prints_spans_on_stderr_and_leaves_stdout_to_data() {
+    let t = Test::new();
+    let ran = run_flow(
+        &t,
+        "console1",
+        "name: hello\nsteps:\n  - id: hi\n    run: echo hi\n",
+        &["--json"],
+        &[("OTEL_TRACES_EXPORTER", "console")],
+    );
+    ran.code(0);
+    let out: Value = serde_json::from_str(&ran.stdout).expect("stdout is the JSON result alone");
+    assert_eq!(out["id"], "console1");
+    let spans = all_spans(&trace_json(&t, "console1"));
+    assert_eq!(spans.len(), 4, "root, attempt, process, commit");
+    for s in spans {
+        let id = s["span_id"].as_str().unwrap();
+        assert!(
+            ran.stderr.contains(&format!("SpanId       : {id}")),
+            "span {id} not in the dump:\n{}",
+            ran.stderr
+        );
+    }
+}
+
+#[test]
 fn an_unreachable_collector_never_fails_the_run() {
     let t = Test::new();
     // A port nobody listens on.
