@@ -214,7 +214,7 @@ pub async fn drive(
         }
     }
 
-    let mut runner = Runner::new(wf.clone(), &inst, run, records, opts, observer, trace)?;
+    let mut runner = Runner::new(wf.clone(), &inst, run, records, opts, observer, trace);
     if cancel {
         runner.stop(Stop::Cancel);
     }
@@ -555,7 +555,7 @@ impl<'o> Runner<'o> {
         opts: RunOptions,
         observer: &'o dyn Observer,
         (trace, root): (store::RunTrace, tracing::Span),
-    ) -> Result<Runner<'o>, EngineError> {
+    ) -> Runner<'o> {
         let secrets = context::secret_values(&wf.secrets);
         let redactor = Redactor::new(
             secrets
@@ -564,14 +564,22 @@ impl<'o> Runner<'o> {
         );
         let mut ctx = Context::new(&inst.id, &wf.name, run, &inst.inputs, secrets);
         // Workflow-level env is rendered once per run; steps see it as `env`.
+        // If it cannot be, nothing can run: the workflow fails (with its
+        // compensations), like a step whose inputs cannot be evaluated.
         let mut env = Vec::new();
         let mut env_map = Map::new();
+        let mut env_failure = None;
         for (k, t) in &wf.env {
-            let v = t
-                .render_text(ctx.value())
-                .map_err(|e| EngineError::Input(format!("workflow env `{k}`: {e}")))?;
-            env_map.insert(k.clone(), Value::String(v.clone()));
-            env.push((k.clone(), v));
+            match t.render_text(ctx.value()) {
+                Ok(v) => {
+                    env_map.insert(k.clone(), Value::String(v.clone()));
+                    env.push((k.clone(), v));
+                }
+                Err(e) => {
+                    env_failure
+                        .get_or_insert_with(|| redactor.text(&format!("workflow env `{k}`: {e}")));
+                }
+            }
         }
         ctx.set("env", Value::Object(env_map));
         ctx.set("state", inst.state.clone());
@@ -586,9 +594,11 @@ impl<'o> Runner<'o> {
                 ctx.set_step_result(&step.id, &rec.status, &rec.output);
             }
         }
-        let failed = wf.steps.iter().find_map(|s| {
-            let r = records.get(&s.id)?;
-            (r.status == "failed" && !s.continue_on_error).then(|| failure_reason(&s.id, r))
+        let failed = env_failure.or_else(|| {
+            wf.steps.iter().find_map(|s| {
+                let r = records.get(&s.id)?;
+                (r.status == "failed" && !s.continue_on_error).then(|| failure_reason(&s.id, r))
+            })
         });
         let deadline = wf.timeout.and_then(|t| {
             store::parse_time(&inst.created_at)
@@ -633,7 +643,7 @@ impl<'o> Runner<'o> {
         runner.frontier = (0..runner.wf.steps.len())
             .filter(|&i| runner.deps_satisfied(i) && !runner.ended(i))
             .collect();
-        Ok(runner)
+        runner
     }
 
     async fn main_loop(&mut self, store: &mut Store) -> Result<RunOutcome, EngineError> {

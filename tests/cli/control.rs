@@ -384,6 +384,40 @@ steps:
 }
 
 #[test]
+fn a_workflow_env_that_cannot_be_evaluated_fails_the_instance_and_closes_its_run() {
+    let t = Test::new();
+    let (id, ran) = t.run_yaml(
+        "wf.yaml",
+        r#"
+name: bad-env
+inputs:
+  n: { default: 5 }
+env: { X: "${{ inputs.n < 'a' }}" }
+steps:
+  - id: a
+    run: echo ran >> never.log
+"#,
+        &[],
+    );
+    ran.code(1);
+    assert_eq!(t.read("never.log"), "");
+    let i = t.inspect(&id);
+    assert_eq!(i["status"], "failed", "{i:#}");
+    assert!(
+        i["error"]
+            .as_str()
+            .is_some_and(|e| e.starts_with("workflow env `X`: cannot compare")),
+        "{i:#}"
+    );
+    assert_eq!(i["runs"][0]["outcome"], "failed", "{i:#}");
+    // Nothing is left running or held: a resume says it failed, once.
+    let resumed = t.wf(&["resume", &id]);
+    resumed.code(1);
+    assert!(resumed.stderr.contains("failed"), "{}", resumed.stderr);
+    assert_eq!(t.inspect(&id)["runs"].as_array().map(Vec::len), Some(1));
+}
+
+#[test]
 fn a_for_each_that_is_not_a_list_fails_with_an_expression_error() {
     let t = Test::new();
     let (id, ran) = t.run_yaml(
