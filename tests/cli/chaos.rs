@@ -19,6 +19,9 @@
 //! attempt that was not recorded first, and only after the steps it needs
 //! had succeeded; the state is exactly the 50 keys the successful attempts
 //! set; every run but the last crashed; and `PRAGMA integrity_check` is ok.
+//! Its trace: one root span per run with that run's outcome, one span per
+//! recorded attempt with that attempt's outcome, unique span ids, and every
+//! parent present.
 //! No durations are asserted; waits are bounded generously.
 
 use crate::{Test, XorShift, integrity_check};
@@ -262,6 +265,7 @@ fn random_sigkills_of_a_fifty_step_fan_out_never_break_the_guarantees() {
     let mut crashed_total = 0;
     for id in &instances {
         crashed_total += check_instance(&t, id, &needs, &side);
+        check_trace(&t, id);
     }
     eprintln!("chaos: {crashed_total} crashed attempts in all");
     assert!(landed >= 1, "no kill hit a running wf");
@@ -277,6 +281,72 @@ fn random_sigkills_of_a_fifty_step_fan_out_never_break_the_guarantees() {
     let trace = t.wf(&["trace", &instances[0]]).code(0).stdout.clone();
     assert!(trace.contains("chaos/join"), "{trace}");
     eprintln!("chaos: done in {:?}", began.elapsed());
+}
+
+/// Checks one instance's spans against its recorded runs and attempts.
+fn check_trace(t: &Test, id: &str) {
+    let v = t.inspect(id);
+    let runs = t.wf(&["trace", id, "--format", "json"]).code(0).json();
+    let spans: Vec<&Value> = runs
+        .as_array()
+        .expect("runs")
+        .iter()
+        .flat_map(|r| r["spans"].as_array().expect("spans").iter())
+        .collect();
+    let attr = |s: &Value, k: &str| s["attributes"][k].clone();
+
+    let mut ids = std::collections::HashSet::new();
+    for s in &spans {
+        let span_id = s["span_id"].as_str().expect("span_id");
+        assert!(ids.insert(span_id), "{id}: span id {span_id} stored twice");
+    }
+    for s in &spans {
+        if let Some(parent) = s["parent_span_id"].as_str() {
+            assert!(
+                ids.contains(parent),
+                "{id}: {} has no parent {parent}",
+                s["name"]
+            );
+        }
+    }
+
+    // One root per run, with the run's outcome.
+    let roots: Vec<&&Value> = spans
+        .iter()
+        .filter(|s| s["name"] == "chaos/workflow")
+        .collect();
+    let recorded_runs = v["runs"].as_array().expect("runs");
+    assert_eq!(
+        roots.len(),
+        recorded_runs.len(),
+        "{id}: one root span per run"
+    );
+    for run in recorded_runs {
+        let root = roots
+            .iter()
+            .find(|r| attr(r, "workflow.run") == run["number"])
+            .unwrap_or_else(|| panic!("{id}: no root span for run {}", run["number"]));
+        assert_eq!(
+            attr(root, "workflow.outcome"),
+            run["outcome"],
+            "{id}: {root:#}"
+        );
+    }
+
+    // One span per recorded attempt, with its outcome.
+    for step in v["steps"].as_array().expect("steps") {
+        let key = step["id"].as_str().expect("id");
+        let name = format!("chaos/{key}");
+        for a in step["attempt_list"].as_array().expect("attempt_list") {
+            let matching: Vec<&&Value> = spans
+                .iter()
+                .filter(|s| s["name"] == name && attr(s, "workflow.step.attempt") == a["attempt"])
+                .collect();
+            assert_eq!(matching.len(), 1, "{id}/{key}: spans of attempt {a:#}");
+            let outcome = attr(matching[0], "workflow.step.outcome");
+            assert_eq!(outcome, a["outcome"], "{id}/{key}: {:#}", matching[0]);
+        }
+    }
 }
 
 /// Checks one instance's history against the side effects; returns how many
