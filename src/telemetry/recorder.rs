@@ -30,6 +30,7 @@ use serde_json::{Map, Value, json};
 use std::cell::Cell;
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use tracing_subscriber::Layer as _;
 use tracing_subscriber::layer::SubscriberExt as _;
 
 /// Spans the SDK ended and the engine has not stored yet.
@@ -55,7 +56,11 @@ pub fn install() {
             .with_threads(false)
             .with_level(false)
             .with_target(false)
-            .with_tracked_inactivity(false);
+            .with_tracked_inactivity(false)
+            // Only wf's own spans: a dependency's would be recorded for no run.
+            .with_filter(tracing_subscriber::filter::filter_fn(|meta| {
+                meta.target().starts_with("wf")
+            }));
         let subscriber = tracing_subscriber::registry().with(layer);
         // Fails only if a subscriber is already set (an embedding program's):
         // spans then go there, and nothing is recorded here.
@@ -72,7 +77,12 @@ impl SpanProcessor for Recorder {
     fn on_start(&self, _span: &mut opentelemetry_sdk::trace::Span, _cx: &Context) {}
 
     fn on_end(&self, span: SpanData) {
-        if let Ok(mut finished) = FINISHED.lock() {
+        // A span of no instance would never be taken.
+        let of_an_instance = span
+            .attributes
+            .iter()
+            .any(|kv| kv.key.as_str() == "workflow.instance.id");
+        if of_an_instance && let Ok(mut finished) = FINISHED.lock() {
             finished.push(span);
         }
     }
@@ -348,6 +358,35 @@ mod tests {
         assert_eq!(process.parent_span_id.as_deref(), Some(span_id.as_str()));
         assert_eq!(process.kind, "client");
         assert_eq!(process.status, "unset");
+    }
+
+    #[test]
+    fn spans_of_dependencies_or_of_no_instance_are_not_kept() {
+        install();
+        let instance = "foreign-instance";
+        let foreign = tracing::info_span!(
+            target: "h2::proto",
+            parent: None,
+            "connection",
+            workflow.instance.id = instance
+        );
+        let (trace, _) = ids(&foreign);
+        assert!(
+            trace.chars().all(|c| c == '0'),
+            "a dependency's span is not traced"
+        );
+        drop(foreign);
+        let stray = tracing::info_span!(parent: None, "stray");
+        let (stray_trace, _) = ids(&stray);
+        drop(stray);
+        assert!(take(&stray_trace, "").is_empty());
+        let finished = FINISHED.lock().expect("lock");
+        assert!(
+            !finished
+                .iter()
+                .any(|s| s.span_context.trace_id().to_string() == stray_trace),
+            "a span of no instance is dropped at once"
+        );
     }
 
     #[test]
