@@ -14,7 +14,8 @@ use crate::exit::{ExitStatus, UsageError};
 use crate::printer::Printer;
 use crate::store::{self, InstanceRow, RunRow, SpanRow, Store};
 use crate::telemetry::{otlp, tree};
-use serde_json::{Value, json};
+use serde_json::Value;
+use std::io::Write as _;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Format {
@@ -95,11 +96,21 @@ pub fn run(args: Args, store: &Store, printer: &Printer) -> anyhow::Result<ExitS
     match args.format {
         Format::Tree => print_tree(&load()?, args.all, printer),
         Format::Json => {
+            let traced = load()?;
             let mut runs = Vec::new();
-            for t in &load()? {
+            for t in &traced {
                 runs.extend(runs_json(store, t)?);
             }
-            printer.json(&Value::Array(runs));
+            let mut out = printer.data_writer();
+            let written = serde_json::to_writer_pretty(&mut out, &runs)
+                .map_err(std::io::Error::from)
+                .and_then(|()| writeln!(out))
+                .and_then(|()| out.flush());
+            match written {
+                // A reader that stopped early (`| head`) is not an error.
+                Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {}
+                other => other?,
+            }
         }
         Format::Otlp => return print_otlp(store, &ids, printer),
     }
@@ -131,26 +142,63 @@ fn rfc3339_ns(ns: i64) -> String {
     chrono::DateTime::from_timestamp_nanos(ns).to_rfc3339_opts(chrono::SecondsFormat::Nanos, true)
 }
 
-fn span_json(s: &SpanRow) -> Value {
-    json!({
-        "trace_id": s.trace_id,
-        "span_id": s.span_id,
-        "parent_span_id": s.parent_span_id,
-        "name": s.name,
-        "kind": s.kind,
-        "start_ns": s.start_ns,
-        "end_ns": s.end_ns,
-        "start_time": rfc3339_ns(s.start_ns),
-        "end_time": rfc3339_ns(s.end_ns),
-        "duration_ms": (s.end_ns - s.start_ns).max(0) as f64 / 1e6,
-        "status": s.status,
-        "status_message": s.status_message,
-        "attributes": s.attributes,
-        "links": s.links,
-    })
+/// A span in `--format json`; serialized straight from the stored row (no
+/// intermediate JSON tree: 20,000 spans are a lot of small maps).
+#[derive(serde::Serialize)]
+struct SpanJson<'a> {
+    trace_id: &'a str,
+    span_id: &'a str,
+    parent_span_id: Option<&'a str>,
+    name: &'a str,
+    kind: &'a str,
+    start_ns: i64,
+    end_ns: i64,
+    start_time: String,
+    end_time: String,
+    duration_ms: f64,
+    status: &'a str,
+    status_message: Option<&'a str>,
+    attributes: &'a Value,
+    links: &'a Value,
 }
 
-fn runs_json(store: &Store, t: &Traced) -> anyhow::Result<Vec<Value>> {
+impl<'a> From<&'a SpanRow> for SpanJson<'a> {
+    fn from(s: &'a SpanRow) -> SpanJson<'a> {
+        SpanJson {
+            trace_id: &s.trace_id,
+            span_id: &s.span_id,
+            parent_span_id: s.parent_span_id.as_deref(),
+            name: &s.name,
+            kind: &s.kind,
+            start_ns: s.start_ns,
+            end_ns: s.end_ns,
+            start_time: rfc3339_ns(s.start_ns),
+            end_time: rfc3339_ns(s.end_ns),
+            duration_ms: (s.end_ns - s.start_ns).max(0) as f64 / 1e6,
+            status: &s.status,
+            status_message: s.status_message.as_deref(),
+            attributes: &s.attributes,
+            links: &s.links,
+        }
+    }
+}
+
+/// A run in `--format json`.
+#[derive(serde::Serialize)]
+struct RunJson<'a> {
+    instance_id: &'a str,
+    workflow: &'a str,
+    run: i64,
+    outcome: Option<String>,
+    trace_id: Option<String>,
+    span_id: Option<String>,
+    parent_span_id: Option<String>,
+    started_at: Option<&'a str>,
+    finished_at: Option<&'a str>,
+    spans: Vec<SpanJson<'a>>,
+}
+
+fn runs_json<'a>(store: &Store, t: &'a Traced) -> anyhow::Result<Vec<RunJson<'a>>> {
     let mut numbers: Vec<i64> = t.runs.iter().map(|r| r.number).collect();
     numbers.extend(t.spans.iter().map(|s| s.run));
     numbers.sort_unstable();
@@ -175,18 +223,18 @@ fn runs_json(store: &Store, t: &Traced) -> anyhow::Result<Vec<Value>> {
                 .and_then(Value::as_str)
                 .map(String::from)
         });
-        out.push(json!({
-            "instance_id": t.instance.id,
-            "workflow": t.instance.workflow,
-            "run": n,
-            "outcome": outcome,
-            "trace_id": trace_id,
-            "span_id": span_id,
-            "parent_span_id": parent,
-            "started_at": run.map(|r| r.started_at.clone()),
-            "finished_at": run.and_then(|r| r.finished_at.clone()),
-            "spans": spans.iter().map(|s| span_json(s)).collect::<Vec<_>>(),
-        }));
+        out.push(RunJson {
+            instance_id: &t.instance.id,
+            workflow: &t.instance.workflow,
+            run: n,
+            outcome,
+            trace_id,
+            span_id,
+            parent_span_id: parent,
+            started_at: run.map(|r| r.started_at.as_str()),
+            finished_at: run.and_then(|r| r.finished_at.as_deref()),
+            spans: spans.into_iter().map(SpanJson::from).collect(),
+        });
     }
     Ok(out)
 }
