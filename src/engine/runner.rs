@@ -534,6 +534,9 @@ struct Runner<'o> {
     root: tracing::Span,
     /// `state` changed since the last write; written just before each commit.
     state_dirty: bool,
+    /// The expression context's `state` is `self.state` (not a stale copy,
+    /// nor the snapshot a settling `set_state` step started with).
+    ctx_state_current: bool,
     /// State as it was when each running unit with a `set_state` started.
     start_states: HashMap<String, Value>,
     /// Steps whose needs are met and that have not ended (see `candidates`).
@@ -634,6 +637,7 @@ impl<'o> Runner<'o> {
             trace,
             root,
             state_dirty: false,
+            ctx_state_current: true,
             start_states: HashMap::new(),
             frontier: std::collections::BTreeSet::new(),
             dependents,
@@ -1223,7 +1227,11 @@ impl<'o> Runner<'o> {
     fn enter(&mut self, unit: &Unit, attempt: Option<i64>) {
         let attempt = attempt.unwrap_or(self.record(unit).attempts + 1);
         let key = unit.key(&self.wf);
-        self.ctx.set("state", self.state.clone());
+        // Copied only when it changed: a large state is not cloned per unit.
+        if !self.ctx_state_current {
+            self.ctx.set("state", self.state.clone());
+            self.ctx_state_current = true;
+        }
         self.ctx.set(
             "step",
             json!({ "id": self.wf.steps[unit.idx].id, "key": key, "attempt": attempt }),
@@ -1835,6 +1843,7 @@ impl<'o> Runner<'o> {
         self.enter(&d.unit, Some(d.attempt));
         if let Some(state) = self.start_states.remove(&key) {
             self.ctx.set("state", state);
+            self.ctx_state_current = false;
         }
         self.settle_result(c, &d.unit, d.attempt, d.result, d.elapsed)
     }
@@ -1917,6 +1926,7 @@ impl<'o> Runner<'o> {
                     // Written once, just before this transaction commits.
                     self.state = s;
                     self.state_dirty = true;
+                    self.ctx_state_current = false;
                 }
                 if unit.item.is_none() && !unit.compensation {
                     self.ctx.set_step_result(&key, "completed", &output);
