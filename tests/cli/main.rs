@@ -3,6 +3,7 @@
 //! [`Test`] builder keeps each test to what it is about.
 
 mod chaos;
+mod collector;
 mod commands;
 mod control;
 mod corpus;
