@@ -155,9 +155,7 @@ pub async fn drive(
                     links,
                     error: "the process running this run died",
                 });
-                for s in recorder::take(&trace, id) {
-                    store::insert_span(&tx, &recorder::row(&s, crashed))?;
-                }
+                store_ended_spans(&tx, (&trace, id, crashed), None, &[])?;
             }
         }
         let run = store::start_run(&tx, id)?;
@@ -291,6 +289,28 @@ fn close_run(
     Ok(outcome)
 }
 
+/// Stores the spans of `(trace id, instance, run)` that ended since the last
+/// call, masking secrets with `redactor`, except those in `skip`.
+fn store_ended_spans(
+    c: &Connection,
+    (trace_id, instance, run): (&str, &str, i64),
+    redactor: Option<&Redactor>,
+    skip: &[String],
+) -> Result<(), EngineError> {
+    for span in recorder::take(trace_id, instance) {
+        let mut row = recorder::row(&span, run);
+        if skip.contains(&row.span_id) {
+            continue;
+        }
+        if let Some(r) = redactor.filter(|r| !r.is_empty()) {
+            r.value(&mut row.attributes);
+            row.status_message = row.status_message.map(|m| r.text(m.as_str()));
+        }
+        store::insert_span(c, &row)?;
+    }
+    Ok(())
+}
+
 /// The instance's pinned definition: its compiled form when this version of
 /// wf wrote it for exactly this text, else the pinned YAML parsed again.
 fn pinned_workflow(store: &Store, inst: &store::InstanceRow) -> Result<Workflow, EngineError> {
@@ -369,9 +389,7 @@ fn recover_crashed(
                 links: Vec::new(),
                 error: message,
             });
-            for s in recorder::take(&trace, id) {
-                store::insert_span(c, &recorder::row(&s, run))?;
-            }
+            store_ended_spans(c, (&trace, id, run), None, &[])?;
         }
         let Some(rec) = records.get_mut(&key) else {
             continue;
@@ -1030,18 +1048,8 @@ impl<'o> Runner<'o> {
     /// Stores the spans of this run that ended since the last call (masking
     /// secrets), except those in `skip`.
     fn flush_spans(&self, c: &Connection, skip: &[String]) -> Result<(), EngineError> {
-        for span in recorder::take(&self.trace.0, &self.id) {
-            let mut row = recorder::row(&span, self.run);
-            if skip.contains(&row.span_id) {
-                continue;
-            }
-            if !self.redactor.is_empty() {
-                self.redactor.value(&mut row.attributes);
-                row.status_message = row.status_message.map(|m| self.redactor.text(m.as_str()));
-            }
-            store::insert_span(c, &row)?;
-        }
-        Ok(())
+        let run = (self.trace.0.as_str(), self.id.as_str(), self.run);
+        store_ended_spans(c, run, Some(&self.redactor), skip)
     }
 
     /// A `wf.sqlite.commit` span under each attempt the coming commit makes
