@@ -41,7 +41,7 @@ impl ExitStatus {
             }
             if let Some(e) = cause.downcast_ref::<EngineError>() {
                 return match e {
-                    EngineError::Held { .. } => ExitStatus::Held,
+                    EngineError::Held { .. } | EngineError::LeaseLost { .. } => ExitStatus::Held,
                     EngineError::Definition(_) | EngineError::Input(_) => ExitStatus::Usage,
                     EngineError::Store(s) => Self::for_store(s),
                     EngineError::NotResumable(_) | EngineError::Internal(_) => ExitStatus::Failure,

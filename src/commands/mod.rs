@@ -99,6 +99,11 @@ pub fn open(db: Option<PathBuf>) -> anyhow::Result<Store> {
 }
 
 /// Parses a duration flag value (`--inline-wait 30s`).
+/// The caller's W3C trace context (`TRACEPARENT`), if it set one.
+pub fn traceparent() -> Option<String> {
+    std::env::var("TRACEPARENT").ok().filter(|t| !t.is_empty())
+}
+
 pub fn parse_duration_flag(s: &str) -> Result<std::time::Duration, String> {
     crate::workflow::duration::parse(s)
 }

@@ -50,6 +50,7 @@ pub async fn run(args: Args, db: Option<PathBuf>, printer: &Printer) -> anyhow::
         inline_wait,
         fire_timers: args.now,
         retry_failed: args.retry_failed,
+        traceparent: super::traceparent(),
         ..RunOptions::default()
     };
     let progress = printer.progress();

@@ -44,6 +44,7 @@ pub async fn run(args: Args, db: Option<PathBuf>, printer: &Printer) -> anyhow::
     let opts = RunOptions {
         inline_wait: args.inline_wait,
         workflow: Some(std::sync::Arc::new(wf)),
+        traceparent: super::traceparent(),
         ..RunOptions::default()
     };
     let progress = printer.progress();
@@ -63,7 +64,9 @@ pub fn report(printer: &Printer, id: &str, outcome: &RunOutcome, json: bool) -> 
     let short = &id[..id.len().min(12)];
     let line = match outcome {
         RunOutcome::Completed => format!("instance {id} completed"),
-        RunOutcome::Failed(reason) => format!("instance {id} failed: {reason}"),
+        RunOutcome::Failed(reason) => format!(
+            "instance {id} failed: {reason}\nsee the output with `wf logs {short}`; give the failed steps a fresh attempt budget with `wf resume {short} --retry-failed`"
+        ),
         RunOutcome::Sleeping(wake) => {
             format!(
                 "instance {id} sleeping until {wake}; continue with `wf resume {short}` (or `wf worker`)"

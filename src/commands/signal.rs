@@ -37,7 +37,7 @@ pub fn run(args: Args, store: &mut Store, printer: &Printer) -> anyhow::Result<E
         ))
         .into());
     }
-    let traceparent = std::env::var("TRACEPARENT").ok().filter(|t| !t.is_empty());
+    let traceparent = super::traceparent();
     let tx = store.write()?;
     tx.execute(
         "INSERT INTO events (instance_id, name, payload, traceparent, received_at) VALUES (?1, ?2, ?3, ?4, ?5)",

@@ -2,19 +2,42 @@
 //! heartbeat. Another process may take the lease over once it has expired, or
 //! at once when the holder is a process on this host that no longer exists
 //! (killed with SIGKILL, say), so a crash never blocks an instance for long.
+//!
+//! Every takeover raises the instance's epoch (the fencing token of
+//! [`store::Fence`]); every write of a runner is checked against it, so a
+//! runner that was paused past its lease can never write again. The
+//! heartbeat is how such a runner finds out while it waits: it reports the
+//! loss within one renewal interval.
 
-use crate::store::{self, Store};
+use crate::store::{self, Fence, Store, StoreError};
 use std::path::PathBuf;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
 use std::time::Duration;
+use tokio::sync::watch;
 
-/// How long a lease lasts without renewal.
-pub const TTL_MS: i64 = 30_000;
-/// How often the heartbeat renews it.
-const RENEW_EVERY: Duration = Duration::from_secs(5);
+/// The lease's time to live when `WF_LEASE_TTL` is not set.
+pub const DEFAULT_TTL: Duration = Duration::from_secs(30);
 
-fn hostname() -> String {
+/// The lease TTL: `WF_LEASE_TTL` (a duration such as `30s`), else 30 s.
+pub fn ttl() -> Result<Duration, String> {
+    match std::env::var("WF_LEASE_TTL") {
+        Err(_) => Ok(DEFAULT_TTL),
+        Ok(text) => match crate::workflow::duration::parse(text.trim()) {
+            Ok(d) if d >= Duration::from_millis(300) => Ok(d),
+            Ok(_) => Err(format!(
+                "WF_LEASE_TTL `{text}` is too short: the lease needs at least 300ms"
+            )),
+            Err(e) => Err(format!("WF_LEASE_TTL `{text}`: {e}")),
+        },
+    }
+}
+
+fn ms(d: Duration) -> i64 {
+    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
+}
+
+/// This machine's host name.
+pub fn hostname() -> String {
     nix::unistd::gethostname()
         .ok()
         .and_then(|h| h.into_string().ok())
@@ -43,57 +66,72 @@ pub fn holder_alive(owner: &str) -> bool {
     if pid == std::process::id() as i32 {
         return true;
     }
-    match nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None) {
-        Ok(()) => !is_zombie(pid),
-        Err(nix::errno::Errno::ESRCH) => false,
-        Err(_) => true,
-    }
+    super::procs::pid_alive(pid)
 }
 
-/// A killed process that its parent has not reaped yet still answers kill(0).
-fn is_zombie(pid: i32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .ok()
-        .and_then(|s| {
-            s.rsplit_once(')')
-                .map(|(_, rest)| rest.trim_start().starts_with('Z'))
-        })
-        .unwrap_or(false)
+/// Takes the lease on `id` for `owner`, or says who holds it.
+pub fn acquire(
+    c: &rusqlite::Connection,
+    id: &str,
+    owner: &str,
+    ttl: Duration,
+) -> store::Result<Result<Fence, String>> {
+    store::acquire_lease(c, id, owner, ms(ttl), holder_alive)
 }
 
-/// Renews a lease in the background until dropped.
+/// Renews a lease in the background until dropped, and reports on `lost`
+/// (the new holder's name) when a renewal finds another process took the
+/// instance over. It sleeps between renewals and wakes at once when dropped,
+/// so a short run never waits for it; its connection is opened at the first
+/// renewal, so a short run never pays for one either.
 pub struct Heartbeat {
-    stop: Arc<AtomicBool>,
+    stop: Option<mpsc::Sender<()>>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
 impl Heartbeat {
-    pub fn start(db: PathBuf, instance: String, owner: String) -> Heartbeat {
-        let stop = Arc::new(AtomicBool::new(false));
-        let flag = stop.clone();
+    pub fn start(
+        db: PathBuf,
+        fence: Fence,
+        ttl: Duration,
+    ) -> (Heartbeat, watch::Receiver<Option<String>>) {
+        let (stop_tx, stop_rx) = mpsc::channel::<()>();
+        let (lost_tx, lost_rx) = watch::channel(None);
+        let every = ttl / 6;
         let thread = std::thread::spawn(move || {
-            let Ok(store) = Store::open(&db) else { return };
-            let step = Duration::from_millis(100);
-            let mut waited = Duration::ZERO;
-            while !flag.load(Ordering::Relaxed) {
-                std::thread::sleep(step);
-                waited += step;
-                if waited >= RENEW_EVERY {
-                    waited = Duration::ZERO;
-                    let _ = store::renew_lease(store.conn(), &instance, &owner, TTL_MS);
+            let mut store: Option<Store> = None;
+            while let Err(mpsc::RecvTimeoutError::Timeout) = stop_rx.recv_timeout(every) {
+                if store.is_none() {
+                    store = Store::open(&db).ok();
+                }
+                let Some(s) = &store else { continue };
+                match store::renew_lease(s.conn(), &fence, ms(ttl)) {
+                    Ok(()) => {}
+                    Err(StoreError::Fenced { holder, .. }) => {
+                        let _ = lost_tx.send(Some(
+                            holder.unwrap_or_else(|| "another process".to_string()),
+                        ));
+                        return;
+                    }
+                    // Busy or failing: the next renewal tries again, and the
+                    // runner's own writes are fenced whatever happens here.
+                    Err(_) => {}
                 }
             }
         });
-        Heartbeat {
-            stop,
-            thread: Some(thread),
-        }
+        (
+            Heartbeat {
+                stop: Some(stop_tx),
+                thread: Some(thread),
+            },
+            lost_rx,
+        )
     }
 }
 
 impl Drop for Heartbeat {
     fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
+        drop(self.stop.take());
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }

@@ -1,13 +1,15 @@
 //! The engine: starts instances and drives them. `runner` is the scheduler
 //! (the one place that decides what runs next and commits results), `shell`
 //! and `http` are the step executors (the side effects), `context` builds what
-//! `${{ }}` expressions see, and `lease` keeps two processes from driving the
-//! same instance at once.
+//! `${{ }}` expressions see, `lease` keeps two processes from driving the
+//! same instance at once (fencing the one that lost it), and `procs` ends
+//! what a crashed attempt left running.
 
 pub mod context;
 pub mod http;
 pub mod lease;
 pub mod output;
+pub mod procs;
 pub mod redact;
 pub mod runner;
 pub mod shell;
@@ -30,6 +32,10 @@ pub enum EngineError {
     Input(String),
     #[error("instance {id} is held by another process ({holder})")]
     Held { id: String, holder: String },
+    #[error(
+        "instance {id} was taken over by {holder} while this process was stalled past its lease; its steps were stopped and nothing more was recorded"
+    )]
+    LeaseLost { id: String, holder: String },
     #[error("{0}")]
     NotResumable(String),
     #[error("{0}")]

@@ -10,9 +10,10 @@
 use super::context::{self, Context};
 use super::lease::{self, Heartbeat};
 use super::output::merge_patch;
+use super::procs;
 use super::redact::Redactor;
 use super::{AttemptResult, EngineError, Failure, Observer, http, shell};
-use crate::store::{self, AttemptEnd, StepRow, Store};
+use crate::store::{self, AttemptEnd, Fence, StepRow, Store, StoreError};
 use crate::telemetry::{self, recorder};
 use crate::workflow::template::{self, Template};
 use crate::workflow::{
@@ -44,6 +45,9 @@ pub struct RunOptions {
     pub cancel: bool,
     /// The definition, when the caller has just parsed it (used if it is the pinned one).
     pub workflow: Option<Arc<Workflow>>,
+    /// W3C `traceparent` this run's trace is a child of (`TRACEPARENT` of
+    /// `wf run` and `wf resume`).
+    pub traceparent: Option<String>,
 }
 
 impl Default for RunOptions {
@@ -54,6 +58,7 @@ impl Default for RunOptions {
             retry_failed: false,
             cancel: false,
             workflow: None,
+            traceparent: None,
         }
     }
 }
@@ -91,6 +96,8 @@ enum Stop {
     Cancel,
     /// The workflow's own `timeout` passed: attempts time out, the workflow fails.
     Deadline,
+    /// Another process took the instance over: stop everything, record nothing.
+    Lost,
 }
 
 /// Drives instance `id` until it completes, fails, suspends or is interrupted
@@ -104,6 +111,7 @@ pub async fn drive(
     observer: &dyn Observer,
 ) -> Result<RunOutcome, EngineError> {
     recorder::install();
+    let ttl = lease::ttl().map_err(EngineError::Input)?;
     let owner = lease::owner_name();
     let inst = store::instance(store.conn(), id)?;
     check_resumable(&inst, &opts)?;
@@ -113,26 +121,50 @@ pub async fn drive(
     };
     super::check_secrets(&wf)?;
 
-    // Take the lease, then recover whatever a dead predecessor left behind.
-    let (run, mut records, trace, cancel) = {
+    // Take the lease (raising the epoch: whoever held it can write no more),
+    // and see which attempts were left without an outcome.
+    let (fence, open) = {
         let tx = store.write()?;
-        if let Err(holder) =
-            store::acquire_lease(&tx, id, &owner, lease::TTL_MS, lease::holder_alive)?
-        {
-            return Err(EngineError::Held {
-                id: id.into(),
-                holder,
-            });
-        }
+        let fence = match lease::acquire(&tx, id, &owner, ttl)? {
+            Ok(fence) => fence,
+            Err(holder) => {
+                return Err(EngineError::Held {
+                    id: id.into(),
+                    holder,
+                });
+            }
+        };
         // Again under the lease: another process may have finished it meanwhile.
         check_resumable(&store::instance(&tx, id)?, &opts)?;
+        let open = store::open_attempts(&tx, id)?;
+        tx.commit()?;
+        (fence, open)
+    };
+    let (heartbeat, lost) = Heartbeat::start(store.path().to_path_buf(), fence.clone(), ttl);
+    // What those attempts left running on this host ends before anything
+    // starts again: two attempts of one step never run at once.
+    for a in &open {
+        if let Some(p) = &a.process {
+            let ended = procs::end_leftover(p, shell::KILL_GRACE).await;
+            if ended > 0 {
+                observer.message(&format!(
+                    "{}: ended {ended} process(es) left running by attempt {}",
+                    a.key, a.attempt
+                ));
+            }
+        }
+    }
+
+    // Recover whatever a dead (or stalled) predecessor left behind.
+    let prepared = (|| -> Result<_, EngineError> {
+        let tx = store.fenced(&fence)?;
         // Sized for every step up front: growing a map of 10,000 rows by
         // doubling briefly holds the old table and the new one.
         let rows = store::steps(&tx, id)?;
         let mut records: HashMap<String, StepRow> =
             HashMap::with_capacity(rows.len().max(wf.steps.len()));
         records.extend(rows.into_iter().map(|r| (r.key.clone(), r)));
-        recover_crashed(&tx, id, &wf, &mut records)?;
+        recover_crashed(&tx, id, &wf, &open, &mut records)?;
         for crashed in store::close_abandoned_runs(&tx, id)? {
             if let Some((trace, span, parent, start)) = store::run_trace(&tx, id, crashed)? {
                 let links = store::run_trace(&tx, id, crashed - 1)?
@@ -159,11 +191,11 @@ pub async fn drive(
             }
         }
         let run = store::start_run(&tx, id)?;
-        // This run's trace: a child of TRACEPARENT for the first run, else a new trace.
-        let parent = (run == 1)
-            .then(|| std::env::var("TRACEPARENT").ok())
-            .flatten()
-            .and_then(|t| telemetry::parse_traceparent(&t));
+        // This run's trace: a child of the caller's TRACEPARENT, else a new trace.
+        let parent = opts
+            .traceparent
+            .as_deref()
+            .and_then(telemetry::parse_traceparent);
         let root = tracing::info_span!(
             parent: None,
             "workflow",
@@ -200,9 +232,12 @@ pub async fn drive(
         let cancel = opts.cancel || store::cancel_requested(&tx, id)?;
         store::set_instance_status(&tx, id, "running", None, None, None)?;
         tx.commit()?;
-        (run, records, (trace, root), cancel)
+        Ok((run, records, (trace, root), cancel))
+    })();
+    let (run, mut records, trace, cancel) = match prepared {
+        Ok(p) => p,
+        Err(e) => return Err(lost_lease(id, e)),
     };
-    let heartbeat = Heartbeat::start(store.path().to_path_buf(), id.to_string(), owner.clone());
 
     if opts.fire_timers {
         for rec in records.values_mut() {
@@ -212,24 +247,67 @@ pub async fn drive(
         }
     }
 
-    let mut runner = Runner::new(wf.clone(), &inst, run, records, opts, observer, trace);
+    let mut runner = Runner::new(
+        wf.clone(),
+        &inst,
+        run,
+        records,
+        opts,
+        observer,
+        trace,
+        (fence.clone(), lost),
+    );
     if cancel {
         runner.stop(Stop::Cancel);
     }
     observer.run_started(id, &wf.name, run, wf.steps.len());
     let outcome = runner.main_loop(store).await;
+    if outcome.as_ref().err().and_then(fenced_holder).is_some() {
+        // Another process owns the instance now: stop our steps, write nothing.
+        runner.abandon().await;
+        return Err(lost_lease(
+            id,
+            outcome.err().unwrap_or_else(|| unreachable!()),
+        ));
+    }
     let closed = close_run(store, &mut runner, outcome);
+    if let Err(e) = closed {
+        return Err(lost_lease(id, e));
+    }
     // Still under the lease: no other process can export these spans meanwhile.
     telemetry::export::export_instance(store, id).await;
     drop(heartbeat);
     let released = store.write().map_err(EngineError::from).and_then(|tx| {
-        store::release_lease(&tx, id, &owner)?;
+        store::release_lease(&tx, &fence)?;
         tx.commit()?;
         Ok(())
     });
     let outcome = closed?;
     released?;
     Ok(outcome)
+}
+
+/// The holder named by a refused (fenced) write.
+fn fenced_holder(e: &EngineError) -> Option<String> {
+    match e {
+        EngineError::Store(StoreError::Fenced { holder, .. }) => {
+            Some(holder.clone().unwrap_or_else(|| "another process".into()))
+        }
+        EngineError::LeaseLost { holder, .. } => Some(holder.clone()),
+        _ => None,
+    }
+}
+
+/// A refused write means another process took the instance over: say so,
+/// naming it (exit 5). Any other error passes through.
+fn lost_lease(id: &str, e: EngineError) -> EngineError {
+    match fenced_holder(&e) {
+        Some(holder) => EngineError::LeaseLost {
+            id: id.into(),
+            holder,
+        },
+        None => e,
+    }
 }
 
 /// Closes the run whatever happened, so history never shows a run in progress.
@@ -240,7 +318,7 @@ fn close_run(
 ) -> Result<RunOutcome, EngineError> {
     let (id, run) = (runner.id.clone(), runner.run);
     let id = id.as_str();
-    let tx = store.write()?;
+    let tx = store.fenced(&runner.fence)?;
     let outcome = match outcome {
         Ok(o) => o,
         Err(e) => {
@@ -357,10 +435,12 @@ fn recover_crashed(
     c: &Connection,
     id: &str,
     wf: &Workflow,
+    open: &[store::OpenAttempt],
     records: &mut HashMap<String, StepRow>,
 ) -> Result<(), EngineError> {
     let message = "the process running this attempt died before it finished";
-    for (key, attempt) in store::open_attempts(c, id)? {
+    for store::OpenAttempt { key, attempt, .. } in open {
+        let (key, attempt) = (key.clone(), *attempt);
         let end = AttemptEnd {
             outcome: "crashed".into(),
             error_type: Some("crashed".into()),
@@ -412,6 +492,10 @@ fn recover_crashed(
         if used >= retry.max_attempts as i64 || !retry.is_retryable("crashed") {
             rec.status = "failed".into();
             rec.finished_at = Some(end.finished_at.clone());
+            rec.error_message = Some(format!(
+                "{message} ({used} of {} attempt(s) used; `wf resume {id} --retry-failed` gives it another)",
+                retry.max_attempts
+            ));
         } else {
             rec.status = "retrying".into();
             rec.retry_at = None;
@@ -429,6 +513,54 @@ fn budget_used(c: &Connection, id: &str, key: &str, base: i64) -> Result<i64, En
         rusqlite::params![id, key, base],
         |r| r.get(0),
     )?)
+}
+
+/// How often a run looks for a cancel request or an awaited event while it
+/// waits (SPEC §3: they take effect within 200 ms).
+const POLL_EVERY: Duration = Duration::from_millis(100);
+
+/// The signals that interrupt a run: Ctrl-C, SIGTERM, SIGHUP.
+struct Signals {
+    int: tokio::signal::unix::Signal,
+    term: tokio::signal::unix::Signal,
+    hup: tokio::signal::unix::Signal,
+}
+
+impl Signals {
+    fn install() -> Result<Signals, EngineError> {
+        use tokio::signal::unix::{SignalKind, signal};
+        let one = |kind: SignalKind, name: &str| {
+            signal(kind).map_err(|e| {
+                EngineError::Internal(format!("cannot install the {name} handler: {e}"))
+            })
+        };
+        Ok(Signals {
+            int: one(SignalKind::interrupt(), "SIGINT")?,
+            term: one(SignalKind::terminate(), "SIGTERM")?,
+            hup: one(SignalKind::hangup(), "SIGHUP")?,
+        })
+    }
+
+    async fn recv(&mut self) {
+        tokio::select! {
+            _ = self.int.recv() => {}
+            _ = self.term.recv() => {}
+            _ = self.hup.recv() => {}
+        }
+    }
+}
+
+/// Resolves with the new holder's name once the heartbeat finds the lease lost.
+async fn lost(rx: &mut watch::Receiver<Option<String>>) -> String {
+    loop {
+        if let Some(holder) = rx.borrow_and_update().clone() {
+            return holder;
+        }
+        if rx.changed().await.is_err() {
+            // The heartbeat stopped without news: the writes stay fenced.
+            std::future::pending::<()>().await;
+        }
+    }
 }
 
 /// Most units settled in one transaction without a process in between.
@@ -565,9 +697,17 @@ struct Runner<'o> {
     attempt_spans: HashMap<String, (tracing::Span, String, i64)>,
     /// Attempts whose success the next commit makes durable (for `wf.sqlite.commit`).
     committing: Vec<String>,
+    /// This run's claim on the instance: every write checks it.
+    fence: Fence,
+    /// The heartbeat's word that another process took the instance over.
+    lost: watch::Receiver<Option<String>>,
+    /// Process groups started since the last time they were recorded.
+    started_groups: Vec<(String, i64, store::ProcessTag)>,
 }
 
 impl<'o> Runner<'o> {
+    // One value per thing a run starts from; grouping them would only rename them.
+    #[allow(clippy::too_many_arguments)]
     fn new(
         wf: Arc<Workflow>,
         inst: &store::InstanceRow,
@@ -576,6 +716,7 @@ impl<'o> Runner<'o> {
         opts: RunOptions,
         observer: &'o dyn Observer,
         (trace, root): (store::RunTrace, tracing::Span),
+        (fence, lost): (Fence, watch::Receiver<Option<String>>),
     ) -> Runner<'o> {
         let secrets = context::secret_values(&wf.secrets);
         let redactor = Redactor::new(
@@ -661,6 +802,9 @@ impl<'o> Runner<'o> {
             dependents,
             attempt_spans: HashMap::new(),
             committing: Vec::new(),
+            fence,
+            lost,
+            started_groups: Vec::new(),
         };
         runner.frontier = (0..runner.wf.steps.len())
             .filter(|&i| runner.deps_satisfied(i) && !runner.ended(i))
@@ -677,12 +821,9 @@ impl<'o> Runner<'o> {
         if replayed > 0 {
             self.observer.steps_replayed(replayed);
         }
-        let mut sigint = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
-            .map_err(|e| EngineError::Internal(format!("cannot install SIGINT handler: {e}")))?;
-        let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-            .map_err(|e| EngineError::Internal(format!("cannot install SIGTERM handler: {e}")))?;
+        let mut signals = Signals::install()?;
         let mut done: Vec<Done> = Vec::new();
-        let mut last_cancel_check = Instant::now();
+        let mut last_poll = Instant::now();
         loop {
             if self.deadline.is_some_and(|d| d <= Utc::now()) && self.stop.is_none() {
                 self.stop(Stop::Deadline);
@@ -691,7 +832,7 @@ impl<'o> Runner<'o> {
             let mut spawns = Vec::new();
             let mut more_now = false;
             {
-                let tx = store.write()?;
+                let tx = store.fenced(&self.fence)?;
                 self.flush_spans(&tx, &[])?;
                 for d in done.drain(..) {
                     self.settle(&tx, d)?;
@@ -744,6 +885,7 @@ impl<'o> Runner<'o> {
             for (unit, job, attempt) in spawns {
                 self.spawn(unit, job, attempt);
             }
+            self.record_groups(store)?;
             if more_now {
                 continue;
             }
@@ -752,35 +894,35 @@ impl<'o> Runner<'o> {
                 if let Some(outcome) = self.final_outcome() {
                     return Ok(outcome);
                 }
-                // Only timers and events left. Short waits happen here.
+                // Only timers and events left. Short waits happen here; an
+                // event not yet delivered ends the run at once, unless a
+                // timer is due first within the inline wait.
                 let next = self.next_wake();
-                let within = next.filter(|t| {
+                let within = self.next_timer().filter(|t| {
                     (*t - Utc::now()).to_std().unwrap_or_default() <= self.opts.inline_wait
                 });
-                match within {
-                    Some(t) => {
-                        // In slices, so a cancel request from another process is seen.
-                        let stop_before = self.stop;
-                        loop {
-                            let wait = (t - Utc::now()).to_std().unwrap_or_default();
-                            if wait.is_zero() || self.stop != stop_before {
-                                break;
-                            }
-                            tokio::select! {
-                                _ = tokio::time::sleep(wait.min(Duration::from_millis(500))) => {}
-                                _ = sigint.recv() => self.stop(Stop::Signal),
-                                _ = sigterm.recv() => self.stop(Stop::Signal),
-                            }
-                            if self.stop.is_none()
-                                && store::cancel_requested(store.conn(), &self.id)?
-                            {
-                                self.stop(Stop::Cancel);
-                            }
-                        }
-                        continue;
+                let Some(timer) = within else {
+                    return Ok(self.suspend_outcome(next));
+                };
+                let until = next.map_or(timer, |n| n.min(timer));
+                // In slices, so that a cancel or an awaited event from another
+                // process is seen within 200 ms.
+                let stop_before = self.stop;
+                loop {
+                    let wait = (until - Utc::now()).to_std().unwrap_or_default();
+                    if wait.is_zero() || self.stop != stop_before {
+                        break;
                     }
-                    None => return Ok(self.suspend_outcome(next)),
+                    tokio::select! {
+                        _ = tokio::time::sleep(wait.min(POLL_EVERY)) => {}
+                        _ = signals.recv() => self.stop(Stop::Signal),
+                        holder = lost(&mut self.lost) => return Err(self.fenced(holder)),
+                    }
+                    if self.poll_external(store)? {
+                        break;
+                    }
                 }
+                continue;
             }
 
             // Wake for a result, a due timer, a signal, or to look for a cancel request.
@@ -788,7 +930,7 @@ impl<'o> Runner<'o> {
                 .next_wake()
                 .map(|t| (t - Utc::now()).to_std().unwrap_or_default())
                 .unwrap_or(Duration::from_secs(3600))
-                .min(Duration::from_millis(500));
+                .min(POLL_EVERY);
             tokio::select! {
                 Some(joined) = self.tasks.join_next() => {
                     done.push(joined.map_err(|e| EngineError::Internal(format!("step task failed: {e}")))?);
@@ -797,21 +939,78 @@ impl<'o> Runner<'o> {
                     }
                 }
                 _ = tokio::time::sleep(timer) => {}
-                _ = sigint.recv() => self.stop(Stop::Signal),
-                _ = sigterm.recv() => self.stop(Stop::Signal),
+                _ = signals.recv() => self.stop(Stop::Signal),
+                holder = lost(&mut self.lost) => return Err(self.fenced(holder)),
             }
-            if self.stop.is_none() && last_cancel_check.elapsed() >= Duration::from_millis(500) {
-                last_cancel_check = Instant::now();
-                if store::cancel_requested(store.conn(), &self.id)? {
-                    self.stop(Stop::Cancel);
-                }
+            if last_poll.elapsed() >= POLL_EVERY {
+                last_poll = Instant::now();
+                self.poll_external(store)?;
             }
         }
     }
 
+    /// Looks for what other processes asked of this run: a cancel request (it
+    /// starts canceling) or an awaited event (true: a waiting step can go on).
+    fn poll_external(&mut self, store: &Store) -> Result<bool, EngineError> {
+        let awaited: Vec<&str> = self
+            .records
+            .values()
+            .filter(|r| r.status == "waiting")
+            .filter_map(|r| match self.wf.step(&r.step_id).map(|s| &s.action) {
+                Some(Action::WaitForEvent { name, .. }) => Some(name.as_str()),
+                _ => None,
+            })
+            .collect();
+        let (cancel, arrived) = store::pending_signals(store.conn(), &self.id, &awaited)?;
+        if cancel && self.stop.is_none() {
+            self.stop(Stop::Cancel);
+        }
+        Ok(arrived)
+    }
+
+    /// Records which process group each attempt just started runs in, so the
+    /// next runner can end what is left of it should this process die. Not
+    /// fsynced: a process group does not outlive the machine.
+    fn record_groups(&mut self, store: &mut Store) -> Result<(), EngineError> {
+        if self.started_groups.is_empty() {
+            return Ok(());
+        }
+        let groups = std::mem::take(&mut self.started_groups);
+        let id = self.id.clone();
+        store.fenced_unsynced(&self.fence, |c| {
+            for (key, attempt, tag) in &groups {
+                store::set_attempt_process(c, &id, key, *attempt, tag)?;
+            }
+            Ok(())
+        })?;
+        Ok(())
+    }
+
+    /// The error of a run whose instance `holder` took over.
+    fn fenced(&self, holder: String) -> EngineError {
+        EngineError::LeaseLost {
+            id: self.id.clone(),
+            holder,
+        }
+    }
+
+    /// Stops every step still running and waits for them to end, keeping
+    /// nothing they report: another process owns the instance now.
+    async fn abandon(&mut self) {
+        self.stop(Stop::Lost);
+        let _ = self.interrupt_tx.send(true);
+        while self.tasks.join_next().await.is_some() {}
+    }
+
     /// Stops running units for `why`; a signal outranks everything.
     fn stop(&mut self, why: Stop) {
-        if self.stop == Some(Stop::Signal) || (self.stop.is_some() && why != Stop::Signal) {
+        if why == Stop::Lost {
+            self.stop = Some(why);
+            return;
+        }
+        if matches!(self.stop, Some(Stop::Signal | Stop::Lost))
+            || (self.stop.is_some() && why != Stop::Signal)
+        {
             return;
         }
         self.stop = Some(why);
@@ -826,7 +1025,9 @@ impl<'o> Runner<'o> {
             return;
         }
         match why {
-            Stop::Signal => self.observer.message("interrupted: stopping running steps"),
+            Stop::Signal | Stop::Lost => {
+                self.observer.message("interrupted: stopping running steps")
+            }
             Stop::Cancel => self.observer.message("canceled: stopping running steps"),
             Stop::Deadline => self
                 .observer
@@ -1211,6 +1412,18 @@ impl<'o> Runner<'o> {
         self.records
             .values()
             .filter(|r| matches!(r.status.as_str(), "retrying" | "sleeping" | "waiting"))
+            .filter_map(|r| r.retry_at.as_deref().and_then(store::parse_time))
+            .chain(self.deadline.filter(|_| self.stop.is_none()))
+            .min()
+    }
+
+    /// The earliest timer the run may wait for inline: a retry, a sleep, or
+    /// the workflow's deadline (not an event's timeout: a run does not wait
+    /// for events).
+    fn next_timer(&self) -> Option<DateTime<Utc>> {
+        self.records
+            .values()
+            .filter(|r| matches!(r.status.as_str(), "retrying" | "sleeping"))
             .filter_map(|r| r.retry_at.as_deref().and_then(store::parse_time))
             .chain(self.deadline.filter(|_| self.stop.is_none()))
             .min()
@@ -1798,8 +2011,19 @@ impl<'o> Runner<'o> {
                     workflow.instance.id = self.id.as_str(),
                     process.command = job.program(),
                 );
+                // Started here, not in the task, so its process group is
+                // known (and recorded) before the loop goes on.
+                let running = shell::start(job, span);
+                if let Ok(r) = &running
+                    && let Some(tag) = r.pid().and_then(procs::tag)
+                {
+                    self.started_groups.push((unit.key(&self.wf), attempt, tag));
+                }
                 self.tasks.spawn(async move {
-                    let result = shell::run(job, span, interrupt).await;
+                    let result = match running {
+                        Ok(r) => shell::finish(r, interrupt).await,
+                        Err(failed) => *failed,
+                    };
                     Done {
                         unit,
                         attempt,

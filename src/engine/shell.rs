@@ -51,36 +51,39 @@ enum Ended {
     OverLimit,
 }
 
-/// Runs the process; `span` (the process span) gets its pid, exit code and
-/// ERROR status on failure, and ends when this returns.
-pub async fn run(
+/// How long the step's stdout/stderr are still read once its process group
+/// is gone: a descendant that left the group (setsid, a daemon) may hold them
+/// open for ever, and a step must end all the same.
+const DRAIN_GRACE: Duration = Duration::from_millis(250);
+
+/// A started attempt: the process is running, its output being captured.
+pub struct Running {
     job: ShellJob,
+    child: tokio::process::Child,
+    output_file: tempfile::NamedTempFile,
     span: tracing::Span,
-    interrupt: watch::Receiver<bool>,
-) -> AttemptResult {
-    let result = execute(job, &span, interrupt).await;
-    if let Some(code) = result.exit_code {
-        span.set_attribute("process.exit.code", i64::from(code));
-    }
-    if let Err(f) = &result.outcome {
-        span.set_status(Status::error(f.message.clone()));
-    }
-    result
 }
 
-async fn execute(
-    job: ShellJob,
-    span: &tracing::Span,
-    mut interrupt: watch::Receiver<bool>,
-) -> AttemptResult {
-    let limit = output::output_limit();
+impl Running {
+    /// The pid of the step's direct child, which leads its process group.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.id()
+    }
+}
+
+/// Starts the attempt's process in a process group of its own, with a
+/// parent-death signal so that it dies with wf. `span` (the process span)
+/// gets its pid, and later its exit code and status.
+pub fn start(job: ShellJob, span: tracing::Span) -> Result<Running, Box<AttemptResult>> {
+    let failed = |span: &tracing::Span, f: Failure| {
+        span.set_status(Status::error(f.message.clone()));
+        Box::new(AttemptResult::failed(f))
+    };
     let output_file = match tempfile::Builder::new().prefix("wf-output-").tempfile() {
         Ok(f) => f,
         Err(e) => {
-            return AttemptResult::failed(Failure::new(
-                "spawn",
-                format!("cannot create $WF_OUTPUT file: {e}"),
-            ));
+            let f = Failure::new("spawn", format!("cannot create $WF_OUTPUT file: {e}"));
+            return Err(failed(&span, f));
         }
     };
     let mut cmd = match &job.shell {
@@ -91,7 +94,7 @@ async fn execute(
         }
         None => {
             let Some(program) = job.argv.first() else {
-                return AttemptResult::failed(Failure::new("spawn", "empty command".into()));
+                return Err(failed(&span, Failure::new("spawn", "empty command".into())));
             };
             // A relative path with a slash is relative to the step's folder, like in a shell.
             let program = if program.contains('/') && !program.starts_with('/') {
@@ -112,8 +115,33 @@ async fn execute(
         .stderr(Stdio::piped())
         .process_group(0)
         .kill_on_drop(true);
-    let mut child = match cmd.spawn() {
-        Ok(c) => c,
+    let parent = nix::unistd::getpid();
+    // SAFETY: between fork and exec the closure only makes two system calls
+    // (prctl, getppid), both async-signal-safe, and allocates nothing.
+    unsafe {
+        cmd.pre_exec(move || {
+            // When wf dies (kill -9), the step's direct child gets SIGKILL;
+            // what it started is ended by the next runner (`procs`).
+            nix::sys::prctl::set_pdeathsig(Signal::SIGKILL)?;
+            if nix::unistd::getppid() != parent {
+                // wf died before the signal was armed.
+                return Err(std::io::Error::other("wf exited"));
+            }
+            Ok(())
+        });
+    }
+    match cmd.spawn() {
+        Ok(child) => {
+            if let Some(pid) = child.id() {
+                span.set_attribute("process.pid", i64::from(pid));
+            }
+            Ok(Running {
+                job,
+                child,
+                output_file,
+                span,
+            })
+        }
         Err(e) => {
             let what = job
                 .shell
@@ -125,13 +153,34 @@ async fn execute(
             } else {
                 format!("cannot start `{what}`: {}", crate::workflow::io_reason(&e))
             };
-            return AttemptResult::failed(Failure::new("spawn", reason));
+            Err(failed(&span, Failure::new("spawn", reason)))
         }
-    };
-    let pgid = child.id().map(|id| Pid::from_raw(id as i32));
-    if let Some(p) = pgid {
-        span.set_attribute("process.pid", i64::from(p.as_raw()));
     }
+}
+
+/// Waits for the attempt to end (or stops it on a timeout, an interrupt or
+/// output over the limit) and reports how it went; the process span ends here.
+pub async fn finish(running: Running, interrupt: watch::Receiver<bool>) -> AttemptResult {
+    let span = running.span.clone();
+    let result = execute(running, interrupt).await;
+    if let Some(code) = result.exit_code {
+        span.set_attribute("process.exit.code", i64::from(code));
+    }
+    if let Err(f) = &result.outcome {
+        span.set_status(Status::error(f.message.clone()));
+    }
+    result
+}
+
+async fn execute(running: Running, mut interrupt: watch::Receiver<bool>) -> AttemptResult {
+    let limit = output::output_limit();
+    let Running {
+        job,
+        mut child,
+        output_file,
+        span: _,
+    } = running;
+    let pgid = child.id().map(|id| Pid::from_raw(id as i32));
     let kill = |sig: Signal| {
         if let Some(p) = pgid {
             let _ = killpg(p, sig);
@@ -139,10 +188,11 @@ async fn execute(
     };
 
     let (over_tx, mut over_rx) = watch::channel(false);
+    let (cut_tx, cut_rx) = watch::channel(false);
     let stdout = child.stdout.take();
     let stderr = child.stderr.take();
-    let out_task = tokio::spawn(capture(stdout, limit, Some(over_tx)));
-    let err_task = tokio::spawn(capture(stderr, limit, None));
+    let out_task = tokio::spawn(capture(stdout, limit, Some(over_tx), cut_rx.clone()));
+    let err_task = tokio::spawn(capture(stderr, limit, None, cut_rx));
 
     let deadline = async {
         match job.timeout {
@@ -172,6 +222,12 @@ async fn execute(
     }
     // Whatever the step left behind in its process group ends with the step.
     kill(Signal::SIGKILL);
+    // Output still on its way is read for a moment; a descendant outside the
+    // group that holds the pipes open cannot keep the step running.
+    tokio::spawn(async move {
+        tokio::time::sleep(DRAIN_GRACE).await;
+        let _ = cut_tx.send(true);
+    });
     let (stdout, _) = out_task.await.unwrap_or_default();
     let (stderr, _) = err_task.await.unwrap_or_default();
     let file_text = std::fs::read_to_string(output_file.path()).unwrap_or_default();
@@ -246,12 +302,13 @@ async fn wait_true(rx: &mut watch::Receiver<bool>) {
     }
 }
 
-/// Reads a stream to its end, keeping at most `limit` bytes. When `over` is
-/// given, signals it as soon as the stream goes past the limit.
+/// Reads a stream to its end (or until `cut`), keeping at most `limit` bytes.
+/// When `over` is given, signals it as soon as the stream goes past the limit.
 async fn capture<R: AsyncRead + Unpin>(
     reader: Option<R>,
     limit: usize,
     over: Option<watch::Sender<bool>>,
+    mut cut: watch::Receiver<bool>,
 ) -> (Vec<u8>, bool) {
     let Some(mut reader) = reader else {
         return (Vec::new(), false);
@@ -260,7 +317,11 @@ async fn capture<R: AsyncRead + Unpin>(
     let mut buf = vec![0u8; 64 * 1024];
     let mut truncated = false;
     loop {
-        match reader.read(&mut buf).await {
+        let read = tokio::select! {
+            r = reader.read(&mut buf) => r,
+            _ = wait_true(&mut cut) => break,
+        };
+        match read {
             Ok(0) | Err(_) => break,
             Ok(n) => {
                 let room = limit.saturating_sub(kept.len());

@@ -48,6 +48,9 @@ pub enum StoreError {
     Sql(rusqlite::Error),
     #[error("corrupt record in database: {0}")]
     Corrupt(String),
+    /// A runner's write was refused: another process took the instance over.
+    #[error("lost instance {id} to {}", .holder.as_deref().unwrap_or("another process"))]
+    Fenced { id: String, holder: Option<String> },
 }
 
 impl From<rusqlite::Error> for StoreError {
@@ -73,6 +76,13 @@ pub enum Durability {
 }
 
 impl Durability {
+    fn pragma(self) -> &'static str {
+        match self {
+            Durability::Full => "FULL",
+            Durability::Normal => "NORMAL",
+        }
+    }
+
     pub fn from_env() -> Durability {
         match std::env::var("WF_DURABILITY").ok().as_deref() {
             Some("normal") => Durability::Normal,
@@ -84,6 +94,7 @@ impl Durability {
 pub struct Store {
     conn: Connection,
     path: PathBuf,
+    durability: Durability,
 }
 
 impl Store {
@@ -134,8 +145,9 @@ impl Store {
         let mut store = Store {
             conn,
             path: path.to_path_buf(),
+            durability: Durability::from_env(),
         };
-        store.configure(Durability::from_env()).map_err(|e| {
+        store.configure(store.durability).map_err(|e| {
             err(match e {
                 StoreError::Sql(s) => sqlite_reason(&s),
                 other => other.to_string(),
@@ -163,12 +175,9 @@ impl Store {
                 "could not enable WAL (journal_mode={mode})"
             )));
         }
-        let sync = match durability {
-            Durability::Full => "FULL",
-            Durability::Normal => "NORMAL",
-        };
         self.conn.execute_batch(&format!(
-            "PRAGMA synchronous={sync}; PRAGMA foreign_keys=ON;"
+            "PRAGMA synchronous={}; PRAGMA foreign_keys=ON;",
+            durability.pragma()
         ))?;
         Ok(())
     }
@@ -215,6 +224,38 @@ impl Store {
         Ok(self
             .conn
             .transaction_with_behavior(TransactionBehavior::Immediate)?)
+    }
+
+    /// A runner's write transaction: IMMEDIATE, then the check that `fence`
+    /// still holds the instance (refused with [`StoreError::Fenced`] if not).
+    pub fn fenced(&mut self, fence: &Fence) -> Result<rusqlite::Transaction<'_>> {
+        let tx = self.write()?;
+        check_fence(&tx, fence)?;
+        Ok(tx)
+    }
+
+    /// Runs `f` in a fenced transaction whose commit is not fsynced
+    /// (`synchronous=OFF` for this one commit). For what must survive a crash
+    /// of wf but not of the machine: the commit reaches the operating system
+    /// before this returns, and the next durable commit flushes it with the
+    /// rest of the WAL. (A process group, say, does not outlive a power loss.)
+    pub fn fenced_unsynced<T>(
+        &mut self,
+        fence: &Fence,
+        f: impl FnOnce(&Connection) -> Result<T>,
+    ) -> Result<T> {
+        self.conn.execute_batch("PRAGMA synchronous=OFF")?;
+        let result = self.fenced(fence).and_then(|tx| {
+            let out = f(&tx)?;
+            tx.commit()?;
+            Ok(out)
+        });
+        let restored = self
+            .conn
+            .execute_batch(&format!("PRAGMA synchronous={}", self.durability.pragma()));
+        let out = result?;
+        restored?;
+        Ok(out)
     }
 
     /// Resolves a unique instance id prefix to the full id.

@@ -204,11 +204,31 @@ pub fn request_cancel(c: &Connection, id: &str) -> Result<()> {
 }
 
 pub fn cancel_requested(c: &Connection, id: &str) -> Result<bool> {
-    Ok(c.query_row(
-        "SELECT cancel_requested FROM instances WHERE id=?1",
-        [id],
-        |r| r.get::<_, i64>(0),
-    )? != 0)
+    Ok(
+        c.prepare_cached("SELECT cancel_requested FROM instances WHERE id=?1")?
+            .query_row([id], |r| r.get::<_, i64>(0))?
+            != 0,
+    )
+}
+
+/// What other processes asked of a running instance: whether it is to be
+/// canceled, and whether an event named in `awaited` was delivered and not
+/// taken yet.
+pub fn pending_signals(c: &Connection, id: &str, awaited: &[&str]) -> Result<(bool, bool)> {
+    let cancel = cancel_requested(c, id)?;
+    if awaited.is_empty() {
+        return Ok((cancel, false));
+    }
+    let mut stmt = c.prepare_cached(
+        "SELECT DISTINCT name FROM events WHERE instance_id=?1 AND consumed_by IS NULL",
+    )?;
+    let names = stmt.query_map([id], |r| r.get::<_, String>(0))?;
+    for name in names {
+        if awaited.contains(&name?.as_str()) {
+            return Ok((cancel, true));
+        }
+    }
+    Ok((cancel, false))
 }
 
 pub fn set_state(c: &Connection, id: &str, state: &Value) -> Result<()> {
@@ -222,21 +242,31 @@ pub fn set_state(c: &Connection, id: &str, state: &Value) -> Result<()> {
 
 // ---- leases ----
 
+/// A runner's claim on an instance: the epoch its lease was taken with. Every
+/// write of that runner checks it first ([`check_fence`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Fence {
+    pub instance: String,
+    pub owner: String,
+    pub epoch: i64,
+}
+
 /// Takes the lease if it is free, expired, ours, or held by a process on this
-/// host that no longer exists. Returns the current holder when refused.
+/// host that no longer exists, raising the instance's epoch. Returns the
+/// current holder when refused.
 pub fn acquire_lease(
     c: &Connection,
     id: &str,
     owner: &str,
     ttl_ms: i64,
     holder_alive: impl Fn(&str) -> bool,
-) -> Result<Result<(), String>> {
+) -> Result<Result<Fence, String>> {
     let now_ms = chrono::Utc::now().timestamp_millis();
-    let (holder, expires): (Option<String>, Option<i64>) = c
+    let (holder, expires, epoch): (Option<String>, Option<i64>, i64) = c
         .query_row(
-            "SELECT lease_owner, lease_expires_ms FROM instances WHERE id=?1",
+            "SELECT lease_owner, lease_expires_ms, lease_epoch FROM instances WHERE id=?1",
             [id],
-            |r| Ok((r.get(0)?, r.get(1)?)),
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
         )
         .optional()?
         .ok_or_else(|| StoreError::NotFound(id.into()))?;
@@ -247,29 +277,57 @@ pub fn acquire_lease(
     {
         return Ok(Err(h));
     }
+    let epoch = epoch + 1;
     cached(
         c,
-        "UPDATE instances SET lease_owner=?2, lease_expires_ms=?3 WHERE id=?1",
-        params![id, owner, now_ms + ttl_ms],
+        "UPDATE instances SET lease_owner=?2, lease_expires_ms=?3, lease_epoch=?4 WHERE id=?1",
+        params![id, owner, now_ms + ttl_ms, epoch],
     )?;
-    Ok(Ok(()))
+    Ok(Ok(Fence {
+        instance: id.into(),
+        owner: owner.into(),
+        epoch,
+    }))
 }
 
-/// Extends our lease; false if somebody else took it over meanwhile.
-pub fn renew_lease(c: &Connection, id: &str, owner: &str, ttl_ms: i64) -> Result<bool> {
+/// Refuses (with [`StoreError::Fenced`]) unless `fence` still holds the
+/// instance's lease. Called first in every transaction of a runner: the
+/// transaction holds the write lock, so nobody can take over before it ends.
+pub fn check_fence(c: &Connection, fence: &Fence) -> Result<()> {
+    let (epoch, holder): (i64, Option<String>) = c
+        .prepare_cached("SELECT lease_epoch, lease_owner FROM instances WHERE id=?1")?
+        .query_row([&fence.instance], |r| Ok((r.get(0)?, r.get(1)?)))?;
+    if epoch == fence.epoch {
+        Ok(())
+    } else {
+        Err(StoreError::Fenced {
+            id: fence.instance.clone(),
+            holder,
+        })
+    }
+}
+
+/// Extends our lease; `Fenced` if somebody else took it over meanwhile.
+pub fn renew_lease(c: &Connection, fence: &Fence, ttl_ms: i64) -> Result<()> {
     let now_ms = chrono::Utc::now().timestamp_millis();
-    let n = c.execute(
-        "UPDATE instances SET lease_expires_ms=?3 WHERE id=?1 AND lease_owner=?2",
-        params![id, owner, now_ms + ttl_ms],
+    let n = cached(
+        c,
+        "UPDATE instances SET lease_expires_ms=?3 WHERE id=?1 AND lease_epoch=?2",
+        params![fence.instance, fence.epoch, now_ms + ttl_ms],
     )?;
-    Ok(n == 1)
+    if n == 1 {
+        Ok(())
+    } else {
+        check_fence(c, fence)
+    }
 }
 
-pub fn release_lease(c: &Connection, id: &str, owner: &str) -> Result<()> {
+/// Gives the lease up (only if it is still ours).
+pub fn release_lease(c: &Connection, fence: &Fence) -> Result<()> {
     cached(
         c,
-        "UPDATE instances SET lease_owner=NULL, lease_expires_ms=NULL WHERE id=?1 AND lease_owner=?2",
-        params![id, owner],
+        "UPDATE instances SET lease_owner=NULL, lease_expires_ms=NULL WHERE id=?1 AND lease_epoch=?2",
+        params![fence.instance, fence.epoch],
     )?;
     Ok(())
 }
@@ -531,12 +589,61 @@ pub fn finish_attempt(
     Ok(())
 }
 
-/// Attempts with no outcome: their process died with the runner.
-pub fn open_attempts(c: &Connection, instance_id: &str) -> Result<Vec<(String, i64)>> {
-    let mut stmt = c.prepare(
-        "SELECT step_key, attempt FROM attempts WHERE instance_id=?1 AND outcome IS NULL ORDER BY step_key, attempt",
+/// Where an attempt's processes run: what identifies its process group.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProcessTag {
+    /// `hostname/boot id` of the machine.
+    pub host: String,
+    /// The group's id, which is its leader's pid.
+    pub pgid: i64,
+    /// The leader's start time (clock ticks after boot).
+    pub start: i64,
+}
+
+/// Records which process group an attempt started.
+pub fn set_attempt_process(
+    c: &Connection,
+    instance_id: &str,
+    key: &str,
+    attempt: i64,
+    p: &ProcessTag,
+) -> Result<()> {
+    cached(
+        c,
+        "UPDATE attempts SET proc_host=?4, proc_pgid=?5, proc_start=?6 \
+         WHERE instance_id=?1 AND step_key=?2 AND attempt=?3",
+        params![instance_id, key, attempt, p.host, p.pgid, p.start],
     )?;
-    let rows = stmt.query_map([instance_id], |r| Ok((r.get(0)?, r.get(1)?)))?;
+    Ok(())
+}
+
+/// An attempt with no outcome: its runner died or lost the instance.
+#[derive(Debug, Clone)]
+pub struct OpenAttempt {
+    pub key: String,
+    pub attempt: i64,
+    pub process: Option<ProcessTag>,
+}
+
+/// Attempts with no outcome: their process died with the runner.
+pub fn open_attempts(c: &Connection, instance_id: &str) -> Result<Vec<OpenAttempt>> {
+    let mut stmt = c.prepare(
+        "SELECT step_key, attempt, proc_host, proc_pgid, proc_start FROM attempts \
+         WHERE instance_id=?1 AND outcome IS NULL ORDER BY step_key, attempt",
+    )?;
+    let rows = stmt.query_map([instance_id], |r| {
+        let host: Option<String> = r.get(2)?;
+        let pgid: Option<i64> = r.get(3)?;
+        let start: Option<i64> = r.get(4)?;
+        Ok(OpenAttempt {
+            key: r.get(0)?,
+            attempt: r.get(1)?,
+            process: match (host, pgid, start) {
+                (Some(host), Some(pgid), Some(start)) => Some(ProcessTag { host, pgid, start }),
+                _ => None,
+            },
+        })
+    })?;
     Ok(rows.collect::<Result<_, _>>()?)
 }
 

@@ -138,4 +138,16 @@ pub const MIGRATIONS: &[&str] = &[
     r#"
     DROP INDEX spans_by_id;
     "#,
+    // 6: one owner at a time (SPEC §3). `lease_epoch` is the fencing token:
+    // every takeover raises it, and every write of a runner is refused unless
+    // it carries the current one. An attempt's process group is recorded with
+    // the host it runs on, so the next runner on that host can end what a
+    // crashed or lost attempt left behind (the leader's start time keeps a
+    // reused pid from being taken for it).
+    r#"
+    ALTER TABLE instances ADD COLUMN lease_epoch INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE attempts ADD COLUMN proc_host TEXT;      -- hostname/boot id of the runner's machine
+    ALTER TABLE attempts ADD COLUMN proc_pgid INTEGER;   -- the step's process group (= its leader's pid)
+    ALTER TABLE attempts ADD COLUMN proc_start INTEGER;  -- the leader's start time, clock ticks after boot
+    "#,
 ];

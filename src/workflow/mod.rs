@@ -29,7 +29,7 @@ pub struct DefinitionError {
 
 /// The version of [`Workflow::compiled`]'s format: this crate's version, so a
 /// new wf never reads what an older one compiled (it parses the YAML instead).
-pub const COMPILED_FORMAT: &str = concat!("wf ", env!("CARGO_PKG_VERSION"), " compiled 1");
+pub const COMPILED_FORMAT: &str = concat!("wf ", env!("CARGO_PKG_VERSION"), " compiled 2");
 
 #[derive(serde::Serialize)]
 struct Compiled<'a> {
@@ -191,6 +191,9 @@ pub struct RetryPolicy {
     pub non_retryable: Vec<String>,
     /// Error types retried although not retryable by default (HTTP 4xx).
     pub retryable: Vec<String>,
+    /// The policy of a step without a `retry:` block: only `crashed` is retried.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub crash_only: bool,
 }
 
 /// One attempt; were it retried: exponential backoff from 1 s, doubling, at
@@ -205,6 +208,7 @@ impl Default for RetryPolicy {
             max_interval: Duration::from_secs(3600),
             non_retryable: Vec::new(),
             retryable: Vec::new(),
+            crash_only: false,
         }
     }
 }
@@ -236,8 +240,21 @@ impl RetryPolicy {
         d.min(self.max_interval.max(self.interval))
     }
 
+    /// The policy of a step that has no `retry:` block, its own or in
+    /// `defaults`: up to 3 attempts, but only a crash of wf is retried.
+    pub fn crash_recovery() -> RetryPolicy {
+        RetryPolicy {
+            max_attempts: 3,
+            crash_only: true,
+            ..RetryPolicy::default()
+        }
+    }
+
     /// Whether an error of type `error_type` may be retried under this policy.
     pub fn is_retryable(&self, error_type: &str) -> bool {
+        if self.crash_only {
+            return error_type == "crashed";
+        }
         !self
             .non_retryable
             .iter()

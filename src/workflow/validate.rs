@@ -259,6 +259,7 @@ impl Checker<'_> {
         let top = Pos { line: 1, col: 1 };
         let env = self.env_map(&raw.env, top, PLAIN, &inputs, &secrets)?;
 
+        let has_default_retry = raw.defaults.as_ref().is_some_and(|d| d.retry.is_some());
         let (default_timeout, default_retry) = match &raw.defaults {
             None => (None, RawRetry::default()),
             Some(d) => (
@@ -288,7 +289,7 @@ impl Checker<'_> {
                 &inputs,
                 &secrets,
                 default_timeout,
-                &default_retry,
+                (&default_retry, has_default_retry),
             )?);
         }
         self.check_cycles(&raw.steps.value, &steps)?;
@@ -323,7 +324,7 @@ impl Checker<'_> {
         inputs: &BTreeMap<String, InputSpec>,
         secrets: &[String],
         default_timeout: Option<Duration>,
-        default_retry: &RawRetry,
+        (default_retry, has_default_retry): (&RawRetry, bool),
     ) -> Result<Step, DefinitionError> {
         let raw = &spanned.value;
         let pos: Pos = spanned.into();
@@ -421,14 +422,21 @@ impl Checker<'_> {
             None => default_timeout,
         };
         let retry_pos = raw.retry.as_ref().map(Pos::from).unwrap_or(pos);
-        let retry = self.retry(
-            raw.retry
-                .as_ref()
-                .map(|r| &r.value)
-                .unwrap_or(&RawRetry::default()),
-            default_retry,
-            retry_pos,
-        )?;
+        let has_retry = raw.retry.is_some() || has_default_retry;
+        let retry = if has_retry {
+            self.retry(
+                raw.retry
+                    .as_ref()
+                    .map(|r| &r.value)
+                    .unwrap_or(&RawRetry::default()),
+                default_retry,
+                retry_pos,
+            )?
+        } else {
+            // No `retry:` anywhere: only a crash of wf is retried (SPEC §3),
+            // so `wf resume` after a kill -9 finishes the instance.
+            RetryPolicy::crash_recovery()
+        };
         let mut errors = BTreeMap::new();
         for (code, name) in &raw.errors {
             if !(1..=255).contains(code) {
@@ -743,6 +751,7 @@ impl Checker<'_> {
             max_interval,
             non_retryable,
             retryable,
+            crash_only: false,
         })
     }
 

@@ -1,0 +1,160 @@
+//! Process groups of step attempts, as the kernel knows them: how an attempt's
+//! group is identified in the store (host, group id, leader start time), and
+//! how a runner that takes an instance over ends what a crashed or lost
+//! attempt left running on this host, so two attempts of one step never run
+//! at once. Linux `/proc` is the source; a group whose id was reused by an
+//! unrelated process (its leader started at another time) is never touched.
+
+use crate::store::ProcessTag;
+use nix::sys::signal::{Signal, kill, killpg};
+use nix::unistd::Pid;
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+/// `hostname/boot id`: processes recorded under another value are on another
+/// machine, or from before a reboot, and are none of this runner's business.
+pub fn host_id() -> &'static str {
+    static ID: OnceLock<String> = OnceLock::new();
+    ID.get_or_init(|| {
+        let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").unwrap_or_default();
+        format!("{}/{}", super::lease::hostname(), boot.trim())
+    })
+}
+
+/// What `/proc/PID/stat` says of a process.
+struct Stat {
+    zombie: bool,
+    pgrp: i64,
+    start: i64,
+}
+
+fn stat(pid: i64) -> Option<Stat> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name may hold spaces and parentheses: fields follow the last ')'.
+    let (_, rest) = text.rsplit_once(')')?;
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    Some(Stat {
+        zombie: fields.first().is_some_and(|s| *s == "Z" || *s == "X"),
+        pgrp: fields.get(2)?.parse().ok()?,
+        // Field 22 of stat (the third field is the first after the name).
+        start: fields.get(19)?.parse().ok()?,
+    })
+}
+
+/// Whether a process with this pid exists and is not a zombie.
+pub fn pid_alive(pid: i32) -> bool {
+    match kill(Pid::from_raw(pid), None) {
+        Ok(()) => stat(i64::from(pid)).is_none_or(|s| !s.zombie),
+        Err(nix::errno::Errno::ESRCH) => false,
+        Err(_) => true,
+    }
+}
+
+/// The tag of a process group this process just started (its leader `pid`).
+pub fn tag(pid: u32) -> Option<ProcessTag> {
+    let s = stat(i64::from(pid))?;
+    Some(ProcessTag {
+        host: host_id().to_string(),
+        pgid: s.pgrp,
+        start: s.start,
+    })
+}
+
+/// Live members of the group `tag` names, or none when its id now belongs to
+/// another group (a leader with that pid that started at another time).
+fn members(tag: &ProcessTag) -> Vec<i64> {
+    if let Some(leader) = stat(tag.pgid)
+        && leader.start != tag.start
+    {
+        return Vec::new();
+    }
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i64>().ok())
+        .filter(|&pid| {
+            stat(pid).is_some_and(|s| s.pgrp == tag.pgid && !s.zombie && s.start >= tag.start)
+        })
+        .collect()
+}
+
+/// Ends what is left of the attempt's process group when it ran on this host:
+/// SIGTERM, up to `grace` for it to go, then SIGKILL. Returns how many
+/// processes were found.
+pub async fn end_leftover(tag: &ProcessTag, grace: Duration) -> usize {
+    if tag.host != host_id() || tag.pgid <= 1 {
+        return 0;
+    }
+    let found = members(tag).len();
+    if found == 0 {
+        return 0;
+    }
+    let group = Pid::from_raw(tag.pgid as i32);
+    let _ = killpg(group, Signal::SIGTERM);
+    let until = Instant::now() + grace;
+    while Instant::now() < until && !members(tag).is_empty() {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    if !members(tag).is_empty() {
+        let _ = killpg(group, Signal::SIGKILL);
+        let until = Instant::now() + Duration::from_secs(2);
+        while Instant::now() < until && !members(tag).is_empty() {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+    found
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn this_process_is_tagged_and_alive() {
+        let me = std::process::id();
+        let t = tag(me).expect("own stat");
+        assert_eq!(t.host, host_id());
+        assert!(t.start > 0);
+        assert!(pid_alive(me as i32));
+    }
+
+    #[test]
+    fn a_leftover_group_is_ended_and_a_reused_id_is_not_touched() {
+        use std::os::unix::process::CommandExt;
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .process_group(0)
+            .spawn()
+            .expect("spawn sleep");
+        let ours = tag(child.id()).expect("child stat");
+        assert_eq!(ours.pgid, i64::from(child.id()));
+        // The same group id recorded with another start time: as if the id
+        // had been reused since. Nothing is found, so nothing is killed.
+        let reused = ProcessTag {
+            start: ours.start + 1,
+            ..ours.clone()
+        };
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .expect("runtime");
+        assert_eq!(
+            rt.block_on(end_leftover(&reused, Duration::from_secs(1))),
+            0
+        );
+        assert!(child.try_wait().expect("wait").is_none(), "still running");
+        // Another host's group is not ours either.
+        let elsewhere = ProcessTag {
+            host: "other/boot".into(),
+            ..ours.clone()
+        };
+        assert_eq!(
+            rt.block_on(end_leftover(&elsewhere, Duration::from_secs(1))),
+            0
+        );
+        assert_eq!(rt.block_on(end_leftover(&ours, Duration::from_secs(1))), 1);
+        let status = child.wait().expect("wait");
+        use std::os::unix::process::ExitStatusExt;
+        assert_eq!(status.signal(), Some(15), "ended by SIGTERM");
+    }
+}
