@@ -322,11 +322,12 @@ pub fn renew_lease(c: &Connection, fence: &Fence, ttl_ms: i64) -> Result<()> {
     }
 }
 
-/// Gives the lease up (only if it is still ours).
+/// Gives the lease up (only if it is still ours). The owner stays recorded
+/// as the last holder, so a runner that lost the instance can name it.
 pub fn release_lease(c: &Connection, fence: &Fence) -> Result<()> {
     cached(
         c,
-        "UPDATE instances SET lease_owner=NULL, lease_expires_ms=NULL WHERE id=?1 AND lease_epoch=?2",
+        "UPDATE instances SET lease_expires_ms=NULL WHERE id=?1 AND lease_epoch=?2",
         params![fence.instance, fence.epoch],
     )?;
     Ok(())

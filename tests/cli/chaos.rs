@@ -1,5 +1,7 @@
 //! Chaos (SPEC §3, issue 7): a 50-step workflow with parallel branches is
-//! SIGKILLed at random moments many times and resumed each time; afterwards
+//! SIGKILLed at random moments many times and resumed each time (one kill in
+//! four is a stall instead: SIGSTOP past the lease, a takeover by a new
+//! runner, SIGCONT; the stalled runner must exit 5); afterwards
 //! its history must be exactly what the guarantees promise. Ignored by
 //! default; `.ci/run` runs it with a bounded number of kills:
 //!
@@ -139,12 +141,18 @@ fn effects(t: &Test) -> Vec<Effect> {
 /// A `wf` process with its output in files; SIGKILLed and reaped on drop.
 struct Runner {
     child: Option<Child>,
+    err: std::path::PathBuf,
 }
 
 impl Runner {
+    /// Starts `wf ARGS…`; its output goes to `runner-N.out`/`.err` (N counts
+    /// the runners of a test, two of which may run at once).
     fn spawn(t: &Test, args: &[&str]) -> Runner {
-        let out = File::create(t.path().join("runner.out")).expect("runner.out");
-        let err = File::create(t.path().join("runner.err")).expect("runner.err");
+        static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let out = File::create(t.path().join(format!("runner-{n}.out"))).expect("runner.out");
+        let err_path = t.path().join(format!("runner-{n}.err"));
+        let err = File::create(&err_path).expect("runner.err");
         let child = t
             .cmd()
             .args(args)
@@ -153,7 +161,14 @@ impl Runner {
             .stderr(err)
             .spawn()
             .expect("spawn wf");
-        Runner { child: Some(child) }
+        Runner {
+            child: Some(child),
+            err: err_path,
+        }
+    }
+
+    fn stderr(&self) -> String {
+        std::fs::read_to_string(&self.err).unwrap_or_default()
     }
 
     /// The exit code if it has exited by itself (-1 for a signal).
@@ -165,6 +180,33 @@ impl Runner {
         }
     }
 
+    /// Sends `sig` (`STOP`, `CONT`) with the `kill` command.
+    fn signal(&self, sig: &str) {
+        let pid = self.child.as_ref().expect("child").id();
+        let ok = std::process::Command::new("kill")
+            .arg(format!("-{sig}"))
+            .arg(pid.to_string())
+            .status()
+            .is_ok_and(|s| s.success());
+        assert!(ok, "kill -{sig} {pid} failed");
+    }
+
+    /// Waits (bounded) for it to exit by itself; its exit code.
+    fn wait_exit(&mut self) -> i32 {
+        let start = Instant::now();
+        loop {
+            if let Some(code) = self.exited() {
+                return code;
+            }
+            assert!(
+                start.elapsed() < PATIENCE,
+                "wf did not exit:\n{}",
+                self.stderr()
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
     /// SIGKILL (Child::kill) and reap.
     fn kill(&mut self) {
         if let Some(mut c) = self.child.take() {
@@ -172,6 +214,55 @@ impl Runner {
             let _ = c.wait();
         }
     }
+}
+
+/// The status `wf list` shows for `id` (`running` while a live holder's
+/// lease is current, `interrupted` once it expired).
+fn listed(t: &Test, id: &str) -> String {
+    let list = t.wf(&["list", "--json"]).code(0).json();
+    list.as_array()
+        .and_then(|l| l.iter().find(|i| i["id"] == id))
+        .and_then(|i| i["status"].as_str())
+        .unwrap_or("")
+        .to_string()
+}
+
+/// Stalls `a` (SIGSTOP) past its lease, lets a new runner take the instance
+/// over, then lets `a` go on (SIGCONT): it must exit 5 having written
+/// nothing more (or 0 when it had already finished the instance). Returns
+/// the new runner, which goes on driving the instance.
+fn stall_and_take_over(t: &Test, id: &str, mut a: Runner) -> (Runner, bool) {
+    a.signal("STOP");
+    let start = Instant::now();
+    while listed(t, id) == "running" {
+        assert!(
+            start.elapsed() < PATIENCE,
+            "the stalled lease never expired"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let mut b = Runner::spawn(t, &["resume", id]);
+    // Until b holds the lease, or a while: a stalled inside a write
+    // transaction keeps the SQLite write lock, so b can only take over once
+    // a went on.
+    let start = Instant::now();
+    while listed(t, id) != "running"
+        && b.exited().is_none()
+        && start.elapsed() < Duration::from_secs(3)
+    {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    a.signal("CONT");
+    let code = a.wait_exit();
+    assert!(
+        code == 5 || code == 0,
+        "a stalled runner exited {code}:\n{}",
+        a.stderr()
+    );
+    if code == 5 {
+        assert!(a.stderr().contains("taken over by"), "{}", a.stderr());
+    }
+    (b, code == 5)
 }
 
 impl Drop for Runner {
@@ -193,7 +284,8 @@ fn random_sigkills_of_a_fifty_step_fan_out_never_break_the_guarantees() {
     let mut rng = XorShift(seed);
     let began = Instant::now();
 
-    let t = Test::new();
+    // A short lease, so that a stalled holder loses the instance quickly.
+    let t = Test::new().env("WF_LEASE_TTL", "1s");
     t.write("step.sh", STEP_SH);
     let (yaml, needs) = workflow(&mut rng);
     let path = t.write("wf.yaml", &yaml);
@@ -201,13 +293,15 @@ fn random_sigkills_of_a_fifty_step_fan_out_never_break_the_guarantees() {
     t.wf(&["validate", path]).code(0);
 
     let mut instances = vec!["chaos-1".to_string()];
-    let (mut landed, mut waited_for_a_step) = (0, 0);
+    let (mut landed, mut waited_for_a_step, mut taken_over) = (0, 0, 0);
+    // A runner that took an instance over from a stalled one goes on.
+    let mut carried: Option<Runner> = None;
     for _ in 0..kills {
         let id = instances.last().expect("an instance").clone();
-        let mut wf = if exists(&t, &id) {
-            Runner::spawn(&t, &["resume", &id])
-        } else {
-            Runner::spawn(&t, &["run", path, "--id", &id])
+        let mut wf = match carried.take() {
+            Some(wf) => wf,
+            None if exists(&t, &id) => Runner::spawn(&t, &["resume", &id]),
+            None => Runner::spawn(&t, &["run", path, "--id", &id]),
         };
         let start = Instant::now();
         match rng.below(3) {
@@ -229,14 +323,28 @@ fn random_sigkills_of_a_fifty_step_fan_out_never_break_the_guarantees() {
                 std::thread::sleep(Duration::from_millis(rng.below(80)));
             }
         }
+        // One kill in four is a stall (SIGSTOP past the lease, a takeover,
+        // SIGCONT) instead of a SIGKILL.
+        let stall = rng.below(4) == 0;
         match wf.exited() {
+            None if stall && exists(&t, &id) => {
+                let (next, lost) = stall_and_take_over(&t, &id, wf);
+                taken_over += usize::from(lost);
+                landed += 1;
+                carried = Some(next);
+            }
             None => {
                 wf.kill();
                 landed += 1;
             }
             Some(0) => instances.push(format!("chaos-{}", instances.len() + 1)),
-            Some(code) => panic!("`wf` exited {code} by itself:\n{}", t.read("runner.err")),
+            Some(code) => panic!("`wf` exited {code} by itself:\n{}", wf.stderr()),
         }
+    }
+    // A runner carried over from the last takeover finishes by itself.
+    if let Some(mut wf) = carried.take() {
+        let code = wf.wait_exit();
+        assert_eq!(code, 0, "{}", wf.stderr());
     }
     let last = instances.last().expect("an instance");
     let done_before = if exists(&t, last) {
@@ -255,7 +363,8 @@ fn random_sigkills_of_a_fifty_step_fan_out_never_break_the_guarantees() {
         }
     }
     eprintln!(
-        "chaos: {landed} of {kills} kills hit a running wf ({waited_for_a_step} timed from a step start); \
+        "chaos: {landed} of {kills} kills hit a running wf ({waited_for_a_step} timed from a step start, \
+         {taken_over} stalled holders taken over); \
          {} instance(s), the last had {done_before} steps done before its final resume; {:?} so far",
         instances.len(),
         began.elapsed()

@@ -13,11 +13,11 @@ use std::time::{Duration, Instant};
 // ---------------------------------------------------------------- helpers
 
 /// Generous bound for anything we poll for (2 cores, other suites running).
-const PATIENCE: Duration = Duration::from_secs(30);
+pub(crate) const PATIENCE: Duration = Duration::from_secs(30);
 
 /// Polls `cond` until it holds; panics naming `what` after [`PATIENCE`].
 #[track_caller]
-fn eventually(what: &str, mut cond: impl FnMut() -> bool) {
+pub(crate) fn eventually(what: &str, mut cond: impl FnMut() -> bool) {
     let start = Instant::now();
     while !cond() {
         assert!(start.elapsed() < PATIENCE, "timed out waiting for {what}");
@@ -27,17 +27,17 @@ fn eventually(what: &str, mut cond: impl FnMut() -> bool) {
 
 /// A `wf` process running in the background. SIGKILLed and reaped if it is
 /// still running when dropped, so a failing test leaves nothing behind.
-struct Bg {
+pub(crate) struct Bg {
     child: Option<Child>,
 }
 
 impl Bg {
-    fn pid(&self) -> u32 {
+    pub(crate) fn pid(&self) -> u32 {
         self.child.as_ref().expect("child").id()
     }
 
     /// Sends `sig` (`INT`, `TERM`, …) with the `kill` command.
-    fn signal(&self, sig: &str) {
+    pub(crate) fn signal(&self, sig: &str) {
         let status = Command::new("kill")
             .arg(format!("-{sig}"))
             .arg(self.pid().to_string())
@@ -47,12 +47,12 @@ impl Bg {
     }
 
     /// SIGKILL, without reaping: the process stays a zombie until reaped.
-    fn kill9(&mut self) {
+    pub(crate) fn kill9(&mut self) {
         let _ = self.child.as_mut().expect("child").kill();
     }
 
     /// Whether the process has exited (reaps it if so).
-    fn exited(&mut self) -> bool {
+    pub(crate) fn exited(&mut self) -> bool {
         matches!(self.child.as_mut().expect("child").try_wait(), Ok(Some(_)))
     }
 
@@ -66,7 +66,7 @@ impl Bg {
 
     /// Waits (bounded) for the process to exit and collects what it printed.
     #[track_caller]
-    fn finish(mut self) -> Ran {
+    pub(crate) fn finish(mut self) -> Ran {
         let start = Instant::now();
         while !self.exited() {
             if start.elapsed() > PATIENCE {
@@ -92,7 +92,7 @@ impl Drop for Bg {
 }
 
 /// Starts `wf ARGS…` in the background with its output captured.
-fn spawn(t: &Test, args: &[&str]) -> Bg {
+pub(crate) fn spawn(t: &Test, args: &[&str]) -> Bg {
     let child = t
         .cmd()
         .args(args)
@@ -118,7 +118,7 @@ fn spawn_quiet(t: &Test, args: &[&str]) -> Bg {
 }
 
 /// Whether a process exists and is not a zombie.
-fn alive(pid: u32) -> bool {
+pub(crate) fn alive(pid: u32) -> bool {
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
         Ok(stat) => stat
             .rsplit_once(')')
@@ -128,7 +128,7 @@ fn alive(pid: u32) -> bool {
 }
 
 /// The status `wf list --json` shows for instance `id`.
-fn listed_status(t: &Test, id: &str) -> String {
+pub(crate) fn listed_status(t: &Test, id: &str) -> String {
     let list = t.wf(&["list", "--json"]).code(0).json();
     list.as_array()
         .and_then(|l| l.iter().find(|i| i["id"] == id))
@@ -143,7 +143,7 @@ fn exists(t: &Test, id: &str) -> bool {
 }
 
 /// Outcomes of a step's attempts, in order.
-fn outcomes(step: &Value) -> Vec<String> {
+pub(crate) fn outcomes(step: &Value) -> Vec<String> {
     step["attempt_list"]
         .as_array()
         .unwrap_or_else(|| panic!("no attempt_list: {step:#}"))
@@ -163,7 +163,7 @@ fn run_outcomes(inspect: &Value) -> Vec<String> {
 }
 
 /// Lines of a file the workflow wrote into the test dir.
-fn lines(t: &Test, name: &str) -> Vec<String> {
+pub(crate) fn lines(t: &Test, name: &str) -> Vec<String> {
     t.read(name).lines().map(String::from).collect()
 }
 

@@ -12,6 +12,7 @@ mod durable;
 mod http;
 mod injection;
 mod outputs;
+mod ownership;
 mod retries;
 mod run;
 mod state;

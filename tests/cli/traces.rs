@@ -757,6 +757,38 @@ fn traceparent_makes_run_one_a_child_and_reaches_step_processes() {
 }
 
 #[test]
+fn traceparent_applies_to_resume_as_to_run() {
+    let t = Test::new();
+    // Run 1 under no parent; it suspends on the event.
+    let ran = run_flow(
+        &t,
+        "tp2",
+        "name: prop\nsteps:\n  - id: gate\n    wait_for_event: { name: go }\n  - id: echo\n    run: 'echo \"$TRACEPARENT\" > tp.txt'\n",
+        &[],
+        &[],
+    );
+    ran.code(3);
+    wf(&t, &["signal", "tp2", "go"]).code(0);
+    // Run 2, resumed under the caller's context, is its child.
+    let traceparent = format!("00-{PARENT_TRACE}-{PARENT_SPAN}-01");
+    wf_env(&t, &["resume", "tp2"], &[("TRACEPARENT", &traceparent)]).code(0);
+    let runs = trace_json(&t, "tp2");
+    assert_eq!(runs.len(), 2);
+    assert_ne!(runs[0]["trace_id"], PARENT_TRACE);
+    assert_eq!(runs[1]["trace_id"], PARENT_TRACE);
+    assert_eq!(runs[1]["parent_span_id"], PARENT_SPAN);
+    let spans = all_spans(&runs[1..]);
+    let attempt = the_span(&spans, "prop/echo");
+    assert_eq!(
+        t.read("tp.txt").trim(),
+        format!(
+            "00-{PARENT_TRACE}-{}-01",
+            attempt["span_id"].as_str().unwrap()
+        )
+    );
+}
+
+#[test]
 fn a_signal_sent_under_traceparent_is_linked_from_the_run_it_wakes() {
     let t = Test::new();
     let yaml = "name: approve\nsteps:\n  - id: approval\n    wait_for_event: { name: approved }\n  - id: apply\n    run: echo applied\n";

@@ -1,0 +1,349 @@
+//! One owner at a time (SPEC §3, issue 11): fenced leases, no orphaned step
+//! processes, crash recovery that finishes by default, SIGHUP, timeouts that
+//! hold against a descendant that left the process group, and suspension on
+//! events. Real processes and real signals (SIGSTOP/SIGCONT, SIGKILL,
+//! SIGHUP); a short `WF_LEASE_TTL` so a lease expires within the test.
+
+use crate::Test;
+use crate::durable::{Bg, alive, eventually, lines, listed_status, outcomes, spawn};
+use std::process::Command;
+
+/// The logical content of the database (every row, as SQL), independent of
+/// how SQLite laid it out in the file and the WAL.
+fn dump(t: &Test) -> String {
+    let out = Command::new("python3")
+        .arg("-c")
+        .arg(
+            "import sqlite3, sys\n\
+             c = sqlite3.connect(sys.argv[1])\n\
+             print('\\n'.join(c.iterdump()))",
+        )
+        .arg(&t.db)
+        .output()
+        .expect("python3");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The state letter of a process (`R`, `S`, `Z`, …), or None when it is gone.
+fn state(pid: u32) -> Option<char> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat.rsplit_once(')')?.1.trim_start().chars().next()
+}
+
+fn pid_in(t: &Test, file: &str) -> u32 {
+    t.read(file)
+        .trim()
+        .parse()
+        .unwrap_or_else(|_| panic!("no pid in {file}"))
+}
+
+/// Kills a process we left running on purpose, if it is still there.
+fn kill_pid(pid: u32) {
+    let _ = Command::new("kill")
+        .arg("-KILL")
+        .arg(pid.to_string())
+        .status();
+}
+
+/// A step that writes `<step> <attempt> start`, its shell's pid, then waits
+/// for the file `go.<attempt>` and writes `<step> <attempt> end`.
+const GATED: &str = r#"
+name: gated
+steps:
+  - id: a
+    run: |
+      echo "a $WF_ATTEMPT start" >> side.log
+      echo $$ > a.$WF_ATTEMPT.pid
+      i=0; while [ ! -f go.$WF_ATTEMPT ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i+1)); done
+      echo "a $WF_ATTEMPT end" >> side.log
+  - id: b
+    run: echo "b $WF_ATTEMPT" >> side.log
+"#;
+
+#[test]
+fn a_paused_holder_that_lost_its_lease_exits_5_and_writes_nothing() {
+    let t = Test::new().env("WF_LEASE_TTL", "1s");
+    let path = t.write("wf.yaml", GATED);
+    let path = path.to_str().unwrap();
+
+    // Holder A starts the instance, then stalls (SIGSTOP) past its lease.
+    let a = spawn(&t, &["run", path, "--id", "own1"]);
+    eventually("a's first attempt to start", || {
+        t.read("side.log").contains("a 1 start") && t.path().join("a.1.pid").exists()
+    });
+    let attempt1 = pid_in(&t, "a.1.pid");
+    a.signal("STOP");
+    eventually("the stalled lease to expire", || {
+        listed_status(&t, "own1") == "interrupted"
+    });
+
+    // B takes over: it ends A's attempt before its own starts.
+    let b = spawn(&t, &["resume", "own1"]);
+    eventually("b's attempt to start", || {
+        t.read("side.log").contains("a 2 start")
+    });
+    assert!(
+        !alive(attempt1),
+        "the lost attempt's process is still running ({:?}) beside the new one",
+        state(attempt1)
+    );
+    t.write("go.2", "");
+    let b_pid = b.pid();
+    let done = b.finish();
+    done.code(0);
+    let before = dump(&t);
+
+    // A continues: it finds the instance taken, stops, writes nothing, exits 5.
+    t.write("go.1", "");
+    a.signal("CONT");
+    let ran = a.finish();
+    ran.code(5);
+    assert!(
+        ran.stderr.contains("taken over by") && ran.stderr.contains(&format!(":{b_pid}:")),
+        "the message names the new holder (pid {b_pid}): {}",
+        ran.stderr
+    );
+    assert_eq!(
+        dump(&t),
+        before,
+        "the stalled holder wrote after it lost the lease"
+    );
+
+    // Every side effect happened once per recorded attempt.
+    assert_eq!(
+        lines(&t, "side.log"),
+        ["a 1 start", "a 2 start", "a 2 end", "b 1"]
+    );
+    let v = t.inspect("own1");
+    assert_eq!(v["status"], "completed");
+    assert_eq!(outcomes(Test::step(&v, "a")), ["crashed", "ok"]);
+    assert_eq!(outcomes(Test::step(&v, "b")), ["ok"]);
+}
+
+#[test]
+fn resume_after_kill_9_ends_the_leftover_grandchild_and_finishes_by_default() {
+    let t = Test::new();
+    let path = t.write(
+        "wf.yaml",
+        r#"
+name: orphans
+steps:
+  - id: a
+    run: |
+      echo $$ > sh.$WF_ATTEMPT.pid
+      if [ "$WF_ATTEMPT" = 1 ]; then
+        # A grandchild in the step's process group that outlives its shell.
+        ( trap '' HUP; while true; do sleep 0.05; done ) &
+        echo $! > grandchild.pid
+        wait
+      fi
+      g=$(cat grandchild.pid)
+      echo "attempt $WF_ATTEMPT sees the leftover as: $(cut -d' ' -f3 /proc/$g/stat 2>/dev/null)" >> side.log
+  - id: b
+    run: echo b >> side.log
+"#,
+    );
+    let mut run = spawn(&t, &["run", path.to_str().unwrap(), "--id", "orph1"]);
+    eventually("the grandchild to start", || {
+        t.path().join("grandchild.pid").exists() && t.path().join("sh.1.pid").exists()
+    });
+    let shell = pid_in(&t, "sh.1.pid");
+    let grandchild = pid_in(&t, "grandchild.pid");
+    run.kill9();
+    drop(run);
+    // The step's direct child dies with wf (parent-death signal)…
+    eventually("the step's shell to die with wf", || !alive(shell));
+    // …while its grandchild lives on, until a runner takes the instance over.
+    assert!(alive(grandchild), "the grandchild should still be running");
+
+    let resumed = t.wf(&["resume", "orph1"]);
+    let left = alive(grandchild);
+    if left {
+        kill_pid(grandchild);
+    }
+    resumed.code(0);
+    assert!(
+        !left,
+        "resume left the crashed attempt's grandchild running"
+    );
+    let log = lines(&t, "side.log");
+    assert_eq!(log.len(), 2, "{log:?}");
+    assert!(
+        log[0] == "attempt 2 sees the leftover as: "
+            || log[0] == "attempt 2 sees the leftover as: Z",
+        "the leftover was still running when attempt 2 started: {log:?}"
+    );
+    assert_eq!(log[1], "b");
+    let v = t.inspect("orph1");
+    assert_eq!(v["status"], "completed");
+    assert_eq!(outcomes(Test::step(&v, "a")), ["crashed", "ok"]);
+}
+
+#[test]
+fn a_step_that_must_run_at_most_once_fails_on_a_crash_and_says_how_to_retry() {
+    let t = Test::new();
+    let path = t.write(
+        "wf.yaml",
+        r#"
+name: once
+steps:
+  - id: pay
+    retry: { max_attempts: 1 }
+    run: |
+      echo $$ > pay.pid
+      i=0; while [ $i -lt 600 ]; do sleep 0.05; i=$((i+1)); done
+"#,
+    );
+    let mut run = spawn(&t, &["run", path.to_str().unwrap(), "--id", "once1"]);
+    eventually("the step to start", || t.path().join("pay.pid").exists());
+    run.kill9();
+    drop(run);
+    let resumed = t.wf(&["resume", "once1"]);
+    resumed.code(1);
+    let said = format!("{}{}", resumed.stdout, resumed.stderr);
+    assert!(
+        said.contains("wf resume once1 --retry-failed"),
+        "the message names the way out: {said}"
+    );
+    let v = t.inspect("once1");
+    assert_eq!(v["status"], "failed");
+    assert_eq!(outcomes(Test::step(&v, "pay")), ["crashed"]);
+}
+
+#[test]
+fn sighup_interrupts_like_sigterm_and_leaves_nothing_running() {
+    let t = Test::new();
+    let path = t.write(
+        "wf.yaml",
+        r#"
+name: hup
+steps:
+  - id: long
+    run: |
+      echo $$ > long.pid
+      ( trap '' HUP; while true; do sleep 0.05; done ) &
+      echo $! > child.pid
+      wait
+  - id: after
+    run: echo after >> side.log
+"#,
+    );
+    let run: Bg = spawn(&t, &["run", path.to_str().unwrap(), "--id", "hup1"]);
+    eventually("the step to start", || t.path().join("child.pid").exists());
+    let child = pid_in(&t, "child.pid");
+    run.signal("HUP");
+    let ran = run.finish();
+    ran.code(130);
+    let left = alive(child);
+    if left {
+        kill_pid(child);
+    }
+    assert!(!left, "SIGHUP left the step's processes running");
+    let v = t.inspect("hup1");
+    assert_eq!(outcomes(Test::step(&v, "long")), ["interrupted"]);
+    assert_eq!(listed_status(&t, "hup1"), "interrupted");
+}
+
+#[test]
+fn a_timeout_holds_when_a_setsid_descendant_keeps_stdout_open() {
+    let t = Test::new();
+    let path = t.write(
+        "wf.yaml",
+        r#"
+name: escapee
+steps:
+  - id: leaky
+    timeout: 1s
+    run: |
+      echo before
+      setsid sh -c 'echo $$ > daemon.pid; exec sleep 600' &
+      sleep 600
+"#,
+    );
+    let run = spawn(&t, &["run", path.to_str().unwrap(), "--id", "esc1"]);
+    // Bounded by the harness's patience: without the fix this waits 600 s.
+    let ran = run.finish();
+    if t.path().join("daemon.pid").exists() {
+        kill_pid(pid_in(&t, "daemon.pid"));
+    }
+    ran.code(1);
+    let v = t.inspect("esc1");
+    let step = Test::step(&v, "leaky");
+    assert_eq!(step["error_type"], "timeout");
+    let logs = t.wf(&["logs", "esc1", "leaky"]);
+    logs.code(0);
+    assert!(
+        logs.stdout.contains("before"),
+        "what was captured is kept: {}",
+        logs.stdout
+    );
+}
+
+#[test]
+fn a_wait_for_event_with_a_long_timeout_suspends_at_once() {
+    let t = Test::new();
+    let (id, ran) = t.run_yaml(
+        "wf.yaml",
+        r#"
+name: patient
+steps:
+  - id: gate
+    wait_for_event: { name: go, timeout: 20s }
+  - id: after
+    run: echo after >> side.log
+"#,
+        &["--inline-wait", "1m"],
+    );
+    // Had the run waited for the event, it would have timed out (exit 1).
+    ran.code(3);
+    let v = t.inspect(&id);
+    assert_eq!(v["status"], "waiting");
+    assert_eq!(Test::step(&v, "gate")["status"], "waiting");
+    t.wf(&["signal", &id, "go"]).code(0);
+    t.wf(&["resume", &id]).code(0);
+    assert_eq!(lines(&t, "side.log"), ["after"]);
+}
+
+#[test]
+fn an_event_signaled_during_an_inline_wait_is_taken_at_once() {
+    let t = Test::new();
+    let path = t.write(
+        "wf.yaml",
+        r#"
+name: inline
+steps:
+  - id: nap
+    needs: []
+    sleep: 25s
+  - id: gate
+    needs: []
+    wait_for_event: { name: go }
+  - id: after-gate
+    needs: [gate]
+    run: echo "after-gate $(cat /dev/null)" >> side.log
+"#,
+    );
+    let run = spawn(&t, &["run", path.to_str().unwrap(), "--id", "inl1"]);
+    eventually("the run to wait inline on the nap and the gate", || {
+        t.wf(&["inspect", "inl1", "--json"]).code == 0 && {
+            let v = t.inspect("inl1");
+            Test::step(&v, "nap")["status"] == "sleeping"
+                && Test::step(&v, "gate")["status"] == "waiting"
+        }
+    });
+    t.wf(&["signal", "inl1", "go"]).code(0);
+    eventually("the signaled branch to go on inside the run", || {
+        t.read("side.log").contains("after-gate")
+    });
+    // Still the same run, still waiting out the nap.
+    let v = t.inspect("inl1");
+    assert_eq!(Test::step(&v, "nap")["status"], "sleeping");
+    assert_eq!(v["runs"].as_array().map(Vec::len), Some(1));
+    run.signal("INT");
+    run.finish().code(130);
+}
