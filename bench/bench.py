@@ -180,7 +180,19 @@ def main():
         rep.add(f"trace --format otlp of that instance", median(otlp), "s", "< 0.3", median(otlp) < 0.3)
         rep.add(f"trace --format otlp, peak RSS", otlp_rss, "MiB", "< 40", otlp_rss < 40)
 
-        # 4. 200 parallel `sleep 0.5` steps with concurrency 200.
+        # 4. A whole `wf run` of a 1-step workflow (start-up, lease, one
+        #    attempt, commits, exit) beside `bash -c true`, both spawned the same way.
+        n_one = 20 if args.quick else 60
+        wf_file = write(os.path.join(tmp, "one.yaml"), "name: bench-one\nsteps:\n  - id: only\n    run: [/bin/true]\n")
+        env = wf_env(os.path.join(tmp, "one.db"))
+        run([WF, "run", "-q", wf_file], env=env)  # creates the database
+        one = [run([WF, "run", "-q", wf_file], env=env)[0] for _ in range(n_one)]
+        bash_true = [run(["bash", "-c", "true"])[0] for _ in range(n_one)]
+        print(f"1-step wf run: median {median(one) * 1e3:.1f} ms; bash -c true: median {median(bash_true) * 1e3:.1f} ms")
+        rep.add("1-step workflow, whole wf run, median", median(one) * 1e3, "ms", "<= 25", median(one) * 1e3 <= 25)
+        rep.add("same, / bash -c true in this run", median(one) / median(bash_true), "x", "(info)", True)
+
+        # 5. 200 parallel `sleep 0.5` steps with concurrency 200.
         wf_file = write(os.path.join(tmp, "par.yaml"), parallel_sleep(n_par))
         times, rss = [], 0.0
         for r in range(reps):

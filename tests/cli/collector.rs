@@ -1,5 +1,5 @@
 //! End to end with a real OpenTelemetry collector (SPEC §5): `rotel`, from
-//! the PyPI package of that name (`.ci/run` installs it), receives a run's
+//! the PyPI package of that name (`scripts/test` installs it), receives a run's
 //! spans live over OTLP/HTTP (protobuf) and accepts `wf trace --format otlp`
 //! POSTed as OTLP/JSON; its debug log must show every span `wf trace` shows,
 //! by id.
@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// The version `.ci/run` installs.
+/// The version `scripts/test` installs.
 const ROTEL: &str = "rotel==0.0.1a15";
 
 /// The `rotel-agent` binary shipped in the `rotel` Python package.
@@ -26,7 +26,7 @@ fn rotel_agent() -> PathBuf {
     let path = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
     assert!(
         out.status.success() && path.is_file(),
-        "the rotel collector is missing: `python3 -m pip install {ROTEL}` (see .ci/run)\n{}",
+        "the rotel collector ({ROTEL}) is missing: run the tests with `scripts/test`, which installs it\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
     path

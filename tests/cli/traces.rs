@@ -315,7 +315,7 @@ print(json.dumps(out))
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
-        .expect("python3 is needed (.ci/run installs opentelemetry-proto with pip)");
+        .expect("python3 is needed (`scripts/test` installs opentelemetry-proto in a venv)");
     child
         .stdin
         .take()
@@ -326,7 +326,7 @@ print(json.dumps(out))
     assert!(
         out.status.success(),
         "the official OTLP protobuf definitions rejected the output (or are not installed: \
-         python3 -m pip install opentelemetry-proto):\n{}",
+         run the tests with `scripts/test`, which installs them):\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
     serde_json::from_slice(&out.stdout).expect("python printed JSON")
