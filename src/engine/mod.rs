@@ -13,6 +13,7 @@ pub mod procs;
 pub mod redact;
 pub mod runner;
 pub mod shell;
+pub mod spawn;
 
 use crate::store::{self, InstanceRow, Store, StoreError};
 use crate::workflow::{DefinitionError, Workflow};

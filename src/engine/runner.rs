@@ -2015,7 +2015,7 @@ impl<'o> Runner<'o> {
                 // known (and recorded) before the loop goes on.
                 let running = shell::start(job, span);
                 if let Ok(r) = &running
-                    && let Some(tag) = r.pid().and_then(procs::tag)
+                    && let Some(tag) = procs::tag(r.pid())
                 {
                     self.started_groups.push((unit.key(&self.wf), attempt, tag));
                 }

@@ -4,16 +4,15 @@
 //! and the mapping from how the process ended to an error type.
 
 use super::output::{self, shell_output};
-use super::{AttemptResult, Failure};
+use super::{AttemptResult, Failure, spawn};
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 use opentelemetry::trace::Status;
 use std::collections::BTreeMap;
+use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
-use std::process::Stdio;
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncReadExt};
-use tokio::process::Command;
 use tokio::sync::watch;
 use tracing_opentelemetry::OpenTelemetrySpanExt as _;
 
@@ -59,14 +58,14 @@ const DRAIN_GRACE: Duration = Duration::from_millis(250);
 /// A started attempt: the process is running, its output being captured.
 pub struct Running {
     job: ShellJob,
-    child: tokio::process::Child,
+    child: spawn::Child,
     output_file: tempfile::NamedTempFile,
     span: tracing::Span,
 }
 
 impl Running {
     /// The pid of the step's direct child, which leads its process group.
-    pub fn pid(&self) -> Option<u32> {
+    pub fn pid(&self) -> u32 {
         self.child.id()
     }
 }
@@ -86,55 +85,42 @@ pub fn start(job: ShellJob, span: tracing::Span) -> Result<Running, Box<AttemptR
             return Err(failed(&span, f));
         }
     };
-    let mut cmd = match &job.shell {
-        Some(text) => {
-            let mut c = Command::new("sh");
-            c.arg("-c").arg(text);
-            c
-        }
+    let (program, args): (&std::ffi::OsStr, Vec<&std::ffi::OsStr>) = match &job.shell {
+        Some(text) => ("sh".as_ref(), vec!["-c".as_ref(), text.as_ref()]),
         None => {
             let Some(program) = job.argv.first() else {
                 return Err(failed(&span, Failure::new("spawn", "empty command".into())));
             };
-            // A relative path with a slash is relative to the step's folder, like in a shell.
-            let program = if program.contains('/') && !program.starts_with('/') {
-                job.dir.join(program).into_os_string()
-            } else {
-                program.into()
-            };
-            let mut c = Command::new(program);
-            c.args(&job.argv[1..]);
-            c
+            (
+                program.as_ref(),
+                job.argv[1..].iter().map(|a| a.as_ref()).collect(),
+            )
         }
     };
-    cmd.current_dir(&job.dir)
-        .envs(job.env.iter().map(|(k, v)| (k, v)))
-        .env("WF_OUTPUT", output_file.path())
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0)
-        .kill_on_drop(true);
-    let parent = nix::unistd::getpid();
-    // SAFETY: between fork and exec the closure only makes two system calls
-    // (prctl, getppid), both async-signal-safe, and allocates nothing.
-    unsafe {
-        cmd.pre_exec(move || {
-            // When wf dies (kill -9), the step's direct child gets SIGKILL;
-            // what it started is ended by the next runner (`procs`).
-            nix::sys::prctl::set_pdeathsig(Signal::SIGKILL)?;
-            if nix::unistd::getppid() != parent {
-                // wf died before the signal was armed.
-                return Err(std::io::Error::other("wf exited"));
-            }
-            Ok(())
-        });
-    }
-    match cmd.spawn() {
+    // A relative path with a slash is relative to the step's folder, like in a shell.
+    let joined;
+    let program = if program.as_bytes().contains(&b'/') && !program.as_bytes().starts_with(b"/") {
+        joined = job.dir.join(program);
+        joined.as_os_str()
+    } else {
+        program
+    };
+    let mut env: Vec<(&std::ffi::OsStr, &std::ffi::OsStr)> = job
+        .env
+        .iter()
+        .map(|(k, v)| (k.as_ref(), v.as_ref()))
+        .collect();
+    env.push(("WF_OUTPUT".as_ref(), output_file.path().as_os_str()));
+    let spawned = spawn::spawn(&spawn::Spec {
+        program,
+        args: &args,
+        env: &env,
+        env_remove: &[],
+        dir: &job.dir,
+    });
+    match spawned {
         Ok(child) => {
-            if let Some(pid) = child.id() {
-                span.set_attribute("process.pid", i64::from(pid));
-            }
+            span.set_attribute("process.pid", i64::from(child.id()));
             Ok(Running {
                 job,
                 child,
@@ -180,7 +166,7 @@ async fn execute(running: Running, mut interrupt: watch::Receiver<bool>) -> Atte
         output_file,
         span: _,
     } = running;
-    let pgid = child.id().map(|id| Pid::from_raw(id as i32));
+    let pgid = Some(Pid::from_raw(child.id() as i32));
     let kill = |sig: Signal| {
         if let Some(p) = pgid {
             let _ = killpg(p, sig);
