@@ -275,7 +275,7 @@ pub async fn drive(
         return Err(lost_lease(id, e));
     }
     // Still under the lease: no other process can export these spans meanwhile.
-    telemetry::export::export_instance(store, id).await;
+    telemetry::export::export_instance(store, &fence).await;
     drop(heartbeat);
     let released = store.write().map_err(EngineError::from).and_then(|tx| {
         store::release_lease(&tx, &fence)?;

@@ -111,21 +111,22 @@ const BATCH: usize = 512;
 /// batches, marking each batch exported once it is sent. Never fails:
 /// problems become one warning on stderr, and what was not sent goes out
 /// with the instance's next run.
-pub async fn export_instance(store: &mut Store, instance_id: &str) {
+pub async fn export_instance(store: &mut Store, fence: &store::Fence) {
     let targets = Targets::from_env();
     if !targets.any() {
         return;
     }
-    if let Err(e) = export_batches(store, instance_id, &targets).await {
+    if let Err(e) = export_batches(store, fence, &targets).await {
         warn(&targets, &e.to_string());
     }
 }
 
 async fn export_batches(
     store: &mut Store,
-    instance_id: &str,
+    fence: &store::Fence,
     targets: &Targets,
 ) -> Result<(), ExportError> {
+    let instance_id = fence.instance.as_str();
     let mut exporters: Option<Exporters> = None;
     let mut after: Option<SpanRow> = None;
     let result = loop {
@@ -140,7 +141,7 @@ async fn export_batches(
         if let Err(e) = exporters.send(otlp::span_data_all(&batch)?).await {
             break Err(e);
         }
-        mark(store, &batch)?;
+        mark(store, fence, &batch)?;
         if batch.len() < BATCH {
             break Ok(());
         }
@@ -232,9 +233,11 @@ impl Exporters {
     }
 }
 
-fn mark(store: &mut Store, spans: &[SpanRow]) -> Result<(), ExportError> {
+/// Marks a batch sent, under the runner's lease (a runner that lost the
+/// instance marks nothing: the new holder sends what is left).
+fn mark(store: &mut Store, fence: &store::Fence, spans: &[SpanRow]) -> Result<(), ExportError> {
     // One transaction: one fsync, not one per span.
-    let tx = store.write()?;
+    let tx = store.fenced(fence)?;
     store::mark_exported(&tx, spans)?;
     tx.commit()?;
     Ok(())
