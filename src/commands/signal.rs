@@ -2,10 +2,10 @@
 //! An event sent before the instance reaches its `wait_for_event` step is kept
 //! and used when it gets there.
 
+use crate::engine::{self, redact::Redactor};
 use crate::exit::{ExitStatus, UsageError};
 use crate::printer::Printer;
 use crate::store::{self, Store};
-use rusqlite::params;
 use serde_json::Value;
 
 #[derive(Debug, clap::Args)]
@@ -38,23 +38,27 @@ pub fn run(args: Args, store: &mut Store, printer: &Printer) -> anyhow::Result<E
         .into());
     }
     let traceparent = super::traceparent();
-    let tx = store.write()?;
-    tx.execute(
-        "INSERT INTO events (instance_id, name, payload, traceparent, received_at) VALUES (?1, ?2, ?3, ?4, ?5)",
-        params![id, args.event, payload.to_string(), traceparent, store::now()],
-    )?;
+    // The workflow's secrets, as far as this process knows their values, are
+    // masked in the payload like in everything else wf writes.
+    let mut payload = payload;
+    if let Ok(wf) = engine::runner::pinned_workflow(store, &inst) {
+        Redactor::for_secrets(&wf.secrets).value(&mut payload);
+    }
     // A waiting instance becomes due at once for `wf worker`.
-    if inst.status == "waiting"
+    let wakes = inst.status == "waiting"
         && inst
             .waiting_event
             .as_deref()
-            .is_some_and(|e| e.split(',').any(|n| n == args.event))
-    {
-        tx.execute(
-            "UPDATE instances SET wake_at=?2 WHERE id=?1",
-            params![id, store::now()],
-        )?;
-    }
+            .is_some_and(|e| e.split(',').any(|n| n == args.event));
+    let tx = store.write()?;
+    store::insert_event(
+        &tx,
+        &id,
+        &args.event,
+        &payload,
+        traceparent.as_deref(),
+        wakes,
+    )?;
     tx.commit()?;
     printer.info(&format!(
         "event `{}` delivered to instance {id}",

@@ -5,6 +5,7 @@
 
 use super::output;
 use super::{AttemptResult, Failure};
+use crate::workflow::Redirects;
 use opentelemetry::trace::Status;
 use serde_json::{Map, Value};
 use std::time::Duration;
@@ -22,7 +23,14 @@ pub struct HttpJob {
     pub body: Option<(Vec<u8>, bool)>,
     pub expect_status: Option<Vec<u16>>,
     pub timeout: Option<Duration>,
+    pub follow_redirects: Redirects,
+    /// The request holds a secret (in a header, the URL or the body): it
+    /// never follows a redirect to another origin.
+    pub carries_secret: bool,
 }
+
+/// Most redirects one request follows.
+const MAX_REDIRECTS: usize = 10;
 
 impl HttpJob {
     /// The URL as sent, `query:` parameters included (`url.full`).
@@ -41,6 +49,8 @@ impl HttpJob {
 pub fn client() -> reqwest::Client {
     reqwest::Client::builder()
         .user_agent(concat!("wf/", env!("CARGO_PKG_VERSION")))
+        // Redirects are followed by `send`, which knows what the request carries.
+        .redirect(reqwest::redirect::Policy::none())
         .build()
         .unwrap_or_default()
 }
@@ -75,41 +85,105 @@ async fn send(
             ));
         }
     };
-    let mut req = client.request(method, url);
-    if !job.query.is_empty() {
-        req = req.query(&job.query);
-    }
-    for (k, v) in &job.headers {
-        req = req.header(k.as_str(), v.as_str());
-    }
-    if let Some((body, is_json)) = &job.body {
-        if *is_json
-            && !job
-                .headers
-                .iter()
-                .any(|(k, _)| k.eq_ignore_ascii_case("content-type"))
-        {
-            req = req.header("content-type", "application/json");
-        }
-        req = req.body(body.clone());
-    }
-    if let Some(t) = job.timeout {
-        req = req.timeout(t);
-    }
-
     let exchange = async {
-        let resp = req.send().await?;
-        let status = resp.status().as_u16();
-        let headers = resp.headers().clone();
-        let mut body = Vec::new();
-        let mut resp = resp;
-        while let Some(chunk) = resp.chunk().await? {
-            body.extend_from_slice(&chunk);
-            if body.len() > limit {
-                return Ok::<_, reqwest::Error>((status, headers, body, true));
+        let mut method = method;
+        let mut url = url;
+        let mut body = job.body.clone();
+        let mut headers = job.headers.clone();
+        let mut first = true;
+        let mut hops = 0;
+        loop {
+            let mut req = client.request(method.clone(), url.clone());
+            if first && !job.query.is_empty() {
+                req = req.query(&job.query);
             }
+            for (k, v) in &headers {
+                req = req.header(k.as_str(), v.as_str());
+            }
+            if let Some((bytes, is_json)) = &body {
+                if *is_json
+                    && !headers
+                        .iter()
+                        .any(|(k, _)| k.eq_ignore_ascii_case("content-type"))
+                {
+                    req = req.header("content-type", "application/json");
+                }
+                req = req.body(bytes.clone());
+            }
+            if let Some(t) = job.timeout {
+                req = req.timeout(t);
+            }
+            let resp = req.send().await.map_err(Exchange::Request)?;
+            let status = resp.status();
+            let location = resp
+                .headers()
+                .get(reqwest::header::LOCATION)
+                .and_then(|l| l.to_str().ok())
+                .and_then(|l| resp.url().join(l).ok());
+            let follow = match (&location, job.follow_redirects) {
+                (Some(_), _) if !status.is_redirection() => None,
+                (None, _) | (_, Redirects::Never) => None,
+                (Some(next), policy) => {
+                    let from = resp.url().origin();
+                    let same = next.origin() == from;
+                    if !same && (job.carries_secret || policy == Redirects::SameOrigin) {
+                        return Err(Exchange::Refused(format!(
+                            "{} {} redirected ({status}) to another origin, {}, which is not followed {}",
+                            job.method,
+                            job.url,
+                            next.origin().ascii_serialization(),
+                            if job.carries_secret {
+                                "by a request that carries a secret"
+                            } else {
+                                "(`follow_redirects: same-origin`)"
+                            }
+                        )));
+                    }
+                    Some((next.clone(), same))
+                }
+            };
+            let Some((next, same_origin)) = follow else {
+                let headers = resp.headers().clone();
+                let mut data = Vec::new();
+                let mut resp = resp;
+                while let Some(chunk) = resp.chunk().await.map_err(Exchange::Request)? {
+                    data.extend_from_slice(&chunk);
+                    if data.len() > limit {
+                        return Ok((status.as_u16(), headers, data, true));
+                    }
+                }
+                return Ok((status.as_u16(), headers, data, false));
+            };
+            hops += 1;
+            if hops > MAX_REDIRECTS {
+                return Err(Exchange::Refused(format!(
+                    "{} {} was redirected more than {MAX_REDIRECTS} times",
+                    job.method, job.url
+                )));
+            }
+            // 303, and 301/302 after a POST, continue as a GET without a
+            // body (as browsers and curl do); 307/308 keep both.
+            let code = status.as_u16();
+            if code == 303 || (matches!(code, 301 | 302) && method == reqwest::Method::POST) {
+                if method != reqwest::Method::HEAD {
+                    method = reqwest::Method::GET;
+                }
+                body = None;
+                headers.retain(|(k, _)| {
+                    !k.eq_ignore_ascii_case("content-type")
+                        && !k.eq_ignore_ascii_case("content-length")
+                });
+            }
+            if !same_origin {
+                headers.retain(|(k, _)| {
+                    !["authorization", "cookie", "proxy-authorization"]
+                        .iter()
+                        .any(|h| k.eq_ignore_ascii_case(h))
+                });
+            }
+            url = next;
+            first = false;
         }
-        Ok((status, headers, body, false))
     };
     let result = tokio::select! {
         r = exchange => r,
@@ -119,7 +193,10 @@ async fn send(
     };
     let (status, headers, body, over) = match result {
         Ok(r) => r,
-        Err(e) => {
+        Err(Exchange::Refused(message)) => {
+            return AttemptResult::failed(Failure::new("http.redirect", message));
+        }
+        Err(Exchange::Request(e)) => {
             let f = if e.is_timeout() {
                 Failure::new(
                     "timeout",
@@ -208,6 +285,13 @@ async fn send(
         ));
     }
     result
+}
+
+/// Why an exchange produced no response to report.
+enum Exchange {
+    Request(reqwest::Error),
+    /// A redirect wf does not follow, or too many of them.
+    Refused(String),
 }
 
 /// Sends the request; `span` (the HTTP client span, whose id went out as the

@@ -206,6 +206,9 @@ pub fn create_instance(
     inputs: Value,
     id: Option<String>,
 ) -> Result<String, EngineError> {
+    // A secret's value given as an input is masked like everywhere else.
+    let mut inputs = inputs;
+    redact::Redactor::for_secrets(&wf.secrets).value(&mut inputs);
     let id = match id {
         Some(id) => {
             if id.is_empty()

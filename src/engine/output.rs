@@ -2,6 +2,7 @@
 //! `output` object later steps read, the per-step size cap, and the JSON merge
 //! patch (RFC 7386) that `set_state` applies.
 
+use super::Failure;
 use serde_json::{Map, Value};
 
 /// Default cap on one step's output (and on each captured stream).
@@ -17,7 +18,7 @@ pub fn output_limit() -> usize {
 }
 
 /// Builds a shell step's output: `{stdout, exit_code, json, ...keys}`.
-pub fn shell_output(stdout: &[u8], exit_code: i32, output_file: &str) -> Value {
+pub fn shell_output(stdout: &[u8], exit_code: i32, keys: Vec<(String, String)>) -> Value {
     let text = String::from_utf8_lossy(stdout);
     let trimmed = text.trim_end_matches(['\n', '\r']);
     let json = if trimmed.trim().is_empty() {
@@ -26,7 +27,7 @@ pub fn shell_output(stdout: &[u8], exit_code: i32, output_file: &str) -> Value {
         serde_json::from_str(trimmed).unwrap_or(Value::Null)
     };
     let mut out = Map::new();
-    for (k, v) in parse_output_file(output_file) {
+    for (k, v) in keys {
         out.insert(k, Value::String(v));
     }
     out.insert("stdout".into(), Value::String(trimmed.to_string()));
@@ -35,32 +36,105 @@ pub fn shell_output(stdout: &[u8], exit_code: i32, output_file: &str) -> Value {
     Value::Object(out)
 }
 
-/// Parses `key=value` lines, and GitHub-style `key<<DELIM` ... `DELIM` blocks
-/// for multi-line values. Lines that are neither are ignored.
-pub fn parse_output_file(text: &str) -> Vec<(String, String)> {
+/// Reads a `$WF_OUTPUT` file: `key=value` lines, and GitHub-style
+/// `key<<DELIM` ... `DELIM` blocks for multi-line values (blank lines are
+/// skipped). Anything else, text that is not UTF-8, or a block left open
+/// fails with `output.invalid` naming the line; more than `limit` bytes fail
+/// with `output.limit` as soon as they are read, so memory stays near the cap
+/// whatever the file's size.
+pub fn read_output_file(
+    reader: impl std::io::Read,
+    limit: usize,
+) -> Result<Vec<(String, String)>, Failure> {
+    use std::io::{BufRead, Read};
+    let invalid = |n: usize, what: String| {
+        Failure::new("output.invalid", format!("$WF_OUTPUT line {n}: {what}"))
+    };
+    let mut reader = std::io::BufReader::new(reader);
     let mut out = Vec::new();
-    let mut lines = text.lines();
-    while let Some(line) = lines.next() {
+    let mut read = 0usize;
+    let mut n = 0usize;
+    let mut buf = Vec::new();
+    // (key, delimiter, value so far, line the block started on)
+    let mut block: Option<(String, String, String, usize)> = None;
+    loop {
+        buf.clear();
+        // At most the rest of the budget, plus one byte to see it exceeded.
+        let room = (limit - read.min(limit)) as u64 + 1;
+        let got = (&mut reader)
+            .take(room)
+            .read_until(b'\n', &mut buf)
+            .map_err(|e| Failure::new("output.invalid", format!("cannot read $WF_OUTPUT: {e}")))?;
+        if got == 0 {
+            break;
+        }
+        read += got;
+        if read > limit {
+            return Err(Failure::new(
+                "output.limit",
+                format!("$WF_OUTPUT holds over {limit} bytes, the output limit"),
+            ));
+        }
+        n += 1;
+        let text = std::str::from_utf8(&buf).map_err(|_| invalid(n, "not UTF-8 text".into()))?;
+        let line = text.strip_suffix('\n').unwrap_or(text);
+        let line = line.strip_suffix('\r').unwrap_or(line);
+        if let Some((_, delim, value, _)) = &mut block {
+            if line == delim {
+                let (key, _, value, _) = block.take().unwrap_or_default();
+                out.push((key, value));
+            } else {
+                if !value.is_empty() {
+                    value.push('\n');
+                }
+                value.push_str(line);
+            }
+            continue;
+        }
+        if line.trim().is_empty() {
+            continue;
+        }
         if let Some((key, delim)) = line.split_once("<<")
             && !key.contains('=')
-            && !key.trim().is_empty()
         {
-            let delim = delim.trim();
-            let mut value = Vec::new();
-            for l in lines.by_ref() {
-                if l == delim {
-                    break;
-                }
-                value.push(l);
+            let (key, delim) = (key.trim(), delim.trim());
+            if key.is_empty() || delim.is_empty() {
+                return Err(invalid(
+                    n,
+                    format!("`{}` needs a key and a delimiter (KEY<<DELIM)", shown(line)),
+                ));
             }
-            out.push((key.trim().to_string(), value.join("\n")));
+            block = Some((key.to_string(), delim.to_string(), String::new(), n));
         } else if let Some((key, value)) = line.split_once('=')
             && !key.trim().is_empty()
         {
             out.push((key.trim().to_string(), value.to_string()));
+        } else {
+            return Err(invalid(
+                n,
+                format!(
+                    "expected KEY=VALUE or KEY<<DELIMITER, got `{}`",
+                    shown(line)
+                ),
+            ));
         }
     }
-    out
+    if let Some((key, delim, _, start)) = block {
+        return Err(invalid(
+            start,
+            format!("`{key}<<{delim}` is never closed by a `{delim}` line"),
+        ));
+    }
+    Ok(out)
+}
+
+/// A line as shown in an error: at most 80 characters.
+fn shown(line: &str) -> String {
+    let mut s: String = line.chars().take(80).collect();
+    if s.len() < line.len() {
+        s.push('…');
+    }
+    s
 }
 
 /// RFC 7386 JSON merge patch: objects merge recursively, `null` deletes.
@@ -91,7 +165,8 @@ mod tests {
 
     #[test]
     fn stdout_json_and_output_file_keys() {
-        let out = shell_output(b"{\"a\":1}\n", 0, "k=v\nmulti<<EOF\nx\ny\nEOF\n");
+        let keys = read_output_file(&b"k=v\n\nmulti<<EOF\nx\ny\nEOF\n"[..], 1000).unwrap();
+        let out = shell_output(b"{\"a\":1}\n", 0, keys);
         assert_eq!(out["json"], json!({"a": 1}));
         assert_eq!(out["stdout"], json!("{\"a\":1}"));
         assert_eq!(out["k"], json!("v"));
@@ -101,7 +176,37 @@ mod tests {
 
     #[test]
     fn non_json_stdout_has_null_json() {
-        assert_eq!(shell_output(b"hello\n", 0, "")["json"], Value::Null);
+        assert_eq!(shell_output(b"hello\n", 0, Vec::new())["json"], Value::Null);
+    }
+
+    #[test]
+    fn bad_output_files_fail_with_the_line() {
+        let err = |text: &[u8]| read_output_file(text, 1000).unwrap_err();
+        let e = err(b"a=1\nb=\xff\n");
+        assert_eq!(
+            (e.error_type.as_str(), e.message.as_str()),
+            ("output.invalid", "$WF_OUTPUT line 2: not UTF-8 text")
+        );
+        let e = err(b"a=1\njust words\n");
+        assert!(
+            e.message
+                .starts_with("$WF_OUTPUT line 2: expected KEY=VALUE"),
+            "{}",
+            e.message
+        );
+        let e = err(b"a=1\nm<<EOF\nx\n");
+        assert!(
+            e.message.contains("line 2") && e.message.contains("never closed"),
+            "{}",
+            e.message
+        );
+        let e = read_output_file(&[b'k', b'='].repeat(600)[..], 1000).unwrap_err();
+        assert_eq!(e.error_type, "output.limit");
+        // Exactly at the limit is fine.
+        assert_eq!(
+            read_output_file(&b"k=12345678\n"[..], 11).unwrap(),
+            vec![("k".to_string(), "12345678".to_string())]
+        );
     }
 
     #[test]

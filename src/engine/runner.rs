@@ -391,7 +391,7 @@ fn store_ended_spans(
 
 /// The instance's pinned definition: its compiled form when this version of
 /// wf wrote it for exactly this text, else the pinned YAML parsed again.
-fn pinned_workflow(store: &Store, inst: &store::InstanceRow) -> Result<Workflow, EngineError> {
+pub fn pinned_workflow(store: &Store, inst: &store::InstanceRow) -> Result<Workflow, EngineError> {
     if let Some(compiled) = store::definition_compiled(store.conn(), &inst.definition_hash)?
         && let Some(wf) = Workflow::from_compiled(&compiled, &inst.definition)
         && wf.hash == inst.definition_hash
@@ -719,11 +719,7 @@ impl<'o> Runner<'o> {
         (fence, lost): (Fence, watch::Receiver<Option<String>>),
     ) -> Runner<'o> {
         let secrets = context::secret_values(&wf.secrets);
-        let redactor = Redactor::new(
-            secrets
-                .values()
-                .filter_map(|v| v.as_str().map(String::from)),
-        );
+        let redactor = Redactor::for_secrets(&wf.secrets);
         let mut ctx = Context::new(&inst.id, &wf.name, run, &inst.inputs, secrets);
         // Workflow-level env is rendered once per run; steps see it as `env`.
         // If it cannot be, nothing can run: the workflow fails (with its
@@ -1904,19 +1900,32 @@ impl<'o> Runner<'o> {
         let ctx = self.ctx.value();
         let expr_err = |e: expr::ExprError| Failure::new("expression", format!("`run`: {e}"));
         let mut env = Vec::new();
+        let mut files = Vec::new();
         self.unit_env(unit, exec, &mut env)?;
         let (shell, argv) = match cmd {
             RunCmd::Shell(t) => {
                 let mut vars = Vec::new();
                 let text = t.render_shell(ctx, &mut vars).map_err(expr_err)?;
-                if vars.iter().any(|(_, v)| v.contains('\0')) {
+                if text.contains('\0') || vars.iter().any(|(_, v)| v.contains('\0')) {
                     return Err(Failure::new(
                         "expression",
                         "`run`: a value contains a NUL byte".into(),
                     ));
                 }
-                env.extend(vars);
-                (Some(text), Vec::new())
+                // A value too large for an environment variable reaches the
+                // shell through a file (in memory) that it reads first.
+                let mut prologue = String::new();
+                for (name, value) in vars {
+                    if value.len() > shell::LARGE_VALUE {
+                        prologue.push_str(&format!(
+                            "{name}=$(cat -- \"${{{name}_FILE}}\"; printf x); {name}=${{{name}%x}}; unset {name}_FILE\n"
+                        ));
+                        files.push((name, value));
+                    } else {
+                        env.push((name, value));
+                    }
+                }
+                (Some(prologue + &text), Vec::new())
             }
             RunCmd::Argv(items) => {
                 let argv = items
@@ -1941,6 +1950,8 @@ impl<'o> Runner<'o> {
             shell,
             argv,
             env,
+            env_remove: self.wf.secrets.clone(),
+            files,
             dir,
             timeout: exec.timeout,
             errors: exec.errors.cloned().unwrap_or_default(),
@@ -1982,6 +1993,12 @@ impl<'o> Runner<'o> {
             (None, Some(b)) => Some((text(b, "body")?.into_bytes(), false)),
             (None, None) => None,
         };
+        let carries_secret = self.redactor.contains(&url)
+            || headers.iter().any(|(_, v)| self.redactor.contains(v))
+            || query.iter().any(|(_, v)| self.redactor.contains(v))
+            || body
+                .as_ref()
+                .is_some_and(|(b, _)| self.redactor.contains(&String::from_utf8_lossy(b)));
         Ok(http::HttpJob {
             method: spec.method.clone(),
             url,
@@ -1990,6 +2007,8 @@ impl<'o> Runner<'o> {
             body,
             expect_status: spec.expect_status.clone(),
             timeout: exec.timeout,
+            follow_redirects: spec.follow_redirects,
+            carries_secret,
         })
     }
 

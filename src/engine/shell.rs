@@ -9,6 +9,7 @@ use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 use opentelemetry::trace::Status;
 use std::collections::BTreeMap;
+use std::os::fd::AsRawFd;
 use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -19,6 +20,14 @@ use tracing_opentelemetry::OpenTelemetrySpanExt as _;
 /// How long a process group gets between SIGTERM and SIGKILL.
 pub const KILL_GRACE: Duration = Duration::from_secs(2);
 
+/// Values longer than this go to a step through a file, not an environment
+/// variable: Linux refuses one argument or variable over 128 KiB
+/// (MAX_ARG_STRLEN), and all of them together over ARG_MAX.
+pub const LARGE_VALUE: usize = 64 * 1024;
+
+/// The kernel's limit on one argument or environment entry (MAX_ARG_STRLEN).
+const MAX_ARG_STRLEN: usize = 32 * 4096;
+
 /// Everything needed to start the process, already rendered.
 #[derive(Debug, Clone)]
 pub struct ShellJob {
@@ -26,6 +35,12 @@ pub struct ShellJob {
     pub shell: Option<String>,
     pub argv: Vec<String>,
     pub env: Vec<(String, String)>,
+    /// Variables of wf's environment the process does not inherit: the
+    /// workflow's secrets (a step gets one only through what references it).
+    pub env_remove: Vec<String>,
+    /// Values handed over in memory files: `NAME_FILE` names each one's path
+    /// (`/dev/fd/N`) in the process's environment.
+    pub files: Vec<(String, String)>,
     pub dir: PathBuf,
     pub timeout: Option<Duration>,
     /// Exit code -> error type.
@@ -111,13 +126,41 @@ pub fn start(job: ShellJob, span: tracing::Span) -> Result<Running, Box<AttemptR
         .map(|(k, v)| (k.as_ref(), v.as_ref()))
         .collect();
     env.push(("WF_OUTPUT".as_ref(), output_file.path().as_os_str()));
+    // Large values: memory files the child inherits (closed here once it
+    // started), never written to disk.
+    let mut memfds = Vec::with_capacity(job.files.len());
+    let mut file_vars = Vec::with_capacity(job.files.len());
+    for (name, value) in &job.files {
+        match memfd(value) {
+            Ok(fd) => {
+                file_vars.push((
+                    format!("{name}_FILE"),
+                    format!("/dev/fd/{}", fd.as_raw_fd()),
+                ));
+                memfds.push(fd);
+            }
+            Err(e) => {
+                let f = Failure::new(
+                    "spawn",
+                    format!("cannot hand a large value to the step: {e}"),
+                );
+                return Err(failed(&span, f));
+            }
+        }
+    }
+    env.extend(file_vars.iter().map(|(k, v)| (k.as_ref(), v.as_ref())));
+    if let Some(f) = over_kernel_limits(program, &args, &env) {
+        return Err(failed(&span, f));
+    }
+    let env_remove: Vec<&std::ffi::OsStr> = job.env_remove.iter().map(|k| k.as_ref()).collect();
     let spawned = spawn::spawn(&spawn::Spec {
         program,
         args: &args,
         env: &env,
-        env_remove: &[],
+        env_remove: &env_remove,
         dir: &job.dir,
     });
+    drop(memfds);
     match spawned {
         Ok(child) => {
             span.set_attribute("process.pid", i64::from(child.id()));
@@ -142,6 +185,77 @@ pub fn start(job: ShellJob, span: tracing::Span) -> Result<Running, Box<AttemptR
             Err(failed(&span, Failure::new("spawn", reason)))
         }
     }
+}
+
+/// An anonymous in-memory file holding `value`, inherited by the next child.
+fn memfd(value: &str) -> std::io::Result<std::os::fd::OwnedFd> {
+    use std::io::Write;
+    use std::os::fd::FromRawFd;
+    // Not close-on-exec: the step's process opens it as /dev/fd/N. Children
+    // are started one at a time, and the parent closes it right after.
+    // SAFETY: a fresh descriptor, owned from here on.
+    let fd = unsafe { nix::libc::memfd_create(c"wf-value".as_ptr(), 0) };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: `fd` was just created and is owned by nobody else.
+    let mut file = unsafe { std::fs::File::from_raw_fd(fd) };
+    file.write_all(value.as_bytes())?;
+    Ok(file.into())
+}
+
+/// A clear failure, before anything starts, for what execve would refuse
+/// with "Argument list too long".
+fn over_kernel_limits(
+    program: &std::ffi::OsStr,
+    args: &[&std::ffi::OsStr],
+    env: &[(&std::ffi::OsStr, &std::ffi::OsStr)],
+) -> Option<Failure> {
+    let limit = MAX_ARG_STRLEN - 1;
+    for (i, a) in args.iter().enumerate() {
+        if a.len() > limit {
+            return Some(Failure::new(
+                "spawn",
+                format!(
+                    "argument {} of `{}` is {} bytes, over the system's limit of {limit} bytes for one argument",
+                    i + 1,
+                    program.to_string_lossy(),
+                    a.len()
+                ),
+            ));
+        }
+    }
+    for (k, v) in env {
+        if k.len() + 1 + v.len() > limit {
+            return Some(Failure::new(
+                "spawn",
+                format!(
+                    "environment variable `{}` is {} bytes, over the system's limit of {limit} bytes for one variable",
+                    k.to_string_lossy(),
+                    k.len() + 1 + v.len()
+                ),
+            ));
+        }
+    }
+    // SAFETY: sysconf has no preconditions.
+    let arg_max = unsafe { nix::libc::sysconf(nix::libc::_SC_ARG_MAX) };
+    let inherited: usize = std::env::vars_os()
+        .map(|(k, v)| k.len() + v.len() + 2 + 8)
+        .sum();
+    let total: usize = args.iter().map(|a| a.len() + 1 + 8).sum::<usize>()
+        + env
+            .iter()
+            .map(|(k, v)| k.len() + v.len() + 2 + 8)
+            .sum::<usize>()
+        + inherited;
+    (arg_max > 0 && total > arg_max as usize).then(|| {
+        Failure::new(
+            "spawn",
+            format!(
+                "the arguments and environment of the step are {total} bytes, over the system's limit of {arg_max} bytes"
+            ),
+        )
+    })
 }
 
 /// Waits for the attempt to end (or stops it on a timeout, an interrupt or
@@ -216,7 +330,18 @@ async fn execute(running: Running, mut interrupt: watch::Receiver<bool>) -> Atte
     });
     let (stdout, _) = out_task.await.unwrap_or_default();
     let (stderr, _) = err_task.await.unwrap_or_default();
-    let file_text = std::fs::read_to_string(output_file.path()).unwrap_or_default();
+    // Read only when the step succeeded, and never more than the cap.
+    let keys = if matches!(ended, Ended::Exited(s) if s.success()) {
+        match output_file.reopen() {
+            Ok(f) => output::read_output_file(f, limit),
+            Err(e) => Err(Failure::new(
+                "output.invalid",
+                format!("cannot read $WF_OUTPUT: {e}"),
+            )),
+        }
+    } else {
+        Ok(Vec::new())
+    };
 
     let mut result = AttemptResult {
         stdout,
@@ -248,7 +373,14 @@ async fn execute(running: Running, mut interrupt: watch::Receiver<bool>) -> Atte
                 .unwrap_or_else(|| 128 + status.signal().unwrap_or(0));
             result.exit_code = Some(code);
             if code == 0 {
-                let out = shell_output(&result.stdout, 0, &file_text);
+                let keys = match keys {
+                    Ok(k) => k,
+                    Err(f) => {
+                        result.outcome = Err(f);
+                        return result;
+                    }
+                };
+                let out = shell_output(&result.stdout, 0, keys);
                 let size = out.to_string().len();
                 result.outcome = if size > limit {
                     Err(Failure::new(

@@ -211,6 +211,32 @@ pub fn cancel_requested(c: &Connection, id: &str) -> Result<bool> {
     )
 }
 
+/// Delivers an event to an instance; `wake` makes a waiting instance due
+/// for `wf worker` at once.
+pub fn insert_event(
+    c: &Connection,
+    id: &str,
+    name: &str,
+    payload: &Value,
+    traceparent: Option<&str>,
+    wake: bool,
+) -> Result<()> {
+    let now = now();
+    cached(
+        c,
+        "INSERT INTO events (instance_id, name, payload, traceparent, received_at) VALUES (?1, ?2, ?3, ?4, ?5)",
+        params![id, name, payload.to_string(), traceparent, now],
+    )?;
+    if wake {
+        cached(
+            c,
+            "UPDATE instances SET wake_at=?2 WHERE id=?1",
+            params![id, now],
+        )?;
+    }
+    Ok(())
+}
+
 /// What other processes asked of a running instance: whether it is to be
 /// canceled, and whether an event named in `awaited` was delivered and not
 /// taken yet.

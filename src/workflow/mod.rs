@@ -146,6 +146,27 @@ pub struct HttpSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expect_status: Option<Vec<u16>>,
     pub idempotency_key: bool,
+    #[serde(default, skip_serializing_if = "Redirects::is_default")]
+    pub follow_redirects: Redirects,
+}
+
+/// Which redirects an HTTP step follows. Whatever this says, a cross-origin
+/// redirect is never followed by a request that carries a secret (SPEC §6).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum Redirects {
+    /// Any redirect (`follow_redirects: true`, the default).
+    #[default]
+    Follow,
+    /// None: a 3xx response is the result (`false`).
+    Never,
+    /// Only to the same origin (`same-origin`).
+    SameOrigin,
+}
+
+impl Redirects {
+    fn is_default(&self) -> bool {
+        *self == Redirects::Follow
+    }
 }
 
 #[derive(Debug, serde::Serialize, serde::Deserialize)]

@@ -130,6 +130,9 @@ pub struct RawHttp {
     pub expect_status: Option<Vec<u16>>,
     #[serde(default)]
     pub idempotency_key: bool,
+    /// `true` (default), `false` or `same-origin`.
+    #[serde(default)]
+    pub follow_redirects: Option<Value>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -159,17 +159,59 @@ impl Template {
                 Part::Expr(_) => vec![MARK],
             })
             .collect();
-        let mut quotes = expr_quotes(&skeleton).into_iter();
+        let (quotes, literal) = expr_quotes(&skeleton);
+        let values = self
+            .parts
+            .iter()
+            .filter_map(|p| match p {
+                Part::Expr(e) => Some(e.eval(ctx).map(|v| value_to_text(&v))),
+                Part::Text(_) => None,
+            })
+            .collect::<Result<Vec<String>, ExprError>>()?;
+        for line in &literal {
+            let mut rendered = String::new();
+            let mut n = line.first;
+            for &ch in &line.text {
+                if ch == MARK {
+                    rendered.push_str(values.get(n).map_or("", String::as_str));
+                    n += 1;
+                } else {
+                    rendered.push(ch);
+                }
+            }
+            let ends = rendered.split('\n').any(|l| {
+                let l = if line.strip_tabs {
+                    l.trim_start_matches('\t')
+                } else {
+                    l
+                };
+                l == line.delim
+            });
+            if ends {
+                return Err(ExprError::Eval {
+                    message: format!(
+                        "a value in the here-document ending with `{}` holds that line, which would end it early",
+                        line.delim
+                    ),
+                });
+            }
+        }
+        let mut values = values.into_iter();
+        let mut quotes = quotes.into_iter();
         for part in &self.parts {
             match part {
                 Part::Text(t) => out.push_str(t),
-                Part::Expr(e) => {
-                    let value = value_to_text(&e.eval(ctx)?);
+                Part::Expr(_) => {
+                    let value = values.next().unwrap_or_default();
                     let name = format!("{SHELL_VAR_PREFIX}{}", first + vars.len());
                     match quotes.next().unwrap_or(Quote::None) {
                         Quote::None => out.push_str(&format!("\"${{{name}}}\"")),
                         Quote::Double => out.push_str(&format!("${{{name}}}")),
                         Quote::Single => out.push_str(&format!("'\"${{{name}}}\"'")),
+                        Quote::Literal => {
+                            out.push_str(&value);
+                            continue;
+                        }
                     }
                     vars.push((name, value));
                 }
@@ -193,8 +235,24 @@ enum Quote {
     None,
     /// Inside `'…'`: close, splice a double-quoted reference, reopen.
     Single,
-    /// Inside `"…"`, a here-document or a comment: the bare reference.
+    /// Inside `"…"`, an unquoted here-document or a comment: the bare reference.
     Double,
+    /// Inside a quoted here-document (`<<'EOF'`), which expands nothing:
+    /// the value itself, checked never to end the document early.
+    Literal,
+}
+
+/// A line of a quoted here-document's body that holds expressions: the
+/// rendered line must not equal the delimiter (or a value could end the
+/// document early and have the rest run as commands).
+#[derive(Debug, Clone, PartialEq)]
+struct LiteralLine {
+    /// The line, expressions as `MARK`.
+    text: Vec<char>,
+    /// Index (among all expressions) of the first one on this line.
+    first: usize,
+    delim: String,
+    strip_tabs: bool,
 }
 
 /// Stands for an expression in the text [`expr_quotes`] scans.
@@ -203,7 +261,7 @@ const MARK: char = '\u{0}';
 /// The quoting of each expression (`MARK`) in a `sh` command line, by POSIX
 /// sh rules: quotes and backslashes, comments, `$(…)` and backticks (a fresh
 /// context even inside double quotes), and here-documents.
-fn expr_quotes(s: &[char]) -> Vec<Quote> {
+fn expr_quotes(s: &[char]) -> (Vec<Quote>, Vec<LiteralLine>) {
     enum Frame {
         Single,
         Double,
@@ -214,8 +272,10 @@ fn expr_quotes(s: &[char]) -> Vec<Quote> {
     let at = |i: usize| s.get(i).copied().unwrap_or('\n');
     let mut out = Vec::new();
     let mut stack: Vec<Frame> = Vec::new();
-    // Here-documents announced on the current line: delimiter, strip tabs.
-    let mut pending: Vec<(String, bool)> = Vec::new();
+    // Here-documents announced on the current line: delimiter, strip tabs,
+    // quoted (a quoted delimiter: the body expands nothing).
+    let mut pending: Vec<(String, bool, bool)> = Vec::new();
+    let mut literal = Vec::new();
     let mut i = 0;
     while i < s.len() {
         let c = s[i];
@@ -278,15 +338,16 @@ fn expr_quotes(s: &[char]) -> Vec<Quote> {
                         i += 1;
                     }
                     let mut delim = String::new();
+                    let mut quoted = false;
                     while i < s.len() && !" \t\n;&|()<>".contains(s[i]) {
                         match s[i] {
-                            '\'' | '"' | '\\' => {}
+                            '\'' | '"' | '\\' => quoted = true,
                             MARK => out.push(Quote::None),
                             ch => delim.push(ch),
                         }
                         i += 1;
                     }
-                    pending.push((delim, strip));
+                    pending.push((delim, strip, quoted));
                     continue;
                 }
             }
@@ -294,7 +355,7 @@ fn expr_quotes(s: &[char]) -> Vec<Quote> {
                 // Here-document bodies follow the line that announced them.
                 // Their text expands like double quotes (or not at all when
                 // the delimiter is quoted); a bare reference is right for both.
-                for (delim, strip) in std::mem::take(&mut pending) {
+                for (delim, strip, quoted) in std::mem::take(&mut pending) {
                     loop {
                         let start = (i + 1).min(s.len());
                         let mut end = start;
@@ -304,7 +365,20 @@ fn expr_quotes(s: &[char]) -> Vec<Quote> {
                         i = end;
                         let line = &s[start..end];
                         let marks = line.iter().filter(|&&ch| ch == MARK).count();
-                        out.extend(std::iter::repeat_n(Quote::Double, marks));
+                        if quoted && marks > 0 {
+                            literal.push(LiteralLine {
+                                text: line.to_vec(),
+                                first: out.len(),
+                                delim: delim.clone(),
+                                strip_tabs: strip,
+                            });
+                        }
+                        let how = if quoted {
+                            Quote::Literal
+                        } else {
+                            Quote::Double
+                        };
+                        out.extend(std::iter::repeat_n(how, marks));
                         let line: String = line.iter().collect();
                         let line = if strip {
                             line.trim_start_matches('\t')
@@ -321,7 +395,7 @@ fn expr_quotes(s: &[char]) -> Vec<Quote> {
         }
         i += 1;
     }
-    out
+    (out, literal)
 }
 
 fn push_text(parts: &mut Vec<Part>, text: &str) {
@@ -575,6 +649,46 @@ mod tests {
             })
         );
         assert!(t.render_value(&ctx()).is_err());
+    }
+
+    #[test]
+    fn a_quoted_heredoc_gets_the_value_and_cannot_be_ended_early() {
+        let mut env = Vec::new();
+        let t = tpl("cat <<'EOF' > f\nid=${{ inputs.order_id }} $HOME\nEOF\necho ${{ item.sku }}");
+        assert_eq!(
+            t.render_shell(&ctx(), &mut env).as_deref(),
+            Ok("cat <<'EOF' > f\nid=A-1 $HOME\nEOF\necho \"${WF_EXPR_0}\"")
+        );
+        assert_eq!(env, vec![("WF_EXPR_0".to_string(), "X-9".to_string())]);
+        // A value holding the delimiter line would end the document early.
+        let evil = json!({ "v": "x\nEOF\ntouch pwned" });
+        for text in [
+            "cat <<'EOF'\n${{ v }}\nEOF",
+            "cat <<\"EOF\"\n${{ v }}\nEOF",
+            "cat <<\\EOF\n${{ v }}\nEOF",
+            "cat <<-'EOF'\n\t${{ v }}\nEOF",
+        ] {
+            let err = tpl(text).render_shell(&evil, &mut Vec::new()).unwrap_err();
+            assert!(
+                err.to_string().contains("would end it early"),
+                "{text}: {err}"
+            );
+        }
+        // …and so would one that completes the delimiter on its line.
+        let half = json!({ "v": "OF" });
+        assert!(
+            tpl("cat <<'EOF'\nE${{ v }}\nEOF")
+                .render_shell(&half, &mut Vec::new())
+                .is_err()
+        );
+        // An unquoted here-document expands the variable, as before.
+        let mut env = Vec::new();
+        assert_eq!(
+            tpl("cat <<EOF\n${{ v }}\nEOF")
+                .render_shell(&evil, &mut env)
+                .as_deref(),
+            Ok("cat <<EOF\n${WF_EXPR_0}\nEOF")
+        );
     }
 
     #[test]

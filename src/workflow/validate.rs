@@ -596,6 +596,21 @@ impl Checker<'_> {
                 format!("`expect_status` {bad} is not an HTTP status code"),
             ));
         }
+        let follow_redirects = match &h.follow_redirects {
+            None | Some(Value::Bool(true)) => Redirects::Follow,
+            Some(Value::Bool(false)) => Redirects::Never,
+            Some(Value::String(s)) if s == "same-origin" => Redirects::SameOrigin,
+            Some(other) => {
+                let shown = match other {
+                    Value::String(s) => s.clone(),
+                    v => v.to_string(),
+                };
+                return Err(self.err(
+                    self.locate("follow_redirects", pos),
+                    format!("`follow_redirects` `{shown}` is not one of true, false, same-origin"),
+                ));
+            }
+        };
         Ok(HttpSpec {
             method,
             url,
@@ -605,6 +620,7 @@ impl Checker<'_> {
             body,
             expect_status: h.expect_status.clone(),
             idempotency_key: h.idempotency_key,
+            follow_redirects,
         })
     }
 

@@ -1392,10 +1392,19 @@ steps:
 // Secrets
 // ---------------------------------------------------------------------------
 
-const SECRET: &str = "sekr1t-Tok3n-9f3KzQ";
+/// With characters a URL or a form percent-encodes.
+const SECRET: &str = "sekr1t+Tok3n/9f3=KzQ";
+
+/// The forms SECRET takes once encoded: as `query:` parameters and form
+/// bodies encode it (upper- and lower-case hex).
+const SECRET_FORMS: [&str; 3] = [
+    SECRET,
+    "sekr1t%2BTok3n%2F9f3%3DKzQ",
+    "sekr1t%2bTok3n%2f9f3%3dKzQ",
+];
 
 /// Every byte `wf` stored: the database and its WAL and shm files.
-fn database_bytes(t: &Test) -> Vec<(String, Vec<u8>)> {
+pub(crate) fn database_bytes(t: &Test) -> Vec<(String, Vec<u8>)> {
     let mut files = Vec::new();
     for suffix in ["", "-wal", "-shm", "-journal"] {
         let path = format!("{}{suffix}", t.db.display());
@@ -1406,7 +1415,7 @@ fn database_bytes(t: &Test) -> Vec<(String, Vec<u8>)> {
     files
 }
 
-fn contains(haystack: &[u8], needle: &[u8]) -> bool {
+pub(crate) fn contains(haystack: &[u8], needle: &[u8]) -> bool {
     haystack.windows(needle.len()).any(|w| w == needle)
 }
 
@@ -1438,6 +1447,7 @@ steps:
     http:
       method: POST
       url: "${{ inputs.base }}/charge?token=${{ secrets.WF_TEST_API_TOKEN }}"
+      query: { t: "${{ secrets.WF_TEST_API_TOKEN }}" }
       headers: { Authorization: "Bearer ${{ secrets.WF_TEST_API_TOKEN }}" }
       json: { token: "${{ secrets.WF_TEST_API_TOKEN }}" }
     retry: { max_attempts: 2, interval: 10ms }
@@ -1469,7 +1479,17 @@ steps:
             r.header("authorization"),
             Some(format!("Bearer {SECRET}").as_str())
         );
-        assert_eq!(r.query(), vec![("token".to_string(), SECRET.to_string())]);
+        // Sent as given in `url`, and form-encoded from `query`.
+        assert!(
+            r.target.contains(&format!("token={SECRET}&")),
+            "{}",
+            r.target
+        );
+        assert!(
+            r.target.ends_with(&format!("&t={}", SECRET_FORMS[1])),
+            "{}",
+            r.target
+        );
         assert_eq!(
             serde_json::from_slice::<Value>(&r.body).unwrap(),
             json!({"token": SECRET})
@@ -1544,12 +1564,14 @@ steps:
         }
     }
     for (what, ran) in &outputs {
-        assert!(
-            !ran.stdout.contains(SECRET) && !ran.stderr.contains(SECRET),
-            "`wf {what}` shows the secret:\n--- stdout\n{}\n--- stderr\n{}",
-            ran.stdout,
-            ran.stderr
-        );
+        for form in SECRET_FORMS {
+            assert!(
+                !ran.stdout.contains(form) && !ran.stderr.contains(form),
+                "`wf {what}` shows the secret as {form}:\n--- stdout\n{}\n--- stderr\n{}",
+                ran.stdout,
+                ran.stderr
+            );
+        }
     }
     // The trace did record the HTTP call (with the URL masked).
     if has_trace {
@@ -1559,7 +1581,10 @@ steps:
             .unwrap()
             .1
             .stdout;
-        assert!(json.contains("token=***"), "{json}");
+        assert!(
+            json.contains("token=***") && json.contains("t=***"),
+            "{json}"
+        );
     }
 
     // Live OTLP export got the spans, masked.
@@ -1571,20 +1596,24 @@ steps:
         "no spans were exported live: {exported:#?}"
     );
     for r in &exported {
-        assert!(
-            !contains(&r.body, SECRET.as_bytes()),
-            "the OTLP export carries the secret"
-        );
+        for form in SECRET_FORMS {
+            assert!(
+                !contains(&r.body, form.as_bytes()),
+                "the OTLP export carries the secret as {form}"
+            );
+        }
     }
 
     // The database, byte for byte, after wf exited.
     let files = database_bytes(&t);
     assert!(!files.is_empty(), "no database at {}", t.db.display());
     for (path, bytes) in &files {
-        assert!(
-            !contains(bytes, SECRET.as_bytes()),
-            "{path} holds the secret in clear"
-        );
+        for form in SECRET_FORMS {
+            assert!(
+                !contains(bytes, form.as_bytes()),
+                "{path} holds the secret as {form}"
+            );
+        }
     }
 }
 

@@ -11,6 +11,7 @@ mod definition;
 mod durable;
 mod http;
 mod injection;
+mod leaks;
 mod outputs;
 mod ownership;
 mod retries;
