@@ -192,7 +192,18 @@ def main():
         rep.add("1-step workflow, whole wf run, median", median(one) * 1e3, "ms", "<= 25", median(one) * 1e3 <= 25)
         rep.add("same, / bash -c true in this run", median(one) / median(bash_true), "x", "(info)", True)
 
-        # 5. 200 parallel `sleep 0.5` steps with concurrency 200.
+        # 5. A step that writes 200 MB to $WF_OUTPUT: wf reads it with the cap
+        #    enforced while reading, so its memory stays near the 1 MiB cap.
+        wf_file = write(
+            os.path.join(tmp, "bigout.yaml"),
+            "name: bench-bigout\nsteps:\n  - id: big\n"
+            "    run: yes k=0123456789abcdef | head -c 200000000 > \"$WF_OUTPUT\"\n",
+        )
+        _, m, code, _ = run([WF, "run", "-q", wf_file], env=wf_env(os.path.join(tmp, "bigout.db")), check=False)
+        assert code == 1, f"expected the step to fail over the output limit, got exit {code}"
+        rep.add("200 MB written to $WF_OUTPUT, wf peak RSS", m, "MiB", "< 64", m < 64)
+
+        # 6. 200 parallel `sleep 0.5` steps with concurrency 200.
         wf_file = write(os.path.join(tmp, "par.yaml"), parallel_sleep(n_par))
         times, rss = [], 0.0
         for r in range(reps):
