@@ -1456,6 +1456,10 @@ steps:
     run: echo "token is ${{ secrets.WF_TEST_API_TOKEN }}"; echo "err $TOKEN_URL" >&2; echo "key=${{ secrets.WF_TEST_API_TOKEN }}" >> "$WF_OUTPUT"
   - id: argv
     run: ["echo", "${{ secrets.WF_TEST_API_TOKEN }}"]
+  - id: as-key
+    run: |
+      printf '{"%s": {"%s": 1}}' "${{ secrets.WF_TEST_API_TOKEN }}" "${{ secrets.WF_TEST_API_TOKEN }}"
+    set_state: { keyed: "${{ output.json }}" }
   - id: fails
     run: echo "failing with ${{ secrets.WF_TEST_API_TOKEN }}" >&2; exit 7
     retry: { max_attempts: 2, interval: 10ms }
@@ -1507,6 +1511,7 @@ steps:
     assert_eq!(inspect["state"]["echoed"], "***");
     assert_eq!(Test::step(&inspect, "shell")["output"]["key"], "***");
     assert_eq!(Test::step(&inspect, "argv")["output"]["stdout"], "***");
+    assert_eq!(inspect["state"]["keyed"], json!({"***": {"***": 1}}));
     let call = Test::step(&inspect, "call");
     assert_eq!(call["attempts"], 2);
     assert_eq!(call["output"]["headers"]["x-echo"], "***");
