@@ -41,7 +41,7 @@ pub async fn run(args: Args, db: Option<PathBuf>, printer: &Printer) -> anyhow::
         ..RunOptions::default()
     };
     let progress = printer.progress();
-    let outcome = engine::runner::drive(&mut store, &id, opts, &progress).await;
+    let outcome = engine::drive::drive(&mut store, &id, opts, &progress).await;
     progress.finish();
     match outcome {
         Ok(outcome) => {

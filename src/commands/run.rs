@@ -48,7 +48,7 @@ pub async fn run(args: Args, db: Option<PathBuf>, printer: &Printer) -> anyhow::
         ..RunOptions::default()
     };
     let progress = printer.progress();
-    let outcome = engine::runner::drive(&mut store, &id, opts, &progress).await;
+    let outcome = engine::drive::drive(&mut store, &id, opts, &progress).await;
     progress.finish();
     let outcome = outcome?;
     Ok(report(printer, &id, &outcome, args.json))

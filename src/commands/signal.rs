@@ -41,7 +41,7 @@ pub fn run(args: Args, store: &mut Store, printer: &Printer) -> anyhow::Result<E
     // The workflow's secrets, as far as this process knows their values, are
     // masked in the payload like in everything else wf writes.
     let mut payload = payload;
-    if let Ok(wf) = engine::runner::pinned_workflow(store, &inst) {
+    if let Ok(wf) = engine::drive::pinned_workflow(store, &inst) {
         Redactor::for_secrets(&wf.secrets).value(&mut payload);
     }
     // A waiting instance becomes due at once for `wf worker`.

@@ -83,7 +83,7 @@ pub async fn run(args: Args, db: Option<PathBuf>, printer: &Printer) -> anyhow::
                 tasks.spawn(async move {
                     let result = match Store::open(&path) {
                         Ok(mut s) => {
-                            engine::runner::drive(&mut s, &id, opts, observer.as_ref()).await
+                            engine::drive::drive(&mut s, &id, opts, observer.as_ref()).await
                         }
                         Err(e) => Err(e.into()),
                     };

@@ -6,6 +6,7 @@
 //! what a crashed attempt left running.
 
 pub mod context;
+pub mod drive;
 pub mod http;
 pub mod lease;
 pub mod output;

@@ -8,12 +8,11 @@
 //! interrupted.
 
 use super::context::{self, Context};
-use super::lease::{self, Heartbeat};
 use super::output::merge_patch;
 use super::procs;
 use super::redact::Redactor;
 use super::{AttemptResult, EngineError, Failure, Observer, http, shell};
-use crate::store::{self, AttemptEnd, Fence, StepRow, Store, StoreError};
+use crate::store::{self, AttemptEnd, Fence, StepRow, Store, Write};
 use crate::telemetry::{self, recorder};
 use crate::workflow::template::{self, Template};
 use crate::workflow::{
@@ -21,8 +20,7 @@ use crate::workflow::{
 };
 use chrono::{DateTime, Utc};
 use opentelemetry::KeyValue;
-use opentelemetry::trace::{Link, Status};
-use rusqlite::Connection;
+use opentelemetry::trace::Status;
 use serde_json::{Map, Value, json};
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
@@ -89,7 +87,7 @@ impl RunOutcome {
 
 /// Why running steps are being stopped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Stop {
+pub(super) enum Stop {
     /// SIGINT/SIGTERM to this process: attempts are `interrupted`, the instance stays resumable.
     Signal,
     /// `wf cancel`: attempts are `canceled`, compensations run.
@@ -98,421 +96,6 @@ enum Stop {
     Deadline,
     /// Another process took the instance over: stop everything, record nothing.
     Lost,
-}
-
-/// Drives instance `id` until it completes, fails, suspends or is interrupted
-/// (one run, closed by its final commit), then sends the spans it committed
-/// to the live exporters, if any are configured (never failing the run; see
-/// `telemetry::export`), and releases the instance.
-pub async fn drive(
-    store: &mut Store,
-    id: &str,
-    opts: RunOptions,
-    observer: &dyn Observer,
-) -> Result<RunOutcome, EngineError> {
-    recorder::install();
-    let ttl = lease::ttl().map_err(EngineError::Input)?;
-    let owner = lease::owner_name();
-    let inst = store::instance(store.conn(), id)?;
-    check_resumable(&inst, &opts)?;
-    let wf = match &opts.workflow {
-        Some(wf) if wf.hash == inst.definition_hash => wf.clone(),
-        _ => Arc::new(pinned_workflow(store, &inst)?),
-    };
-    super::check_secrets(&wf)?;
-
-    // Take the lease (raising the epoch: whoever held it can write no more),
-    // and see which attempts were left without an outcome.
-    let (fence, open) = {
-        let tx = store.write()?;
-        let fence = match lease::acquire(&tx, id, &owner, ttl)? {
-            Ok(fence) => fence,
-            Err(holder) => {
-                return Err(EngineError::Held {
-                    id: id.into(),
-                    holder,
-                });
-            }
-        };
-        // Again under the lease: another process may have finished it meanwhile.
-        check_resumable(&store::instance(&tx, id)?, &opts)?;
-        let open = store::open_attempts(&tx, id)?;
-        tx.commit()?;
-        (fence, open)
-    };
-    let (heartbeat, lost) = Heartbeat::start(store.path().to_path_buf(), fence.clone(), ttl);
-    // What those attempts left running on this host ends before anything
-    // starts again: two attempts of one step never run at once.
-    for a in &open {
-        if let Some(p) = &a.process {
-            let ended = procs::end_leftover(p, shell::KILL_GRACE).await;
-            if ended > 0 {
-                observer.message(&format!(
-                    "{}: ended {ended} process(es) left running by attempt {}",
-                    a.key, a.attempt
-                ));
-            }
-        }
-    }
-
-    // Recover whatever a dead (or stalled) predecessor left behind.
-    let prepared = (|| -> Result<_, EngineError> {
-        let tx = store.fenced(&fence)?;
-        // Sized for every step up front: growing a map of 10,000 rows by
-        // doubling briefly holds the old table and the new one.
-        let rows = store::steps(&tx, id)?;
-        let mut records: HashMap<String, StepRow> =
-            HashMap::with_capacity(rows.len().max(wf.steps.len()));
-        records.extend(rows.into_iter().map(|r| (r.key.clone(), r)));
-        recover_crashed(&tx, id, &wf, &open, &mut records)?;
-        for crashed in store::close_abandoned_runs(&tx, id)? {
-            if let Some((trace, span, parent, start)) = store::run_trace(&tx, id, crashed)? {
-                let links = store::run_trace(&tx, id, crashed - 1)?
-                    .and_then(|prev| recorder::span_context(&prev.0, &prev.1, false))
-                    .map(|sc| Link::new(sc, vec![KeyValue::new("workflow.run", crashed - 1)], 0))
-                    .into_iter()
-                    .collect();
-                recorder::rebuild(recorder::Rebuilt {
-                    trace_id: &trace,
-                    span_id: &span,
-                    parent: parent.as_deref(),
-                    name: format!("{}/workflow", wf.name),
-                    start_ns: start,
-                    attributes: vec![
-                        KeyValue::new("workflow.name", wf.name.clone()),
-                        KeyValue::new("workflow.instance.id", id.to_string()),
-                        KeyValue::new("workflow.run", crashed),
-                        KeyValue::new("workflow.outcome", "crashed"),
-                    ],
-                    links,
-                    error: "the process running this run died",
-                });
-                store_ended_spans(&tx, (&trace, id, crashed), None, &[])?;
-            }
-        }
-        let run = store::start_run(&tx, id)?;
-        // This run's trace: a child of the caller's TRACEPARENT, else a new trace.
-        let parent = opts
-            .traceparent
-            .as_deref()
-            .and_then(telemetry::parse_traceparent);
-        let root = tracing::info_span!(
-            parent: None,
-            "workflow",
-            otel.name = format!("{}/workflow", wf.name),
-            workflow.name = wf.name.as_str(),
-            workflow.instance.id = id,
-            workflow.run = run,
-        );
-        if let Some((trace_id, parent_span)) = &parent {
-            let _ = root.set_parent(recorder::parent_context(trace_id, parent_span, true));
-        }
-        if let Some(sc) = store::run_trace(&tx, id, run - 1)?
-            .and_then(|prev| recorder::span_context(&prev.0, &prev.1, false))
-        {
-            root.add_link_with_attributes(sc, vec![KeyValue::new("workflow.run", run - 1)]);
-        }
-        let (trace_id, root_id) = recorder::ids(&root);
-        let trace = (
-            trace_id,
-            root_id,
-            parent.map(|(_, span)| span),
-            telemetry::now_ns(),
-        );
-        store::set_run_trace(&tx, id, run, &trace)?;
-        if opts.retry_failed {
-            for rec in records.values_mut().filter(|r| r.status == "failed") {
-                rec.status = "pending".into();
-                rec.budget_base = rec.attempts;
-                rec.retry_at = None;
-                rec.finished_at = None;
-                store::put_step(&tx, id, rec)?;
-            }
-        }
-        let cancel = opts.cancel || store::cancel_requested(&tx, id)?;
-        store::set_instance_status(&tx, id, "running", None, None, None)?;
-        tx.commit()?;
-        Ok((run, records, (trace, root), cancel))
-    })();
-    let (run, mut records, trace, cancel) = match prepared {
-        Ok(p) => p,
-        Err(e) => return Err(lost_lease(id, e)),
-    };
-
-    if opts.fire_timers {
-        for rec in records.values_mut() {
-            if rec.retry_at.is_some() && matches!(rec.status.as_str(), "sleeping" | "retrying") {
-                rec.retry_at = Some(store::now());
-            }
-        }
-    }
-
-    let mut runner = Runner::new(
-        wf.clone(),
-        &inst,
-        run,
-        records,
-        opts,
-        observer,
-        trace,
-        (fence.clone(), lost),
-    );
-    if cancel {
-        runner.stop(Stop::Cancel);
-    }
-    observer.run_started(id, &wf.name, run, wf.steps.len());
-    let outcome = runner.main_loop(store).await;
-    if outcome.as_ref().err().and_then(fenced_holder).is_some() {
-        // Another process owns the instance now: stop our steps, write nothing.
-        runner.abandon().await;
-        return Err(lost_lease(
-            id,
-            outcome.err().unwrap_or_else(|| unreachable!()),
-        ));
-    }
-    let closed = close_run(store, &mut runner, outcome);
-    if let Err(e) = closed {
-        return Err(lost_lease(id, e));
-    }
-    // Still under the lease: no other process can export these spans meanwhile.
-    telemetry::export::export_instance(store, &fence).await;
-    drop(heartbeat);
-    let released = store.write().map_err(EngineError::from).and_then(|tx| {
-        store::release_lease(&tx, &fence)?;
-        tx.commit()?;
-        Ok(())
-    });
-    let outcome = closed?;
-    released?;
-    Ok(outcome)
-}
-
-/// The holder named by a refused (fenced) write.
-fn fenced_holder(e: &EngineError) -> Option<String> {
-    match e {
-        EngineError::Store(StoreError::Fenced { holder, .. }) => {
-            Some(holder.clone().unwrap_or_else(|| "another process".into()))
-        }
-        EngineError::LeaseLost { holder, .. } => Some(holder.clone()),
-        _ => None,
-    }
-}
-
-/// A refused write means another process took the instance over: say so,
-/// naming it (exit 5). Any other error passes through.
-fn lost_lease(id: &str, e: EngineError) -> EngineError {
-    match fenced_holder(&e) {
-        Some(holder) => EngineError::LeaseLost {
-            id: id.into(),
-            holder,
-        },
-        None => e,
-    }
-}
-
-/// Closes the run whatever happened, so history never shows a run in progress.
-fn close_run(
-    store: &mut Store,
-    runner: &mut Runner<'_>,
-    outcome: Result<RunOutcome, EngineError>,
-) -> Result<RunOutcome, EngineError> {
-    let (id, run) = (runner.id.clone(), runner.run);
-    let id = id.as_str();
-    let tx = store.fenced(&runner.fence)?;
-    let outcome = match outcome {
-        Ok(o) => o,
-        Err(e) => {
-            runner.write_root_span(&tx, "failed", Some(&e.to_string()))?;
-            store::finish_run(&tx, id, run, "failed")?;
-            tx.commit()?;
-            return Err(e);
-        }
-    };
-    let failure = match &outcome {
-        RunOutcome::Failed(reason) => Some(reason.as_str()),
-        _ => None,
-    };
-    match &outcome {
-        RunOutcome::Failed(_) => runner.abandon_retries(&tx, "failed", "the workflow failed")?,
-        RunOutcome::Canceled => {
-            runner.abandon_retries(&tx, "canceled", "the instance was canceled")?
-        }
-        _ => {}
-    }
-    runner.write_root_span(&tx, outcome.as_str(), failure)?;
-    let (status, wake, event, error) = match &outcome {
-        RunOutcome::Completed => ("completed", None, None, None),
-        RunOutcome::Failed(reason) => ("failed", None, None, Some(reason.clone())),
-        RunOutcome::Sleeping(wake) => ("sleeping", Some(wake.clone()), None, None),
-        RunOutcome::Waiting(event) => (
-            "waiting",
-            runner.next_wake().map(store::fmt_time),
-            Some(event.clone()),
-            None,
-        ),
-        RunOutcome::Canceled => ("canceled", None, None, None),
-        // Left `running` without a lease: `wf list` shows it as interrupted, `wf resume` continues it.
-        RunOutcome::Interrupted => ("running", None, None, None),
-    };
-    store::set_instance_status(
-        &tx,
-        id,
-        status,
-        wake.as_deref(),
-        event.as_deref(),
-        error.as_deref(),
-    )?;
-    store::finish_run(&tx, id, run, outcome.as_str())?;
-    tx.commit()?;
-    Ok(outcome)
-}
-
-/// Stores the spans of `(trace id, instance, run)` that ended since the last
-/// call, masking secrets with `redactor`, except those in `skip`.
-fn store_ended_spans(
-    c: &Connection,
-    (trace_id, instance, run): (&str, &str, i64),
-    redactor: Option<&Redactor>,
-    skip: &[String],
-) -> Result<(), EngineError> {
-    for span in recorder::take(trace_id, instance) {
-        let mut row = recorder::row(&span, run);
-        if skip.contains(&row.span_id) {
-            continue;
-        }
-        if let Some(r) = redactor.filter(|r| !r.is_empty()) {
-            r.value(&mut row.attributes);
-            row.status_message = row.status_message.map(|m| r.text(m.as_str()));
-        }
-        store::insert_span(c, &row)?;
-    }
-    Ok(())
-}
-
-/// The instance's pinned definition: its compiled form when this version of
-/// wf wrote it for exactly this text, else the pinned YAML parsed again.
-pub fn pinned_workflow(store: &Store, inst: &store::InstanceRow) -> Result<Workflow, EngineError> {
-    if let Some(compiled) = store::definition_compiled(store.conn(), &inst.definition_hash)?
-        && let Some(wf) = Workflow::from_compiled(&compiled, &inst.definition)
-        && wf.hash == inst.definition_hash
-    {
-        return Ok(wf);
-    }
-    Ok(Workflow::from_pinned(
-        &inst.definition,
-        &format!("{} (pinned definition of {})", inst.workflow_path, inst.id),
-    )?)
-}
-
-/// Whether `inst` may be driven with `opts` (completed and canceled instances
-/// never; failed ones only with `--retry-failed`).
-fn check_resumable(inst: &store::InstanceRow, opts: &RunOptions) -> Result<(), EngineError> {
-    let id = &inst.id;
-    match inst.status.as_str() {
-        "completed" => Err(EngineError::NotResumable(format!(
-            "instance {id} already completed"
-        ))),
-        "canceled" => Err(EngineError::NotResumable(format!(
-            "instance {id} was canceled; it cannot be resumed"
-        ))),
-        "failed" if opts.cancel => Err(EngineError::NotResumable(format!(
-            "instance {id} already failed; there is nothing to cancel"
-        ))),
-        "failed" if !opts.retry_failed => Err(EngineError::NotResumable(format!(
-            "instance {id} failed{}; resume it with --retry-failed to give failed steps a fresh attempt budget",
-            inst.error
-                .as_deref()
-                .map(|e| format!(" ({e})"))
-                .unwrap_or_default()
-        ))),
-        _ => Ok(()),
-    }
-}
-
-/// Attempts that never got an outcome belong to a process that died: mark them
-/// `crashed` (they count towards `max_attempts`) and decide their unit's fate.
-fn recover_crashed(
-    c: &Connection,
-    id: &str,
-    wf: &Workflow,
-    open: &[store::OpenAttempt],
-    records: &mut HashMap<String, StepRow>,
-) -> Result<(), EngineError> {
-    let message = "the process running this attempt died before it finished";
-    for store::OpenAttempt { key, attempt, .. } in open {
-        let (key, attempt) = (key.clone(), *attempt);
-        let end = AttemptEnd {
-            outcome: "crashed".into(),
-            error_type: Some("crashed".into()),
-            error_message: Some(message.into()),
-            finished_at: store::now(),
-            ..AttemptEnd::default()
-        };
-        store::finish_attempt(c, id, &key, attempt, &end)?;
-        if let Some((span_id, start_ns, run)) = store::attempt_span(c, id, &key, attempt)?
-            && let Some((trace, root, _, _)) = store::run_trace(c, id, run)?
-        {
-            recorder::rebuild(recorder::Rebuilt {
-                trace_id: &trace,
-                span_id: &span_id,
-                parent: Some(&root),
-                name: format!("{}/{key}", wf.name),
-                start_ns,
-                attributes: vec![
-                    KeyValue::new("workflow.name", wf.name.clone()),
-                    KeyValue::new("workflow.instance.id", id.to_string()),
-                    KeyValue::new("workflow.step.id", key.clone()),
-                    KeyValue::new("workflow.step.attempt", attempt),
-                    KeyValue::new("workflow.step.outcome", "crashed"),
-                    KeyValue::new("error.type", "crashed"),
-                ],
-                links: Vec::new(),
-                error: message,
-            });
-            store_ended_spans(c, (&trace, id, run), None, &[])?;
-        }
-        let Some(rec) = records.get_mut(&key) else {
-            continue;
-        };
-        let Some(step) = wf.step(&rec.step_id) else {
-            continue;
-        };
-        let retry = if key.ends_with(COMPENSATE_SUFFIX) {
-            step.compensate
-                .as_ref()
-                .map(|c| &c.retry)
-                .unwrap_or(&step.retry)
-        } else {
-            &step.retry
-        };
-        rec.outcome = Some("crashed".into());
-        rec.error_type = Some("crashed".into());
-        rec.error_message = end.error_message.clone();
-        let used = budget_used(c, id, &key, rec.budget_base)?;
-        if used >= retry.max_attempts as i64 || !retry.is_retryable("crashed") {
-            rec.status = "failed".into();
-            rec.finished_at = Some(end.finished_at.clone());
-            rec.error_message = Some(format!(
-                "{message} ({used} of {} attempt(s) used; `wf resume {id} --retry-failed` gives it another)",
-                retry.max_attempts
-            ));
-        } else {
-            rec.status = "retrying".into();
-            rec.retry_at = None;
-        }
-        store::put_step(c, id, rec)?;
-    }
-    Ok(())
-}
-
-/// Attempts that count towards a unit's `max_attempts`.
-fn budget_used(c: &Connection, id: &str, key: &str, base: i64) -> Result<i64, EngineError> {
-    Ok(c.query_row(
-        "SELECT COUNT(*) FROM attempts WHERE instance_id=?1 AND step_key=?2 AND attempt>?3 \
-         AND (outcome IS NULL OR outcome NOT IN ('interrupted', 'canceled'))",
-        rusqlite::params![id, key, base],
-        |r| r.get(0),
-    )?)
 }
 
 /// How often a run looks for a cancel request or an awaited event while it
@@ -567,7 +150,7 @@ async fn lost(rx: &mut watch::Receiver<Option<String>>) -> String {
 const MAX_SETTLED_PER_COMMIT: usize = 500;
 
 /// Key suffix of a step's compensation unit.
-const COMPENSATE_SUFFIX: &str = ":compensate";
+pub(super) const COMPENSATE_SUFFIX: &str = ":compensate";
 
 /// One schedulable thing: a step, one item of a `for_each` step, or the
 /// compensation of a completed step (or item).
@@ -655,10 +238,10 @@ struct Done {
     result: AttemptResult,
 }
 
-struct Runner<'o> {
+pub(super) struct Runner<'o> {
     wf: Arc<Workflow>,
-    id: String,
-    run: i64,
+    pub(super) id: String,
+    pub(super) run: i64,
     base_dir: PathBuf,
     opts: RunOptions,
     observer: &'o dyn Observer,
@@ -698,26 +281,53 @@ struct Runner<'o> {
     /// Attempts whose success the next commit makes durable (for `wf.sqlite.commit`).
     committing: Vec<String>,
     /// This run's claim on the instance: every write checks it.
-    fence: Fence,
+    pub(super) fence: Fence,
     /// The heartbeat's word that another process took the instance over.
     lost: watch::Receiver<Option<String>>,
     /// Process groups started since the last time they were recorded.
     started_groups: Vec<(String, i64, store::ProcessTag)>,
+    /// What the run decided since its last commit, applied at the next one.
+    pub(super) writes: Vec<Write>,
+    /// Per unit key, its attempts that do not count towards `max_attempts`.
+    uncounted: HashMap<String, Vec<i64>>,
+    /// Delivered events no step has taken yet, and the last one seen.
+    events: Vec<store::EventRow>,
+    last_event: i64,
+}
+
+/// What a run starts from (see `drive`).
+pub(super) struct RunStart<'o> {
+    pub wf: Arc<Workflow>,
+    pub inst: store::InstanceRow,
+    pub run: i64,
+    pub records: HashMap<String, StepRow>,
+    pub opts: RunOptions,
+    pub observer: &'o dyn Observer,
+    pub trace: store::RunTrace,
+    pub root: tracing::Span,
+    pub fence: Fence,
+    pub lost: watch::Receiver<Option<String>>,
+    pub uncounted: HashMap<String, Vec<i64>>,
+    pub events: Vec<store::EventRow>,
 }
 
 impl<'o> Runner<'o> {
-    // One value per thing a run starts from; grouping them would only rename them.
-    #[allow(clippy::too_many_arguments)]
-    fn new(
-        wf: Arc<Workflow>,
-        inst: &store::InstanceRow,
-        run: i64,
-        records: HashMap<String, StepRow>,
-        opts: RunOptions,
-        observer: &'o dyn Observer,
-        (trace, root): (store::RunTrace, tracing::Span),
-        (fence, lost): (Fence, watch::Receiver<Option<String>>),
-    ) -> Runner<'o> {
+    pub(super) fn new(start: RunStart<'o>) -> Runner<'o> {
+        let RunStart {
+            wf,
+            inst,
+            run,
+            records,
+            opts,
+            observer,
+            trace,
+            root,
+            fence,
+            lost,
+            uncounted,
+            events,
+        } = start;
+        let inst = &inst;
         let secrets = context::secret_values(&wf.secrets);
         let redactor = Redactor::for_secrets(&wf.secrets);
         let mut ctx = Context::new(&inst.id, &wf.name, run, &inst.inputs, secrets);
@@ -801,6 +411,10 @@ impl<'o> Runner<'o> {
             fence,
             lost,
             started_groups: Vec::new(),
+            writes: Vec::new(),
+            uncounted,
+            events,
+            last_event: 0,
         };
         runner.frontier = (0..runner.wf.steps.len())
             .filter(|&i| runner.deps_satisfied(i) && !runner.ended(i))
@@ -808,7 +422,7 @@ impl<'o> Runner<'o> {
         runner
     }
 
-    async fn main_loop(&mut self, store: &mut Store) -> Result<RunOutcome, EngineError> {
+    pub(super) async fn main_loop(&mut self, store: &mut Store) -> Result<RunOutcome, EngineError> {
         let replayed = self
             .records
             .values()
@@ -828,10 +442,9 @@ impl<'o> Runner<'o> {
             let mut spawns = Vec::new();
             let mut more_now = false;
             {
-                let tx = store.fenced(&self.fence)?;
-                self.flush_spans(&tx, &[])?;
+                self.flush_spans(&[])?;
                 for d in done.drain(..) {
-                    self.settle(&tx, d)?;
+                    self.settle(d)?;
                 }
                 if self.stop != Some(Stop::Signal) {
                     let mut settled_in_tx = 0;
@@ -841,7 +454,7 @@ impl<'o> Runner<'o> {
                             if self.running.len() >= self.wf.concurrency {
                                 break;
                             }
-                            match self.start(&tx, &unit)? {
+                            match self.start(&unit)? {
                                 Started::Spawn(job, attempt) => {
                                     // Counted as running from now on, so no later pass starts it again.
                                     let key = unit.key(&self.wf);
@@ -872,10 +485,11 @@ impl<'o> Runner<'o> {
                     }
                 }
                 if std::mem::take(&mut self.state_dirty) {
-                    store::set_state(&tx, &self.id, &self.state)?;
+                    self.writes.push(Write::State(self.state.clone()));
                 }
                 let commit_spans = self.commit_spans();
-                tx.commit()?;
+                let writes = std::mem::take(&mut self.writes);
+                store.commit(&self.fence, &writes)?;
                 drop(commit_spans);
             }
             for (unit, job, attempt) in spawns {
@@ -948,6 +562,9 @@ impl<'o> Runner<'o> {
     /// Looks for what other processes asked of this run: a cancel request (it
     /// starts canceling) or an awaited event (true: a waiting step can go on).
     fn poll_external(&mut self, store: &Store) -> Result<bool, EngineError> {
+        if self.stop.is_none() && store::cancel_requested(store.conn(), &self.id)? {
+            self.stop(Stop::Cancel);
+        }
         let awaited: Vec<&str> = self
             .records
             .values()
@@ -957,10 +574,22 @@ impl<'o> Runner<'o> {
                 _ => None,
             })
             .collect();
-        let (cancel, arrived) = store::pending_signals(store.conn(), &self.id, &awaited)?;
-        if cancel && self.stop.is_none() {
-            self.stop(Stop::Cancel);
+        if awaited.is_empty() {
+            return Ok(false);
         }
+        let after = self
+            .events
+            .iter()
+            .map(|e| e.id)
+            .max()
+            .unwrap_or(0)
+            .max(self.last_event);
+        let new = store::events_after(store.conn(), &self.id, after)?;
+        let arrived = new.iter().any(|e| awaited.contains(&e.name.as_str()));
+        if let Some(last) = new.last() {
+            self.last_event = last.id;
+        }
+        self.events.extend(new);
         Ok(arrived)
     }
 
@@ -971,14 +600,11 @@ impl<'o> Runner<'o> {
         if self.started_groups.is_empty() {
             return Ok(());
         }
-        let groups = std::mem::take(&mut self.started_groups);
-        let id = self.id.clone();
-        store.fenced_unsynced(&self.fence, |c| {
-            for (key, attempt, tag) in &groups {
-                store::set_attempt_process(c, &id, key, *attempt, tag)?;
-            }
-            Ok(())
-        })?;
+        let writes: Vec<Write> = std::mem::take(&mut self.started_groups)
+            .into_iter()
+            .map(|(key, attempt, tag)| Write::AttemptProcess { key, attempt, tag })
+            .collect();
+        store.commit_unsynced(&self.fence, &writes)?;
         Ok(())
     }
 
@@ -992,14 +618,14 @@ impl<'o> Runner<'o> {
 
     /// Stops every step still running and waits for them to end, keeping
     /// nothing they report: another process owns the instance now.
-    async fn abandon(&mut self) {
+    pub(super) async fn abandon(&mut self) {
         self.stop(Stop::Lost);
         let _ = self.interrupt_tx.send(true);
         while self.tasks.join_next().await.is_some() {}
     }
 
     /// Stops running units for `why`; a signal outranks everything.
-    fn stop(&mut self, why: Stop) {
+    pub(super) fn stop(&mut self, why: Stop) {
         if why == Stop::Lost {
             self.stop = Some(why);
             return;
@@ -1244,9 +870,11 @@ impl<'o> Runner<'o> {
 
     /// Stores the spans of this run that ended since the last call (masking
     /// secrets), except those in `skip`.
-    fn flush_spans(&self, c: &Connection, skip: &[String]) -> Result<(), EngineError> {
+    fn flush_spans(&mut self, skip: &[String]) -> Result<(), EngineError> {
         let run = (self.trace.0.as_str(), self.id.as_str(), self.run);
-        store_ended_spans(c, run, Some(&self.redactor), skip)
+        let spans = super::drive::ended_spans(run, Some(&self.redactor), skip);
+        self.writes.extend(spans);
+        Ok(())
     }
 
     /// A `wf.sqlite.commit` span under each attempt the coming commit makes
@@ -1270,9 +898,8 @@ impl<'o> Runner<'o> {
     }
 
     /// Ends the run's root span and stores it with whatever spans are pending.
-    fn write_root_span(
+    pub(super) fn write_root_span(
         &mut self,
-        c: &Connection,
         outcome: &str,
         error: Option<&str>,
     ) -> Result<(), EngineError> {
@@ -1289,7 +916,7 @@ impl<'o> Runner<'o> {
             .map(|(_, (_, span_id, _))| span_id)
             .collect();
         drop(std::mem::replace(&mut self.root, tracing::Span::none()));
-        self.flush_spans(c, &open)
+        self.flush_spans(&open)
     }
 
     /// A new span for an attempt of `key` (or its skip), child of the root.
@@ -1314,7 +941,6 @@ impl<'o> Runner<'o> {
     /// what it did (its process or HTTP call) beneath it.
     fn write_attempt_span(
         &mut self,
-        c: &Connection,
         key: &str,
         attempt: i64,
         outcome: &str,
@@ -1335,19 +961,14 @@ impl<'o> Runner<'o> {
             span.set_status(Status::error(f.message.clone()));
         }
         drop(span);
-        self.flush_spans(c, &[])?;
+        self.flush_spans(&[])?;
         Ok(span_id)
     }
 
     /// Steps still waiting for a retry when the instance fails or is
     /// canceled will not get it: they end as `status`, their last error kept.
     /// (`wf resume --retry-failed` gives a failed one a fresh budget.)
-    fn abandon_retries(
-        &mut self,
-        c: &Connection,
-        status: &str,
-        why: &str,
-    ) -> Result<(), EngineError> {
+    pub(super) fn abandon_retries(&mut self, status: &str, why: &str) -> Result<(), EngineError> {
         let now = store::now();
         for rec in self.records.values_mut().filter(|r| r.status == "retrying") {
             rec.status = status.into();
@@ -1357,7 +978,7 @@ impl<'o> Runner<'o> {
                 Some(m) => format!("{m} (not retried: {why})"),
                 None => format!("not retried: {why}"),
             });
-            store::put_step(c, &self.id, rec)?;
+            self.writes.push(Write::Step(Box::new(rec.clone())));
         }
         Ok(())
     }
@@ -1404,13 +1025,25 @@ impl<'o> Runner<'o> {
 
     /// The earliest time something becomes due: a retry, a sleep, an event
     /// timeout, or the workflow's deadline.
-    fn next_wake(&self) -> Option<DateTime<Utc>> {
+    pub(super) fn next_wake(&self) -> Option<DateTime<Utc>> {
         self.records
             .values()
             .filter(|r| matches!(r.status.as_str(), "retrying" | "sleeping" | "waiting"))
             .filter_map(|r| r.retry_at.as_deref().and_then(store::parse_time))
             .chain(self.deadline.filter(|_| self.stop.is_none()))
             .min()
+    }
+
+    /// Attempts that count towards `key`'s `max_attempts` since `base`
+    /// (every recorded one but the interrupted and canceled; the one in
+    /// flight included).
+    fn budget_used(&self, key: &str, base: i64) -> i64 {
+        let recorded = self.records.get(key).map_or(0, |r| r.attempts);
+        let uncounted = self
+            .uncounted
+            .get(key)
+            .map_or(0, |a| a.iter().filter(|&&n| n > base).count() as i64);
+        recorded - base - uncounted
     }
 
     /// The earliest timer the run may wait for inline: a retry, a sleep, or
@@ -1433,9 +1066,9 @@ impl<'o> Runner<'o> {
             .or_insert_with(|| StepRow::pending(&key, &step_id))
     }
 
-    fn put(&mut self, c: &Connection, unit: &Unit) -> Result<(), EngineError> {
+    fn put(&mut self, unit: &Unit) -> Result<(), EngineError> {
         let rec = self.record(unit).clone();
-        store::put_step(c, &self.id, &rec)?;
+        self.writes.push(Write::Step(Box::new(rec)));
         Ok(())
     }
 
@@ -1472,7 +1105,7 @@ impl<'o> Runner<'o> {
 
     /// Starts `unit`: evaluates `if`, expands a `for_each`, then records an
     /// attempt and renders its job, or settles it at once when it needs no process.
-    fn start(&mut self, c: &Connection, unit: &Unit) -> Result<Started, EngineError> {
+    fn start(&mut self, unit: &Unit) -> Result<Started, EngineError> {
         let wf = self.wf.clone();
         let step = &wf.steps[unit.idx];
         self.enter(unit, None);
@@ -1486,72 +1119,61 @@ impl<'o> Runner<'o> {
                 match self.eval_condition(cond) {
                     Ok(true) => {}
                     Ok(false) => {
-                        self.skip(c, unit)?;
+                        self.skip(unit)?;
                         return Ok(Started::Settled);
                     }
                     Err(e) => {
                         let f = Failure::new("expression", format!("`if`: {e}"));
-                        self.fail_now(c, unit, f)?;
+                        self.fail_now(unit, f)?;
                         return Ok(Started::Settled);
                     }
                 }
             }
             if let Some(list) = &step.for_each {
-                return self.fan_out(c, unit, list);
+                return self.fan_out(unit, list);
             }
         }
 
         let exec = exec_of(step, unit);
         match exec.action {
             Action::Noop => {
-                let attempt = self.begin_attempt(c, unit, true)?;
-                self.settle_result(
-                    c,
-                    unit,
-                    attempt,
-                    ok(Value::Object(Map::new())),
-                    Duration::ZERO,
-                )?;
+                let attempt = self.begin_attempt(unit, true)?;
+                self.settle_result(unit, attempt, ok(Value::Object(Map::new())), Duration::ZERO)?;
                 Ok(Started::Settled)
             }
-            Action::Sleep(spec) => self.start_sleep(c, unit, spec),
-            Action::WaitForEvent { name, timeout } => self.start_wait(c, unit, name, *timeout),
+            Action::Sleep(spec) => self.start_sleep(unit, spec),
+            Action::WaitForEvent { name, timeout } => self.start_wait(unit, name, *timeout),
             Action::Run(cmd) => {
                 self.open_attempt_span(unit);
                 let job = self.render_shell(unit, &exec, cmd);
-                self.launch(c, unit, job.map(Job::Shell))
+                self.launch(unit, job.map(Job::Shell))
             }
             Action::Http(spec) => {
                 self.open_attempt_span(unit);
                 let job = self.render_http(unit, &exec, spec);
-                self.launch(c, unit, job.map(Job::Http))
+                self.launch(unit, job.map(Job::Http))
             }
         }
     }
 
-    fn launch(
-        &mut self,
-        c: &Connection,
-        unit: &Unit,
-        job: Result<Job, Failure>,
-    ) -> Result<Started, EngineError> {
-        let attempt = self.begin_attempt(c, unit, false)?;
+    fn launch(&mut self, unit: &Unit, job: Result<Job, Failure>) -> Result<Started, EngineError> {
+        let attempt = self.begin_attempt(unit, false)?;
         match job {
             Ok(job) => Ok(Started::Spawn(job, attempt)),
             Err(f) => {
-                self.settle_result(c, unit, attempt, AttemptResult::failed(f), Duration::ZERO)?;
+                self.settle_result(unit, attempt, AttemptResult::failed(f), Duration::ZERO)?;
                 Ok(Started::Settled)
             }
         }
     }
 
     /// Fails `unit` without running anything (its inputs could not be evaluated).
-    fn fail_now(&mut self, c: &Connection, unit: &Unit, f: Failure) -> Result<(), EngineError> {
-        let attempt = self.begin_attempt(c, unit, true)?;
-        self.settle_result(c, unit, attempt, AttemptResult::failed(f), Duration::ZERO)
+    fn fail_now(&mut self, unit: &Unit, f: Failure) -> Result<(), EngineError> {
+        let attempt = self.begin_attempt(unit, true)?;
+        self.settle_result(unit, attempt, AttemptResult::failed(f), Duration::ZERO)
     }
 
-    fn skip(&mut self, c: &Connection, unit: &Unit) -> Result<(), EngineError> {
+    fn skip(&mut self, unit: &Unit) -> Result<(), EngineError> {
         let now = store::now();
         let key = unit.key(&self.wf);
         let rec = self.record(unit);
@@ -1559,24 +1181,19 @@ impl<'o> Runner<'o> {
         rec.outcome = Some("skipped".into());
         rec.started_at = Some(now.clone());
         rec.finished_at = Some(now);
-        self.put(c, unit)?;
+        self.put(unit)?;
         self.ctx.set_step_result(&key, "skipped", &Value::Null);
         let span = self.attempt_span(&key);
         span.set_attribute("workflow.step.outcome", "skipped");
         drop(span);
-        self.flush_spans(c, &[])?;
+        self.flush_spans(&[])?;
         self.observer.step_skipped(&key);
         Ok(())
     }
 
     /// Pins a `for_each` step's list (first time) or, once every item ended,
     /// settles the step with the list of item outputs.
-    fn fan_out(
-        &mut self,
-        c: &Connection,
-        unit: &Unit,
-        list: &Value,
-    ) -> Result<Started, EngineError> {
+    fn fan_out(&mut self, unit: &Unit, list: &Value) -> Result<Started, EngineError> {
         let step = &self.wf.clone().steps[unit.idx];
         let items = self.record(unit).items.clone();
         let Some(items) = items.as_array().cloned() else {
@@ -1599,15 +1216,11 @@ impl<'o> Runner<'o> {
                     };
                     let f =
                         Failure::new("expression", format!("`for_each` gave {kind}, not a list"));
-                    self.fail_now(c, unit, f)?;
+                    self.fail_now(unit, f)?;
                     return Ok(Started::Settled);
                 }
                 Err(e) => {
-                    self.fail_now(
-                        c,
-                        unit,
-                        Failure::new("expression", format!("`for_each`: {e}")),
-                    )?;
+                    self.fail_now(unit, Failure::new("expression", format!("`for_each`: {e}")))?;
                     return Ok(Started::Settled);
                 }
             };
@@ -1620,7 +1233,7 @@ impl<'o> Runner<'o> {
             rec.items = Value::Array(items);
             rec.status = "running".into();
             rec.started_at = Some(now);
-            self.put(c, unit)?;
+            self.put(unit)?;
             return Ok(Started::Settled);
         };
         // Every item has ended (the scheduler only offers the step itself then).
@@ -1661,7 +1274,7 @@ impl<'o> Runner<'o> {
         }
         let status = rec.status.clone();
         let output = rec.output.clone();
-        self.put(c, unit)?;
+        self.put(unit)?;
         self.ctx.set_step_result(&step.id, &status, &output);
         self.observer.fan_out_finished(&step.id, items.len());
         if let Some((key, r)) = failed_item
@@ -1710,16 +1323,10 @@ impl<'o> Runner<'o> {
     ///
     /// `settles_now`: the attempt ends within this same transaction (no process),
     /// so the step row is written once, by the settle, instead of twice.
-    fn begin_attempt(
-        &mut self,
-        c: &Connection,
-        unit: &Unit,
-        settles_now: bool,
-    ) -> Result<i64, EngineError> {
+    fn begin_attempt(&mut self, unit: &Unit, settles_now: bool) -> Result<i64, EngineError> {
         let (span_id, start_ns) = self.open_attempt_span(unit);
         let now = store::now();
         let run = self.run;
-        let id = self.id.clone();
         let key = unit.key(&self.wf);
         let rec = self.record(unit);
         rec.attempts += 1;
@@ -1729,28 +1336,22 @@ impl<'o> Runner<'o> {
             rec.started_at = Some(now.clone());
         }
         let attempt = rec.attempts;
-        let new = store::NewAttempt {
-            key: &key,
+        self.writes.push(Write::StartAttempt {
+            key: key.clone(),
             attempt,
             run,
-            started_at: &now,
-            span_id: &span_id,
+            started_at: now,
+            span_id,
             started_ns: start_ns,
-        };
-        store::insert_attempt(c, &id, &new)?;
+        });
         if !settles_now {
-            self.put(c, unit)?;
+            self.put(unit)?;
         }
         self.observer.step_started(&key, attempt);
         Ok(attempt)
     }
 
-    fn start_sleep(
-        &mut self,
-        c: &Connection,
-        unit: &Unit,
-        spec: &SleepSpec,
-    ) -> Result<Started, EngineError> {
+    fn start_sleep(&mut self, unit: &Unit, spec: &SleepSpec) -> Result<Started, EngineError> {
         let existing = self.record(unit).retry_at.clone();
         let wake = match existing.as_deref().and_then(store::parse_time) {
             Some(t) => t,
@@ -1768,7 +1369,7 @@ impl<'o> Runner<'o> {
                                     Ok(s) => format!("`sleep.until` `{s}` is not an RFC 3339 time"),
                                     Err(e) => format!("`sleep.until`: {e}"),
                                 };
-                                self.fail_now(c, unit, Failure::new("expression", msg))?;
+                                self.fail_now(unit, Failure::new("expression", msg))?;
                                 return Ok(Started::Settled);
                             }
                         }
@@ -1778,14 +1379,14 @@ impl<'o> Runner<'o> {
                 rec.status = "sleeping".into();
                 rec.started_at = Some(store::now());
                 rec.retry_at = Some(store::fmt_time(wake));
-                self.put(c, unit)?;
+                self.put(unit)?;
                 wake
             }
         };
         if wake <= Utc::now() {
-            let attempt = self.begin_attempt(c, unit, true)?;
+            let attempt = self.begin_attempt(unit, true)?;
             let out = json!({ "slept_until": store::fmt_time(wake) });
-            self.settle_result(c, unit, attempt, ok(out), Duration::ZERO)?;
+            self.settle_result(unit, attempt, ok(out), Duration::ZERO)?;
             Ok(Started::Settled)
         } else {
             Ok(Started::Blocked)
@@ -1794,25 +1395,23 @@ impl<'o> Runner<'o> {
 
     fn start_wait(
         &mut self,
-        c: &Connection,
         unit: &Unit,
         name: &str,
         timeout: Option<Duration>,
     ) -> Result<Started, EngineError> {
         let key = unit.key(&self.wf);
-        let event: Option<(i64, String, Option<String>)> = c
-            .query_row(
-                "SELECT id, payload, traceparent FROM events WHERE instance_id=?1 AND name=?2 \
-                 AND consumed_by IS NULL ORDER BY id LIMIT 1",
-                rusqlite::params![self.id, name],
-                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
-            )
-            .ok();
-        if let Some((event_id, payload, traceparent)) = event {
-            c.execute(
-                "UPDATE events SET consumed_by=?2 WHERE id=?1",
-                rusqlite::params![event_id, key],
-            )?;
+        // Delivered events are known from the run's start and each poll.
+        if let Some(at) = self.events.iter().position(|e| e.name == name) {
+            let store::EventRow {
+                id: event_id,
+                payload,
+                traceparent,
+                ..
+            } = self.events.remove(at);
+            self.writes.push(Write::TakeEvent {
+                event: event_id,
+                key: key.clone(),
+            });
             // The run an event wakes links to the context it was sent under.
             if let Some(sc) = traceparent
                 .as_deref()
@@ -1824,10 +1423,10 @@ impl<'o> Runner<'o> {
                     vec![KeyValue::new("wf.event.name", name.to_string())],
                 );
             }
-            let attempt = self.begin_attempt(c, unit, true)?;
+            let attempt = self.begin_attempt(unit, true)?;
             let data = serde_json::from_str::<Value>(&payload).unwrap_or(Value::Null);
             let out = json!({ "event": name, "json": data, "body": payload });
-            self.settle_result(c, unit, attempt, ok(out), Duration::ZERO)?;
+            self.settle_result(unit, attempt, ok(out), Duration::ZERO)?;
             return Ok(Started::Settled);
         }
         let rec = self.record(unit);
@@ -1837,7 +1436,7 @@ impl<'o> Runner<'o> {
             rec.retry_at = timeout.map(|t| {
                 store::fmt_time(Utc::now() + chrono::Duration::from_std(t).unwrap_or_default())
             });
-            self.put(c, unit)?;
+            self.put(unit)?;
             return Ok(Started::Blocked);
         }
         if let Some(deadline) = rec.retry_at.as_deref().and_then(store::parse_time)
@@ -1847,7 +1446,7 @@ impl<'o> Runner<'o> {
                 "timeout",
                 format!("no `{name}` event arrived before the timeout"),
             );
-            self.fail_now(c, unit, f)?;
+            self.fail_now(unit, f)?;
             return Ok(Started::Settled);
         }
         Ok(Started::Blocked)
@@ -2088,7 +1687,7 @@ impl<'o> Runner<'o> {
         }
     }
 
-    fn settle(&mut self, c: &Connection, d: Done) -> Result<(), EngineError> {
+    fn settle(&mut self, d: Done) -> Result<(), EngineError> {
         let key = d.unit.key(&self.wf);
         self.running.remove(&key);
         self.enter(&d.unit, Some(d.attempt));
@@ -2096,14 +1695,13 @@ impl<'o> Runner<'o> {
             self.ctx.set("state", state);
             self.ctx_state_current = false;
         }
-        self.settle_result(c, &d.unit, d.attempt, d.result, d.elapsed)
+        self.settle_result(&d.unit, d.attempt, d.result, d.elapsed)
     }
 
     /// Commits an attempt's result: on success output, state patch and outcome
     /// together; on failure only the attempt record, and the retry decision.
     fn settle_result(
         &mut self,
-        c: &Connection,
         unit: &Unit,
         attempt: i64,
         mut result: AttemptResult,
@@ -2145,7 +1743,6 @@ impl<'o> Runner<'o> {
             }
         }
 
-        let id = self.id.clone();
         let mut end = AttemptEnd {
             outcome: String::new(),
             exit_code: result.exit_code.map(i64::from),
@@ -2159,7 +1756,11 @@ impl<'o> Runner<'o> {
         match result.outcome {
             Ok(output) => {
                 end.outcome = "ok".into();
-                store::finish_attempt(c, &id, &key, attempt, &end)?;
+                self.writes.push(Write::EndAttempt {
+                    key: key.clone(),
+                    attempt,
+                    end: std::mem::take(&mut end),
+                });
                 self.seq += 1;
                 let seq = self.seq;
                 let rec = self.record(unit);
@@ -2172,7 +1773,7 @@ impl<'o> Runner<'o> {
                 rec.retry_at = None;
                 rec.seq = Some(seq);
                 let output = rec.output.clone();
-                self.put(c, unit)?;
+                self.put(unit)?;
                 if let Some(s) = new_state {
                     // Written once, just before this transaction commits.
                     self.state = s;
@@ -2182,37 +1783,47 @@ impl<'o> Runner<'o> {
                 if unit.item.is_none() && !unit.compensation {
                     self.ctx.set_step_result(&key, "completed", &output);
                 }
-                let span = self.write_attempt_span(c, &key, attempt, "ok", None)?;
+                let span = self.write_attempt_span(&key, attempt, "ok", None)?;
                 self.committing.push(span);
                 self.observer
                     .step_finished(&key, attempt, "ok", None, elapsed);
             }
             Err(failure) if stopped == Some(Stop::Signal) => {
+                self.uncounted.entry(key.clone()).or_default().push(attempt);
                 end.outcome = "interrupted".into();
                 end.error_type = Some("interrupted".into());
                 end.error_message = Some(failure.message.clone());
-                store::finish_attempt(c, &id, &key, attempt, &end)?;
+                self.writes.push(Write::EndAttempt {
+                    key: key.clone(),
+                    attempt,
+                    end: std::mem::take(&mut end),
+                });
                 let rec = self.record(unit);
                 rec.status = "pending".into();
                 rec.outcome = Some("interrupted".into());
-                self.put(c, unit)?;
-                self.write_attempt_span(c, &key, attempt, "interrupted", Some(&failure))?;
+                self.put(unit)?;
+                self.write_attempt_span(&key, attempt, "interrupted", Some(&failure))?;
                 self.observer
                     .step_finished(&key, attempt, "interrupted", Some(&failure), elapsed);
             }
             Err(_) if stopped == Some(Stop::Cancel) => {
+                self.uncounted.entry(key.clone()).or_default().push(attempt);
                 let failure = Failure::new("canceled", "the instance was canceled".into());
                 end.outcome = "canceled".into();
                 end.error_type = Some(failure.error_type.clone());
                 end.error_message = Some(failure.message.clone());
-                store::finish_attempt(c, &id, &key, attempt, &end)?;
+                self.writes.push(Write::EndAttempt {
+                    key: key.clone(),
+                    attempt,
+                    end: std::mem::take(&mut end),
+                });
                 let rec = self.record(unit);
                 rec.status = "canceled".into();
                 rec.outcome = Some("canceled".into());
                 rec.error_type = Some(failure.error_type.clone());
                 rec.finished_at = Some(now);
-                self.put(c, unit)?;
-                self.write_attempt_span(c, &key, attempt, "canceled", Some(&failure))?;
+                self.put(unit)?;
+                self.write_attempt_span(&key, attempt, "canceled", Some(&failure))?;
                 self.observer
                     .step_finished(&key, attempt, "canceled", Some(&failure), elapsed);
             }
@@ -2227,7 +1838,7 @@ impl<'o> Runner<'o> {
                 };
                 let budget_base = self.record(unit).budget_base;
                 // Counts this attempt too: it is recorded (outcome pending) already.
-                let used = budget_used(c, &id, &key, budget_base)?;
+                let used = self.budget_used(&key, budget_base);
                 let retryable = stopped.is_none()
                     && failure.error_type != "expression"
                     && exec.retry.is_retryable(&failure.error_type)
@@ -2245,7 +1856,11 @@ impl<'o> Runner<'o> {
                 end.outcome = outcome.into();
                 end.error_type = Some(failure.error_type.clone());
                 end.error_message = Some(failure.message.clone());
-                store::finish_attempt(c, &id, &key, attempt, &end)?;
+                self.writes.push(Write::EndAttempt {
+                    key: key.clone(),
+                    attempt,
+                    end: std::mem::take(&mut end),
+                });
                 let delay = exec
                     .retry
                     .delay_before(attempt as u32 + 1)
@@ -2265,8 +1880,8 @@ impl<'o> Runner<'o> {
                     rec.retry_at = None;
                 }
                 let rec = rec.clone();
-                self.put(c, unit)?;
-                self.write_attempt_span(c, &key, attempt, outcome, Some(&failure))?;
+                self.put(unit)?;
+                self.write_attempt_span(&key, attempt, outcome, Some(&failure))?;
                 self.observer
                     .step_finished(&key, attempt, outcome, Some(&failure), elapsed);
                 if !will_retry && !unit.compensation {
@@ -2286,7 +1901,7 @@ impl<'o> Runner<'o> {
                             p.error_type = rec.error_type.clone();
                             p.error_message = Some(format!("item {key} failed"));
                             p.finished_at = Some(store::now());
-                            self.put(c, &parent)?;
+                            self.put(&parent)?;
                             self.ctx.set_step_result(&step.id, "failed", &Value::Null);
                         }
                     }

@@ -17,11 +17,13 @@
 
 pub mod records;
 mod schema;
+mod write;
 
 use rusqlite::{Connection, OpenFlags, OptionalExtension, TransactionBehavior};
 use std::path::{Path, PathBuf};
 
 pub use records::*;
+pub use write::Write;
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {

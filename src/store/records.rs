@@ -237,24 +237,95 @@ pub fn insert_event(
     Ok(())
 }
 
-/// What other processes asked of a running instance: whether it is to be
-/// canceled, and whether an event named in `awaited` was delivered and not
-/// taken yet.
-pub fn pending_signals(c: &Connection, id: &str, awaited: &[&str]) -> Result<(bool, bool)> {
-    let cancel = cancel_requested(c, id)?;
-    if awaited.is_empty() {
-        return Ok((cancel, false));
-    }
+/// A delivered event no step has taken yet.
+#[derive(Debug, Clone)]
+pub struct EventRow {
+    pub id: i64,
+    pub name: String,
+    pub payload: String,
+    pub traceparent: Option<String>,
+}
+
+/// Events delivered to the instance, not taken, after event `after`.
+pub fn events_after(c: &Connection, id: &str, after: i64) -> Result<Vec<EventRow>> {
     let mut stmt = c.prepare_cached(
-        "SELECT DISTINCT name FROM events WHERE instance_id=?1 AND consumed_by IS NULL",
+        "SELECT id, name, payload, traceparent FROM events WHERE instance_id=?1 \
+         AND consumed_by IS NULL AND id > ?2 ORDER BY id",
     )?;
-    let names = stmt.query_map([id], |r| r.get::<_, String>(0))?;
-    for name in names {
-        if awaited.contains(&name?.as_str()) {
-            return Ok((cancel, true));
-        }
-    }
-    Ok((cancel, false))
+    let rows = stmt.query_map(params![id, after], |r| {
+        Ok(EventRow {
+            id: r.get(0)?,
+            name: r.get(1)?,
+            payload: r.get(2)?,
+            traceparent: r.get(3)?,
+        })
+    })?;
+    Ok(rows.collect::<Result<_, _>>()?)
+}
+
+/// Marks an event taken by the step (key) that waited for it.
+pub fn take_event(c: &Connection, event: i64, key: &str) -> Result<()> {
+    cached(
+        c,
+        "UPDATE events SET consumed_by=?2 WHERE id=?1",
+        params![event, key],
+    )?;
+    Ok(())
+}
+
+/// Each run's trace: number -> (trace id, root span id, parent, start ns).
+pub fn run_traces(c: &Connection, id: &str) -> Result<std::collections::BTreeMap<i64, RunTrace>> {
+    let mut stmt = c.prepare(
+        "SELECT number, trace_id, span_id, parent_span_id, COALESCE(started_ns, 0) FROM runs \
+         WHERE instance_id=?1 AND trace_id IS NOT NULL",
+    )?;
+    let rows = stmt.query_map([id], |r| {
+        Ok((r.get(0)?, (r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)))
+    })?;
+    Ok(rows.collect::<Result<_, _>>()?)
+}
+
+/// What a runner that just took an instance over needs to know of it.
+#[derive(Debug)]
+pub struct History {
+    pub instance: InstanceRow,
+    pub steps: Vec<StepRow>,
+    pub open: Vec<OpenAttempt>,
+    /// Numbers of the runs left without an outcome.
+    pub abandoned_runs: Vec<i64>,
+    /// The highest run number so far (0 before the first run).
+    pub last_run: i64,
+    pub traces: std::collections::BTreeMap<i64, RunTrace>,
+    pub uncounted: Vec<(String, i64)>,
+    pub events: Vec<EventRow>,
+    pub cancel_requested: bool,
+}
+
+pub fn history(c: &Connection, id: &str) -> Result<History> {
+    let instance = instance(c, id)?;
+    let (last_run, abandoned): (i64, Option<String>) = c.query_row(
+        "SELECT COALESCE(MAX(number), 0), group_concat(CASE WHEN outcome IS NULL THEN number END) \
+         FROM runs WHERE instance_id=?1",
+        [id],
+        |r| Ok((r.get(0)?, r.get(1)?)),
+    )?;
+    let mut abandoned_runs: Vec<i64> = abandoned
+        .unwrap_or_default()
+        .split(',')
+        .filter_map(|n| n.parse().ok())
+        .collect();
+    abandoned_runs.sort_unstable();
+    Ok(History {
+        steps: steps(c, id)?,
+        open: open_attempts(c, id)?,
+        abandoned_runs,
+        last_run,
+        traces: run_traces(c, id)?,
+        uncounted: uncounted_attempts(c, id)?,
+        events: events_after(c, id, 0)?,
+        cancel_requested: cancel_requested(c, id)?,
+        instance,
+    })
 }
 
 pub fn set_state(c: &Connection, id: &str, state: &Value) -> Result<()> {
@@ -369,18 +440,15 @@ pub struct RunRow {
     pub finished_at: Option<String>,
 }
 
-pub fn start_run(c: &Connection, id: &str) -> Result<i64> {
-    let number: i64 = c.query_row(
-        "SELECT COALESCE(MAX(number), 0) + 1 FROM runs WHERE instance_id=?1",
-        [id],
-        |r| r.get(0),
-    )?;
+/// Records run `number` and its trace.
+pub fn start_run(c: &Connection, id: &str, number: i64, t: &RunTrace) -> Result<()> {
     cached(
         c,
-        "INSERT INTO runs (instance_id, number, started_at) VALUES (?1, ?2, ?3)",
-        params![id, number, now()],
+        "INSERT INTO runs (instance_id, number, started_at, trace_id, span_id, parent_span_id, started_ns) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+        params![id, number, now(), t.0, t.1, t.2, t.3],
     )?;
-    Ok(number)
+    Ok(())
 }
 
 pub fn finish_run(c: &Connection, id: &str, number: i64, outcome: &str) -> Result<()> {
@@ -393,20 +461,13 @@ pub fn finish_run(c: &Connection, id: &str, number: i64, outcome: &str) -> Resul
 }
 
 /// Runs left without an outcome by a process that died are closed as `crashed`.
-/// Returns the numbers of the runs it closed.
-pub fn close_abandoned_runs(c: &Connection, id: &str) -> Result<Vec<i64>> {
-    let mut stmt = c.prepare(
-        "SELECT number FROM runs WHERE instance_id=?1 AND outcome IS NULL ORDER BY number",
-    )?;
-    let numbers: Vec<i64> = stmt
-        .query_map([id], |r| r.get(0))?
-        .collect::<Result<_, _>>()?;
+pub fn close_abandoned_runs(c: &Connection, id: &str) -> Result<()> {
     cached(
         c,
         "UPDATE runs SET outcome='crashed', finished_at=?2 WHERE instance_id=?1 AND outcome IS NULL",
         params![id, now()],
     )?;
-    Ok(numbers)
+    Ok(())
 }
 
 pub fn runs(c: &Connection, id: &str) -> Result<Vec<RunRow>> {
@@ -649,28 +710,48 @@ pub fn set_attempt_process(
 pub struct OpenAttempt {
     pub key: String,
     pub attempt: i64,
+    pub run: i64,
+    /// Its span's id and start, when it has a span.
+    pub span: Option<(String, i64)>,
     pub process: Option<ProcessTag>,
 }
 
 /// Attempts with no outcome: their process died with the runner.
 pub fn open_attempts(c: &Connection, instance_id: &str) -> Result<Vec<OpenAttempt>> {
     let mut stmt = c.prepare(
-        "SELECT step_key, attempt, proc_host, proc_pgid, proc_start FROM attempts \
-         WHERE instance_id=?1 AND outcome IS NULL ORDER BY step_key, attempt",
+        "SELECT step_key, attempt, run, span_id, COALESCE(started_ns, 0), proc_host, proc_pgid, proc_start \
+         FROM attempts WHERE instance_id=?1 AND outcome IS NULL ORDER BY step_key, attempt",
     )?;
     let rows = stmt.query_map([instance_id], |r| {
-        let host: Option<String> = r.get(2)?;
-        let pgid: Option<i64> = r.get(3)?;
-        let start: Option<i64> = r.get(4)?;
+        let span: Option<String> = r.get(3)?;
+        let host: Option<String> = r.get(5)?;
+        let pgid: Option<i64> = r.get(6)?;
+        let start: Option<i64> = r.get(7)?;
         Ok(OpenAttempt {
             key: r.get(0)?,
             attempt: r.get(1)?,
+            run: r.get(2)?,
+            span: match span {
+                Some(s) => Some((s, r.get(4)?)),
+                None => None,
+            },
             process: match (host, pgid, start) {
                 (Some(host), Some(pgid), Some(start)) => Some(ProcessTag { host, pgid, start }),
                 _ => None,
             },
         })
     })?;
+    Ok(rows.collect::<Result<_, _>>()?)
+}
+
+/// Attempts that do not count towards `max_attempts` (interrupted or
+/// canceled): (step key, attempt).
+pub fn uncounted_attempts(c: &Connection, instance_id: &str) -> Result<Vec<(String, i64)>> {
+    let mut stmt = c.prepare(
+        "SELECT step_key, attempt FROM attempts WHERE instance_id=?1 \
+         AND outcome IN ('interrupted', 'canceled')",
+    )?;
+    let rows = stmt.query_map([instance_id], |r| Ok((r.get(0)?, r.get(1)?)))?;
     Ok(rows.collect::<Result<_, _>>()?)
 }
 
@@ -851,15 +932,6 @@ pub fn mark_exported(c: &Connection, spans: &[SpanRow]) -> Result<()> {
 /// A run's trace identity: (trace_id, root span_id, parent_span_id, started_ns).
 pub type RunTrace = (String, String, Option<String>, i64);
 
-pub fn set_run_trace(c: &Connection, id: &str, run: i64, t: &RunTrace) -> Result<()> {
-    cached(
-        c,
-        "UPDATE runs SET trace_id=?3, span_id=?4, parent_span_id=?5, started_ns=?6 WHERE instance_id=?1 AND number=?2",
-        params![id, run, t.0, t.1, t.2, t.3],
-    )?;
-    Ok(())
-}
-
 pub fn run_trace(c: &Connection, id: &str, run: i64) -> Result<Option<RunTrace>> {
     Ok(c.query_row(
         "SELECT trace_id, span_id, parent_span_id, COALESCE(started_ns, 0) FROM runs \
@@ -868,21 +940,4 @@ pub fn run_trace(c: &Connection, id: &str, run: i64) -> Result<Option<RunTrace>>
         |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
     )
     .optional()?)
-}
-
-/// (span_id, started_ns, run) of an attempt, when it has a span.
-pub fn attempt_span(
-    c: &Connection,
-    id: &str,
-    key: &str,
-    attempt: i64,
-) -> Result<Option<(String, i64, i64)>> {
-    Ok(c
-        .query_row(
-            "SELECT span_id, COALESCE(started_ns, 0), run FROM attempts WHERE instance_id=?1 AND step_key=?2 \
-             AND attempt=?3 AND span_id IS NOT NULL",
-            params![id, key, attempt],
-            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
-        )
-        .optional()?)
 }

@@ -1,0 +1,478 @@
+//! One run of an instance, from the outside: take the lease (raising the
+//! fencing epoch), end what a dead or stalled predecessor left running, turn
+//! its unfinished history into `crashed` records, start the run, let the
+//! [`Runner`] drive it, close it, export its spans, release the lease. Every
+//! write here is a batch of [`Write`]s committed under the fence.
+
+use super::lease::{self, Heartbeat};
+use super::redact::Redactor;
+use super::runner::{COMPENSATE_SUFFIX, RunOptions, RunOutcome, RunStart, Runner, Stop};
+use super::{EngineError, Observer, procs, shell};
+use crate::store::{self, AttemptEnd, StepRow, Store, StoreError, Write};
+use crate::telemetry::{self, recorder};
+use crate::workflow::Workflow;
+use opentelemetry::KeyValue;
+use opentelemetry::trace::Link;
+use std::collections::HashMap;
+use std::sync::Arc;
+use tracing_opentelemetry::OpenTelemetrySpanExt as _;
+
+/// Drives instance `id` until it completes, fails, suspends or is interrupted
+/// (one run, closed by its final commit), then sends the spans it committed
+/// to the live exporters, if any are configured (never failing the run; see
+/// `telemetry::export`), and releases the instance.
+pub async fn drive(
+    store: &mut Store,
+    id: &str,
+    opts: RunOptions,
+    observer: &dyn Observer,
+) -> Result<RunOutcome, EngineError> {
+    recorder::install();
+    let ttl = lease::ttl().map_err(EngineError::Input)?;
+    let owner = lease::owner_name();
+    let inst = store::instance(store.conn(), id)?;
+    check_resumable(&inst, &opts)?;
+    let wf = match &opts.workflow {
+        Some(wf) if wf.hash == inst.definition_hash => wf.clone(),
+        _ => Arc::new(pinned_workflow(store, &inst)?),
+    };
+    super::check_secrets(&wf)?;
+
+    // Take the lease (raising the epoch: whoever held it can write no more),
+    // and read the history as it stands, in one transaction.
+    let (fence, history) = {
+        let tx = store.write()?;
+        let fence = match lease::acquire(&tx, id, &owner, ttl)? {
+            Ok(fence) => fence,
+            Err(holder) => {
+                return Err(EngineError::Held {
+                    id: id.into(),
+                    holder,
+                });
+            }
+        };
+        let history = store::history(&tx, id)?;
+        // Again under the lease: another process may have finished it meanwhile.
+        check_resumable(&history.instance, &opts)?;
+        tx.commit()?;
+        (fence, history)
+    };
+    let (heartbeat, lost) = Heartbeat::start(store.path().to_path_buf(), fence.clone(), ttl);
+    // What unfinished attempts left running on this host ends before
+    // anything starts again: two attempts of one step never run at once.
+    for a in &history.open {
+        if let Some(p) = &a.process {
+            let ended = procs::end_leftover(p, shell::KILL_GRACE).await;
+            if ended > 0 {
+                observer.message(&format!(
+                    "{}: ended {ended} process(es) left running by attempt {}",
+                    a.key, a.attempt
+                ));
+            }
+        }
+    }
+
+    // Sized for every step up front: growing a map of 10,000 rows by
+    // doubling briefly holds the old table and the new one.
+    let store::History {
+        instance: inst,
+        steps,
+        open,
+        abandoned_runs,
+        last_run,
+        traces,
+        uncounted,
+        events,
+        cancel_requested,
+    } = history;
+    let mut records: HashMap<String, StepRow> =
+        HashMap::with_capacity(steps.len().max(wf.steps.len()));
+    records.extend(steps.into_iter().map(|r| (r.key.clone(), r)));
+    let mut uncounted_by_key: HashMap<String, Vec<i64>> = HashMap::new();
+    for (key, attempt) in uncounted {
+        uncounted_by_key.entry(key).or_default().push(attempt);
+    }
+
+    // Recover whatever a dead (or stalled) predecessor left behind.
+    let mut writes = Vec::new();
+    recover_crashed(
+        id,
+        &wf,
+        &open,
+        &traces,
+        &uncounted_by_key,
+        &mut records,
+        &mut writes,
+    );
+    for &crashed in &abandoned_runs {
+        if let Some((trace, span, parent, start)) = traces.get(&crashed) {
+            let links = traces
+                .get(&(crashed - 1))
+                .and_then(|prev| recorder::span_context(&prev.0, &prev.1, false))
+                .map(|sc| Link::new(sc, vec![KeyValue::new("workflow.run", crashed - 1)], 0))
+                .into_iter()
+                .collect();
+            recorder::rebuild(recorder::Rebuilt {
+                trace_id: trace,
+                span_id: span,
+                parent: parent.as_deref(),
+                name: format!("{}/workflow", wf.name),
+                start_ns: *start,
+                attributes: vec![
+                    KeyValue::new("workflow.name", wf.name.clone()),
+                    KeyValue::new("workflow.instance.id", id.to_string()),
+                    KeyValue::new("workflow.run", crashed),
+                    KeyValue::new("workflow.outcome", "crashed"),
+                ],
+                links,
+                error: "the process running this run died",
+            });
+            writes.extend(ended_spans((trace, id, crashed), None, &[]));
+        }
+    }
+    if !abandoned_runs.is_empty() {
+        writes.push(Write::CloseAbandonedRuns);
+    }
+
+    // This run, and its trace: a child of the caller's TRACEPARENT, else a new trace.
+    let run = last_run + 1;
+    let parent = opts
+        .traceparent
+        .as_deref()
+        .and_then(telemetry::parse_traceparent);
+    let root = tracing::info_span!(
+        parent: None,
+        "workflow",
+        otel.name = format!("{}/workflow", wf.name),
+        workflow.name = wf.name.as_str(),
+        workflow.instance.id = id,
+        workflow.run = run,
+    );
+    if let Some((trace_id, parent_span)) = &parent {
+        let _ = root.set_parent(recorder::parent_context(trace_id, parent_span, true));
+    }
+    if let Some(sc) = traces
+        .get(&(run - 1))
+        .and_then(|prev| recorder::span_context(&prev.0, &prev.1, false))
+    {
+        root.add_link_with_attributes(sc, vec![KeyValue::new("workflow.run", run - 1)]);
+    }
+    let (trace_id, root_id) = recorder::ids(&root);
+    let trace = (
+        trace_id,
+        root_id,
+        parent.map(|(_, span)| span),
+        telemetry::now_ns(),
+    );
+    writes.push(Write::StartRun {
+        run,
+        trace: trace.clone(),
+    });
+    if opts.retry_failed {
+        for rec in records.values_mut().filter(|r| r.status == "failed") {
+            rec.status = "pending".into();
+            rec.budget_base = rec.attempts;
+            rec.retry_at = None;
+            rec.finished_at = None;
+            writes.push(Write::Step(Box::new(rec.clone())));
+        }
+    }
+    let cancel = opts.cancel || cancel_requested;
+    writes.push(Write::Status {
+        status: "running".into(),
+        wake_at: None,
+        waiting_event: None,
+        error: None,
+    });
+    if let Err(e) = store.commit(&fence, &writes) {
+        return Err(lost_lease(id, e.into()));
+    }
+    drop(writes);
+
+    if opts.fire_timers {
+        for rec in records.values_mut() {
+            if rec.retry_at.is_some() && matches!(rec.status.as_str(), "sleeping" | "retrying") {
+                rec.retry_at = Some(store::now());
+            }
+        }
+    }
+
+    let mut runner = Runner::new(RunStart {
+        wf: wf.clone(),
+        inst,
+        run,
+        records,
+        opts,
+        observer,
+        trace,
+        root,
+        fence: fence.clone(),
+        lost,
+        uncounted: uncounted_by_key,
+        events,
+    });
+    if cancel {
+        runner.stop(Stop::Cancel);
+    }
+    observer.run_started(id, &wf.name, run, wf.steps.len());
+    let outcome = runner.main_loop(store).await;
+    if let Err(e) = &outcome
+        && fenced_holder(e).is_some()
+    {
+        // Another process owns the instance now: stop our steps, write nothing.
+        runner.abandon().await;
+        return Err(lost_lease(
+            id,
+            outcome.err().unwrap_or_else(|| unreachable!()),
+        ));
+    }
+    let closed = close_run(store, &mut runner, outcome);
+    if let Err(e) = closed {
+        return Err(lost_lease(id, e));
+    }
+    // Still under the lease: no other process can export these spans meanwhile.
+    telemetry::export::export_instance(store, &fence).await;
+    drop(heartbeat);
+    let released = store.write().map_err(EngineError::from).and_then(|tx| {
+        store::release_lease(&tx, &fence)?;
+        tx.commit()?;
+        Ok(())
+    });
+    let outcome = closed?;
+    released?;
+    Ok(outcome)
+}
+
+/// The holder named by a refused (fenced) write.
+fn fenced_holder(e: &EngineError) -> Option<String> {
+    match e {
+        EngineError::Store(StoreError::Fenced { holder, .. }) => {
+            Some(holder.clone().unwrap_or_else(|| "another process".into()))
+        }
+        EngineError::LeaseLost { holder, .. } => Some(holder.clone()),
+        _ => None,
+    }
+}
+
+/// A refused write means another process took the instance over: say so,
+/// naming it (exit 5). Any other error passes through.
+fn lost_lease(id: &str, e: EngineError) -> EngineError {
+    match fenced_holder(&e) {
+        Some(holder) => EngineError::LeaseLost {
+            id: id.into(),
+            holder,
+        },
+        None => e,
+    }
+}
+
+/// Closes the run whatever happened, so history never shows a run in progress.
+fn close_run(
+    store: &mut Store,
+    runner: &mut Runner<'_>,
+    outcome: Result<RunOutcome, EngineError>,
+) -> Result<RunOutcome, EngineError> {
+    let run = runner.run;
+    // Decisions not committed when the run stopped on an error are dropped,
+    // as a failed transaction drops them.
+    let outcome = match outcome {
+        Ok(o) => o,
+        Err(e) => {
+            runner.writes.clear();
+            runner.write_root_span("failed", Some(&e.to_string()))?;
+            runner.writes.push(Write::FinishRun {
+                run,
+                outcome: "failed".into(),
+            });
+            let writes = std::mem::take(&mut runner.writes);
+            store.commit(&runner.fence, &writes)?;
+            return Err(e);
+        }
+    };
+    let failure = match &outcome {
+        RunOutcome::Failed(reason) => Some(reason.as_str()),
+        _ => None,
+    };
+    match &outcome {
+        RunOutcome::Failed(_) => runner.abandon_retries("failed", "the workflow failed")?,
+        RunOutcome::Canceled => runner.abandon_retries("canceled", "the instance was canceled")?,
+        _ => {}
+    }
+    runner.write_root_span(outcome.as_str(), failure)?;
+    let (status, wake_at, waiting_event, error) = match &outcome {
+        RunOutcome::Completed => ("completed", None, None, None),
+        RunOutcome::Failed(reason) => ("failed", None, None, Some(reason.clone())),
+        RunOutcome::Sleeping(wake) => ("sleeping", Some(wake.clone()), None, None),
+        RunOutcome::Waiting(event) => (
+            "waiting",
+            runner.next_wake().map(store::fmt_time),
+            Some(event.clone()),
+            None,
+        ),
+        RunOutcome::Canceled => ("canceled", None, None, None),
+        // Left `running` without a lease: `wf list` shows it as interrupted, `wf resume` continues it.
+        RunOutcome::Interrupted => ("running", None, None, None),
+    };
+    runner.writes.push(Write::Status {
+        status: status.into(),
+        wake_at,
+        waiting_event,
+        error,
+    });
+    runner.writes.push(Write::FinishRun {
+        run,
+        outcome: outcome.as_str().into(),
+    });
+    let writes = std::mem::take(&mut runner.writes);
+    store.commit(&runner.fence, &writes)?;
+    Ok(outcome)
+}
+
+/// The spans of `(trace id, instance, run)` that ended since the last call,
+/// as writes, with secrets masked by `redactor`, except those in `skip`.
+pub(super) fn ended_spans(
+    (trace_id, instance, run): (&str, &str, i64),
+    redactor: Option<&Redactor>,
+    skip: &[String],
+) -> Vec<Write> {
+    recorder::take(trace_id, instance)
+        .into_iter()
+        .filter_map(|span| {
+            let mut row = recorder::row(&span, run);
+            if skip.contains(&row.span_id) {
+                return None;
+            }
+            if let Some(r) = redactor.filter(|r| !r.is_empty()) {
+                r.value(&mut row.attributes);
+                row.status_message = row.status_message.map(|m| r.text(m.as_str()));
+            }
+            Some(Write::Span(Box::new(row)))
+        })
+        .collect()
+}
+
+/// The instance's pinned definition: its compiled form when this version of
+/// wf wrote it for exactly this text, else the pinned YAML parsed again.
+pub fn pinned_workflow(store: &Store, inst: &store::InstanceRow) -> Result<Workflow, EngineError> {
+    if let Some(compiled) = store::definition_compiled(store.conn(), &inst.definition_hash)?
+        && let Some(wf) = Workflow::from_compiled(&compiled, &inst.definition)
+        && wf.hash == inst.definition_hash
+    {
+        return Ok(wf);
+    }
+    Ok(Workflow::from_pinned(
+        &inst.definition,
+        &format!("{} (pinned definition of {})", inst.workflow_path, inst.id),
+    )?)
+}
+
+/// Whether `inst` may be driven with `opts` (completed and canceled instances
+/// never; failed ones only with `--retry-failed`).
+fn check_resumable(inst: &store::InstanceRow, opts: &RunOptions) -> Result<(), EngineError> {
+    let id = &inst.id;
+    match inst.status.as_str() {
+        "completed" => Err(EngineError::NotResumable(format!(
+            "instance {id} already completed"
+        ))),
+        "canceled" => Err(EngineError::NotResumable(format!(
+            "instance {id} was canceled; it cannot be resumed"
+        ))),
+        "failed" if opts.cancel => Err(EngineError::NotResumable(format!(
+            "instance {id} already failed; there is nothing to cancel"
+        ))),
+        "failed" if !opts.retry_failed => Err(EngineError::NotResumable(format!(
+            "instance {id} failed{}; resume it with --retry-failed to give failed steps a fresh attempt budget",
+            inst.error
+                .as_deref()
+                .map(|e| format!(" ({e})"))
+                .unwrap_or_default()
+        ))),
+        _ => Ok(()),
+    }
+}
+
+/// Attempts that never got an outcome belong to a process that died (or lost
+/// the instance): they become `crashed` (counted towards `max_attempts`), with
+/// their spans rebuilt, and their unit is retried or fails.
+fn recover_crashed(
+    id: &str,
+    wf: &Workflow,
+    open: &[store::OpenAttempt],
+    traces: &std::collections::BTreeMap<i64, store::RunTrace>,
+    uncounted: &HashMap<String, Vec<i64>>,
+    records: &mut HashMap<String, StepRow>,
+    writes: &mut Vec<Write>,
+) {
+    let message = "the process running this attempt died before it finished";
+    for a in open {
+        let key = a.key.clone();
+        let end = AttemptEnd {
+            outcome: "crashed".into(),
+            error_type: Some("crashed".into()),
+            error_message: Some(message.into()),
+            finished_at: store::now(),
+            ..AttemptEnd::default()
+        };
+        writes.push(Write::EndAttempt {
+            key: key.clone(),
+            attempt: a.attempt,
+            end: end.clone(),
+        });
+        if let Some((span_id, start_ns)) = &a.span
+            && let Some((trace, root, _, _)) = traces.get(&a.run)
+        {
+            recorder::rebuild(recorder::Rebuilt {
+                trace_id: trace,
+                span_id,
+                parent: Some(root),
+                name: format!("{}/{key}", wf.name),
+                start_ns: *start_ns,
+                attributes: vec![
+                    KeyValue::new("workflow.name", wf.name.clone()),
+                    KeyValue::new("workflow.instance.id", id.to_string()),
+                    KeyValue::new("workflow.step.id", key.clone()),
+                    KeyValue::new("workflow.step.attempt", a.attempt),
+                    KeyValue::new("workflow.step.outcome", "crashed"),
+                    KeyValue::new("error.type", "crashed"),
+                ],
+                links: Vec::new(),
+                error: message,
+            });
+            writes.extend(ended_spans((trace, id, a.run), None, &[]));
+        }
+        let Some(rec) = records.get_mut(&key) else {
+            continue;
+        };
+        let Some(step) = wf.step(&rec.step_id) else {
+            continue;
+        };
+        let retry = if key.ends_with(COMPENSATE_SUFFIX) {
+            step.compensate
+                .as_ref()
+                .map(|c| &c.retry)
+                .unwrap_or(&step.retry)
+        } else {
+            &step.retry
+        };
+        rec.outcome = Some("crashed".into());
+        rec.error_type = Some("crashed".into());
+        rec.error_message = end.error_message.clone();
+        let base = rec.budget_base;
+        let not_counted = uncounted
+            .get(&key)
+            .map_or(0, |v| v.iter().filter(|&&n| n > base).count() as i64);
+        let used = rec.attempts.max(a.attempt) - base - not_counted;
+        if used >= retry.max_attempts as i64 || !retry.is_retryable("crashed") {
+            rec.status = "failed".into();
+            rec.finished_at = Some(end.finished_at.clone());
+            rec.error_message = Some(format!(
+                "{message} ({used} of {} attempt(s) used; `wf resume {id} --retry-failed` gives it another)",
+                retry.max_attempts
+            ));
+        } else {
+            rec.status = "retrying".into();
+            rec.retry_at = None;
+        }
+        writes.push(Write::Step(Box::new(rec.clone())));
+    }
+}
