@@ -1,0 +1,598 @@
+//! An attempt's lifecycle: starting a unit (its `if`, a `for_each`
+//! expansion, a pure step settled at once, or an attempt recorded and its
+//! process or request spawned) and settling its result (output, state patch,
+//! retry or failure, compensation bookkeeping) into writes.
+
+use super::*;
+
+impl<'o> Runner<'o> {
+    /// Steps still waiting for a retry when the instance fails or is
+    /// canceled will not get it: they end as `status`, their last error kept.
+    /// (`wf resume --retry-failed` gives a failed one a fresh budget.)
+    pub(in crate::engine) fn abandon_retries(
+        &mut self,
+        status: &str,
+        why: &str,
+    ) -> Result<(), EngineError> {
+        let now = store::now();
+        for rec in self.records.values_mut().filter(|r| r.status == "retrying") {
+            rec.status = status.into();
+            rec.retry_at = None;
+            rec.finished_at = Some(now.clone());
+            rec.error_message = Some(match rec.error_message.take() {
+                Some(m) => format!("{m} (not retried: {why})"),
+                None => format!("not retried: {why}"),
+            });
+            self.writes.push(Write::Step(Box::new(rec.clone())));
+        }
+        Ok(())
+    }
+
+    pub(super) fn record(&mut self, unit: &Unit) -> &mut StepRow {
+        let key = unit.key(&self.wf);
+        let step_id = self.wf.steps[unit.idx].id.clone();
+        self.records
+            .entry(key.clone())
+            .or_insert_with(|| StepRow::pending(&key, &step_id))
+    }
+
+    pub(super) fn put(&mut self, unit: &Unit) -> Result<(), EngineError> {
+        let rec = self.record(unit).clone();
+        self.writes.push(Write::Step(Box::new(rec)));
+        Ok(())
+    }
+
+    /// Sets `item`, `index` and `step` in the expression context for `unit`
+    /// (`attempt`: the one settling, else the one about to start).
+    pub(super) fn enter(&mut self, unit: &Unit, attempt: Option<i64>) {
+        let attempt = attempt.unwrap_or(self.record(unit).attempts + 1);
+        let key = unit.key(&self.wf);
+        // Copied only when it changed: a large state is not cloned per unit.
+        if !self.ctx_state_current {
+            self.ctx.set("state", self.state.clone());
+            self.ctx_state_current = true;
+        }
+        self.ctx.set(
+            "step",
+            json!({ "id": self.wf.steps[unit.idx].id, "key": key, "attempt": attempt }),
+        );
+        match unit.item {
+            Some(i) => {
+                let item = self
+                    .records
+                    .get(&self.wf.steps[unit.idx].id)
+                    .and_then(|r| r.items.get(i).cloned())
+                    .unwrap_or(Value::Null);
+                self.ctx.set("item", item);
+                self.ctx.set("index", json!(i));
+            }
+            None => {
+                self.ctx.remove("item");
+                self.ctx.remove("index");
+            }
+        }
+    }
+
+    /// Starts `unit`: evaluates `if`, expands a `for_each`, then records an
+    /// attempt and renders its job, or settles it at once when it needs no process.
+    pub(super) fn start(&mut self, unit: &Unit) -> Result<Started, EngineError> {
+        let wf = self.wf.clone();
+        let step = &wf.steps[unit.idx];
+        self.enter(unit, None);
+        let first_time = {
+            let rec = self.record(unit);
+            rec.attempts == 0 && rec.status == "pending"
+        };
+
+        if !unit.compensation && unit.item.is_none() {
+            if first_time && let Some(cond) = &step.condition {
+                match self.eval_condition(cond) {
+                    Ok(true) => {}
+                    Ok(false) => {
+                        self.skip(unit)?;
+                        return Ok(Started::Settled);
+                    }
+                    Err(e) => {
+                        let f = Failure::new("expression", format!("`if`: {e}"));
+                        self.fail_now(unit, f)?;
+                        return Ok(Started::Settled);
+                    }
+                }
+            }
+            if let Some(list) = &step.for_each {
+                return self.fan_out(unit, list);
+            }
+        }
+
+        let exec = exec_of(step, unit);
+        match exec.action {
+            Action::Noop => {
+                let attempt = self.begin_attempt(unit, true)?;
+                self.settle_result(unit, attempt, ok(Value::Object(Map::new())), Duration::ZERO)?;
+                Ok(Started::Settled)
+            }
+            Action::Sleep(spec) => self.start_sleep(unit, spec),
+            Action::WaitForEvent { name, timeout } => self.start_wait(unit, name, *timeout),
+            Action::Run(cmd) => {
+                self.open_attempt_span(unit);
+                let job = self.render_shell(unit, &exec, cmd);
+                self.launch(unit, job.map(Job::Shell))
+            }
+            Action::Http(spec) => {
+                self.open_attempt_span(unit);
+                let job = self.render_http(unit, &exec, spec);
+                self.launch(unit, job.map(Job::Http))
+            }
+        }
+    }
+
+    pub(super) fn launch(
+        &mut self,
+        unit: &Unit,
+        job: Result<Job, Failure>,
+    ) -> Result<Started, EngineError> {
+        let attempt = self.begin_attempt(unit, false)?;
+        match job {
+            Ok(job) => Ok(Started::Spawn(job, attempt)),
+            Err(f) => {
+                self.settle_result(unit, attempt, AttemptResult::failed(f), Duration::ZERO)?;
+                Ok(Started::Settled)
+            }
+        }
+    }
+
+    /// Fails `unit` without running anything (its inputs could not be evaluated).
+    pub(super) fn fail_now(&mut self, unit: &Unit, f: Failure) -> Result<(), EngineError> {
+        let attempt = self.begin_attempt(unit, true)?;
+        self.settle_result(unit, attempt, AttemptResult::failed(f), Duration::ZERO)
+    }
+
+    pub(super) fn skip(&mut self, unit: &Unit) -> Result<(), EngineError> {
+        let now = store::now();
+        let key = unit.key(&self.wf);
+        let rec = self.record(unit);
+        rec.status = "skipped".into();
+        rec.outcome = Some("skipped".into());
+        rec.started_at = Some(now.clone());
+        rec.finished_at = Some(now);
+        self.put(unit)?;
+        self.ctx.set_step_result(&key, "skipped", &Value::Null);
+        let span = self.attempt_span(&key);
+        span.set_attribute("workflow.step.outcome", "skipped");
+        drop(span);
+        self.flush_spans(&[])?;
+        self.observer.step_skipped(&key);
+        Ok(())
+    }
+
+    /// Pins a `for_each` step's list (first time) or, once every item ended,
+    /// settles the step with the list of item outputs.
+    pub(super) fn fan_out(&mut self, unit: &Unit, list: &Value) -> Result<Started, EngineError> {
+        let step = &self.wf.clone().steps[unit.idx];
+        let items = self.record(unit).items.clone();
+        let Some(items) = items.as_array().cloned() else {
+            let evaluated = match list {
+                Value::String(s) => Template::parse(s)
+                    .map_err(|e| e.to_string())
+                    .and_then(|t| t.render_value(self.ctx.value()).map_err(|e| e.to_string())),
+                other => template::render_tree(other, self.ctx.value()).map_err(|e| e.to_string()),
+            };
+            let items = match evaluated {
+                Ok(Value::Array(items)) => items,
+                Ok(other) => {
+                    let kind = match other {
+                        Value::Null => "null",
+                        Value::Bool(_) => "a boolean",
+                        Value::Number(_) => "a number",
+                        Value::String(_) => "a string",
+                        Value::Object(_) => "an object",
+                        Value::Array(_) => "a list",
+                    };
+                    let f =
+                        Failure::new("expression", format!("`for_each` gave {kind}, not a list"));
+                    self.fail_now(unit, f)?;
+                    return Ok(Started::Settled);
+                }
+                Err(e) => {
+                    self.fail_now(unit, Failure::new("expression", format!("`for_each`: {e}")))?;
+                    return Ok(Started::Settled);
+                }
+            };
+            let now = store::now();
+            let mut items = items;
+            for v in items.iter_mut() {
+                self.redactor.value(v);
+            }
+            let rec = self.record(unit);
+            rec.items = Value::Array(items);
+            rec.status = "running".into();
+            rec.started_at = Some(now);
+            self.put(unit)?;
+            return Ok(Started::Settled);
+        };
+        // Every item has ended (the scheduler only offers the step itself then).
+        let mut outputs = Vec::with_capacity(items.len());
+        let mut failed_item = None;
+        for i in 0..items.len() {
+            let key = format!("{}[{i}]", step.id);
+            match self.records.get(&key) {
+                Some(r) if r.status == "completed" => outputs.push(r.output.clone()),
+                Some(r) => {
+                    if r.status == "failed" && failed_item.is_none() {
+                        failed_item = Some((key.clone(), r.clone()));
+                    }
+                    outputs.push(Value::Null)
+                }
+                None => return Ok(Started::Blocked),
+            }
+        }
+        let now = store::now();
+        self.seq += 1;
+        let seq = self.seq;
+        let rec = self.record(unit);
+        rec.output = Value::Array(outputs);
+        rec.finished_at = Some(now);
+        rec.attempts = rec.attempts.max(0);
+        match &failed_item {
+            None => {
+                rec.status = "completed".into();
+                rec.outcome = Some("ok".into());
+                rec.seq = Some(seq);
+            }
+            Some((_, r)) => {
+                rec.status = "failed".into();
+                rec.outcome = Some("failed".into());
+                rec.error_type = r.error_type.clone();
+                rec.error_message = r.error_message.clone();
+            }
+        }
+        let status = rec.status.clone();
+        let output = rec.output.clone();
+        self.put(unit)?;
+        self.ctx.set_step_result(&step.id, &status, &output);
+        self.observer.fan_out_finished(&step.id, items.len());
+        if let Some((key, r)) = failed_item
+            && !step.continue_on_error
+            && self.failed.is_none()
+        {
+            self.failed = Some(failure_reason(&key, &r));
+        }
+        Ok(Started::Settled)
+    }
+
+    /// Records the attempt row (durably, with the enclosing commit) before anything runs.
+    ///
+    /// `settles_now`: the attempt ends within this same transaction (no process),
+    /// so the step row is written once, by the settle, instead of twice.
+    pub(super) fn begin_attempt(
+        &mut self,
+        unit: &Unit,
+        settles_now: bool,
+    ) -> Result<i64, EngineError> {
+        let (span_id, start_ns) = self.open_attempt_span(unit);
+        let now = store::now();
+        let run = self.run;
+        let key = unit.key(&self.wf);
+        let rec = self.record(unit);
+        rec.attempts += 1;
+        rec.status = "running".into();
+        rec.retry_at = None;
+        if rec.started_at.is_none() {
+            rec.started_at = Some(now.clone());
+        }
+        let attempt = rec.attempts;
+        self.writes.push(Write::StartAttempt {
+            key: key.clone(),
+            attempt,
+            run,
+            started_at: now,
+            span_id,
+            started_ns: start_ns,
+        });
+        if !settles_now {
+            self.put(unit)?;
+        }
+        self.observer.step_started(&key, attempt);
+        Ok(attempt)
+    }
+
+    pub(super) fn spawn(&mut self, unit: Unit, job: Job, attempt: i64) {
+        let interrupt = self.interrupt_tx.subscribe();
+        let started = Instant::now();
+        // The span of what the attempt does, a child of the attempt's span.
+        let attempt_span = self
+            .attempt_spans
+            .get(&unit.key(&self.wf))
+            .map(|(span, _, _)| span.clone())
+            .unwrap_or_else(tracing::Span::none);
+        match job {
+            Job::Shell(job) => {
+                let span = tracing::info_span!(
+                    parent: &attempt_span,
+                    "process",
+                    workflow.name = self.wf.name.as_str(),
+                    workflow.instance.id = self.id.as_str(),
+                    process.command = job.program(),
+                );
+                // Started here, not in the task, so its process group is
+                // known (and recorded) before the loop goes on.
+                let running = shell::start(job, span);
+                if let Ok(r) = &running
+                    && let Some(tag) = procs::tag(r.pid())
+                {
+                    self.started_groups.push((unit.key(&self.wf), attempt, tag));
+                }
+                self.tasks.spawn(async move {
+                    let result = match running {
+                        Ok(r) => shell::finish(r, interrupt).await,
+                        Err(failed) => *failed,
+                    };
+                    Done {
+                        unit,
+                        attempt,
+                        elapsed: started.elapsed(),
+                        result,
+                    }
+                });
+            }
+            Job::Http(mut job) => {
+                let client = self.http.get_or_insert_with(http::client).clone();
+                let span = tracing::info_span!(
+                    parent: &attempt_span,
+                    "http",
+                    otel.name = job.method.as_str(),
+                    otel.kind = "client",
+                    workflow.name = self.wf.name.as_str(),
+                    workflow.instance.id = self.id.as_str(),
+                    http.request.method = job.method.as_str(),
+                    url.full = job.full_url(),
+                );
+                // The server's spans become children of this call's client span.
+                if !job
+                    .headers
+                    .iter()
+                    .any(|(k, _)| k.eq_ignore_ascii_case("traceparent"))
+                {
+                    let (trace_id, span_id) = recorder::ids(&span);
+                    job.headers.push((
+                        "traceparent".into(),
+                        telemetry::traceparent(&trace_id, &span_id),
+                    ));
+                }
+                self.tasks.spawn(async move {
+                    let result = http::run(client, job, span, interrupt).await;
+                    Done {
+                        unit,
+                        attempt,
+                        elapsed: started.elapsed(),
+                        result,
+                    }
+                });
+            }
+        }
+    }
+
+    pub(super) fn settle(&mut self, d: Done) -> Result<(), EngineError> {
+        let key = d.unit.key(&self.wf);
+        self.running.remove(&key);
+        self.enter(&d.unit, Some(d.attempt));
+        if let Some(state) = self.start_states.remove(&key) {
+            self.ctx.set("state", state);
+            self.ctx_state_current = false;
+        }
+        self.settle_result(&d.unit, d.attempt, d.result, d.elapsed)
+    }
+
+    /// Commits an attempt's result: on success output, state patch and outcome
+    /// together; on failure only the attempt record, and the retry decision.
+    pub(super) fn settle_result(
+        &mut self,
+        unit: &Unit,
+        attempt: i64,
+        mut result: AttemptResult,
+        elapsed: Duration,
+    ) -> Result<(), EngineError> {
+        let wf = self.wf.clone();
+        let step = &wf.steps[unit.idx];
+        let exec = exec_of(step, unit);
+        let key = unit.key(&wf);
+        let now = store::now();
+        // Nothing a secret's value appears in leaves this function unmasked.
+        if !self.redactor.is_empty() {
+            match &mut result.outcome {
+                Ok(v) => self.redactor.value(v),
+                Err(f) => f.message = self.redactor.text(&f.message),
+            }
+            result.stdout = self.redactor.bytes(std::mem::take(&mut result.stdout));
+            result.stderr = self.redactor.bytes(std::mem::take(&mut result.stderr));
+        }
+        // Compute the state patch first: if it cannot be rendered, the attempt fails.
+        let mut new_state = None;
+        if let Ok(output) = &result.outcome
+            && !unit.compensation
+            && let Some(patch) = &step.set_state
+        {
+            self.ctx.set("output", output.clone());
+            let rendered = template::render_tree(patch, self.ctx.value());
+            self.ctx.remove("output");
+            match rendered {
+                Ok(mut p) => {
+                    self.redactor.value(&mut p);
+                    let mut s = self.state.clone();
+                    merge_patch(&mut s, &p);
+                    new_state = Some(s);
+                }
+                Err(e) => {
+                    result.outcome = Err(Failure::new("expression", format!("`set_state`: {e}")))
+                }
+            }
+        }
+
+        let mut end = AttemptEnd {
+            outcome: String::new(),
+            exit_code: result.exit_code.map(i64::from),
+            finished_at: now.clone(),
+            stdout: std::mem::take(&mut result.stdout),
+            stderr: std::mem::take(&mut result.stderr),
+            ..AttemptEnd::default()
+        };
+        // An attempt stopped by us takes its reason from why we stopped it.
+        let stopped = if result.interrupted { self.stop } else { None };
+        match result.outcome {
+            Ok(output) => {
+                end.outcome = "ok".into();
+                self.writes.push(Write::EndAttempt {
+                    key: key.clone(),
+                    attempt,
+                    end: std::mem::take(&mut end),
+                });
+                self.seq += 1;
+                let seq = self.seq;
+                let rec = self.record(unit);
+                rec.status = "completed".into();
+                rec.outcome = Some("ok".into());
+                rec.error_type = None;
+                rec.error_message = None;
+                rec.output = output;
+                rec.finished_at = Some(now);
+                rec.retry_at = None;
+                rec.seq = Some(seq);
+                let output = rec.output.clone();
+                self.put(unit)?;
+                if let Some(s) = new_state {
+                    // Written once, just before this transaction commits.
+                    self.state = s;
+                    self.state_dirty = true;
+                    self.ctx_state_current = false;
+                }
+                if unit.item.is_none() && !unit.compensation {
+                    self.ctx.set_step_result(&key, "completed", &output);
+                }
+                let span = self.write_attempt_span(&key, attempt, "ok", None)?;
+                self.committing.push(span);
+                self.observer
+                    .step_finished(&key, attempt, "ok", None, elapsed);
+            }
+            Err(failure) if stopped == Some(Stop::Signal) => {
+                self.uncounted.entry(key.clone()).or_default().push(attempt);
+                end.outcome = "interrupted".into();
+                end.error_type = Some("interrupted".into());
+                end.error_message = Some(failure.message.clone());
+                self.writes.push(Write::EndAttempt {
+                    key: key.clone(),
+                    attempt,
+                    end: std::mem::take(&mut end),
+                });
+                let rec = self.record(unit);
+                rec.status = "pending".into();
+                rec.outcome = Some("interrupted".into());
+                self.put(unit)?;
+                self.write_attempt_span(&key, attempt, "interrupted", Some(&failure))?;
+                self.observer
+                    .step_finished(&key, attempt, "interrupted", Some(&failure), elapsed);
+            }
+            Err(_) if stopped == Some(Stop::Cancel) => {
+                self.uncounted.entry(key.clone()).or_default().push(attempt);
+                let failure = Failure::new("canceled", "the instance was canceled".into());
+                end.outcome = "canceled".into();
+                end.error_type = Some(failure.error_type.clone());
+                end.error_message = Some(failure.message.clone());
+                self.writes.push(Write::EndAttempt {
+                    key: key.clone(),
+                    attempt,
+                    end: std::mem::take(&mut end),
+                });
+                let rec = self.record(unit);
+                rec.status = "canceled".into();
+                rec.outcome = Some("canceled".into());
+                rec.error_type = Some(failure.error_type.clone());
+                rec.finished_at = Some(now);
+                self.put(unit)?;
+                self.write_attempt_span(&key, attempt, "canceled", Some(&failure))?;
+                self.observer
+                    .step_finished(&key, attempt, "canceled", Some(&failure), elapsed);
+            }
+            Err(failure) => {
+                let failure = if stopped == Some(Stop::Deadline) {
+                    Failure::new(
+                        "timeout",
+                        "stopped: the workflow's timeout was reached".into(),
+                    )
+                } else {
+                    failure
+                };
+                let budget_base = self.record(unit).budget_base;
+                // Counts this attempt too: it is recorded (outcome pending) already.
+                let used = self.budget_used(&key, budget_base);
+                let retryable = stopped.is_none()
+                    && failure.error_type != "expression"
+                    && exec.retry.is_retryable(&failure.error_type)
+                    && (!matches!(exec.action, Action::Http(_))
+                        || http::default_retryable(&failure.error_type)
+                        || explicitly_listed(exec.retry, &failure.error_type));
+                let will_retry = retryable && used < exec.retry.max_attempts as i64;
+                let outcome = if will_retry {
+                    "retry"
+                } else if failure.error_type == "timeout" {
+                    "timeout"
+                } else {
+                    "failed"
+                };
+                end.outcome = outcome.into();
+                end.error_type = Some(failure.error_type.clone());
+                end.error_message = Some(failure.message.clone());
+                self.writes.push(Write::EndAttempt {
+                    key: key.clone(),
+                    attempt,
+                    end: std::mem::take(&mut end),
+                });
+                let delay = exec
+                    .retry
+                    .delay_before(attempt as u32 + 1)
+                    .max(result.retry_after.unwrap_or_default());
+                let rec = self.record(unit);
+                rec.outcome = Some(outcome.into());
+                rec.error_type = Some(failure.error_type.clone());
+                rec.error_message = Some(failure.message.clone());
+                if will_retry {
+                    rec.status = "retrying".into();
+                    rec.retry_at = Some(store::fmt_time(
+                        Utc::now() + chrono::Duration::from_std(delay).unwrap_or_default(),
+                    ));
+                } else {
+                    rec.status = "failed".into();
+                    rec.finished_at = Some(now);
+                    rec.retry_at = None;
+                }
+                let rec = rec.clone();
+                self.put(unit)?;
+                self.write_attempt_span(&key, attempt, outcome, Some(&failure))?;
+                self.observer
+                    .step_finished(&key, attempt, outcome, Some(&failure), elapsed);
+                if !will_retry && !unit.compensation {
+                    if unit.item.is_none() {
+                        self.ctx.set_step_result(&key, "failed", &Value::Null);
+                    }
+                    if !step.continue_on_error {
+                        if self.failed.is_none() {
+                            self.failed = Some(failure_reason(&key, &rec));
+                        }
+                        // A failed item fails its for_each step at once (no more items start).
+                        if unit.item.is_some() {
+                            let parent = Unit::step(unit.idx);
+                            let p = self.record(&parent);
+                            p.status = "failed".into();
+                            p.outcome = Some("failed".into());
+                            p.error_type = rec.error_type.clone();
+                            p.error_message = Some(format!("item {key} failed"));
+                            p.finished_at = Some(store::now());
+                            self.put(&parent)?;
+                            self.ctx.set_step_result(&step.id, "failed", &Value::Null);
+                        }
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,710 @@
+//! The scheduler: drives one instance for one run. It replays what history
+//! says is done, decides which units (steps, `for_each` items, compensations)
+//! are ready, records each attempt before its command starts, and commits each
+//! result (attempt outcome, output, state patch) in one transaction together
+//! with the starts of the units that result unblocks: a sequential step costs
+//! one commit. It ends the run when the instance completes, fails (after its
+//! compensations), suspends on a timer or an event, is canceled, or is
+//! interrupted.
+//!
+//! This file holds the loop (commit, spawn, wait, poll); `schedule` decides
+//! what is ready, `attempt` starts units and settles results, `suspend`
+//! handles timers and events, `render` turns expressions into what runs, and
+//! `spans` keeps the run's trace. Every change is a `store::Write`, committed
+//! by the loop in one fenced batch.
+
+mod attempt;
+mod render;
+mod schedule;
+mod spans;
+mod suspend;
+
+use super::context::{self, Context};
+use super::output::merge_patch;
+use super::procs;
+use super::redact::Redactor;
+use super::{AttemptResult, EngineError, Failure, Observer, http, shell};
+use crate::store::{self, AttemptEnd, Fence, StepRow, Store, Write};
+use crate::telemetry::{self, recorder};
+use crate::workflow::template::{self, Template};
+use crate::workflow::{
+    Action, Condition, HttpSpec, RetryPolicy, RunCmd, SleepSpec, Step, Workflow, expr,
+};
+use chrono::{DateTime, Utc};
+use opentelemetry::KeyValue;
+use opentelemetry::trace::Status;
+use serde_json::{Map, Value, json};
+use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+use tracing_opentelemetry::OpenTelemetrySpanExt as _;
+
+/// How one run should behave.
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    /// Waits (timers, retry backoffs) up to this long happen inside the run.
+    pub inline_wait: Duration,
+    /// Fire timers that are not yet due (`wf resume --now`).
+    pub fire_timers: bool,
+    /// Give failed steps a fresh attempt budget (`wf resume --retry-failed`).
+    pub retry_failed: bool,
+    /// Cancel the instance: start nothing new, run compensations (`wf cancel`).
+    pub cancel: bool,
+    /// The definition, when the caller has just parsed it (used if it is the pinned one).
+    pub workflow: Option<Arc<Workflow>>,
+    /// W3C `traceparent` this run's trace is a child of (`TRACEPARENT` of
+    /// `wf run` and `wf resume`).
+    pub traceparent: Option<String>,
+}
+
+impl Default for RunOptions {
+    fn default() -> Self {
+        RunOptions {
+            inline_wait: Duration::from_secs(30),
+            fire_timers: false,
+            retry_failed: false,
+            cancel: false,
+            workflow: None,
+            traceparent: None,
+        }
+    }
+}
+
+/// How a run ended.
+#[derive(Debug, Clone, PartialEq)]
+pub enum RunOutcome {
+    Completed,
+    Failed(String),
+    Sleeping(String),
+    Waiting(String),
+    Canceled,
+    Interrupted,
+}
+
+impl RunOutcome {
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            RunOutcome::Completed => "completed",
+            RunOutcome::Failed(_) => "failed",
+            RunOutcome::Sleeping(_) => "sleeping",
+            RunOutcome::Waiting(_) => "waiting",
+            RunOutcome::Canceled => "canceled",
+            RunOutcome::Interrupted => "interrupted",
+        }
+    }
+}
+
+/// Why running steps are being stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Stop {
+    /// SIGINT/SIGTERM to this process: attempts are `interrupted`, the instance stays resumable.
+    Signal,
+    /// `wf cancel`: attempts are `canceled`, compensations run.
+    Cancel,
+    /// The workflow's own `timeout` passed: attempts time out, the workflow fails.
+    Deadline,
+    /// Another process took the instance over: stop everything, record nothing.
+    Lost,
+}
+
+/// How often a run looks for a cancel request or an awaited event while it
+/// waits (SPEC §3: they take effect within 200 ms).
+const POLL_EVERY: Duration = Duration::from_millis(100);
+
+/// The signals that interrupt a run: Ctrl-C, SIGTERM, SIGHUP.
+struct Signals {
+    int: tokio::signal::unix::Signal,
+    term: tokio::signal::unix::Signal,
+    hup: tokio::signal::unix::Signal,
+}
+
+impl Signals {
+    fn install() -> Result<Signals, EngineError> {
+        use tokio::signal::unix::{SignalKind, signal};
+        let one = |kind: SignalKind, name: &str| {
+            signal(kind).map_err(|e| {
+                EngineError::Internal(format!("cannot install the {name} handler: {e}"))
+            })
+        };
+        Ok(Signals {
+            int: one(SignalKind::interrupt(), "SIGINT")?,
+            term: one(SignalKind::terminate(), "SIGTERM")?,
+            hup: one(SignalKind::hangup(), "SIGHUP")?,
+        })
+    }
+
+    async fn recv(&mut self) {
+        tokio::select! {
+            _ = self.int.recv() => {}
+            _ = self.term.recv() => {}
+            _ = self.hup.recv() => {}
+        }
+    }
+}
+
+/// Resolves with the new holder's name once the heartbeat finds the lease lost.
+async fn lost(rx: &mut watch::Receiver<Option<String>>) -> String {
+    loop {
+        if let Some(holder) = rx.borrow_and_update().clone() {
+            return holder;
+        }
+        if rx.changed().await.is_err() {
+            // The heartbeat stopped without news: the writes stay fenced.
+            std::future::pending::<()>().await;
+        }
+    }
+}
+
+/// Most units settled in one transaction without a process in between.
+const MAX_SETTLED_PER_COMMIT: usize = 500;
+
+/// Key suffix of a step's compensation unit.
+pub(super) const COMPENSATE_SUFFIX: &str = ":compensate";
+
+/// One schedulable thing: a step, one item of a `for_each` step, or the
+/// compensation of a completed step (or item).
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Unit {
+    idx: usize,
+    item: Option<usize>,
+    compensation: bool,
+}
+
+impl Unit {
+    fn step(idx: usize) -> Unit {
+        Unit {
+            idx,
+            item: None,
+            compensation: false,
+        }
+    }
+
+    /// The key its rows are stored under: `id`, `id[3]`, `id:compensate`.
+    fn key(&self, wf: &Workflow) -> String {
+        let id = &wf.steps[self.idx].id;
+        let base = match self.item {
+            Some(i) => format!("{id}[{i}]"),
+            None => id.clone(),
+        };
+        if self.compensation {
+            base + COMPENSATE_SUFFIX
+        } else {
+            base
+        }
+    }
+}
+
+/// What a unit executes: a step's own action, or its compensation.
+struct Exec<'a> {
+    action: &'a Action,
+    dir: Option<&'a str>,
+    env: &'a [(String, Template)],
+    timeout: Option<Duration>,
+    retry: &'a RetryPolicy,
+    errors: Option<&'a BTreeMap<i32, String>>,
+}
+
+fn exec_of<'a>(step: &'a Step, unit: &Unit) -> Exec<'a> {
+    match (&step.compensate, unit.compensation) {
+        (Some(c), true) => Exec {
+            action: &c.action,
+            dir: c.dir.as_deref(),
+            env: &c.env,
+            timeout: c.timeout,
+            retry: &c.retry,
+            errors: None,
+        },
+        _ => Exec {
+            action: &step.action,
+            dir: step.dir.as_deref(),
+            env: &step.env,
+            timeout: step.timeout,
+            retry: &step.retry,
+            errors: Some(&step.errors),
+        },
+    }
+}
+
+/// A unit ready to start its process or request, with everything rendered.
+enum Job {
+    Shell(shell::ShellJob),
+    Http(http::HttpJob),
+}
+
+/// What starting a unit amounted to.
+enum Started {
+    Spawn(Job, i64),
+    /// Settled within the transaction (skipped, pure step, timer fired, event taken, failed).
+    Settled,
+    /// Waiting on a timer or an event, or nothing to do yet.
+    Blocked,
+}
+
+struct Done {
+    unit: Unit,
+    attempt: i64,
+    elapsed: Duration,
+    result: AttemptResult,
+}
+
+pub(super) struct Runner<'o> {
+    wf: Arc<Workflow>,
+    pub(super) id: String,
+    pub(super) run: i64,
+    base_dir: PathBuf,
+    opts: RunOptions,
+    observer: &'o dyn Observer,
+    records: HashMap<String, StepRow>,
+    state: Value,
+    ctx: Context,
+    env: Vec<(String, String)>,
+    /// Units in flight: key -> attempt.
+    running: HashMap<String, i64>,
+    tasks: JoinSet<Done>,
+    seq: i64,
+    /// Why the workflow failed, once a unit failed for good.
+    failed: Option<String>,
+    stop: Option<Stop>,
+    interrupt_tx: watch::Sender<bool>,
+    http: Option<reqwest::Client>,
+    redactor: Redactor,
+    /// When the workflow's `timeout` runs out.
+    deadline: Option<DateTime<Utc>>,
+    /// This run's trace: (trace_id, root span_id, parent span_id, start ns).
+    trace: store::RunTrace,
+    /// The run's root span, open until the run's final commit.
+    root: tracing::Span,
+    /// `state` changed since the last write; written just before each commit.
+    state_dirty: bool,
+    /// The expression context's `state` is `self.state` (not a stale copy,
+    /// nor the snapshot a settling `set_state` step started with).
+    ctx_state_current: bool,
+    /// State as it was when each running unit with a `set_state` started.
+    start_states: HashMap<String, Value>,
+    /// Steps whose needs are met and that have not ended (see `candidates`).
+    frontier: std::collections::BTreeSet<usize>,
+    /// For each step, the steps that need it.
+    dependents: Vec<Vec<usize>>,
+    /// Attempt spans in flight: unit key -> (span, its id, start ns).
+    attempt_spans: HashMap<String, (tracing::Span, String, i64)>,
+    /// Attempts whose success the next commit makes durable (for `wf.sqlite.commit`).
+    committing: Vec<String>,
+    /// This run's claim on the instance: every write checks it.
+    pub(super) fence: Fence,
+    /// The heartbeat's word that another process took the instance over.
+    lost: watch::Receiver<Option<String>>,
+    /// Process groups started since the last time they were recorded.
+    started_groups: Vec<(String, i64, store::ProcessTag)>,
+    /// What the run decided since its last commit, applied at the next one.
+    pub(super) writes: Vec<Write>,
+    /// Per unit key, its attempts that do not count towards `max_attempts`.
+    uncounted: HashMap<String, Vec<i64>>,
+    /// Delivered events no step has taken yet, and the last one seen.
+    events: Vec<store::EventRow>,
+    last_event: i64,
+}
+
+/// What a run starts from (see `drive`).
+pub(super) struct RunStart<'o> {
+    pub wf: Arc<Workflow>,
+    pub inst: store::InstanceRow,
+    pub run: i64,
+    pub records: HashMap<String, StepRow>,
+    pub opts: RunOptions,
+    pub observer: &'o dyn Observer,
+    pub trace: store::RunTrace,
+    pub root: tracing::Span,
+    pub fence: Fence,
+    pub lost: watch::Receiver<Option<String>>,
+    pub uncounted: HashMap<String, Vec<i64>>,
+    pub events: Vec<store::EventRow>,
+}
+
+impl<'o> Runner<'o> {
+    pub(super) fn new(start: RunStart<'o>) -> Runner<'o> {
+        let RunStart {
+            wf,
+            inst,
+            run,
+            records,
+            opts,
+            observer,
+            trace,
+            root,
+            fence,
+            lost,
+            uncounted,
+            events,
+        } = start;
+        let inst = &inst;
+        let secrets = context::secret_values(&wf.secrets);
+        let redactor = Redactor::for_secrets(&wf.secrets);
+        let mut ctx = Context::new(&inst.id, &wf.name, run, &inst.inputs, secrets);
+        // Workflow-level env is rendered once per run; steps see it as `env`.
+        // If it cannot be, nothing can run: the workflow fails (with its
+        // compensations), like a step whose inputs cannot be evaluated.
+        let mut env = Vec::new();
+        let mut env_map = Map::new();
+        let mut env_failure = None;
+        for (k, t) in &wf.env {
+            match t.render_text(ctx.value()) {
+                Ok(v) => {
+                    env_map.insert(k.clone(), Value::String(v.clone()));
+                    env.push((k.clone(), v));
+                }
+                Err(e) => {
+                    env_failure
+                        .get_or_insert_with(|| redactor.text(&format!("workflow env `{k}`: {e}")));
+                }
+            }
+        }
+        ctx.set("env", Value::Object(env_map));
+        ctx.set("state", inst.state.clone());
+        let mut seq = 0;
+        for rec in records.values() {
+            seq = seq.max(rec.seq.unwrap_or(0));
+        }
+        for step in &wf.steps {
+            if let Some(rec) = records.get(&step.id)
+                && matches!(rec.status.as_str(), "completed" | "skipped" | "failed")
+            {
+                ctx.set_step_result(&step.id, &rec.status, &rec.output);
+            }
+        }
+        let failed = env_failure.or_else(|| {
+            wf.steps.iter().find_map(|s| {
+                let r = records.get(&s.id)?;
+                (r.status == "failed" && !s.continue_on_error).then(|| failure_reason(&s.id, r))
+            })
+        });
+        let deadline = wf.timeout.and_then(|t| {
+            store::parse_time(&inst.created_at)
+                .map(|c| c + chrono::Duration::from_std(t).unwrap_or_default())
+        });
+        let (interrupt_tx, _) = watch::channel(false);
+        let mut dependents = vec![Vec::new(); wf.steps.len()];
+        for (i, s) in wf.steps.iter().enumerate() {
+            for &d in &s.needs {
+                dependents[d].push(i);
+            }
+        }
+        let mut runner = Runner {
+            base_dir: PathBuf::from(&inst.base_dir),
+            id: inst.id.clone(),
+            state: inst.state.clone(),
+            wf,
+            run,
+            opts,
+            observer,
+            records,
+            ctx,
+            env,
+            running: HashMap::new(),
+            tasks: JoinSet::new(),
+            seq,
+            failed,
+            stop: None,
+            interrupt_tx,
+            http: None,
+            redactor,
+            deadline,
+            trace,
+            root,
+            state_dirty: false,
+            ctx_state_current: true,
+            start_states: HashMap::new(),
+            frontier: std::collections::BTreeSet::new(),
+            dependents,
+            attempt_spans: HashMap::new(),
+            committing: Vec::new(),
+            fence,
+            lost,
+            started_groups: Vec::new(),
+            writes: Vec::new(),
+            uncounted,
+            events,
+            last_event: 0,
+        };
+        runner.frontier = (0..runner.wf.steps.len())
+            .filter(|&i| runner.deps_satisfied(i) && !runner.ended(i))
+            .collect();
+        runner
+    }
+
+    pub(super) async fn main_loop(&mut self, store: &mut Store) -> Result<RunOutcome, EngineError> {
+        let replayed = self
+            .records
+            .values()
+            .filter(|r| r.status == "completed" || r.status == "skipped")
+            .count();
+        if replayed > 0 {
+            self.observer.steps_replayed(replayed);
+        }
+        let mut signals = Signals::install()?;
+        let mut done: Vec<Done> = Vec::new();
+        let mut last_poll = Instant::now();
+        loop {
+            if self.deadline.is_some_and(|d| d <= Utc::now()) && self.stop.is_none() {
+                self.stop(Stop::Deadline);
+            }
+            // One transaction: results that came in, then every start they unblock.
+            let mut spawns = Vec::new();
+            let mut more_now = false;
+            {
+                self.flush_spans(&[])?;
+                for d in done.drain(..) {
+                    self.settle(d)?;
+                }
+                if self.stop != Some(Stop::Signal) {
+                    let mut settled_in_tx = 0;
+                    loop {
+                        let mut settled = false;
+                        for unit in self.candidates() {
+                            if self.running.len() >= self.wf.concurrency {
+                                break;
+                            }
+                            match self.start(&unit)? {
+                                Started::Spawn(job, attempt) => {
+                                    // Counted as running from now on, so no later pass starts it again.
+                                    let key = unit.key(&self.wf);
+                                    // `set_state` sees the state as committed when its step started.
+                                    if self.wf.steps[unit.idx].set_state.is_some() {
+                                        self.start_states.insert(key.clone(), self.state.clone());
+                                    }
+                                    self.running.insert(key, attempt);
+                                    spawns.push((unit, job, attempt));
+                                }
+                                Started::Settled => {
+                                    settled = true;
+                                    settled_in_tx += 1;
+                                }
+                                Started::Blocked => {}
+                            }
+                        }
+                        // Bound a transaction of steps that settle without a
+                        // process (pure set_state steps): memory stays flat and
+                        // progress reaches the disk in chunks.
+                        if settled_in_tx >= MAX_SETTLED_PER_COMMIT {
+                            more_now = true;
+                            break;
+                        }
+                        if !settled {
+                            break;
+                        }
+                    }
+                }
+                if std::mem::take(&mut self.state_dirty) {
+                    self.writes.push(Write::State(self.state.clone()));
+                }
+                let commit_spans = self.commit_spans();
+                let writes = std::mem::take(&mut self.writes);
+                store.commit(&self.fence, &writes)?;
+                drop(commit_spans);
+            }
+            for (unit, job, attempt) in spawns {
+                self.spawn(unit, job, attempt);
+            }
+            self.record_groups(store)?;
+            if more_now {
+                continue;
+            }
+
+            if self.running.is_empty() && self.tasks.is_empty() {
+                if let Some(outcome) = self.final_outcome() {
+                    return Ok(outcome);
+                }
+                // Only timers and events left. Short waits happen here; an
+                // event not yet delivered ends the run at once, unless a
+                // timer is due first within the inline wait.
+                let next = self.next_wake();
+                let within = self.next_timer().filter(|t| {
+                    (*t - Utc::now()).to_std().unwrap_or_default() <= self.opts.inline_wait
+                });
+                let Some(timer) = within else {
+                    return Ok(self.suspend_outcome(next));
+                };
+                let until = next.map_or(timer, |n| n.min(timer));
+                // In slices, so that a cancel or an awaited event from another
+                // process is seen within 200 ms.
+                let stop_before = self.stop;
+                loop {
+                    let wait = (until - Utc::now()).to_std().unwrap_or_default();
+                    if wait.is_zero() || self.stop != stop_before {
+                        break;
+                    }
+                    tokio::select! {
+                        _ = tokio::time::sleep(wait.min(POLL_EVERY)) => {}
+                        _ = signals.recv() => self.stop(Stop::Signal),
+                        holder = lost(&mut self.lost) => return Err(self.fenced(holder)),
+                    }
+                    if self.poll_external(store)? {
+                        break;
+                    }
+                }
+                continue;
+            }
+
+            // Wake for a result, a due timer, a signal, or to look for a cancel request.
+            let timer = self
+                .next_wake()
+                .map(|t| (t - Utc::now()).to_std().unwrap_or_default())
+                .unwrap_or(Duration::from_secs(3600))
+                .min(POLL_EVERY);
+            tokio::select! {
+                Some(joined) = self.tasks.join_next() => {
+                    done.push(joined.map_err(|e| EngineError::Internal(format!("step task failed: {e}")))?);
+                    while let Some(joined) = self.tasks.try_join_next() {
+                        done.push(joined.map_err(|e| EngineError::Internal(format!("step task failed: {e}")))?);
+                    }
+                }
+                _ = tokio::time::sleep(timer) => {}
+                _ = signals.recv() => self.stop(Stop::Signal),
+                holder = lost(&mut self.lost) => return Err(self.fenced(holder)),
+            }
+            if last_poll.elapsed() >= POLL_EVERY {
+                last_poll = Instant::now();
+                self.poll_external(store)?;
+            }
+        }
+    }
+
+    /// Looks for what other processes asked of this run: a cancel request (it
+    /// starts canceling) or an awaited event (true: a waiting step can go on).
+    fn poll_external(&mut self, store: &Store) -> Result<bool, EngineError> {
+        if self.stop.is_none() && store::cancel_requested(store.conn(), &self.id)? {
+            self.stop(Stop::Cancel);
+        }
+        let awaited: Vec<&str> = self
+            .records
+            .values()
+            .filter(|r| r.status == "waiting")
+            .filter_map(|r| match self.wf.step(&r.step_id).map(|s| &s.action) {
+                Some(Action::WaitForEvent { name, .. }) => Some(name.as_str()),
+                _ => None,
+            })
+            .collect();
+        if awaited.is_empty() {
+            return Ok(false);
+        }
+        let after = self
+            .events
+            .iter()
+            .map(|e| e.id)
+            .max()
+            .unwrap_or(0)
+            .max(self.last_event);
+        let new = store::events_after(store.conn(), &self.id, after)?;
+        let arrived = new.iter().any(|e| awaited.contains(&e.name.as_str()));
+        if let Some(last) = new.last() {
+            self.last_event = last.id;
+        }
+        self.events.extend(new);
+        Ok(arrived)
+    }
+
+    /// Records which process group each attempt just started runs in, so the
+    /// next runner can end what is left of it should this process die. Not
+    /// fsynced: a process group does not outlive the machine.
+    fn record_groups(&mut self, store: &mut Store) -> Result<(), EngineError> {
+        if self.started_groups.is_empty() {
+            return Ok(());
+        }
+        let writes: Vec<Write> = std::mem::take(&mut self.started_groups)
+            .into_iter()
+            .map(|(key, attempt, tag)| Write::AttemptProcess { key, attempt, tag })
+            .collect();
+        store.commit_unsynced(&self.fence, &writes)?;
+        Ok(())
+    }
+
+    /// The error of a run whose instance `holder` took over.
+    fn fenced(&self, holder: String) -> EngineError {
+        EngineError::LeaseLost {
+            id: self.id.clone(),
+            holder,
+        }
+    }
+
+    /// Stops every step still running and waits for them to end, keeping
+    /// nothing they report: another process owns the instance now.
+    pub(super) async fn abandon(&mut self) {
+        self.stop(Stop::Lost);
+        let _ = self.interrupt_tx.send(true);
+        while self.tasks.join_next().await.is_some() {}
+    }
+
+    /// Stops running units for `why`; a signal outranks everything.
+    pub(super) fn stop(&mut self, why: Stop) {
+        if why == Stop::Lost {
+            self.stop = Some(why);
+            return;
+        }
+        if matches!(self.stop, Some(Stop::Signal | Stop::Lost))
+            || (self.stop.is_some() && why != Stop::Signal)
+        {
+            return;
+        }
+        self.stop = Some(why);
+        // A compensation in flight (they run one at a time, after every forward
+        // unit ended) is never cut short by a deadline or a cancel: only a
+        // signal to this process stops it.
+        if why != Stop::Signal && self.running.keys().any(|k| k.ends_with(COMPENSATE_SUFFIX)) {
+            if why == Stop::Cancel {
+                self.observer
+                    .message("canceled: letting the running compensation finish");
+            }
+            return;
+        }
+        match why {
+            Stop::Signal | Stop::Lost => {
+                self.observer.message("interrupted: stopping running steps")
+            }
+            Stop::Cancel => self.observer.message("canceled: stopping running steps"),
+            Stop::Deadline => self
+                .observer
+                .message("workflow timeout reached: stopping running steps"),
+        }
+        if why == Stop::Deadline && self.failed.is_none() {
+            let t = self.wf.timeout.unwrap_or_default();
+            self.failed = Some(format!(
+                "workflow timed out after {}",
+                crate::workflow::duration::human(t)
+            ));
+        }
+        let _ = self.interrupt_tx.send(true);
+        if why != Stop::Signal {
+            // Compensations start after this: they get a channel of their own,
+            // which only a signal to this process trips.
+            self.interrupt_tx = watch::channel(false).0;
+        }
+    }
+}
+
+fn ok(output: Value) -> AttemptResult {
+    AttemptResult {
+        outcome: Ok(output),
+        ..AttemptResult::default()
+    }
+}
+
+/// An HTTP error type the user named in `retry` is retried even if it is a 4xx.
+fn explicitly_listed(retry: &RetryPolicy, error_type: &str) -> bool {
+    retry
+        .retryable
+        .iter()
+        .any(|p| crate::workflow::error_matches(p, error_type))
+}
+
+fn failure_reason(key: &str, rec: &StepRow) -> String {
+    format!(
+        "step `{key}` failed{}",
+        match (&rec.error_type, &rec.error_message) {
+            (Some(t), Some(m)) => format!(" ({t}: {m})"),
+            (Some(t), None) => format!(" ({t})"),
+            _ => String::new(),
+        }
+    )
+}

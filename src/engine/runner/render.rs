@@ -1,0 +1,177 @@
+//! Rendering what a unit runs from the expression context: its `if`, its
+//! environment, its shell command (values through variables or memory files,
+//! never spliced in) and its HTTP request.
+
+use super::*;
+
+impl<'o> Runner<'o> {
+    pub(super) fn eval_condition(&self, cond: &Condition) -> Result<bool, String> {
+        let v = match cond {
+            Condition::Literal(b) => return Ok(*b),
+            Condition::Template(t) => t
+                .render_value(self.ctx.value())
+                .map_err(|e| e.to_string())?,
+            Condition::Expr(e) => e.eval(self.ctx.value()).map_err(|e| e.to_string())?,
+        };
+        Ok(expr::truthy(&v))
+    }
+
+    pub(super) fn unit_env(
+        &self,
+        unit: &Unit,
+        exec: &Exec,
+        out: &mut Vec<(String, String)>,
+    ) -> Result<(), Failure> {
+        out.extend(self.env.iter().cloned());
+        for (k, t) in exec.env {
+            let v = t
+                .render_text(self.ctx.value())
+                .map_err(|e| Failure::new("expression", format!("env `{k}`: {e}")))?;
+            out.push((k.clone(), v));
+        }
+        let key = unit.key(&self.wf);
+        let attempt = self.records.get(&key).map_or(1, |r| r.attempts + 1);
+        out.push(("WF_INSTANCE_ID".into(), self.id.clone()));
+        out.push(("WF_WORKFLOW".into(), self.wf.name.clone()));
+        out.push(("WF_STEP_ID".into(), key));
+        out.push(("WF_ATTEMPT".into(), attempt.to_string()));
+        out.push(("WF_RUN".into(), self.run.to_string()));
+        if let Some(i) = unit.item {
+            out.push(("WF_ITEM_INDEX".into(), i.to_string()));
+        }
+        if let Some(tp) = self.attempt_traceparent(unit) {
+            out.push(("TRACEPARENT".into(), tp));
+        }
+        if let Some((k, _)) = out
+            .iter()
+            .find(|(k, v)| k.contains('\0') || v.contains('\0'))
+        {
+            return Err(Failure::new(
+                "expression",
+                format!("env `{k}` contains a NUL byte"),
+            ));
+        }
+        Ok(())
+    }
+
+    pub(super) fn render_shell(
+        &self,
+        unit: &Unit,
+        exec: &Exec,
+        cmd: &RunCmd,
+    ) -> Result<shell::ShellJob, Failure> {
+        let ctx = self.ctx.value();
+        let expr_err = |e: expr::ExprError| Failure::new("expression", format!("`run`: {e}"));
+        let mut env = Vec::new();
+        let mut files = Vec::new();
+        self.unit_env(unit, exec, &mut env)?;
+        let (shell, argv) = match cmd {
+            RunCmd::Shell(t) => {
+                let mut vars = Vec::new();
+                let text = t.render_shell(ctx, &mut vars).map_err(expr_err)?;
+                if text.contains('\0') || vars.iter().any(|(_, v)| v.contains('\0')) {
+                    return Err(Failure::new(
+                        "expression",
+                        "`run`: a value contains a NUL byte".into(),
+                    ));
+                }
+                // A value too large for an environment variable reaches the
+                // shell through a file (in memory) that it reads first.
+                let mut prologue = String::new();
+                for (name, value) in vars {
+                    if value.len() > shell::LARGE_VALUE {
+                        prologue.push_str(&format!(
+                            "{name}=$(cat -- \"${{{name}_FILE}}\"; printf x); {name}=${{{name}%x}}; unset {name}_FILE\n"
+                        ));
+                        files.push((name, value));
+                    } else {
+                        env.push((name, value));
+                    }
+                }
+                (Some(prologue + &text), Vec::new())
+            }
+            RunCmd::Argv(items) => {
+                let argv = items
+                    .iter()
+                    .map(|t| t.render_text(ctx))
+                    .collect::<Result<Vec<_>, _>>()
+                    .map_err(expr_err)?;
+                if argv.iter().any(|a| a.contains('\0')) {
+                    return Err(Failure::new(
+                        "expression",
+                        "`run`: an argument contains a NUL byte".into(),
+                    ));
+                }
+                (None, argv)
+            }
+        };
+        let dir = match exec.dir {
+            Some(d) => self.base_dir.join(d),
+            None => self.base_dir.clone(),
+        };
+        Ok(shell::ShellJob {
+            shell,
+            argv,
+            env,
+            env_remove: self.wf.secrets.clone(),
+            files,
+            dir,
+            timeout: exec.timeout,
+            errors: exec.errors.cloned().unwrap_or_default(),
+        })
+    }
+
+    pub(super) fn render_http(
+        &self,
+        unit: &Unit,
+        exec: &Exec,
+        spec: &HttpSpec,
+    ) -> Result<http::HttpJob, Failure> {
+        let ctx = self.ctx.value();
+        let text = |t: &Template, what: &str| {
+            t.render_text(ctx)
+                .map_err(|e| Failure::new("expression", format!("`http.{what}`: {e}")))
+        };
+        let url = text(&spec.url, "url")?;
+        let mut headers = Vec::new();
+        for (k, t) in &spec.headers {
+            headers.push((k.clone(), text(t, "headers")?));
+        }
+        if spec.idempotency_key {
+            headers.push((
+                "Idempotency-Key".into(),
+                format!("{}/{}", self.id, unit.key(&self.wf)),
+            ));
+        }
+        let mut query = Vec::new();
+        for (k, t) in &spec.query {
+            query.push((k.clone(), text(t, "query")?));
+        }
+        let body = match (&spec.json, &spec.body) {
+            (Some(j), _) => {
+                let v = template::render_tree(j, ctx)
+                    .map_err(|e| Failure::new("expression", format!("`http.json`: {e}")))?;
+                Some((v.to_string().into_bytes(), true))
+            }
+            (None, Some(b)) => Some((text(b, "body")?.into_bytes(), false)),
+            (None, None) => None,
+        };
+        let carries_secret = self.redactor.contains(&url)
+            || headers.iter().any(|(_, v)| self.redactor.contains(v))
+            || query.iter().any(|(_, v)| self.redactor.contains(v))
+            || body
+                .as_ref()
+                .is_some_and(|(b, _)| self.redactor.contains(&String::from_utf8_lossy(b)));
+        Ok(http::HttpJob {
+            method: spec.method.clone(),
+            url,
+            headers,
+            query,
+            body,
+            expect_status: spec.expect_status.clone(),
+            timeout: exec.timeout,
+            follow_redirects: spec.follow_redirects,
+            carries_secret,
+        })
+    }
+}

@@ -1,0 +1,281 @@
+//! Deciding what is ready: the frontier of steps whose needs are met, the
+//! units due now (retries past their backoff, `for_each` items within
+//! `max_parallel`), the next compensation, when the run is over, and when
+//! something next becomes due.
+
+use super::*;
+
+impl<'o> Runner<'o> {
+    /// Whether the run is winding down: compensating after a failure or cancel.
+    pub(super) fn compensating(&self) -> bool {
+        self.failed.is_some() || self.stop == Some(Stop::Cancel)
+    }
+
+    /// Units that may start now, in a deterministic order.
+    pub(super) fn candidates(&mut self) -> Vec<Unit> {
+        if self.compensating() {
+            return self.next_compensation().into_iter().collect();
+        }
+        let mut out = Vec::new();
+        // Only the frontier is looked at: steps whose needs are met and that
+        // have not ended. A step that ended since the last call leaves it and
+        // lets in the dependents it unblocks, so a long chain costs O(1) a step.
+        let wf = self.wf.clone();
+        let mut queue: Vec<usize> = self.frontier.iter().copied().collect();
+        let mut i = 0;
+        while let Some(&idx) = queue.get(i) {
+            i += 1;
+            let step = &wf.steps[idx];
+            let key = step.id.clone();
+            let rec = self.records.get(&key);
+            let status = rec.map(|r| r.status.as_str()).unwrap_or("pending");
+            if matches!(status, "completed" | "skipped" | "failed") {
+                self.frontier.remove(&idx);
+                for &d in &self.dependents[idx] {
+                    if !self.frontier.contains(&d) && self.deps_satisfied(d) && !self.ended(d) {
+                        self.frontier.insert(d);
+                        queue.push(d);
+                    }
+                }
+                continue;
+            }
+            if step.for_each.is_some() && rec.is_some_and(|r| !r.items.is_null()) {
+                // Expanded: its items are the units.
+                let n = rec.and_then(|r| r.items.as_array()).map_or(0, Vec::len);
+                let limit = step.max_parallel.unwrap_or(usize::MAX);
+                let mut active = (0..n)
+                    .filter(|i| self.running.contains_key(&format!("{}[{i}]", step.id)))
+                    .count();
+                let mut unfinished = 0;
+                for i in 0..n {
+                    let unit = Unit {
+                        idx,
+                        item: Some(i),
+                        compensation: false,
+                    };
+                    let k = unit.key(&self.wf);
+                    let st = self
+                        .records
+                        .get(&k)
+                        .map(|r| r.status.as_str())
+                        .unwrap_or("pending");
+                    if !matches!(st, "completed" | "skipped" | "failed") {
+                        unfinished += 1;
+                    }
+                    if active >= limit || !self.unit_due(&k) {
+                        continue;
+                    }
+                    active += 1;
+                    out.push(unit);
+                }
+                if unfinished == 0 {
+                    // All items ended: the step itself settles next.
+                    out.push(Unit::step(idx));
+                }
+            } else if !self.running.contains_key(&key) && self.unit_due(&key) {
+                out.push(Unit::step(idx));
+            }
+        }
+        out
+    }
+
+    /// Not terminal, not running, and any retry backoff has passed.
+    pub(super) fn unit_due(&self, key: &str) -> bool {
+        if self.running.contains_key(key) {
+            return false;
+        }
+        match self.records.get(key) {
+            None => true,
+            Some(r) => match r.status.as_str() {
+                "completed" | "skipped" | "failed" => false,
+                "retrying" => r
+                    .retry_at
+                    .as_deref()
+                    .and_then(store::parse_time)
+                    .is_none_or(|t| t <= Utc::now()),
+                _ => true,
+            },
+        }
+    }
+
+    pub(super) fn ended(&self, idx: usize) -> bool {
+        self.records
+            .get(&self.wf.steps[idx].id)
+            .is_some_and(|r| matches!(r.status.as_str(), "completed" | "skipped" | "failed"))
+    }
+
+    pub(super) fn deps_satisfied(&self, idx: usize) -> bool {
+        self.wf.steps[idx].needs.iter().all(|&d| {
+            let dep = &self.wf.steps[d];
+            self.records
+                .get(&dep.id)
+                .is_some_and(|r| match r.status.as_str() {
+                    "completed" | "skipped" => true,
+                    "failed" => dep.continue_on_error,
+                    _ => false,
+                })
+        })
+    }
+
+    /// The next compensation to run: of the completed units with a
+    /// `compensate`, the latest-completed one not yet compensated. One at a
+    /// time, in reverse completion order.
+    pub(super) fn next_compensation(&self) -> Option<Unit> {
+        if !self.running.is_empty() {
+            return None;
+        }
+        let mut done: Vec<(i64, Unit)> = Vec::new();
+        for (idx, step) in self.wf.steps.iter().enumerate() {
+            if step.compensate.is_none() {
+                continue;
+            }
+            let mut units = vec![Unit::step(idx)];
+            if step.for_each.is_some() {
+                let n = self
+                    .records
+                    .get(&step.id)
+                    .and_then(|r| r.items.as_array())
+                    .map_or(0, Vec::len);
+                units = (0..n)
+                    .map(|i| Unit {
+                        idx,
+                        item: Some(i),
+                        compensation: false,
+                    })
+                    .collect();
+            }
+            for u in units {
+                if let Some(r) = self.records.get(&u.key(&self.wf))
+                    && r.status == "completed"
+                    && let Some(seq) = r.seq
+                {
+                    done.push((seq, u));
+                }
+            }
+        }
+        done.sort_by_key(|(seq, _)| std::cmp::Reverse(*seq));
+        for (_, u) in done {
+            let comp = Unit {
+                compensation: true,
+                ..u
+            };
+            let key = comp.key(&self.wf);
+            match self.records.get(&key).map(|r| r.status.as_str()) {
+                Some("completed") | Some("failed") => continue,
+                _ if self.unit_due(&key) => return Some(comp),
+                // Waiting out a retry backoff: nothing else starts before it.
+                _ => return None,
+            }
+        }
+        None
+    }
+
+    pub(super) fn compensations_pending(&self) -> bool {
+        self.wf.steps.iter().enumerate().any(|(idx, step)| {
+            if step.compensate.is_none() {
+                return false;
+            }
+            let units: Vec<Unit> = match self.records.get(&step.id).and_then(|r| r.items.as_array())
+            {
+                Some(items) if step.for_each.is_some() => (0..items.len())
+                    .map(|i| Unit {
+                        idx,
+                        item: Some(i),
+                        compensation: false,
+                    })
+                    .collect(),
+                _ => vec![Unit::step(idx)],
+            };
+            units.into_iter().any(|u| {
+                let done = self
+                    .records
+                    .get(&u.key(&self.wf))
+                    .is_some_and(|r| r.status == "completed");
+                let comp = Unit {
+                    compensation: true,
+                    ..u
+                };
+                let comp_ended = self
+                    .records
+                    .get(&comp.key(&self.wf))
+                    .is_some_and(|r| r.status == "completed" || r.status == "failed");
+                done && !comp_ended
+            })
+        })
+    }
+
+    /// The run's end when nothing is running and nothing more can start now.
+    pub(super) fn final_outcome(&self) -> Option<RunOutcome> {
+        if self.stop == Some(Stop::Signal) {
+            return Some(RunOutcome::Interrupted);
+        }
+        if self.compensating() {
+            if self.compensations_pending() {
+                return None;
+            }
+            if self.stop == Some(Stop::Cancel) {
+                return Some(RunOutcome::Canceled);
+            }
+            return self.failed.clone().map(RunOutcome::Failed);
+        }
+        let all_done = self.wf.steps.iter().all(|s| {
+            self.records
+                .get(&s.id)
+                .is_some_and(|r| matches!(r.status.as_str(), "completed" | "skipped" | "failed"))
+        });
+        all_done.then_some(RunOutcome::Completed)
+    }
+
+    pub(super) fn suspend_outcome(&self, next: Option<DateTime<Utc>>) -> RunOutcome {
+        let mut waiting: Vec<String> = Vec::new();
+        for rec in self.records.values().filter(|r| r.status == "waiting") {
+            if let Some(Action::WaitForEvent { name, .. }) =
+                self.wf.step(&rec.step_id).map(|s| &s.action)
+                && !waiting.contains(name)
+            {
+                waiting.push(name.clone());
+            }
+        }
+        waiting.sort();
+        if !waiting.is_empty() {
+            RunOutcome::Waiting(waiting.join(","))
+        } else {
+            RunOutcome::Sleeping(next.map(store::fmt_time).unwrap_or_else(store::now))
+        }
+    }
+
+    /// The earliest time something becomes due: a retry, a sleep, an event
+    /// timeout, or the workflow's deadline.
+    pub(in crate::engine) fn next_wake(&self) -> Option<DateTime<Utc>> {
+        self.records
+            .values()
+            .filter(|r| matches!(r.status.as_str(), "retrying" | "sleeping" | "waiting"))
+            .filter_map(|r| r.retry_at.as_deref().and_then(store::parse_time))
+            .chain(self.deadline.filter(|_| self.stop.is_none()))
+            .min()
+    }
+
+    /// Attempts that count towards `key`'s `max_attempts` since `base`
+    /// (every recorded one but the interrupted and canceled; the one in
+    /// flight included).
+    pub(super) fn budget_used(&self, key: &str, base: i64) -> i64 {
+        let recorded = self.records.get(key).map_or(0, |r| r.attempts);
+        let uncounted = self
+            .uncounted
+            .get(key)
+            .map_or(0, |a| a.iter().filter(|&&n| n > base).count() as i64);
+        recorded - base - uncounted
+    }
+
+    /// The earliest timer the run may wait for inline: a retry, a sleep, or
+    /// the workflow's deadline (not an event's timeout: a run does not wait
+    /// for events).
+    pub(super) fn next_timer(&self) -> Option<DateTime<Utc>> {
+        self.records
+            .values()
+            .filter(|r| matches!(r.status.as_str(), "retrying" | "sleeping"))
+            .filter_map(|r| r.retry_at.as_deref().and_then(store::parse_time))
+            .chain(self.deadline.filter(|_| self.stop.is_none()))
+            .min()
+    }
+}
