@@ -7,7 +7,6 @@ use super::run::report;
 use crate::engine::{self, EngineError, RunOptions};
 use crate::exit::{ExitStatus, UsageError};
 use crate::printer::Printer;
-use crate::store;
 use std::path::PathBuf;
 
 #[derive(Debug, clap::Args)]
@@ -22,7 +21,7 @@ pub struct Args {
 pub async fn run(args: Args, db: Option<PathBuf>, printer: &Printer) -> anyhow::Result<ExitStatus> {
     let mut store = super::open(db)?;
     let id = store.resolve_id(&args.id)?;
-    let inst = store::instance(store.conn(), &id)?;
+    let inst = store.instance(&id)?;
     if matches!(inst.status.as_str(), "completed" | "failed" | "canceled") {
         return Err(UsageError(format!(
             "instance {id} is already {}; there is nothing to cancel",
@@ -31,11 +30,7 @@ pub async fn run(args: Args, db: Option<PathBuf>, printer: &Printer) -> anyhow::
         .into());
     }
     // Ask first, so a process running the instance right now stops too.
-    {
-        let tx = store.write()?;
-        store::request_cancel(&tx, &id)?;
-        tx.commit()?;
-    }
+    store.request_cancel(&id)?;
     let opts = RunOptions {
         cancel: true,
         ..RunOptions::default()

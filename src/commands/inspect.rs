@@ -24,20 +24,19 @@ pub struct Args {
 
 pub fn run(args: Args, store: &Store, printer: &Printer) -> anyhow::Result<ExitStatus> {
     let id = store.resolve_id(&args.id)?;
-    let c = store.conn();
-    let inst = store::instance(c, &id)?;
-    let runs = store::runs(c, &id)?;
+    let inst = store.instance(&id)?;
+    let runs = store.runs(&id)?;
     // Step order comes from the pinned definition's step list (no YAML parse needed).
-    let step_ids = match store::definition_step_ids(c, &inst.definition_hash)? {
+    let step_ids = match store.definition_step_ids(&inst.definition_hash)? {
         Some(ids) => ids,
         None => Workflow::from_pinned(&inst.definition, &inst.workflow_path)
             .map(|wf| wf.steps.into_iter().map(|s| s.id).collect())
             .unwrap_or_default(),
     };
-    let steps = ordered_steps(&step_ids, store::steps(c, &id)?);
+    let steps = ordered_steps(&step_ids, store.steps(&id)?);
     // Every attempt row is only needed for `--attempts`.
     let attempts = if args.attempts {
-        store::attempts(c, &id)?
+        store.attempts(&id)?
     } else {
         Vec::new()
     };

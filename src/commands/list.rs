@@ -3,7 +3,7 @@
 use super::display_status;
 use crate::exit::{ExitStatus, UsageError};
 use crate::printer::Printer;
-use crate::store::{self, Store};
+use crate::store::Store;
 use serde_json::json;
 
 const STATUSES: &[&str] = &[
@@ -41,7 +41,8 @@ pub fn run(args: Args, store: &Store, printer: &Printer) -> anyhow::Result<ExitS
         Some("interrupted") => Some("running"),
         other => other,
     };
-    let rows: Vec<_> = store::list_instances(store.conn(), stored)?
+    let rows: Vec<_> = store
+        .list_instances(stored)?
         .into_iter()
         .map(|i| {
             let status = display_status(&i);

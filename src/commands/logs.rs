@@ -4,7 +4,7 @@
 
 use crate::exit::{ExitStatus, UsageError};
 use crate::printer::Printer;
-use crate::store::{self, Store};
+use crate::store::Store;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -19,11 +19,10 @@ pub struct Args {
 
 pub fn run(args: Args, store: &Store, printer: &Printer) -> anyhow::Result<ExitStatus> {
     let id = store.resolve_id(&args.id)?;
-    let c = store.conn();
     match &args.step {
         Some(step) => {
-            let Some((_, stdout, stderr)) = store::attempt_logs(c, &id, step, args.attempt)? else {
-                let known: Vec<String> = store::steps(c, &id)?.into_iter().map(|s| s.key).collect();
+            let Some((_, stdout, stderr)) = store.attempt_logs(&id, step, args.attempt)? else {
+                let known: Vec<String> = store.steps(&id)?.into_iter().map(|s| s.key).collect();
                 return Err(UsageError(match args.attempt {
                     Some(n) => format!("step `{step}` of instance {id} has no attempt {n}"),
                     None if known.contains(step) => {
@@ -45,9 +44,9 @@ pub fn run(args: Args, store: &Store, printer: &Printer) -> anyhow::Result<ExitS
             if args.attempt.is_some() {
                 return Err(UsageError("--attempt needs a STEP".into()).into());
             }
-            for a in store::attempts(c, &id)? {
+            for a in store.attempts(&id)? {
                 let Some((_, stdout, stderr)) =
-                    store::attempt_logs(c, &id, &a.step_key, Some(a.attempt))?
+                    store.attempt_logs(&id, &a.step_key, Some(a.attempt))?
                 else {
                     continue;
                 };

@@ -30,7 +30,7 @@ pub struct Args {
 pub async fn run(args: Args, db: Option<PathBuf>, printer: &Printer) -> anyhow::Result<ExitStatus> {
     let mut store = super::open(db)?;
     let id = store.resolve_id(&args.id)?;
-    let inst = store::instance(store.conn(), &id)?;
+    let inst = store.instance(&id)?;
     let mut inline_wait = args.inline_wait;
     // A sleeping instance is resumed when its timer is due: wait for it here.
     if inst.status == "sleeping"
@@ -59,9 +59,7 @@ pub async fn run(args: Args, db: Option<PathBuf>, printer: &Printer) -> anyhow::
     match outcome {
         Ok(outcome) => Ok(report(printer, &id, &outcome, args.json)),
         // Completed already, or by another process while we waited for the lease.
-        Err(engine::EngineError::NotResumable(_))
-            if store::instance(store.conn(), &id)?.status == "completed" =>
-        {
+        Err(engine::EngineError::NotResumable(_)) if store.instance(&id)?.status == "completed" => {
             printer.info(&format!("instance {id} already completed; nothing to do"));
             Ok(ExitStatus::Success)
         }

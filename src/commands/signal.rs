@@ -5,7 +5,7 @@
 use crate::engine::{self, redact::Redactor};
 use crate::exit::{ExitStatus, UsageError};
 use crate::printer::Printer;
-use crate::store::{self, Store};
+use crate::store::Store;
 use serde_json::Value;
 
 #[derive(Debug, clap::Args)]
@@ -29,7 +29,7 @@ pub fn run(args: Args, store: &mut Store, printer: &Printer) -> anyhow::Result<E
             .map_err(|e| UsageError(format!("--data is not valid JSON: {e}")))?,
     };
     let id = store.resolve_id(&args.id)?;
-    let inst = store::instance(store.conn(), &id)?;
+    let inst = store.instance(&id)?;
     if matches!(inst.status.as_str(), "completed" | "failed" | "canceled") {
         return Err(UsageError(format!(
             "instance {id} is {}; it takes no more events",
@@ -50,16 +50,7 @@ pub fn run(args: Args, store: &mut Store, printer: &Printer) -> anyhow::Result<E
             .waiting_event
             .as_deref()
             .is_some_and(|e| e.split(',').any(|n| n == args.event));
-    let tx = store.write()?;
-    store::insert_event(
-        &tx,
-        &id,
-        &args.event,
-        &payload,
-        traceparent.as_deref(),
-        wakes,
-    )?;
-    tx.commit()?;
+    store.deliver_event(&id, &args.event, &payload, traceparent.as_deref(), wakes)?;
     printer.info(&format!(
         "event `{}` delivered to instance {id}",
         args.event

@@ -12,7 +12,7 @@
 
 use crate::exit::{ExitStatus, UsageError};
 use crate::printer::Printer;
-use crate::store::{self, InstanceRow, RunRow, SpanRow, Store};
+use crate::store::{InstanceRow, RunRow, SpanRow, Store};
 use crate::telemetry::{otlp, tree};
 use serde_json::Value;
 use std::io::Write as _;
@@ -51,7 +51,7 @@ struct Traced {
 fn print_otlp(store: &Store, ids: &[String], printer: &Printer) -> anyhow::Result<ExitStatus> {
     let written = otlp::write_request(&mut printer.data_writer(), &otlp::resource(), |feed| {
         for id in ids {
-            store::each_span(store.conn(), id, &mut *feed)?;
+            store.each_span(id, &mut *feed)?;
         }
         Ok(())
     });
@@ -66,9 +66,8 @@ fn print_otlp(store: &Store, ids: &[String], printer: &Printer) -> anyhow::Resul
 }
 
 pub fn run(args: Args, store: &Store, printer: &Printer) -> anyhow::Result<ExitStatus> {
-    let c = store.conn();
     let ids: Vec<String> = if args.all {
-        let mut all = store::list_instances(c, None)?;
+        let mut all = store.list_instances(None)?;
         all.reverse(); // oldest first, like the runs within an instance
         all.into_iter().map(|i| i.id).collect()
     } else {
@@ -86,9 +85,9 @@ pub fn run(args: Args, store: &Store, printer: &Printer) -> anyhow::Result<ExitS
         let mut traced = Vec::with_capacity(ids.len());
         for id in &ids {
             traced.push(Traced {
-                instance: store::instance(c, id)?,
-                runs: store::runs(c, id)?,
-                spans: store::spans(c, id)?,
+                instance: store.instance(id)?,
+                runs: store.runs(id)?,
+                spans: store.spans(id)?,
             });
         }
         Ok(traced)
@@ -208,7 +207,7 @@ fn runs_json<'a>(store: &Store, t: &'a Traced) -> anyhow::Result<Vec<RunJson<'a>
         let run = t.runs.iter().find(|r| r.number == n);
         let spans: Vec<&SpanRow> = t.spans.iter().filter(|s| s.run == n).collect();
         let root = spans.iter().find(|s| tree::is_root(s));
-        let trace = store::run_trace(store.conn(), &t.instance.id, n)?;
+        let trace = store.run_trace(&t.instance.id, n)?;
         let (trace_id, span_id, parent) = match (&trace, root) {
             (Some((t, s, p, _)), _) => (Some(t.clone()), Some(s.clone()), p.clone()),
             (None, Some(r)) => (

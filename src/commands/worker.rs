@@ -140,29 +140,15 @@ fn describe(o: &RunOutcome) -> String {
 
 /// Instances a worker should pick up now, oldest first.
 fn due_instances(store: &Store) -> anyhow::Result<Vec<String>> {
-    let now = store::now();
     let now_ms = chrono::Utc::now().timestamp_millis();
-    let mut stmt = store.conn().prepare(
-        "SELECT id, status, waiting_event, lease_owner, lease_expires_ms FROM instances \
-         WHERE (status = 'sleeping' AND (wake_at IS NULL OR wake_at <= ?1)) \
-            OR (status = 'waiting' AND ((wake_at IS NOT NULL AND wake_at <= ?1) OR EXISTS ( \
-                SELECT 1 FROM events e WHERE e.instance_id = instances.id AND e.consumed_by IS NULL \
-                AND (',' || instances.waiting_event || ',') LIKE ('%,' || e.name || ',%')))) \
-            OR status = 'running' \
-         ORDER BY created_at",
-    )?;
-    let rows = stmt.query_map([&now], |r| {
-        Ok((
-            r.get::<_, String>(0)?,
-            r.get::<_, String>(1)?,
-            r.get::<_, Option<String>>(2)?,
-            r.get::<_, Option<String>>(3)?,
-            r.get::<_, Option<i64>>(4)?,
-        ))
-    })?;
     let mut due = Vec::new();
-    for row in rows {
-        let (id, status, _event, owner, expires) = row?;
+    for row in store.due_instances()? {
+        let store::DueInstance {
+            id,
+            status,
+            lease_owner: owner,
+            lease_expires_ms: expires,
+        } = row;
         if status == "running" {
             // Only instances whose runner is gone.
             let alive = match (&owner, expires) {

@@ -30,7 +30,7 @@ pub async fn drive(
     recorder::install();
     let ttl = lease::ttl().map_err(EngineError::Input)?;
     let owner = lease::owner_name();
-    let inst = store::instance(store.conn(), id)?;
+    let inst = store.instance(id)?;
     check_resumable(&inst, &opts)?;
     let wf = match &opts.workflow {
         Some(wf) if wf.hash == inst.definition_hash => wf.clone(),
@@ -40,10 +40,9 @@ pub async fn drive(
 
     // Take the lease (raising the epoch: whoever held it can write no more),
     // and read the history as it stands, in one transaction.
-    let (fence, history) = {
-        let tx = store.write()?;
-        let fence = match lease::acquire(&tx, id, &owner, ttl)? {
-            Ok(fence) => fence,
+    let (fence, history) =
+        match store.take_over(id, &owner, lease::ttl_ms(ttl), lease::holder_alive)? {
+            Ok(taken) => taken,
             Err(holder) => {
                 return Err(EngineError::Held {
                     id: id.into(),
@@ -51,12 +50,11 @@ pub async fn drive(
                 });
             }
         };
-        let history = store::history(&tx, id)?;
-        // Again under the lease: another process may have finished it meanwhile.
-        check_resumable(&history.instance, &opts)?;
-        tx.commit()?;
-        (fence, history)
-    };
+    // Again under the lease: another process may have finished it meanwhile.
+    if let Err(e) = check_resumable(&history.instance, &opts) {
+        store.release(&fence)?;
+        return Err(e);
+    }
     let (heartbeat, lost) = Heartbeat::start(store.path().to_path_buf(), fence.clone(), ttl);
     // What unfinished attempts left running on this host ends before
     // anything starts again: two attempts of one step never run at once.
@@ -233,11 +231,7 @@ pub async fn drive(
     // Still under the lease: no other process can export these spans meanwhile.
     telemetry::export::export_instance(store, &fence).await;
     drop(heartbeat);
-    let released = store.write().map_err(EngineError::from).and_then(|tx| {
-        store::release_lease(&tx, &fence)?;
-        tx.commit()?;
-        Ok(())
-    });
+    let released = store.release(&fence).map_err(EngineError::from);
     let outcome = closed?;
     released?;
     Ok(outcome)
@@ -354,7 +348,7 @@ pub(super) fn ended_spans(
 /// The instance's pinned definition: its compiled form when this version of
 /// wf wrote it for exactly this text, else the pinned YAML parsed again.
 pub fn pinned_workflow(store: &Store, inst: &store::InstanceRow) -> Result<Workflow, EngineError> {
-    if let Some(compiled) = store::definition_compiled(store.conn(), &inst.definition_hash)?
+    if let Some(compiled) = store.definition_compiled(&inst.definition_hash)?
         && let Some(wf) = Workflow::from_compiled(&compiled, &inst.definition)
         && wf.hash == inst.definition_hash
     {

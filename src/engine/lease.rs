@@ -9,7 +9,7 @@
 //! heartbeat is how such a runner finds out while it waits: it reports the
 //! loss within one renewal interval.
 
-use crate::store::{self, Fence, Store, StoreError};
+use crate::store::{Fence, Store, StoreError};
 use std::path::PathBuf;
 use std::sync::mpsc;
 use std::time::Duration;
@@ -69,14 +69,9 @@ pub fn holder_alive(owner: &str) -> bool {
     super::procs::pid_alive(pid)
 }
 
-/// Takes the lease on `id` for `owner`, or says who holds it.
-pub fn acquire(
-    c: &rusqlite::Connection,
-    id: &str,
-    owner: &str,
-    ttl: Duration,
-) -> store::Result<Result<Fence, String>> {
-    store::acquire_lease(c, id, owner, ms(ttl), holder_alive)
+/// The lease TTL in milliseconds, as the store keeps it.
+pub fn ttl_ms(ttl: Duration) -> i64 {
+    ms(ttl)
 }
 
 /// Renews a lease in the background until dropped, and reports on `lost`
@@ -105,7 +100,7 @@ impl Heartbeat {
                     store = Store::open(&db).ok();
                 }
                 let Some(s) = &store else { continue };
-                match store::renew_lease(s.conn(), &fence, ms(ttl)) {
+                match s.renew(&fence, ms(ttl)) {
                     Ok(()) => {}
                     Err(StoreError::Fenced { holder, .. }) => {
                         let _ = lost_tx.send(Some(

@@ -247,14 +247,11 @@ pub fn create_instance(
         created_at: now.clone(),
         updated_at: now,
     };
-    let tx = store.write()?;
-    if store::records::instance(&tx, &id).is_ok() {
+    let step_ids: Vec<&str> = wf.steps.iter().map(|s| s.id.as_str()).collect();
+    if !store.create_instance(&row, &step_ids, wf.compiled().as_deref())? {
         return Err(EngineError::Input(format!(
             "an instance with id `{id}` already exists"
         )));
     }
-    let step_ids: Vec<&str> = wf.steps.iter().map(|s| s.id.as_str()).collect();
-    store::insert_instance(&tx, &row, &step_ids, wf.compiled().as_deref())?;
-    tx.commit()?;
     Ok(id)
 }

@@ -1,7 +1,11 @@
-//! The SQLite store: every instance, run, step, attempt and event `wf` knows
-//! about. The engine writes through short IMMEDIATE transactions so that a
-//! step's output, its state patch and its outcome land together or not at all;
-//! commands read through the query helpers here.
+//! The store: every instance, run, step, attempt and event `wf` knows about,
+//! behind one engine-level interface (the methods of [`Store`]): read an
+//! instance's rows, create one, claim it (`take_over`, which raises its fencing
+//! epoch and reads its history), apply a batch of [`Write`]s atomically under
+//! the fence (`commit`), renew and release the lease, deliver events, find due
+//! work. Neither the engine nor the commands see SQL. SQLite is the backend
+//! here (`records` holds its statements): short IMMEDIATE transactions, so a
+//! step's output, its state patch and its outcome land together or not at all.
 //!
 //! PRAGMAs, set on every connection:
 //! - `journal_mode=WAL`: readers (`wf inspect`, `wf list`) never block the
@@ -20,6 +24,7 @@ mod schema;
 mod write;
 
 use rusqlite::{Connection, OpenFlags, OptionalExtension, TransactionBehavior};
+use serde_json::Value;
 use std::path::{Path, PathBuf};
 
 pub use records::*;
@@ -216,13 +221,9 @@ impl Store {
         &self.path
     }
 
-    pub fn conn(&self) -> &Connection {
-        &self.conn
-    }
-
     /// Starts an IMMEDIATE write transaction (takes the write lock up front, so
     /// it never fails half-way with SQLITE_BUSY on upgrade).
-    pub fn write(&mut self) -> Result<rusqlite::Transaction<'_>> {
+    fn write(&mut self) -> Result<rusqlite::Transaction<'_>> {
         Ok(self
             .conn
             .transaction_with_behavior(TransactionBehavior::Immediate)?)
@@ -230,7 +231,7 @@ impl Store {
 
     /// A runner's write transaction: IMMEDIATE, then the check that `fence`
     /// still holds the instance (refused with [`StoreError::Fenced`] if not).
-    pub fn fenced(&mut self, fence: &Fence) -> Result<rusqlite::Transaction<'_>> {
+    fn fenced(&mut self, fence: &Fence) -> Result<rusqlite::Transaction<'_>> {
         let tx = self.write()?;
         check_fence(&tx, fence)?;
         Ok(tx)
@@ -241,7 +242,7 @@ impl Store {
     /// of wf but not of the machine: the commit reaches the operating system
     /// before this returns, and the next durable commit flushes it with the
     /// rest of the WAL. (A process group, say, does not outlive a power loss.)
-    pub fn fenced_unsynced<T>(
+    fn fenced_unsynced<T>(
         &mut self,
         fence: &Fence,
         f: impl FnOnce(&Connection) -> Result<T>,
@@ -258,6 +259,169 @@ impl Store {
         let out = result?;
         restored?;
         Ok(out)
+    }
+
+    // ---- the engine-level interface: every operation of wf on its history ----
+
+    pub fn instance(&self, id: &str) -> Result<InstanceRow> {
+        records::instance(&self.conn, id)
+    }
+
+    /// Instances, newest first, optionally with one status.
+    pub fn list_instances(&self, status: Option<&str>) -> Result<Vec<InstanceRow>> {
+        records::list_instances(&self.conn, status)
+    }
+
+    pub fn runs(&self, id: &str) -> Result<Vec<RunRow>> {
+        records::runs(&self.conn, id)
+    }
+
+    pub fn steps(&self, id: &str) -> Result<Vec<StepRow>> {
+        records::steps(&self.conn, id)
+    }
+
+    pub fn attempts(&self, id: &str) -> Result<Vec<AttemptRow>> {
+        records::attempts(&self.conn, id)
+    }
+
+    /// The logs of one attempt of `key` (the last when `attempt` is None).
+    pub fn attempt_logs(
+        &self,
+        id: &str,
+        key: &str,
+        attempt: Option<i64>,
+    ) -> Result<Option<AttemptLogs>> {
+        records::attempt_logs(&self.conn, id, key, attempt)
+    }
+
+    pub fn definition_step_ids(&self, hash: &str) -> Result<Option<Vec<String>>> {
+        records::definition_step_ids(&self.conn, hash)
+    }
+
+    pub fn definition_compiled(&self, hash: &str) -> Result<Option<String>> {
+        records::definition_compiled(&self.conn, hash)
+    }
+
+    pub fn spans(&self, id: &str) -> Result<Vec<SpanRow>> {
+        records::spans(&self.conn, id)
+    }
+
+    /// Feeds every span of an instance to `f`, in order, without holding them all.
+    pub fn each_span<E: From<StoreError>>(
+        &self,
+        id: &str,
+        f: impl FnMut(SpanRow) -> std::result::Result<(), E>,
+    ) -> std::result::Result<(), E> {
+        records::each_span(&self.conn, id, f)
+    }
+
+    pub fn run_trace(&self, id: &str, run: i64) -> Result<Option<RunTrace>> {
+        records::run_trace(&self.conn, id, run)
+    }
+
+    /// Up to `limit` spans not sent live yet, after `after`.
+    pub fn unexported_spans(
+        &self,
+        id: &str,
+        after: Option<&SpanRow>,
+        limit: usize,
+    ) -> Result<Vec<SpanRow>> {
+        records::unexported_spans(&self.conn, id, after, limit)
+    }
+
+    pub fn cancel_requested(&self, id: &str) -> Result<bool> {
+        records::cancel_requested(&self.conn, id)
+    }
+
+    /// Events delivered and not taken, after event `after`.
+    pub fn events_after(&self, id: &str, after: i64) -> Result<Vec<EventRow>> {
+        records::events_after(&self.conn, id, after)
+    }
+
+    /// Instances a worker should look at now, oldest first: sleeping ones
+    /// whose timer is due, waiting ones whose event arrived or timed out, and
+    /// running ones (whose holder may be gone).
+    pub fn due_instances(&self) -> Result<Vec<DueInstance>> {
+        records::due_instances(&self.conn)
+    }
+
+    /// Pins a new instance; false (nothing written) when the id is taken.
+    pub fn create_instance(
+        &mut self,
+        row: &InstanceRow,
+        step_ids: &[&str],
+        compiled: Option<&str>,
+    ) -> Result<bool> {
+        let tx = self.write()?;
+        if records::instance(&tx, &row.id).is_ok() {
+            return Ok(false);
+        }
+        records::insert_instance(&tx, row, step_ids, compiled)?;
+        tx.commit()?;
+        Ok(true)
+    }
+
+    /// Asks whatever process drives the instance to cancel it.
+    pub fn request_cancel(&mut self, id: &str) -> Result<()> {
+        let tx = self.write()?;
+        records::request_cancel(&tx, id)?;
+        tx.commit()?;
+        Ok(())
+    }
+
+    /// Delivers an event (`wake`: the instance waits for it, make it due).
+    pub fn deliver_event(
+        &mut self,
+        id: &str,
+        name: &str,
+        payload: &Value,
+        traceparent: Option<&str>,
+        wake: bool,
+    ) -> Result<()> {
+        let tx = self.write()?;
+        records::insert_event(&tx, id, name, payload, traceparent, wake)?;
+        tx.commit()?;
+        Ok(())
+    }
+
+    /// Claims the instance for `owner` (raising its epoch) unless a live
+    /// holder has it (`Err(holder)`), and reads its history, in one transaction.
+    pub fn take_over(
+        &mut self,
+        id: &str,
+        owner: &str,
+        ttl_ms: i64,
+        holder_alive: impl Fn(&str) -> bool,
+    ) -> Result<std::result::Result<(Fence, History), String>> {
+        let tx = self.write()?;
+        let fence = match records::acquire_lease(&tx, id, owner, ttl_ms, holder_alive)? {
+            Ok(fence) => fence,
+            Err(holder) => return Ok(Err(holder)),
+        };
+        let history = records::history(&tx, id)?;
+        tx.commit()?;
+        Ok(Ok((fence, history)))
+    }
+
+    /// Extends the lease; `Fenced` once another process took the instance.
+    pub fn renew(&self, fence: &Fence, ttl_ms: i64) -> Result<()> {
+        records::renew_lease(&self.conn, fence, ttl_ms)
+    }
+
+    /// Gives the instance up (if the fence still holds it).
+    pub fn release(&mut self, fence: &Fence) -> Result<()> {
+        let tx = self.write()?;
+        records::release_lease(&tx, fence)?;
+        tx.commit()?;
+        Ok(())
+    }
+
+    /// Marks spans sent live, under the fence.
+    pub fn mark_exported(&mut self, fence: &Fence, spans: &[SpanRow]) -> Result<()> {
+        let tx = self.fenced(fence)?;
+        records::mark_exported(&tx, spans)?;
+        tx.commit()?;
+        Ok(())
     }
 
     /// Resolves a unique instance id prefix to the full id.

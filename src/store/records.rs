@@ -1,6 +1,7 @@
-//! Typed rows and the statements that read and write them. Write functions take
-//! a `&Connection` so the engine can group several of them in one transaction
-//! (one fsync per step, not one per statement).
+//! Typed rows, and the SQLite statements that read and write them, used
+//! only through [`Store`](super::Store). Write functions take a `&Connection`
+//! so that the store can group several in one transaction (one fsync per
+//! step, not one per statement).
 
 use super::{Result, StoreError};
 use rusqlite::{Connection, OptionalExtension, Row, params};
@@ -90,7 +91,7 @@ fn instance_from_row(r: &Row) -> rusqlite::Result<InstanceRow> {
 
 /// Inserts an instance, pinning its definition (text, step ids and compiled
 /// form) if new; a compiled form written by another wf version is replaced.
-pub fn insert_instance(
+pub(super) fn insert_instance(
     c: &Connection,
     i: &InstanceRow,
     step_ids: &[&str],
@@ -135,7 +136,7 @@ pub fn insert_instance(
 }
 
 /// The compiled form of a pinned definition, if stored.
-pub fn definition_compiled(c: &Connection, hash: &str) -> Result<Option<String>> {
+pub(super) fn definition_compiled(c: &Connection, hash: &str) -> Result<Option<String>> {
     let text: Option<Option<String>> = c
         .query_row(
             "SELECT compiled FROM definitions WHERE hash = ?1",
@@ -147,7 +148,7 @@ pub fn definition_compiled(c: &Connection, hash: &str) -> Result<Option<String>>
 }
 
 /// The step ids of a pinned definition, in file order.
-pub fn definition_step_ids(c: &Connection, hash: &str) -> Result<Option<Vec<String>>> {
+pub(super) fn definition_step_ids(c: &Connection, hash: &str) -> Result<Option<Vec<String>>> {
     let text: Option<String> = c
         .query_row(
             "SELECT step_ids FROM definitions WHERE hash = ?1",
@@ -158,7 +159,7 @@ pub fn definition_step_ids(c: &Connection, hash: &str) -> Result<Option<Vec<Stri
     Ok(text.and_then(|t| serde_json::from_str(&t).ok()))
 }
 
-pub fn instance(c: &Connection, id: &str) -> Result<InstanceRow> {
+pub(super) fn instance(c: &Connection, id: &str) -> Result<InstanceRow> {
     c.query_row(
         &format!("SELECT {INSTANCE_COLS} FROM instances WHERE id = ?1"),
         [id],
@@ -168,7 +169,7 @@ pub fn instance(c: &Connection, id: &str) -> Result<InstanceRow> {
     .ok_or_else(|| StoreError::NotFound(id.into()))
 }
 
-pub fn list_instances(c: &Connection, status: Option<&str>) -> Result<Vec<InstanceRow>> {
+pub(super) fn list_instances(c: &Connection, status: Option<&str>) -> Result<Vec<InstanceRow>> {
     let mut stmt = c.prepare(&format!(
         "SELECT {INSTANCE_SUMMARY_COLS} FROM instances WHERE (?1 IS NULL OR status = ?1) ORDER BY created_at DESC, rowid DESC"
     ))?;
@@ -177,7 +178,7 @@ pub fn list_instances(c: &Connection, status: Option<&str>) -> Result<Vec<Instan
 }
 
 /// Updates an instance's status and the suspension details that go with it.
-pub fn set_instance_status(
+pub(super) fn set_instance_status(
     c: &Connection,
     id: &str,
     status: &str,
@@ -194,7 +195,7 @@ pub fn set_instance_status(
 }
 
 /// Asks whatever process drives the instance to cancel it.
-pub fn request_cancel(c: &Connection, id: &str) -> Result<()> {
+pub(super) fn request_cancel(c: &Connection, id: &str) -> Result<()> {
     cached(
         c,
         "UPDATE instances SET cancel_requested=1, updated_at=?2 WHERE id=?1",
@@ -203,7 +204,7 @@ pub fn request_cancel(c: &Connection, id: &str) -> Result<()> {
     Ok(())
 }
 
-pub fn cancel_requested(c: &Connection, id: &str) -> Result<bool> {
+pub(super) fn cancel_requested(c: &Connection, id: &str) -> Result<bool> {
     Ok(
         c.prepare_cached("SELECT cancel_requested FROM instances WHERE id=?1")?
             .query_row([id], |r| r.get::<_, i64>(0))?
@@ -213,7 +214,7 @@ pub fn cancel_requested(c: &Connection, id: &str) -> Result<bool> {
 
 /// Delivers an event to an instance; `wake` makes a waiting instance due
 /// for `wf worker` at once.
-pub fn insert_event(
+pub(super) fn insert_event(
     c: &Connection,
     id: &str,
     name: &str,
@@ -247,7 +248,7 @@ pub struct EventRow {
 }
 
 /// Events delivered to the instance, not taken, after event `after`.
-pub fn events_after(c: &Connection, id: &str, after: i64) -> Result<Vec<EventRow>> {
+pub(super) fn events_after(c: &Connection, id: &str, after: i64) -> Result<Vec<EventRow>> {
     let mut stmt = c.prepare_cached(
         "SELECT id, name, payload, traceparent FROM events WHERE instance_id=?1 \
          AND consumed_by IS NULL AND id > ?2 ORDER BY id",
@@ -264,7 +265,7 @@ pub fn events_after(c: &Connection, id: &str, after: i64) -> Result<Vec<EventRow
 }
 
 /// Marks an event taken by the step (key) that waited for it.
-pub fn take_event(c: &Connection, event: i64, key: &str) -> Result<()> {
+pub(super) fn take_event(c: &Connection, event: i64, key: &str) -> Result<()> {
     cached(
         c,
         "UPDATE events SET consumed_by=?2 WHERE id=?1",
@@ -274,7 +275,10 @@ pub fn take_event(c: &Connection, event: i64, key: &str) -> Result<()> {
 }
 
 /// Each run's trace: number -> (trace id, root span id, parent, start ns).
-pub fn run_traces(c: &Connection, id: &str) -> Result<std::collections::BTreeMap<i64, RunTrace>> {
+pub(super) fn run_traces(
+    c: &Connection,
+    id: &str,
+) -> Result<std::collections::BTreeMap<i64, RunTrace>> {
     let mut stmt = c.prepare(
         "SELECT number, trace_id, span_id, parent_span_id, COALESCE(started_ns, 0) FROM runs \
          WHERE instance_id=?1 AND trace_id IS NOT NULL",
@@ -301,7 +305,7 @@ pub struct History {
     pub cancel_requested: bool,
 }
 
-pub fn history(c: &Connection, id: &str) -> Result<History> {
+pub(super) fn history(c: &Connection, id: &str) -> Result<History> {
     let instance = instance(c, id)?;
     let (last_run, abandoned): (i64, Option<String>) = c.query_row(
         "SELECT COALESCE(MAX(number), 0), group_concat(CASE WHEN outcome IS NULL THEN number END) \
@@ -328,7 +332,7 @@ pub fn history(c: &Connection, id: &str) -> Result<History> {
     })
 }
 
-pub fn set_state(c: &Connection, id: &str, state: &Value) -> Result<()> {
+pub(super) fn set_state(c: &Connection, id: &str, state: &Value) -> Result<()> {
     cached(
         c,
         "UPDATE instances SET state=?2, updated_at=?3 WHERE id=?1",
@@ -351,7 +355,7 @@ pub struct Fence {
 /// Takes the lease if it is free, expired, ours, or held by a process on this
 /// host that no longer exists, raising the instance's epoch. Returns the
 /// current holder when refused.
-pub fn acquire_lease(
+pub(super) fn acquire_lease(
     c: &Connection,
     id: &str,
     owner: &str,
@@ -390,7 +394,7 @@ pub fn acquire_lease(
 /// Refuses (with [`StoreError::Fenced`]) unless `fence` still holds the
 /// instance's lease. Called first in every transaction of a runner: the
 /// transaction holds the write lock, so nobody can take over before it ends.
-pub fn check_fence(c: &Connection, fence: &Fence) -> Result<()> {
+pub(super) fn check_fence(c: &Connection, fence: &Fence) -> Result<()> {
     let (epoch, holder): (i64, Option<String>) = c
         .prepare_cached("SELECT lease_epoch, lease_owner FROM instances WHERE id=?1")?
         .query_row([&fence.instance], |r| Ok((r.get(0)?, r.get(1)?)))?;
@@ -405,7 +409,7 @@ pub fn check_fence(c: &Connection, fence: &Fence) -> Result<()> {
 }
 
 /// Extends our lease; `Fenced` if somebody else took it over meanwhile.
-pub fn renew_lease(c: &Connection, fence: &Fence, ttl_ms: i64) -> Result<()> {
+pub(super) fn renew_lease(c: &Connection, fence: &Fence, ttl_ms: i64) -> Result<()> {
     let now_ms = chrono::Utc::now().timestamp_millis();
     let n = cached(
         c,
@@ -421,7 +425,7 @@ pub fn renew_lease(c: &Connection, fence: &Fence, ttl_ms: i64) -> Result<()> {
 
 /// Gives the lease up (only if it is still ours). The owner stays recorded
 /// as the last holder, so a runner that lost the instance can name it.
-pub fn release_lease(c: &Connection, fence: &Fence) -> Result<()> {
+pub(super) fn release_lease(c: &Connection, fence: &Fence) -> Result<()> {
     cached(
         c,
         "UPDATE instances SET lease_expires_ms=NULL WHERE id=?1 AND lease_epoch=?2",
@@ -441,7 +445,7 @@ pub struct RunRow {
 }
 
 /// Records run `number` and its trace.
-pub fn start_run(c: &Connection, id: &str, number: i64, t: &RunTrace) -> Result<()> {
+pub(super) fn start_run(c: &Connection, id: &str, number: i64, t: &RunTrace) -> Result<()> {
     cached(
         c,
         "INSERT INTO runs (instance_id, number, started_at, trace_id, span_id, parent_span_id, started_ns) \
@@ -451,7 +455,7 @@ pub fn start_run(c: &Connection, id: &str, number: i64, t: &RunTrace) -> Result<
     Ok(())
 }
 
-pub fn finish_run(c: &Connection, id: &str, number: i64, outcome: &str) -> Result<()> {
+pub(super) fn finish_run(c: &Connection, id: &str, number: i64, outcome: &str) -> Result<()> {
     cached(
         c,
         "UPDATE runs SET outcome=?3, finished_at=?4 WHERE instance_id=?1 AND number=?2",
@@ -461,7 +465,7 @@ pub fn finish_run(c: &Connection, id: &str, number: i64, outcome: &str) -> Resul
 }
 
 /// Runs left without an outcome by a process that died are closed as `crashed`.
-pub fn close_abandoned_runs(c: &Connection, id: &str) -> Result<()> {
+pub(super) fn close_abandoned_runs(c: &Connection, id: &str) -> Result<()> {
     cached(
         c,
         "UPDATE runs SET outcome='crashed', finished_at=?2 WHERE instance_id=?1 AND outcome IS NULL",
@@ -470,7 +474,7 @@ pub fn close_abandoned_runs(c: &Connection, id: &str) -> Result<()> {
     Ok(())
 }
 
-pub fn runs(c: &Connection, id: &str) -> Result<Vec<RunRow>> {
+pub(super) fn runs(c: &Connection, id: &str) -> Result<Vec<RunRow>> {
     let mut stmt = c.prepare(
         "SELECT number, outcome, started_at, finished_at FROM runs WHERE instance_id=?1 ORDER BY number",
     )?;
@@ -528,7 +532,7 @@ impl StepRow {
     }
 }
 
-pub fn steps(c: &Connection, id: &str) -> Result<Vec<StepRow>> {
+pub(super) fn steps(c: &Connection, id: &str) -> Result<Vec<StepRow>> {
     let mut stmt = c.prepare(
         "SELECT key, step_id, status, attempts, budget_base, outcome, error_type, error_message, output, \
          started_at, finished_at, retry_at, seq, items FROM steps WHERE instance_id=?1",
@@ -555,7 +559,7 @@ pub fn steps(c: &Connection, id: &str) -> Result<Vec<StepRow>> {
 }
 
 /// Writes a step's row as the engine sees it now (insert or replace).
-pub fn put_step(c: &Connection, instance_id: &str, s: &StepRow) -> Result<()> {
+pub(super) fn put_step(c: &Connection, instance_id: &str, s: &StepRow) -> Result<()> {
     cached(
         c,
         "INSERT INTO steps (instance_id, key, step_id, status, attempts, outcome, error_type, error_message, \
@@ -620,7 +624,7 @@ pub struct NewAttempt<'a> {
     pub started_ns: i64,
 }
 
-pub fn insert_attempt(c: &Connection, instance_id: &str, a: &NewAttempt) -> Result<()> {
+pub(super) fn insert_attempt(c: &Connection, instance_id: &str, a: &NewAttempt) -> Result<()> {
     cached(
         c,
         "INSERT INTO attempts (instance_id, step_key, attempt, run, started_at, span_id, started_ns) \
@@ -650,7 +654,7 @@ pub struct AttemptEnd {
     pub stderr: Vec<u8>,
 }
 
-pub fn finish_attempt(
+pub(super) fn finish_attempt(
     c: &Connection,
     instance_id: &str,
     key: &str,
@@ -689,7 +693,7 @@ pub struct ProcessTag {
 }
 
 /// Records which process group an attempt started.
-pub fn set_attempt_process(
+pub(super) fn set_attempt_process(
     c: &Connection,
     instance_id: &str,
     key: &str,
@@ -717,7 +721,7 @@ pub struct OpenAttempt {
 }
 
 /// Attempts with no outcome: their process died with the runner.
-pub fn open_attempts(c: &Connection, instance_id: &str) -> Result<Vec<OpenAttempt>> {
+pub(super) fn open_attempts(c: &Connection, instance_id: &str) -> Result<Vec<OpenAttempt>> {
     let mut stmt = c.prepare(
         "SELECT step_key, attempt, run, span_id, COALESCE(started_ns, 0), proc_host, proc_pgid, proc_start \
          FROM attempts WHERE instance_id=?1 AND outcome IS NULL ORDER BY step_key, attempt",
@@ -746,7 +750,7 @@ pub fn open_attempts(c: &Connection, instance_id: &str) -> Result<Vec<OpenAttemp
 
 /// Attempts that do not count towards `max_attempts` (interrupted or
 /// canceled): (step key, attempt).
-pub fn uncounted_attempts(c: &Connection, instance_id: &str) -> Result<Vec<(String, i64)>> {
+pub(super) fn uncounted_attempts(c: &Connection, instance_id: &str) -> Result<Vec<(String, i64)>> {
     let mut stmt = c.prepare(
         "SELECT step_key, attempt FROM attempts WHERE instance_id=?1 \
          AND outcome IN ('interrupted', 'canceled')",
@@ -755,7 +759,7 @@ pub fn uncounted_attempts(c: &Connection, instance_id: &str) -> Result<Vec<(Stri
     Ok(rows.collect::<Result<_, _>>()?)
 }
 
-pub fn attempts(c: &Connection, instance_id: &str) -> Result<Vec<AttemptRow>> {
+pub(super) fn attempts(c: &Connection, instance_id: &str) -> Result<Vec<AttemptRow>> {
     let mut stmt = c.prepare(
         "SELECT step_key, attempt, run, outcome, error_type, error_message, exit_code, started_at, finished_at \
          FROM attempts WHERE instance_id=?1 ORDER BY started_at, step_key, attempt",
@@ -780,7 +784,7 @@ pub fn attempts(c: &Connection, instance_id: &str) -> Result<Vec<AttemptRow>> {
 pub type AttemptLogs = (i64, Vec<u8>, Vec<u8>);
 
 /// Captured stdout and stderr of one attempt (the last one when `attempt` is None).
-pub fn attempt_logs(
+pub(super) fn attempt_logs(
     c: &Connection,
     instance_id: &str,
     key: &str,
@@ -820,7 +824,7 @@ pub struct SpanRow {
     pub links: Value,
 }
 
-pub fn insert_span(c: &Connection, s: &SpanRow) -> Result<()> {
+pub(super) fn insert_span(c: &Connection, s: &SpanRow) -> Result<()> {
     cached(
         c,
         "INSERT INTO spans (trace_id, span_id, parent_span_id, instance_id, run, name, kind, start_ns, \
@@ -866,7 +870,7 @@ fn span_from_row(r: &Row) -> rusqlite::Result<SpanRow> {
 }
 
 /// Every stored span of an instance, by run then start time.
-pub fn spans(c: &Connection, instance_id: &str) -> Result<Vec<SpanRow>> {
+pub(super) fn spans(c: &Connection, instance_id: &str) -> Result<Vec<SpanRow>> {
     let mut out = Vec::new();
     each_span(c, instance_id, |row| {
         out.push(row);
@@ -877,7 +881,7 @@ pub fn spans(c: &Connection, instance_id: &str) -> Result<Vec<SpanRow>> {
 
 /// Calls `f` with each span of an instance (by run, then start), one row at
 /// a time: however many there are, only one is in memory.
-pub fn each_span<E: From<StoreError>>(
+pub(super) fn each_span<E: From<StoreError>>(
     c: &Connection,
     instance_id: &str,
     mut f: impl FnMut(SpanRow) -> std::result::Result<(), E>,
@@ -897,7 +901,7 @@ pub fn each_span<E: From<StoreError>>(
 
 /// Up to `limit` spans not yet sent to a live OTLP endpoint, in `spans`
 /// order, starting after `after` (the last span of the previous batch).
-pub fn unexported_spans(
+pub(super) fn unexported_spans(
     c: &Connection,
     instance_id: &str,
     after: Option<&SpanRow>,
@@ -918,7 +922,7 @@ pub fn unexported_spans(
 }
 
 /// Marks spans sent; each is found through `spans_by_instance`.
-pub fn mark_exported(c: &Connection, spans: &[SpanRow]) -> Result<()> {
+pub(super) fn mark_exported(c: &Connection, spans: &[SpanRow]) -> Result<()> {
     let mut stmt = c.prepare_cached(
         "UPDATE spans SET exported=1 \
          WHERE instance_id=?1 AND run=?2 AND start_ns=?3 AND span_id=?4",
@@ -932,7 +936,7 @@ pub fn mark_exported(c: &Connection, spans: &[SpanRow]) -> Result<()> {
 /// A run's trace identity: (trace_id, root span_id, parent_span_id, started_ns).
 pub type RunTrace = (String, String, Option<String>, i64);
 
-pub fn run_trace(c: &Connection, id: &str, run: i64) -> Result<Option<RunTrace>> {
+pub(super) fn run_trace(c: &Connection, id: &str, run: i64) -> Result<Option<RunTrace>> {
     Ok(c.query_row(
         "SELECT trace_id, span_id, parent_span_id, COALESCE(started_ns, 0) FROM runs \
              WHERE instance_id=?1 AND number=?2 AND trace_id IS NOT NULL",
@@ -940,4 +944,34 @@ pub fn run_trace(c: &Connection, id: &str, run: i64) -> Result<Option<RunTrace>>
         |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
     )
     .optional()?)
+}
+
+/// An instance a worker may have to drive, with its lease.
+#[derive(Debug, Clone)]
+pub struct DueInstance {
+    pub id: String,
+    pub status: String,
+    pub lease_owner: Option<String>,
+    pub lease_expires_ms: Option<i64>,
+}
+
+pub(super) fn due_instances(c: &Connection) -> Result<Vec<DueInstance>> {
+    let mut stmt = c.prepare_cached(
+        "SELECT id, status, lease_owner, lease_expires_ms FROM instances \
+         WHERE (status = 'sleeping' AND (wake_at IS NULL OR wake_at <= ?1)) \
+            OR (status = 'waiting' AND ((wake_at IS NOT NULL AND wake_at <= ?1) OR EXISTS ( \
+                SELECT 1 FROM events e WHERE e.instance_id = instances.id AND e.consumed_by IS NULL \
+                AND (',' || instances.waiting_event || ',') LIKE ('%,' || e.name || ',%')))) \
+            OR status = 'running' \
+         ORDER BY created_at",
+    )?;
+    let rows = stmt.query_map([now()], |r| {
+        Ok(DueInstance {
+            id: r.get(0)?,
+            status: r.get(1)?,
+            lease_owner: r.get(2)?,
+            lease_expires_ms: r.get(3)?,
+        })
+    })?;
+    Ok(rows.collect::<Result<_, _>>()?)
 }

@@ -130,7 +130,7 @@ async fn export_batches(
     let mut exporters: Option<Exporters> = None;
     let mut after: Option<SpanRow> = None;
     let result = loop {
-        let batch = store::unexported_spans(store.conn(), instance_id, after.as_ref(), BATCH)?;
+        let batch = store.unexported_spans(instance_id, after.as_ref(), BATCH)?;
         let Some(last) = batch.last().cloned() else {
             break Ok(());
         };
@@ -237,9 +237,7 @@ impl Exporters {
 /// instance marks nothing: the new holder sends what is left).
 fn mark(store: &mut Store, fence: &store::Fence, spans: &[SpanRow]) -> Result<(), ExportError> {
     // One transaction: one fsync, not one per span.
-    let tx = store.fenced(fence)?;
-    store::mark_exported(&tx, spans)?;
-    tx.commit()?;
+    store.mark_exported(fence, spans)?;
     Ok(())
 }
 

@@ -574,7 +574,7 @@ impl<'o> Runner<'o> {
     /// Looks for what other processes asked of this run: a cancel request (it
     /// starts canceling) or an awaited event (true: a waiting step can go on).
     fn poll_external(&mut self, store: &Store) -> Result<bool, EngineError> {
-        if self.stop.is_none() && store::cancel_requested(store.conn(), &self.id)? {
+        if self.stop.is_none() && store.cancel_requested(&self.id)? {
             self.stop(Stop::Cancel);
         }
         let awaited: Vec<&str> = self
@@ -596,7 +596,7 @@ impl<'o> Runner<'o> {
             .max()
             .unwrap_or(0)
             .max(self.last_event);
-        let new = store::events_after(store.conn(), &self.id, after)?;
+        let new = store.events_after(&self.id, after)?;
         let arrived = new.iter().any(|e| awaited.contains(&e.name.as_str()));
         if let Some(last) = new.last() {
             self.last_event = last.id;
