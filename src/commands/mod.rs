@@ -64,10 +64,10 @@ pub async fn execute(cli: Cli, printer: &Printer) -> anyhow::Result<ExitStatus> 
     match cli.command {
         Command::Run(args) => run::run(args, db, printer).await,
         Command::Resume(args) => resume::run(args, db, printer).await,
-        Command::Inspect(args) => inspect::run(args, &open(db)?, printer),
-        Command::List(args) => list::run(args, &open(db)?, printer),
-        Command::Logs(args) => logs::run(args, &open(db)?, printer),
-        Command::Trace(args) => trace::run(args, &open(db)?, printer),
+        Command::Inspect(args) => inspect::run(args, &open_existing(db)?, printer),
+        Command::List(args) => list::run(args, &open_existing(db)?, printer),
+        Command::Logs(args) => logs::run(args, &open_existing(db)?, printer),
+        Command::Trace(args) => trace::run(args, &open_existing(db)?, printer),
         Command::Signal(args) => signal::run(args, &mut open(db)?, printer),
         Command::Cancel(args) => cancel::run(args, db, printer).await,
         Command::Worker(args) => worker::run(args, db, printer).await,
@@ -78,6 +78,15 @@ pub async fn execute(cli: Cli, printer: &Printer) -> anyhow::Result<ExitStatus> 
 /// The database path: `--db`, else `$WF_DB`, else the XDG data dir.
 pub fn db_path(db: Option<PathBuf>) -> anyhow::Result<PathBuf> {
     if let Some(p) = db.filter(|p| !p.as_os_str().is_empty()) {
+        let text = p.to_string_lossy();
+        if text.starts_with("postgres://") || text.starts_with("postgresql://") {
+            // Never taken for a file path (which would create a folder
+            // named `postgres:`); the URL is not repeated (it may hold a password).
+            return Err(UsageError(
+                "--db/WF_DB is a PostgreSQL URL, and this build of wf stores its history in SQLite only: give a database file path".into(),
+            )
+            .into());
+        }
         return Ok(p);
     }
     let data = match std::env::var_os("XDG_DATA_HOME").filter(|v| !v.is_empty()) {
@@ -98,12 +107,25 @@ pub fn open(db: Option<PathBuf>) -> anyhow::Result<Store> {
     Ok(Store::open(&db_path(db)?)?)
 }
 
-/// Parses a duration flag value (`--inline-wait 30s`).
+/// Opens the database for a command that only reads: one that does not
+/// exist is an error (exit 1), and nothing is created.
+pub fn open_existing(db: Option<PathBuf>) -> anyhow::Result<Store> {
+    let path = db_path(db)?;
+    if !path.exists() {
+        anyhow::bail!(
+            "no database at {}: nothing has run with it yet (`wf run FILE` creates it)",
+            path.display()
+        );
+    }
+    Ok(Store::open(&path)?)
+}
+
 /// The caller's W3C trace context (`TRACEPARENT`), if it set one.
 pub fn traceparent() -> Option<String> {
     std::env::var("TRACEPARENT").ok().filter(|t| !t.is_empty())
 }
 
+/// Parses a duration flag value (`--inline-wait 30s`).
 pub fn parse_duration_flag(s: &str) -> Result<std::time::Duration, String> {
     crate::workflow::duration::parse(s)
 }

@@ -159,6 +159,7 @@ fn list_prints_a_table_with_a_header_and_the_instance() {
 #[test]
 fn list_on_an_empty_database() {
     let t = Test::new();
+    empty_database(&t);
     let ran = t.wf(&["list", "--json"]);
     ran.code(0);
     assert_eq!(ran.json(), json!([]));
@@ -590,10 +591,41 @@ fn the_database_is_created_with_mode_0600() {
 }
 
 #[test]
-fn a_read_command_creates_the_database_0600_too() {
+fn a_read_command_on_a_missing_database_says_so_and_creates_nothing() {
     let t = Test::new();
-    t.wf(&["list"]).code(0);
-    assert_private(&t.db);
+    for args in [
+        vec!["list"],
+        vec!["list", "--json"],
+        vec!["inspect", "x"],
+        vec!["logs", "x"],
+        vec!["trace"],
+    ] {
+        let ran = t.wf(&args);
+        ran.code(1);
+        assert!(
+            ran.stderr.contains("no database at") && ran.stderr.lines().count() == 1,
+            "{args:?}: {}",
+            ran.stderr
+        );
+        assert!(!t.db.exists(), "{args:?} created the database");
+    }
+    // Nor the folders on the way to it.
+    let typo = t.path().join("typo").join("x.db");
+    let out = bare_wf(&t)
+        .arg("--db")
+        .arg(&typo)
+        .arg("list")
+        .output()
+        .expect("run wf");
+    assert_eq!(out.status.code(), Some(1));
+    assert!(!t.path().join("typo").exists(), "a folder was created");
+}
+
+/// Creates the test's database, with no instance in it, the way a user
+/// would: a command that writes (here a cancel of an id that matches nothing).
+pub fn empty_database(t: &Test) {
+    t.wf(&["cancel", "nothing-here"]).code(2);
+    assert!(t.db.exists());
 }
 
 #[test]
@@ -834,4 +866,45 @@ fn run_json_keeps_progress_off_stdout() {
     // `json()` panics if anything but the JSON document is on stdout.
     assert_eq!(ran.json()["status"], "completed");
     assert_plain_progress(&ran.stderr, &[("hello", "ok")]);
+}
+
+#[test]
+fn a_postgres_url_is_never_taken_for_a_file_path() {
+    let t = Test::new();
+    t.write(
+        "ok.yaml",
+        "name: ok\nsteps:\n  - id: a\n    run: echo ran >> ran.log\n",
+    );
+    for url in [
+        "postgres://ana:hunter2@db.example/wf",
+        "postgresql://ana:hunter2@db.example/wf",
+    ] {
+        for args in [vec!["list"], vec!["run", "ok.yaml"]] {
+            let out = bare_wf(&t)
+                .arg("--db")
+                .arg(url)
+                .args(&args)
+                .output()
+                .expect("run wf");
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+            assert!(stderr.contains("PostgreSQL"), "{stderr}");
+            assert!(
+                !stderr.contains("hunter2"),
+                "the password is printed: {stderr}"
+            );
+        }
+    }
+    assert!(!t.path().join("ran.log").exists(), "a step ran");
+    let created: Vec<_> = std::fs::read_dir(t.path())
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name())
+        .collect();
+    assert!(
+        !created
+            .iter()
+            .any(|n| n.to_string_lossy().starts_with("postgres")),
+        "{created:?}"
+    );
 }

@@ -134,6 +134,7 @@ fn trace_tree_shows_the_runs_of_a_retried_step() {
 #[test]
 fn trace_of_an_empty_database_is_a_usage_error() {
     let t = Test::new();
+    crate::commands::empty_database(&t);
     let ran = wf(&t, &["trace"]);
     ran.code(2);
     assert!(ran.stderr.contains("no instances"), "{}", ran.stderr);
