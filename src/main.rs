@@ -50,6 +50,37 @@ fn usage_error(e: clap::Error) -> std::process::ExitCode {
         .collect::<Vec<_>>()
         .join(" ");
     let message = message.trim().trim_start_matches("error:").trim();
-    printer::Printer::new(false).error(&format!("{message} (try --help)"));
+    // clap's "did you mean" tip sits in a paragraph of its own: keep it.
+    use clap::error::{ContextKind, ContextValue};
+    let tip = [
+        ContextKind::SuggestedSubcommand,
+        ContextKind::SuggestedArg,
+        ContextKind::SuggestedValue,
+    ]
+    .into_iter()
+    .find_map(|kind| match e.get(kind) {
+        Some(ContextValue::String(s)) => Some(vec![s.clone()]),
+        Some(ContextValue::Strings(v)) if !v.is_empty() => Some(v.clone()),
+        _ => None,
+    })
+    // clap finds no near subcommand for short typos (`rn`): look closer.
+    .or_else(|| match e.get(ContextKind::InvalidSubcommand) {
+        Some(ContextValue::String(typed)) => {
+            let cmd = <commands::Cli as clap::CommandFactory>::command();
+            let names: Vec<String> = cmd
+                .get_subcommands()
+                .map(|c| c.get_name().to_string())
+                .collect();
+            wf::workflow::nearest(typed, names.iter().map(String::as_str))
+                .map(|n| vec![n.to_string()])
+        }
+        _ => None,
+    })
+    .map(|names| {
+        let names: Vec<String> = names.iter().map(|n| format!("`{n}`")).collect();
+        format!("; did you mean {}?", names.join(" or "))
+    })
+    .unwrap_or_default();
+    printer::Printer::new(false).error(&format!("{message}{tip} (try --help)"));
     exit::ExitStatus::Usage.into()
 }

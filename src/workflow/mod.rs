@@ -283,6 +283,19 @@ impl RetryPolicy {
     }
 }
 
+/// The candidate closest to `typed`, if one is close enough to be what was
+/// meant (a typo, `-` for `_`, a missing or extra letter).
+pub fn nearest<'a>(typed: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
+    let norm = |s: &str| s.to_ascii_lowercase().replace('-', "_");
+    let typed_n = norm(typed);
+    candidates
+        .into_iter()
+        .map(|c| (strsim::damerau_levenshtein(&typed_n, &norm(c)), c))
+        .filter(|(d, c)| *d <= (c.len().max(typed.len()) / 3).max(1))
+        .min_by_key(|(d, _)| *d)
+        .map(|(_, c)| c)
+}
+
 /// `pattern` matches an error type exactly, or as `prefix.*`, or `*` for all.
 pub fn error_matches(pattern: &str, error_type: &str) -> bool {
     match pattern.strip_suffix('*') {

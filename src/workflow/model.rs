@@ -85,7 +85,7 @@ pub struct RawStep {
     #[serde(default)]
     pub env: BTreeMap<String, Value>,
     #[serde(default)]
-    pub needs: Option<Vec<Spanned<String>>>,
+    pub needs: Option<Needs>,
     #[serde(default)]
     pub http: Option<Box<Spanned<RawHttp>>>,
     #[serde(default)]
@@ -162,3 +162,36 @@ pub struct RawCompensate {
 
 /// Convenience for the JSON object type used for state and outputs.
 pub type Object = Map<String, Value>;
+
+/// `needs:` as a list of step ids, or one id alone (`needs: build`).
+#[derive(Debug)]
+pub enum Needs {
+    One(String),
+    Many(Vec<Spanned<String>>),
+}
+
+impl<'de> Deserialize<'de> for Needs {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = Needs;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a step id or a list of step ids")
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Needs, E> {
+                Ok(Needs::One(v.to_string()))
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> Result<Needs, A::Error> {
+                let mut out = Vec::new();
+                while let Some(id) = seq.next_element::<Spanned<String>>()? {
+                    out.push(id);
+                }
+                Ok(Needs::Many(out))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}

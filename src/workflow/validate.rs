@@ -5,7 +5,7 @@
 
 use super::duration;
 use super::expr::{self, Expr};
-use super::model::{RawCompensate, RawHttp, RawRetry, RawStep, RawWorkflow};
+use super::model::{Needs, RawCompensate, RawHttp, RawRetry, RawStep, RawWorkflow};
 use super::template::Template;
 use super::*;
 use serde_json::Value;
@@ -119,7 +119,18 @@ fn yaml_message(e: &serde_saphyr::Error) -> String {
             "the YAML is too big or too deeply nested once aliases are expanded ({limit} limit exceeded)"
         );
     }
-    msg.trim_end_matches('.').to_string()
+    let msg = msg.trim_end_matches('.');
+    // serde names the keys it knows: point at the one that was meant.
+    if let Some(rest) = msg.strip_prefix("unknown field `")
+        && let Some((typed, known)) = rest.split_once("`, expected one of ")
+    {
+        let known: Vec<&str> = known.split(", ").map(|k| k.trim_matches('`')).collect();
+        if let Some(near) = super::nearest(typed, known.iter().copied()) {
+            return format!("unknown key `{typed}`; did you mean `{near}`?");
+        }
+        return format!("unknown key `{typed}` (known keys: {})", known.join(", "));
+    }
+    msg.to_string()
 }
 
 struct Checker<'a> {
@@ -342,21 +353,29 @@ impl Checker<'_> {
         let needs = match &raw.needs {
             None if index == 0 => vec![],
             None => vec![index - 1],
-            Some(list) => {
-                let mut out = Vec::new();
-                for n in list {
-                    if n.value == id {
-                        return Err(self.err(n.into(), format!("step `{id}` needs itself")));
+            Some(given) => {
+                // One id alone (`needs: build`) is a list of one.
+                let list: Vec<(&str, Pos)> = match given {
+                    Needs::Many(list) => {
+                        list.iter().map(|n| (n.value.as_str(), n.into())).collect()
                     }
-                    match self.step_ids.get(&n.value) {
+                    Needs::One(id) => {
+                        vec![(id.as_str(), self.locate(id, self.locate("needs", pos)))]
+                    }
+                };
+                let mut out = Vec::new();
+                for (n, at) in list {
+                    if n == id {
+                        return Err(self.err(at, format!("step `{id}` needs itself")));
+                    }
+                    match self.step_ids.get(n) {
                         Some(&j) if !out.contains(&j) => out.push(j),
                         Some(_) => {}
                         None => {
                             return Err(self.err(
-                                n.into(),
+                                at,
                                 format!(
-                                    "step `{id}` needs `{}`, which is not a step of this workflow",
-                                    n.value
+                                    "step `{id}` needs `{n}`, which is not a step of this workflow"
                                 ),
                             ));
                         }

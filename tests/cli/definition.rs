@@ -810,3 +810,39 @@ steps:
         (0, "", "")
     );
 }
+
+#[test]
+fn typos_get_the_nearest_name_and_needs_takes_one_id() {
+    let t = Test::new();
+    let bad = |yaml: &str| {
+        let path = t.write("typo.yaml", yaml);
+        let ran = t.wf(&["validate", path.to_str().unwrap()]);
+        ran.code(2);
+        ran.stderr
+    };
+    let step = |key: &str| {
+        format!("name: x\nsteps:\n  - id: a\n    run: echo\n  - id: b\n    {key}\n    run: echo\n")
+    };
+    assert!(bad(&step("need: [a]")).contains("unknown key `need`; did you mean `needs`?"));
+    assert!(
+        bad(&step("continue-on-error: true"))
+            .contains("unknown key `continue-on-error`; did you mean `continue_on_error`?")
+    );
+    // Nothing near: the known keys are listed.
+    assert!(bad(&step("zzzzzzzz: 1")).contains("(known keys: id, "));
+    // `needs: a` is `needs: [a]`.
+    let path = t.write("one.yaml", &step("needs: a"));
+    t.wf(&["validate", path.to_str().unwrap()]).code(0);
+    assert!(bad(&step("needs: c")).contains("typo.yaml:6:12: step `b` needs `c`"));
+    // Subcommands and flags too.
+    let ran = t.wf(&["rn", "x"]);
+    ran.code(2);
+    assert!(ran.stderr.contains("did you mean `run`?"), "{}", ran.stderr);
+    let ran = t.wf(&["list", "--jsn"]);
+    ran.code(2);
+    assert!(
+        ran.stderr.contains("did you mean `--json`?"),
+        "{}",
+        ran.stderr
+    );
+}
