@@ -3,7 +3,7 @@
 use super::display_status;
 use crate::exit::{ExitStatus, UsageError};
 use crate::printer::Printer;
-use crate::store::Store;
+use crate::store::{ListFilter, Store};
 use serde_json::json;
 
 const STATUSES: &[&str] = &[
@@ -21,6 +21,15 @@ pub struct Args {
     /// Only instances with this status
     #[arg(long)]
     pub status: Option<String>,
+    /// Only instances of this workflow (its `name`)
+    #[arg(long, value_name = "NAME")]
+    pub workflow: Option<String>,
+    /// Only instances created within this long (`1h`, `7d`)
+    #[arg(long, value_name = "DURATION", value_parser = super::parse_duration_flag)]
+    pub since: Option<std::time::Duration>,
+    /// At most this many instances (the newest)
+    #[arg(long, value_name = "N")]
+    pub limit: Option<usize>,
     /// JSON on stdout
     #[arg(long)]
     pub json: bool,
@@ -41,14 +50,28 @@ pub fn run(args: Args, store: &Store, printer: &Printer) -> anyhow::Result<ExitS
         Some("interrupted") => Some("running"),
         other => other,
     };
+    let since = args.since.map(|d| {
+        crate::store::fmt_time(
+            chrono::Utc::now() - chrono::Duration::from_std(d).unwrap_or_default(),
+        )
+    });
+    // `interrupted` is told from `running` after the query: limit after it.
+    let limit_in_query = args.status.as_deref() != Some("interrupted");
+    let filter = ListFilter {
+        status: stored.map(String::from),
+        workflow: args.workflow.clone(),
+        since,
+        limit: args.limit.filter(|_| limit_in_query),
+    };
     let rows: Vec<_> = store
-        .list_instances(stored)?
+        .list_instances(&filter)?
         .into_iter()
         .map(|i| {
             let status = display_status(&i);
             (i, status)
         })
         .filter(|(_, status)| args.status.as_deref().is_none_or(|s| s == status))
+        .take(args.limit.unwrap_or(usize::MAX))
         .collect();
     if args.json {
         let items: Vec<_> = rows

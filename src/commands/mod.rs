@@ -2,9 +2,11 @@
 //! arguments and the [`Printer`], returning an [`ExitStatus`].
 
 mod cancel;
+mod completions;
 mod inspect;
 mod list;
 mod logs;
+mod man;
 mod resume;
 mod run;
 mod signal;
@@ -22,7 +24,19 @@ use std::path::PathBuf;
 #[command(
     name = "wf",
     version,
-    about = "Durable workflow runner and history inspector"
+    about = "Durable workflow runner and history inspector",
+    after_help = "\
+Examples:
+  wf run workflows/hello.yaml --input who=ana
+  wf list --status failed --since 1d
+  wf inspect 1c75 --attempts          (any unique prefix of an id)
+  wf resume 1c75 --retry-failed
+  wf trace 1c75 --format otlp
+
+Exit codes:
+  0 completed (or success)   1 workflow failed      2 usage or definition error
+  3 suspended (sleeping or waiting)   4 canceled   5 held by another process
+  130 interrupted"
 )]
 pub struct Cli {
     /// SQLite database (default: $WF_DB, else $XDG_DATA_HOME/wf/wf.db)
@@ -57,6 +71,10 @@ pub enum Command {
     Worker(worker::Args),
     /// Check a workflow file; silent and 0 when valid
     Validate(validate::Args),
+    /// Print shell completions (bash, zsh, fish, elvish, powershell)
+    Completions(completions::Args),
+    /// Print the man page (roff)
+    Man(man::Args),
 }
 
 pub async fn execute(cli: Cli, printer: &Printer) -> anyhow::Result<ExitStatus> {
@@ -72,6 +90,8 @@ pub async fn execute(cli: Cli, printer: &Printer) -> anyhow::Result<ExitStatus> 
         Command::Cancel(args) => cancel::run(args, db, printer).await,
         Command::Worker(args) => worker::run(args, db, printer).await,
         Command::Validate(args) => validate::run(args),
+        Command::Completions(args) => completions::run(args, printer),
+        Command::Man(args) => man::run(args, printer),
     }
 }
 

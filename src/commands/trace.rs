@@ -67,7 +67,7 @@ fn print_otlp(store: &Store, ids: &[String], printer: &Printer) -> anyhow::Resul
 
 pub fn run(args: Args, store: &Store, printer: &Printer) -> anyhow::Result<ExitStatus> {
     let ids: Vec<String> = if args.all {
-        let mut all = store.list_instances(None)?;
+        let mut all = store.list_instances(&Default::default())?;
         all.reverse(); // oldest first, like the runs within an instance
         all.into_iter().map(|i| i.id).collect()
     } else {

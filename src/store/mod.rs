@@ -267,9 +267,9 @@ impl Store {
         records::instance(&self.conn, id)
     }
 
-    /// Instances, newest first, optionally with one status.
-    pub fn list_instances(&self, status: Option<&str>) -> Result<Vec<InstanceRow>> {
-        records::list_instances(&self.conn, status)
+    /// Instances, newest first, as `filter` says.
+    pub fn list_instances(&self, filter: &ListFilter) -> Result<Vec<InstanceRow>> {
+        records::list_instances(&self.conn, filter)
     }
 
     pub fn runs(&self, id: &str) -> Result<Vec<RunRow>> {

@@ -169,11 +169,27 @@ pub(super) fn instance(c: &Connection, id: &str) -> Result<InstanceRow> {
     .ok_or_else(|| StoreError::NotFound(id.into()))
 }
 
-pub(super) fn list_instances(c: &Connection, status: Option<&str>) -> Result<Vec<InstanceRow>> {
-    let mut stmt = c.prepare(&format!(
-        "SELECT {INSTANCE_SUMMARY_COLS} FROM instances WHERE (?1 IS NULL OR status = ?1) ORDER BY created_at DESC, rowid DESC"
+/// Which instances a listing shows.
+#[derive(Debug, Clone, Default)]
+pub struct ListFilter {
+    pub status: Option<String>,
+    pub workflow: Option<String>,
+    /// Created at or after this time (RFC 3339).
+    pub since: Option<String>,
+    pub limit: Option<usize>,
+}
+
+pub(super) fn list_instances(c: &Connection, f: &ListFilter) -> Result<Vec<InstanceRow>> {
+    let mut stmt = c.prepare_cached(&format!(
+        "SELECT {INSTANCE_SUMMARY_COLS} FROM instances WHERE (?1 IS NULL OR status = ?1) \
+         AND (?2 IS NULL OR workflow = ?2) AND (?3 IS NULL OR created_at >= ?3) \
+         ORDER BY created_at DESC, rowid DESC LIMIT ?4"
     ))?;
-    let rows = stmt.query_map([status], instance_from_row)?;
+    let limit = f.limit.map_or(-1, |n| n.min(i64::MAX as usize) as i64);
+    let rows = stmt.query_map(
+        params![f.status, f.workflow, f.since, limit],
+        instance_from_row,
+    )?;
     Ok(rows.collect::<Result<_, _>>()?)
 }
 

@@ -908,3 +908,89 @@ fn a_postgres_url_is_never_taken_for_a_file_path() {
         "{created:?}"
     );
 }
+
+#[test]
+fn list_filters_by_workflow_age_and_count() {
+    let t = Test::new();
+    let ids: Vec<String> = (0..3)
+        .map(|_| {
+            run_ok(
+                &t,
+                "a.yaml",
+                "name: alpha\nsteps:\n  - id: s\n    run: 'true'\n",
+                &[],
+                0,
+            )
+        })
+        .collect();
+    let beta = run_ok(
+        &t,
+        "b.yaml",
+        "name: beta\nsteps:\n  - id: s\n    run: 'true'\n",
+        &[],
+        0,
+    );
+    let listed = |args: &[&str]| -> Vec<String> {
+        let mut all = vec!["list", "--json"];
+        all.extend_from_slice(args);
+        t.wf(&all)
+            .code(0)
+            .json()
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|i| i["id"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(listed(&["--workflow", "beta"]), [beta.clone()]);
+    let alpha: Vec<String> = ids.iter().rev().cloned().collect();
+    assert_eq!(listed(&["--workflow", "alpha"]), alpha);
+    assert_eq!(listed(&["--limit", "2"]), [beta.clone(), ids[2].clone()]);
+    assert_eq!(
+        listed(&["--workflow", "alpha", "--limit", "1"]),
+        [ids[2].clone()]
+    );
+    assert_eq!(listed(&["--since", "1h"]).len(), 4);
+    assert_eq!(listed(&["--status", "completed", "--limit", "3"]).len(), 3);
+    usage_error(&t.wf(&["list", "--since", "soon"]), &["--since"]);
+}
+
+#[test]
+fn completions_and_the_man_page_come_from_the_command_definitions() {
+    let t = Test::new();
+    for shell in ["bash", "zsh", "fish"] {
+        let ran = t.wf(&["completions", shell]);
+        ran.code(0);
+        for sub in ["run", "resume", "inspect", "trace", "worker"] {
+            assert!(ran.stdout.contains(sub), "{shell} completions lack {sub}");
+        }
+    }
+    // bash accepts what it generated.
+    let path = t.write("wf.bash", &t.wf(&["completions", "bash"]).stdout);
+    let out = Command::new("bash")
+        .arg("-c")
+        .arg(format!("source {} && complete -p wf", path.display()))
+        .output()
+        .expect("bash");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let man = t.wf(&["man"]);
+    man.code(0);
+    assert!(
+        man.stdout.starts_with(".ie") && man.stdout.contains(".TH wf 1"),
+        "{}",
+        &man.stdout[..200.min(man.stdout.len())]
+    );
+    assert!(man.stdout.contains("resume"));
+    usage_error(&t.wf(&["completions", "tcsh"]), &["tcsh"]);
+    // --help carries the exit codes.
+    assert!(
+        t.wf(&["--help"])
+            .code(0)
+            .stdout
+            .contains("5 held by another process")
+    );
+}
