@@ -942,7 +942,7 @@ fn list_filters_by_workflow_age_and_count() {
             .map(|i| i["id"].as_str().unwrap().to_string())
             .collect()
     };
-    assert_eq!(listed(&["--workflow", "beta"]), [beta.clone()]);
+    assert_eq!(listed(&["--workflow", "beta"]), vec![beta.clone()]);
     let alpha: Vec<String> = ids.iter().rev().cloned().collect();
     assert_eq!(listed(&["--workflow", "alpha"]), alpha);
     assert_eq!(listed(&["--limit", "2"]), [beta.clone(), ids[2].clone()]);
