@@ -89,6 +89,111 @@ pub enum Expr {
     And(Vec<Expr>),
     /// `a || b || …`: the first truthy operand, or the last one.
     Or(Vec<Expr>),
+    /// `[a, b, …]`
+    Array(Vec<Expr>),
+    /// `name(a, b, …)`, one of [`FUNCTIONS`].
+    Call { name: String, args: Vec<Expr> },
+}
+
+/// The functions expressions can call (as in GitHub Actions), with how many
+/// arguments each takes (at least, at most).
+pub const FUNCTIONS: &[(&str, usize, usize)] = &[
+    ("contains", 2, 2),
+    ("startsWith", 2, 2),
+    ("endsWith", 2, 2),
+    ("format", 1, usize::MAX),
+    ("join", 1, 2),
+    ("toJSON", 1, 1),
+    ("fromJSON", 1, 1),
+];
+
+/// A value as text, the way functions and `${{ }}` inside a string see it:
+/// strings as they are, `null` empty, everything else as JSON.
+fn as_text(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        Value::Null => String::new(),
+        other => other.to_string(),
+    }
+}
+
+/// Loose equality for `contains` on arrays: strings case-insensitively.
+fn loosely_equal(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::String(x), Value::String(y)) => x.to_lowercase() == y.to_lowercase(),
+        _ => a == b,
+    }
+}
+
+fn call(name: &str, args: &[Value]) -> Result<Value, ExprError> {
+    let text = |i: usize| args.get(i).map(as_text).unwrap_or_default();
+    Ok(match name {
+        "contains" => Value::Bool(match &args[0] {
+            Value::Array(items) => items.iter().any(|i| loosely_equal(i, &args[1])),
+            other => as_text(other)
+                .to_lowercase()
+                .contains(&text(1).to_lowercase()),
+        }),
+        "startsWith" => Value::Bool(text(0).to_lowercase().starts_with(&text(1).to_lowercase())),
+        "endsWith" => Value::Bool(text(0).to_lowercase().ends_with(&text(1).to_lowercase())),
+        "format" => Value::String(format_braces(&text(0), &args[1..])?),
+        "join" => {
+            let sep = if args.len() > 1 { text(1) } else { ",".into() };
+            Value::String(match &args[0] {
+                Value::Array(items) => items.iter().map(as_text).collect::<Vec<_>>().join(&sep),
+                other => as_text(other),
+            })
+        }
+        "toJSON" => Value::String(
+            serde_json::to_string_pretty(&args[0]).map_err(|e| ExprError::eval(e.to_string()))?,
+        ),
+        "fromJSON" => {
+            let t = text(0);
+            serde_json::from_str(&t)
+                .map_err(|e| ExprError::eval(format!("fromJSON: the text is not JSON ({e})")))?
+        }
+        other => return Err(ExprError::eval(format!("unknown function `{other}`"))),
+    })
+}
+
+/// `format('{0} and {1}', a, b)`; `{{` and `}}` are literal braces.
+fn format_braces(template: &str, args: &[Value]) -> Result<String, ExprError> {
+    let mut out = String::with_capacity(template.len());
+    let mut chars = template.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '{' if chars.peek() == Some(&'{') => {
+                chars.next();
+                out.push('{');
+            }
+            '}' if chars.peek() == Some(&'}') => {
+                chars.next();
+                out.push('}');
+            }
+            '{' => {
+                let mut n = String::new();
+                for d in chars.by_ref() {
+                    if d == '}' {
+                        break;
+                    }
+                    n.push(d);
+                }
+                let i: usize = n.trim().parse().map_err(|_| {
+                    ExprError::eval(format!("format: `{{{n}}}` is not an argument number"))
+                })?;
+                let v = args.get(i).ok_or_else(|| {
+                    ExprError::eval(format!(
+                        "format: `{{{i}}}` but only {} argument(s) follow the format",
+                        args.len()
+                    ))
+                })?;
+                out.push_str(&as_text(v));
+            }
+            '}' => return Err(ExprError::eval("format: a lone `}` (write `}}`)")),
+            c => out.push(c),
+        }
+    }
+    Ok(out)
 }
 
 /// One step of an access path.
@@ -227,6 +332,17 @@ impl Expr {
                 }
                 last
             }
+            Expr::Array(items) => Cow::Owned(Value::Array(
+                items
+                    .iter()
+                    .map(|e| e.eval(ctx))
+                    .collect::<Result<_, _>>()?,
+            )),
+            Expr::Call { name, args } => {
+                let values: Vec<Value> =
+                    args.iter().map(|e| e.eval(ctx)).collect::<Result<_, _>>()?;
+                Cow::Owned(call(name, &values)?)
+            }
         })
     }
 
@@ -279,8 +395,13 @@ impl Expr {
                     e.collect_refs(out);
                 }
             }
-            Expr::And(items) | Expr::Or(items) => {
+            Expr::And(items) | Expr::Or(items) | Expr::Array(items) => {
                 for e in items {
+                    e.collect_refs(out);
+                }
+            }
+            Expr::Call { args, .. } => {
+                for e in args {
                     e.collect_refs(out);
                 }
             }
@@ -404,6 +525,7 @@ enum Tok {
     LBracket,
     RBracket,
     Dot,
+    Comma,
     Bang,
     Op(BinOp),
     And,
@@ -443,6 +565,7 @@ fn lex(src: &str) -> Result<Vec<Token>, ExprError> {
             b'[' => (Tok::LBracket, 1),
             b']' => (Tok::RBracket, 1),
             b'.' => (Tok::Dot, 1),
+            b',' => (Tok::Comma, 1),
             b'!' if next == Some(b'=') => (Tok::Op(BinOp::Ne), 2),
             b'!' => (Tok::Bang, 1),
             b'=' if next == Some(b'=') => (Tok::Op(BinOp::Eq), 2),
@@ -728,12 +851,24 @@ impl Parser<'_> {
             return Err(self.missing_operand());
         };
         let e = match t.tok {
+            Tok::Ident(name)
+                if matches!(self.toks.get(self.i + 1).map(|t| &t.tok), Some(Tok::LParen)) =>
+            {
+                return self.parse_call(name, t.pos);
+            }
             Tok::Ident(name) => match name.as_str() {
                 "null" => Expr::Literal(Value::Null),
                 "true" => Expr::Literal(Value::Bool(true)),
                 "false" => Expr::Literal(Value::Bool(false)),
                 _ => Expr::Ident(name),
             },
+            Tok::LBracket => {
+                self.bump();
+                self.enter(t.pos)?;
+                let items = self.parse_list(&Tok::RBracket, "]", "[", t.pos)?;
+                self.leave();
+                return Ok(Expr::Array(items));
+            }
             Tok::Num(n) => Expr::Literal(Value::Number(n)),
             Tok::Str(s) => Expr::Literal(Value::String(s)),
             Tok::LParen => {
@@ -748,6 +883,65 @@ impl Parser<'_> {
         };
         self.bump();
         Ok(e)
+    }
+
+    /// `name(args)`: a known function with the right number of arguments.
+    fn parse_call(&mut self, name: String, pos: usize) -> Result<Expr, ExprError> {
+        let Some(&(_, min, max)) = FUNCTIONS.iter().find(|(f, _, _)| *f == name) else {
+            let known: Vec<&str> = FUNCTIONS.iter().map(|(f, _, _)| *f).collect();
+            let near = crate::workflow::nearest(&name, known.iter().copied())
+                .map(|n| format!("; did you mean `{n}`?"))
+                .unwrap_or_default();
+            return Err(ExprError::syntax(
+                pos,
+                format!(
+                    "unknown function `{name}`{near} (functions: {})",
+                    known.join(", ")
+                ),
+            ));
+        };
+        self.bump(); // name
+        let open = self.here();
+        self.bump(); // (
+        self.enter(open)?;
+        let args = self.parse_list(&Tok::RParen, ")", "(", open)?;
+        self.leave();
+        if args.len() < min || args.len() > max {
+            let wants = match (min, max) {
+                (a, b) if a == b => format!("{a}"),
+                (a, usize::MAX) => format!("at least {a}"),
+                (a, b) => format!("{a} or {b}"),
+            };
+            return Err(ExprError::syntax(
+                pos,
+                format!("`{name}` takes {wants} argument(s), not {}", args.len()),
+            ));
+        }
+        Ok(Expr::Call { name, args })
+    }
+
+    /// Comma-separated expressions up to the closing token (empty allowed).
+    fn parse_list(
+        &mut self,
+        tok: &Tok,
+        close: &str,
+        opener: &str,
+        open: usize,
+    ) -> Result<Vec<Expr>, ExprError> {
+        let mut items = Vec::new();
+        if self.peek_tok() == Some(tok) {
+            self.bump();
+            return Ok(items);
+        }
+        loop {
+            items.push(self.parse_or()?);
+            if self.peek_tok() == Some(&Tok::Comma) {
+                self.bump();
+                continue;
+            }
+            self.close(tok, close, opener, open)?;
+            return Ok(items);
+        }
     }
 
     /// Consumes the closing token of a group opened at `open`.
@@ -874,6 +1068,51 @@ mod tests {
             Err(e) => (e.pos().unwrap_or(usize::MAX), e.message()),
             Ok(e) => panic!("expected a parse error for {src:?}, got {e:?}"),
         }
+    }
+
+    #[test]
+    fn functions_and_arrays() {
+        assert_eq!(ev("[1, 'a', inputs.amount]"), json!([1, "a", 100]));
+        assert_eq!(ev("[]"), json!([]));
+        assert_eq!(ev("contains(inputs.list, 20)"), json!(true));
+        assert_eq!(ev("contains(['A', 'b'], 'a')"), json!(true));
+        assert_eq!(ev("contains('Hello', 'LL')"), json!(true));
+        assert_eq!(ev("contains(inputs.list, 21)"), json!(false));
+        assert_eq!(ev("startsWith(inputs.order_id, 'a-')"), json!(true));
+        assert_eq!(ev("endsWith(env.API, '//X')"), json!(true));
+        assert_eq!(
+            ev("format('{0}/{1} {{x}} {0}', inputs.order_id, index)"),
+            json!("A-1/1 {x} A-1")
+        );
+        assert_eq!(ev("join(inputs.list)"), json!("10,20,30"));
+        assert_eq!(ev("join(inputs.list, ' | ')"), json!("10 | 20 | 30"));
+        assert_eq!(ev("join('solo')"), json!("solo"));
+        assert_eq!(ev("toJSON(item)"), json!("{\n  \"sku\": \"X\"\n}"));
+        assert_eq!(ev("fromJSON('[1, {\"a\": 2}]')[1].a"), json!(2));
+        assert_eq!(
+            ev("fromJSON(toJSON(steps['charge-card'].output))"),
+            json!({ "json": { "id": "ch_1", "n": 7 } })
+        );
+        assert!(eval_err("fromJSON('nope')").starts_with("fromJSON: the text is not JSON"));
+        assert!(eval_err("format('{2}', 1)").contains("only 1 argument(s)"));
+        let (pos, msg) = parse_err("a && upper(b)");
+        assert_eq!(pos, 5);
+        assert!(
+            msg.starts_with("unknown function `upper` (functions: contains,"),
+            "{msg}"
+        );
+        let (_, msg) = parse_err("startswith(a, b)");
+        assert!(msg.contains("did you mean `startsWith`?"), "{msg}");
+        let (_, msg) = parse_err("contains(a)");
+        assert_eq!(msg, "`contains` takes 2 argument(s), not 1");
+        let (_, msg) = parse_err("join(a, b");
+        assert!(msg.starts_with("expected `)` to close"), "{msg}");
+        // References inside calls and arrays are seen by the validator.
+        let e = parse("contains([inputs.a], steps.x.output)").unwrap();
+        assert_eq!(
+            e.references(),
+            vec![vec!["inputs", "a"], vec!["steps", "x", "output"]]
+        );
     }
 
     #[test]

@@ -345,3 +345,51 @@ steps:
     assert_eq!(out["fresh"], "yes");
     assert!(out.get("stale").is_none(), "{out:#}");
 }
+
+#[test]
+fn expression_functions_and_arrays_work_in_run_if_and_set_state() {
+    let t = Test::new();
+    let (id, ran) = t.run_yaml(
+        "fns.yaml",
+        r#"
+name: fns
+inputs:
+  tags: { default: "a,b" }
+state: { list: [x, y] }
+steps:
+  - id: show
+    run: |
+      echo '${{ format('{0}-{1} {{ok}}', inputs.tags, 3) }}'
+      echo ${{ join(state.list, '+') }} ${{ contains(state.list, 'Y') }} ${{ startsWith('Hello', 'he') }}
+  - id: json
+    run: |
+      echo '${{ toJSON(fromJSON('{"k": [1, 2]}')) }}'
+    set_state: { k: "${{ fromJSON(output.stdout).k }}", both: "${{ [state.list[0], output.json.k[1]] }}" }
+  - id: skipped
+    if: ${{ contains(state.list, 'z') }}
+    run: echo never > never.txt
+"#,
+        &[],
+    );
+    ran.code(0);
+    let v = t.inspect(&id);
+    assert_eq!(
+        Test::step(&v, "show")["output"]["stdout"],
+        "a,b-3 {ok}\nx+y true true"
+    );
+    assert_eq!(v["state"]["k"], json!([1, 2]));
+    assert_eq!(v["state"]["both"], json!(["x", 2]));
+    assert_eq!(Test::step(&v, "skipped")["status"], "skipped");
+    // An unknown function is a definition error naming the ones that exist.
+    let path = t.write(
+        "bad.yaml",
+        "name: x\nsteps:\n  - id: a\n    run: echo ${{ upper('x') }}\n",
+    );
+    let ran = t.wf(&["validate", path.to_str().unwrap()]);
+    ran.code(2);
+    assert!(
+        ran.stderr.contains("unknown function `upper` (functions: contains, startsWith, endsWith, format, join, toJSON, fromJSON)"),
+        "{}",
+        ran.stderr
+    );
+}
