@@ -10,7 +10,7 @@ fn main() -> std::process::ExitCode {
         Ok(cli) => cli,
         Err(e) => return usage_error(e),
     };
-    let printer = printer::Printer::new(cli.quiet);
+    let printer = printer::Printer::with(cli.quiet, cli.color, cli.time_format);
     // One thread: the engine is one loop that waits on processes and sockets;
     // a single-threaded runtime wakes it without cross-thread hand-offs.
     let runtime = match tokio::runtime::Builder::new_current_thread()

@@ -13,18 +13,90 @@ use std::time::Duration;
 
 pub struct Printer {
     quiet: bool,
+    /// Colour on stderr (diagnostics, progress).
     color: bool,
+    /// Colour on stdout (tables).
+    color_out: bool,
     stderr_tty: bool,
+    times: TimeFormat,
+}
+
+/// `--color`: when to colour output.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum ColorChoice {
+    /// On a terminal, unless NO_COLOR is set
+    #[default]
+    Auto,
+    Always,
+    Never,
+}
+
+/// `--time-format`: how tables show times.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum TimeFormat {
+    /// `5m ago`
+    #[default]
+    Relative,
+    /// `2026-12-03 07:27:29` (UTC)
+    Iso,
 }
 
 impl Printer {
     pub fn new(quiet: bool) -> Printer {
+        Printer::with(quiet, ColorChoice::Auto, TimeFormat::Relative)
+    }
+
+    pub fn with(quiet: bool, color: ColorChoice, times: TimeFormat) -> Printer {
         let stderr_tty = std::io::stderr().is_terminal();
+        let stdout_tty = std::io::stdout().is_terminal();
         let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
+        let on = |tty: bool| match color {
+            ColorChoice::Always => true,
+            ColorChoice::Never => false,
+            ColorChoice::Auto => tty && !no_color,
+        };
         Printer {
             quiet,
-            color: stderr_tty && !no_color,
+            color: on(stderr_tty),
+            color_out: on(stdout_tty),
             stderr_tty,
+            times,
+        }
+    }
+
+    /// A time for a table cell, as `--time-format` says.
+    pub fn when(&self, rfc3339: &str) -> String {
+        let Some(t) = crate::store::parse_time(rfc3339) else {
+            return rfc3339.to_string();
+        };
+        match self.times {
+            TimeFormat::Iso => t.format("%Y-%m-%d %H:%M:%S").to_string(),
+            TimeFormat::Relative => {
+                let ago = (chrono::Utc::now() - t).num_seconds().max(0);
+                match ago {
+                    0..=59 => format!("{ago}s ago"),
+                    60..=3599 => format!("{}m ago", ago / 60),
+                    3600..=86_399 => format!("{}h ago", ago / 3600),
+                    _ => format!("{}d ago", ago / 86_400),
+                }
+            }
+        }
+    }
+
+    /// A status as a table cell, coloured when colour is on.
+    pub fn status_cell(&self, status: &str) -> comfy_table::Cell {
+        use comfy_table::Color;
+        let cell = comfy_table::Cell::new(status);
+        if !self.color_out {
+            return cell;
+        }
+        match status {
+            "completed" | "ok" => cell.fg(Color::Green),
+            "failed" | "timeout" | "crashed" => cell.fg(Color::Red),
+            "running" => cell.fg(Color::Cyan),
+            "sleeping" | "waiting" | "retrying" | "retry" | "interrupted" => cell.fg(Color::Yellow),
+            "canceled" | "skipped" => cell.fg(Color::DarkGrey),
+            _ => cell,
         }
     }
 
@@ -87,6 +159,9 @@ impl Printer {
         } else {
             t.load_preset(comfy_table::presets::NOTHING);
             t.force_no_tty();
+        }
+        if self.color_out {
+            t.enforce_styling();
         }
         t.set_content_arrangement(comfy_table::ContentArrangement::Dynamic);
         t
@@ -219,8 +294,16 @@ impl Observer for Progress {
             "interrupted" => self.paint("interrupted", "33"),
             other => self.paint(other, "31"),
         };
+        // `interrupted: interrupted` says it once.
         let detail = error
-            .map(|e| format!("  {}: {}", e.error_type, e.message))
+            .map(|e| {
+                if e.message == e.error_type || e.message == outcome {
+                    format!("  {}", e.error_type)
+                } else {
+                    format!("  {}: {}", e.error_type, e.message)
+                }
+            })
+            .filter(|d| d.trim() != outcome)
             .unwrap_or_default();
         self.line(&format!(
             "  {key}: {mark} (attempt {attempt}, {}){detail}",
@@ -255,6 +338,13 @@ impl Observer for Progress {
         }
         self.line(&format!(
             "  {count} completed step(s) replayed from history"
+        ));
+    }
+
+    fn step_retrying(&self, key: &str, next_attempt: i64, max_attempts: u32, delay: Duration) {
+        self.line(&format!(
+            "  {key}: {} (attempt {next_attempt}/{max_attempts})",
+            self.paint(&format!("retrying in {}", human(delay)), "33")
         ));
     }
 

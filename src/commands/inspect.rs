@@ -101,9 +101,9 @@ pub fn run(args: Args, store: &Store, printer: &Printer) -> anyhow::Result<ExitS
     for s in &steps {
         table.add_row(vec![
             Cell::new(&s.key),
-            Cell::new(&s.status),
+            printer.status_cell(&s.status),
             Cell::new(s.attempts),
-            Cell::new(s.outcome.as_deref().unwrap_or("-")),
+            printer.status_cell(s.outcome.as_deref().unwrap_or("-")),
             Cell::new(s.error_type.as_deref().unwrap_or("-")),
             Cell::new(duration(s.started_at.as_deref(), s.finished_at.as_deref())),
         ]);
@@ -114,16 +114,16 @@ pub fn run(args: Args, store: &Store, printer: &Printer) -> anyhow::Result<ExitS
         printer.data("");
         let mut table = printer.table();
         table.set_header([
-            "STEP", "ATTEMPT", "RUN", "OUTCOME", "ERROR", "EXIT", "STARTED", "DURATION",
+            "STEP", "TRY", "RUN", "OUTCOME", "ERROR", "EXIT", "STARTED", "TOOK",
         ]);
         for a in &attempts {
             table.add_row(vec![
                 Cell::new(&a.step_key),
                 Cell::new(a.attempt),
                 Cell::new(a.run),
-                Cell::new(a.outcome.as_deref().unwrap_or("running")),
+                printer.status_cell(a.outcome.as_deref().unwrap_or("running")),
                 Cell::new(match (&a.error_type, &a.error_message) {
-                    (Some(t), Some(m)) => format!("{t}: {m}"),
+                    (Some(t), Some(m)) => super::cut(&format!("{t}: {m}"), 24),
                     (Some(t), None) => t.clone(),
                     _ => "-".into(),
                 }),
@@ -132,7 +132,7 @@ pub fn run(args: Args, store: &Store, printer: &Printer) -> anyhow::Result<ExitS
                         .map(|c| c.to_string())
                         .unwrap_or_else(|| "-".into()),
                 ),
-                Cell::new(&a.started_at),
+                Cell::new(printer.when(&a.started_at)),
                 Cell::new(duration(Some(&a.started_at), a.finished_at.as_deref())),
             ]);
         }

@@ -1,6 +1,6 @@
 //! `wf list`: instances, newest first, as a table or JSON.
 
-use super::display_status;
+use super::{display_status, short_id};
 use crate::exit::{ExitStatus, UsageError};
 use crate::printer::Printer;
 use crate::store::{ListFilter, Store};
@@ -97,11 +97,11 @@ pub fn run(args: Args, store: &Store, printer: &Printer) -> anyhow::Result<ExitS
     table.set_header(["ID", "WORKFLOW", "STATUS", "CREATED", "UPDATED"]);
     for (i, status) in &rows {
         table.add_row(vec![
-            i.id.clone(),
-            i.workflow.clone(),
-            status.clone(),
-            i.created_at.clone(),
-            i.updated_at.clone(),
+            comfy_table::Cell::new(short_id(&i.id)),
+            comfy_table::Cell::new(&i.workflow),
+            printer.status_cell(status),
+            comfy_table::Cell::new(printer.when(&i.created_at)),
+            comfy_table::Cell::new(printer.when(&i.updated_at)),
         ]);
     }
     printer.data(&table.to_string());

@@ -45,6 +45,12 @@ pub struct Cli {
     /// Print no progress or diagnostics (errors still go to stderr)
     #[arg(long, short, global = true)]
     pub quiet: bool,
+    /// When to colour output (NO_COLOR is honoured by `auto`)
+    #[arg(long, global = true, value_enum, default_value_t = crate::printer::ColorChoice::Auto)]
+    pub color: crate::printer::ColorChoice,
+    /// How tables show times
+    #[arg(long, global = true, value_enum, default_value_t = crate::printer::TimeFormat::Relative)]
+    pub time_format: crate::printer::TimeFormat,
     #[command(subcommand)]
     pub command: Command,
 }
@@ -148,6 +154,24 @@ pub fn traceparent() -> Option<String> {
 /// Parses a duration flag value (`--inline-wait 30s`).
 pub fn parse_duration_flag(s: &str) -> Result<std::time::Duration, String> {
     crate::workflow::duration::parse(s)
+}
+
+/// An id as tables show it: its first 12 characters, which any command
+/// takes as a prefix.
+pub fn short_id(id: &str) -> &str {
+    id.get(..12).unwrap_or(id)
+}
+
+/// Text cut to `max` characters with `…` (tables; the whole text is in
+/// `--json` and `wf logs`).
+pub fn cut(text: &str, max: usize) -> String {
+    let one_line = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    if one_line.chars().count() <= max {
+        return one_line;
+    }
+    let mut out: String = one_line.chars().take(max.saturating_sub(1)).collect();
+    out.push('…');
+    out
 }
 
 /// The status shown to people: a `running` instance whose lease holder is gone

@@ -54,10 +54,14 @@ pub async fn run(args: Args, db: Option<PathBuf>, printer: &Printer) -> anyhow::
         ..RunOptions::default()
     };
     let progress = printer.progress();
+    let started = std::time::Instant::now();
     let outcome = engine::drive::drive(&mut store, &id, opts, &progress).await;
     progress.finish();
     match outcome {
-        Ok(outcome) => Ok(report(printer, &id, &outcome, args.json)),
+        Ok(outcome) => {
+            super::run::summarize(printer, &store, &id, started.elapsed());
+            Ok(report(printer, &id, &outcome, args.json))
+        }
         // Completed already, or by another process while we waited for the lease.
         Err(engine::EngineError::NotResumable(_)) if store.instance(&id)?.status == "completed" => {
             printer.info(&format!("instance {id} already completed; nothing to do"));

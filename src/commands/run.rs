@@ -48,10 +48,37 @@ pub async fn run(args: Args, db: Option<PathBuf>, printer: &Printer) -> anyhow::
         ..RunOptions::default()
     };
     let progress = printer.progress();
+    let started = std::time::Instant::now();
     let outcome = engine::drive::drive(&mut store, &id, opts, &progress).await;
     progress.finish();
     let outcome = outcome?;
+    summarize(printer, &store, &id, started.elapsed());
     Ok(report(printer, &id, &outcome, args.json))
+}
+
+/// One line on stderr when a run ends: how long it took and how its steps
+/// stand (for_each items and compensations are parts of their step).
+pub fn summarize(printer: &Printer, store: &crate::store::Store, id: &str, took: Duration) {
+    let Ok(steps) = store.steps(id) else { return };
+    let total = store
+        .instance(id)
+        .ok()
+        .and_then(|i| store.definition_step_ids(&i.definition_hash).ok().flatten())
+        .map_or(0, |ids| ids.len());
+    let (mut ok, mut failed, mut skipped) = (0, 0, 0);
+    for s in steps.iter().filter(|s| !s.key.contains(['[', ':'])) {
+        match s.status.as_str() {
+            "completed" => ok += 1,
+            "failed" | "canceled" => failed += 1,
+            "skipped" => skipped += 1,
+            _ => {}
+        }
+    }
+    let not_run = total.saturating_sub(ok + failed + skipped);
+    printer.info(&format!(
+        "run took {}: {ok} step(s) ok, {failed} failed, {skipped} skipped, {not_run} not run",
+        crate::workflow::duration::human(took)
+    ));
 }
 
 /// Prints how a run ended and returns the matching exit status.

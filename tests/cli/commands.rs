@@ -150,10 +150,26 @@ fn list_prints_a_table_with_a_header_and_the_instance() {
     }
     let rows: Vec<&str> = lines.collect();
     assert_eq!(rows.len(), 1, "expected one instance row:\n{}", ran.stdout);
-    for cell in [id.as_str(), "orders", "completed"] {
+    // Tables show the first 12 characters of an id (a prefix any command takes).
+    for cell in [&id[..12], "orders", "completed"] {
         assert!(rows[0].contains(cell), "row lacks {cell}: {}", rows[0]);
     }
+    assert!(!rows[0].contains(&id[..13]), "the whole id: {}", rows[0]);
+    assert!(rows[0].contains("s ago"), "relative times: {}", rows[0]);
     assert!(!ran.stdout.contains('\x1b'), "ANSI escapes in piped output");
+    let iso = t.wf(&["list", "--time-format", "iso"]);
+    assert!(
+        iso.stdout.contains(" UPDATED") && iso.stdout.matches(':').count() >= 4,
+        "{}",
+        iso.stdout
+    );
+    // Colour when asked for, even piped; never with --color never.
+    assert!(
+        t.wf(&["list", "--color", "always"])
+            .stdout
+            .contains("\x1b[")
+    );
+    assert!(!t.wf(&["list", "--color", "never"]).stdout.contains('\x1b'));
 }
 
 #[test]
@@ -224,7 +240,7 @@ fn list_status_filter() {
 
     let table = t.wf(&["list", "--status", "completed"]);
     table.code(0);
-    assert!(table.stdout.contains(&good), "{}", table.stdout);
+    assert!(table.stdout.contains(&good[..12]), "{}", table.stdout);
     assert!(!table.stdout.contains("broken"), "{}", table.stdout);
 }
 
@@ -391,6 +407,7 @@ fn human_filters() -> Vec<(&'static str, &'static str)> {
         (r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?Z", "[TIME]"),
         (r"\(([0-9a-f]{12})\)", "([HASH])"),
         (r"\b(\d+ms|\d+\.\ds|\d+m\d{2}s|\d+h\d{2}m)\b", "[DUR]"),
+        (r"\b\d+[smhd] ago\b", "[AGO]"),
         // Column padding after a filtered duration.
         (r"(?m)[ \t]+$", ""),
     ]

@@ -239,6 +239,11 @@ steps:
     run.signal("HUP");
     let ran = run.finish();
     ran.code(130);
+    assert!(
+        !ran.stderr.contains("interrupted: interrupted"),
+        "{}",
+        ran.stderr
+    );
     let left = alive(child);
     if left {
         kill_pid(child);

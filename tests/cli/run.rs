@@ -585,3 +585,40 @@ fn a_wrongly_typed_input_is_exit_2() {
     ran.code(2);
     assert!(!t.db.exists(), "the database was created");
 }
+
+#[test]
+fn a_run_ends_with_a_summary_and_shows_each_retry_wait() {
+    let t = Test::new();
+    let (_, ran) = t.run_yaml(
+        "summary.yaml",
+        r#"
+name: summary
+steps:
+  - id: flaky
+    retry: { max_attempts: 3, interval: 100ms, backoff: fixed }
+    run: test "$WF_ATTEMPT" = 2 || exit 1
+  - id: skipped
+    if: false
+    run: echo never
+  - id: last
+    run: echo done
+"#,
+        &[],
+    );
+    ran.code(0);
+    assert!(
+        ran.stderr
+            .contains("flaky: retrying in 100ms (attempt 2/3)"),
+        "{}",
+        ran.stderr
+    );
+    let summary = ran
+        .stderr
+        .lines()
+        .find(|l| l.starts_with("run took "))
+        .unwrap_or_else(|| panic!("no summary line:\n{}", ran.stderr));
+    assert!(
+        summary.ends_with(": 2 step(s) ok, 0 failed, 1 skipped, 0 not run"),
+        "{summary}"
+    );
+}

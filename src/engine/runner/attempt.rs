@@ -569,6 +569,10 @@ impl<'o> Runner<'o> {
                 self.write_attempt_span(&key, attempt, outcome, Some(&failure))?;
                 self.observer
                     .step_finished(&key, attempt, outcome, Some(&failure), elapsed);
+                if will_retry {
+                    self.observer
+                        .step_retrying(&key, attempt + 1, exec.retry.max_attempts, delay);
+                }
                 if !will_retry && !unit.compensation {
                     if unit.item.is_none() {
                         self.ctx.set_step_result(&key, "failed", &Value::Null);
