@@ -174,13 +174,29 @@ impl Store {
             .busy_timeout(std::time::Duration::from_millis(busy_ms))?;
         // The engine cycles through a few dozen statements per step.
         self.conn.set_prepared_statement_cache_capacity(64);
-        let mode: String = self
-            .conn
-            .query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0))?;
-        if !mode.eq_ignore_ascii_case("wal") {
-            return Err(StoreError::Corrupt(format!(
-                "could not enable WAL (journal_mode={mode})"
-            )));
+        // Switching a new database to WAL needs it to itself for a moment: a
+        // second process opening it at the same instant (a `wf inspect` beside
+        // the `wf run` that creates it) makes the switch report the old mode,
+        // or fail busy, without waiting. Try again until the busy timeout.
+        let until = std::time::Instant::now() + std::time::Duration::from_millis(busy_ms);
+        loop {
+            let mode = self
+                .conn
+                .query_row("PRAGMA journal_mode=WAL", [], |r| r.get::<_, String>(0));
+            match mode {
+                Ok(m) if m.eq_ignore_ascii_case("wal") => break,
+                Ok(_) | Err(rusqlite::Error::SqliteFailure(_, _))
+                    if std::time::Instant::now() < until =>
+                {
+                    std::thread::sleep(std::time::Duration::from_millis(5));
+                }
+                Ok(m) => {
+                    return Err(StoreError::Corrupt(format!(
+                        "could not enable WAL (journal_mode={m})"
+                    )));
+                }
+                Err(e) => return Err(e.into()),
+            }
         }
         self.conn.execute_batch(&format!(
             "PRAGMA synchronous={}; PRAGMA foreign_keys=ON;",

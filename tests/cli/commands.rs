@@ -1011,3 +1011,38 @@ fn completions_and_the_man_page_come_from_the_command_definitions() {
             .contains("5 held by another process")
     );
 }
+
+#[test]
+fn processes_that_open_a_new_database_at_once_all_succeed() {
+    // Switching a new file to WAL needs it alone for a moment: four runs
+    // (and readers) starting on the same new database must not fail busy.
+    for round in 0..12 {
+        let t = Test::new();
+        let path = t.write("ok.yaml", "name: ok\nsteps:\n  - id: a\n    run: 'true'\n");
+        let children: Vec<_> = (0..4)
+            .map(|_| {
+                t.cmd()
+                    .args(["run", path.to_str().unwrap(), "-q"])
+                    .stdout(std::process::Stdio::null())
+                    .stderr(std::process::Stdio::piped())
+                    .spawn()
+                    .expect("spawn wf")
+            })
+            .collect();
+        for _ in 0..4 {
+            let _ = t.wf(&["list"]);
+        }
+        for child in children {
+            let out = child.wait_with_output().expect("wait");
+            assert!(
+                out.status.success(),
+                "round {round}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        assert_eq!(
+            t.wf(&["list", "--json"]).json().as_array().map(Vec::len),
+            Some(4)
+        );
+    }
+}
