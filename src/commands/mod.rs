@@ -95,7 +95,7 @@ pub async fn execute(cli: Cli, printer: &Printer) -> anyhow::Result<ExitStatus> 
         Command::Signal(args) => signal::run(args, &mut open(db)?, printer),
         Command::Cancel(args) => cancel::run(args, db, printer).await,
         Command::Worker(args) => worker::run(args, db, printer).await,
-        Command::Validate(args) => validate::run(args),
+        Command::Validate(args) => validate::run(args, printer),
         Command::Completions(args) => completions::run(args, printer),
         Command::Man(args) => man::run(args, printer),
     }

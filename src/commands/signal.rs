@@ -17,6 +17,9 @@ pub struct Args {
     /// JSON payload (becomes the waiting step's output)
     #[arg(long, value_name = "JSON")]
     pub data: Option<String>,
+    /// `{id, event, delivered}` on stdout
+    #[arg(long)]
+    pub json: bool,
 }
 
 pub fn run(args: Args, store: &mut Store, printer: &Printer) -> anyhow::Result<ExitStatus> {
@@ -51,6 +54,9 @@ pub fn run(args: Args, store: &mut Store, printer: &Printer) -> anyhow::Result<E
             .as_deref()
             .is_some_and(|e| e.split(',').any(|n| n == args.event));
     store.deliver_event(&id, &args.event, &payload, traceparent.as_deref(), wakes)?;
+    if args.json {
+        printer.json(&serde_json::json!({ "id": id, "event": args.event, "delivered": true }));
+    }
     printer.info(&format!(
         "event `{}` delivered to instance {id}",
         args.event

@@ -2,16 +2,41 @@
 //! when valid; one `file:line:col: message` line and exit 2 otherwise.
 
 use crate::exit::ExitStatus;
+use crate::printer::Printer;
 use crate::workflow::Workflow;
+use serde_json::json;
 use std::path::PathBuf;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// The workflow file
     pub file: PathBuf,
+    /// `{file, valid, workflow, steps}` or `{file, valid, error: {line, col, message}}`
+    /// on stdout (still exit 2 when invalid)
+    #[arg(long)]
+    pub json: bool,
 }
 
-pub fn run(args: Args) -> anyhow::Result<ExitStatus> {
-    Workflow::load(&args.file)?;
-    Ok(ExitStatus::Success)
+pub fn run(args: Args, printer: &Printer) -> anyhow::Result<ExitStatus> {
+    let file = args.file.display().to_string();
+    match Workflow::load(&args.file) {
+        Ok(wf) => {
+            if args.json {
+                printer.json(&json!({
+                    "file": file, "valid": true, "workflow": wf.name, "steps": wf.steps.len(),
+                }));
+            }
+            Ok(ExitStatus::Success)
+        }
+        Err(e) if args.json => {
+            printer.json(&json!({
+                "file": file,
+                "valid": false,
+                "error": { "line": e.line, "col": e.col, "message": e.message },
+            }));
+            printer.error(&e.to_string());
+            Ok(ExitStatus::Usage)
+        }
+        Err(e) => Err(e.into()),
+    }
 }

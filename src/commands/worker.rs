@@ -27,6 +27,10 @@ pub struct Args {
     /// Longest timer or retry backoff waited for inside a run
     #[arg(long, value_name = "DURATION", value_parser = super::parse_duration_flag, default_value = "30s")]
     pub inline_wait: Duration,
+    /// One JSON object per line on stdout for each run that ends:
+    /// `{id, outcome, reason}` or `{id, error}`
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// Lines about each run, for a worker's log.
@@ -43,6 +47,7 @@ pub async fn run(args: Args, db: Option<PathBuf>, printer: &Printer) -> anyhow::
     let mut active: Vec<String> = Vec::new();
     let mut sigint = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())?;
     let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    let mut sighup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())?;
     let observer: Arc<dyn engine::Observer> = Arc::new(WorkerLog);
     let mut stopping = false;
     // Instances not to pick up again before the given time: with `--once`,
@@ -99,10 +104,22 @@ pub async fn run(args: Args, db: Option<PathBuf>, printer: &Printer) -> anyhow::
                 if let Ok((id, result)) = joined {
                     active.retain(|a| a != &id);
                     match result {
-                        Ok(outcome) => printer.info(&format!("instance {id}: {}", describe(&outcome))),
+                        Ok(outcome) => {
+                            if args.json {
+                                let reason = match &outcome {
+                                    RunOutcome::Failed(r) | RunOutcome::Sleeping(r) | RunOutcome::Waiting(r) => Some(r.clone()),
+                                    _ => None,
+                                };
+                                printer.data(&serde_json::json!({ "id": id, "outcome": outcome.as_str(), "reason": reason }).to_string());
+                            }
+                            printer.info(&format!("instance {id}: {}", describe(&outcome)))
+                        }
                         // Another worker got there first: not an error for us.
                         Err(EngineError::Held { .. }) | Err(EngineError::NotResumable(_)) => {}
                         Err(e) => {
+                            if args.json {
+                                printer.data(&serde_json::json!({ "id": id, "error": e.to_string() }).to_string());
+                            }
                             printer.error(&format!("instance {id}: {e}"));
                             errors += 1;
                             if !args.once {
@@ -115,6 +132,7 @@ pub async fn run(args: Args, db: Option<PathBuf>, printer: &Printer) -> anyhow::
             _ = tokio::time::sleep(args.poll), if !args.once && !stopping => {}
             _ = sigint.recv() => stopping = true,
             _ = sigterm.recv() => stopping = true,
+            _ = sighup.recv() => stopping = true,
         }
     }
     Ok(if stopping {

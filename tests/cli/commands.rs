@@ -1046,3 +1046,51 @@ fn processes_that_open_a_new_database_at_once_all_succeed() {
         );
     }
 }
+
+#[test]
+fn json_on_every_command_that_prints_data() {
+    let t = Test::new();
+    // validate
+    let good = t.write("good.yaml", "name: gate\nsteps:\n  - id: say\n    run: echo hi; echo oops >&2\n  - id: wait\n    wait_for_event: { name: go }\n");
+    let v = t
+        .wf(&["validate", "--json", good.to_str().unwrap()])
+        .code(0)
+        .json();
+    assert_eq!(v["valid"], true);
+    assert_eq!(v["steps"], 2);
+    let bad = t.write("bad.yaml", "name: x\nstepz: []\n");
+    let ran = t.wf(&["validate", "--json", bad.to_str().unwrap()]);
+    ran.code(2);
+    let v = ran.json();
+    assert_eq!(
+        (v["valid"].clone(), v["error"]["line"].clone()),
+        (json!(false), json!(2))
+    );
+    // signal, worker, logs
+    let id = run_ok(
+        &t,
+        "good.yaml",
+        &std::fs::read_to_string(&good).unwrap(),
+        &[],
+        3,
+    );
+    let v = t.wf(&["signal", &id, "go", "--json"]).code(0).json();
+    assert_eq!(v, json!({ "id": id, "event": "go", "delivered": true }));
+    let ran = t.wf(&["worker", "--once", "--json"]);
+    ran.code(0);
+    let lines: Vec<Value> = ran
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not a JSON line ({e}): {l}")))
+        .collect();
+    assert_eq!(
+        lines,
+        vec![json!({ "id": id, "outcome": "completed", "reason": null })]
+    );
+    let v = t.wf(&["logs", &id, "say", "--json"]).code(0).json();
+    assert_eq!(v["logs"][0]["stdout"], "hi\n");
+    assert_eq!(v["logs"][0]["stderr"], "oops\n");
+    assert_eq!(v["logs"][0]["outcome"], "ok");
+    let v = t.wf(&["logs", &id, "--json"]).code(0).json();
+    assert_eq!(v["logs"].as_array().map(Vec::len), Some(2));
+}
