@@ -155,14 +155,17 @@ struct SpanJson<'a> {
     start_time: String,
     end_time: String,
     duration_ms: f64,
+    /// Start, in ms after the run's root span started (the waterfall of `tree`).
+    offset_ms: f64,
     status: &'a str,
     status_message: Option<&'a str>,
     attributes: &'a Value,
     links: &'a Value,
 }
 
-impl<'a> From<&'a SpanRow> for SpanJson<'a> {
-    fn from(s: &'a SpanRow) -> SpanJson<'a> {
+impl<'a> SpanJson<'a> {
+    /// `s` in a run whose root span started at `run_start` (ns).
+    fn new(s: &'a SpanRow, run_start: i64) -> SpanJson<'a> {
         SpanJson {
             trace_id: &s.trace_id,
             span_id: &s.span_id,
@@ -174,6 +177,7 @@ impl<'a> From<&'a SpanRow> for SpanJson<'a> {
             start_time: rfc3339_ns(s.start_ns),
             end_time: rfc3339_ns(s.end_ns),
             duration_ms: (s.end_ns - s.start_ns).max(0) as f64 / 1e6,
+            offset_ms: (s.start_ns - run_start).max(0) as f64 / 1e6,
             status: &s.status,
             status_message: s.status_message.as_deref(),
             attributes: &s.attributes,
@@ -194,6 +198,8 @@ struct RunJson<'a> {
     parent_span_id: Option<String>,
     started_at: Option<&'a str>,
     finished_at: Option<&'a str>,
+    /// The root span's duration: the run's total.
+    duration_ms: Option<f64>,
     spans: Vec<SpanJson<'a>>,
 }
 
@@ -206,7 +212,11 @@ fn runs_json<'a>(store: &Store, t: &'a Traced) -> anyhow::Result<Vec<RunJson<'a>
     for n in numbers {
         let run = t.runs.iter().find(|r| r.number == n);
         let spans: Vec<&SpanRow> = t.spans.iter().filter(|s| s.run == n).collect();
-        let root = spans.iter().find(|s| tree::is_root(s));
+        let root = spans.iter().find(|s| tree::is_root(s)).copied();
+        let run_start = root
+            .map(|r| r.start_ns)
+            .or_else(|| spans.iter().map(|s| s.start_ns).min())
+            .unwrap_or(0);
         let trace = store.run_trace(&t.instance.id, n)?;
         let (trace_id, span_id, parent) = match (&trace, root) {
             (Some((t, s, p, _)), _) => (Some(t.clone()), Some(s.clone()), p.clone()),
@@ -232,7 +242,8 @@ fn runs_json<'a>(store: &Store, t: &'a Traced) -> anyhow::Result<Vec<RunJson<'a>
             parent_span_id: parent,
             started_at: run.map(|r| r.started_at.as_str()),
             finished_at: run.and_then(|r| r.finished_at.as_deref()),
-            spans: spans.into_iter().map(SpanJson::from).collect(),
+            duration_ms: root.map(|r| (r.end_ns - r.start_ns).max(0) as f64 / 1e6),
+            spans: spans.iter().map(|s| SpanJson::new(s, run_start)).collect(),
         });
     }
     Ok(out)

@@ -3,9 +3,13 @@
 //! looks for (SPEC §5):
 //!
 //! ```text
-//! order-flow/workflow          run 2  link -> run 1  outcome=sleeping
-//! └── order-flow/charge-card   attempt=1  outcome=retry  ERROR  error.type=user.card_declined
+//! order-flow/workflow          +0ms   1.2s ▕████████████▏  run 2  link -> run 1  outcome=sleeping  trace=4bf9…
+//! └── order-flow/charge-card   +3ms  1.1s ▕ ███████████▏  attempt=1  outcome=retry  ERROR  error.type=user.card_declined
 //! ```
+//!
+//! Each span shows its start offset in its run and its duration, and a
+//! waterfall bar over the run's time, so the slow step stands out; the root
+//! line carries the run's total and its trace id.
 
 use crate::store::{RunRow, SpanRow};
 use serde_json::Value;
@@ -18,8 +22,47 @@ const MESSAGE_MAX: usize = 80;
 struct Line {
     /// Tree drawing and span name.
     head: String,
+    /// Start offset, duration and waterfall bar (none for a run without its root yet).
+    timing: Option<String>,
     /// Space-separated details.
     details: Vec<String>,
+}
+
+/// Width of the waterfall bar, in characters.
+const BAR: usize = 12;
+
+/// A run's time span (ns) that offsets and bars are measured against.
+#[derive(Clone, Copy)]
+struct Window {
+    start: i64,
+    end: i64,
+}
+
+/// Compact duration from nanoseconds: `850µs`, `12ms`, `1.2s`.
+fn dur(ns: i64) -> String {
+    let ns = ns.max(0) as u64;
+    if ns == 0 {
+        "0ms".into()
+    } else if ns < 1_000_000 {
+        format!("{}µs", ns / 1_000)
+    } else {
+        crate::workflow::duration::human(std::time::Duration::from_nanos(ns))
+    }
+}
+
+fn timing(span: &SpanRow, w: Window) -> String {
+    let total = (w.end - w.start).max(1) as f64;
+    let from = ((span.start_ns - w.start).max(0) as f64 / total * BAR as f64).floor() as usize;
+    let to = ((span.end_ns - w.start).max(0) as f64 / total * BAR as f64).ceil() as usize;
+    let (from, to) = (from.min(BAR - 1), to.clamp(from.min(BAR - 1) + 1, BAR));
+    let bar: String = (0..BAR)
+        .map(|i| if i >= from && i < to { '█' } else { ' ' })
+        .collect();
+    format!(
+        "{:>7} {:>6} ▕{bar}▏",
+        format!("+{}", dur(span.start_ns - w.start)),
+        dur(span.end_ns - span.start_ns)
+    )
 }
 
 /// The tree of one instance: `runs` as recorded (for runs whose root span is
@@ -67,9 +110,22 @@ fn render_run(
             .unwrap_or_else(|| "running".into());
         out.push(Line {
             head: format!("{workflow}/workflow"),
+            timing: None,
             details: vec![format!("run {number}"), format!("outcome={outcome}")],
         });
         1
+    };
+    let window = match spans.iter().find(|s| is_root(s)) {
+        Some(root) => Window {
+            start: root.start_ns,
+            end: root
+                .end_ns
+                .max(spans.iter().map(|s| s.end_ns).max().unwrap_or(0)),
+        },
+        None => Window {
+            start: spans.iter().map(|s| s.start_ns).min().unwrap_or(0),
+            end: spans.iter().map(|s| s.end_ns).max().unwrap_or(0),
+        },
     };
     let mut seen = HashSet::new();
     let count = top.len();
@@ -79,7 +135,7 @@ fn render_run(
         } else {
             branch("", i + 1 == count)
         };
-        walk(s, &prefix, &rest, &children, &mut seen, out);
+        walk(s, &prefix, &rest, (&children, window), &mut seen, out);
     }
 }
 
@@ -96,16 +152,21 @@ fn walk<'a>(
     span: &'a SpanRow,
     prefix: &str,
     indent: &str,
-    children: &HashMap<&str, Vec<&'a SpanRow>>,
+    (children, window): (&HashMap<&str, Vec<&'a SpanRow>>, Window),
     seen: &mut HashSet<&'a str>,
     out: &mut Vec<Line>,
 ) {
     if !seen.insert(span.span_id.as_str()) {
         return;
     }
+    let mut details = details(span);
+    if is_root(span) {
+        details.push(format!("trace={}", span.trace_id));
+    }
     out.push(Line {
         head: format!("{prefix}{}", span.name),
-        details: details(span),
+        timing: Some(timing(span, window)),
+        details,
     });
     let kids = children
         .get(span.span_id.as_str())
@@ -113,7 +174,7 @@ fn walk<'a>(
         .unwrap_or(&[]);
     for (i, kid) in kids.iter().enumerate() {
         let (p, rest) = branch(indent, i + 1 == kids.len());
-        walk(kid, &p, &rest, children, seen, out);
+        walk(kid, &p, &rest, (children, window), seen, out);
     }
 }
 
@@ -226,15 +287,28 @@ fn align(lines: Vec<Line>) -> Vec<String> {
         .max()
         .unwrap_or(0)
         + 3;
+    let timing_width = lines
+        .iter()
+        .filter_map(|l| l.timing.as_ref().map(|t| t.chars().count()))
+        .max()
+        .unwrap_or(0);
     lines
         .into_iter()
         .map(|l| {
-            if l.details.is_empty() {
-                l.head
-            } else {
-                let pad = width - l.head.chars().count();
-                format!("{}{}{}", l.head, " ".repeat(pad), l.details.join("  "))
+            let mut line = l.head;
+            let timing = l.timing.unwrap_or_default();
+            if timing_width > 0 || !l.details.is_empty() {
+                line.push_str(&" ".repeat(width - line.chars().count()));
             }
+            if timing_width > 0 {
+                line.push_str(&timing);
+                line.push_str(&" ".repeat(timing_width - timing.chars().count()));
+                if !l.details.is_empty() {
+                    line.push_str("  ");
+                }
+            }
+            line.push_str(&l.details.join("  "));
+            line.trim_end().to_string()
         })
         .collect()
 }
@@ -260,8 +334,8 @@ mod tests {
             run,
             name: name.into(),
             kind: "internal".into(),
-            start_ns: start,
-            end_ns: start + 10,
+            start_ns: start * 1_000_000,
+            end_ns: (start + 10) * 1_000_000,
             status: "unset".into(),
             status_message: None,
             attributes: attrs,
@@ -316,11 +390,11 @@ mod tests {
         assert_eq!(
             lines,
             [
-                "order-flow/workflow          run 2  link -> run 1  outcome=sleeping",
-                "└── order-flow/charge-card   attempt=1  outcome=retry  ERROR  error.type=user.card_declined",
-                "order-flow/workflow          run 3  link -> run 2  outcome=completed",
-                "└── order-flow/charge-card   attempt=2  outcome=ok",
-                "    └── wf.sqlite.commit",
+                "order-flow/workflow             +0ms   10ms ▕███████████ ▏  run 2  link -> run 1  outcome=sleeping  trace=00000000000000000000000000000002",
+                "└── order-flow/charge-card      +1ms   10ms ▕ ███████████▏  attempt=1  outcome=retry  ERROR  error.type=user.card_declined",
+                "order-flow/workflow             +0ms   10ms ▕██████████  ▏  run 3  link -> run 2  outcome=completed  trace=00000000000000000000000000000003",
+                "└── order-flow/charge-card      +1ms   10ms ▕███████████ ▏  attempt=2  outcome=ok",
+                "    └── wf.sqlite.commit        +3ms   10ms ▕  ██████████▏",
             ]
         );
     }
@@ -371,11 +445,11 @@ mod tests {
         assert_eq!(
             lines,
             [
-                "f/workflow        run 1  outcome=completed",
-                "├── f/a           attempt=1  outcome=ok",
-                "│   └── process   exit.code=0",
-                "└── f/b           attempt=1  outcome=ok",
-                "    └── GET       http://x/y  200",
+                "f/workflow           +0ms   10ms ▕████        ▏  run 1  outcome=completed  trace=00000000000000000000000000000001",
+                "├── f/a             +10ms   10ms ▕   █████    ▏  attempt=1  outcome=ok",
+                "│   └── process     +11ms   10ms ▕    █████   ▏  exit.code=0",
+                "└── f/b             +20ms   10ms ▕       █████▏  attempt=1  outcome=ok",
+                "    └── GET         +21ms   10ms ▕        ████▏  http://x/y  200",
             ]
         );
     }
@@ -397,7 +471,13 @@ mod tests {
             finished_at: None,
         };
         let lines = render("f", &[run], &[a]);
-        assert_eq!(lines[0], "f/workflow   run 4  outcome=running");
-        assert_eq!(lines[1], "└── f/a      attempt=1  outcome=ok");
+        assert_eq!(
+            lines[0],
+            "f/workflow                                  run 4  outcome=running"
+        );
+        assert_eq!(
+            lines[1],
+            "└── f/a         +0ms   10ms ▕████████████▏  attempt=1  outcome=ok"
+        );
     }
 }

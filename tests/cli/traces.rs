@@ -108,21 +108,48 @@ fn trace_tree_shows_the_runs_of_a_retried_step() {
     card_flow(&t, "card1");
     let ran = wf(&t, &["trace", "card1"]);
     ran.code(0);
-    let lines: Vec<&str> = ran.stdout.lines().collect();
+    // Every span has its offset, duration and waterfall bar; each run's root
+    // its trace id. Without those, the tree is the SPEC's.
+    let runs = trace_json(&t, "card1");
+    let mut structure = Vec::new();
+    for line in ran.stdout.lines() {
+        let (head, rest) = line
+            .split_once(" +")
+            .unwrap_or_else(|| panic!("no offset: {line}"));
+        let (timing, details) = rest
+            .split_once('▏')
+            .unwrap_or_else(|| panic!("no bar: {line}"));
+        assert!(timing.contains('▕') && timing.contains('█'), "{line}");
+        let mut details = details.trim().to_string();
+        if head.starts_with("order-flow/workflow") {
+            let run = if details.starts_with("run 1 ") { 0 } else { 1 };
+            let suffix = format!("  trace={}", runs[run]["trace_id"].as_str().unwrap());
+            assert!(details.ends_with(&suffix), "{line}");
+            details.truncate(details.len() - suffix.len());
+        }
+        structure.push(
+            format!("{} {details}", head.trim_end())
+                .trim_end()
+                .to_string(),
+        );
+    }
     assert_eq!(
-        lines,
+        structure,
         [
-            "order-flow/workflow          run 1  outcome=sleeping",
-            "└── order-flow/charge-card   attempt=1  outcome=retry  ERROR  error.type=user.card_declined",
-            "    └── process              exit.code=3  ERROR",
-            "order-flow/workflow          run 2  link -> run 1  outcome=completed",
-            "└── order-flow/charge-card   attempt=2  outcome=ok",
-            "    ├── process              exit.code=0",
+            "order-flow/workflow run 1  outcome=sleeping",
+            "└── order-flow/charge-card attempt=1  outcome=retry  ERROR  error.type=user.card_declined",
+            "    └── process exit.code=3  ERROR",
+            "order-flow/workflow run 2  link -> run 1  outcome=completed",
+            "└── order-flow/charge-card attempt=2  outcome=ok",
+            "    ├── process exit.code=0",
             "    └── wf.sqlite.commit",
         ],
         "{}",
         ran.stdout
     );
+    // JSON carries the same timing.
+    let first = &runs[0]["spans"].as_array().unwrap()[0];
+    assert!(first["offset_ms"].is_number() && runs[1]["duration_ms"].as_f64().unwrap() > 0.0);
     // The latest instance is the default; a prefix works; an unknown id is a usage error.
     assert_eq!(wf(&t, &["trace"]).code(0).stdout, ran.stdout);
     assert_eq!(wf(&t, &["trace", "card"]).code(0).stdout, ran.stdout);
