@@ -9,6 +9,7 @@ mod logs;
 mod man;
 mod resume;
 mod run;
+mod schema;
 mod signal;
 mod trace;
 mod validate;
@@ -81,6 +82,8 @@ pub enum Command {
     Completions(completions::Args),
     /// Print the man page (roff)
     Man(man::Args),
+    /// Print the JSON Schema of the workflow file (for editors)
+    Schema(schema::Args),
 }
 
 pub async fn execute(cli: Cli, printer: &Printer) -> anyhow::Result<ExitStatus> {
@@ -98,6 +101,7 @@ pub async fn execute(cli: Cli, printer: &Printer) -> anyhow::Result<ExitStatus> 
         Command::Validate(args) => validate::run(args, printer),
         Command::Completions(args) => completions::run(args, printer),
         Command::Man(args) => man::run(args, printer),
+        Command::Schema(args) => schema::run(args, printer),
     }
 }
 

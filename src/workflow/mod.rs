@@ -283,6 +283,17 @@ impl RetryPolicy {
     }
 }
 
+/// The JSON Schema of the workflow file, pretty-printed.
+pub fn json_schema() -> String {
+    let mut schema = schemars::schema_for!(model::RawWorkflow);
+    schema.insert("title".into(), "wf workflow".into());
+    schema.insert(
+        "description".into(),
+        "A workflow file of wf (docs/workflow-file.md): a YAML step graph".into(),
+    );
+    serde_json::to_string_pretty(&schema).unwrap_or_default()
+}
+
 /// The candidate closest to `typed`, if one is close enough to be what was
 /// meant (a typo, `-` for `_`, a missing or extra letter).
 pub fn nearest<'a>(typed: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {

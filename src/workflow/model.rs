@@ -3,35 +3,43 @@
 //! instead of a silently ignored setting. Checking what the values mean is
 //! `validate`'s job; these types only give the file its shape.
 
+use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Map, Value};
 use serde_saphyr::Spanned;
 use std::collections::BTreeMap;
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawWorkflow {
+    #[schemars(with = "String")]
     pub name: Spanned<String>,
     #[serde(default)]
     pub description: Option<String>,
     #[serde(default)]
+    #[schemars(with = "Option<BTreeMap<String, RawInput>>")]
     pub inputs: Option<Spanned<BTreeMap<String, RawInput>>>,
     #[serde(default)]
+    #[schemars(with = "Vec<String>")]
     pub secrets: Vec<Spanned<String>>,
     #[serde(default)]
     pub env: BTreeMap<String, Value>,
     #[serde(default)]
+    #[schemars(with = "Option<Value>")]
     pub state: Option<Spanned<Value>>,
     #[serde(default)]
     pub defaults: Option<RawDefaults>,
     #[serde(default)]
+    #[schemars(with = "Option<i64>")]
     pub concurrency: Option<Spanned<i64>>,
     #[serde(default)]
+    #[schemars(with = "Option<String>")]
     pub timeout: Option<Spanned<String>>,
+    #[schemars(with = "Vec<RawStep>")]
     pub steps: Spanned<Vec<Spanned<RawStep>>>,
 }
 
-#[derive(Debug, Deserialize, Default)]
+#[derive(Debug, Deserialize, Default, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawInput {
     #[serde(default)]
@@ -42,16 +50,18 @@ pub struct RawInput {
     pub description: Option<String>,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawDefaults {
     #[serde(default)]
+    #[schemars(with = "Option<String>")]
     pub timeout: Option<Spanned<String>>,
     #[serde(default)]
+    #[schemars(with = "Option<RawRetry>")]
     pub retry: Option<Spanned<RawRetry>>,
 }
 
-#[derive(Debug, Deserialize, Clone, Default)]
+#[derive(Debug, Deserialize, Clone, Default, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawRetry {
     #[serde(default)]
@@ -70,15 +80,17 @@ pub struct RawRetry {
     pub retryable: Option<Vec<String>>,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 /// Optional parts are boxed: a workflow may have thousands of steps, and most
 /// steps use few of them (an unboxed step is over 2 KiB).
 pub struct RawStep {
+    #[schemars(with = "String")]
     pub id: Spanned<String>,
     #[serde(default)]
     pub description: Option<String>,
     #[serde(default)]
+    #[schemars(schema_with = "run_schema")]
     pub run: Option<Box<Spanned<Value>>>,
     #[serde(default)]
     pub dir: Option<String>,
@@ -87,32 +99,42 @@ pub struct RawStep {
     #[serde(default)]
     pub needs: Option<Needs>,
     #[serde(default)]
+    #[schemars(with = "Option<RawHttp>")]
     pub http: Option<Box<Spanned<RawHttp>>>,
     #[serde(default)]
+    #[schemars(with = "Option<Value>")]
     pub sleep: Option<Box<Spanned<Value>>>,
     #[serde(default)]
+    #[schemars(with = "Option<RawWait>")]
     pub wait_for_event: Option<Box<Spanned<RawWait>>>,
     #[serde(default)]
+    #[schemars(with = "Option<String>")]
     pub timeout: Option<Spanned<String>>,
     #[serde(default)]
+    #[schemars(with = "Option<RawRetry>")]
     pub retry: Option<Box<Spanned<RawRetry>>>,
     #[serde(default)]
     pub errors: BTreeMap<i64, String>,
     #[serde(default)]
+    #[schemars(with = "Option<Value>")]
     pub set_state: Option<Box<Spanned<Value>>>,
     #[serde(default)]
+    #[schemars(with = "Option<RawCompensate>")]
     pub compensate: Option<Box<Spanned<RawCompensate>>>,
     #[serde(default, rename = "if")]
+    #[schemars(with = "Option<Value>")]
     pub if_: Option<Box<Spanned<Value>>>,
     #[serde(default)]
+    #[schemars(with = "Option<Value>")]
     pub for_each: Option<Box<Spanned<Value>>>,
     #[serde(default)]
+    #[schemars(with = "Option<i64>")]
     pub max_parallel: Option<Spanned<i64>>,
     #[serde(default)]
     pub continue_on_error: bool,
 }
 
-#[derive(Debug, Deserialize, Clone)]
+#[derive(Debug, Deserialize, Clone, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawHttp {
     #[serde(default)]
@@ -135,7 +157,7 @@ pub struct RawHttp {
     pub follow_redirects: Option<Value>,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawWait {
     pub name: String,
@@ -143,7 +165,7 @@ pub struct RawWait {
     pub timeout: Option<String>,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawCompensate {
     #[serde(default)]
@@ -194,4 +216,30 @@ impl<'de> Deserialize<'de> for Needs {
         }
         d.deserialize_any(V)
     }
+}
+
+impl JsonSchema for Needs {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Needs".into()
+    }
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "description": "Steps this one runs after: a step id or a list of them ([] for none)",
+            "oneOf": [
+                { "type": "string" },
+                { "type": "array", "items": { "type": "string" } }
+            ]
+        })
+    }
+}
+
+/// `run:`: a shell string, or an argv list.
+fn run_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({
+        "description": "A shell command (run with `sh -c`), or a list: the argv, exec'd without a shell",
+        "oneOf": [
+            { "type": "string" },
+            { "type": "array", "items": { "type": "string" }, "minItems": 1 }
+        ]
+    })
 }

@@ -16,6 +16,7 @@ mod outputs;
 mod ownership;
 mod retries;
 mod run;
+mod schema;
 mod state;
 mod traces;
 
