@@ -318,7 +318,13 @@ pub async fn run(
             {
                 span.set_attribute("http.response.status_code", code);
             }
-            span.set_attribute("error.type", f.error_type.clone());
+            // The HTTP conventions: a response status as the error type
+            // (`503`); wf's own `http.503` stays on the attempt's span.
+            let error_type = match f.error_type.strip_prefix("http.") {
+                Some(code) if code.parse::<u16>().is_ok() => code.to_string(),
+                _ => f.error_type.clone(),
+            };
+            span.set_attribute("error.type", error_type);
             span.set_status(Status::error(f.message.clone()));
         }
     }

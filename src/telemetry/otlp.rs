@@ -56,7 +56,17 @@ pub fn resource() -> Resource {
         .map(|v| v.to_string())
         .filter(|s| !s.is_empty() && !s.starts_with("unknown_service"));
     let name = from_env.or(from_attributes).unwrap_or_else(|| "wf".into());
-    Resource::builder().with_service_name(name).build()
+    let mut builder = Resource::builder().with_service_name(name);
+    if detected
+        .get(&opentelemetry::Key::from_static_str("service.version"))
+        .is_none()
+    {
+        builder = builder.with_attribute(opentelemetry::KeyValue::new(
+            "service.version",
+            env!("CARGO_PKG_VERSION"),
+        ));
+    }
+    builder.build()
 }
 
 /// The instrumentation scope: `wf` with the crate version.

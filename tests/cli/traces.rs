@@ -899,3 +899,58 @@ fn http_steps_send_traceparent() {
         "{tree}"
     );
 }
+
+#[test]
+fn http_client_spans_follow_the_semantic_conventions() {
+    use crate::http::{Reply, Server};
+    let t = Test::new();
+    let server = Server::sequence(vec![Reply::status(503), Reply::status(200)]);
+    let port = server
+        .url()
+        .rsplit(':')
+        .next()
+        .unwrap()
+        .parse::<i64>()
+        .unwrap();
+    let ran = run_flow(
+        &t,
+        "sem1",
+        &format!(
+            "name: sem\nsteps:\n  - id: call\n    http: {{ url: \"{}/x\" }}\n    retry: {{ max_attempts: 2, interval: 10ms }}\n",
+            server.url()
+        ),
+        &[],
+        &[],
+    );
+    ran.code(0);
+    let spans = all_spans(&trace_json(&t, "sem1"));
+    let http: Vec<&Value> = spans.iter().filter(|s| s["kind"] == "client").collect();
+    assert_eq!(http.len(), 2, "{spans:#?}");
+    for s in &http {
+        assert_eq!(s["attributes"]["server.address"], "127.0.0.1");
+        assert_eq!(s["attributes"]["server.port"], port);
+    }
+    // The status code is the HTTP span's error.type; wf's own type stays on the attempt.
+    assert_eq!(http[0]["attributes"]["error.type"], "503");
+    let failed_attempt = spans
+        .iter()
+        .find(|s| s["name"] == "sem/call" && s["attributes"]["workflow.step.attempt"] == 1)
+        .unwrap();
+    assert_eq!(failed_attempt["attributes"]["error.type"], "http.503");
+    // The resource names the service's version.
+    let otlp: Value = serde_json::from_str(
+        &wf(&t, &["trace", "sem1", "--format", "otlp"])
+            .code(0)
+            .stdout,
+    )
+    .unwrap();
+    let attrs = otlp["resourceSpans"][0]["resource"]["attributes"]
+        .as_array()
+        .unwrap()
+        .clone();
+    assert!(
+        attrs.iter().any(|a| a["key"] == "service.version"
+            && a["value"]["stringValue"] == env!("CARGO_PKG_VERSION")),
+        "{attrs:#?}"
+    );
+}

@@ -337,6 +337,16 @@ impl<'o> Runner<'o> {
             }
             Job::Http(mut job) => {
                 let client = self.http.get_or_insert_with(http::client).clone();
+                // HTTP client semantic conventions: where the request goes.
+                let (host, port) = reqwest::Url::parse(&job.url)
+                    .ok()
+                    .map(|u| {
+                        (
+                            u.host_str().unwrap_or_default().to_string(),
+                            u.port_or_known_default().map_or(0, i64::from),
+                        )
+                    })
+                    .unwrap_or_default();
                 let span = tracing::info_span!(
                     parent: &attempt_span,
                     "http",
@@ -346,6 +356,8 @@ impl<'o> Runner<'o> {
                     workflow.instance.id = self.id.as_str(),
                     http.request.method = job.method.as_str(),
                     url.full = job.full_url(),
+                    server.address = host.as_str(),
+                    server.port = port,
                 );
                 // The server's spans become children of this call's client span.
                 if !job
