@@ -159,7 +159,7 @@ async fn lost(rx: &mut watch::Receiver<Option<String>>) -> String {
 }
 
 /// Most units settled in one transaction without a process in between.
-const MAX_SETTLED_PER_COMMIT: usize = 500;
+const MAX_SETTLED_PER_COMMIT: usize = 128;
 
 /// Key suffix of a step's compensation unit.
 pub(super) const COMPENSATE_SUFFIX: &str = ":compensate";
