@@ -5,10 +5,12 @@
 //! spans recorded by a run that crashed go out with the next run.
 //!
 //! Configuration follows the standard OpenTelemetry environment variables:
-//! - `OTEL_EXPORTER_OTLP_ENDPOINT` (base URL; spans are POSTed to
+//! - `OTEL_EXPORTER_OTLP_ENDPOINT` (base URL; over HTTP spans are POSTed to
 //!   `/v1/traces` under it) or `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` (used
-//!   as-is) turn on OTLP/HTTP (protobuf) export; `OTEL_EXPORTER_OTLP_HEADERS`,
-//!   `..._TIMEOUT` and `..._COMPRESSION` are honoured by the exporter.
+//!   as-is) turn on OTLP export; `OTEL_EXPORTER_OTLP_[TRACES_]PROTOCOL` picks
+//!   `http/protobuf` (default), `http/json` or `grpc`;
+//!   `OTEL_EXPORTER_OTLP_HEADERS`, `..._TIMEOUT` and `..._COMPRESSION=gzip`
+//!   are honoured by the exporter.
 //! - `OTEL_TRACES_EXPORTER` (comma list): `otlp` (the default, and then on
 //!   even without an endpoint: the standard `http://localhost:4318`),
 //!   `console` (the `opentelemetry-stdout` exporter; its dump goes to stderr,
@@ -29,10 +31,24 @@ use opentelemetry_sdk::trace::{SpanData, SpanExporter as _};
 /// Where finished spans go, from the environment.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Targets {
-    /// OTLP/HTTP to this endpoint (as the exporter resolves it).
+    /// OTLP to this endpoint (as the exporter resolves it).
     pub otlp: Option<String>,
+    /// How OTLP is sent (`OTEL_EXPORTER_OTLP_[TRACES_]PROTOCOL`).
+    pub protocol: OtlpProtocol,
     /// The console (stdout) exporter.
     pub console: bool,
+}
+
+/// The OTLP transports of the specification.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub enum OtlpProtocol {
+    /// `http/protobuf`, the default.
+    #[default]
+    HttpProtobuf,
+    /// `http/json`
+    HttpJson,
+    /// `grpc`
+    Grpc,
 }
 
 impl Targets {
@@ -68,16 +84,34 @@ pub fn targets(get: impl Fn(&str) -> Option<String>) -> Targets {
     if get("OTEL_SDK_DISABLED").is_some_and(|v| v.eq_ignore_ascii_case("true")) {
         return Targets::default();
     }
+    let protocol = match get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
+        .or_else(|| get("OTEL_EXPORTER_OTLP_PROTOCOL"))
+        .map(|p| p.to_ascii_lowercase())
+        .as_deref()
+    {
+        Some("grpc") => OtlpProtocol::Grpc,
+        Some("http/json") => OtlpProtocol::HttpJson,
+        _ => OtlpProtocol::HttpProtobuf,
+    };
     let traces_endpoint = get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT");
     let base_endpoint = get("OTEL_EXPORTER_OTLP_ENDPOINT");
-    let endpoint = traces_endpoint.clone().unwrap_or_else(|| {
-        let base = base_endpoint
+    let endpoint = traces_endpoint.clone().unwrap_or_else(|| match protocol {
+        // gRPC has no path: the base endpoint is the endpoint.
+        OtlpProtocol::Grpc => base_endpoint
             .clone()
-            .unwrap_or_else(|| "http://localhost:4318".into());
-        format!("{}/v1/traces", base.trim_end_matches('/'))
+            .unwrap_or_else(|| "http://localhost:4317".into()),
+        _ => {
+            let base = base_endpoint
+                .clone()
+                .unwrap_or_else(|| "http://localhost:4318".into());
+            format!("{}/v1/traces", base.trim_end_matches('/'))
+        }
     });
     let configured = traces_endpoint.is_some() || base_endpoint.is_some();
-    let mut t = Targets::default();
+    let mut t = Targets {
+        protocol,
+        ..Targets::default()
+    };
     match get("OTEL_TRACES_EXPORTER") {
         None => {
             if configured {
@@ -200,13 +234,27 @@ impl Exporters {
             console.set_resource(&resource);
             console
         });
+        // Headers, timeout and compression (gzip) come from the standard
+        // variables, which the exporter reads itself.
         let otlp = match &targets.otlp {
             Some(endpoint) => {
-                let mut exporter = opentelemetry_otlp::SpanExporter::builder()
-                    .with_http()
-                    .with_protocol(Protocol::HttpBinary)
-                    .with_endpoint(endpoint.clone())
-                    .build()?;
+                let builder = opentelemetry_otlp::SpanExporter::builder();
+                let mut exporter = match targets.protocol {
+                    OtlpProtocol::Grpc => builder
+                        .with_tonic()
+                        .with_endpoint(endpoint.clone())
+                        .build()?,
+                    OtlpProtocol::HttpJson => builder
+                        .with_http()
+                        .with_protocol(Protocol::HttpJson)
+                        .with_endpoint(endpoint.clone())
+                        .build()?,
+                    OtlpProtocol::HttpProtobuf => builder
+                        .with_http()
+                        .with_protocol(Protocol::HttpBinary)
+                        .with_endpoint(endpoint.clone())
+                        .build()?,
+                };
                 exporter.set_resource(&resource);
                 Some(exporter)
             }

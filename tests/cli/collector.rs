@@ -44,6 +44,7 @@ struct Collector {
     child: Child,
     log: PathBuf,
     port: u16,
+    grpc: u16,
 }
 
 impl Collector {
@@ -61,15 +62,25 @@ impl Collector {
             .stderr(Stdio::null())
             .spawn()
             .expect("start rotel-agent");
-        let c = Collector { child, log, port };
+        let c = Collector {
+            child,
+            log,
+            port,
+            grpc,
+        };
         c.wait_for("it to listen", |_| {
             TcpStream::connect(("127.0.0.1", port)).is_ok()
+                && TcpStream::connect(("127.0.0.1", grpc)).is_ok()
         });
         c
     }
 
     fn endpoint(&self) -> String {
         format!("http://127.0.0.1:{}", self.port)
+    }
+
+    fn grpc_endpoint(&self) -> String {
+        format!("http://127.0.0.1:{}", self.grpc)
     }
 
     fn log(&self) -> String {
@@ -165,4 +176,77 @@ fn a_real_collector_receives_the_runs_live_and_accepts_the_otlp_json() {
     collector.wait_for("the posted spans", |log| {
         ids.iter().all(|s| logged(log, s) == 2)
     });
+}
+
+#[test]
+fn every_standard_otlp_protocol_reaches_the_collector_compressed_or_not() {
+    let t = Test::new();
+    let collector = Collector::start(&t);
+    let flow = "name: proto\nsteps:\n  - id: hi\n    run: echo hi\n";
+    for (n, (protocol, compression)) in [
+        ("http/protobuf", "gzip"),
+        ("http/json", "none"),
+        ("http/json", "gzip"),
+        ("grpc", "none"),
+        ("grpc", "gzip"),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let endpoint = if protocol == "grpc" {
+            collector.grpc_endpoint()
+        } else {
+            collector.endpoint()
+        };
+        let t = Test::new()
+            .env("OTEL_EXPORTER_OTLP_ENDPOINT", &endpoint)
+            .env("OTEL_EXPORTER_OTLP_PROTOCOL", protocol)
+            .env("OTEL_EXPORTER_OTLP_COMPRESSION", compression);
+        let (id, ran) = t.run_yaml(&format!("p{n}.yaml"), flow, &[]);
+        ran.code(0);
+        assert!(
+            !ran.stderr.contains("warning"),
+            "{protocol} {compression}: {}",
+            ran.stderr
+        );
+        let ids = stored_span_ids(&t, &id);
+        assert_eq!(ids.len(), 4, "root, attempt, process, commit");
+        collector.wait_for(
+            &format!("the spans sent over {protocol} ({compression})"),
+            |log| ids.iter().all(|s| logged(log, s) == 1),
+        );
+    }
+}
+
+#[test]
+fn gzip_compression_really_compresses_the_export() {
+    use crate::http::{Reply, Server};
+    for protocol in ["http/protobuf", "http/json"] {
+        let receiver = Server::always(Reply::status(200));
+        let t = Test::new()
+            .env("OTEL_EXPORTER_OTLP_ENDPOINT", &receiver.url())
+            .env("OTEL_EXPORTER_OTLP_PROTOCOL", protocol)
+            .env("OTEL_EXPORTER_OTLP_COMPRESSION", "gzip");
+        let (_, ran) = t.run_yaml(
+            "z.yaml",
+            "name: zip\nsteps:\n  - id: hi\n    run: echo hi\n",
+            &[],
+        );
+        ran.code(0);
+        let reqs = receiver.requests();
+        assert!(!reqs.is_empty(), "{protocol}: nothing was exported");
+        for r in &reqs {
+            assert_eq!(r.header("content-encoding"), Some("gzip"), "{protocol}");
+            assert!(
+                r.body.starts_with(&[0x1f, 0x8b]),
+                "{protocol}: not a gzip stream"
+            );
+            let expected = if protocol == "http/json" {
+                "application/json"
+            } else {
+                "application/x-protobuf"
+            };
+            assert_eq!(r.header("content-type"), Some(expected), "{protocol}");
+        }
+    }
 }
