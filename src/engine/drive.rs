@@ -138,6 +138,11 @@ pub async fn drive(
         .traceparent
         .as_deref()
         .and_then(telemetry::parse_traceparent);
+    // `trace: { per: instance }`: every run in the trace named after the
+    // instance; a caller's context is then linked, not the parent.
+    if wf.trace_per_instance {
+        recorder::pin_trace_id(&recorder::instance_trace_id(id));
+    }
     let root = tracing::info_span!(
         parent: None,
         "workflow",
@@ -146,6 +151,22 @@ pub async fn drive(
         workflow.instance.id = id,
         workflow.run = run,
     );
+    if wf.trace_per_instance {
+        // The ids are made when the span's context is first asked for.
+        let _ = recorder::ids(&root);
+    }
+    recorder::unpin();
+    let parent = if wf.trace_per_instance {
+        if let Some(sc) = parent
+            .as_ref()
+            .and_then(|(t, s)| recorder::span_context(t, s, true))
+        {
+            root.add_link_with_attributes(sc, vec![KeyValue::new("wf.link", "caller")]);
+        }
+        None
+    } else {
+        parent
+    };
     if let Some((trace_id, parent_span)) = &parent {
         let _ = root.set_parent(recorder::parent_context(trace_id, parent_span, true));
     }

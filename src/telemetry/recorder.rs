@@ -115,6 +115,27 @@ impl IdGenerator for PinnableIds {
     }
 }
 
+/// Makes the next trace id handed out on this thread `trace_id` (a root
+/// span whose trace must have a given id); [`unpin`] drops it if unused.
+pub fn pin_trace_id(trace_id: &str) {
+    if let Ok(trace) = TraceId::from_hex(trace_id) {
+        PINNED_TRACE.set(Some(trace));
+    }
+}
+
+pub fn unpin() {
+    PINNED_TRACE.set(None);
+    PINNED_SPAN.set(None);
+}
+
+/// The trace id of every run of an instance traced `per: instance`: the
+/// first 16 bytes of the SHA-256 of its id, so anything that knows the id
+/// can find the trace.
+pub fn instance_trace_id(instance: &str) -> String {
+    use sha2::Digest as _;
+    hex::encode(&sha2::Sha256::digest(instance.as_bytes())[..16])
+}
+
 /// Takes the ended spans of `trace_id` that belong to `instance`.
 pub fn take(trace_id: &str, instance: &str) -> Vec<SpanData> {
     let Ok(trace) = TraceId::from_hex(trace_id) else {

@@ -58,6 +58,9 @@ pub struct Workflow {
     pub concurrency: usize,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout: Option<Duration>,
+    /// `trace: { per: instance }`: every run of an instance in one trace.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub trace_per_instance: bool,
     pub steps: Vec<Step>,
     /// The exact text the workflow was parsed from; pinned by each instance.
     #[serde(skip)]
@@ -440,6 +443,7 @@ state: { charged: false, n: 1.5 }
 defaults: { timeout: 5m, retry: { max_attempts: 3 } }
 concurrency: 4
 timeout: 1h
+trace: { per: instance }
 steps:
   - id: reserve
     run: ./reserve.sh "${{ inputs.order_id }}"

@@ -35,8 +35,26 @@ pub struct RawWorkflow {
     #[serde(default)]
     #[schemars(with = "Option<String>")]
     pub timeout: Option<Spanned<String>>,
+    #[serde(default)]
+    pub trace: Option<RawTrace>,
     #[schemars(with = "Vec<RawStep>")]
     pub steps: Spanned<Vec<Spanned<RawStep>>>,
+}
+
+/// `trace: { per: run | instance }`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RawTrace {
+    /// `run` (default): a trace per run, linked; `instance`: one trace for
+    /// every run of an instance, its id derived from the instance id.
+    pub per: TracePer,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum TracePer {
+    Run,
+    Instance,
 }
 
 #[derive(Debug, Deserialize, Default, JsonSchema)]

@@ -314,6 +314,9 @@ impl Checker<'_> {
             state,
             concurrency,
             timeout,
+            trace_per_instance: raw
+                .trace
+                .is_some_and(|t| t.per == super::model::TracePer::Instance),
             steps,
             source: self.source.to_string(),
             hash: hash_source(self.source),

@@ -954,3 +954,51 @@ fn http_client_spans_follow_the_semantic_conventions() {
         "{attrs:#?}"
     );
 }
+
+#[test]
+fn trace_per_instance_puts_every_run_in_one_trace_named_after_the_instance() {
+    use sha2::Digest as _;
+    let t = Test::new();
+    let yaml = "name: pi\ntrace: { per: instance }\nsteps:\n  - id: a\n    run: echo a\n  - id: gate\n    wait_for_event: { name: go }\n  - id: b\n    run: echo b\n";
+    run_flow(&t, "pi-1", yaml, &[], &[]).code(3);
+    wf(&t, &["signal", "pi-1", "go"]).code(0);
+    let traceparent = format!("00-{PARENT_TRACE}-{PARENT_SPAN}-01");
+    wf_env(&t, &["resume", "pi-1"], &[("TRACEPARENT", &traceparent)]).code(0);
+    let expected = hex::encode(&sha2::Sha256::digest(b"pi-1")[..16]);
+    let runs = trace_json(&t, "pi-1");
+    assert_eq!(runs.len(), 2);
+    for r in &runs {
+        assert_eq!(r["trace_id"], expected.as_str());
+        for s in r["spans"].as_array().unwrap() {
+            assert_eq!(s["trace_id"], expected.as_str(), "{s:#}");
+        }
+    }
+    let root2 = runs[1]["spans"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["name"] == "pi/workflow")
+        .unwrap();
+    // Still a root (the caller's context is linked, not its parent), linked
+    // to run 1's root and to the caller.
+    assert!(root2["parent_span_id"].is_null(), "{root2:#}");
+    let links: Vec<&str> = root2["links"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l["span_id"].as_str().unwrap())
+        .collect();
+    assert!(
+        links.contains(&runs[0]["span_id"].as_str().unwrap()),
+        "{links:?}"
+    );
+    assert!(links.contains(&PARENT_SPAN), "{links:?}");
+    // A bad `per` is a definition error.
+    let bad = t.write(
+        "bad.yaml",
+        "name: x\ntrace: { per: step }\nsteps:\n  - id: a\n    run: echo\n",
+    );
+    let ran = wf(&t, &["validate", bad.to_str().unwrap()]);
+    ran.code(2);
+    assert!(ran.stderr.contains("bad.yaml:2:"), "{}", ran.stderr);
+}
