@@ -51,6 +51,7 @@ pub async fn run(args: Args, db: Option<PathBuf>, printer: &Printer) -> anyhow::
         fire_timers: args.now,
         retry_failed: args.retry_failed,
         traceparent: super::traceparent(),
+        tracestate: std::env::var("TRACESTATE").ok(),
         ..RunOptions::default()
     };
     let progress = printer.progress();

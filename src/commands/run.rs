@@ -45,6 +45,7 @@ pub async fn run(args: Args, db: Option<PathBuf>, printer: &Printer) -> anyhow::
         inline_wait: args.inline_wait,
         workflow: Some(std::sync::Arc::new(wf)),
         traceparent: super::traceparent(),
+        tracestate: std::env::var("TRACESTATE").ok(),
         ..RunOptions::default()
     };
     let progress = printer.progress();

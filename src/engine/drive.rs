@@ -13,6 +13,7 @@ use crate::telemetry::{self, recorder};
 use crate::workflow::Workflow;
 use opentelemetry::KeyValue;
 use opentelemetry::trace::Link;
+use opentelemetry::trace::TraceContextExt as _;
 use std::collections::HashMap;
 use std::sync::Arc;
 use tracing_opentelemetry::OpenTelemetrySpanExt as _;
@@ -134,10 +135,10 @@ pub async fn drive(
 
     // This run, and its trace: a child of the caller's TRACEPARENT, else a new trace.
     let run = last_run + 1;
-    let parent = opts
+    let caller = opts
         .traceparent
         .as_deref()
-        .and_then(telemetry::parse_traceparent);
+        .and_then(|tp| telemetry::extract(tp, opts.tracestate.as_deref()));
     // `trace: { per: instance }`: every run in the trace named after the
     // instance; a caller's context is then linked, not the parent.
     if wf.trace_per_instance {
@@ -157,18 +158,15 @@ pub async fn drive(
     }
     recorder::unpin();
     let parent = if wf.trace_per_instance {
-        if let Some(sc) = parent
-            .as_ref()
-            .and_then(|(t, s)| recorder::span_context(t, s, true))
-        {
+        if let Some(sc) = caller.clone() {
             root.add_link_with_attributes(sc, vec![KeyValue::new("wf.link", "caller")]);
         }
         None
     } else {
-        parent
+        caller.clone()
     };
-    if let Some((trace_id, parent_span)) = &parent {
-        let _ = root.set_parent(recorder::parent_context(trace_id, parent_span, true));
+    if let Some(sc) = &parent {
+        let _ = root.set_parent(opentelemetry::Context::new().with_remote_span_context(sc.clone()));
     }
     if let Some(sc) = traces
         .get(&(run - 1))
@@ -180,7 +178,7 @@ pub async fn drive(
     let trace = (
         trace_id,
         root_id,
-        parent.map(|(_, span)| span),
+        parent.map(|sc| sc.span_id().to_string()),
         telemetry::now_ns(),
     );
     writes.push(Write::StartRun {
@@ -229,6 +227,12 @@ pub async fn drive(
         lost,
         uncounted: uncounted_by_key,
         events,
+        caller: caller
+            .map(|sc| (sc.trace_flags(), sc.trace_state().clone()))
+            .unwrap_or((
+                opentelemetry::trace::TraceFlags::SAMPLED,
+                opentelemetry::trace::TraceState::default(),
+            )),
     });
     if cancel {
         runner.stop(Stop::Cancel);

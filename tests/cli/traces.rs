@@ -1002,3 +1002,42 @@ fn trace_per_instance_puts_every_run_in_one_trace_named_after_the_instance() {
     ran.code(2);
     assert!(ran.stderr.contains("bad.yaml:2:"), "{}", ran.stderr);
 }
+
+#[test]
+fn the_callers_sampled_flag_and_tracestate_are_carried_not_forced() {
+    use crate::http::{Reply, Server};
+    let t = Test::new();
+    let server = Server::always(Reply::status(200));
+    let traceparent = format!("00-{PARENT_TRACE}-{PARENT_SPAN}-00");
+    let ran = run_flow(
+        &t,
+        "ts1",
+        &format!(
+            "name: ts\nsteps:\n  - id: sh\n    run: 'echo \"$TRACEPARENT $TRACESTATE\" > tp.txt'\n  - id: call\n    http: {{ url: \"{}/x\" }}\n",
+            server.url()
+        ),
+        &[],
+        &[
+            ("TRACEPARENT", &traceparent),
+            ("TRACESTATE", "vendor=abc,other=1"),
+        ],
+    );
+    ran.code(0);
+    let runs = trace_json(&t, "ts1");
+    assert_eq!(runs[0]["trace_id"], PARENT_TRACE);
+    assert_eq!(runs[0]["parent_span_id"], PARENT_SPAN);
+    let got = t.read("tp.txt");
+    let (tp, state) = got.trim().split_once(' ').unwrap();
+    assert!(
+        tp.starts_with(&format!("00-{PARENT_TRACE}-")) && tp.ends_with("-00"),
+        "{tp}"
+    );
+    assert_eq!(state, "vendor=abc,other=1");
+    let req = &server.requests()[0];
+    let header = req.header("traceparent").unwrap();
+    assert!(
+        header.ends_with("-00") && header.contains(PARENT_TRACE),
+        "{header}"
+    );
+    assert_eq!(req.header("tracestate"), Some("vendor=abc,other=1"));
+}

@@ -365,11 +365,8 @@ impl<'o> Runner<'o> {
                     .iter()
                     .any(|(k, _)| k.eq_ignore_ascii_case("traceparent"))
                 {
-                    let (trace_id, span_id) = recorder::ids(&span);
-                    job.headers.push((
-                        "traceparent".into(),
-                        telemetry::traceparent(&trace_id, &span_id),
-                    ));
+                    let (_, span_id) = recorder::ids(&span);
+                    job.headers.extend(self.trace_context_of(&span_id));
                 }
                 self.tasks.spawn(async move {
                     let result = http::run(client, job, span, interrupt).await;

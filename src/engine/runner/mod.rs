@@ -56,8 +56,9 @@ pub struct RunOptions {
     /// The definition, when the caller has just parsed it (used if it is the pinned one).
     pub workflow: Option<Arc<Workflow>>,
     /// W3C `traceparent` this run's trace is a child of (`TRACEPARENT` of
-    /// `wf run` and `wf resume`).
+    /// `wf run` and `wf resume`), and its `tracestate` (`TRACESTATE`).
     pub traceparent: Option<String>,
+    pub tracestate: Option<String>,
 }
 
 impl Default for RunOptions {
@@ -69,6 +70,7 @@ impl Default for RunOptions {
             cancel: false,
             workflow: None,
             traceparent: None,
+            tracestate: None,
         }
     }
 }
@@ -305,6 +307,11 @@ pub(super) struct Runner<'o> {
     /// Delivered events no step has taken yet, and the last one seen.
     events: Vec<store::EventRow>,
     last_event: i64,
+    /// The caller's trace flags and state (see `RunStart::caller`).
+    caller: (
+        opentelemetry::trace::TraceFlags,
+        opentelemetry::trace::TraceState,
+    ),
 }
 
 /// What a run starts from (see `drive`).
@@ -321,6 +328,11 @@ pub(super) struct RunStart<'o> {
     pub lost: watch::Receiver<Option<String>>,
     pub uncounted: HashMap<String, Vec<i64>>,
     pub events: Vec<store::EventRow>,
+    /// The caller's sampled flag and `tracestate`, passed on to steps.
+    pub caller: (
+        opentelemetry::trace::TraceFlags,
+        opentelemetry::trace::TraceState,
+    ),
 }
 
 impl<'o> Runner<'o> {
@@ -338,6 +350,7 @@ impl<'o> Runner<'o> {
             lost,
             uncounted,
             events,
+            caller,
         } = start;
         let inst = &inst;
         let secrets = context::secret_values(&wf.secrets);
@@ -427,6 +440,7 @@ impl<'o> Runner<'o> {
             uncounted,
             events,
             last_event: 0,
+            caller,
         };
         runner.frontier = (0..runner.wf.steps.len())
             .filter(|&i| runner.deps_satisfied(i) && !runner.ended(i))

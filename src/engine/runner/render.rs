@@ -39,8 +39,8 @@ impl<'o> Runner<'o> {
         if let Some(i) = unit.item {
             out.push(("WF_ITEM_INDEX".into(), i.to_string()));
         }
-        if let Some(tp) = self.attempt_traceparent(unit) {
-            out.push(("TRACEPARENT".into(), tp));
+        for (k, v) in self.attempt_trace_context(unit) {
+            out.push((k.to_ascii_uppercase(), v));
         }
         if let Some((k, _)) = out
             .iter()

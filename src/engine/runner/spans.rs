@@ -118,10 +118,17 @@ impl<'o> Runner<'o> {
         (span_id, start_ns)
     }
 
-    /// W3C trace context of the attempt about to begin (for its process or request).
-    pub(super) fn attempt_traceparent(&self, unit: &Unit) -> Option<String> {
+    /// W3C trace context (`traceparent`, `tracestate`) of the attempt about
+    /// to begin, for its process or request, with the caller's flags and state.
+    pub(super) fn attempt_trace_context(&self, unit: &Unit) -> Vec<(String, String)> {
         self.attempt_spans
             .get(&unit.key(&self.wf))
-            .map(|(_, span_id, _)| telemetry::traceparent(&self.trace.0, span_id))
+            .map(|(_, span_id, _)| self.trace_context_of(span_id))
+            .unwrap_or_default()
+    }
+
+    /// `traceparent` (and `tracestate`) naming `span_id` of this run's trace.
+    pub(super) fn trace_context_of(&self, span_id: &str) -> Vec<(String, String)> {
+        telemetry::inject(&self.trace.0, span_id, self.caller.0, &self.caller.1)
     }
 }
