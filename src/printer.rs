@@ -167,6 +167,19 @@ impl Printer {
         t
     }
 
+    /// Keeps every column but `flexible` at its content's width, so that on
+    /// a narrow terminal only that one wraps (ids, times and step names never
+    /// break).
+    pub fn keep_columns(&self, table: &mut comfy_table::Table, flexible: Option<usize>) {
+        for i in 0..table.column_count() {
+            if Some(i) != flexible
+                && let Some(c) = table.column_mut(i)
+            {
+                c.set_constraint(comfy_table::ColumnConstraint::ContentWidth);
+            }
+        }
+    }
+
     /// The progress observer for a run: live bars on a terminal, lines otherwise.
     pub fn progress(&self) -> Progress {
         Progress {

@@ -73,7 +73,8 @@ pub fn run(args: Args, store: &Store, printer: &Printer) -> anyhow::Result<ExitS
         }
     }
     if let Some(err) = &inst.error {
-        header.push(("Error", err.clone()));
+        // One line on an 80-column terminal; the whole text is in --json.
+        header.push(("Error", super::cut(err, 66)));
     }
     header.push(("Inputs", compact(&inst.inputs)));
     header.push(("State", compact(&inst.state)));
@@ -97,25 +98,25 @@ pub fn run(args: Args, store: &Store, printer: &Printer) -> anyhow::Result<ExitS
     printer.data("");
 
     let mut table = printer.table();
-    table.set_header(["STEP", "STATUS", "ATTEMPTS", "OUTCOME", "ERROR", "DURATION"]);
+    // The last outcome is in STATUS and ERROR (and every one in --attempts).
+    table.set_header(["STEP", "STATUS", "TRIES", "ERROR", "TOOK"]);
     for s in &steps {
         table.add_row(vec![
             Cell::new(&s.key),
             printer.status_cell(&s.status),
             Cell::new(s.attempts),
-            printer.status_cell(s.outcome.as_deref().unwrap_or("-")),
             Cell::new(s.error_type.as_deref().unwrap_or("-")),
             Cell::new(duration(s.started_at.as_deref(), s.finished_at.as_deref())),
         ]);
     }
+    printer.keep_columns(&mut table, Some(3));
     printer.data(&table.to_string());
 
     if args.attempts {
         printer.data("");
         let mut table = printer.table();
-        table.set_header([
-            "STEP", "TRY", "RUN", "OUTCOME", "ERROR", "EXIT", "STARTED", "TOOK",
-        ]);
+        // The exit code is in the error type (`exit.9`) and in --json.
+        table.set_header(["STEP", "TRY", "RUN", "OUTCOME", "ERROR", "STARTED", "TOOK"]);
         for a in &attempts {
             table.add_row(vec![
                 Cell::new(&a.step_key),
@@ -127,15 +128,11 @@ pub fn run(args: Args, store: &Store, printer: &Printer) -> anyhow::Result<ExitS
                     (Some(t), None) => t.clone(),
                     _ => "-".into(),
                 }),
-                Cell::new(
-                    a.exit_code
-                        .map(|c| c.to_string())
-                        .unwrap_or_else(|| "-".into()),
-                ),
                 Cell::new(printer.when(&a.started_at)),
                 Cell::new(duration(Some(&a.started_at), a.finished_at.as_deref())),
             ]);
         }
+        printer.keep_columns(&mut table, Some(4));
         printer.data(&table.to_string());
     }
     Ok(ExitStatus::Success)

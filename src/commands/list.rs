@@ -104,6 +104,7 @@ pub fn run(args: Args, store: &Store, printer: &Printer) -> anyhow::Result<ExitS
             comfy_table::Cell::new(printer.when(&i.updated_at)),
         ]);
     }
+    printer.keep_columns(&mut table, Some(1));
     printer.data(&table.to_string());
     Ok(ExitStatus::Success)
 }

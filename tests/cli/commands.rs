@@ -1094,3 +1094,63 @@ fn json_on_every_command_that_prints_data() {
     let v = t.wf(&["logs", &id, "--json"]).code(0).json();
     assert_eq!(v["logs"].as_array().map(Vec::len), Some(2));
 }
+
+/// Runs `wf ARGS…` on a pseudo-terminal of 80 columns (util-linux `script`);
+/// its output with line ends normalised.
+fn on_an_80_column_terminal(t: &Test, args: &[&str]) -> String {
+    let wf = assert_cmd::cargo::cargo_bin("wf");
+    let mut command = format!(
+        "stty cols 80 rows 60; exec {} --db {}",
+        wf.display(),
+        t.db.display()
+    );
+    for a in args {
+        command.push(' ');
+        command.push_str(a);
+    }
+    let out = Command::new("script")
+        .args(["-qec", &command, "/dev/null"])
+        .env("NO_COLOR", "1")
+        .current_dir(t.path())
+        .output()
+        .expect("script (util-linux) runs wf on a pseudo-terminal");
+    String::from_utf8_lossy(&out.stdout).replace("\r\n", "\n")
+}
+
+#[test]
+fn tables_fit_80_columns_without_breaking_names_ids_or_times() {
+    let t = Test::new();
+    let long_error =
+        "this step failed with a message long enough to need cutting on a narrow terminal";
+    let (id, ran) = t.run_yaml(
+        "wide.yaml",
+        &format!(
+            "name: a-workflow-with-a-long-name\nsteps:\n  - id: reserve-stock\n    run: 'true'\n    compensate: {{ run: 'true' }}\n  - id: charge-customer-card\n    run: echo '{long_error}' >&2; exit 9\n"
+        ),
+        &[],
+    );
+    ran.code(1);
+    for args in [
+        vec!["list"],
+        vec!["inspect", &id],
+        vec!["inspect", &id, "--attempts"],
+    ] {
+        let out = on_an_80_column_terminal(&t, &args);
+        for line in out.lines() {
+            assert!(
+                line.chars().count() <= 80,
+                "{args:?}: a line of {} columns:\n{out}",
+                line.chars().count()
+            );
+        }
+        assert!(out.contains(&id[..12]), "{args:?} lacks the id:\n{out}");
+        if args.len() != 2 {
+            assert!(out.contains(" ago "), "{args:?} lacks the times:\n{out}");
+        }
+        if args[0] == "inspect" {
+            for name in ["reserve-stock:compensate", "charge-customer-card"] {
+                assert!(out.contains(name), "{args:?} broke {name}:\n{out}");
+            }
+        }
+    }
+}
