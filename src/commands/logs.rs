@@ -18,6 +18,88 @@ pub struct Args {
     /// `{id, logs: [{step, attempt, outcome, stdout, stderr}]}` on stdout
     #[arg(long)]
     pub json: bool,
+    /// Stream the attempt's output while it runs (waiting for it to start),
+    /// until it ends
+    #[arg(long, short, requires = "step", conflicts_with = "json")]
+    pub follow: bool,
+}
+
+/// How often `--follow` looks for more output.
+const FOLLOW_EVERY: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// `--follow`: prints the attempt's output as its live copy grows, then,
+/// once the attempt has an outcome, whatever the copy had not shown yet from
+/// the stored logs (the same masked text).
+fn follow(
+    store: &Store,
+    id: &str,
+    step: &str,
+    attempt: Option<i64>,
+    printer: &Printer,
+) -> anyhow::Result<ExitStatus> {
+    use std::io::{Read as _, Seek as _, SeekFrom, Write as _};
+    let known: Vec<String> = store.steps(id)?.into_iter().map(|s| s.key).collect();
+    let inst = store.instance(id)?;
+    let defined = store
+        .definition_step_ids(&inst.definition_hash)?
+        .unwrap_or_default();
+    let base = step.split(['[', ':']).next().unwrap_or(step);
+    if !known.iter().any(|k| k == step) && !defined.iter().any(|d| d == base) {
+        return Err(UsageError(format!("instance {id} has no step `{step}`")).into());
+    }
+    let mut printed = [0usize; 2];
+    let mut current: Option<i64> = None;
+    loop {
+        let attempts: Vec<_> = store
+            .attempts(id)?
+            .into_iter()
+            .filter(|a| a.step_key == step && attempt.is_none_or(|n| a.attempt == n))
+            .collect();
+        let Some(a) = attempts.iter().max_by_key(|a| a.attempt) else {
+            // Not started yet: wait for it, unless the instance is over.
+            if matches!(
+                store.instance(id)?.status.as_str(),
+                "completed" | "failed" | "canceled"
+            ) {
+                return Err(
+                    UsageError(format!("step `{step}` of instance {id} has no attempts")).into(),
+                );
+            }
+            std::thread::sleep(FOLLOW_EVERY);
+            continue;
+        };
+        if current != Some(a.attempt) {
+            current = Some(a.attempt);
+            printed = [0, 0];
+        }
+        let ended = a.outcome.is_some();
+        if ended {
+            if let Some((_, stdout, stderr)) = store.attempt_logs(id, step, Some(a.attempt))? {
+                printer.raw(stdout.get(printed[0]..).unwrap_or_default());
+                let _ = std::io::stderr().write_all(stderr.get(printed[1]..).unwrap_or_default());
+            }
+            return Ok(ExitStatus::Success);
+        }
+        let live = store.live_dir().join(id);
+        for (i, ext) in ["out", "err"].into_iter().enumerate() {
+            let path = live.join(format!("{step}.{}.{ext}", a.attempt));
+            let Ok(mut f) = std::fs::File::open(&path) else {
+                continue;
+            };
+            let mut more = Vec::new();
+            if f.seek(SeekFrom::Start(printed[i] as u64)).is_ok()
+                && f.read_to_end(&mut more).is_ok()
+            {
+                printed[i] += more.len();
+                if i == 0 {
+                    printer.raw(&more);
+                } else {
+                    let _ = std::io::stderr().write_all(&more);
+                }
+            }
+        }
+        std::thread::sleep(FOLLOW_EVERY);
+    }
 }
 
 /// One attempt's logs as JSON (text decoded as UTF-8, invalid bytes replaced).
@@ -39,6 +121,9 @@ fn log_json(
 
 pub fn run(args: Args, store: &Store, printer: &Printer) -> anyhow::Result<ExitStatus> {
     let id = store.resolve_id(&args.id)?;
+    if let (true, Some(step)) = (args.follow, &args.step) {
+        return follow(store, &id, step, args.attempt, printer);
+    }
     match &args.step {
         Some(step) => {
             let Some((_, stdout, stderr)) = store.attempt_logs(&id, step, args.attempt)? else {

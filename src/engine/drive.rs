@@ -233,6 +233,7 @@ pub async fn drive(
                 opentelemetry::trace::TraceFlags::SAMPLED,
                 opentelemetry::trace::TraceState::default(),
             )),
+        live_dir: Some(store.live_dir()),
     });
     if cancel {
         runner.stop(Stop::Cancel);
@@ -250,6 +251,10 @@ pub async fn drive(
         ));
     }
     let closed = close_run(store, &mut runner, outcome);
+    // The live copies of this run's attempts are gone: so is their folder.
+    let live = store.live_dir();
+    let _ = std::fs::remove_dir(live.join(id));
+    let _ = std::fs::remove_dir(&live);
     if let Err(e) = closed {
         return Err(lost_lease(id, e));
     }

@@ -141,6 +141,19 @@ impl Redactor {
         self.forms.is_empty()
     }
 
+    /// Where secrets (in any form) stand in `bytes`: (start, end) pairs.
+    pub fn spans(&self, bytes: &[u8]) -> Vec<(usize, usize)> {
+        match &self.matcher {
+            Some(m) => m.find_iter(bytes).map(|f| (f.start(), f.end())).collect(),
+            None => Vec::new(),
+        }
+    }
+
+    /// The length of the longest form of a secret (0 without secrets).
+    pub fn longest(&self) -> usize {
+        self.forms.iter().map(String::len).max().unwrap_or(0)
+    }
+
     /// Whether `s` holds a secret in any of its forms.
     pub fn contains(&self, s: &str) -> bool {
         self.matcher.as_ref().is_some_and(|m| m.is_match(s))

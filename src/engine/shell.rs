@@ -41,6 +41,11 @@ pub struct ShellJob {
     /// Values handed over in memory files: `NAME_FILE` names each one's path
     /// (`/dev/fd/N`) in the process's environment.
     pub files: Vec<(String, String)>,
+    /// Files stdout and stderr are copied to as they come (masked), for
+    /// `wf logs --follow`; removed when the attempt ends.
+    pub live: Option<(PathBuf, PathBuf)>,
+    /// Masks secrets in what goes to `live`.
+    pub redactor: super::redact::Redactor,
     pub dir: PathBuf,
     pub timeout: Option<Duration>,
     /// Exit code -> error type.
@@ -291,8 +296,22 @@ async fn execute(running: Running, mut interrupt: watch::Receiver<bool>) -> Atte
     let (cut_tx, cut_rx) = watch::channel(false);
     let stdout = child.stdout.take();
     let stderr = child.stderr.take();
-    let out_task = tokio::spawn(capture(stdout, limit, Some(over_tx), cut_rx.clone()));
-    let err_task = tokio::spawn(capture(stderr, limit, None, cut_rx));
+    let live =
+        |path: Option<&PathBuf>| path.and_then(|p| LiveCopy::create(p, job.redactor.clone()));
+    let out_task = tokio::spawn(capture(
+        stdout,
+        limit,
+        Some(over_tx),
+        cut_rx.clone(),
+        live(job.live.as_ref().map(|l| &l.0)),
+    ));
+    let err_task = tokio::spawn(capture(
+        stderr,
+        limit,
+        None,
+        cut_rx,
+        live(job.live.as_ref().map(|l| &l.1)),
+    ));
 
     let deadline = async {
         match job.timeout {
@@ -427,6 +446,7 @@ async fn capture<R: AsyncRead + Unpin>(
     limit: usize,
     over: Option<watch::Sender<bool>>,
     mut cut: watch::Receiver<bool>,
+    mut live: Option<LiveCopy>,
 ) -> (Vec<u8>, bool) {
     let Some(mut reader) = reader else {
         return (Vec::new(), false);
@@ -443,6 +463,9 @@ async fn capture<R: AsyncRead + Unpin>(
             Ok(0) | Err(_) => break,
             Ok(n) => {
                 let room = limit.saturating_sub(kept.len());
+                if let Some(l) = &mut live {
+                    l.write(&buf[..n.min(room)]);
+                }
                 kept.extend_from_slice(&buf[..n.min(room)]);
                 if n > room && !truncated {
                     truncated = true;
@@ -456,5 +479,66 @@ async fn capture<R: AsyncRead + Unpin>(
     if truncated && over.is_none() {
         kept.extend_from_slice(b"\n[wf: output truncated at the capture limit]\n");
     }
+    if let Some(l) = live {
+        l.finish();
+    }
     (kept, truncated)
+}
+
+/// A copy of a stream, as it comes, with secrets masked, for `wf logs
+/// --follow`. A secret split across two reads is never written in part: the
+/// last bytes (as many as the longest form of a secret, less one) wait for the
+/// next read, and a cut is moved back before any secret it would split, so
+/// the copy is exactly the masked text `wf logs` shows once the attempt ended.
+struct LiveCopy {
+    file: std::fs::File,
+    path: PathBuf,
+    pending: Vec<u8>,
+    redactor: super::redact::Redactor,
+}
+
+impl LiveCopy {
+    fn create(path: &PathBuf, redactor: super::redact::Redactor) -> Option<LiveCopy> {
+        use std::os::unix::fs::OpenOptionsExt;
+        let file = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(path)
+            .ok()?;
+        Some(LiveCopy {
+            file,
+            path: path.clone(),
+            pending: Vec::new(),
+            redactor,
+        })
+    }
+
+    fn write(&mut self, chunk: &[u8]) {
+        use std::io::Write as _;
+        self.pending.extend_from_slice(chunk);
+        let hold = self.redactor.longest().saturating_sub(1);
+        if self.pending.len() <= hold {
+            return;
+        }
+        let mut cut = self.pending.len() - hold;
+        for (start, end) in self.redactor.spans(&self.pending) {
+            if start < cut && cut < end {
+                cut = start;
+            }
+        }
+        let rest = self.pending.split_off(cut);
+        let ready = std::mem::replace(&mut self.pending, rest);
+        let _ = self.file.write_all(&self.redactor.bytes(ready));
+    }
+
+    /// Writes what is left, then removes the file: the attempt's logs are
+    /// in the database from now on.
+    fn finish(mut self) {
+        use std::io::Write as _;
+        let rest = std::mem::take(&mut self.pending);
+        let _ = self.file.write_all(&self.redactor.bytes(rest));
+        let _ = std::fs::remove_file(&self.path);
+    }
 }

@@ -237,6 +237,13 @@ impl Store {
         &self.path
     }
 
+    /// The folder (`<database>.live`) where running attempts copy their
+    /// output as it comes, masked, for `wf logs --follow`; made (mode 0700)
+    /// when an attempt needs it, removed when empty.
+    pub fn live_dir(&self) -> PathBuf {
+        PathBuf::from(format!("{}.live", self.path.display()))
+    }
+
     /// Starts an IMMEDIATE write transaction (takes the write lock up front, so
     /// it never fails half-way with SQLITE_BUSY on upgrade).
     fn write(&mut self) -> Result<rusqlite::Transaction<'_>> {

@@ -1154,3 +1154,49 @@ fn tables_fit_80_columns_without_breaking_names_ids_or_times() {
         }
     }
 }
+
+#[test]
+fn logs_follow_streams_a_running_attempt_masked_and_ends_with_it() {
+    let t = Test::new().env("WF_TEST_FOLLOW_SECRET", "f0ll0w-s3cret");
+    let path = t.write(
+        "follow.yaml",
+        "name: follow\nsecrets: [WF_TEST_FOLLOW_SECRET]\nsteps:\n  - id: talk\n    run: |\n      echo \"first ${{ secrets.WF_TEST_FOLLOW_SECRET }}\"\n      echo oops >&2\n      i=0; while [ ! -f go ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i+1)); done\n      echo second\n",
+    );
+    let mut run = t
+        .cmd()
+        .args(["run", path.to_str().unwrap(), "--id", "fol1"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("spawn wf run");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while t.wf(&["inspect", "fol1", "--json"]).code != 0 {
+        assert!(std::time::Instant::now() < deadline, "the run never started");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let out_path = t.path().join("follow.out");
+    let mut follow = t
+        .cmd()
+        .args(["logs", "fol1", "talk", "--follow"])
+        .stdout(std::fs::File::create(&out_path).unwrap())
+        .stderr(std::fs::File::create(t.path().join("follow.err")).unwrap())
+        .spawn()
+        .expect("spawn wf logs --follow");
+    // The first line arrives while the step is still running.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !t.read("follow.out").contains("first") {
+        assert!(std::time::Instant::now() < deadline, "nothing streamed");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert!(
+        follow.try_wait().unwrap().is_none(),
+        "--follow ended before the attempt"
+    );
+    t.write("go", "");
+    assert!(follow.wait().unwrap().success());
+    assert!(run.wait().unwrap().success());
+    assert_eq!(t.read("follow.out"), "first ***\nsecond\n");
+    assert_eq!(t.read("follow.err"), "oops\n");
+    // Nothing is left beside the database.
+    assert!(!t.path().join("wf.db.live").exists());
+}

@@ -133,7 +133,7 @@ impl<'o> Runner<'o> {
     ) -> Result<Started, EngineError> {
         let attempt = self.begin_attempt(unit, false)?;
         match job {
-            Ok(job) => Ok(Started::Spawn(job, attempt)),
+            Ok(job) => Ok(Started::Spawn(Box::new(job), attempt)),
             Err(f) => {
                 self.settle_result(unit, attempt, AttemptResult::failed(f), Duration::ZERO)?;
                 Ok(Started::Settled)

@@ -238,7 +238,7 @@ enum Job {
 
 /// What starting a unit amounted to.
 enum Started {
-    Spawn(Job, i64),
+    Spawn(Box<Job>, i64),
     /// Settled within the transaction (skipped, pure step, timer fired, event taken, failed).
     Settled,
     /// Waiting on a timer or an event, or nothing to do yet.
@@ -312,6 +312,7 @@ pub(super) struct Runner<'o> {
         opentelemetry::trace::TraceFlags,
         opentelemetry::trace::TraceState,
     ),
+    live_dir: Option<PathBuf>,
 }
 
 /// What a run starts from (see `drive`).
@@ -333,6 +334,8 @@ pub(super) struct RunStart<'o> {
         opentelemetry::trace::TraceFlags,
         opentelemetry::trace::TraceState,
     ),
+    /// Where running attempts copy their output for `wf logs --follow`.
+    pub live_dir: Option<PathBuf>,
 }
 
 impl<'o> Runner<'o> {
@@ -351,6 +354,7 @@ impl<'o> Runner<'o> {
             uncounted,
             events,
             caller,
+            live_dir,
         } = start;
         let inst = &inst;
         let secrets = context::secret_values(&wf.secrets);
@@ -441,6 +445,7 @@ impl<'o> Runner<'o> {
             events,
             last_event: 0,
             caller,
+            live_dir,
         };
         runner.frontier = (0..runner.wf.steps.len())
             .filter(|&i| runner.deps_satisfied(i) && !runner.ended(i))
@@ -519,7 +524,7 @@ impl<'o> Runner<'o> {
                 drop(commit_spans);
             }
             for (unit, job, attempt) in spawns {
-                self.spawn(unit, job, attempt);
+                self.spawn(unit, *job, attempt);
             }
             self.record_groups(store)?;
             if more_now {

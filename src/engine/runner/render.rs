@@ -115,6 +115,8 @@ impl<'o> Runner<'o> {
             env,
             env_remove: self.wf.secrets.clone(),
             files,
+            live: self.live_paths(unit),
+            redactor: self.redactor.clone(),
             dir,
             timeout: exec.timeout,
             errors: exec.errors.cloned().unwrap_or_default(),
@@ -173,5 +175,25 @@ impl<'o> Runner<'o> {
             follow_redirects: spec.follow_redirects,
             carries_secret,
         })
+    }
+
+    /// Where the attempt about to begin copies its output as it comes, for
+    /// `wf logs --follow` (beside the database, private to its owner).
+    fn live_paths(&self, unit: &Unit) -> Option<(PathBuf, PathBuf)> {
+        let dir = self.live_dir.as_ref()?.join(&self.id);
+        {
+            use std::os::unix::fs::DirBuilderExt;
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(&dir)
+                .ok()?;
+        }
+        let key = unit.key(&self.wf);
+        let attempt = self.records.get(&key).map_or(1, |r| r.attempts + 1);
+        Some((
+            dir.join(format!("{key}.{attempt}.out")),
+            dir.join(format!("{key}.{attempt}.err")),
+        ))
     }
 }
