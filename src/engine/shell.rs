@@ -542,3 +542,36 @@ impl LiveCopy {
         let _ = std::fs::remove_file(&self.path);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_live_copy_never_writes_part_of_a_secret() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("x.out");
+        let redactor = super::super::redact::Redactor::new(vec!["f0ll0w-s3cret".to_string()]);
+        let mut live = LiveCopy::create(&path, redactor).unwrap();
+        for chunk in [
+            "ab",
+            "c f0ll0",
+            "w-s3c",
+            "ret and more text after it",
+            " end",
+        ] {
+            live.write(chunk.as_bytes());
+            let so_far = std::fs::read_to_string(&path).unwrap();
+            for part in ["f0ll0", "0w-s3", "s3cret"] {
+                assert!(!so_far.contains(part), "{so_far:?} after {chunk:?}");
+            }
+        }
+        let before_finish = std::fs::read_to_string(&path).unwrap();
+        assert!(
+            before_finish.starts_with("abc *** and more"),
+            "{before_finish:?}"
+        );
+        live.finish();
+        assert!(!path.exists(), "the copy is removed at the end");
+    }
+}

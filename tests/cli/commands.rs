@@ -1171,7 +1171,10 @@ fn logs_follow_streams_a_running_attempt_masked_and_ends_with_it() {
         .expect("spawn wf run");
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
     while t.wf(&["inspect", "fol1", "--json"]).code != 0 {
-        assert!(std::time::Instant::now() < deadline, "the run never started");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the run never started"
+        );
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
     let out_path = t.path().join("follow.out");
