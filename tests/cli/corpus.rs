@@ -843,24 +843,15 @@ fn a_pinned_definition_that_no_longer_parses_gives_one_line_and_changes_nothing(
     // pinned text is no longer a valid workflow.
     let fx = Fixture::new();
     let t = with_db(&db_bytes(&fx));
-    let out = Command::new("python3")
-        .arg("-c")
-        .arg(
-            "import sqlite3, sys\n\
-             c = sqlite3.connect(sys.argv[1])\n\
-             c.execute(\"UPDATE definitions SET source = 'name: [unclosed' WHERE hash = \
-                 (SELECT definition_hash FROM instances WHERE id = 'wait-1')\")\n\
-             assert c.total_changes == 1\n\
-             c.commit()\n\
-             c.close()",
-        )
-        .arg(&t.db)
-        .output()
-        .expect("python3");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    crate::python_sqlite(
+        &t.db,
+        "import sqlite3, sys\n\
+         c = sqlite3.connect(sys.argv[1])\n\
+         c.execute(\"UPDATE definitions SET source = 'name: [unclosed' WHERE hash = \
+             (SELECT definition_hash FROM instances WHERE id = 'wait-1')\")\n\
+         assert c.total_changes == 1\n\
+         c.commit()\n\
+         c.close()",
     );
     let before = snapshot(&t);
     let mut failures = Vec::new();

@@ -184,6 +184,23 @@ impl XorShift {
     }
 }
 
+/// Runs a python3 `sqlite3` script with the database path as `sys.argv[1]`;
+/// its stdout (the script must succeed).
+pub fn python_sqlite(db: &Path, script: &str) -> String {
+    let out = Command::new("python3")
+        .arg("-c")
+        .arg(script)
+        .arg(db)
+        .output()
+        .expect("python3");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
 /// `PRAGMA integrity_check` of a database file, through the sqlite3 CLI when
 /// the machine has it, else python3's sqlite3 module.
 pub fn integrity_check(db: &Path) -> String {

@@ -11,22 +11,12 @@ use std::process::Command;
 /// The logical content of the database (every row, as SQL), independent of
 /// how SQLite laid it out in the file and the WAL.
 fn dump(t: &Test) -> String {
-    let out = Command::new("python3")
-        .arg("-c")
-        .arg(
-            "import sqlite3, sys\n\
-             c = sqlite3.connect(sys.argv[1])\n\
-             print('\\n'.join(c.iterdump()))",
-        )
-        .arg(&t.db)
-        .output()
-        .expect("python3");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
+    crate::python_sqlite(
+        &t.db,
+        "import sqlite3, sys\n\
+         c = sqlite3.connect(sys.argv[1])\n\
+         print('\\n'.join(c.iterdump()))",
+    )
 }
 
 /// The state letter of a process (`R`, `S`, `Z`, …), or None when it is gone.

@@ -392,6 +392,36 @@ impl<'o> Runner<'o> {
         self.settle_result(&d.unit, d.attempt, d.result, d.elapsed)
     }
 
+    /// Records an attempt this run stopped (interrupted or canceled, its
+    /// outcome the failure's type): it does not count towards `max_attempts`.
+    fn stopped_attempt(
+        &mut self,
+        unit: &Unit,
+        (key, attempt): (&str, i64),
+        mut end: AttemptEnd,
+        failure: &Failure,
+        elapsed: Duration,
+    ) -> Result<(), EngineError> {
+        let outcome = failure.error_type.as_str();
+        self.uncounted
+            .entry(key.to_string())
+            .or_default()
+            .push(attempt);
+        end.outcome = outcome.into();
+        end.error_type = Some(failure.error_type.clone());
+        end.error_message = Some(failure.message.clone());
+        self.writes.push(Write::EndAttempt {
+            key: key.to_string(),
+            attempt,
+            end,
+        });
+        self.record(unit).outcome = Some(outcome.into());
+        self.write_attempt_span(key, attempt, outcome, Some(failure))?;
+        self.observer
+            .step_finished(key, attempt, outcome, Some(failure), elapsed);
+        Ok(())
+    }
+
     /// Commits an attempt's result: on success output, state patch and outcome
     /// together; on failure only the attempt record, and the retry decision.
     pub(super) fn settle_result(
@@ -482,44 +512,22 @@ impl<'o> Runner<'o> {
                 self.observer
                     .step_finished(&key, attempt, "ok", None, elapsed);
             }
+            // Stopped by us, not failed: the attempt does not count.
             Err(failure) if stopped == Some(Stop::Signal) => {
-                self.uncounted.entry(key.clone()).or_default().push(attempt);
-                end.outcome = "interrupted".into();
-                end.error_type = Some("interrupted".into());
-                end.error_message = Some(failure.message.clone());
-                self.writes.push(Write::EndAttempt {
-                    key: key.clone(),
-                    attempt,
-                    end: std::mem::take(&mut end),
-                });
+                let failure = Failure::new("interrupted", failure.message);
+                self.stopped_attempt(unit, (&key, attempt), end, &failure, elapsed)?;
                 let rec = self.record(unit);
                 rec.status = "pending".into();
-                rec.outcome = Some("interrupted".into());
                 self.put(unit)?;
-                self.write_attempt_span(&key, attempt, "interrupted", Some(&failure))?;
-                self.observer
-                    .step_finished(&key, attempt, "interrupted", Some(&failure), elapsed);
             }
             Err(_) if stopped == Some(Stop::Cancel) => {
-                self.uncounted.entry(key.clone()).or_default().push(attempt);
                 let failure = Failure::new("canceled", "the instance was canceled".into());
-                end.outcome = "canceled".into();
-                end.error_type = Some(failure.error_type.clone());
-                end.error_message = Some(failure.message.clone());
-                self.writes.push(Write::EndAttempt {
-                    key: key.clone(),
-                    attempt,
-                    end: std::mem::take(&mut end),
-                });
+                self.stopped_attempt(unit, (&key, attempt), end, &failure, elapsed)?;
                 let rec = self.record(unit);
                 rec.status = "canceled".into();
-                rec.outcome = Some("canceled".into());
                 rec.error_type = Some(failure.error_type.clone());
                 rec.finished_at = Some(now);
                 self.put(unit)?;
-                self.write_attempt_span(&key, attempt, "canceled", Some(&failure))?;
-                self.observer
-                    .step_finished(&key, attempt, "canceled", Some(&failure), elapsed);
             }
             Err(failure) => {
                 let failure = if stopped == Some(Stop::Deadline) {
