@@ -197,6 +197,7 @@ impl Printer {
                     multi,
                     counter,
                     bars: Mutex::new(HashMap::new()),
+                    saved_termios: Mutex::new(quiet_control_echo()),
                 }
             }),
             quiet: self.quiet,
@@ -209,6 +210,22 @@ struct Live {
     multi: MultiProgress,
     counter: ProgressBar,
     bars: Mutex<HashMap<String, ProgressBar>>,
+    /// The terminal's settings before the display turned off the echo of
+    /// control characters, restored by `finish`.
+    saved_termios: Mutex<Option<nix::sys::termios::Termios>>,
+}
+
+/// Turns off the terminal's echo of control characters (`^C`) while the
+/// live display runs: the echo lands inside the display and leaves a stale
+/// frame on screen once it is cleared. Returns the settings to restore.
+fn quiet_control_echo() -> Option<nix::sys::termios::Termios> {
+    use nix::sys::termios::{LocalFlags, SetArg, tcgetattr, tcsetattr};
+    let tty = std::io::stderr();
+    let saved = tcgetattr(&tty).ok()?;
+    let mut quiet = saved.clone();
+    quiet.local_flags.remove(LocalFlags::ECHOCTL);
+    tcsetattr(&tty, SetArg::TCSANOW, &quiet).ok()?;
+    Some(saved)
 }
 
 pub struct Progress {
@@ -249,6 +266,13 @@ impl Progress {
                 b.finish_and_clear();
             }
             l.counter.finish_and_clear();
+            if let Some(saved) = l.saved_termios.lock().ok().and_then(|mut s| s.take()) {
+                let _ = nix::sys::termios::tcsetattr(
+                    std::io::stderr(),
+                    nix::sys::termios::SetArg::TCSANOW,
+                    &saved,
+                );
+            }
         }
     }
 }

@@ -1203,3 +1203,108 @@ fn logs_follow_streams_a_running_attempt_masked_and_ends_with_it() {
     // Nothing is left beside the database.
     assert!(!t.path().join("wf.db.live").exists());
 }
+
+/// A terminal of 80 columns (tmux), for what only shows on one: the live
+/// progress display. None (the test says so and passes) where tmux is not
+/// installed; `.ci/run` installs it.
+struct Tmux {
+    session: String,
+}
+
+impl Tmux {
+    fn start(t: &Test, command: &str) -> Option<Tmux> {
+        if Command::new("tmux").arg("-V").output().is_err() {
+            eprintln!(
+                "tmux is not installed: the terminal test is not run (.ci/run installs tmux)"
+            );
+            return None;
+        }
+        let session = format!("wf-test-{}", std::process::id());
+        let ok = Command::new("tmux")
+            .args(["new-session", "-d", "-x", "80", "-y", "30", "-s", &session])
+            .arg(format!(
+                "cd {} && {command}; echo EXITED $?; sleep 600",
+                t.path().display()
+            ))
+            .status()
+            .expect("tmux")
+            .success();
+        assert!(ok, "tmux could not start");
+        Some(Tmux { session })
+    }
+
+    fn screen(&self) -> String {
+        let out = Command::new("tmux")
+            .args(["capture-pane", "-p", "-t", &self.session])
+            .output()
+            .expect("tmux");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    fn keys(&self, keys: &str) {
+        Command::new("tmux")
+            .args(["send-keys", "-t", &self.session, keys])
+            .status()
+            .expect("tmux");
+    }
+
+    #[track_caller]
+    fn wait_for(&self, what: &str, cond: impl Fn(&str) -> bool) -> String {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        loop {
+            let screen = self.screen();
+            if cond(&screen) {
+                return screen;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "no {what} on the screen:\n{screen}"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = Command::new("tmux")
+            .args(["kill-session", "-t", &self.session])
+            .status();
+    }
+}
+
+#[test]
+fn ctrl_c_on_a_terminal_leaves_no_progress_display_behind() {
+    let t = Test::new();
+    t.write(
+        "long.yaml",
+        "name: long\nsteps:\n  - id: first\n    run: 'true'\n  - id: slow-step\n    run: touch started; sleep 30\n",
+    );
+    let wf = assert_cmd::cargo::cargo_bin("wf");
+    let Some(term) = Tmux::start(
+        &t,
+        &format!("{} --db {} run long.yaml", wf.display(), t.db.display()),
+    ) else {
+        return;
+    };
+    // The live display: a counter of done steps, a line for the running one.
+    term.wait_for("progress display", |s| {
+        s.contains("steps done") && t.path().join("started").exists()
+    });
+    term.keys("C-c");
+    let screen = term.wait_for("exit", |s| s.contains("EXITED 130"));
+    assert!(
+        !screen.contains("steps done"),
+        "the counter stayed:\n{screen}"
+    );
+    assert!(
+        !screen
+            .lines()
+            .any(|l| l.contains("slow-step") && !l.contains(':')),
+        "a spinner line stayed:\n{screen}"
+    );
+    assert!(
+        screen.contains("interrupted; continue with `wf resume"),
+        "{screen}"
+    );
+}
