@@ -16,6 +16,9 @@ pub struct Args {
     /// Print `{id, status, exit_code}` as JSON on stdout
     #[arg(long)]
     pub json: bool,
+    /// Cancel without running any compensation (for when one is broken)
+    #[arg(long)]
+    pub terminate: bool,
 }
 
 pub async fn run(args: Args, db: Option<PathBuf>, printer: &Printer) -> anyhow::Result<ExitStatus> {
@@ -30,9 +33,10 @@ pub async fn run(args: Args, db: Option<PathBuf>, printer: &Printer) -> anyhow::
         .into());
     }
     // Ask first, so a process running the instance right now stops too.
-    store.request_cancel(&id)?;
+    store.request_cancel(&id, args.terminate)?;
     let opts = RunOptions {
         cancel: true,
+        terminate: args.terminate,
         ..RunOptions::default()
     };
     let progress = printer.progress();

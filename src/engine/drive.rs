@@ -194,7 +194,8 @@ pub async fn drive(
             writes.push(Write::Step(Box::new(rec.clone())));
         }
     }
-    let cancel = opts.cancel || cancel_requested;
+    let cancel = opts.cancel || cancel_requested > 0;
+    let terminate = (opts.cancel && opts.terminate) || cancel_requested == 2;
     writes.push(Write::Status {
         status: "running".into(),
         wake_at: None,
@@ -235,6 +236,7 @@ pub async fn drive(
             )),
         live_dir: Some(store.live_dir()),
     });
+    runner.terminate = terminate;
     if cancel {
         runner.stop(Stop::Cancel);
     }

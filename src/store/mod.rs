@@ -352,7 +352,8 @@ impl Store {
         records::unexported_spans(&self.conn, id, after, limit)
     }
 
-    pub fn cancel_requested(&self, id: &str) -> Result<bool> {
+    /// 0: no cancel asked; 1: cancel; 2: terminate (no compensations).
+    pub fn cancel_requested(&self, id: &str) -> Result<i64> {
         records::cancel_requested(&self.conn, id)
     }
 
@@ -385,9 +386,9 @@ impl Store {
     }
 
     /// Asks whatever process drives the instance to cancel it.
-    pub fn request_cancel(&mut self, id: &str) -> Result<()> {
+    pub fn request_cancel(&mut self, id: &str, terminate: bool) -> Result<()> {
         let tx = self.write()?;
-        records::request_cancel(&tx, id)?;
+        records::request_cancel(&tx, id, terminate)?;
         tx.commit()?;
         Ok(())
     }

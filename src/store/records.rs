@@ -211,20 +211,20 @@ pub(super) fn set_instance_status(
 }
 
 /// Asks whatever process drives the instance to cancel it.
-pub(super) fn request_cancel(c: &Connection, id: &str) -> Result<()> {
+pub(super) fn request_cancel(c: &Connection, id: &str, terminate: bool) -> Result<()> {
     cached(
         c,
-        "UPDATE instances SET cancel_requested=1, updated_at=?2 WHERE id=?1",
-        params![id, now()],
+        "UPDATE instances SET cancel_requested=MAX(cancel_requested, ?3), updated_at=?2 WHERE id=?1",
+        params![id, now(), if terminate { 2 } else { 1 }],
     )?;
     Ok(())
 }
 
-pub(super) fn cancel_requested(c: &Connection, id: &str) -> Result<bool> {
+/// 0: no cancel asked; 1: cancel (compensations run); 2: terminate (none run).
+pub(super) fn cancel_requested(c: &Connection, id: &str) -> Result<i64> {
     Ok(
         c.prepare_cached("SELECT cancel_requested FROM instances WHERE id=?1")?
-            .query_row([id], |r| r.get::<_, i64>(0))?
-            != 0,
+            .query_row([id], |r| r.get::<_, i64>(0))?,
     )
 }
 
@@ -318,7 +318,8 @@ pub struct History {
     pub traces: std::collections::BTreeMap<i64, RunTrace>,
     pub uncounted: Vec<(String, i64)>,
     pub events: Vec<EventRow>,
-    pub cancel_requested: bool,
+    /// 0: none; 1: cancel; 2: terminate (see `cancel_requested`).
+    pub cancel_requested: i64,
 }
 
 pub(super) fn history(c: &Connection, id: &str) -> Result<History> {

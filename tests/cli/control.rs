@@ -1384,3 +1384,57 @@ steps:
     assert_eq!(outcomes(b), ["retry", "failed"]);
     assert_eq!(outcomes(Test::step(&i, "a:compensate")), ["ok"]);
 }
+
+#[test]
+fn cancel_terminate_runs_no_compensation_suspended_or_running() {
+    let t = Test::new();
+    let file = t.write(
+        "wf.yaml",
+        r#"
+name: terminate
+steps:
+  - id: book
+    run: echo book >> ledger.log
+    compensate: { run: echo unbook >> ledger.log }
+  - id: long
+    run: touch long.started; sleep 30
+"#,
+    );
+    // Running in another process: it stops, compensates nothing, exits 4.
+    let child = spawn_run(&t, &file, "term-run");
+    wait_until("the long step to start", || {
+        t.path().join("long.started").exists()
+    });
+    t.wf(&["cancel", "term-run", "--terminate"]).code(0);
+    finish(&t, child, "term-run").code(4);
+    assert_eq!(lines(&t.read("ledger.log")), ["book"]);
+    let v = t.inspect("term-run");
+    assert_eq!(v["status"], "canceled");
+    assert!(
+        !v["steps"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|s| s["id"] == "book:compensate"),
+        "{v:#}"
+    );
+
+    // Suspended: canceled here and now, without compensations.
+    let file = t.write(
+        "nap.yaml",
+        "name: nap\nsteps:\n  - id: book\n    run: echo book2 >> ledger.log\n    compensate: { run: echo unbook2 >> ledger.log }\n  - id: nap\n    sleep: 1h\n",
+    );
+    t.wf(&["run", file.to_str().unwrap(), "--id", "term-nap"])
+        .code(3);
+    t.wf(&["cancel", "term-nap", "--terminate"]).code(0);
+    assert_eq!(t.inspect("term-nap")["status"], "canceled");
+    assert_eq!(lines(&t.read("ledger.log")), ["book", "book2"]);
+    // A plain cancel still compensates.
+    t.wf(&["run", file.to_str().unwrap(), "--id", "plain-nap"])
+        .code(3);
+    t.wf(&["cancel", "plain-nap"]).code(0);
+    assert_eq!(
+        lines(&t.read("ledger.log")),
+        ["book", "book2", "book2", "unbook2"]
+    );
+}

@@ -53,6 +53,8 @@ pub struct RunOptions {
     pub retry_failed: bool,
     /// Cancel the instance: start nothing new, run compensations (`wf cancel`).
     pub cancel: bool,
+    /// With `cancel`: run no compensations (`wf cancel --terminate`).
+    pub terminate: bool,
     /// The definition, when the caller has just parsed it (used if it is the pinned one).
     pub workflow: Option<Arc<Workflow>>,
     /// W3C `traceparent` this run's trace is a child of (`TRACEPARENT` of
@@ -68,6 +70,7 @@ impl Default for RunOptions {
             fire_timers: false,
             retry_failed: false,
             cancel: false,
+            terminate: false,
             workflow: None,
             traceparent: None,
             tracestate: None,
@@ -313,6 +316,8 @@ pub(super) struct Runner<'o> {
         opentelemetry::trace::TraceState,
     ),
     live_dir: Option<PathBuf>,
+    /// Canceled without compensations (`wf cancel --terminate`).
+    pub(super) terminate: bool,
 }
 
 /// What a run starts from (see `drive`).
@@ -446,6 +451,7 @@ impl<'o> Runner<'o> {
             last_event: 0,
             caller,
             live_dir,
+            terminate: false,
         };
         runner.frontier = (0..runner.wf.steps.len())
             .filter(|&i| runner.deps_satisfied(i) && !runner.ended(i))
@@ -593,7 +599,11 @@ impl<'o> Runner<'o> {
     /// Looks for what other processes asked of this run: a cancel request (it
     /// starts canceling) or an awaited event (true: a waiting step can go on).
     fn poll_external(&mut self, store: &Store) -> Result<bool, EngineError> {
-        if self.stop.is_none() && store.cancel_requested(&self.id)? {
+        let asked = store.cancel_requested(&self.id)?;
+        if asked == 2 {
+            self.terminate = true;
+        }
+        if self.stop.is_none() && asked > 0 {
             self.stop(Stop::Cancel);
         }
         let awaited: Vec<&str> = self

@@ -121,7 +121,7 @@ impl<'o> Runner<'o> {
     /// `compensate`, the latest-completed one not yet compensated. One at a
     /// time, in reverse completion order.
     pub(super) fn next_compensation(&self) -> Option<Unit> {
-        if !self.running.is_empty() {
+        if !self.running.is_empty() || self.terminate {
             return None;
         }
         let mut done: Vec<(i64, Unit)> = Vec::new();
@@ -171,37 +171,38 @@ impl<'o> Runner<'o> {
     }
 
     pub(super) fn compensations_pending(&self) -> bool {
-        self.wf.steps.iter().enumerate().any(|(idx, step)| {
-            if step.compensate.is_none() {
-                return false;
-            }
-            let units: Vec<Unit> = match self.records.get(&step.id).and_then(|r| r.items.as_array())
-            {
-                Some(items) if step.for_each.is_some() => (0..items.len())
-                    .map(|i| Unit {
-                        idx,
-                        item: Some(i),
-                        compensation: false,
-                    })
-                    .collect(),
-                _ => vec![Unit::step(idx)],
-            };
-            units.into_iter().any(|u| {
-                let done = self
-                    .records
-                    .get(&u.key(&self.wf))
-                    .is_some_and(|r| r.status == "completed");
-                let comp = Unit {
-                    compensation: true,
-                    ..u
-                };
-                let comp_ended = self
-                    .records
-                    .get(&comp.key(&self.wf))
-                    .is_some_and(|r| r.status == "completed" || r.status == "failed");
-                done && !comp_ended
+        !self.terminate
+            && self.wf.steps.iter().enumerate().any(|(idx, step)| {
+                if step.compensate.is_none() {
+                    return false;
+                }
+                let units: Vec<Unit> =
+                    match self.records.get(&step.id).and_then(|r| r.items.as_array()) {
+                        Some(items) if step.for_each.is_some() => (0..items.len())
+                            .map(|i| Unit {
+                                idx,
+                                item: Some(i),
+                                compensation: false,
+                            })
+                            .collect(),
+                        _ => vec![Unit::step(idx)],
+                    };
+                units.into_iter().any(|u| {
+                    let done = self
+                        .records
+                        .get(&u.key(&self.wf))
+                        .is_some_and(|r| r.status == "completed");
+                    let comp = Unit {
+                        compensation: true,
+                        ..u
+                    };
+                    let comp_ended = self
+                        .records
+                        .get(&comp.key(&self.wf))
+                        .is_some_and(|r| r.status == "completed" || r.status == "failed");
+                    done && !comp_ended
+                })
             })
-        })
     }
 
     /// The run's end when nothing is running and nothing more can start now.
