@@ -7,6 +7,7 @@ mod inspect;
 mod list;
 mod logs;
 mod man;
+mod result;
 mod resume;
 mod run;
 mod schema;
@@ -68,6 +69,8 @@ pub enum Command {
     List(list::Args),
     /// Print the captured stdout/stderr of a step attempt
     Logs(logs::Args),
+    /// Print the outputs of a completed instance (exit 1 if it failed, 3 while not ended)
+    Result(result::Args),
     /// Print the trace of each run of an instance (tree, OTLP/JSON or JSON)
     Trace(trace::Args),
     /// Deliver an event to an instance
@@ -94,6 +97,7 @@ pub async fn execute(cli: Cli, printer: &Printer) -> anyhow::Result<ExitStatus> 
         Command::Inspect(args) => inspect::run(args, &open_existing(db)?, printer),
         Command::List(args) => list::run(args, &open_existing(db)?, printer),
         Command::Logs(args) => logs::run(args, &open_existing(db)?, printer),
+        Command::Result(args) => result::run(args, &open_existing(db)?, printer).await,
         Command::Trace(args) => trace::run(args, &open_existing(db)?, printer),
         Command::Signal(args) => signal::run(args, &mut open(db)?, printer),
         Command::Cancel(args) => cancel::run(args, db, printer).await,

@@ -352,6 +352,11 @@ impl Store {
         records::unexported_spans(&self.conn, id, after, limit)
     }
 
+    /// The result of a completed instance (`outputs:`), if it has one.
+    pub fn outputs(&self, id: &str) -> Result<Option<Value>> {
+        records::outputs(&self.conn, id)
+    }
+
     /// 0: no cancel asked; 1: cancel; 2: terminate (no compensations).
     pub fn cancel_requested(&self, id: &str) -> Result<i64> {
         records::cancel_requested(&self.conn, id)

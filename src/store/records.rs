@@ -349,6 +349,24 @@ pub(super) fn history(c: &Connection, id: &str) -> Result<History> {
     })
 }
 
+pub(super) fn set_outputs(c: &Connection, id: &str, outputs: &Value) -> Result<()> {
+    cached(
+        c,
+        "UPDATE instances SET outputs=?2 WHERE id=?1",
+        params![id, outputs.to_string()],
+    )?;
+    Ok(())
+}
+
+pub(super) fn outputs(c: &Connection, id: &str) -> Result<Option<Value>> {
+    let text: Option<String> = c
+        .prepare_cached("SELECT outputs FROM instances WHERE id=?1")?
+        .query_row([id], |r| r.get(0))
+        .optional()?
+        .flatten();
+    Ok(text.and_then(|t| serde_json::from_str(&t).ok()))
+}
+
 pub(super) fn set_state(c: &Connection, id: &str, state: &Value) -> Result<()> {
     cached(
         c,

@@ -150,4 +150,8 @@ pub const MIGRATIONS: &[&str] = &[
     ALTER TABLE attempts ADD COLUMN proc_pgid INTEGER;   -- the step's process group (= its leader's pid)
     ALTER TABLE attempts ADD COLUMN proc_start INTEGER;  -- the leader's start time, clock ticks after boot
     "#,
+    // 7: the result of a completed instance (`outputs:`, `wf result`).
+    r#"
+    ALTER TABLE instances ADD COLUMN outputs TEXT;  -- JSON object, set when the instance completes
+    "#,
 ];

@@ -54,6 +54,8 @@ pub enum Write {
     },
     /// Runs left without an outcome by a runner that died become `crashed`.
     CloseAbandonedRuns,
+    /// The instance's result (`outputs:`), rendered when it completed.
+    Outputs(Value),
     /// A new run and its trace.
     StartRun {
         run: i64,
@@ -108,6 +110,7 @@ fn apply(c: &Connection, id: &str, w: &Write) -> Result<()> {
             error.as_deref(),
         ),
         Write::CloseAbandonedRuns => close_abandoned_runs(c, id),
+        Write::Outputs(v) => set_outputs(c, id, v),
         Write::StartRun { run, trace } => start_run(c, id, *run, trace),
         Write::FinishRun { run, outcome } => finish_run(c, id, *run, outcome),
     }

@@ -61,6 +61,10 @@ pub struct Workflow {
     /// `trace: { per: instance }`: every run of an instance in one trace.
     #[serde(default, skip_serializing_if = "is_false")]
     pub trace_per_instance: bool,
+    /// `outputs:`: rendered when the instance completes (a JSON object whose
+    /// strings may hold `${{ }}`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outputs: Option<Value>,
     pub steps: Vec<Step>,
     /// The exact text the workflow was parsed from; pinned by each instance.
     #[serde(skip)]
@@ -444,6 +448,7 @@ defaults: { timeout: 5m, retry: { max_attempts: 3 } }
 concurrency: 4
 timeout: 1h
 trace: { per: instance }
+outputs: { order: "${{ inputs.order_id }}", charged: "${{ state.charged }}" }
 steps:
   - id: reserve
     run: ./reserve.sh "${{ inputs.order_id }}"

@@ -37,6 +37,10 @@ pub struct RawWorkflow {
     pub timeout: Option<Spanned<String>>,
     #[serde(default)]
     pub trace: Option<RawTrace>,
+    /// The instance's result, rendered when it completes (`wf result`).
+    #[schemars(with = "Option<BTreeMap<String, Value>>")]
+    #[serde(default)]
+    pub outputs: Option<Spanned<BTreeMap<String, Value>>>,
     #[schemars(with = "Vec<RawStep>")]
     pub steps: Spanned<Vec<Spanned<RawStep>>>,
 }

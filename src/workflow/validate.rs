@@ -292,6 +292,20 @@ impl Checker<'_> {
         };
         let timeout = raw.timeout.as_ref().map(|t| self.duration(t)).transpose()?;
 
+        let outputs = match &raw.outputs {
+            None => None,
+            Some(o) => {
+                let tree = Value::Object(o.value.clone().into_iter().collect());
+                let ctx = ExprCtx {
+                    inputs: &inputs,
+                    secrets: &secrets,
+                    scope: PLAIN,
+                };
+                self.tree(&tree, o.into(), &ctx)?;
+                Some(tree)
+            }
+        };
+
         let mut steps = Vec::with_capacity(raw.steps.value.len());
         for (i, spanned) in raw.steps.value.iter().enumerate() {
             steps.push(self.step(
@@ -317,6 +331,7 @@ impl Checker<'_> {
             trace_per_instance: raw
                 .trace
                 .is_some_and(|t| t.per == super::model::TracePer::Instance),
+            outputs,
             steps,
             source: self.source.to_string(),
             hash: hash_source(self.source),

@@ -5,7 +5,7 @@
 //! 7386); a step with no action but `set_state` is a pure state step.
 
 use crate::Test;
-use serde_json::json;
+use serde_json::{Value, json};
 
 #[test]
 fn a_retry_sees_the_state_from_before_the_failed_attempt() {
@@ -334,4 +334,71 @@ steps:
     ran.code(0);
     let i = t.inspect(&id);
     assert_eq!(i["state"], json!({"b": 1, "slow_saw_b": 0}));
+}
+
+#[test]
+fn outputs_are_the_result_of_a_completed_instance() {
+    let t = Test::new();
+    let yaml = r#"
+name: result
+inputs:
+  order: { default: A-7 }
+state: { charged: false }
+outputs:
+  order: "${{ inputs.order }}"
+  charge_id: "${{ state.charge_id }}"
+  summary: "order ${{ inputs.order }} charged ${{ state.charged }}"
+  items: "${{ steps.pick.output.json }}"
+steps:
+  - id: pick
+    run: echo '[1, 2]'
+  - id: charge
+    run: |
+      echo '{"id": "ch_9"}'
+    set_state: { charged: true, charge_id: "${{ output.json.id }}" }
+  - id: gate
+    wait_for_event: { name: go }
+"#;
+    let (id, ran) = t.run_yaml("r.yaml", yaml, &[]);
+    ran.code(3);
+    // Not ended: exit 3, no outputs yet.
+    let r = t.wf(&["result", &id, "--json"]);
+    r.code(3);
+    assert_eq!(r.json()["outputs"], Value::Null);
+    assert_eq!(r.json()["status"], "waiting");
+    // --wait blocks until the instance ends.
+    let mut waiter = t
+        .cmd()
+        .args(["result", &id, "--wait"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn wf result --wait");
+    t.wf(&["signal", &id, "go"]).code(0);
+    t.wf(&["resume", &id]).code(0);
+    let out = waiter.wait_with_output().unwrap();
+    assert!(out.status.success());
+    let printed: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let expected = json!({
+        "order": "A-7", "charge_id": "ch_9", "summary": "order A-7 charged true", "items": [1, 2]
+    });
+    assert_eq!(printed, expected);
+    let r = t.wf(&["result", &id, "--json"]).code(0).json();
+    assert_eq!(
+        r,
+        json!({ "id": id, "status": "completed", "outputs": expected, "error": null })
+    );
+
+    // A failed instance: exit 1 with its error.
+    let (id, ran) = t.run_yaml(
+        "f.yaml",
+        "name: f\noutputs: { x: 1 }\nsteps:\n  - id: boom\n    run: exit 5\n",
+        &[],
+    );
+    ran.code(1);
+    let r = t.wf(&["result", &id]);
+    r.code(1);
+    assert!(r.stderr.contains("exit.5"), "{}", r.stderr);
+    // An output that names no step is a definition error.
+    let bad = t.write("bad.yaml", "name: b\noutputs: { x: \"${{ steps.nope.output }}\" }\nsteps:\n  - id: a\n    run: 'true'\n");
+    t.wf(&["validate", bad.to_str().unwrap()]).code(2);
 }

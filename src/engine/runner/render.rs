@@ -196,4 +196,19 @@ impl<'o> Runner<'o> {
             dir.join(format!("{key}.{attempt}.err")),
         ))
     }
+
+    /// The workflow's `outputs:`, rendered from the final state and step
+    /// outputs, secrets masked; None when it declares none.
+    pub(in crate::engine) fn render_outputs(&mut self) -> Result<Option<Value>, String> {
+        let Some(outputs) = self.wf.outputs.clone() else {
+            return Ok(None);
+        };
+        if !self.ctx_state_current {
+            self.ctx.set("state", self.state.clone());
+            self.ctx_state_current = true;
+        }
+        let mut v = template::render_tree(&outputs, self.ctx.value()).map_err(|e| e.to_string())?;
+        self.redactor.value(&mut v);
+        Ok(Some(v))
+    }
 }

@@ -1,0 +1,81 @@
+//! `wf result ID [--wait] [--json]`: the `outputs` of a completed instance.
+//! Exit 0 with the outputs; 1 with the error if it failed; 4 if it was
+//! canceled; 3 while it is suspended (or running, without `--wait`), so a
+//! script can tell "not yet" from "never". `--wait` blocks until it ends.
+
+use super::display_status;
+use crate::exit::ExitStatus;
+use crate::printer::Printer;
+use crate::store::Store;
+use serde_json::json;
+use std::time::Duration;
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Instance id (any unique prefix)
+    pub id: String,
+    /// Block until the instance has ended (completed, failed or canceled)
+    #[arg(long)]
+    pub wait: bool,
+    /// `{id, status, outputs, error}` on stdout
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// How often `--wait` looks at the instance (a read of one row).
+const WAIT_EVERY: Duration = Duration::from_millis(200);
+
+pub async fn run(args: Args, store: &Store, printer: &Printer) -> anyhow::Result<ExitStatus> {
+    let id = store.resolve_id(&args.id)?;
+    let inst = loop {
+        let inst = store.instance(&id)?;
+        let ended = matches!(inst.status.as_str(), "completed" | "failed" | "canceled");
+        if ended || !args.wait {
+            break inst;
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(WAIT_EVERY) => {}
+            _ = tokio::signal::ctrl_c() => return Ok(ExitStatus::Interrupted),
+        }
+    };
+    let status = display_status(&inst);
+    let outputs = if inst.status == "completed" {
+        store.outputs(&id)?.unwrap_or_else(|| json!({}))
+    } else {
+        serde_json::Value::Null
+    };
+    if args.json {
+        printer.json(&json!({
+            "id": id,
+            "status": status,
+            "outputs": outputs,
+            "error": inst.error,
+        }));
+    }
+    Ok(match inst.status.as_str() {
+        "completed" => {
+            if !args.json {
+                printer.json(&outputs);
+            }
+            ExitStatus::Success
+        }
+        "failed" => {
+            printer.error(&format!(
+                "instance {id} failed: {}",
+                inst.error.as_deref().unwrap_or("(no reason recorded)")
+            ));
+            ExitStatus::Failure
+        }
+        "canceled" => {
+            printer.info(&format!("instance {id} was canceled; it has no result"));
+            ExitStatus::Canceled
+        }
+        _ => {
+            printer.info(&format!(
+                "instance {id} is {status}; it has no result yet (`wf result {} --wait` waits for it)",
+                super::short_id(&id)
+            ));
+            ExitStatus::Suspended
+        }
+    })
+}
