@@ -367,7 +367,7 @@ steps:
     assert_eq!(r.json()["outputs"], Value::Null);
     assert_eq!(r.json()["status"], "waiting");
     // --wait blocks until the instance ends.
-    let mut waiter = t
+    let waiter = t
         .cmd()
         .args(["result", &id, "--wait"])
         .stdout(std::process::Stdio::piped())
