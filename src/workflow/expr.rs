@@ -105,7 +105,15 @@ pub const FUNCTIONS: &[(&str, usize, usize)] = &[
     ("join", 1, 2),
     ("toJSON", 1, 1),
     ("fromJSON", 1, 1),
+    ("success", 0, 0),
+    ("failure", 0, 0),
+    ("always", 0, 0),
+    ("cancelled", 0, 0),
 ];
+
+/// The status functions: what they see of the run is the context's
+/// `__status` (`{failure, cancelled}`), set by the scheduler for an `if:`.
+const STATUS_FUNCTIONS: &[&str] = &["success", "failure", "always", "cancelled"];
 
 /// A value as text, the way functions and `${{ }}` inside a string see it:
 /// strings as they are, `null` empty, everything else as JSON.
@@ -125,9 +133,18 @@ fn loosely_equal(a: &Value, b: &Value) -> bool {
     }
 }
 
-fn call(name: &str, args: &[Value]) -> Result<Value, ExprError> {
+fn call(name: &str, args: &[Value], ctx: &Value) -> Result<Value, ExprError> {
     let text = |i: usize| args.get(i).map(as_text).unwrap_or_default();
+    let status = |k: &str| {
+        ctx.get("__status")
+            .and_then(|s| s.get(k))
+            .is_some_and(truthy)
+    };
     Ok(match name {
+        "success" => Value::Bool(!status("failure") && !status("cancelled")),
+        "failure" => Value::Bool(status("failure")),
+        "always" => Value::Bool(true),
+        "cancelled" => Value::Bool(status("cancelled")),
         "contains" => Value::Bool(match &args[0] {
             Value::Array(items) => items.iter().any(|i| loosely_equal(i, &args[1])),
             other => as_text(other)
@@ -341,9 +358,35 @@ impl Expr {
             Expr::Call { name, args } => {
                 let values: Vec<Value> =
                     args.iter().map(|e| e.eval(ctx)).collect::<Result<_, _>>()?;
-                Cow::Owned(call(name, &values)?)
+                Cow::Owned(call(name, &values, ctx)?)
             }
         })
+    }
+
+    /// Whether the expression calls a status function other than
+    /// `success()`: it makes its step a handler, which runs after a failure.
+    pub fn calls_handler_function(&self) -> bool {
+        match self {
+            Expr::Call { name, args } => {
+                (STATUS_FUNCTIONS.contains(&name.as_str()) && name != "success")
+                    || args.iter().any(Expr::calls_handler_function)
+            }
+            Expr::Access { base, path } => {
+                base.calls_handler_function()
+                    || path
+                        .iter()
+                        .any(|a| matches!(a, Accessor::Index(e) if e.calls_handler_function()))
+            }
+            Expr::Not(e) => e.calls_handler_function(),
+            Expr::Chain { first, rest } => {
+                first.calls_handler_function()
+                    || rest.iter().any(|(_, e)| e.calls_handler_function())
+            }
+            Expr::And(items) | Expr::Or(items) | Expr::Array(items) => {
+                items.iter().any(Expr::calls_handler_function)
+            }
+            Expr::Literal(_) | Expr::Ident(_) => false,
+        }
     }
 
     /// Every static access path starting at a root name, e.g.

@@ -1438,3 +1438,71 @@ steps:
         ["book", "book2", "book2", "unbook2"]
     );
 }
+
+#[test]
+fn handler_steps_run_after_a_failure_and_the_instance_still_fails() {
+    let t = Test::new();
+    let yaml = r#"
+name: handlers
+inputs:
+  fail: { default: 1 }
+steps:
+  - id: build
+    run: echo build >> log
+    compensate: { run: echo undo-build >> log }
+  - id: test
+    run: test "${{ inputs.fail }}" = 0 || exit 3
+  - id: deploy
+    run: echo deploy >> log
+  - id: page
+    needs: [deploy]
+    if: ${{ failure() }}
+    run: echo page >> log
+  - id: cleanup
+    needs: [page]
+    if: ${{ always() }}
+    run: echo cleanup >> log
+  - id: only-ok
+    needs: [deploy]
+    if: ${{ success() }}
+    run: echo only-ok >> log
+  - id: quiet
+    needs: [build]
+    if: ${{ failure() }}
+    run: echo quiet >> log
+"#;
+    let (id, ran) = t.run_yaml("h.yaml", yaml, &[]);
+    ran.code(1);
+    // The failure() handler after the failed step, the always() one after
+    // it, then the compensations; nothing else new started.
+    assert_eq!(
+        lines(&t.read("log")),
+        ["build", "page", "cleanup", "undo-build"]
+    );
+    let v = t.inspect(&id);
+    assert_eq!(v["status"], "failed");
+    let status = |k: &str| {
+        v["steps"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["id"] == k)
+            .unwrap()["status"]
+            .clone()
+    };
+    assert_eq!(status("page"), "completed");
+    assert_eq!(status("cleanup"), "completed");
+    assert_eq!(status("quiet"), "skipped", "no failure upstream of it");
+    assert_eq!(status("deploy"), "pending");
+    assert_eq!(status("only-ok"), "pending");
+
+    // Without a failure: failure() handlers are skipped, always() runs.
+    std::fs::remove_file(t.path().join("log")).unwrap();
+    let (_, ran) = t.run_yaml("h.yaml", yaml, &["--input", "fail=0"]);
+    ran.code(0);
+    // (cleanup and only-ok are independent: either may go first.)
+    let log = t.read("log");
+    let mut ran_steps = lines(&log);
+    ran_steps[2..].sort_unstable();
+    assert_eq!(ran_steps, ["build", "deploy", "cleanup", "only-ok"]);
+}

@@ -86,6 +86,14 @@ impl<'o> Runner<'o> {
 
         if !unit.compensation && unit.item.is_none() {
             if first_time && let Some(cond) = &step.condition {
+                // What the status functions see.
+                self.ctx.set(
+                    "__status",
+                    json!({
+                        "failure": self.upstream_failed(unit.idx),
+                        "cancelled": self.stop == Some(Stop::Cancel),
+                    }),
+                );
                 match self.eval_condition(cond) {
                     Ok(true) => {}
                     Ok(false) => {

@@ -293,6 +293,9 @@ pub(super) struct Runner<'o> {
     frontier: std::collections::BTreeSet<usize>,
     /// For each step, the steps that need it.
     dependents: Vec<Vec<usize>>,
+    /// Steps whose `if` calls `failure()`, `always()` or `cancelled()`:
+    /// handlers, which still run once a step failed (or on cancel).
+    handlers: Vec<usize>,
     /// Attempt spans in flight: unit key -> (span, its id, start ns).
     attempt_spans: HashMap<String, (tracing::Span, String, i64)>,
     /// Attempts whose success the next commit makes durable (for `wf.sqlite.commit`).
@@ -407,6 +410,17 @@ impl<'o> Runner<'o> {
                 .map(|c| c + chrono::Duration::from_std(t).unwrap_or_default())
         });
         let (interrupt_tx, _) = watch::channel(false);
+        let wf_handlers: Vec<usize> = wf
+            .steps
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| match s.condition.as_deref() {
+                Some(Condition::Expr(e)) => e.calls_handler_function(),
+                Some(Condition::Template(t)) => t.exprs().any(expr::Expr::calls_handler_function),
+                _ => false,
+            })
+            .map(|(i, _)| i)
+            .collect();
         let mut dependents = vec![Vec::new(); wf.steps.len()];
         for (i, s) in wf.steps.iter().enumerate() {
             for &d in &s.needs {
@@ -440,6 +454,7 @@ impl<'o> Runner<'o> {
             start_states: HashMap::new(),
             frontier: std::collections::BTreeSet::new(),
             dependents,
+            handlers: wf_handlers,
             attempt_spans: HashMap::new(),
             committing: Vec::new(),
             fence,

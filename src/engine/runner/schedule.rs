@@ -14,6 +14,12 @@ impl<'o> Runner<'o> {
     /// Units that may start now, in a deterministic order.
     pub(super) fn candidates(&mut self) -> Vec<Unit> {
         if self.compensating() {
+            // Handlers first (`if: failure()`, `always()`, `cancelled()`),
+            // then the compensations.
+            let ready = self.ready_handlers();
+            if !ready.is_empty() || self.handler_running() {
+                return ready;
+            }
             return self.next_compensation().into_iter().collect();
         }
         let mut out = Vec::new();
@@ -104,7 +110,78 @@ impl<'o> Runner<'o> {
             .is_some_and(|r| matches!(r.status.as_str(), "completed" | "skipped" | "failed"))
     }
 
+    /// Whether step `idx` is a handler (see `handlers`).
+    pub(super) fn is_handler(&self, idx: usize) -> bool {
+        self.handlers.contains(&idx)
+    }
+
+    /// A need of a handler is settled once it ended, or, after a failure or
+    /// on cancel, when it is a step that will not start any more.
+    fn settled_for_handler(&self, d: usize) -> bool {
+        if self.ended(d) {
+            return true;
+        }
+        let id = &self.wf.steps[d].id;
+        self.compensating()
+            && !self.is_handler(d)
+            && !self
+                .running
+                .keys()
+                .any(|k| k == id || k.starts_with(&format!("{id}[")))
+    }
+
+    /// Handlers that may start now: not ended, not running, their needs settled.
+    pub(super) fn ready_handlers(&self) -> Vec<Unit> {
+        self.handlers
+            .iter()
+            .copied()
+            .filter(|&idx| {
+                let key = &self.wf.steps[idx].id;
+                !self.ended(idx)
+                    && self.unit_due(key)
+                    && self.wf.steps[idx]
+                        .needs
+                        .iter()
+                        .all(|&d| self.settled_for_handler(d))
+            })
+            .map(Unit::step)
+            .collect()
+    }
+
+    pub(super) fn handler_running(&self) -> bool {
+        self.running.keys().any(|k| {
+            let id = k.split(['[', ':']).next().unwrap_or(k);
+            self.handlers.iter().any(|&i| self.wf.steps[i].id == id)
+        })
+    }
+
+    /// Whether a step upstream of `idx` (through `needs`, transitively)
+    /// failed for good (without `continue_on_error`): what `failure()` sees.
+    pub(super) fn upstream_failed(&self, idx: usize) -> bool {
+        let mut seen = vec![false; self.wf.steps.len()];
+        let mut stack: Vec<usize> = self.wf.steps[idx].needs.clone();
+        while let Some(d) = stack.pop() {
+            if std::mem::replace(&mut seen[d], true) {
+                continue;
+            }
+            let dep = &self.wf.steps[d];
+            if !dep.continue_on_error
+                && self
+                    .records
+                    .get(&dep.id)
+                    .is_some_and(|r| r.status == "failed")
+            {
+                return true;
+            }
+            stack.extend(dep.needs.iter().copied());
+        }
+        false
+    }
+
     pub(super) fn deps_satisfied(&self, idx: usize) -> bool {
+        if self.is_handler(idx) {
+            return self.wf.steps[idx].needs.iter().all(|&d| self.ended(d));
+        }
         self.wf.steps[idx].needs.iter().all(|&d| {
             let dep = &self.wf.steps[d];
             self.records
@@ -211,7 +288,10 @@ impl<'o> Runner<'o> {
             return Some(RunOutcome::Interrupted);
         }
         if self.compensating() {
-            if self.compensations_pending() {
+            if self.handler_running()
+                || !self.ready_handlers().is_empty()
+                || self.compensations_pending()
+            {
                 return None;
             }
             if self.stop == Some(Stop::Cancel) {
