@@ -388,7 +388,7 @@ steps:
     let ran = t.wf(&["validate", path.to_str().unwrap()]);
     ran.code(2);
     assert!(
-        ran.stderr.contains("unknown function `upper` (functions: contains, startsWith, endsWith, format, join, toJSON, fromJSON)"),
+        ran.stderr.contains("unknown function `upper` (functions: contains, startsWith, endsWith, format, join, toJSON, fromJSON, success, failure, always, cancelled)"),
         "{}",
         ran.stderr
     );
