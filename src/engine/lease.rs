@@ -32,10 +32,6 @@ pub fn ttl() -> Result<Duration, String> {
     }
 }
 
-fn ms(d: Duration) -> i64 {
-    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
-}
-
 /// This machine's host name.
 pub fn hostname() -> String {
     nix::unistd::gethostname()
@@ -71,7 +67,7 @@ pub fn holder_alive(owner: &str) -> bool {
 
 /// The lease TTL in milliseconds, as the store keeps it.
 pub fn ttl_ms(ttl: Duration) -> i64 {
-    ms(ttl)
+    i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX)
 }
 
 /// Renews a lease in the background until dropped, and reports on `lost`
@@ -100,7 +96,7 @@ impl Heartbeat {
                     store = Store::open(&db).ok();
                 }
                 let Some(s) = &store else { continue };
-                match s.renew(&fence, ms(ttl)) {
+                match s.renew(&fence, ttl_ms(ttl)) {
                     Ok(()) => {}
                     Err(StoreError::Fenced { holder, .. }) => {
                         let _ = lost_tx.send(Some(

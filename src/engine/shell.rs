@@ -244,9 +244,13 @@ fn over_kernel_limits(
     }
     // SAFETY: sysconf has no preconditions.
     let arg_max = unsafe { nix::libc::sysconf(nix::libc::_SC_ARG_MAX) };
-    let inherited: usize = std::env::vars_os()
-        .map(|(k, v)| k.len() + v.len() + 2 + 8)
-        .sum();
+    // wf's own environment does not change while it runs: sized once.
+    static INHERITED: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    let inherited = *INHERITED.get_or_init(|| {
+        std::env::vars_os()
+            .map(|(k, v)| k.len() + v.len() + 2 + 8)
+            .sum()
+    });
     let total: usize = args.iter().map(|a| a.len() + 1 + 8).sum::<usize>()
         + env
             .iter()
