@@ -22,9 +22,9 @@ pub struct Args {
 }
 
 pub async fn run(args: Args, db: Option<PathBuf>, printer: &Printer) -> anyhow::Result<ExitStatus> {
-    let mut store = super::open(db)?;
-    let id = store.resolve_id(&args.id)?;
-    let inst = store.instance(&id)?;
+    let mut store = super::open(db).await?;
+    let id = store.resolve_id(&args.id).await?;
+    let inst = store.instance(&id).await?;
     if matches!(inst.status.as_str(), "completed" | "failed" | "canceled") {
         return Err(UsageError(format!(
             "instance {id} is already {}; there is nothing to cancel",
@@ -33,7 +33,7 @@ pub async fn run(args: Args, db: Option<PathBuf>, printer: &Printer) -> anyhow::
         .into());
     }
     // Ask first, so a process running the instance right now stops too.
-    store.request_cancel(&id, args.terminate)?;
+    store.request_cancel(&id, args.terminate).await?;
     let opts = RunOptions {
         cancel: true,
         terminate: args.terminate,

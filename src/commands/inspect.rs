@@ -22,21 +22,21 @@ pub struct Args {
     pub attempts: bool,
 }
 
-pub fn run(args: Args, store: &Store, printer: &Printer) -> anyhow::Result<ExitStatus> {
-    let id = store.resolve_id(&args.id)?;
-    let inst = store.instance(&id)?;
-    let runs = store.runs(&id)?;
+pub async fn run(args: Args, store: &Store, printer: &Printer) -> anyhow::Result<ExitStatus> {
+    let id = store.resolve_id(&args.id).await?;
+    let inst = store.instance(&id).await?;
+    let runs = store.runs(&id).await?;
     // Step order comes from the pinned definition's step list (no YAML parse needed).
-    let step_ids = match store.definition_step_ids(&inst.definition_hash)? {
+    let step_ids = match store.definition_step_ids(&inst.definition_hash).await? {
         Some(ids) => ids,
         None => Workflow::from_pinned(&inst.definition, &inst.workflow_path)
             .map(|wf| wf.steps.into_iter().map(|s| s.id).collect())
             .unwrap_or_default(),
     };
-    let steps = ordered_steps(&step_ids, store.steps(&id)?);
+    let steps = ordered_steps(&step_ids, store.steps(&id).await?);
     // Every attempt row is only needed for `--attempts`.
     let attempts = if args.attempts {
-        store.attempts(&id)?
+        store.attempts(&id).await?
     } else {
         Vec::new()
     };

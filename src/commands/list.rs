@@ -35,7 +35,7 @@ pub struct Args {
     pub json: bool,
 }
 
-pub fn run(args: Args, store: &Store, printer: &Printer) -> anyhow::Result<ExitStatus> {
+pub async fn run(args: Args, store: &Store, printer: &Printer) -> anyhow::Result<ExitStatus> {
     if let Some(s) = &args.status
         && !STATUSES.contains(&s.as_str())
     {
@@ -64,7 +64,8 @@ pub fn run(args: Args, store: &Store, printer: &Printer) -> anyhow::Result<ExitS
         limit: args.limit.filter(|_| limit_in_query),
     };
     let rows: Vec<_> = store
-        .list_instances(&filter)?
+        .list_instances(&filter)
+        .await?
         .into_iter()
         .map(|i| {
             let status = display_status(&i);

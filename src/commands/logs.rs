@@ -30,7 +30,7 @@ const FOLLOW_EVERY: std::time::Duration = std::time::Duration::from_millis(100);
 /// `--follow`: prints the attempt's output as its live copy grows, then,
 /// once the attempt has an outcome, whatever the copy had not shown yet from
 /// the stored logs (the same masked text).
-fn follow(
+async fn follow(
     store: &Store,
     id: &str,
     step: &str,
@@ -38,10 +38,11 @@ fn follow(
     printer: &Printer,
 ) -> anyhow::Result<ExitStatus> {
     use std::io::{Read as _, Seek as _, SeekFrom, Write as _};
-    let known: Vec<String> = store.steps(id)?.into_iter().map(|s| s.key).collect();
-    let inst = store.instance(id)?;
+    let known: Vec<String> = store.steps(id).await?.into_iter().map(|s| s.key).collect();
+    let inst = store.instance(id).await?;
     let defined = store
-        .definition_step_ids(&inst.definition_hash)?
+        .definition_step_ids(&inst.definition_hash)
+        .await?
         .unwrap_or_default();
     let base = step.split(['[', ':']).next().unwrap_or(step);
     if !known.iter().any(|k| k == step) && !defined.iter().any(|d| d == base) {
@@ -51,14 +52,15 @@ fn follow(
     let mut current: Option<i64> = None;
     loop {
         let attempts: Vec<_> = store
-            .attempts(id)?
+            .attempts(id)
+            .await?
             .into_iter()
             .filter(|a| a.step_key == step && attempt.is_none_or(|n| a.attempt == n))
             .collect();
         let Some(a) = attempts.iter().max_by_key(|a| a.attempt) else {
             // Not started yet: wait for it, unless the instance is over.
             if matches!(
-                store.instance(id)?.status.as_str(),
+                store.instance(id).await?.status.as_str(),
                 "completed" | "failed" | "canceled"
             ) {
                 return Err(
@@ -74,7 +76,8 @@ fn follow(
         }
         let ended = a.outcome.is_some();
         if ended {
-            if let Some((_, stdout, stderr)) = store.attempt_logs(id, step, Some(a.attempt))? {
+            if let Some((_, stdout, stderr)) = store.attempt_logs(id, step, Some(a.attempt)).await?
+            {
                 printer.raw(stdout.get(printed[0]..).unwrap_or_default());
                 let _ = std::io::stderr().write_all(stderr.get(printed[1]..).unwrap_or_default());
             }
@@ -119,15 +122,17 @@ fn log_json(
     })
 }
 
-pub fn run(args: Args, store: &Store, printer: &Printer) -> anyhow::Result<ExitStatus> {
-    let id = store.resolve_id(&args.id)?;
+pub async fn run(args: Args, store: &Store, printer: &Printer) -> anyhow::Result<ExitStatus> {
+    let id = store.resolve_id(&args.id).await?;
     if let (true, Some(step)) = (args.follow, &args.step) {
-        return follow(store, &id, step, args.attempt, printer);
+        return follow(store, &id, step, args.attempt, printer).await;
     }
     match &args.step {
         Some(step) => {
-            let Some((_, stdout, stderr)) = store.attempt_logs(&id, step, args.attempt)? else {
-                let known: Vec<String> = store.steps(&id)?.into_iter().map(|s| s.key).collect();
+            let Some((_, stdout, stderr)) = store.attempt_logs(&id, step, args.attempt).await?
+            else {
+                let known: Vec<String> =
+                    store.steps(&id).await?.into_iter().map(|s| s.key).collect();
                 return Err(UsageError(match args.attempt {
                     Some(n) => format!("step `{step}` of instance {id} has no attempt {n}"),
                     None if known.contains(step) => {
@@ -141,13 +146,13 @@ pub fn run(args: Args, store: &Store, printer: &Printer) -> anyhow::Result<ExitS
                 .into());
             };
             if args.json {
-                let (n, _, _) = store.attempt_logs(&id, step, args.attempt)?.unwrap_or((
-                    0,
-                    Vec::new(),
-                    Vec::new(),
-                ));
+                let (n, _, _) = store
+                    .attempt_logs(&id, step, args.attempt)
+                    .await?
+                    .unwrap_or((0, Vec::new(), Vec::new()));
                 let outcome = store
-                    .attempts(&id)?
+                    .attempts(&id)
+                    .await?
                     .into_iter()
                     .find(|a| a.step_key == *step && a.attempt == n)
                     .and_then(|a| a.outcome);
@@ -167,9 +172,10 @@ pub fn run(args: Args, store: &Store, printer: &Printer) -> anyhow::Result<ExitS
                 return Err(UsageError("--attempt needs a STEP".into()).into());
             }
             let mut all = Vec::new();
-            for a in store.attempts(&id)? {
-                let Some((_, stdout, stderr)) =
-                    store.attempt_logs(&id, &a.step_key, Some(a.attempt))?
+            for a in store.attempts(&id).await? {
+                let Some((_, stdout, stderr)) = store
+                    .attempt_logs(&id, &a.step_key, Some(a.attempt))
+                    .await?
                 else {
                     continue;
                 };

@@ -18,7 +18,7 @@ mod worker;
 
 use crate::exit::{ExitStatus, UsageError};
 use crate::printer::Printer;
-use crate::store::Store;
+use crate::store::{Location, Store};
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
 
@@ -41,8 +41,8 @@ Exit codes:
   130 interrupted"
 )]
 pub struct Cli {
-    /// SQLite database (default: $WF_DB, else $XDG_DATA_HOME/wf/wf.db)
-    #[arg(long, global = true, env = "WF_DB", value_name = "PATH")]
+    /// SQLite file or postgres:// URL (default: $WF_DB, else $XDG_DATA_HOME/wf/wf.db)
+    #[arg(long, global = true, env = "WF_DB", value_name = "PATH|URL")]
     pub db: Option<PathBuf>,
     /// Print no progress or diagnostics (errors still go to stderr)
     #[arg(long, short, global = true)]
@@ -94,12 +94,12 @@ pub async fn execute(cli: Cli, printer: &Printer) -> anyhow::Result<ExitStatus> 
     match cli.command {
         Command::Run(args) => run::run(args, db, printer).await,
         Command::Resume(args) => resume::run(args, db, printer).await,
-        Command::Inspect(args) => inspect::run(args, &open_existing(db)?, printer),
-        Command::List(args) => list::run(args, &open_existing(db)?, printer),
-        Command::Logs(args) => logs::run(args, &open_existing(db)?, printer),
-        Command::Result(args) => result::run(args, &open_existing(db)?, printer).await,
-        Command::Trace(args) => trace::run(args, &open_existing(db)?, printer),
-        Command::Signal(args) => signal::run(args, &mut open(db)?, printer),
+        Command::Inspect(args) => inspect::run(args, &open_existing(db).await?, printer).await,
+        Command::List(args) => list::run(args, &open_existing(db).await?, printer).await,
+        Command::Logs(args) => logs::run(args, &open_existing(db).await?, printer).await,
+        Command::Result(args) => result::run(args, &open_existing(db).await?, printer).await,
+        Command::Trace(args) => trace::run(args, &open_existing(db).await?, printer).await,
+        Command::Signal(args) => signal::run(args, &mut open(db).await?, printer).await,
         Command::Cancel(args) => cancel::run(args, db, printer).await,
         Command::Worker(args) => worker::run(args, db, printer).await,
         Command::Validate(args) => validate::run(args, printer),
@@ -109,19 +109,11 @@ pub async fn execute(cli: Cli, printer: &Printer) -> anyhow::Result<ExitStatus> 
     }
 }
 
-/// The database path: `--db`, else `$WF_DB`, else the XDG data dir.
-pub fn db_path(db: Option<PathBuf>) -> anyhow::Result<PathBuf> {
+/// Where the history is: `--db`, else `$WF_DB` (a path or a `postgres://`
+/// URL), else the XDG data dir.
+pub fn db_location(db: Option<PathBuf>) -> anyhow::Result<Location> {
     if let Some(p) = db.filter(|p| !p.as_os_str().is_empty()) {
-        let text = p.to_string_lossy();
-        if text.starts_with("postgres://") || text.starts_with("postgresql://") {
-            // Never taken for a file path (which would create a folder
-            // named `postgres:`); the URL is not repeated (it may hold a password).
-            return Err(UsageError(
-                "--db/WF_DB is a PostgreSQL URL, and this build of wf stores its history in SQLite only: give a database file path".into(),
-            )
-            .into());
-        }
-        return Ok(p);
+        return Ok(Location::parse(p.as_os_str())?);
     }
     let data = match std::env::var_os("XDG_DATA_HOME").filter(|v| !v.is_empty()) {
         Some(d) => PathBuf::from(d),
@@ -134,24 +126,24 @@ pub fn db_path(db: Option<PathBuf>) -> anyhow::Result<PathBuf> {
             }
         },
     };
-    Ok(data.join("wf").join("wf.db"))
+    Ok(Location::Sqlite(data.join("wf").join("wf.db")))
 }
 
-pub fn open(db: Option<PathBuf>) -> anyhow::Result<Store> {
-    Ok(Store::open(&db_path(db)?)?)
+pub async fn open(db: Option<PathBuf>) -> anyhow::Result<Store> {
+    Ok(Store::open(&db_location(db)?).await?)
 }
 
-/// Opens the database for a command that only reads: one that does not
-/// exist is an error (exit 1), and nothing is created.
-pub fn open_existing(db: Option<PathBuf>) -> anyhow::Result<Store> {
-    let path = db_path(db)?;
-    if !path.exists() {
+/// Opens the database for a command that only reads: a SQLite file that
+/// does not exist is an error (exit 1), and nothing is created.
+pub async fn open_existing(db: Option<PathBuf>) -> anyhow::Result<Store> {
+    let location = db_location(db)?;
+    if !location.exists() {
         anyhow::bail!(
             "no database at {}: nothing has run with it yet (`wf run FILE` creates it)",
-            path.display()
+            location.describe()
         );
     }
-    Ok(Store::open(&path)?)
+    Ok(Store::open(&location).await?)
 }
 
 /// The caller's W3C trace context (`TRACEPARENT`), if it set one.

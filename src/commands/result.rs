@@ -26,9 +26,9 @@ pub struct Args {
 const WAIT_EVERY: Duration = Duration::from_millis(200);
 
 pub async fn run(args: Args, store: &Store, printer: &Printer) -> anyhow::Result<ExitStatus> {
-    let id = store.resolve_id(&args.id)?;
+    let id = store.resolve_id(&args.id).await?;
     let inst = loop {
-        let inst = store.instance(&id)?;
+        let inst = store.instance(&id).await?;
         let ended = matches!(inst.status.as_str(), "completed" | "failed" | "canceled");
         if ended || !args.wait {
             break inst;
@@ -40,7 +40,7 @@ pub async fn run(args: Args, store: &Store, printer: &Printer) -> anyhow::Result
     };
     let status = display_status(&inst);
     let outputs = if inst.status == "completed" {
-        store.outputs(&id)?.unwrap_or_else(|| json!({}))
+        store.outputs(&id).await?.unwrap_or_else(|| json!({}))
     } else {
         serde_json::Value::Null
     };

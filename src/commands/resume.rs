@@ -28,9 +28,9 @@ pub struct Args {
 }
 
 pub async fn run(args: Args, db: Option<PathBuf>, printer: &Printer) -> anyhow::Result<ExitStatus> {
-    let mut store = super::open(db)?;
-    let id = store.resolve_id(&args.id)?;
-    let inst = store.instance(&id)?;
+    let mut store = super::open(db).await?;
+    let id = store.resolve_id(&args.id).await?;
+    let inst = store.instance(&id).await?;
     let mut inline_wait = args.inline_wait;
     // A sleeping instance is resumed when its timer is due: wait for it here.
     if inst.status == "sleeping"
@@ -60,11 +60,13 @@ pub async fn run(args: Args, db: Option<PathBuf>, printer: &Printer) -> anyhow::
     progress.finish();
     match outcome {
         Ok(outcome) => {
-            super::run::summarize(printer, &store, &id, started.elapsed());
+            super::run::summarize(printer, &store, &id, started.elapsed()).await;
             Ok(report(printer, &id, &outcome, args.json))
         }
         // Completed already, or by another process while we waited for the lease.
-        Err(engine::EngineError::NotResumable(_)) if store.instance(&id)?.status == "completed" => {
+        Err(engine::EngineError::NotResumable(_))
+            if store.instance(&id).await?.status == "completed" =>
+        {
             printer.info(&format!("instance {id} already completed; nothing to do"));
             Ok(ExitStatus::Success)
         }

@@ -39,8 +39,8 @@ pub async fn run(args: Args, db: Option<PathBuf>, printer: &Printer) -> anyhow::
     let inputs = engine::resolve_inputs(&wf, given)?;
     engine::check_secrets(&wf)?;
 
-    let mut store = super::open(db)?;
-    let id = engine::create_instance(&mut store, &wf, &args.file, inputs, args.id.clone())?;
+    let mut store = super::open(db).await?;
+    let id = engine::create_instance(&mut store, &wf, &args.file, inputs, args.id.clone()).await?;
     let opts = RunOptions {
         inline_wait: args.inline_wait,
         workflow: Some(std::sync::Arc::new(wf)),
@@ -53,19 +53,25 @@ pub async fn run(args: Args, db: Option<PathBuf>, printer: &Printer) -> anyhow::
     let outcome = engine::drive::drive(&mut store, &id, opts, &progress).await;
     progress.finish();
     let outcome = outcome?;
-    summarize(printer, &store, &id, started.elapsed());
+    summarize(printer, &store, &id, started.elapsed()).await;
     Ok(report(printer, &id, &outcome, args.json))
 }
 
 /// One line on stderr when a run ends: how long it took and how its steps
 /// stand (for_each items and compensations are parts of their step).
-pub fn summarize(printer: &Printer, store: &crate::store::Store, id: &str, took: Duration) {
-    let Ok(steps) = store.steps(id) else { return };
-    let total = store
-        .instance(id)
-        .ok()
-        .and_then(|i| store.definition_step_ids(&i.definition_hash).ok().flatten())
-        .map_or(0, |ids| ids.len());
+pub async fn summarize(printer: &Printer, store: &crate::store::Store, id: &str, took: Duration) {
+    let Ok(steps) = store.steps(id).await else {
+        return;
+    };
+    let total = match store.instance(id).await {
+        Ok(i) => store
+            .definition_step_ids(&i.definition_hash)
+            .await
+            .ok()
+            .flatten()
+            .map_or(0, |ids| ids.len()),
+        Err(_) => 0,
+    };
     let (mut ok, mut failed, mut skipped) = (0, 0, 0);
     for s in steps.iter().filter(|s| !s.key.contains(['[', ':'])) {
         match s.status.as_str() {

@@ -22,7 +22,7 @@ pub struct Args {
     pub json: bool,
 }
 
-pub fn run(args: Args, store: &mut Store, printer: &Printer) -> anyhow::Result<ExitStatus> {
+pub async fn run(args: Args, store: &mut Store, printer: &Printer) -> anyhow::Result<ExitStatus> {
     if args.event.trim().is_empty() {
         return Err(UsageError("event name is empty".into()).into());
     }
@@ -31,8 +31,8 @@ pub fn run(args: Args, store: &mut Store, printer: &Printer) -> anyhow::Result<E
         Some(text) => serde_json::from_str(text)
             .map_err(|e| UsageError(format!("--data is not valid JSON: {e}")))?,
     };
-    let id = store.resolve_id(&args.id)?;
-    let inst = store.instance(&id)?;
+    let id = store.resolve_id(&args.id).await?;
+    let inst = store.instance(&id).await?;
     if matches!(inst.status.as_str(), "completed" | "failed" | "canceled") {
         return Err(UsageError(format!(
             "instance {id} is {}; it takes no more events",
@@ -44,7 +44,7 @@ pub fn run(args: Args, store: &mut Store, printer: &Printer) -> anyhow::Result<E
     // The workflow's secrets, as far as this process knows their values, are
     // masked in the payload like in everything else wf writes.
     let mut payload = payload;
-    if let Ok(wf) = engine::drive::pinned_workflow(store, &inst) {
+    if let Ok(wf) = engine::drive::pinned_workflow(store, &inst).await {
         Redactor::for_secrets(&wf.secrets).value(&mut payload);
     }
     // A waiting instance becomes due at once for `wf worker`.
@@ -53,7 +53,9 @@ pub fn run(args: Args, store: &mut Store, printer: &Printer) -> anyhow::Result<E
             .waiting_event
             .as_deref()
             .is_some_and(|e| e.split(',').any(|n| n == args.event));
-    store.deliver_event(&id, &args.event, &payload, traceparent.as_deref(), wakes)?;
+    store
+        .deliver_event(&id, &args.event, &payload, traceparent.as_deref(), wakes)
+        .await?;
     if args.json {
         printer.json(&serde_json::json!({ "id": id, "event": args.event, "delivered": true }));
     }

@@ -48,13 +48,20 @@ struct Traced {
 }
 
 /// `--format otlp`: the spans stream from the database to stdout.
-fn print_otlp(store: &Store, ids: &[String], printer: &Printer) -> anyhow::Result<ExitStatus> {
-    let written = otlp::write_request(&mut printer.data_writer(), &otlp::resource(), |feed| {
+async fn print_otlp(
+    store: &Store,
+    ids: &[String],
+    printer: &Printer,
+) -> anyhow::Result<ExitStatus> {
+    let mut out = printer.data_writer();
+    let written = async {
+        let mut request = otlp::RequestWriter::new(&mut out, &otlp::resource());
         for id in ids {
-            store.each_span(id, &mut *feed)?;
+            store.each_span(id, |row| request.span(row)).await?;
         }
-        Ok(())
-    });
+        request.finish()
+    }
+    .await;
     match written {
         // A reader that stopped early (`| head`) is not an error.
         Err(otlp::OtlpError::Io(e)) if e.kind() == std::io::ErrorKind::BrokenPipe => {}
@@ -65,40 +72,40 @@ fn print_otlp(store: &Store, ids: &[String], printer: &Printer) -> anyhow::Resul
     Ok(ExitStatus::Success)
 }
 
-pub fn run(args: Args, store: &Store, printer: &Printer) -> anyhow::Result<ExitStatus> {
+pub async fn run(args: Args, store: &Store, printer: &Printer) -> anyhow::Result<ExitStatus> {
     let ids: Vec<String> = if args.all {
-        let mut all = store.list_instances(&Default::default())?;
+        let mut all = store.list_instances(&Default::default()).await?;
         all.reverse(); // oldest first, like the runs within an instance
         all.into_iter().map(|i| i.id).collect()
     } else {
         match &args.id {
-            Some(prefix) => vec![store.resolve_id(prefix)?],
-            None => vec![store.latest_instance_id()?.ok_or_else(|| {
+            Some(prefix) => vec![store.resolve_id(prefix).await?],
+            None => vec![store.latest_instance_id().await?.ok_or_else(|| {
                 UsageError(format!(
                     "no instances in {} yet: start one with `wf run FILE`",
-                    store.path().display()
+                    store.describe()
                 ))
             })?],
         }
     };
-    let load = || -> anyhow::Result<Vec<Traced>> {
+    let load = async || -> anyhow::Result<Vec<Traced>> {
         let mut traced = Vec::with_capacity(ids.len());
         for id in &ids {
             traced.push(Traced {
-                instance: store.instance(id)?,
-                runs: store.runs(id)?,
-                spans: store.spans(id)?,
+                instance: store.instance(id).await?,
+                runs: store.runs(id).await?,
+                spans: store.spans(id).await?,
             });
         }
         Ok(traced)
     };
     match args.format {
-        Format::Tree => print_tree(&load()?, args.all, printer),
+        Format::Tree => print_tree(&load().await?, args.all, printer),
         Format::Json => {
-            let traced = load()?;
+            let traced = load().await?;
             let mut runs = Vec::new();
             for t in &traced {
-                runs.extend(runs_json(store, t)?);
+                runs.extend(runs_json(store, t).await?);
             }
             let mut out = printer.data_writer();
             let written = serde_json::to_writer_pretty(&mut out, &runs)
@@ -111,7 +118,7 @@ pub fn run(args: Args, store: &Store, printer: &Printer) -> anyhow::Result<ExitS
                 other => other?,
             }
         }
-        Format::Otlp => return print_otlp(store, &ids, printer),
+        Format::Otlp => return print_otlp(store, &ids, printer).await,
     }
     Ok(ExitStatus::Success)
 }
@@ -203,7 +210,7 @@ struct RunJson<'a> {
     spans: Vec<SpanJson<'a>>,
 }
 
-fn runs_json<'a>(store: &Store, t: &'a Traced) -> anyhow::Result<Vec<RunJson<'a>>> {
+async fn runs_json<'a>(store: &Store, t: &'a Traced) -> anyhow::Result<Vec<RunJson<'a>>> {
     let mut numbers: Vec<i64> = t.runs.iter().map(|r| r.number).collect();
     numbers.extend(t.spans.iter().map(|s| s.run));
     numbers.sort_unstable();
@@ -217,7 +224,7 @@ fn runs_json<'a>(store: &Store, t: &'a Traced) -> anyhow::Result<Vec<RunJson<'a>
             .map(|r| r.start_ns)
             .or_else(|| spans.iter().map(|s| s.start_ns).min())
             .unwrap_or(0);
-        let trace = store.run_trace(&t.instance.id, n)?;
+        let trace = store.run_trace(&t.instance.id, n).await?;
         let (trace_id, span_id, parent) = match (&trace, root) {
             (Some((t, s, p, _)), _) => (Some(t.clone()), Some(s.clone()), p.clone()),
             (None, Some(r)) => (

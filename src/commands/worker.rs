@@ -38,11 +38,18 @@ struct WorkerLog;
 impl engine::Observer for WorkerLog {}
 
 pub async fn run(args: Args, db: Option<PathBuf>, printer: &Printer) -> anyhow::Result<ExitStatus> {
+    // Runs share the thread (a store is not `Sync`): a local task set.
+    tokio::task::LocalSet::new()
+        .run_until(work(args, db, printer))
+        .await
+}
+
+async fn work(args: Args, db: Option<PathBuf>, printer: &Printer) -> anyhow::Result<ExitStatus> {
     if args.concurrency == 0 {
         return Err(UsageError("--concurrency must be at least 1".into()).into());
     }
-    let path = super::db_path(db)?;
-    let store = Store::open(&path)?;
+    let location = super::db_location(db)?;
+    let store = Store::open(&location).await?;
     let mut tasks: JoinSet<(String, Result<RunOutcome, EngineError>)> = JoinSet::new();
     let mut active: Vec<String> = Vec::new();
     let mut sigint = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())?;
@@ -60,12 +67,12 @@ pub async fn run(args: Args, db: Option<PathBuf>, printer: &Printer) -> anyhow::
     let mut errors = 0usize;
     printer.info(&format!(
         "worker on {} (concurrency {})",
-        path.display(),
+        location.describe(),
         args.concurrency
     ));
     loop {
         if !stopping {
-            for id in due_instances(&store)? {
+            for id in due_instances(&store).await? {
                 if active.len() >= args.concurrency {
                     break;
                 }
@@ -79,14 +86,14 @@ pub async fn run(args: Args, db: Option<PathBuf>, printer: &Printer) -> anyhow::
                     );
                 }
                 active.push(id.clone());
-                let path = path.clone();
+                let location = location.clone();
                 let observer = observer.clone();
                 let opts = RunOptions {
                     inline_wait: args.inline_wait,
                     ..RunOptions::default()
                 };
-                tasks.spawn(async move {
-                    let result = match Store::open(&path) {
+                tasks.spawn_local(async move {
+                    let result = match Store::open(&location).await {
                         Ok(mut s) => {
                             engine::drive::drive(&mut s, &id, opts, observer.as_ref()).await
                         }
@@ -129,7 +136,7 @@ pub async fn run(args: Args, db: Option<PathBuf>, printer: &Printer) -> anyhow::
                     }
                 }
             }
-            _ = tokio::time::sleep(args.poll), if !args.once && !stopping => {}
+            _ = store.wait_for_work(args.poll), if !args.once && !stopping => {}
             _ = sigint.recv() => stopping = true,
             _ = sigterm.recv() => stopping = true,
             _ = sighup.recv() => stopping = true,
@@ -157,10 +164,10 @@ fn describe(o: &RunOutcome) -> String {
 }
 
 /// Instances a worker should pick up now, oldest first.
-fn due_instances(store: &Store) -> anyhow::Result<Vec<String>> {
+async fn due_instances(store: &Store) -> anyhow::Result<Vec<String>> {
     let now_ms = chrono::Utc::now().timestamp_millis();
     let mut due = Vec::new();
-    for row in store.due_instances()? {
+    for row in store.due_instances().await? {
         let store::DueInstance {
             id,
             status,

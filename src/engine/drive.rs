@@ -31,32 +31,34 @@ pub async fn drive(
     recorder::install();
     let ttl = lease::ttl().map_err(EngineError::Input)?;
     let owner = lease::owner_name();
-    let inst = store.instance(id)?;
+    let inst = store.instance(id).await?;
     check_resumable(&inst, &opts)?;
     let wf = match &opts.workflow {
         Some(wf) if wf.hash == inst.definition_hash => wf.clone(),
-        _ => Arc::new(pinned_workflow(store, &inst)?),
+        _ => Arc::new(pinned_workflow(store, &inst).await?),
     };
     super::check_secrets(&wf)?;
 
     // Take the lease (raising the epoch: whoever held it can write no more),
     // and read the history as it stands, in one transaction.
-    let (fence, history) =
-        match store.take_over(id, &owner, lease::ttl_ms(ttl), lease::holder_alive)? {
-            Ok(taken) => taken,
-            Err(holder) => {
-                return Err(EngineError::Held {
-                    id: id.into(),
-                    holder,
-                });
-            }
-        };
+    let (fence, history) = match store
+        .take_over(id, &owner, lease::ttl_ms(ttl), lease::holder_alive)
+        .await?
+    {
+        Ok(taken) => taken,
+        Err(holder) => {
+            return Err(EngineError::Held {
+                id: id.into(),
+                holder,
+            });
+        }
+    };
     // Again under the lease: another process may have finished it meanwhile.
     if let Err(e) = check_resumable(&history.instance, &opts) {
-        store.release(&fence)?;
+        store.release(&fence).await?;
         return Err(e);
     }
-    let (heartbeat, lost) = Heartbeat::start(store.path().to_path_buf(), fence.clone(), ttl);
+    let (heartbeat, lost) = Heartbeat::start(store.location(), fence.clone(), ttl);
     // What unfinished attempts left running on this host ends before
     // anything starts again: two attempts of one step never run at once.
     for a in &history.open {
@@ -202,7 +204,7 @@ pub async fn drive(
         waiting_event: None,
         error: None,
     });
-    if let Err(e) = store.commit(&fence, &writes) {
+    if let Err(e) = store.commit(&fence, &writes).await {
         return Err(lost_lease(id, e.into()));
     }
     drop(writes);
@@ -252,7 +254,7 @@ pub async fn drive(
             outcome.err().unwrap_or_else(|| unreachable!()),
         ));
     }
-    let closed = close_run(store, &mut runner, outcome);
+    let closed = close_run(store, &mut runner, outcome).await;
     // The live copies of this run's attempts are gone: so is their folder.
     let live = store.live_dir();
     let _ = std::fs::remove_dir(live.join(id));
@@ -263,7 +265,7 @@ pub async fn drive(
     // Still under the lease: no other process can export these spans meanwhile.
     telemetry::export::export_instance(store, &fence).await;
     drop(heartbeat);
-    let released = store.release(&fence).map_err(EngineError::from);
+    let released = store.release(&fence).await.map_err(EngineError::from);
     let outcome = closed?;
     released?;
     Ok(outcome)
@@ -293,7 +295,7 @@ fn lost_lease(id: &str, e: EngineError) -> EngineError {
 }
 
 /// Closes the run whatever happened, so history never shows a run in progress.
-fn close_run(
+async fn close_run(
     store: &mut Store,
     runner: &mut Runner<'_>,
     outcome: Result<RunOutcome, EngineError>,
@@ -311,7 +313,7 @@ fn close_run(
                 outcome: "failed".into(),
             });
             let writes = std::mem::take(&mut runner.writes);
-            store.commit(&runner.fence, &writes)?;
+            store.commit(&runner.fence, &writes).await?;
             return Err(e);
         }
     };
@@ -363,7 +365,7 @@ fn close_run(
         outcome: outcome.as_str().into(),
     });
     let writes = std::mem::take(&mut runner.writes);
-    store.commit(&runner.fence, &writes)?;
+    store.commit(&runner.fence, &writes).await?;
     Ok(outcome)
 }
 
@@ -392,8 +394,11 @@ pub(super) fn ended_spans(
 
 /// The instance's pinned definition: its compiled form when this version of
 /// wf wrote it for exactly this text, else the pinned YAML parsed again.
-pub fn pinned_workflow(store: &Store, inst: &store::InstanceRow) -> Result<Workflow, EngineError> {
-    if let Some(compiled) = store.definition_compiled(&inst.definition_hash)?
+pub async fn pinned_workflow(
+    store: &Store,
+    inst: &store::InstanceRow,
+) -> Result<Workflow, EngineError> {
+    if let Some(compiled) = store.definition_compiled(&inst.definition_hash).await?
         && let Some(wf) = Workflow::from_compiled(&compiled, &inst.definition)
         && wf.hash == inst.definition_hash
     {

@@ -9,8 +9,7 @@
 //! heartbeat is how such a runner finds out while it waits: it reports the
 //! loss within one renewal interval.
 
-use crate::store::{Fence, Store, StoreError};
-use std::path::PathBuf;
+use crate::store::{Fence, Location, Store, StoreError};
 use std::sync::mpsc;
 use std::time::Duration;
 use tokio::sync::watch;
@@ -82,7 +81,7 @@ pub struct Heartbeat {
 
 impl Heartbeat {
     pub fn start(
-        db: PathBuf,
+        db: Location,
         fence: Fence,
         ttl: Duration,
     ) -> (Heartbeat, watch::Receiver<Option<String>>) {
@@ -90,13 +89,21 @@ impl Heartbeat {
         let (lost_tx, lost_rx) = watch::channel(None);
         let every = ttl / 6;
         let thread = std::thread::spawn(move || {
+            // Its own runtime, so that a renewal never waits for the
+            // runner's loop (nor the loop for a renewal's round trip).
+            let Ok(runtime) = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            else {
+                return;
+            };
             let mut store: Option<Store> = None;
             while let Err(mpsc::RecvTimeoutError::Timeout) = stop_rx.recv_timeout(every) {
                 if store.is_none() {
-                    store = Store::open(&db).ok();
+                    store = runtime.block_on(Store::open(&db)).ok();
                 }
                 let Some(s) = &store else { continue };
-                match s.renew(&fence, ttl_ms(ttl)) {
+                match runtime.block_on(s.renew(&fence, ttl_ms(ttl))) {
                     Ok(()) => {}
                     Err(StoreError::Fenced { holder, .. }) => {
                         let _ = lost_tx.send(Some(
@@ -104,9 +111,14 @@ impl Heartbeat {
                         ));
                         return;
                     }
-                    // Busy or failing: the next renewal tries again, and the
-                    // runner's own writes are fenced whatever happens here.
-                    Err(_) => {}
+                    // Busy, or the connection failed (a server restarted):
+                    // the next renewal tries again on a new connection, and
+                    // the runner's own writes are fenced whatever happens.
+                    Err(_) => {
+                        if matches!(s, Store::Postgres(_)) {
+                            store = None;
+                        }
+                    }
                 }
             }
         });

@@ -44,12 +44,6 @@ pub enum EngineError {
     Internal(String),
 }
 
-impl From<rusqlite::Error> for EngineError {
-    fn from(e: rusqlite::Error) -> Self {
-        EngineError::Store(StoreError::Sql(e))
-    }
-}
-
 /// Why an attempt did not succeed.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Failure {
@@ -202,7 +196,7 @@ pub fn check_secrets(wf: &Workflow) -> Result<(), EngineError> {
 
 /// Creates a new instance row pinning `wf`'s definition. Nothing is written
 /// unless the inputs check out.
-pub fn create_instance(
+pub async fn create_instance(
     store: &mut Store,
     wf: &Workflow,
     workflow_path: &Path,
@@ -250,7 +244,10 @@ pub fn create_instance(
         updated_at: now,
     };
     let step_ids: Vec<&str> = wf.steps.iter().map(|s| s.id.as_str()).collect();
-    if !store.create_instance(&row, &step_ids, wf.compiled().as_deref())? {
+    if !store
+        .create_instance(&row, &step_ids, wf.compiled().as_deref())
+        .await?
+    {
         return Err(EngineError::Input(format!(
             "an instance with id `{id}` already exists"
         )));

@@ -3,31 +3,24 @@
 //! instance's rows, create one, claim it (`take_over`, which raises its fencing
 //! epoch and reads its history), apply a batch of [`Write`]s atomically under
 //! the fence (`commit`), renew and release the lease, deliver events, find due
-//! work. Neither the engine nor the commands see SQL. SQLite is the backend
-//! here (`records` holds its statements): short IMMEDIATE transactions, so a
-//! step's output, its state patch and its outcome land together or not at all.
+//! work. Neither the engine nor the commands see SQL.
 //!
-//! PRAGMAs, set on every connection:
-//! - `journal_mode=WAL`: readers (`wf inspect`, `wf list`) never block the
-//!   writer, and a commit is one append to the WAL.
-//! - `synchronous=FULL` (default) fsyncs the WAL on every commit, so a
-//!   completed step survives a power loss; `WF_DURABILITY=normal` selects
-//!   `synchronous=NORMAL` (survives a process crash, not a power loss).
-//! - `busy_timeout=10000`: a second process waits for the write lock instead
-//!   of failing at once (leases, not locks, keep two runners apart).
-//!   `WF_BUSY_TIMEOUT_MS` overrides the 10 s (the tests use it so that a
-//!   locked database fails fast).
-//! - `foreign_keys=ON`: rows always belong to an instance.
+//! Two backends stand behind it: SQLite (`sqlite`, a file, the default) and
+//! PostgreSQL (`pg`, shared by workers on many machines). Each operation
+//! means the same on both; the methods are `async` so that a network round
+//! trip never blocks the engine's loop.
 
-pub mod records;
-mod schema;
+mod pg;
+pub mod rows;
+mod sqlite;
 mod write;
 
-use rusqlite::{Connection, OpenFlags, OptionalExtension, TransactionBehavior};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 
-pub use records::*;
+pub use pg::PgTarget;
+pub use rows::*;
+pub use sqlite::Durability;
 pub use write::Write;
 
 #[derive(Debug, thiserror::Error)]
@@ -49,10 +42,9 @@ pub enum StoreError {
         prefix: String,
         matches: Vec<String>,
     },
-    // Not `#[from]`, which would make the SQLite error the source: the
-    // one-line message would repeat it (`…: database is locked: Error code 5: …`).
-    #[error("database error: {}", sqlite_reason(.0))]
-    Sql(rusqlite::Error),
+    /// A statement failed; the text is one line, the backend's reason.
+    #[error("database error: {0}")]
+    Sql(String),
     #[error("corrupt record in database: {0}")]
     Corrupt(String),
     /// A runner's write was refused: another process took the instance over.
@@ -60,346 +52,213 @@ pub enum StoreError {
     Fenced { id: String, holder: Option<String> },
 }
 
-impl From<rusqlite::Error> for StoreError {
-    fn from(e: rusqlite::Error) -> Self {
-        StoreError::Sql(e)
-    }
-}
-
-fn sqlite_reason(e: &rusqlite::Error) -> String {
-    match e {
-        rusqlite::Error::SqliteFailure(f, Some(msg)) => format!("{msg} ({:?})", f.code),
-        other => other.to_string(),
-    }
-}
-
 pub type Result<T, E = StoreError> = std::result::Result<T, E>;
 
-/// How hard commits try to reach the disk.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Durability {
-    Full,
-    Normal,
+/// Where the history lives: a SQLite file, or a PostgreSQL database.
+#[derive(Debug, Clone)]
+pub enum Location {
+    Sqlite(PathBuf),
+    Postgres(PgTarget),
 }
 
-impl Durability {
-    fn pragma(self) -> &'static str {
+impl Location {
+    /// `--db`/`WF_DB`: a `postgres://` or `postgresql://` URL, else a path.
+    pub fn parse(text: &std::ffi::OsStr) -> Result<Location> {
+        match text.to_str() {
+            Some(t) if PgTarget::is_url(t) => Ok(Location::Postgres(PgTarget::parse(t)?)),
+            _ => Ok(Location::Sqlite(PathBuf::from(text))),
+        }
+    }
+
+    /// How messages name the database: the path, or the URL without its
+    /// password.
+    pub fn describe(&self) -> String {
         match self {
-            Durability::Full => "FULL",
-            Durability::Normal => "NORMAL",
+            Location::Sqlite(p) => p.display().to_string(),
+            Location::Postgres(t) => t.describe(),
         }
     }
 
-    pub fn from_env() -> Durability {
-        match std::env::var("WF_DURABILITY").ok().as_deref() {
-            Some("normal") => Durability::Normal,
-            _ => Durability::Full,
+    /// Whether a read-only command has anything to read (a SQLite file that
+    /// does not exist is not created by `wf list`).
+    pub fn exists(&self) -> bool {
+        match self {
+            Location::Sqlite(p) => p.exists(),
+            Location::Postgres(_) => true,
         }
     }
 }
 
-pub struct Store {
-    conn: Connection,
-    path: PathBuf,
-    durability: Durability,
+/// The history, in one of the backends.
+pub enum Store {
+    Sqlite(sqlite::SqliteStore),
+    Postgres(pg::PgStore),
+}
+
+/// Calls the same method on whichever backend, awaiting PostgreSQL's.
+macro_rules! each {
+    ($self:ident . $method:ident ( $($arg:expr),* )) => {
+        match $self {
+            Store::Sqlite(s) => s.$method($($arg),*),
+            Store::Postgres(p) => p.$method($($arg),*).await,
+        }
+    };
 }
 
 impl Store {
-    /// Opens (creating if needed, mode 0600) the database at `path` and brings
-    /// its schema up to date.
-    pub fn open(path: &Path) -> Result<Store> {
-        let err = |reason: String| StoreError::Open {
-            path: path.display().to_string(),
-            reason,
-        };
-        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir).map_err(|e| {
-                // EEXIST/ENOTDIR here: a file stands where a folder should be.
-                let reason = match e.kind() {
-                    std::io::ErrorKind::AlreadyExists | std::io::ErrorKind::NotADirectory => {
-                        "a file (not a folder) is in the way".to_string()
-                    }
-                    _ => crate::workflow::io_reason(&e),
-                };
-                err(format!("cannot create folder {}: {reason}", dir.display()))
-            })?;
-        }
-        if path.is_dir() {
-            return Err(err("is a directory, not a database file".into()));
-        }
-        if !path.exists() {
-            use std::os::unix::fs::OpenOptionsExt;
-            std::fs::OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .mode(0o600)
-                .open(path)
-                // Another process may have created it a moment ago: fine.
-                .or_else(|e| {
-                    if e.kind() == std::io::ErrorKind::AlreadyExists {
-                        std::fs::File::open(path)
-                    } else {
-                        Err(e)
-                    }
-                })
-                .map_err(|e| err(format!("cannot create: {}", crate::workflow::io_reason(&e))))?;
-        }
-        let conn = Connection::open_with_flags(
-            path,
-            OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-        )
-        .map_err(|e| err(sqlite_reason(&e)))?;
-        let mut store = Store {
-            conn,
-            path: path.to_path_buf(),
-            durability: Durability::from_env(),
-        };
-        store.configure(store.durability).map_err(|e| {
-            err(match e {
-                StoreError::Sql(s) => sqlite_reason(&s),
-                other => other.to_string(),
-            })
-        })?;
-        store.migrate()?;
-        Ok(store)
+    /// Opens (creating if needed) the database and brings its schema up to date.
+    pub async fn open(location: &Location) -> Result<Store> {
+        Ok(match location {
+            Location::Sqlite(path) => Store::Sqlite(sqlite::SqliteStore::open(path)?),
+            Location::Postgres(target) => Store::Postgres(pg::PgStore::open(target).await?),
+        })
     }
 
-    fn configure(&mut self, durability: Durability) -> Result<()> {
-        let busy_ms = std::env::var("WF_BUSY_TIMEOUT_MS")
-            .ok()
-            .and_then(|v| v.trim().parse::<u64>().ok())
-            .unwrap_or(10_000)
-            .min(i32::MAX as u64); // rusqlite panics above i32::MAX ms
-        self.conn
-            .busy_timeout(std::time::Duration::from_millis(busy_ms))?;
-        // The engine cycles through a few dozen statements per step.
-        self.conn.set_prepared_statement_cache_capacity(64);
-        // Switching a new database to WAL needs it to itself for a moment: a
-        // second process opening it at the same instant (a `wf inspect` beside
-        // the `wf run` that creates it) makes the switch report the old mode,
-        // or fail busy, without waiting. Try again until the busy timeout.
-        let until = std::time::Instant::now() + std::time::Duration::from_millis(busy_ms);
-        loop {
-            let mode = self
-                .conn
-                .query_row("PRAGMA journal_mode=WAL", [], |r| r.get::<_, String>(0));
-            match mode {
-                Ok(m) if m.eq_ignore_ascii_case("wal") => break,
-                Ok(_) | Err(rusqlite::Error::SqliteFailure(_, _))
-                    if std::time::Instant::now() < until =>
-                {
-                    std::thread::sleep(std::time::Duration::from_millis(5));
-                }
-                Ok(m) => {
-                    return Err(StoreError::Corrupt(format!(
-                        "could not enable WAL (journal_mode={m})"
-                    )));
-                }
-                Err(e) => return Err(e.into()),
-            }
+    pub fn location(&self) -> Location {
+        match self {
+            Store::Sqlite(s) => Location::Sqlite(s.path().to_path_buf()),
+            Store::Postgres(p) => Location::Postgres(p.target().clone()),
         }
-        self.conn.execute_batch(&format!(
-            "PRAGMA synchronous={}; PRAGMA foreign_keys=ON;",
-            durability.pragma()
-        ))?;
-        Ok(())
     }
 
-    fn migrate(&mut self) -> Result<()> {
-        let known = schema::MIGRATIONS.len() as i64;
-        let version: i64 = self
-            .conn
-            .query_row("PRAGMA user_version", [], |r| r.get(0))?;
-        if version > known {
-            return Err(StoreError::TooNew {
-                path: self.path.display().to_string(),
-                found: version,
-                known,
-            });
-        }
-        for (i, sql) in schema::MIGRATIONS.iter().enumerate().skip(version as usize) {
-            let tx = self
-                .conn
-                .transaction_with_behavior(TransactionBehavior::Exclusive)?;
-            // Another process may have migrated while we waited for the lock.
-            let now: i64 = tx.query_row("PRAGMA user_version", [], |r| r.get(0))?;
-            if now > i as i64 {
-                continue;
-            }
-            tx.execute_batch(sql)?;
-            tx.execute_batch(&format!("PRAGMA user_version={}", i + 1))?;
-            tx.commit()?;
-        }
-        Ok(())
+    /// How messages name the database.
+    pub fn describe(&self) -> String {
+        self.location().describe()
     }
 
-    pub fn path(&self) -> &Path {
-        &self.path
+    /// The SQLite file, for what only exists there.
+    pub fn sqlite_path(&self) -> Option<&Path> {
+        match self {
+            Store::Sqlite(s) => Some(s.path()),
+            Store::Postgres(_) => None,
+        }
     }
 
-    /// The folder (`<database>.live`) where running attempts copy their
-    /// output as it comes, masked, for `wf logs --follow`; made (mode 0700)
+    /// The folder where running attempts copy their output as it comes,
+    /// masked, for `wf logs --follow` on the same machine; made (mode 0700)
     /// when an attempt needs it, removed when empty.
     pub fn live_dir(&self) -> PathBuf {
-        PathBuf::from(format!("{}.live", self.path.display()))
+        match self {
+            Store::Sqlite(s) => s.live_dir(),
+            Store::Postgres(p) => p.live_dir(),
+        }
     }
 
-    /// Starts an IMMEDIATE write transaction (takes the write lock up front, so
-    /// it never fails half-way with SQLITE_BUSY on upgrade).
-    fn write(&mut self) -> Result<rusqlite::Transaction<'_>> {
-        Ok(self
-            .conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)?)
-    }
-
-    /// A runner's write transaction: IMMEDIATE, then the check that `fence`
-    /// still holds the instance (refused with [`StoreError::Fenced`] if not).
-    fn fenced(&mut self, fence: &Fence) -> Result<rusqlite::Transaction<'_>> {
-        let tx = self.write()?;
-        check_fence(&tx, fence)?;
-        Ok(tx)
-    }
-
-    /// Runs `f` in a fenced transaction whose commit is not fsynced
-    /// (`synchronous=OFF` for this one commit). For what must survive a crash
-    /// of wf but not of the machine: the commit reaches the operating system
-    /// before this returns, and the next durable commit flushes it with the
-    /// rest of the WAL. (A process group, say, does not outlive a power loss.)
-    fn fenced_unsynced<T>(
-        &mut self,
-        fence: &Fence,
-        f: impl FnOnce(&Connection) -> Result<T>,
-    ) -> Result<T> {
-        self.conn.execute_batch("PRAGMA synchronous=OFF")?;
-        let result = self.fenced(fence).and_then(|tx| {
-            let out = f(&tx)?;
-            tx.commit()?;
-            Ok(out)
-        });
-        let restored = self
-            .conn
-            .execute_batch(&format!("PRAGMA synchronous={}", self.durability.pragma()));
-        let out = result?;
-        restored?;
-        Ok(out)
-    }
-
-    // ---- the engine-level interface: every operation of wf on its history ----
-
-    pub fn instance(&self, id: &str) -> Result<InstanceRow> {
-        records::instance(&self.conn, id)
+    pub async fn instance(&self, id: &str) -> Result<InstanceRow> {
+        each!(self.instance(id))
     }
 
     /// Instances, newest first, as `filter` says.
-    pub fn list_instances(&self, filter: &ListFilter) -> Result<Vec<InstanceRow>> {
-        records::list_instances(&self.conn, filter)
+    pub async fn list_instances(&self, filter: &ListFilter) -> Result<Vec<InstanceRow>> {
+        each!(self.list_instances(filter))
     }
 
-    pub fn runs(&self, id: &str) -> Result<Vec<RunRow>> {
-        records::runs(&self.conn, id)
+    pub async fn runs(&self, id: &str) -> Result<Vec<RunRow>> {
+        each!(self.runs(id))
     }
 
-    pub fn steps(&self, id: &str) -> Result<Vec<StepRow>> {
-        records::steps(&self.conn, id)
+    pub async fn steps(&self, id: &str) -> Result<Vec<StepRow>> {
+        each!(self.steps(id))
     }
 
-    pub fn attempts(&self, id: &str) -> Result<Vec<AttemptRow>> {
-        records::attempts(&self.conn, id)
+    pub async fn attempts(&self, id: &str) -> Result<Vec<AttemptRow>> {
+        each!(self.attempts(id))
     }
 
     /// The logs of one attempt of `key` (the last when `attempt` is None).
-    pub fn attempt_logs(
+    pub async fn attempt_logs(
         &self,
         id: &str,
         key: &str,
         attempt: Option<i64>,
     ) -> Result<Option<AttemptLogs>> {
-        records::attempt_logs(&self.conn, id, key, attempt)
+        each!(self.attempt_logs(id, key, attempt))
     }
 
-    pub fn definition_step_ids(&self, hash: &str) -> Result<Option<Vec<String>>> {
-        records::definition_step_ids(&self.conn, hash)
+    pub async fn definition_step_ids(&self, hash: &str) -> Result<Option<Vec<String>>> {
+        each!(self.definition_step_ids(hash))
     }
 
-    pub fn definition_compiled(&self, hash: &str) -> Result<Option<String>> {
-        records::definition_compiled(&self.conn, hash)
+    pub async fn definition_compiled(&self, hash: &str) -> Result<Option<String>> {
+        each!(self.definition_compiled(hash))
     }
 
-    pub fn spans(&self, id: &str) -> Result<Vec<SpanRow>> {
-        records::spans(&self.conn, id)
+    pub async fn spans(&self, id: &str) -> Result<Vec<SpanRow>> {
+        each!(self.spans(id))
     }
 
     /// Feeds every span of an instance to `f`, in order, without holding them all.
-    pub fn each_span<E: From<StoreError>>(
+    pub async fn each_span<E: From<StoreError>>(
         &self,
         id: &str,
         f: impl FnMut(SpanRow) -> std::result::Result<(), E>,
     ) -> std::result::Result<(), E> {
-        records::each_span(&self.conn, id, f)
+        each!(self.each_span(id, f))
     }
 
-    pub fn run_trace(&self, id: &str, run: i64) -> Result<Option<RunTrace>> {
-        records::run_trace(&self.conn, id, run)
+    pub async fn run_trace(&self, id: &str, run: i64) -> Result<Option<RunTrace>> {
+        each!(self.run_trace(id, run))
     }
 
     /// Up to `limit` spans not sent live yet, after `after`.
-    pub fn unexported_spans(
+    pub async fn unexported_spans(
         &self,
         id: &str,
         after: Option<&SpanRow>,
         limit: usize,
     ) -> Result<Vec<SpanRow>> {
-        records::unexported_spans(&self.conn, id, after, limit)
+        each!(self.unexported_spans(id, after, limit))
     }
 
     /// The result of a completed instance (`outputs:`), if it has one.
-    pub fn outputs(&self, id: &str) -> Result<Option<Value>> {
-        records::outputs(&self.conn, id)
+    pub async fn outputs(&self, id: &str) -> Result<Option<Value>> {
+        each!(self.outputs(id))
     }
 
     /// 0: no cancel asked; 1: cancel; 2: terminate (no compensations).
-    pub fn cancel_requested(&self, id: &str) -> Result<i64> {
-        records::cancel_requested(&self.conn, id)
+    pub async fn cancel_requested(&self, id: &str) -> Result<i64> {
+        each!(self.cancel_requested(id))
     }
 
     /// Events delivered and not taken, after event `after`.
-    pub fn events_after(&self, id: &str, after: i64) -> Result<Vec<EventRow>> {
-        records::events_after(&self.conn, id, after)
+    pub async fn events_after(&self, id: &str, after: i64) -> Result<Vec<EventRow>> {
+        each!(self.events_after(id, after))
     }
 
     /// Instances a worker should look at now, oldest first: sleeping ones
     /// whose timer is due, waiting ones whose event arrived or timed out, and
     /// running ones (whose holder may be gone).
-    pub fn due_instances(&self) -> Result<Vec<DueInstance>> {
-        records::due_instances(&self.conn)
+    pub async fn due_instances(&self) -> Result<Vec<DueInstance>> {
+        each!(self.due_instances())
+    }
+
+    /// Waits until something may have become due (PostgreSQL: a
+    /// notification from `wf signal`, a new instance, a released lease) or
+    /// `timeout` passed, whichever is first.
+    pub async fn wait_for_work(&self, timeout: std::time::Duration) {
+        match self {
+            Store::Sqlite(_) => tokio::time::sleep(timeout).await,
+            Store::Postgres(p) => p.wait_for_work(timeout).await,
+        }
     }
 
     /// Pins a new instance; false (nothing written) when the id is taken.
-    pub fn create_instance(
+    pub async fn create_instance(
         &mut self,
         row: &InstanceRow,
         step_ids: &[&str],
         compiled: Option<&str>,
     ) -> Result<bool> {
-        let tx = self.write()?;
-        if records::instance(&tx, &row.id).is_ok() {
-            return Ok(false);
-        }
-        records::insert_instance(&tx, row, step_ids, compiled)?;
-        tx.commit()?;
-        Ok(true)
+        each!(self.create_instance(row, step_ids, compiled))
     }
 
     /// Asks whatever process drives the instance to cancel it.
-    pub fn request_cancel(&mut self, id: &str, terminate: bool) -> Result<()> {
-        let tx = self.write()?;
-        records::request_cancel(&tx, id, terminate)?;
-        tx.commit()?;
-        Ok(())
+    pub async fn request_cancel(&mut self, id: &str, terminate: bool) -> Result<()> {
+        each!(self.request_cancel(id, terminate))
     }
 
     /// Delivers an event (`wake`: the instance waits for it, make it due).
-    pub fn deliver_event(
+    pub async fn deliver_event(
         &mut self,
         id: &str,
         name: &str,
@@ -407,80 +266,45 @@ impl Store {
         traceparent: Option<&str>,
         wake: bool,
     ) -> Result<()> {
-        let tx = self.write()?;
-        records::insert_event(&tx, id, name, payload, traceparent, wake)?;
-        tx.commit()?;
-        Ok(())
+        each!(self.deliver_event(id, name, payload, traceparent, wake))
     }
 
     /// Claims the instance for `owner` (raising its epoch) unless a live
-    /// holder has it (`Err(holder)`), and reads its history, in one transaction.
-    pub fn take_over(
+    /// holder has it (`Err(holder)`), and reads its history, atomically.
+    pub async fn take_over(
         &mut self,
         id: &str,
         owner: &str,
         ttl_ms: i64,
         holder_alive: impl Fn(&str) -> bool,
     ) -> Result<std::result::Result<(Fence, History), String>> {
-        let tx = self.write()?;
-        let fence = match records::acquire_lease(&tx, id, owner, ttl_ms, holder_alive)? {
-            Ok(fence) => fence,
-            Err(holder) => return Ok(Err(holder)),
-        };
-        let history = records::history(&tx, id)?;
-        tx.commit()?;
-        Ok(Ok((fence, history)))
+        each!(self.take_over(id, owner, ttl_ms, holder_alive))
     }
 
     /// Extends the lease; `Fenced` once another process took the instance.
-    pub fn renew(&self, fence: &Fence, ttl_ms: i64) -> Result<()> {
-        records::renew_lease(&self.conn, fence, ttl_ms)
+    pub async fn renew(&self, fence: &Fence, ttl_ms: i64) -> Result<()> {
+        each!(self.renew(fence, ttl_ms))
     }
 
     /// Gives the instance up (if the fence still holds it).
-    pub fn release(&mut self, fence: &Fence) -> Result<()> {
-        let tx = self.write()?;
-        records::release_lease(&tx, fence)?;
-        tx.commit()?;
-        Ok(())
+    pub async fn release(&mut self, fence: &Fence) -> Result<()> {
+        each!(self.release(fence))
     }
 
     /// Marks spans sent live, under the fence.
-    pub fn mark_exported(&mut self, fence: &Fence, spans: &[SpanRow]) -> Result<()> {
-        let tx = self.fenced(fence)?;
-        records::mark_exported(&tx, spans)?;
-        tx.commit()?;
-        Ok(())
+    pub async fn mark_exported(&mut self, fence: &Fence, spans: &[SpanRow]) -> Result<()> {
+        each!(self.mark_exported(fence, spans))
     }
 
     /// Resolves a unique instance id prefix to the full id.
-    pub fn resolve_id(&self, prefix: &str) -> Result<String> {
+    pub async fn resolve_id(&self, prefix: &str) -> Result<String> {
         if prefix.is_empty() {
             return Err(StoreError::NotFound(prefix.into()));
         }
-        if let Some(id) = self
-            .conn
-            .query_row("SELECT id FROM instances WHERE id = ?1", [prefix], |r| {
-                r.get::<_, String>(0)
-            })
-            .optional()?
-        {
-            return Ok(id);
+        let matches = each!(self.ids_with_prefix(prefix))?;
+        if matches.iter().any(|m| m == prefix) {
+            return Ok(prefix.to_string());
         }
-        // Escape LIKE metacharacters so a prefix is only ever a prefix.
-        let escaped: String = prefix
-            .chars()
-            .flat_map(|c| match c {
-                '%' | '_' | '\\' => vec!['\\', c],
-                c => vec![c],
-            })
-            .collect();
-        let mut stmt = self.conn.prepare(
-            "SELECT id FROM instances WHERE id LIKE ?1 || '%' ESCAPE '\\' ORDER BY id LIMIT 6",
-        )?;
-        let matches: Vec<String> = stmt
-            .query_map([escaped], |r| r.get(0))?
-            .collect::<Result<_, _>>()?;
         match matches.len() {
             0 => Err(StoreError::NotFound(prefix.into())),
             1 => Ok(matches.into_iter().next().unwrap_or_default()),
@@ -492,14 +316,19 @@ impl Store {
     }
 
     /// The most recently created instance, if any.
-    pub fn latest_instance_id(&self) -> Result<Option<String>> {
-        Ok(self
-            .conn
-            .query_row(
-                "SELECT id FROM instances ORDER BY created_at DESC, rowid DESC LIMIT 1",
-                [],
-                |r| r.get(0),
-            )
-            .optional()?)
+    pub async fn latest_instance_id(&self) -> Result<Option<String>> {
+        each!(self.latest_instance_id())
+    }
+
+    /// Applies `writes` in one transaction, refused (nothing applied) unless
+    /// `fence` still holds the instance.
+    pub async fn commit(&mut self, fence: &Fence, writes: &[Write]) -> Result<()> {
+        each!(self.commit(fence, writes))
+    }
+
+    /// [`Store::commit`] without waiting for the disk: for what need not
+    /// outlive the machine (a process group does not outlive a power loss).
+    pub async fn commit_unsynced(&mut self, fence: &Fence, writes: &[Write]) -> Result<()> {
+        each!(self.commit_unsynced(fence, writes))
     }
 }

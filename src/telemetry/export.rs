@@ -164,7 +164,9 @@ async fn export_batches(
     let mut exporters: Option<Exporters> = None;
     let mut after: Option<SpanRow> = None;
     let result = loop {
-        let batch = store.unexported_spans(instance_id, after.as_ref(), BATCH)?;
+        let batch = store
+            .unexported_spans(instance_id, after.as_ref(), BATCH)
+            .await?;
         let Some(last) = batch.last().cloned() else {
             break Ok(());
         };
@@ -175,7 +177,7 @@ async fn export_batches(
         if let Err(e) = exporters.send(otlp::span_data_all(&batch)?).await {
             break Err(e);
         }
-        mark(store, fence, &batch)?;
+        mark(store, fence, &batch).await?;
         if batch.len() < BATCH {
             break Ok(());
         }
@@ -283,9 +285,13 @@ impl Exporters {
 
 /// Marks a batch sent, under the runner's lease (a runner that lost the
 /// instance marks nothing: the new holder sends what is left).
-fn mark(store: &mut Store, fence: &store::Fence, spans: &[SpanRow]) -> Result<(), ExportError> {
+async fn mark(
+    store: &mut Store,
+    fence: &store::Fence,
+    spans: &[SpanRow],
+) -> Result<(), ExportError> {
     // One transaction: one fsync, not one per span.
-    store.mark_exported(fence, spans)?;
+    store.mark_exported(fence, spans).await?;
     Ok(())
 }
 

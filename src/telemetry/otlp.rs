@@ -218,15 +218,37 @@ pub fn write_request<W: Write>(
     resource: &Resource,
     each: impl FnOnce(&mut dyn FnMut(SpanRow) -> Result<(), OtlpError>) -> Result<(), OtlpError>,
 ) -> Result<(), OtlpError> {
-    let resource = ResourceAttributesWithSchema::from(resource);
-    let mut first = true;
-    let mut trailer = String::new();
-    each(&mut |row| {
+    let mut request = RequestWriter::new(out, resource);
+    each(&mut |row| request.span(row))?;
+    request.finish()
+}
+
+/// [`write_request`] one span at a time, for spans that come from an
+/// `async` source.
+pub struct RequestWriter<'a, W: Write> {
+    out: &'a mut W,
+    resource: ResourceAttributesWithSchema,
+    first: bool,
+    trailer: String,
+}
+
+impl<'a, W: Write> RequestWriter<'a, W> {
+    pub fn new(out: &'a mut W, resource: &Resource) -> Self {
+        RequestWriter {
+            out,
+            resource: ResourceAttributesWithSchema::from(resource),
+            first: true,
+            trailer: String::new(),
+        }
+    }
+
+    pub fn span(&mut self, row: SpanRow) -> Result<(), OtlpError> {
         let data = span_data(&row)?;
-        if first {
-            first = false;
+        let out = &mut *self.out;
+        if self.first {
+            self.first = false;
             // The envelope, from the same transform, with this span taken out.
-            let mut rs = group_spans_by_resource_and_scope(vec![data.clone()], &resource)
+            let mut rs = group_spans_by_resource_and_scope(vec![data.clone()], &self.resource)
                 .pop()
                 .unwrap_or_default();
             let mut resource = rs.resource.take().unwrap_or_default();
@@ -240,7 +262,7 @@ pub fn write_request<W: Write>(
             out.write_all(b",\"schemaUrl\":")?;
             serde_json::to_writer(&mut *out, &scope.schema_url)?;
             out.write_all(b",\"spans\":[")?;
-            trailer = format!(
+            self.trailer = format!(
                 "]}}],\"schemaUrl\":{}}}]}}",
                 serde_json::to_string(&rs.schema_url)?
             );
@@ -249,15 +271,18 @@ pub fn write_request<W: Write>(
         }
         serde_json::to_writer(&mut *out, &ProtoSpan::from(data))?;
         Ok(())
-    })?;
-    if first {
-        out.write_all(b"{\"resourceSpans\":[]}")?;
-    } else {
-        out.write_all(trailer.as_bytes())?;
     }
-    out.write_all(b"\n")?;
-    out.flush()?;
-    Ok(())
+
+    pub fn finish(self) -> Result<(), OtlpError> {
+        if self.first {
+            self.out.write_all(b"{\"resourceSpans\":[]}")?;
+        } else {
+            self.out.write_all(self.trailer.as_bytes())?;
+        }
+        self.out.write_all(b"\n")?;
+        self.out.flush()?;
+        Ok(())
+    }
 }
 
 #[cfg(test)]

@@ -541,13 +541,13 @@ impl<'o> Runner<'o> {
                 }
                 let commit_spans = self.commit_spans();
                 let writes = std::mem::take(&mut self.writes);
-                store.commit(&self.fence, &writes)?;
+                store.commit(&self.fence, &writes).await?;
                 drop(commit_spans);
             }
             for (unit, job, attempt) in spawns {
                 self.spawn(unit, *job, attempt);
             }
-            self.record_groups(store)?;
+            self.record_groups(store).await?;
             if more_now {
                 continue;
             }
@@ -580,7 +580,7 @@ impl<'o> Runner<'o> {
                         _ = signals.recv() => self.stop(Stop::Signal),
                         holder = lost(&mut self.lost) => return Err(self.fenced(holder)),
                     }
-                    if self.poll_external(store)? {
+                    if self.poll_external(store).await? {
                         break;
                     }
                 }
@@ -606,15 +606,15 @@ impl<'o> Runner<'o> {
             }
             if last_poll.elapsed() >= POLL_EVERY {
                 last_poll = Instant::now();
-                self.poll_external(store)?;
+                self.poll_external(store).await?;
             }
         }
     }
 
     /// Looks for what other processes asked of this run: a cancel request (it
     /// starts canceling) or an awaited event (true: a waiting step can go on).
-    fn poll_external(&mut self, store: &Store) -> Result<bool, EngineError> {
-        let asked = store.cancel_requested(&self.id)?;
+    async fn poll_external(&mut self, store: &Store) -> Result<bool, EngineError> {
+        let asked = store.cancel_requested(&self.id).await?;
         if asked == 2 {
             self.terminate = true;
         }
@@ -640,7 +640,7 @@ impl<'o> Runner<'o> {
             .max()
             .unwrap_or(0)
             .max(self.last_event);
-        let new = store.events_after(&self.id, after)?;
+        let new = store.events_after(&self.id, after).await?;
         let arrived = new.iter().any(|e| awaited.contains(&e.name.as_str()));
         if let Some(last) = new.last() {
             self.last_event = last.id;
@@ -652,7 +652,7 @@ impl<'o> Runner<'o> {
     /// Records which process group each attempt just started runs in, so the
     /// next runner can end what is left of it should this process die. Not
     /// fsynced: a process group does not outlive the machine.
-    fn record_groups(&mut self, store: &mut Store) -> Result<(), EngineError> {
+    async fn record_groups(&mut self, store: &mut Store) -> Result<(), EngineError> {
         if self.started_groups.is_empty() {
             return Ok(());
         }
@@ -660,7 +660,7 @@ impl<'o> Runner<'o> {
             .into_iter()
             .map(|(key, attempt, tag)| Write::AttemptProcess { key, attempt, tag })
             .collect();
-        store.commit_unsynced(&self.fence, &writes)?;
+        store.commit_unsynced(&self.fence, &writes).await?;
         Ok(())
     }
 

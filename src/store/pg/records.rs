@@ -1,0 +1,896 @@
+//! The PostgreSQL statements behind each operation of the store, and the
+//! mapping of their rows to [`rows`](crate::store::rows). They say what the
+//! SQLite ones say (`store/sqlite/records.rs`), in PostgreSQL's dialect.
+
+use super::{Op, Out, Param, PgStore, store_error};
+use crate::store::rows::*;
+use crate::store::{Result, StoreError, Write};
+use serde_json::Value;
+use tokio_postgres::Row;
+
+macro_rules! instance_cols {
+    () => {
+        "id, workflow, status, \
+         (SELECT source FROM definitions d WHERE d.hash = instances.definition_hash), definition_hash, \
+         workflow_path, base_dir, inputs, state, error, wake_at, waiting_event, lease_owner, lease_expires_ms, \
+         created_at, updated_at"
+    };
+}
+
+macro_rules! span_cols {
+    () => {
+        "trace_id, span_id, parent_span_id, instance_id, run, name, kind, start_ns, end_ns, \
+         status, status_message, attributes, links"
+    };
+}
+
+const SELECT_SPANS: &str = concat!(
+    "SELECT ",
+    span_cols!(),
+    " FROM spans WHERE instance_id=$1 ORDER BY run, start_ns, span_id"
+);
+
+fn p<T: tokio_postgres::types::ToSql + Sync + Send + 'static>(v: T) -> Param {
+    Box::new(v)
+}
+
+fn get<'a, T: tokio_postgres::types::FromSql<'a>>(r: &'a Row, i: usize) -> Result<T> {
+    r.try_get(i)
+        .map_err(|e| StoreError::Corrupt(format!("column {i}: {e}")))
+}
+
+fn json(r: &Row, i: usize) -> Result<Value> {
+    let text: Option<String> = get(r, i)?;
+    Ok(text
+        .and_then(|t| serde_json::from_str(&t).ok())
+        .unwrap_or(Value::Null))
+}
+
+fn instance_row(r: &Row) -> Result<InstanceRow> {
+    Ok(InstanceRow {
+        id: get(r, 0)?,
+        workflow: get(r, 1)?,
+        status: get(r, 2)?,
+        definition: get::<Option<String>>(r, 3)?.unwrap_or_default(),
+        definition_hash: get(r, 4)?,
+        workflow_path: get(r, 5)?,
+        base_dir: get(r, 6)?,
+        inputs: json(r, 7)?,
+        state: json(r, 8)?,
+        error: get(r, 9)?,
+        wake_at: get(r, 10)?,
+        waiting_event: get(r, 11)?,
+        lease_owner: get(r, 12)?,
+        lease_expires_ms: get(r, 13)?,
+        created_at: get(r, 14)?,
+        updated_at: get(r, 15)?,
+    })
+}
+
+fn step_row(r: &Row) -> Result<StepRow> {
+    Ok(StepRow {
+        key: get(r, 0)?,
+        step_id: get(r, 1)?,
+        status: get(r, 2)?,
+        attempts: get(r, 3)?,
+        budget_base: get(r, 4)?,
+        outcome: get(r, 5)?,
+        error_type: get(r, 6)?,
+        error_message: get(r, 7)?,
+        output: json(r, 8)?,
+        started_at: get(r, 9)?,
+        finished_at: get(r, 10)?,
+        retry_at: get(r, 11)?,
+        seq: get(r, 12)?,
+        items: json(r, 13)?,
+    })
+}
+
+fn span_row(r: &Row) -> Result<SpanRow> {
+    Ok(SpanRow {
+        trace_id: get(r, 0)?,
+        span_id: get(r, 1)?,
+        parent_span_id: get(r, 2)?,
+        instance_id: get(r, 3)?,
+        run: get(r, 4)?,
+        name: get(r, 5)?,
+        kind: get(r, 6)?,
+        start_ns: get(r, 7)?,
+        end_ns: get(r, 8)?,
+        status: get(r, 9)?,
+        status_message: get(r, 10)?,
+        attributes: json(r, 11)?,
+        links: json(r, 12)?,
+    })
+}
+
+fn event_row(r: &Row) -> Result<EventRow> {
+    Ok(EventRow {
+        id: get(r, 0)?,
+        name: get(r, 1)?,
+        payload: get(r, 2)?,
+        traceparent: get(r, 3)?,
+    })
+}
+
+fn open_attempt(r: &Row) -> Result<OpenAttempt> {
+    let span: Option<String> = get(r, 3)?;
+    let host: Option<String> = get(r, 5)?;
+    let pgid: Option<i64> = get(r, 6)?;
+    let start: Option<i64> = get(r, 7)?;
+    Ok(OpenAttempt {
+        key: get(r, 0)?,
+        attempt: get(r, 1)?,
+        run: get(r, 2)?,
+        span: match span {
+            Some(s) => Some((s, get(r, 4)?)),
+            None => None,
+        },
+        process: match (host, pgid, start) {
+            (Some(host), Some(pgid), Some(start)) => Some(ProcessTag { host, pgid, start }),
+            _ => None,
+        },
+    })
+}
+
+fn run_trace(r: &Row) -> Result<RunTrace> {
+    Ok((get(r, 0)?, get(r, 1)?, get(r, 2)?, get(r, 3)?))
+}
+
+fn opt_json(v: &Value) -> Option<String> {
+    if v.is_null() {
+        None
+    } else {
+        Some(v.to_string())
+    }
+}
+
+const INSTANCE: &str = concat!("SELECT ", instance_cols!(), " FROM instances WHERE id = $1");
+const STEPS: &str = "SELECT key, step_id, status, attempts, budget_base, outcome, error_type, error_message, \
+     output, started_at, finished_at, retry_at, seq, items FROM steps WHERE instance_id=$1";
+const EVENTS_AFTER: &str = "SELECT id, name, payload, traceparent FROM events WHERE instance_id=$1 \
+     AND consumed_by IS NULL AND id > $2 ORDER BY id";
+const CANCEL_REQUESTED: &str = "SELECT cancel_requested FROM instances WHERE id=$1";
+const FENCE: &str = "SELECT check_fence($1, $2)";
+const NOTIFY: &str = "SELECT pg_notify('wf_' || current_schema(), '')";
+
+/// The request that puts `w` in the store.
+fn write_op(id: &str, w: &Write) -> Op {
+    let id = id.to_string();
+    match w {
+        Write::StartAttempt {
+            key,
+            attempt,
+            run,
+            started_at,
+            span_id,
+            started_ns,
+        } => Op::Exec(
+            "INSERT INTO attempts (instance_id, step_key, attempt, run, started_at, span_id, started_ns) \
+             VALUES ($1,$2,$3,$4,$5,$6,$7)",
+            vec![
+                p(id),
+                p(key.clone()),
+                p(*attempt),
+                p(*run),
+                p(started_at.clone()),
+                p(span_id.clone()),
+                p(*started_ns),
+            ],
+        ),
+        Write::EndAttempt { key, attempt, end } => Op::Exec(
+            "UPDATE attempts SET outcome=$4, error_type=$5, error_message=$6, exit_code=$7, finished_at=$8, \
+             stdout=$9, stderr=$10 WHERE instance_id=$1 AND step_key=$2 AND attempt=$3",
+            vec![
+                p(id),
+                p(key.clone()),
+                p(*attempt),
+                p(end.outcome.clone()),
+                p(end.error_type.clone()),
+                p(end.error_message.clone()),
+                p(end.exit_code),
+                p(end.finished_at.clone()),
+                p(end.stdout.clone()),
+                p(end.stderr.clone()),
+            ],
+        ),
+        Write::AttemptProcess { key, attempt, tag } => Op::Exec(
+            "UPDATE attempts SET proc_host=$4, proc_pgid=$5, proc_start=$6 \
+             WHERE instance_id=$1 AND step_key=$2 AND attempt=$3",
+            vec![
+                p(id),
+                p(key.clone()),
+                p(*attempt),
+                p(tag.host.clone()),
+                p(tag.pgid),
+                p(tag.start),
+            ],
+        ),
+        Write::Step(s) => Op::Exec(
+            "INSERT INTO steps (instance_id, key, step_id, status, attempts, outcome, error_type, error_message, \
+             output, started_at, finished_at, retry_at, seq, budget_base, items) \
+             VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15) \
+             ON CONFLICT (instance_id, key) DO UPDATE SET status=excluded.status, attempts=excluded.attempts, \
+             budget_base=excluded.budget_base, \
+             outcome=excluded.outcome, error_type=excluded.error_type, error_message=excluded.error_message, \
+             output=excluded.output, started_at=excluded.started_at, finished_at=excluded.finished_at, \
+             retry_at=excluded.retry_at, seq=excluded.seq, items=excluded.items",
+            vec![
+                p(id),
+                p(s.key.clone()),
+                p(s.step_id.clone()),
+                p(s.status.clone()),
+                p(s.attempts),
+                p(s.outcome.clone()),
+                p(s.error_type.clone()),
+                p(s.error_message.clone()),
+                p(opt_json(&s.output)),
+                p(s.started_at.clone()),
+                p(s.finished_at.clone()),
+                p(s.retry_at.clone()),
+                p(s.seq),
+                p(s.budget_base),
+                p(opt_json(&s.items)),
+            ],
+        ),
+        Write::State(state) => Op::Exec(
+            "UPDATE instances SET state=$2, updated_at=$3 WHERE id=$1",
+            vec![p(id), p(state.to_string()), p(now())],
+        ),
+        Write::Span(s) => Op::Exec(
+            "INSERT INTO spans (trace_id, span_id, parent_span_id, instance_id, run, name, kind, start_ns, \
+             end_ns, status, status_message, attributes, links) \
+             VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13)",
+            vec![
+                p(s.trace_id.clone()),
+                p(s.span_id.clone()),
+                p(s.parent_span_id.clone()),
+                p(s.instance_id.clone()),
+                p(s.run),
+                p(s.name.clone()),
+                p(s.kind.clone()),
+                p(s.start_ns),
+                p(s.end_ns),
+                p(s.status.clone()),
+                p(s.status_message.clone()),
+                p(s.attributes.to_string()),
+                p(s.links.to_string()),
+            ],
+        ),
+        Write::TakeEvent { event, key } => Op::Exec(
+            "UPDATE events SET consumed_by=$2 WHERE id=$1",
+            vec![p(*event), p(key.clone())],
+        ),
+        Write::Status {
+            status,
+            wake_at,
+            waiting_event,
+            error,
+        } => Op::Exec(
+            "UPDATE instances SET status=$2, wake_at=$3, waiting_event=$4, error=$5, updated_at=$6 WHERE id=$1",
+            vec![
+                p(id),
+                p(status.clone()),
+                p(wake_at.clone()),
+                p(waiting_event.clone()),
+                p(error.clone()),
+                p(now()),
+            ],
+        ),
+        Write::CloseAbandonedRuns => Op::Exec(
+            "UPDATE runs SET outcome='crashed', finished_at=$2 WHERE instance_id=$1 AND outcome IS NULL",
+            vec![p(id), p(now())],
+        ),
+        Write::Outputs(v) => Op::Exec(
+            "UPDATE instances SET outputs=$2 WHERE id=$1",
+            vec![p(id), p(v.to_string())],
+        ),
+        Write::StartRun { run, trace } => Op::Exec(
+            "INSERT INTO runs (instance_id, number, started_at, trace_id, span_id, parent_span_id, started_ns) \
+             VALUES ($1,$2,$3,$4,$5,$6,$7)",
+            vec![
+                p(id),
+                p(*run),
+                p(now()),
+                p(trace.0.clone()),
+                p(trace.1.clone()),
+                p(trace.2.clone()),
+                p(trace.3),
+            ],
+        ),
+        Write::FinishRun { run, outcome } => Op::Exec(
+            "UPDATE runs SET outcome=$3, finished_at=$4 WHERE instance_id=$1 AND number=$2",
+            vec![p(id), p(*run), p(outcome.clone()), p(now())],
+        ),
+    }
+}
+
+impl PgStore {
+    pub async fn instance(&self, id: &str) -> Result<InstanceRow> {
+        match self.query(INSTANCE, &[&id]).await?.first() {
+            Some(r) => instance_row(r),
+            None => Err(StoreError::NotFound(id.into())),
+        }
+    }
+
+    pub async fn list_instances(&self, f: &ListFilter) -> Result<Vec<InstanceRow>> {
+        let limit = f.limit.map(|n| n.min(i64::MAX as usize) as i64);
+        let rows = self
+            .query(
+                "SELECT id, workflow, status, '', definition_hash, \
+                 workflow_path, base_dir, inputs, state, error, wake_at, waiting_event, lease_owner, \
+                 lease_expires_ms, created_at, updated_at FROM instances \
+                 WHERE ($1::text IS NULL OR status = $1) AND ($2::text IS NULL OR workflow = $2) \
+                 AND ($3::text IS NULL OR created_at >= $3) \
+                 ORDER BY created_at DESC, seq DESC LIMIT $4",
+                &[&f.status, &f.workflow, &f.since, &limit],
+            )
+            .await?;
+        rows.iter().map(instance_row).collect()
+    }
+
+    pub async fn runs(&self, id: &str) -> Result<Vec<RunRow>> {
+        let rows = self
+            .query(
+                "SELECT number, outcome, started_at, finished_at FROM runs WHERE instance_id=$1 ORDER BY number",
+                &[&id],
+            )
+            .await?;
+        rows.iter()
+            .map(|r| {
+                Ok(RunRow {
+                    number: get(r, 0)?,
+                    outcome: get(r, 1)?,
+                    started_at: get(r, 2)?,
+                    finished_at: get(r, 3)?,
+                })
+            })
+            .collect()
+    }
+
+    pub async fn steps(&self, id: &str) -> Result<Vec<StepRow>> {
+        self.query(STEPS, &[&id])
+            .await?
+            .iter()
+            .map(step_row)
+            .collect()
+    }
+
+    pub async fn attempts(&self, id: &str) -> Result<Vec<AttemptRow>> {
+        let rows = self
+            .query(
+                "SELECT step_key, attempt, run, outcome, error_type, error_message, exit_code, started_at, \
+                 finished_at FROM attempts WHERE instance_id=$1 ORDER BY started_at, step_key, attempt",
+                &[&id],
+            )
+            .await?;
+        rows.iter()
+            .map(|r| {
+                Ok(AttemptRow {
+                    step_key: get(r, 0)?,
+                    attempt: get(r, 1)?,
+                    run: get(r, 2)?,
+                    outcome: get(r, 3)?,
+                    error_type: get(r, 4)?,
+                    error_message: get(r, 5)?,
+                    exit_code: get(r, 6)?,
+                    started_at: get(r, 7)?,
+                    finished_at: get(r, 8)?,
+                })
+            })
+            .collect()
+    }
+
+    pub async fn attempt_logs(
+        &self,
+        id: &str,
+        key: &str,
+        attempt: Option<i64>,
+    ) -> Result<Option<AttemptLogs>> {
+        let rows = self
+            .query(
+                "SELECT attempt, COALESCE(stdout, ''::bytea), COALESCE(stderr, ''::bytea) FROM attempts \
+                 WHERE instance_id=$1 AND step_key=$2 AND ($3::bigint IS NULL OR attempt=$3) \
+                 ORDER BY attempt DESC LIMIT 1",
+                &[&id, &key, &attempt],
+            )
+            .await?;
+        match rows.first() {
+            Some(r) => Ok(Some((get(r, 0)?, get(r, 1)?, get(r, 2)?))),
+            None => Ok(None),
+        }
+    }
+
+    pub async fn definition_step_ids(&self, hash: &str) -> Result<Option<Vec<String>>> {
+        let rows = self
+            .query("SELECT step_ids FROM definitions WHERE hash=$1", &[&hash])
+            .await?;
+        Ok(match rows.first() {
+            Some(r) => serde_json::from_str(&get::<String>(r, 0)?).ok(),
+            None => None,
+        })
+    }
+
+    pub async fn definition_compiled(&self, hash: &str) -> Result<Option<String>> {
+        let rows = self
+            .query("SELECT compiled FROM definitions WHERE hash=$1", &[&hash])
+            .await?;
+        match rows.first() {
+            Some(r) => get(r, 0),
+            None => Ok(None),
+        }
+    }
+
+    pub async fn spans(&self, id: &str) -> Result<Vec<SpanRow>> {
+        self.query(SELECT_SPANS, &[&id])
+            .await?
+            .iter()
+            .map(span_row)
+            .collect()
+    }
+
+    /// Streams the rows: however many spans there are, a few are in memory.
+    pub async fn each_span<E: From<StoreError>>(
+        &self,
+        id: &str,
+        mut f: impl FnMut(SpanRow) -> std::result::Result<(), E>,
+    ) -> std::result::Result<(), E> {
+        use futures_util::TryStreamExt;
+        let stmt = self.statement(SELECT_SPANS).await?;
+        let rows = self
+            .client
+            .query_raw(&stmt, [id])
+            .await
+            .map_err(store_error)?;
+        let mut rows = std::pin::pin!(rows);
+        while let Some(r) = rows.try_next().await.map_err(store_error)? {
+            f(span_row(&r)?)?;
+        }
+        Ok(())
+    }
+
+    pub async fn run_trace(&self, id: &str, run: i64) -> Result<Option<RunTrace>> {
+        let rows = self
+            .query(
+                "SELECT trace_id, span_id, parent_span_id, COALESCE(started_ns, 0) FROM runs \
+                 WHERE instance_id=$1 AND number=$2 AND trace_id IS NOT NULL",
+                &[&id, &run],
+            )
+            .await?;
+        rows.first().map(run_trace).transpose()
+    }
+
+    pub async fn unexported_spans(
+        &self,
+        id: &str,
+        after: Option<&SpanRow>,
+        limit: usize,
+    ) -> Result<Vec<SpanRow>> {
+        let (run, start, span) = after.map_or((i64::MIN, i64::MIN, ""), |s| {
+            (s.run, s.start_ns, s.span_id.as_str())
+        });
+        let rows = self
+            .query(
+                concat!(
+                    "SELECT ",
+                    span_cols!(),
+                    " FROM spans WHERE instance_id=$1 AND NOT exported \
+                     AND (run, start_ns, span_id) > ($2, $3, $4) ORDER BY run, start_ns, span_id LIMIT $5"
+                ),
+                &[&id, &run, &start, &span, &(limit as i64)],
+            )
+            .await?;
+        rows.iter().map(span_row).collect()
+    }
+
+    pub async fn outputs(&self, id: &str) -> Result<Option<Value>> {
+        let rows = self
+            .query("SELECT outputs FROM instances WHERE id=$1", &[&id])
+            .await?;
+        Ok(match rows.first() {
+            Some(r) => get::<Option<String>>(r, 0)?.and_then(|t| serde_json::from_str(&t).ok()),
+            None => None,
+        })
+    }
+
+    pub async fn cancel_requested(&self, id: &str) -> Result<i64> {
+        match self.query(CANCEL_REQUESTED, &[&id]).await?.first() {
+            Some(r) => get(r, 0),
+            None => Err(StoreError::NotFound(id.into())),
+        }
+    }
+
+    pub async fn events_after(&self, id: &str, after: i64) -> Result<Vec<EventRow>> {
+        self.query(EVENTS_AFTER, &[&id, &after])
+            .await?
+            .iter()
+            .map(event_row)
+            .collect()
+    }
+
+    pub async fn due_instances(&self) -> Result<Vec<DueInstance>> {
+        let rows = self
+            .query(
+                "SELECT id, status, lease_owner, lease_expires_ms FROM instances \
+                 WHERE (status = 'sleeping' AND (wake_at IS NULL OR wake_at <= $1)) \
+                    OR (status = 'waiting' AND ((wake_at IS NOT NULL AND wake_at <= $1) OR EXISTS ( \
+                        SELECT 1 FROM events e WHERE e.instance_id = instances.id AND e.consumed_by IS NULL \
+                        AND (',' || instances.waiting_event || ',') LIKE ('%,' || e.name || ',%')))) \
+                    OR status = 'running' \
+                 ORDER BY created_at, seq",
+                &[&now()],
+            )
+            .await?;
+        rows.iter()
+            .map(|r| {
+                Ok(DueInstance {
+                    id: get(r, 0)?,
+                    status: get(r, 1)?,
+                    lease_owner: get(r, 2)?,
+                    lease_expires_ms: get(r, 3)?,
+                })
+            })
+            .collect()
+    }
+
+    pub async fn create_instance(
+        &self,
+        i: &InstanceRow,
+        step_ids: &[&str],
+        compiled: Option<&str>,
+    ) -> Result<bool> {
+        let outs = self
+            .pipeline(vec![
+                Op::Simple("BEGIN"),
+                Op::Exec(
+                    "INSERT INTO definitions (hash, source, step_ids, compiled) VALUES ($1, $2, $3, $4) \
+                     ON CONFLICT (hash) DO UPDATE SET compiled = excluded.compiled \
+                     WHERE definitions.compiled IS DISTINCT FROM excluded.compiled",
+                    vec![
+                        p(i.definition_hash.clone()),
+                        p(i.definition.clone()),
+                        p(serde_json::to_string(step_ids).unwrap_or_default()),
+                        p(compiled.map(str::to_string)),
+                    ],
+                ),
+                Op::Exec(
+                    "INSERT INTO instances (id, workflow, status, definition_hash, workflow_path, base_dir, \
+                     inputs, state, error, wake_at, waiting_event, lease_owner, lease_expires_ms, created_at, \
+                     updated_at) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15) \
+                     ON CONFLICT (id) DO NOTHING",
+                    vec![
+                        p(i.id.clone()),
+                        p(i.workflow.clone()),
+                        p(i.status.clone()),
+                        p(i.definition_hash.clone()),
+                        p(i.workflow_path.clone()),
+                        p(i.base_dir.clone()),
+                        p(i.inputs.to_string()),
+                        p(i.state.to_string()),
+                        p(i.error.clone()),
+                        p(i.wake_at.clone()),
+                        p(i.waiting_event.clone()),
+                        p(i.lease_owner.clone()),
+                        p(i.lease_expires_ms),
+                        p(i.created_at.clone()),
+                        p(i.updated_at.clone()),
+                    ],
+                ),
+                Op::Query(NOTIFY, vec![]),
+                Op::Simple("COMMIT"),
+            ])
+            .await?;
+        Ok(outs[2].count() == 1)
+    }
+
+    pub async fn request_cancel(&self, id: &str, terminate: bool) -> Result<()> {
+        let level: i64 = if terminate { 2 } else { 1 };
+        self.exec(
+            "UPDATE instances SET cancel_requested=GREATEST(cancel_requested, $3), updated_at=$2 WHERE id=$1",
+            &[&id, &now(), &level],
+        )
+        .await?;
+        Ok(())
+    }
+
+    pub async fn deliver_event(
+        &self,
+        id: &str,
+        name: &str,
+        payload: &Value,
+        traceparent: Option<&str>,
+        wake: bool,
+    ) -> Result<()> {
+        let now = now();
+        let mut ops = vec![
+            Op::Simple("BEGIN"),
+            Op::Exec(
+                "INSERT INTO events (instance_id, name, payload, traceparent, received_at) \
+                 VALUES ($1, $2, $3, $4, $5)",
+                vec![
+                    p(id.to_string()),
+                    p(name.to_string()),
+                    p(payload.to_string()),
+                    p(traceparent.map(str::to_string)),
+                    p(now.clone()),
+                ],
+            ),
+        ];
+        if wake {
+            ops.push(Op::Exec(
+                "UPDATE instances SET wake_at=$2 WHERE id=$1",
+                vec![p(id.to_string()), p(now)],
+            ));
+            ops.push(Op::Query(NOTIFY, vec![]));
+        }
+        ops.push(Op::Simple("COMMIT"));
+        self.pipeline(ops).await?;
+        Ok(())
+    }
+
+    pub async fn take_over(
+        &self,
+        id: &str,
+        owner: &str,
+        ttl_ms: i64,
+        holder_alive: impl Fn(&str) -> bool,
+    ) -> Result<std::result::Result<(Fence, History), String>> {
+        let outs = self
+            .pipeline(vec![
+                Op::Simple("BEGIN"),
+                Op::Query(
+                    "SELECT lease_owner, lease_expires_ms, lease_epoch FROM instances WHERE id=$1 FOR UPDATE",
+                    vec![p(id.to_string())],
+                ),
+            ])
+            .await?;
+        let rows = outs.into_iter().nth(1).map(Out::rows).unwrap_or_default();
+        let Some(r) = rows.first() else {
+            let _ = self.client.batch_execute("ROLLBACK").await;
+            return Err(StoreError::NotFound(id.into()));
+        };
+        let holder: Option<String> = get(r, 0)?;
+        let expires: Option<i64> = get(r, 1)?;
+        let epoch: i64 = get::<i64>(r, 2)? + 1;
+        let now_ms = chrono::Utc::now().timestamp_millis();
+        if let Some(h) = holder
+            && h != owner
+            && expires.unwrap_or(0) > now_ms
+            && holder_alive(&h)
+        {
+            let _ = self.client.batch_execute("ROLLBACK").await;
+            return Ok(Err(h));
+        }
+        let key = || p(id.to_string());
+        let outs = self
+            .pipeline(vec![
+                Op::Exec(
+                    "UPDATE instances SET lease_owner=$2, lease_expires_ms=$3, lease_epoch=$4 WHERE id=$1",
+                    vec![key(), p(owner.to_string()), p(now_ms + ttl_ms), p(epoch)],
+                ),
+                Op::Query(INSTANCE, vec![key()]),
+                Op::Query(
+                    "SELECT COALESCE(MAX(number), 0), \
+                     array_remove(array_agg(CASE WHEN outcome IS NULL THEN number END ORDER BY number), NULL) \
+                     FROM runs WHERE instance_id=$1",
+                    vec![key()],
+                ),
+                Op::Query(STEPS, vec![key()]),
+                Op::Query(
+                    "SELECT step_key, attempt, run, span_id, COALESCE(started_ns, 0), proc_host, proc_pgid, \
+                     proc_start FROM attempts WHERE instance_id=$1 AND outcome IS NULL ORDER BY step_key, attempt",
+                    vec![key()],
+                ),
+                Op::Query(
+                    "SELECT number, trace_id, span_id, parent_span_id, COALESCE(started_ns, 0) FROM runs \
+                     WHERE instance_id=$1 AND trace_id IS NOT NULL",
+                    vec![key()],
+                ),
+                Op::Query(
+                    "SELECT step_key, attempt FROM attempts WHERE instance_id=$1 \
+                     AND outcome IN ('interrupted', 'canceled')",
+                    vec![key()],
+                ),
+                Op::Query(EVENTS_AFTER, vec![key(), p(0i64)]),
+                Op::Query(CANCEL_REQUESTED, vec![key()]),
+                Op::Simple("COMMIT"),
+            ])
+            .await;
+        let outs = match outs {
+            Ok(o) => o,
+            Err(e) => {
+                let _ = self.client.batch_execute("ROLLBACK").await;
+                return Err(e);
+            }
+        };
+        let mut outs = outs.into_iter().map(Out::rows);
+        outs.next(); // the lease
+        let instance = match outs.next().unwrap_or_default().first() {
+            Some(r) => instance_row(r)?,
+            None => return Err(StoreError::NotFound(id.into())),
+        };
+        let (last_run, abandoned_runs) = match outs.next().unwrap_or_default().first() {
+            Some(r) => (
+                get::<i64>(r, 0)?,
+                get::<Option<Vec<i64>>>(r, 1)?.unwrap_or_default(),
+            ),
+            None => (0, Vec::new()),
+        };
+        let steps = outs
+            .next()
+            .unwrap_or_default()
+            .iter()
+            .map(step_row)
+            .collect::<Result<_>>()?;
+        let open = outs
+            .next()
+            .unwrap_or_default()
+            .iter()
+            .map(open_attempt)
+            .collect::<Result<_>>()?;
+        let traces = outs
+            .next()
+            .unwrap_or_default()
+            .iter()
+            .map(|r| {
+                Ok((
+                    get::<i64>(r, 0)?,
+                    (get(r, 1)?, get(r, 2)?, get(r, 3)?, get(r, 4)?),
+                ))
+            })
+            .collect::<Result<_>>()?;
+        let uncounted = outs
+            .next()
+            .unwrap_or_default()
+            .iter()
+            .map(|r| Ok((get(r, 0)?, get(r, 1)?)))
+            .collect::<Result<_>>()?;
+        let events = outs
+            .next()
+            .unwrap_or_default()
+            .iter()
+            .map(event_row)
+            .collect::<Result<_>>()?;
+        let cancel_requested = match outs.next().unwrap_or_default().first() {
+            Some(r) => get(r, 0)?,
+            None => 0,
+        };
+        let fence = Fence {
+            instance: id.into(),
+            owner: owner.into(),
+            epoch,
+        };
+        Ok(Ok((
+            fence,
+            History {
+                instance,
+                steps,
+                open,
+                abandoned_runs,
+                last_run,
+                traces,
+                uncounted,
+                events,
+                cancel_requested,
+            },
+        )))
+    }
+
+    pub async fn renew(&self, fence: &Fence, ttl_ms: i64) -> Result<()> {
+        let now_ms = chrono::Utc::now().timestamp_millis();
+        let n = self
+            .exec(
+                "UPDATE instances SET lease_expires_ms=$3 WHERE id=$1 AND lease_epoch=$2",
+                &[&fence.instance, &fence.epoch, &(now_ms + ttl_ms)],
+            )
+            .await?;
+        if n == 1 {
+            return Ok(());
+        }
+        let rows = self
+            .query(
+                "SELECT lease_owner FROM instances WHERE id=$1",
+                &[&fence.instance],
+            )
+            .await?;
+        let holder = match rows.first() {
+            Some(r) => get(r, 0)?,
+            None => None,
+        };
+        Err(StoreError::Fenced {
+            id: fence.instance.clone(),
+            holder,
+        })
+    }
+
+    pub async fn release(&self, fence: &Fence) -> Result<()> {
+        self.pipeline(vec![
+            Op::Simple("BEGIN"),
+            Op::Exec(
+                "UPDATE instances SET lease_expires_ms=NULL WHERE id=$1 AND lease_epoch=$2",
+                vec![p(fence.instance.clone()), p(fence.epoch)],
+            ),
+            Op::Query(NOTIFY, vec![]),
+            Op::Simple("COMMIT"),
+        ])
+        .await?;
+        Ok(())
+    }
+
+    pub async fn mark_exported(&self, fence: &Fence, spans: &[SpanRow]) -> Result<()> {
+        let ops = spans
+            .iter()
+            .map(|s| {
+                Op::Exec(
+                    "UPDATE spans SET exported=true \
+                     WHERE instance_id=$1 AND run=$2 AND start_ns=$3 AND span_id=$4",
+                    vec![
+                        p(s.instance_id.clone()),
+                        p(s.run),
+                        p(s.start_ns),
+                        p(s.span_id.clone()),
+                    ],
+                )
+            })
+            .collect();
+        self.fenced(fence, false, ops).await
+    }
+
+    pub async fn ids_with_prefix(&self, prefix: &str) -> Result<Vec<String>> {
+        let rows = self
+            .query(
+                "SELECT id FROM instances WHERE starts_with(id, $1) ORDER BY id = $1 DESC, id LIMIT 6",
+                &[&prefix],
+            )
+            .await?;
+        rows.iter().map(|r| get(r, 0)).collect()
+    }
+
+    pub async fn latest_instance_id(&self) -> Result<Option<String>> {
+        let rows = self
+            .query(
+                "SELECT id FROM instances ORDER BY created_at DESC, seq DESC LIMIT 1",
+                &[],
+            )
+            .await?;
+        rows.first().map(|r| get(r, 0)).transpose()
+    }
+
+    pub async fn commit(&self, fence: &Fence, writes: &[Write]) -> Result<()> {
+        let ops = writes
+            .iter()
+            .map(|w| write_op(&fence.instance, w))
+            .collect();
+        self.fenced(fence, false, ops).await
+    }
+
+    pub async fn commit_unsynced(&self, fence: &Fence, writes: &[Write]) -> Result<()> {
+        let ops = writes
+            .iter()
+            .map(|w| write_op(&fence.instance, w))
+            .collect();
+        self.fenced(fence, true, ops).await
+    }
+
+    /// One transaction, one round trip: BEGIN, the fence, `ops`, COMMIT.
+    async fn fenced(&self, fence: &Fence, unsynced: bool, ops: Vec<Op>) -> Result<()> {
+        let mut all = Vec::with_capacity(ops.len() + 4);
+        all.push(Op::Simple("BEGIN"));
+        if unsynced {
+            all.push(Op::Simple("SET LOCAL synchronous_commit = off"));
+        }
+        all.push(Op::Query(
+            FENCE,
+            vec![p(fence.instance.clone()), p(fence.epoch)],
+        ));
+        all.extend(ops);
+        all.push(Op::Simple("COMMIT"));
+        match self.pipeline(all).await {
+            Err(StoreError::Fenced { holder, .. }) => Err(StoreError::Fenced {
+                id: fence.instance.clone(),
+                holder,
+            }),
+            other => other.map(|_| ()),
+        }
+    }
+}

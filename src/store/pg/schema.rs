@@ -1,0 +1,146 @@
+//! Versioned migrations of the PostgreSQL schema (`WF_PG_SCHEMA`). The table
+//! `migrations` holds one row per migration applied; they are applied on
+//! first use in one transaction under an advisory lock, so workers starting
+//! together never apply one twice. Never edit a migration that has shipped:
+//! append a new one.
+//!
+//! The tables mirror the SQLite ones (the same rows, the same meaning).
+//! Times are RFC 3339 text in UTC with millisecond precision, as on SQLite;
+//! the columns compared or sorted as text use the "C" collation, so that
+//! text order is time order whatever the database's locale.
+
+/// Every migration, in order. Index + 1 is the schema version it produces.
+pub const MIGRATIONS: &[&str] = &[
+    // 1: everything SQLite's migrations 1-7 built.
+    r#"
+    CREATE TABLE definitions (
+        hash      TEXT PRIMARY KEY,         -- sha256 of source, hex
+        source    TEXT NOT NULL,
+        step_ids  TEXT NOT NULL,            -- JSON list of step ids in file order
+        compiled  TEXT                      -- validated form, tagged with the wf version
+    );
+
+    CREATE TABLE instances (
+        id               TEXT COLLATE "C" PRIMARY KEY,
+        seq              BIGSERIAL,         -- creation order, for listings
+        workflow         TEXT NOT NULL,
+        status           TEXT NOT NULL,
+        definition_hash  TEXT NOT NULL REFERENCES definitions(hash),
+        workflow_path    TEXT NOT NULL,
+        base_dir         TEXT NOT NULL,
+        inputs           TEXT NOT NULL,     -- JSON object
+        state            TEXT NOT NULL,     -- JSON object, committed state
+        outputs          TEXT,              -- JSON object, set when the instance completes
+        error            TEXT,
+        wake_at          TEXT COLLATE "C",  -- sleeping: when the next timer is due
+        waiting_event    TEXT,              -- waiting: the event names awaited
+        cancel_requested BIGINT NOT NULL DEFAULT 0,
+        lease_owner      TEXT,              -- host:pid:nonce of the holder
+        lease_expires_ms BIGINT,            -- unix ms; a lease past this is dead
+        lease_epoch      BIGINT NOT NULL DEFAULT 0, -- the fencing token
+        created_at       TEXT COLLATE "C" NOT NULL,
+        updated_at       TEXT NOT NULL
+    );
+    CREATE INDEX instances_by_created ON instances(created_at, seq);
+    CREATE INDEX instances_by_status ON instances(status, wake_at);
+
+    CREATE TABLE runs (
+        instance_id     TEXT COLLATE "C" NOT NULL REFERENCES instances(id),
+        number          BIGINT NOT NULL,
+        outcome         TEXT,
+        started_at      TEXT NOT NULL,
+        finished_at     TEXT,
+        trace_id        TEXT,
+        span_id         TEXT,
+        parent_span_id  TEXT,
+        started_ns      BIGINT,
+        PRIMARY KEY (instance_id, number)
+    );
+
+    CREATE TABLE steps (
+        instance_id    TEXT COLLATE "C" NOT NULL REFERENCES instances(id),
+        key            TEXT COLLATE "C" NOT NULL,
+        step_id        TEXT NOT NULL,
+        status         TEXT NOT NULL,
+        attempts       BIGINT NOT NULL DEFAULT 0,
+        budget_base    BIGINT NOT NULL DEFAULT 0,
+        outcome        TEXT,
+        error_type     TEXT,
+        error_message  TEXT,
+        output         TEXT,
+        started_at     TEXT,
+        finished_at    TEXT,
+        retry_at       TEXT,
+        seq            BIGINT,
+        items          TEXT,
+        PRIMARY KEY (instance_id, key)
+    );
+
+    CREATE TABLE attempts (
+        instance_id    TEXT COLLATE "C" NOT NULL REFERENCES instances(id),
+        step_key       TEXT COLLATE "C" NOT NULL,
+        attempt        BIGINT NOT NULL,
+        run            BIGINT NOT NULL,
+        outcome        TEXT,
+        error_type     TEXT,
+        error_message  TEXT,
+        exit_code      BIGINT,
+        started_at     TEXT COLLATE "C" NOT NULL,
+        finished_at    TEXT,
+        stdout         BYTEA,
+        stderr         BYTEA,
+        span_id        TEXT,
+        started_ns     BIGINT,
+        proc_host      TEXT,
+        proc_pgid      BIGINT,
+        proc_start     BIGINT,
+        PRIMARY KEY (instance_id, step_key, attempt)
+    );
+
+    CREATE TABLE events (
+        id           BIGSERIAL PRIMARY KEY,
+        instance_id  TEXT COLLATE "C" NOT NULL REFERENCES instances(id),
+        name         TEXT NOT NULL,
+        payload      TEXT NOT NULL,
+        traceparent  TEXT,
+        received_at  TEXT NOT NULL,
+        consumed_by  TEXT
+    );
+    CREATE INDEX events_by_instance ON events(instance_id, name, consumed_by);
+
+    CREATE TABLE spans (
+        trace_id        TEXT NOT NULL,
+        span_id         TEXT COLLATE "C" NOT NULL,
+        parent_span_id  TEXT,
+        instance_id     TEXT COLLATE "C" NOT NULL REFERENCES instances(id),
+        run             BIGINT NOT NULL,
+        name            TEXT NOT NULL,
+        kind            TEXT NOT NULL DEFAULT 'internal',
+        start_ns        BIGINT NOT NULL,
+        end_ns          BIGINT NOT NULL,
+        status          TEXT NOT NULL DEFAULT 'unset',
+        status_message  TEXT,
+        attributes      TEXT NOT NULL DEFAULT '{}',
+        links           TEXT NOT NULL DEFAULT '[]',
+        exported        BOOLEAN NOT NULL DEFAULT false
+    );
+    CREATE INDEX spans_by_instance ON spans(instance_id, run, start_ns);
+
+    -- The fence: first in every transaction of a runner. It locks the
+    -- instance's row until the transaction ends (a takeover waits for it),
+    -- and aborts the transaction unless the runner's epoch is current,
+    -- naming the holder in the message.
+    CREATE FUNCTION check_fence(p_id TEXT, p_epoch BIGINT) RETURNS BIGINT
+    LANGUAGE plpgsql AS $$
+    DECLARE
+        e BIGINT;
+        h TEXT;
+    BEGIN
+        SELECT lease_epoch, lease_owner INTO e, h FROM instances WHERE id = p_id FOR UPDATE;
+        IF e IS DISTINCT FROM p_epoch THEN
+            RAISE EXCEPTION USING ERRCODE = 'WF001', MESSAGE = COALESCE(h, '');
+        END IF;
+        RETURN e;
+    END $$;
+    "#,
+];

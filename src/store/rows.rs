@@ -1,0 +1,227 @@
+//! The rows of wf's history as the engine and the commands see them, the
+//! same whichever backend stores them.
+
+use serde_json::Value;
+
+/// Current time as stored everywhere: RFC 3339, UTC, millisecond precision.
+pub fn now() -> String {
+    fmt_time(chrono::Utc::now())
+}
+
+pub fn fmt_time(t: chrono::DateTime<chrono::Utc>) -> String {
+    t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+}
+
+pub fn parse_time(s: &str) -> Option<chrono::DateTime<chrono::Utc>> {
+    chrono::DateTime::parse_from_rfc3339(s)
+        .ok()
+        .map(|t| t.with_timezone(&chrono::Utc))
+}
+
+#[derive(Debug, Clone)]
+pub struct InstanceRow {
+    pub id: String,
+    pub workflow: String,
+    pub status: String,
+    pub definition: String,
+    pub definition_hash: String,
+    pub workflow_path: String,
+    pub base_dir: String,
+    pub inputs: Value,
+    pub state: Value,
+    pub error: Option<String>,
+    pub wake_at: Option<String>,
+    pub waiting_event: Option<String>,
+    pub lease_owner: Option<String>,
+    pub lease_expires_ms: Option<i64>,
+    pub created_at: String,
+    pub updated_at: String,
+}
+
+/// Which instances a listing shows.
+#[derive(Debug, Clone, Default)]
+pub struct ListFilter {
+    pub status: Option<String>,
+    pub workflow: Option<String>,
+    /// Created at or after this time (RFC 3339).
+    pub since: Option<String>,
+    pub limit: Option<usize>,
+}
+
+/// A delivered event no step has taken yet.
+#[derive(Debug, Clone)]
+pub struct EventRow {
+    pub id: i64,
+    pub name: String,
+    pub payload: String,
+    pub traceparent: Option<String>,
+}
+
+/// What a runner that just took an instance over needs to know of it.
+#[derive(Debug)]
+pub struct History {
+    pub instance: InstanceRow,
+    pub steps: Vec<StepRow>,
+    pub open: Vec<OpenAttempt>,
+    /// Numbers of the runs left without an outcome.
+    pub abandoned_runs: Vec<i64>,
+    /// The highest run number so far (0 before the first run).
+    pub last_run: i64,
+    pub traces: std::collections::BTreeMap<i64, RunTrace>,
+    pub uncounted: Vec<(String, i64)>,
+    pub events: Vec<EventRow>,
+    /// 0: none; 1: cancel; 2: terminate (see `cancel_requested`).
+    pub cancel_requested: i64,
+}
+
+/// A runner's claim on an instance: the epoch its lease was taken with. Every
+/// write of that runner checks it first ([`check_fence`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Fence {
+    pub instance: String,
+    pub owner: String,
+    pub epoch: i64,
+}
+
+#[derive(Debug, Clone)]
+pub struct RunRow {
+    pub number: i64,
+    pub outcome: Option<String>,
+    pub started_at: String,
+    pub finished_at: Option<String>,
+}
+
+#[derive(Debug, Clone)]
+pub struct StepRow {
+    pub key: String,
+    pub step_id: String,
+    pub status: String,
+    pub attempts: i64,
+    pub budget_base: i64,
+    pub outcome: Option<String>,
+    pub error_type: Option<String>,
+    pub error_message: Option<String>,
+    pub output: Value,
+    pub started_at: Option<String>,
+    pub finished_at: Option<String>,
+    pub retry_at: Option<String>,
+    pub seq: Option<i64>,
+    /// For a `for_each` step: the list it fans out over, fixed when it started.
+    pub items: Value,
+}
+
+impl StepRow {
+    /// A step (or item, or compensation) that has not started.
+    pub fn pending(key: &str, step_id: &str) -> StepRow {
+        StepRow {
+            key: key.into(),
+            step_id: step_id.into(),
+            status: "pending".into(),
+            attempts: 0,
+            budget_base: 0,
+            outcome: None,
+            error_type: None,
+            error_message: None,
+            output: Value::Null,
+            started_at: None,
+            finished_at: None,
+            retry_at: None,
+            seq: None,
+            items: Value::Null,
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct AttemptRow {
+    pub step_key: String,
+    pub attempt: i64,
+    pub run: i64,
+    pub outcome: Option<String>,
+    pub error_type: Option<String>,
+    pub error_message: Option<String>,
+    pub exit_code: Option<i64>,
+    pub started_at: String,
+    pub finished_at: Option<String>,
+}
+
+/// An attempt about to start: which, in which run, and its span.
+pub struct NewAttempt<'a> {
+    pub key: &'a str,
+    pub attempt: i64,
+    pub run: i64,
+    pub started_at: &'a str,
+    pub span_id: &'a str,
+    pub started_ns: i64,
+}
+
+/// The end of an attempt, as recorded.
+#[derive(Debug, Clone, Default)]
+pub struct AttemptEnd {
+    pub outcome: String,
+    pub error_type: Option<String>,
+    pub error_message: Option<String>,
+    pub exit_code: Option<i64>,
+    pub finished_at: String,
+    pub stdout: Vec<u8>,
+    pub stderr: Vec<u8>,
+}
+
+/// Where an attempt's processes run: what identifies its process group.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProcessTag {
+    /// `hostname/boot id` of the machine.
+    pub host: String,
+    /// The group's id, which is its leader's pid.
+    pub pgid: i64,
+    /// The leader's start time (clock ticks after boot).
+    pub start: i64,
+}
+
+/// An attempt with no outcome: its runner died or lost the instance.
+#[derive(Debug, Clone)]
+pub struct OpenAttempt {
+    pub key: String,
+    pub attempt: i64,
+    pub run: i64,
+    /// Its span's id and start, when it has a span.
+    pub span: Option<(String, i64)>,
+    pub process: Option<ProcessTag>,
+}
+
+/// An attempt's number with its captured stdout and stderr.
+pub type AttemptLogs = (i64, Vec<u8>, Vec<u8>);
+
+/// A finished span, as stored. Ids are lowercase hex (32 and 16 digits).
+#[derive(Debug, Clone, PartialEq)]
+pub struct SpanRow {
+    pub trace_id: String,
+    pub span_id: String,
+    pub parent_span_id: Option<String>,
+    pub instance_id: String,
+    pub run: i64,
+    pub name: String,
+    /// `internal` or `client`.
+    pub kind: String,
+    pub start_ns: i64,
+    pub end_ns: i64,
+    /// `unset`, `ok` or `error`.
+    pub status: String,
+    pub status_message: Option<String>,
+    /// JSON object of attribute name -> string, number or bool.
+    pub attributes: Value,
+    /// JSON array of `{trace_id, span_id, attributes}`.
+    pub links: Value,
+}
+
+/// A run's trace identity: (trace_id, root span_id, parent_span_id, started_ns).
+pub type RunTrace = (String, String, Option<String>, i64);
+
+/// An instance a worker may have to drive, with its lease.
+#[derive(Debug, Clone)]
+pub struct DueInstance {
+    pub id: String,
+    pub status: String,
+    pub lease_owner: Option<String>,
+    pub lease_expires_ms: Option<i64>,
+}

@@ -1,0 +1,444 @@
+//! The SQLite backend: the history in one file beside the user's work.
+//! Short IMMEDIATE transactions, so a step's output, its state patch and its
+//! outcome land together or not at all (`records` holds the statements).
+//!
+//! PRAGMAs, set on every connection:
+//! - `journal_mode=WAL`: readers (`wf inspect`, `wf list`) never block the
+//!   writer, and a commit is one append to the WAL.
+//! - `synchronous=FULL` (default) fsyncs the WAL on every commit, so a
+//!   completed step survives a power loss; `WF_DURABILITY=normal` selects
+//!   `synchronous=NORMAL` (survives a process crash, not a power loss).
+//! - `busy_timeout=10000`: a second process waits for the write lock instead
+//!   of failing at once (leases, not locks, keep two runners apart).
+//!   `WF_BUSY_TIMEOUT_MS` overrides the 10 s (the tests use it so that a
+//!   locked database fails fast).
+//! - `foreign_keys=ON`: rows always belong to an instance.
+
+mod records;
+mod schema;
+mod write;
+
+use super::rows::*;
+use super::{Result, StoreError};
+use records::check_fence;
+use rusqlite::{Connection, OpenFlags, OptionalExtension, TransactionBehavior};
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+
+/// Not `From<rusqlite::Error>`-as-source: the one-line message would repeat
+/// the SQLite error (`…: database is locked: Error code 5: …`).
+impl From<rusqlite::Error> for StoreError {
+    fn from(e: rusqlite::Error) -> Self {
+        StoreError::Sql(sqlite_reason(&e))
+    }
+}
+
+fn sqlite_reason(e: &rusqlite::Error) -> String {
+    match e {
+        rusqlite::Error::SqliteFailure(f, Some(msg)) => format!("{msg} ({:?})", f.code),
+        other => other.to_string(),
+    }
+}
+
+/// How hard commits try to reach the disk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Durability {
+    Full,
+    Normal,
+}
+
+impl Durability {
+    fn pragma(self) -> &'static str {
+        match self {
+            Durability::Full => "FULL",
+            Durability::Normal => "NORMAL",
+        }
+    }
+
+    pub fn from_env() -> Durability {
+        match std::env::var("WF_DURABILITY").ok().as_deref() {
+            Some("normal") => Durability::Normal,
+            _ => Durability::Full,
+        }
+    }
+}
+
+pub struct SqliteStore {
+    conn: Connection,
+    path: PathBuf,
+    durability: Durability,
+}
+
+impl SqliteStore {
+    /// Opens (creating if needed, mode 0600) the database at `path` and brings
+    /// its schema up to date.
+    pub fn open(path: &Path) -> Result<SqliteStore> {
+        let err = |reason: String| StoreError::Open {
+            path: path.display().to_string(),
+            reason,
+        };
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).map_err(|e| {
+                // EEXIST/ENOTDIR here: a file stands where a folder should be.
+                let reason = match e.kind() {
+                    std::io::ErrorKind::AlreadyExists | std::io::ErrorKind::NotADirectory => {
+                        "a file (not a folder) is in the way".to_string()
+                    }
+                    _ => crate::workflow::io_reason(&e),
+                };
+                err(format!("cannot create folder {}: {reason}", dir.display()))
+            })?;
+        }
+        if path.is_dir() {
+            return Err(err("is a directory, not a database file".into()));
+        }
+        if !path.exists() {
+            use std::os::unix::fs::OpenOptionsExt;
+            std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .open(path)
+                // Another process may have created it a moment ago: fine.
+                .or_else(|e| {
+                    if e.kind() == std::io::ErrorKind::AlreadyExists {
+                        std::fs::File::open(path)
+                    } else {
+                        Err(e)
+                    }
+                })
+                .map_err(|e| err(format!("cannot create: {}", crate::workflow::io_reason(&e))))?;
+        }
+        let conn = Connection::open_with_flags(
+            path,
+            OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )
+        .map_err(|e| err(sqlite_reason(&e)))?;
+        let mut store = SqliteStore {
+            conn,
+            path: path.to_path_buf(),
+            durability: Durability::from_env(),
+        };
+        store.configure(store.durability).map_err(|e| {
+            err(match e {
+                StoreError::Sql(s) => s,
+                other => other.to_string(),
+            })
+        })?;
+        store.migrate()?;
+        Ok(store)
+    }
+
+    fn configure(&mut self, durability: Durability) -> Result<()> {
+        let busy_ms = std::env::var("WF_BUSY_TIMEOUT_MS")
+            .ok()
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .unwrap_or(10_000)
+            .min(i32::MAX as u64); // rusqlite panics above i32::MAX ms
+        self.conn
+            .busy_timeout(std::time::Duration::from_millis(busy_ms))?;
+        // The engine cycles through a few dozen statements per step.
+        self.conn.set_prepared_statement_cache_capacity(64);
+        // Switching a new database to WAL needs it to itself for a moment: a
+        // second process opening it at the same instant (a `wf inspect` beside
+        // the `wf run` that creates it) makes the switch report the old mode,
+        // or fail busy, without waiting. Try again until the busy timeout.
+        let until = std::time::Instant::now() + std::time::Duration::from_millis(busy_ms);
+        loop {
+            let mode = self
+                .conn
+                .query_row("PRAGMA journal_mode=WAL", [], |r| r.get::<_, String>(0));
+            match mode {
+                Ok(m) if m.eq_ignore_ascii_case("wal") => break,
+                Ok(_) | Err(rusqlite::Error::SqliteFailure(_, _))
+                    if std::time::Instant::now() < until =>
+                {
+                    std::thread::sleep(std::time::Duration::from_millis(5));
+                }
+                Ok(m) => {
+                    return Err(StoreError::Corrupt(format!(
+                        "could not enable WAL (journal_mode={m})"
+                    )));
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+        self.conn.execute_batch(&format!(
+            "PRAGMA synchronous={}; PRAGMA foreign_keys=ON;",
+            durability.pragma()
+        ))?;
+        Ok(())
+    }
+
+    fn migrate(&mut self) -> Result<()> {
+        let known = schema::MIGRATIONS.len() as i64;
+        let version: i64 = self
+            .conn
+            .query_row("PRAGMA user_version", [], |r| r.get(0))?;
+        if version > known {
+            return Err(StoreError::TooNew {
+                path: self.path.display().to_string(),
+                found: version,
+                known,
+            });
+        }
+        for (i, sql) in schema::MIGRATIONS.iter().enumerate().skip(version as usize) {
+            let tx = self
+                .conn
+                .transaction_with_behavior(TransactionBehavior::Exclusive)?;
+            // Another process may have migrated while we waited for the lock.
+            let now: i64 = tx.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+            if now > i as i64 {
+                continue;
+            }
+            tx.execute_batch(sql)?;
+            tx.execute_batch(&format!("PRAGMA user_version={}", i + 1))?;
+            tx.commit()?;
+        }
+        Ok(())
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The folder (`<database>.live`) where running attempts copy their
+    /// output as it comes, masked, for `wf logs --follow`; made (mode 0700)
+    /// when an attempt needs it, removed when empty.
+    pub fn live_dir(&self) -> PathBuf {
+        PathBuf::from(format!("{}.live", self.path.display()))
+    }
+
+    /// Starts an IMMEDIATE write transaction (takes the write lock up front, so
+    /// it never fails half-way with SQLITE_BUSY on upgrade).
+    fn write(&mut self) -> Result<rusqlite::Transaction<'_>> {
+        Ok(self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)?)
+    }
+
+    /// A runner's write transaction: IMMEDIATE, then the check that `fence`
+    /// still holds the instance (refused with [`StoreError::Fenced`] if not).
+    fn fenced(&mut self, fence: &Fence) -> Result<rusqlite::Transaction<'_>> {
+        let tx = self.write()?;
+        check_fence(&tx, fence)?;
+        Ok(tx)
+    }
+
+    /// Runs `f` in a fenced transaction whose commit is not fsynced
+    /// (`synchronous=OFF` for this one commit). For what must survive a crash
+    /// of wf but not of the machine: the commit reaches the operating system
+    /// before this returns, and the next durable commit flushes it with the
+    /// rest of the WAL. (A process group, say, does not outlive a power loss.)
+    fn fenced_unsynced<T>(
+        &mut self,
+        fence: &Fence,
+        f: impl FnOnce(&Connection) -> Result<T>,
+    ) -> Result<T> {
+        self.conn.execute_batch("PRAGMA synchronous=OFF")?;
+        let result = self.fenced(fence).and_then(|tx| {
+            let out = f(&tx)?;
+            tx.commit()?;
+            Ok(out)
+        });
+        let restored = self
+            .conn
+            .execute_batch(&format!("PRAGMA synchronous={}", self.durability.pragma()));
+        let out = result?;
+        restored?;
+        Ok(out)
+    }
+
+    // ---- the engine-level interface: every operation of wf on its history ----
+
+    pub fn instance(&self, id: &str) -> Result<InstanceRow> {
+        records::instance(&self.conn, id)
+    }
+
+    /// Instances, newest first, as `filter` says.
+    pub fn list_instances(&self, filter: &ListFilter) -> Result<Vec<InstanceRow>> {
+        records::list_instances(&self.conn, filter)
+    }
+
+    pub fn runs(&self, id: &str) -> Result<Vec<RunRow>> {
+        records::runs(&self.conn, id)
+    }
+
+    pub fn steps(&self, id: &str) -> Result<Vec<StepRow>> {
+        records::steps(&self.conn, id)
+    }
+
+    pub fn attempts(&self, id: &str) -> Result<Vec<AttemptRow>> {
+        records::attempts(&self.conn, id)
+    }
+
+    /// The logs of one attempt of `key` (the last when `attempt` is None).
+    pub fn attempt_logs(
+        &self,
+        id: &str,
+        key: &str,
+        attempt: Option<i64>,
+    ) -> Result<Option<AttemptLogs>> {
+        records::attempt_logs(&self.conn, id, key, attempt)
+    }
+
+    pub fn definition_step_ids(&self, hash: &str) -> Result<Option<Vec<String>>> {
+        records::definition_step_ids(&self.conn, hash)
+    }
+
+    pub fn definition_compiled(&self, hash: &str) -> Result<Option<String>> {
+        records::definition_compiled(&self.conn, hash)
+    }
+
+    pub fn spans(&self, id: &str) -> Result<Vec<SpanRow>> {
+        records::spans(&self.conn, id)
+    }
+
+    /// Feeds every span of an instance to `f`, in order, without holding them all.
+    pub fn each_span<E: From<StoreError>>(
+        &self,
+        id: &str,
+        f: impl FnMut(SpanRow) -> std::result::Result<(), E>,
+    ) -> std::result::Result<(), E> {
+        records::each_span(&self.conn, id, f)
+    }
+
+    pub fn run_trace(&self, id: &str, run: i64) -> Result<Option<RunTrace>> {
+        records::run_trace(&self.conn, id, run)
+    }
+
+    /// Up to `limit` spans not sent live yet, after `after`.
+    pub fn unexported_spans(
+        &self,
+        id: &str,
+        after: Option<&SpanRow>,
+        limit: usize,
+    ) -> Result<Vec<SpanRow>> {
+        records::unexported_spans(&self.conn, id, after, limit)
+    }
+
+    /// The result of a completed instance (`outputs:`), if it has one.
+    pub fn outputs(&self, id: &str) -> Result<Option<Value>> {
+        records::outputs(&self.conn, id)
+    }
+
+    /// 0: no cancel asked; 1: cancel; 2: terminate (no compensations).
+    pub fn cancel_requested(&self, id: &str) -> Result<i64> {
+        records::cancel_requested(&self.conn, id)
+    }
+
+    /// Events delivered and not taken, after event `after`.
+    pub fn events_after(&self, id: &str, after: i64) -> Result<Vec<EventRow>> {
+        records::events_after(&self.conn, id, after)
+    }
+
+    /// Instances a worker should look at now, oldest first: sleeping ones
+    /// whose timer is due, waiting ones whose event arrived or timed out, and
+    /// running ones (whose holder may be gone).
+    pub fn due_instances(&self) -> Result<Vec<DueInstance>> {
+        records::due_instances(&self.conn)
+    }
+
+    /// Pins a new instance; false (nothing written) when the id is taken.
+    pub fn create_instance(
+        &mut self,
+        row: &InstanceRow,
+        step_ids: &[&str],
+        compiled: Option<&str>,
+    ) -> Result<bool> {
+        let tx = self.write()?;
+        if records::instance(&tx, &row.id).is_ok() {
+            return Ok(false);
+        }
+        records::insert_instance(&tx, row, step_ids, compiled)?;
+        tx.commit()?;
+        Ok(true)
+    }
+
+    /// Asks whatever process drives the instance to cancel it.
+    pub fn request_cancel(&mut self, id: &str, terminate: bool) -> Result<()> {
+        let tx = self.write()?;
+        records::request_cancel(&tx, id, terminate)?;
+        tx.commit()?;
+        Ok(())
+    }
+
+    /// Delivers an event (`wake`: the instance waits for it, make it due).
+    pub fn deliver_event(
+        &mut self,
+        id: &str,
+        name: &str,
+        payload: &Value,
+        traceparent: Option<&str>,
+        wake: bool,
+    ) -> Result<()> {
+        let tx = self.write()?;
+        records::insert_event(&tx, id, name, payload, traceparent, wake)?;
+        tx.commit()?;
+        Ok(())
+    }
+
+    /// Claims the instance for `owner` (raising its epoch) unless a live
+    /// holder has it (`Err(holder)`), and reads its history, in one transaction.
+    pub fn take_over(
+        &mut self,
+        id: &str,
+        owner: &str,
+        ttl_ms: i64,
+        holder_alive: impl Fn(&str) -> bool,
+    ) -> Result<std::result::Result<(Fence, History), String>> {
+        let tx = self.write()?;
+        let fence = match records::acquire_lease(&tx, id, owner, ttl_ms, holder_alive)? {
+            Ok(fence) => fence,
+            Err(holder) => return Ok(Err(holder)),
+        };
+        let history = records::history(&tx, id)?;
+        tx.commit()?;
+        Ok(Ok((fence, history)))
+    }
+
+    /// Extends the lease; `Fenced` once another process took the instance.
+    pub fn renew(&self, fence: &Fence, ttl_ms: i64) -> Result<()> {
+        records::renew_lease(&self.conn, fence, ttl_ms)
+    }
+
+    /// Gives the instance up (if the fence still holds it).
+    pub fn release(&mut self, fence: &Fence) -> Result<()> {
+        let tx = self.write()?;
+        records::release_lease(&tx, fence)?;
+        tx.commit()?;
+        Ok(())
+    }
+
+    /// Marks spans sent live, under the fence.
+    pub fn mark_exported(&mut self, fence: &Fence, spans: &[SpanRow]) -> Result<()> {
+        let tx = self.fenced(fence)?;
+        records::mark_exported(&tx, spans)?;
+        tx.commit()?;
+        Ok(())
+    }
+
+    /// Up to 6 ids that start with `prefix`, the exact match (if any) first.
+    pub fn ids_with_prefix(&self, prefix: &str) -> Result<Vec<String>> {
+        let mut stmt = self.conn.prepare_cached(
+            "SELECT id FROM instances WHERE substr(id, 1, length(?1)) = ?1 \
+             ORDER BY id = ?1 DESC, id LIMIT 6",
+        )?;
+        let matches: Vec<String> = stmt
+            .query_map([prefix], |r| r.get(0))?
+            .collect::<Result<_, _>>()?;
+        Ok(matches)
+    }
+
+    /// The most recently created instance, if any.
+    pub fn latest_instance_id(&self) -> Result<Option<String>> {
+        Ok(self
+            .conn
+            .query_row(
+                "SELECT id FROM instances ORDER BY created_at DESC, rowid DESC LIMIT 1",
+                [],
+                |r| r.get(0),
+            )
+            .optional()?)
+    }
+}

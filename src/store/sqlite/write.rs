@@ -1,0 +1,80 @@
+//! Applies a batch of [`Write`]s to SQLite in one transaction.
+
+use super::SqliteStore;
+use super::records::*;
+use crate::store::rows::*;
+use crate::store::{Fence, Result, Write};
+use rusqlite::Connection;
+
+fn apply(c: &Connection, id: &str, w: &Write) -> Result<()> {
+    match w {
+        Write::StartAttempt {
+            key,
+            attempt,
+            run,
+            started_at,
+            span_id,
+            started_ns,
+        } => insert_attempt(
+            c,
+            id,
+            &NewAttempt {
+                key,
+                attempt: *attempt,
+                run: *run,
+                started_at,
+                span_id,
+                started_ns: *started_ns,
+            },
+        ),
+        Write::EndAttempt { key, attempt, end } => finish_attempt(c, id, key, *attempt, end),
+        Write::AttemptProcess { key, attempt, tag } => {
+            set_attempt_process(c, id, key, *attempt, tag)
+        }
+        Write::Step(row) => put_step(c, id, row),
+        Write::State(state) => set_state(c, id, state),
+        Write::Span(span) => insert_span(c, span),
+        Write::TakeEvent { event, key } => take_event(c, *event, key),
+        Write::Status {
+            status,
+            wake_at,
+            waiting_event,
+            error,
+        } => set_instance_status(
+            c,
+            id,
+            status,
+            wake_at.as_deref(),
+            waiting_event.as_deref(),
+            error.as_deref(),
+        ),
+        Write::CloseAbandonedRuns => close_abandoned_runs(c, id),
+        Write::Outputs(v) => set_outputs(c, id, v),
+        Write::StartRun { run, trace } => start_run(c, id, *run, trace),
+        Write::FinishRun { run, outcome } => finish_run(c, id, *run, outcome),
+    }
+}
+
+impl SqliteStore {
+    /// Applies `writes` in one transaction, refused (nothing applied) unless
+    /// `fence` still holds the instance.
+    pub fn commit(&mut self, fence: &Fence, writes: &[Write]) -> Result<()> {
+        let tx = self.fenced(fence)?;
+        for w in writes {
+            apply(&tx, &fence.instance, w)?;
+        }
+        tx.commit()?;
+        Ok(())
+    }
+
+    /// [`Store::commit`] without waiting for the disk (see
+    /// [`Store::fenced_unsynced`]): for what need not outlive the machine.
+    pub fn commit_unsynced(&mut self, fence: &Fence, writes: &[Write]) -> Result<()> {
+        self.fenced_unsynced(fence, |c| {
+            for w in writes {
+                apply(c, &fence.instance, w)?;
+            }
+            Ok(())
+        })
+    }
+}
