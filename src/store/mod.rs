@@ -58,14 +58,14 @@ pub type Result<T, E = StoreError> = std::result::Result<T, E>;
 #[derive(Debug, Clone)]
 pub enum Location {
     Sqlite(PathBuf),
-    Postgres(PgTarget),
+    Postgres(Box<PgTarget>),
 }
 
 impl Location {
     /// `--db`/`WF_DB`: a `postgres://` or `postgresql://` URL, else a path.
     pub fn parse(text: &std::ffi::OsStr) -> Result<Location> {
         match text.to_str() {
-            Some(t) if PgTarget::is_url(t) => Ok(Location::Postgres(PgTarget::parse(t)?)),
+            Some(t) if PgTarget::is_url(t) => Ok(Location::Postgres(Box::new(PgTarget::parse(t)?))),
             _ => Ok(Location::Sqlite(PathBuf::from(text))),
         }
     }
@@ -92,7 +92,7 @@ impl Location {
 /// The history, in one of the backends.
 pub enum Store {
     Sqlite(sqlite::SqliteStore),
-    Postgres(pg::PgStore),
+    Postgres(Box<pg::PgStore>),
 }
 
 /// Calls the same method on whichever backend, awaiting PostgreSQL's.
@@ -110,14 +110,16 @@ impl Store {
     pub async fn open(location: &Location) -> Result<Store> {
         Ok(match location {
             Location::Sqlite(path) => Store::Sqlite(sqlite::SqliteStore::open(path)?),
-            Location::Postgres(target) => Store::Postgres(pg::PgStore::open(target).await?),
+            Location::Postgres(target) => {
+                Store::Postgres(Box::new(pg::PgStore::open(target).await?))
+            }
         })
     }
 
     pub fn location(&self) -> Location {
         match self {
             Store::Sqlite(s) => Location::Sqlite(s.path().to_path_buf()),
-            Store::Postgres(p) => Location::Postgres(p.target().clone()),
+            Store::Postgres(p) => Location::Postgres(Box::new(p.target().clone())),
         }
     }
 

@@ -378,7 +378,10 @@ fn random_sigkills_of_a_fifty_step_fan_out_never_break_the_guarantees() {
     }
     eprintln!("chaos: {crashed_total} crashed attempts in all");
     assert!(landed >= 1, "no kill hit a running wf");
-    assert_eq!(integrity_check(&t.db), "ok");
+    if !t.on_pg() {
+        // (PostgreSQL checks its own pages.)
+        assert_eq!(integrity_check(&t.db), "ok");
+    }
     let list = t.wf(&["list", "--json"]).code(0).json();
     assert!(
         list.as_array().is_some_and(

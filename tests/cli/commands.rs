@@ -594,6 +594,9 @@ fn run_and_list(t: &Test, run: Command, list: Command) {
 #[test]
 fn the_database_is_created_with_mode_0600() {
     let t = Test::new();
+    if t.sqlite_only("the permissions of the database file") {
+        return;
+    }
     run_ok(&t, "orders.yaml", ORDERS, &[], 0);
     assert_private(&t.db);
     // Whatever side files SQLite leaves behind hold data too.
@@ -610,6 +613,9 @@ fn the_database_is_created_with_mode_0600() {
 #[test]
 fn a_read_command_on_a_missing_database_says_so_and_creates_nothing() {
     let t = Test::new();
+    if t.sqlite_only("a database file that does not exist; see pg::") {
+        return;
+    }
     for args in [
         vec!["list"],
         vec!["list", "--json"],
@@ -642,7 +648,7 @@ fn a_read_command_on_a_missing_database_says_so_and_creates_nothing() {
 /// would: a command that writes (here a cancel of an id that matches nothing).
 pub fn empty_database(t: &Test) {
     t.wf(&["cancel", "nothing-here"]).code(2);
-    assert!(t.db.exists());
+    assert!(t.on_pg() || t.db.exists());
 }
 
 #[test]
@@ -763,7 +769,7 @@ fn run_json_of_a_definition_error() {
     ran.code(2);
     assert_eq!(ran.stdout, "", "no instance, so no JSON");
     assert!(ran.stderr.starts_with("error: "), "{}", ran.stderr);
-    assert!(!t.db.exists());
+    assert!(!t.database_written());
 }
 
 #[test]
@@ -812,7 +818,7 @@ fn run_with_an_invalid_id_is_refused() {
         ran.code(2);
         assert_eq!(ran.stderr.lines().count(), 1, "{}", ran.stderr);
     }
-    if t.db.exists() {
+    if t.on_pg() || t.db.exists() {
         assert_eq!(t.wf(&["list", "--json"]).code(0).json(), json!([]));
     }
 }
@@ -1104,11 +1110,7 @@ fn json_on_every_command_that_prints_data() {
 /// its output with line ends normalised.
 fn on_an_80_column_terminal(t: &Test, args: &[&str]) -> String {
     let wf = assert_cmd::cargo::cargo_bin("wf");
-    let mut command = format!(
-        "stty cols 80 rows 60; exec {} --db {}",
-        wf.display(),
-        t.db.display()
-    );
+    let mut command = format!("stty cols 80 rows 60; exec {}", t.shell_wf(&wf));
     for a in args {
         command.push(' ');
         command.push_str(a);
@@ -1286,10 +1288,7 @@ fn ctrl_c_on_a_terminal_leaves_no_progress_display_behind() {
         "name: long\nsteps:\n  - id: first\n    run: 'true'\n  - id: slow-step\n    run: touch started; sleep 30\n",
     );
     let wf = assert_cmd::cargo::cargo_bin("wf");
-    let Some(term) = Tmux::start(
-        &t,
-        &format!("{} --db {} run long.yaml", wf.display(), t.db.display()),
-    ) else {
+    let Some(term) = Tmux::start(&t, &format!("{} run long.yaml", t.shell_wf(&wf))) else {
         return;
     };
     // The live display: a counter of done steps, a line for the running one.

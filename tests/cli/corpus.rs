@@ -731,6 +731,9 @@ fn check_broken_db(t: &Test, what: &str, needle: &str, failures: &mut Vec<String
 
 #[test]
 fn a_corrupt_database_gives_one_line_and_is_left_as_it_was() {
+    if crate::sqlite_only("the bytes of a database file") {
+        return;
+    }
     let fx = Fixture::new();
     let good = db_bytes(&fx);
     assert!(good.len() >= 8192 && good.starts_with(b"SQLite format 3\0"));
@@ -777,6 +780,9 @@ fn a_corrupt_database_gives_one_line_and_is_left_as_it_was() {
 
 #[test]
 fn a_database_from_a_newer_wf_is_refused_and_left_as_it_was() {
+    if crate::sqlite_only("PRAGMA user_version; see pg::") {
+        return;
+    }
     let fx = Fixture::new();
     let t = with_db(&db_bytes(&fx));
     let out = Command::new("python3")
@@ -799,6 +805,9 @@ fn a_database_from_a_newer_wf_is_refused_and_left_as_it_was() {
 
 #[test]
 fn a_database_path_that_cannot_be_a_database_gives_one_line() {
+    if crate::sqlite_only("a file path") {
+        return;
+    }
     let fx = Fixture::new();
     let mut failures = Vec::new();
 
@@ -839,6 +848,9 @@ fn a_database_path_that_cannot_be_a_database_gives_one_line() {
 
 #[test]
 fn a_pinned_definition_that_no_longer_parses_gives_one_line_and_changes_nothing() {
+    if crate::sqlite_only("the bytes of a database file") {
+        return;
+    }
     // As after an upgrade that tightened the workflow grammar: the instance's
     // pinned text is no longer a valid workflow.
     let fx = Fixture::new();
@@ -957,6 +969,9 @@ impl Drop for Locker {
 
 #[test]
 fn a_locked_database_gives_one_line_after_the_busy_timeout_and_changes_nothing() {
+    if crate::sqlite_only("the lock on a SQLite file") {
+        return;
+    }
     let fx = Fixture::new();
     let mut failures = Vec::new();
     let writers: &[&[&str]] = &[

@@ -40,7 +40,7 @@ fn assert_no_database(t: &Test) {
         .filter(|n| n.starts_with("wf.db"))
         .collect();
     assert!(
-        written.is_empty() && !t.db.exists(),
+        written.is_empty() && !t.database_written(),
         "a rejected workflow wrote the database: {written:?}"
     );
 }

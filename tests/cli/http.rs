@@ -1403,8 +1403,34 @@ const SECRET_FORMS: [&str; 3] = [
     "sekr1t%2bTok3n%2f9f3%3dKzQ",
 ];
 
-/// Every byte `wf` stored: the database and its WAL and shm files.
+/// Every byte `wf` stored: the database and its WAL and shm files (on
+/// PostgreSQL: a dump of the test's schema, every row of every table).
 pub(crate) fn database_bytes(t: &Test) -> Vec<(String, Vec<u8>)> {
+    if let Some((url, schema)) = &t.pg {
+        let exists = t.psql(&format!(
+            "SELECT count(*) FROM pg_namespace WHERE nspname = '{schema}'"
+        ));
+        if exists == "0" {
+            return Vec::new();
+        }
+        let bin = std::env::var("WF_TEST_PG_BIN").unwrap_or_default();
+        let out = std::process::Command::new(format!("{bin}/pg_dump"))
+            .arg(url)
+            .args(["--data-only", "--schema", schema])
+            .output()
+            .expect("pg_dump");
+        assert!(
+            out.status.success(),
+            "pg_dump: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let has_rows = String::from_utf8_lossy(&out.stdout).contains("COPY");
+        return if has_rows {
+            vec![(format!("pg_dump of schema {schema}"), out.stdout)]
+        } else {
+            Vec::new()
+        };
+    }
     let mut files = Vec::new();
     for suffix in ["", "-wal", "-shm", "-journal"] {
         let path = format!("{}{suffix}", t.db.display());

@@ -1,6 +1,8 @@
 //! Integration tests that drive the real `wf` binary: a real SQLite file in a
-//! temp dir, real processes, real signals. One module per feature; the
-//! [`Test`] builder keeps each test to what it is about.
+//! temp dir (or, when `WF_TEST_PG` names a server, a schema of its own on a
+//! real PostgreSQL server), real processes, real signals. One module per
+//! feature; the [`Test`] builder keeps each test to what it is about.
+//! `scripts/test` runs the suite on both backends.
 
 mod chaos;
 mod collector;
@@ -28,8 +30,17 @@ use std::process::{Command, Output};
 /// One test's world: a temp dir holding the workflows and the database.
 pub struct Test {
     pub dir: tempfile::TempDir,
+    /// The SQLite file (on SQLite runs).
     pub db: PathBuf,
+    /// On PostgreSQL runs: the server's URL and this test's schema.
+    pub pg: Option<(String, String)>,
     env: Vec<(String, String)>,
+}
+
+/// The PostgreSQL server the suite runs against, if any (`scripts/test`
+/// starts one and sets `WF_TEST_PG`).
+pub fn pg_url() -> Option<String> {
+    std::env::var("WF_TEST_PG").ok().filter(|u| !u.is_empty())
 }
 
 /// What a finished `wf` invocation left behind.
@@ -79,10 +90,107 @@ impl Test {
     pub fn new() -> Test {
         let dir = tempfile::tempdir().expect("temp dir");
         let db = dir.path().join("wf.db");
+        static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let pg = pg_url().map(|url| {
+            let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            (url, format!("t{}_{n}", std::process::id()))
+        });
         Test {
             dir,
             db,
+            pg,
             env: Vec::new(),
+        }
+    }
+
+    /// Whether this test runs against PostgreSQL.
+    pub fn on_pg(&self) -> bool {
+        self.pg.is_some()
+    }
+
+    /// For a test about what only SQLite has (its file, its locks): true
+    /// (and says so) on PostgreSQL runs, where the test returns early.
+    pub fn sqlite_only(&self, why: &str) -> bool {
+        if self.on_pg() {
+            eprintln!("SQLite only ({why}): not run on PostgreSQL");
+        }
+        self.on_pg()
+    }
+
+    /// What `--db` is: the file, or the server's URL.
+    pub fn db_arg(&self) -> std::ffi::OsString {
+        match &self.pg {
+            Some((url, _)) => url.into(),
+            None => self.db.clone().into(),
+        }
+    }
+
+    /// `wf --db …` as a shell command line (for a terminal test).
+    pub fn shell_wf(&self, wf: &Path) -> String {
+        match &self.pg {
+            Some((url, schema)) => {
+                format!("env WF_PG_SCHEMA={schema} {} --db '{url}'", wf.display())
+            }
+            None => format!("{} --db {}", wf.display(), self.db.display()),
+        }
+    }
+
+    /// Runs `sql` with psql in this test's schema; its output (`-At`).
+    pub fn psql(&self, sql: &str) -> String {
+        let (url, schema) = self.pg.as_ref().expect("a PostgreSQL run");
+        let bin = std::env::var("WF_TEST_PG_BIN").unwrap_or_default();
+        let psql = if bin.is_empty() {
+            "psql".to_string()
+        } else {
+            format!("{bin}/psql")
+        };
+        let out = Command::new(psql)
+            .arg(url)
+            .args(["-qAt", "-v", "ON_ERROR_STOP=1", "-c"])
+            .arg(format!("SET search_path TO {schema}; {sql}"))
+            .output()
+            .expect("psql");
+        assert!(
+            out.status.success(),
+            "psql: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    }
+
+    /// Whether anything was recorded: the SQLite file exists, or the
+    /// PostgreSQL schema holds an instance.
+    pub fn database_written(&self) -> bool {
+        match &self.pg {
+            None => self.db.exists(),
+            Some((_, schema)) => {
+                let exists = self.psql(&format!(
+                    "SELECT count(*) FROM pg_tables WHERE schemaname = '{schema}' AND tablename = 'instances'"
+                ));
+                exists != "0" && self.psql("SELECT count(*) FROM instances") != "0"
+            }
+        }
+    }
+
+    /// A logical dump of everything recorded (rows in a stable order).
+    pub fn dump(&self) -> String {
+        match &self.pg {
+            None => python_sqlite(
+                &self.db,
+                "import sqlite3, sys\n\
+                 c = sqlite3.connect(sys.argv[1])\n\
+                 for line in c.iterdump(): print(line)",
+            ),
+            Some(_) => {
+                let mut out = String::new();
+                for table in ["instances", "runs", "steps", "attempts", "events", "spans"] {
+                    out.push_str(
+                        &self.psql(&format!("SELECT t::text FROM {table} t ORDER BY t::text")),
+                    );
+                    out.push('\n');
+                }
+                out
+            }
         }
     }
 
@@ -119,7 +227,10 @@ impl Test {
             .env_remove("WF_DURABILITY")
             .env("NO_COLOR", "1")
             .arg("--db")
-            .arg(&self.db);
+            .arg(self.db_arg());
+        if let Some((_, schema)) = &self.pg {
+            cmd.env("WF_PG_SCHEMA", schema);
+        }
         for (k, v) in &self.env {
             cmd.env(k, v);
         }
@@ -182,6 +293,16 @@ impl XorShift {
     pub fn below(&mut self, n: u64) -> u64 {
         self.next_u64() % n
     }
+}
+
+/// For a test about what only SQLite has (its file, its locks): true (and
+/// says so) on PostgreSQL runs, where the test returns early.
+pub fn sqlite_only(why: &str) -> bool {
+    let pg = pg_url().is_some();
+    if pg {
+        eprintln!("SQLite only ({why}): not run on PostgreSQL");
+    }
+    pg
 }
 
 /// Runs a python3 `sqlite3` script with the database path as `sys.argv[1]`;

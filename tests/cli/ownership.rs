@@ -8,15 +8,10 @@ use crate::Test;
 use crate::durable::{Bg, alive, eventually, lines, listed_status, outcomes, spawn};
 use std::process::Command;
 
-/// The logical content of the database (every row, as SQL), independent of
-/// how SQLite laid it out in the file and the WAL.
+/// The logical content of the database (every row), independent of how
+/// the backend laid it out.
 fn dump(t: &Test) -> String {
-    crate::python_sqlite(
-        &t.db,
-        "import sqlite3, sys\n\
-         c = sqlite3.connect(sys.argv[1])\n\
-         print('\\n'.join(c.iterdump()))",
-    )
+    t.dump()
 }
 
 /// The state letter of a process (`R`, `S`, `Z`, …), or None when it is gone.

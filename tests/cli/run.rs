@@ -539,7 +539,7 @@ fn missing_required_input_is_exit_2_and_writes_nothing() {
         "error does not name the input: {}",
         ran.stderr
     );
-    assert!(!t.db.exists(), "the database was created");
+    assert!(!t.database_written(), "the database was written");
     assert_eq!(t.read("inputs.txt"), "");
 }
 
@@ -557,7 +557,7 @@ fn unknown_input_is_exit_2_and_writes_nothing() {
         "error does not name the input: {}",
         ran.stderr
     );
-    assert!(!t.db.exists(), "the database was created");
+    assert!(!t.database_written(), "the database was written");
     assert_eq!(t.read("inputs.txt"), "");
 }
 
@@ -571,7 +571,7 @@ fn malformed_input_flag_and_bad_inputs_file_are_exit_2() {
     ran.code(2);
     let (_, ran) = t.run_yaml("wf.yaml", INPUTS_WF, &["--inputs", "missing.json"]);
     ran.code(2);
-    assert!(!t.db.exists(), "the database was created");
+    assert!(!t.database_written(), "the database was written");
 }
 
 #[test]
@@ -583,7 +583,7 @@ fn a_wrongly_typed_input_is_exit_2() {
         &["--input", "order_id=1", "--input", "amount=lots"],
     );
     ran.code(2);
-    assert!(!t.db.exists(), "the database was created");
+    assert!(!t.database_written(), "the database was written");
 }
 
 #[test]
