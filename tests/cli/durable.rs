@@ -32,6 +32,10 @@ pub(crate) struct Bg {
 }
 
 impl Bg {
+    pub(crate) fn from_child(child: Child) -> Bg {
+        Bg { child: Some(child) }
+    }
+
     pub(crate) fn pid(&self) -> u32 {
         self.child.as_ref().expect("child").id()
     }

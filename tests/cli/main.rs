@@ -16,6 +16,7 @@ mod injection;
 mod leaks;
 mod outputs;
 mod ownership;
+mod pg;
 mod retries;
 mod run;
 mod schema;

@@ -227,7 +227,7 @@ impl PgStore {
         {
             return Ok(s);
         }
-        let s = self.client.prepare(sql).await.map_err(store_error)?;
+        let s = self.client.prepare(sql).await.map_err(|e| self.fail(e))?;
         if let Ok(mut m) = self.statements.lock() {
             m.insert(sql, s.clone());
         }
@@ -241,7 +241,10 @@ impl PgStore {
         params: &[&(dyn ToSql + Sync)],
     ) -> Result<Vec<Row>> {
         let stmt = self.statement(sql).await?;
-        self.client.query(&stmt, params).await.map_err(store_error)
+        self.client
+            .query(&stmt, params)
+            .await
+            .map_err(|e| self.fail(e))
     }
 
     /// One statement, its row count.
@@ -254,7 +257,7 @@ impl PgStore {
         self.client
             .execute(&stmt, params)
             .await
-            .map_err(store_error)
+            .map_err(|e| self.fail(e))
     }
 
     /// Sends every request without waiting for the replies in between (one
@@ -278,7 +281,7 @@ impl PgStore {
                 .await;
         let mut statements = HashMap::new();
         for (sql, s) in missing.iter().zip(prepared) {
-            statements.insert(*sql, s.map_err(store_error)?);
+            statements.insert(*sql, s.map_err(|e| self.fail(e))?);
         }
         if let Ok(mut m) = self.statements.lock() {
             for (sql, s) in &statements {
@@ -356,7 +359,7 @@ impl PgStore {
                 if began {
                     let _ = self.client.batch_execute("ROLLBACK").await;
                 }
-                Err(store_error(e))
+                Err(self.fail(e))
             }
         }
     }
@@ -407,17 +410,23 @@ fn sql_reason(e: &tokio_postgres::Error) -> String {
     target::one_line(e)
 }
 
-/// A statement's error as the store reports it: the fence's refusal is
-/// [`StoreError::Fenced`] (the caller fills in the id).
-pub(super) fn store_error(e: tokio_postgres::Error) -> StoreError {
-    if let Some(db) = e.as_db_error()
-        && db.code().code() == FENCED
-    {
-        let holder = Some(db.message().to_string()).filter(|h| !h.is_empty());
-        return StoreError::Fenced {
-            id: String::new(),
-            holder,
-        };
+impl PgStore {
+    /// A statement's error as the store reports it, naming the database
+    /// (never the password); the fence's refusal is [`StoreError::Fenced`]
+    /// (the caller fills in the id).
+    pub(super) fn fail(&self, e: tokio_postgres::Error) -> StoreError {
+        if let Some(db) = e.as_db_error()
+            && db.code().code() == FENCED
+        {
+            let holder = Some(db.message().to_string()).filter(|h| !h.is_empty());
+            return StoreError::Fenced {
+                id: String::new(),
+                holder,
+            };
+        }
+        StoreError::Open {
+            path: self.target.describe(),
+            reason: sql_reason(&e),
+        }
     }
-    StoreError::Sql(sql_reason(&e))
 }

@@ -2,7 +2,7 @@
 //! mapping of their rows to [`rows`](crate::store::rows). They say what the
 //! SQLite ones say (`store/sqlite/records.rs`), in PostgreSQL's dialect.
 
-use super::{Op, Out, Param, PgStore, store_error};
+use super::{Op, Out, Param, PgStore};
 use crate::store::rows::*;
 use crate::store::{Result, StoreError, Write};
 use serde_json::Value;
@@ -441,9 +441,9 @@ impl PgStore {
             .client
             .query_raw(&stmt, [id])
             .await
-            .map_err(store_error)?;
+            .map_err(|e| self.fail(e))?;
         let mut rows = std::pin::pin!(rows);
-        while let Some(r) = rows.try_next().await.map_err(store_error)? {
+        while let Some(r) = rows.try_next().await.map_err(|e| self.fail(e))? {
             f(span_row(&r)?)?;
         }
         Ok(())
@@ -638,8 +638,12 @@ impl PgStore {
         let outs = self
             .pipeline(vec![
                 Op::Simple("BEGIN"),
+                // A row locked by another transaction is being written by a
+                // live runner or claimed by another worker: skipped, never
+                // waited for.
                 Op::Query(
-                    "SELECT lease_owner, lease_expires_ms, lease_epoch FROM instances WHERE id=$1 FOR UPDATE",
+                    "SELECT lease_owner, lease_expires_ms, lease_epoch FROM instances WHERE id=$1 \
+                     FOR UPDATE SKIP LOCKED",
                     vec![p(id.to_string())],
                 ),
             ])
@@ -647,7 +651,15 @@ impl PgStore {
         let rows = outs.into_iter().nth(1).map(Out::rows).unwrap_or_default();
         let Some(r) = rows.first() else {
             let _ = self.client.batch_execute("ROLLBACK").await;
-            return Err(StoreError::NotFound(id.into()));
+            let rows = self
+                .query("SELECT lease_owner FROM instances WHERE id=$1", &[&id])
+                .await?;
+            return match rows.first() {
+                None => Err(StoreError::NotFound(id.into())),
+                Some(r) => Ok(Err(
+                    get::<Option<String>>(r, 0)?.unwrap_or_else(|| "another worker".into())
+                )),
+            };
         };
         let holder: Option<String> = get(r, 0)?;
         let expires: Option<i64> = get(r, 1)?;

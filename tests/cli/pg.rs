@@ -1,0 +1,492 @@
+//! What only PostgreSQL has (SPEC §7, issue 13): its errors (wrong
+//! credentials, a missing database, TLS the server does not offer, a schema
+//! from a newer wf, a server restarted mid-run), migrations under concurrent
+//! first starts, the schema of `WF_PG_SCHEMA`, and workers on several hosts
+//! sharing one database. These run on the PostgreSQL pass of the suite (the
+//! server `scripts/test` starts); on the SQLite pass there is nothing to test.
+
+use crate::Test;
+use crate::durable::{Bg, eventually, lines, listed_status, spawn};
+use serde_json::Value;
+use std::collections::HashMap;
+use std::process::{Command, Stdio};
+
+/// The PostgreSQL test, or None (and a note) on the SQLite pass.
+fn pg_test() -> Option<Test> {
+    let t = Test::new();
+    if !t.on_pg() {
+        eprintln!("PostgreSQL only: not run on SQLite");
+        return None;
+    }
+    Some(t)
+}
+
+/// The server's URL with other credentials, database or parameters.
+fn url_with(t: &Test, userinfo: &str, database: &str, query: &str) -> String {
+    let (url, _) = t.pg.as_ref().expect("pg");
+    let rest = url.split_once('@').map_or(url.as_str(), |(_, r)| r);
+    let host = rest.split('/').next().unwrap_or_default();
+    format!("postgres://{userinfo}@{host}/{database}?{query}")
+}
+
+fn schema(t: &Test) -> String {
+    t.pg.as_ref().expect("pg").1.clone()
+}
+
+/// `wf` with the test's environment and folder, without `--db`.
+fn bare(t: &Test) -> Command {
+    let mut cmd = Command::new(assert_cmd::cargo::cargo_bin("wf"));
+    let base = t.cmd();
+    for (k, v) in base.get_envs() {
+        match v {
+            Some(v) => cmd.env(k, v),
+            None => cmd.env_remove(k),
+        };
+    }
+    cmd.current_dir(t.path());
+    cmd
+}
+
+/// `wf --db URL ARGS…` with the test's schema.
+fn wf_at(t: &Test, url: &str, args: &[&str]) -> crate::Ran {
+    let out = bare(t)
+        .args(["--db", url])
+        .args(args)
+        .output()
+        .expect("run wf");
+    crate::Ran {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+/// One line on stderr, exit 1, naming `names`, never `secret`.
+#[track_caller]
+fn one_line_error(ran: &crate::Ran, names: &[&str], secret: &str) {
+    ran.code(1);
+    assert_eq!(ran.stderr.lines().count(), 1, "{}", ran.stderr);
+    for n in names {
+        assert!(ran.stderr.contains(n), "`{n}` is not named: {}", ran.stderr);
+    }
+    assert!(
+        !ran.stderr.contains(secret) && !ran.stdout.contains(secret),
+        "the password is printed: {}",
+        ran.stderr
+    );
+}
+
+const HELLO: &str = "name: hello\nsteps:\n  - id: a\n    run: echo ran >> ran.log\n";
+
+#[test]
+fn wrong_credentials_and_a_missing_database_are_one_line_naming_host_and_database() {
+    let Some(t) = pg_test() else { return };
+    t.write("hello.yaml", HELLO);
+    let role = schema(&t);
+    t.psql(&format!(
+        "CREATE ROLE {role} LOGIN PASSWORD 'right-horse-battery'; GRANT CREATE ON DATABASE postgres TO {role}"
+    ));
+    let (url, _) = t.pg.as_ref().unwrap();
+    let host = url.split('@').nth(1).unwrap().split('/').next().unwrap();
+
+    let wrong = url_with(
+        &t,
+        &format!("{role}:wrong-staple"),
+        "postgres",
+        "sslmode=disable",
+    );
+    for args in [&["list"][..], &["run", "hello.yaml"]] {
+        let ran = wf_at(&t, &wrong, args);
+        one_line_error(
+            &ran,
+            &[
+                &format!("postgres://{role}@{host}/postgres"),
+                "password authentication failed",
+            ],
+            "wrong-staple",
+        );
+    }
+
+    let missing = url_with(
+        &t,
+        &format!("{role}:right-horse-battery"),
+        "no_such_db",
+        "sslmode=disable",
+    );
+    let ran = wf_at(&t, &missing, &["run", "hello.yaml"]);
+    one_line_error(
+        &ran,
+        &[
+            &format!("postgres://{role}@{host}/no_such_db"),
+            "does not exist",
+        ],
+        "right-horse-battery",
+    );
+
+    // TLS the server does not offer, when it is required.
+    let tls = url_with(
+        &t,
+        &format!("{role}:right-horse-battery"),
+        "postgres",
+        "sslmode=require",
+    );
+    let ran = wf_at(&t, &tls, &["list"]);
+    one_line_error(
+        &ran,
+        &[&format!("postgres://{role}@{host}/postgres")],
+        "right-horse-battery",
+    );
+    assert!(!t.path().join("ran.log").exists(), "a step ran");
+
+    // The right password works, and creates the schema as that role.
+    let right = url_with(
+        &t,
+        &format!("{role}:right-horse-battery"),
+        "postgres",
+        "sslmode=prefer",
+    );
+    wf_at(&t, &right, &["run", "hello.yaml"]).code(0);
+    assert_eq!(t.read("ran.log"), "ran\n");
+    assert_eq!(
+        t.psql(&format!(
+            "SELECT nspowner::regrole::text FROM pg_namespace WHERE nspname = '{role}'"
+        )),
+        role
+    );
+}
+
+#[test]
+fn a_schema_from_a_newer_wf_is_refused_and_left_as_it_was() {
+    let Some(t) = pg_test() else { return };
+    let (id, ran) = t.run_yaml("hello.yaml", HELLO, &[]);
+    ran.code(0);
+    t.psql("INSERT INTO migrations (version) VALUES (999)");
+    let before = t.dump();
+    for args in [
+        vec!["list"],
+        vec!["inspect", &id],
+        vec!["run", "hello.yaml"],
+        vec!["resume", &id],
+        vec!["signal", &id, "go"],
+        vec!["worker", "--once"],
+    ] {
+        let ran = t.wf(&args);
+        ran.code(1);
+        assert_eq!(ran.stderr.lines().count(), 1, "{args:?}: {}", ran.stderr);
+        assert!(
+            ran.stderr.contains("newer than this wf understands")
+                && ran.stderr.contains("upgrade wf")
+                && ran.stderr.contains(&schema(&t)),
+            "{args:?}: {}",
+            ran.stderr
+        );
+    }
+    assert_eq!(t.dump(), before, "the history changed");
+    assert_eq!(t.read("ran.log"), "ran\n", "a step ran again");
+}
+
+#[test]
+fn concurrent_first_starts_migrate_once() {
+    let Some(t) = pg_test() else { return };
+    let children: Vec<_> = (0..6)
+        .map(|_| {
+            t.cmd()
+                .args(["list", "--json"])
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .expect("spawn wf")
+        })
+        .collect();
+    for c in children {
+        let out = c.wait_with_output().expect("wait");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "[]");
+    }
+    assert_eq!(
+        t.psql("SELECT string_agg(version::text, ',') FROM migrations"),
+        "1"
+    );
+}
+
+#[test]
+fn an_invalid_schema_name_is_refused_before_connecting() {
+    let Some(t) = pg_test() else { return };
+    let t = t.env("WF_PG_SCHEMA", "Robert'); DROP TABLE x;--");
+    let ran = t.wf(&["list"]);
+    ran.code(1);
+    assert!(ran.stderr.contains("WF_PG_SCHEMA"), "{}", ran.stderr);
+    assert_eq!(ran.stderr.lines().count(), 1, "{}", ran.stderr);
+}
+
+/// A private server of the test's own (this test restarts it).
+struct Server {
+    dir: String,
+    bin: String,
+    url: String,
+}
+
+impl Server {
+    fn start() -> Server {
+        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/pg");
+        let out = Command::new(script)
+            .arg("start")
+            .env("WF_PG_FSYNC", "off")
+            .output()
+            .expect("scripts/pg");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let vars: HashMap<String, String> = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter_map(|l| l.strip_prefix("export "))
+            .filter_map(|l| l.split_once('='))
+            .map(|(k, v)| (k.to_string(), v.trim_matches('\'').to_string()))
+            .collect();
+        Server {
+            dir: vars["WF_TEST_PG_DIR"].clone(),
+            bin: vars["WF_TEST_PG_BIN"].clone(),
+            url: vars["WF_TEST_PG"].clone(),
+        }
+    }
+
+    fn pg_ctl(&self, args: &[&str]) {
+        let mut cmd = if nix_is_root() {
+            let mut c = Command::new("setpriv");
+            c.args(["--reuid=nobody", "--regid=nogroup", "--clear-groups", "--"]);
+            c.arg(format!("{}/pg_ctl", self.bin));
+            c
+        } else {
+            Command::new(format!("{}/pg_ctl", self.bin))
+        };
+        let status = cmd
+            .args(["-D", &format!("{}/data", self.dir)])
+            .args(args)
+            .stdout(Stdio::null())
+            .status()
+            .expect("pg_ctl");
+        assert!(status.success(), "pg_ctl {args:?}");
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/pg");
+        let _ = Command::new(script).args(["stop", &self.dir]).status();
+    }
+}
+
+fn nix_is_root() -> bool {
+    Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
+}
+
+#[test]
+fn a_server_restarted_mid_run_interrupts_the_run_and_resume_finishes_it() {
+    let Some(mut t) = pg_test() else { return };
+    let server = Server::start();
+    t.pg = Some((server.url.clone(), "restart".into()));
+    t.write(
+        "slow.yaml",
+        "name: slow\nsteps:\n  - id: a\n    run: echo a >> side.log\n  \
+         - id: b\n    needs: [a]\n    run: touch started; sleep 3; echo b >> side.log\n  \
+         - id: c\n    needs: [b]\n    run: echo c >> side.log\n",
+    );
+    let run = spawn(&t, &["run", "slow.yaml", "--id", "slow1"]);
+    eventually("step b to start", || t.path().join("started").exists());
+    server.pg_ctl(&["-m", "fast", "-w", "restart"]);
+    let ran = run.finish();
+    ran.code(1);
+    let error: Vec<&str> = ran
+        .stderr
+        .lines()
+        .filter(|l| l.starts_with("error:"))
+        .collect();
+    assert_eq!(error.len(), 1, "{}", ran.stderr);
+    assert!(
+        error[0].contains(
+            &server
+                .url
+                .split('?')
+                .next()
+                .unwrap()
+                .replace("postgres://", "")
+        ),
+        "the error names the server and database: {}",
+        error[0]
+    );
+    // What was committed stays; the run is interrupted, and resumes.
+    assert_eq!(listed_status(&t, "slow1"), "interrupted");
+    let v = t.inspect("slow1");
+    assert_eq!(Test::step(&v, "a")["status"], "completed", "{v:#}");
+    t.wf(&["resume", "slow1"]).code(0);
+    assert_eq!(lines(&t, "side.log"), ["a", "b", "c"]);
+}
+
+/// A worker on a host of its own: a UTS namespace with its own host name
+/// (`unshare --uts`, which needs root), so that its lease names that host
+/// and no other worker can take it for a process of its own.
+fn worker_on_host(t: &Test, host: &str, with_uts: bool) -> Bg {
+    let wf = assert_cmd::cargo::cargo_bin("wf");
+    let mut cmd = Command::new(if with_uts { "unshare" } else { "sh" });
+    let script = format!(
+        "{} exec \"$0\" worker --poll 200ms --concurrency 4 --inline-wait 0s",
+        if with_uts {
+            format!("hostname {host} &&")
+        } else {
+            String::new()
+        }
+    );
+    if with_uts {
+        cmd.args(["--uts", "sh", "-c", &script]);
+    } else {
+        cmd.args(["-c", &script]);
+    }
+    cmd.arg(&wf);
+    for (k, v) in t.cmd().get_envs() {
+        match v {
+            Some(v) => cmd.env(k, v),
+            None => cmd.env_remove(k),
+        };
+    }
+    let (url, _) = t.pg.as_ref().unwrap();
+    cmd.env("WF_DB", url)
+        .current_dir(t.path())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    Bg::from_child(cmd.spawn().expect("spawn a worker"))
+}
+
+fn can_unshare() -> bool {
+    Command::new("unshare")
+        .args(["--uts", "true"])
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+#[test]
+fn workers_on_three_hosts_drain_due_instances_through_a_kill_and_a_stall() {
+    let Some(t) = pg_test() else { return };
+    let t = t.env("WF_LEASE_TTL", "2s");
+    let uts = can_unshare();
+    if !uts {
+        eprintln!("unshare --uts is not allowed here: the workers share this host's name");
+    }
+    // Every step appends a line per attempt; the run pauses first, so that
+    // all instances are due when the workers start.
+    let mut yaml = String::from("name: fleet\nsteps:\n  - id: nap\n    sleep: 1s\n");
+    for i in 1..=3 {
+        let needs = if i == 1 {
+            "nap".to_string()
+        } else {
+            format!("s{}", i - 1)
+        };
+        yaml += &format!(
+            "  - id: s{i}\n    needs: [{needs}]\n    run: echo \"$WF_INSTANCE_ID s{i}\" >> side.log; sleep 0.2\n"
+        );
+    }
+    let path = t.write("fleet.yaml", &yaml);
+    let ids: Vec<String> = (1..=42).map(|i| format!("f{i:02}")).collect();
+    for id in &ids {
+        t.wf(&[
+            "run",
+            path.to_str().unwrap(),
+            "--id",
+            id,
+            "--inline-wait",
+            "100ms",
+        ])
+        .code(3);
+    }
+
+    let mut a = worker_on_host(&t, "wf-host-a", uts);
+    let b = worker_on_host(&t, "wf-host-b", uts);
+    let c = worker_on_host(&t, "wf-host-c", uts);
+    // Once the workers are busy: host a dies, host b stalls. Host c alone
+    // finishes everything, b's instances once its leases expire.
+    eventually("a few steps to run", || lines(&t, "side.log").len() >= 12);
+    a.kill9();
+    b.signal("STOP");
+    eventually("every instance to complete", || {
+        let list = t.wf(&["list", "--json"]).code(0).json();
+        list.as_array()
+            .is_some_and(|l| l.len() == ids.len() && l.iter().all(|i| i["status"] == "completed"))
+    });
+    // b wakes to find its leases taken: it writes nothing more.
+    let before = t.dump();
+    b.signal("CONT");
+    for w in [&b, &c] {
+        w.signal("TERM");
+    }
+    drop(a);
+    let (rb, rc) = (b.finish(), c.finish());
+    for r in [&rb, &rc] {
+        assert!(
+            r.code == 0 || r.code == 130,
+            "worker exited {}: {}",
+            r.code,
+            r.stderr
+        );
+    }
+    assert_eq!(
+        t.dump(),
+        before,
+        "the stalled worker wrote after losing its leases"
+    );
+
+    // Every step ran once per recorded attempt: no attempt ran twice at
+    // once, none ran unrecorded, none was lost.
+    let log = lines(&t, "side.log");
+    let mut recorded = 0;
+    for id in &ids {
+        let v: Value = t.inspect(id);
+        for s in 1..=3 {
+            let step = Test::step(&v, &format!("s{s}"));
+            let attempts = step["attempt_list"].as_array().unwrap();
+            let ran = log.iter().filter(|l| **l == format!("{id} s{s}")).count();
+            // An attempt whose process was killed before its echo left no
+            // line; one that echoed is recorded.
+            assert!(
+                ran <= attempts.len() && ran >= 1,
+                "{id} s{s}: {ran} side effects for {} recorded attempts: {attempts:#?}",
+                attempts.len()
+            );
+            assert_eq!(
+                attempts.last().unwrap()["outcome"],
+                "ok",
+                "{id} s{s}: {attempts:#?}"
+            );
+            recorded += attempts.len();
+        }
+    }
+    assert!(
+        log.len() <= recorded,
+        "{} lines, {recorded} attempts",
+        log.len()
+    );
+    eprintln!(
+        "{} side effects for {recorded} recorded attempts of {} steps",
+        log.len(),
+        ids.len() * 3
+    );
+    // The stalled worker was busy when stopped: it learnt of the takeovers.
+    assert!(rb.stderr.contains("was taken over by"), "{}", rb.stderr);
+    // The hosts are told apart in the leases they took.
+    if uts {
+        let owners = t.psql("SELECT string_agg(DISTINCT split_part(lease_owner, ':', 1), ',' ORDER BY split_part(lease_owner, ':', 1)) FROM instances");
+        assert!(
+            owners.split(',').all(|h| h.starts_with("wf-host-")),
+            "{owners}"
+        );
+    }
+}
