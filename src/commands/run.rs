@@ -40,8 +40,11 @@ pub async fn run(args: Args, db: Option<PathBuf>, printer: &Printer) -> anyhow::
     engine::check_secrets(&wf)?;
 
     let mut store = super::open(db).await?;
-    let id = engine::create_instance(&mut store, &wf, &args.file, inputs, args.id.clone()).await?;
+    let owner = engine::lease::owner_name();
+    let id = engine::create_instance(&mut store, &wf, &args.file, inputs, args.id.clone(), &owner)
+        .await?;
     let opts = RunOptions {
+        owner: Some(owner),
         inline_wait: args.inline_wait,
         workflow: Some(std::sync::Arc::new(wf)),
         traceparent: super::traceparent(),

@@ -6,9 +6,11 @@
 use crate::engine::{self, EngineError, RunOptions, RunOutcome};
 use crate::exit::{ExitStatus, UsageError};
 use crate::printer::Printer;
-use crate::store::{self, Store};
+use crate::store::Store;
+use std::cell::RefCell;
 use std::collections::HashMap;
 use std::path::PathBuf;
+use std::rc::Rc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::task::JoinSet;
@@ -70,15 +72,50 @@ async fn work(args: Args, db: Option<PathBuf>, printer: &Printer) -> anyhow::Res
         location.describe(),
         args.concurrency
     ));
+    // One owner name for the worker: it claims instances under it, and each
+    // run takes its instance over under the same name.
+    let owner = engine::lease::owner_name();
+    let ttl = engine::lease::ttl().map_err(UsageError)?;
+    // Connections kept between runs (a run needs one of its own while it lasts).
+    let pool: Rc<RefCell<Vec<Store>>> = Rc::new(RefCell::new(Vec::new()));
+    let mut store = store;
+    // When instances whose holder died on this host were last looked for.
+    let mut last_scan: Option<Instant> = None;
     loop {
-        if !stopping {
-            for id in due_instances(&store).await? {
-                if active.len() >= args.concurrency {
-                    break;
+        if !stopping && active.len() < args.concurrency {
+            let now = Instant::now();
+            let skip: Vec<String> = active
+                .iter()
+                .cloned()
+                .chain(
+                    rest.iter()
+                        .filter(|(_, t)| **t > now)
+                        .map(|(id, _)| id.clone()),
+                )
+                .collect();
+            let mut ids = store
+                .claim_due(
+                    &owner,
+                    engine::lease::ttl_ms(ttl),
+                    args.concurrency - active.len(),
+                    &skip,
+                )
+                .await?;
+            // Runs whose holder died on this host before its lease expired
+            // (killed with SIGKILL, say): looked for at each poll.
+            let room = active.len() + ids.len() < args.concurrency;
+            if room && (args.once || last_scan.is_none_or(|t| t.elapsed() >= args.poll)) {
+                last_scan = Some(now);
+                for id in orphaned(&store).await? {
+                    if active.len() + ids.len() < args.concurrency
+                        && !skip.contains(&id)
+                        && !ids.contains(&id)
+                    {
+                        ids.push(id);
+                    }
                 }
-                if active.contains(&id) || rest.get(&id).is_some_and(|t| *t > Instant::now()) {
-                    continue;
-                }
+            }
+            for id in ids {
                 if args.once {
                     rest.insert(
                         id.clone(),
@@ -88,14 +125,26 @@ async fn work(args: Args, db: Option<PathBuf>, printer: &Printer) -> anyhow::Res
                 active.push(id.clone());
                 let location = location.clone();
                 let observer = observer.clone();
+                let pool = pool.clone();
                 let opts = RunOptions {
                     inline_wait: args.inline_wait,
+                    owner: Some(owner.clone()),
                     ..RunOptions::default()
                 };
                 tasks.spawn_local(async move {
-                    let result = match Store::open(&location).await {
+                    let pooled = pool.borrow_mut().pop();
+                    let opened = match pooled {
+                        Some(s) => Ok(s),
+                        None => Store::open(&location).await,
+                    };
+                    let result = match opened {
                         Ok(mut s) => {
-                            engine::drive::drive(&mut s, &id, opts, observer.as_ref()).await
+                            let r =
+                                engine::drive::drive(&mut s, &id, opts, observer.as_ref()).await;
+                            if s.is_usable() {
+                                pool.borrow_mut().push(s);
+                            }
+                            r
                         }
                         Err(e) => Err(e.into()),
                     };
@@ -163,28 +212,21 @@ fn describe(o: &RunOutcome) -> String {
     }
 }
 
-/// Instances a worker should pick up now, oldest first.
-async fn due_instances(store: &Store) -> anyhow::Result<Vec<String>> {
+/// Running instances whose holder was a process on this host that is gone,
+/// while its lease has not expired yet (others are claimed by `claim_due`).
+async fn orphaned(store: &Store) -> anyhow::Result<Vec<String>> {
     let now_ms = chrono::Utc::now().timestamp_millis();
-    let mut due = Vec::new();
+    let mut ids = Vec::new();
     for row in store.due_instances().await? {
-        let store::DueInstance {
-            id,
-            status,
-            lease_owner: owner,
-            lease_expires_ms: expires,
-        } = row;
-        if status == "running" {
-            // Only instances whose runner is gone.
-            let alive = match (&owner, expires) {
-                (Some(o), Some(exp)) => exp > now_ms && engine::lease::holder_alive(o),
-                _ => false,
-            };
-            if alive {
-                continue;
-            }
+        if let (true, Some(owner), Some(expires)) = (
+            row.status == "running",
+            &row.lease_owner,
+            row.lease_expires_ms,
+        ) && expires > now_ms
+            && !engine::lease::holder_alive(owner)
+        {
+            ids.push(row.id);
         }
-        due.push(id);
     }
-    Ok(due)
+    Ok(ids)
 }

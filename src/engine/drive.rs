@@ -30,7 +30,7 @@ pub async fn drive(
 ) -> Result<RunOutcome, EngineError> {
     recorder::install();
     let ttl = lease::ttl().map_err(EngineError::Input)?;
-    let owner = lease::owner_name();
+    let owner = opts.owner.clone().unwrap_or_else(lease::owner_name);
     let inst = store.instance(id).await?;
     check_resumable(&inst, &opts)?;
     let wf = match &opts.workflow {

@@ -194,7 +194,8 @@ pub fn check_secrets(wf: &Workflow) -> Result<(), EngineError> {
     Ok(())
 }
 
-/// Creates a new instance row pinning `wf`'s definition. Nothing is written
+/// Creates a new instance row pinning `wf`'s definition, leased to `owner`
+/// (who drives it next: no worker may claim it first). Nothing is written
 /// unless the inputs check out.
 pub async fn create_instance(
     store: &mut Store,
@@ -202,7 +203,9 @@ pub async fn create_instance(
     workflow_path: &Path,
     inputs: Value,
     id: Option<String>,
+    owner: &str,
 ) -> Result<String, EngineError> {
+    let ttl = lease::ttl().map_err(EngineError::Input)?;
     // A secret's value given as an input is masked like everywhere else.
     let mut inputs = inputs;
     redact::Redactor::for_secrets(&wf.secrets).value(&mut inputs);
@@ -238,8 +241,8 @@ pub async fn create_instance(
         error: None,
         wake_at: None,
         waiting_event: None,
-        lease_owner: None,
-        lease_expires_ms: None,
+        lease_owner: Some(owner.to_string()),
+        lease_expires_ms: Some(chrono::Utc::now().timestamp_millis() + lease::ttl_ms(ttl)),
         created_at: now.clone(),
         updated_at: now,
     };

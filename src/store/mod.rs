@@ -128,6 +128,15 @@ impl Store {
         self.location().describe()
     }
 
+    /// Whether the connection can serve another run (a PostgreSQL one that
+    /// was lost cannot).
+    pub fn is_usable(&self) -> bool {
+        match self {
+            Store::Sqlite(_) => true,
+            Store::Postgres(p) => p.is_usable(),
+        }
+    }
+
     /// The SQLite file, for what only exists there.
     pub fn sqlite_path(&self) -> Option<&Path> {
         match self {
@@ -232,6 +241,22 @@ impl Store {
     /// running ones (whose holder may be gone).
     pub async fn due_instances(&self) -> Result<Vec<DueInstance>> {
         each!(self.due_instances())
+    }
+
+    /// Claims for `owner` (leasing them for `ttl_ms`, raising their epoch)
+    /// up to `limit` instances that are due and whose lease is free or
+    /// expired, oldest first, leaving out `skip`; on PostgreSQL, rows other
+    /// workers are claiming are skipped, never waited for. Running
+    /// instances whose holder died on this host before its lease expired
+    /// are found with [`Store::due_instances`].
+    pub async fn claim_due(
+        &mut self,
+        owner: &str,
+        ttl_ms: i64,
+        limit: usize,
+        skip: &[String],
+    ) -> Result<Vec<String>> {
+        each!(self.claim_due(owner, ttl_ms, limit, skip))
     }
 
     /// Waits until something may have become due (PostgreSQL: a

@@ -61,6 +61,9 @@ pub struct RunOptions {
     /// `wf run` and `wf resume`), and its `tracestate` (`TRACESTATE`).
     pub traceparent: Option<String>,
     pub tracestate: Option<String>,
+    /// The lease owner to take the instance as (a worker's, which claimed
+    /// it beforehand); None: a name of this run's own.
+    pub owner: Option<String>,
 }
 
 impl Default for RunOptions {
@@ -74,6 +77,7 @@ impl Default for RunOptions {
             workflow: None,
             traceparent: None,
             tracestate: None,
+            owner: None,
         }
     }
 }

@@ -113,6 +113,10 @@ impl PgStore {
         Ok(store)
     }
 
+    pub fn is_usable(&self) -> bool {
+        !self.client.is_closed()
+    }
+
     pub fn target(&self) -> &PgTarget {
         &self.target
     }

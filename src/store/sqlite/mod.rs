@@ -418,6 +418,19 @@ impl SqliteStore {
         Ok(())
     }
 
+    pub fn claim_due(
+        &mut self,
+        owner: &str,
+        ttl_ms: i64,
+        limit: usize,
+        skip: &[String],
+    ) -> Result<Vec<String>> {
+        let tx = self.write()?;
+        let ids = records::claim_due(&tx, owner, ttl_ms, limit, skip)?;
+        tx.commit()?;
+        Ok(ids)
+    }
+
     /// Up to 6 ids that start with `prefix`, the exact match (if any) first.
     pub fn ids_with_prefix(&self, prefix: &str) -> Result<Vec<String>> {
         let mut stmt = self.conn.prepare_cached(

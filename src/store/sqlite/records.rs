@@ -768,6 +768,40 @@ pub(super) fn run_trace(c: &Connection, id: &str, run: i64) -> Result<Option<Run
     .optional()?)
 }
 
+/// What makes an instance due (parameter 1: now as text; 2: now in ms).
+macro_rules! due_sql {
+    () => {
+        "((status = 'sleeping' AND (wake_at IS NULL OR wake_at <= ?1)) \
+          OR (status = 'waiting' AND ((wake_at IS NOT NULL AND wake_at <= ?1) OR EXISTS ( \
+              SELECT 1 FROM events e WHERE e.instance_id = instances.id AND e.consumed_by IS NULL \
+              AND (',' || instances.waiting_event || ',') LIKE ('%,' || e.name || ',%')))) \
+          OR status = 'running') \
+         AND (lease_expires_ms IS NULL OR lease_expires_ms <= ?2)"
+    };
+}
+
+pub(super) fn claim_due(
+    c: &Connection,
+    owner: &str,
+    ttl_ms: i64,
+    limit: usize,
+    skip: &[String],
+) -> Result<Vec<String>> {
+    let now_ms = chrono::Utc::now().timestamp_millis();
+    let skip = serde_json::to_string(skip).unwrap_or_else(|_| "[]".into());
+    let mut stmt = c.prepare_cached(concat!(
+        "UPDATE instances SET lease_owner = ?3, lease_expires_ms = ?2 + ?4, lease_epoch = lease_epoch + 1 \
+         WHERE id IN (SELECT id FROM instances WHERE ",
+        due_sql!(),
+        " AND id NOT IN (SELECT value FROM json_each(?6)) ORDER BY created_at, rowid LIMIT ?5) RETURNING id"
+    ))?;
+    let rows = stmt.query_map(
+        params![now(), now_ms, owner, ttl_ms, limit as i64, skip],
+        |r| r.get(0),
+    )?;
+    Ok(rows.collect::<Result<_, _>>()?)
+}
+
 pub(super) fn due_instances(c: &Connection) -> Result<Vec<DueInstance>> {
     let mut stmt = c.prepare_cached(
         "SELECT id, status, lease_owner, lease_expires_ms FROM instances \

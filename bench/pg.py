@@ -1,0 +1,150 @@
+#!/usr/bin/env python3
+"""wf on PostgreSQL: benchmarks against baselines measured in the same run.
+
+Run from the repository root:  python3 bench/pg.py   (builds the release binary first)
+It starts a private PostgreSQL server with fsync=on (scripts/pg), gives each
+case a schema of its own, and stops the server at the end.
+Options: --quick (smaller N), --json FILE, --no-build.
+
+1. N sequential /bin/true steps, against a bash loop of the same commands.
+2. Pure set_state steps: the cost of one checkpointed step (one commit).
+3. 1,000 instances of a 3-step workflow whose steps sleep 0.2 s, due at
+   once, drained by 4 workers with --concurrency 25: against the ideal
+   (1,000 x 0.6 s / 100 slots = 6 s).
+"""
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench import ROOT, WF, Report, median, run, write  # noqa: E402
+
+
+def start_server():
+    out = subprocess.run(
+        [os.path.join(ROOT, "scripts", "pg"), "start"],
+        check=True,
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, WF_PG_FSYNC="on"),
+    ).stdout
+    vars = {}
+    for line in out.splitlines():
+        if line.startswith("export "):
+            k, v = line[len("export "):].split("=", 1)
+            vars[k] = v.strip("'")
+    return vars
+
+
+def pg_env(url, schema):
+    env = dict(os.environ)
+    env["WF_DB"] = url
+    env["WF_PG_SCHEMA"] = schema
+    env.pop("OTEL_EXPORTER_OTLP_ENDPOINT", None)
+    env.pop("WF_DURABILITY", None)
+    env["NO_COLOR"] = "1"
+    return env
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--json")
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--no-build", action="store_true")
+    args = ap.parse_args()
+    n_true = 200 if args.quick else 1000
+    n_state = 500 if args.quick else 2000
+    n_inst = 100 if args.quick else 1000
+    reps = 1 if args.quick else args.reps
+
+    if not args.no_build:
+        subprocess.run(["cargo", "build", "--release", "--locked", "--quiet"], cwd=ROOT, check=True)
+    print(f"machine: {platform.machine()}, {os.cpu_count()} cores, {platform.platform()}")
+    server = start_server()
+    url = server["WF_TEST_PG"]
+    version = subprocess.run(
+        [os.path.join(server["WF_TEST_PG_BIN"], "postgres"), "--version"], capture_output=True, text=True
+    ).stdout.strip()
+    print(f"server: {version}, fsync=on, synchronous_commit=on, on loopback")
+    rep = Report()
+    tmp = tempfile.mkdtemp(prefix="wf-bench-pg-")
+    try:
+        # 1. Sequential /bin/true steps vs a bash loop of the same commands.
+        wf_file = write(os.path.join(tmp, "true.yaml"), "name: bench-true\nsteps:\n" + "".join(
+            f"  - id: s{i}\n    run: [/bin/true]\n" for i in range(n_true)))
+        bash = [run(["bash", "-c", f"for i in $(seq {n_true}); do /bin/true; done"])[0] for _ in range(reps)]
+        times = []
+        for r in range(reps):
+            t, _, _, _ = run([WF, "run", "-q", wf_file], env=pg_env(url, f"b_true{r}"))
+            times.append(t)
+        ratio = median(times) / median(bash)
+        print(f"{n_true} sequential /bin/true steps: wf {median(times):.3f}s, bash loop {median(bash):.3f}s")
+        rep.add(f"{n_true} x /bin/true on PostgreSQL, wf/bash", ratio, "x", "<= 1.6", ratio <= 1.6)
+        rep.add(f"same, per step", median(times) / n_true * 1e6, "us", "(info)", True)
+
+        # 2. Pure set_state steps: one commit each.
+        wf_file = write(os.path.join(tmp, "state.yaml"), "name: bench-state\nstate: { n: -1 }\nsteps:\n" + "".join(
+            f"  - id: s{i}\n    set_state: {{ n: {i} }}\n" for i in range(n_state)))
+        times = []
+        for r in range(reps):
+            t, _, _, _ = run([WF, "run", "-q", wf_file], env=pg_env(url, f"b_state{r}"))
+            times.append(t)
+        per_step = median(times) / n_state * 1e6
+        rep.add(f"{n_state} x set_state on PostgreSQL, per step", per_step, "us", "<= 150", per_step <= 150)
+
+        # 3. 1,000 due instances of 3 x sleep 0.2, drained by 4 workers x 25.
+        wf_file = write(
+            os.path.join(tmp, "drain.yaml"),
+            "name: bench-drain\nsteps:\n  - id: nap\n    sleep: 1s\n"
+            + "".join(
+                f"  - id: s{i}\n    needs: [{'nap' if i == 1 else f's{i - 1}'}]\n    run: [sleep, '0.2']\n"
+                for i in range(1, 4)
+            ),
+        )
+        env = pg_env(url, "b_drain")
+        created = time.perf_counter()
+        for i in range(n_inst):
+            _, _, code, _ = run([WF, "run", "-q", wf_file, "--id", f"d{i:04}", "--inline-wait", "0s"], env=env)
+            assert code == 3, f"expected the instance to sleep, got exit {code}"
+        print(f"created {n_inst} sleeping instances in {time.perf_counter() - created:.1f}s")
+        time.sleep(1.1)  # every timer is due
+        start = time.perf_counter()
+        workers = [
+            subprocess.Popen([WF, "worker", "-q", "--concurrency", "25"], env=env,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            for _ in range(4)
+        ]
+        while True:
+            out = subprocess.run([WF, "list", "--status", "completed", "--json"], env=env,
+                                 capture_output=True, text=True, check=True).stdout
+            if len(json.loads(out)) >= n_inst:
+                break
+            time.sleep(0.05)
+        took = time.perf_counter() - start
+        for w in workers:
+            w.terminate()
+        for w in workers:
+            w.wait()
+        ideal = n_inst * 0.6 / 100
+        rep.add(f"{n_inst} instances x 3 x sleep 0.2, 4 workers x 25, wall / ideal {ideal:.1f}s",
+                took / ideal, "x", "<= 1.3", took / ideal <= 1.3)
+    finally:
+        subprocess.run([os.path.join(ROOT, "scripts", "pg"), "stop", server["WF_TEST_PG_DIR"]])
+        subprocess.run(["rm", "-rf", tmp])
+
+    missed = [r["name"] for r in rep.rows if not r["met"]]
+    print(f"\n{len(rep.rows) - len(missed)} of {len(rep.rows)} figures within target")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"machine": platform.platform(), "cores": os.cpu_count(), "rows": rep.rows}, f, indent=2)
+
+
+if __name__ == "__main__":
+    main()
