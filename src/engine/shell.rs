@@ -11,7 +11,7 @@ use opentelemetry::trace::Status;
 use std::collections::BTreeMap;
 use std::os::fd::AsRawFd;
 use std::os::unix::ffi::OsStrExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::sync::watch;
@@ -495,28 +495,54 @@ async fn capture<R: AsyncRead + Unpin>(
 /// next read, and a cut is moved back before any secret it would split, so
 /// the copy is exactly the masked text `wf logs` shows once the attempt ended.
 struct LiveCopy {
-    file: std::fs::File,
+    /// Opened (with its folder) at the first output: most attempts are over
+    /// before anybody could follow them, and never pay for the file.
+    file: Option<std::fs::File>,
+    failed: bool,
     path: PathBuf,
     pending: Vec<u8>,
     redactor: super::redact::Redactor,
 }
 
 impl LiveCopy {
-    fn create(path: &PathBuf, redactor: super::redact::Redactor) -> Option<LiveCopy> {
-        use std::os::unix::fs::OpenOptionsExt;
-        let file = std::fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(0o600)
-            .open(path)
-            .ok()?;
+    fn create(path: &Path, redactor: super::redact::Redactor) -> Option<LiveCopy> {
         Some(LiveCopy {
-            file,
-            path: path.clone(),
+            file: None,
+            failed: false,
+            path: path.to_path_buf(),
             pending: Vec::new(),
             redactor,
         })
+    }
+
+    /// The file, opened (mode 0600, its folders 0700) on first use.
+    fn file(&mut self) -> Option<&mut std::fs::File> {
+        use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+        if self.file.is_none() && !self.failed {
+            let open = || {
+                std::fs::OpenOptions::new()
+                    .write(true)
+                    .create(true)
+                    .truncate(true)
+                    .mode(0o600)
+                    .open(&self.path)
+            };
+            let opened = open().or_else(|e| match (e.kind(), self.path.parent()) {
+                (std::io::ErrorKind::NotFound, Some(dir)) => {
+                    std::fs::DirBuilder::new()
+                        .recursive(true)
+                        .mode(0o700)
+                        .create(dir)?;
+                    open()
+                }
+                _ => Err(e),
+            });
+            match opened {
+                Ok(f) => self.file = Some(f),
+                Err(_) => self.failed = true,
+            }
+        }
+        self.file.as_mut()
     }
 
     fn write(&mut self, chunk: &[u8]) {
@@ -534,15 +560,24 @@ impl LiveCopy {
         }
         let rest = self.pending.split_off(cut);
         let ready = std::mem::replace(&mut self.pending, rest);
-        let _ = self.file.write_all(&self.redactor.bytes(ready));
+        let masked = self.redactor.bytes(ready);
+        if let Some(f) = self.file() {
+            let _ = f.write_all(&masked);
+        }
     }
 
     /// Writes what is left, then removes the file: the attempt's logs are
     /// in the database from now on.
     fn finish(mut self) {
         use std::io::Write as _;
+        if self.file.is_none() && self.pending.is_empty() {
+            return;
+        }
         let rest = std::mem::take(&mut self.pending);
-        let _ = self.file.write_all(&self.redactor.bytes(rest));
+        let masked = self.redactor.bytes(rest);
+        if let Some(f) = self.file() {
+            let _ = f.write_all(&masked);
+        }
         let _ = std::fs::remove_file(&self.path);
     }
 }
@@ -565,7 +600,8 @@ mod tests {
             " end",
         ] {
             live.write(chunk.as_bytes());
-            let so_far = std::fs::read_to_string(&path).unwrap();
+            // (The file appears with the first bytes that are safe to write.)
+            let so_far = std::fs::read_to_string(&path).unwrap_or_default();
             for part in ["f0ll0", "0w-s3", "s3cret"] {
                 assert!(!so_far.contains(part), "{so_far:?} after {chunk:?}");
             }

@@ -180,15 +180,8 @@ impl<'o> Runner<'o> {
     /// Where the attempt about to begin copies its output as it comes, for
     /// `wf logs --follow` (beside the database, private to its owner).
     fn live_paths(&self, unit: &Unit) -> Option<(PathBuf, PathBuf)> {
+        // (The folder is made by the first copy that gets output.)
         let dir = self.live_dir.as_ref()?.join(&self.id);
-        {
-            use std::os::unix::fs::DirBuilderExt;
-            std::fs::DirBuilder::new()
-                .recursive(true)
-                .mode(0o700)
-                .create(&dir)
-                .ok()?;
-        }
         let key = unit.key(&self.wf);
         let attempt = self.records.get(&key).map_or(1, |r| r.attempts + 1);
         Some((

@@ -70,7 +70,7 @@ impl Out {
 }
 
 pub struct PgStore {
-    client: Client,
+    client: std::sync::Arc<Client>,
     target: PgTarget,
     statements: Mutex<HashMap<&'static str, Statement>>,
     notifications: tokio::sync::Mutex<Option<mpsc::UnboundedReceiver<()>>>,
@@ -103,7 +103,7 @@ impl PgStore {
             }
         });
         let store = PgStore {
-            client,
+            client: std::sync::Arc::new(client),
             target: target.clone(),
             statements: Mutex::new(HashMap::new()),
             notifications: tokio::sync::Mutex::new(Some(rx)),
@@ -268,10 +268,49 @@ impl PgStore {
     /// round trip for all), then collects the replies. The first error is
     /// returned; a transaction the pipeline began is rolled back.
     pub(super) async fn pipeline(&self, ops: Vec<Op>) -> Result<Vec<Out>> {
-        // Prepare what this connection has not seen yet (pipelined too).
+        let statements = self.prepare_all(&ops).await?;
+        let began = matches!(ops.first(), Some(Op::Simple("BEGIN")));
+        let (outs, error) = send_pipeline(&self.client, &ops, &statements).await;
+        match error {
+            None => Ok(outs),
+            Some(e) => {
+                if began {
+                    let _ = self.client.batch_execute("ROLLBACK").await;
+                }
+                Err(self.fail(e))
+            }
+        }
+    }
+
+    /// Sends a pipeline that ends its own transaction (…, COMMIT) and
+    /// returns once its requests are queued on the connection, before the
+    /// replies: whatever is sent next on this connection runs after it. Its
+    /// errors are not reported here: a refused fence or a lost connection
+    /// fails the next synchronous commit anyway.
+    pub(super) async fn pipeline_in_background(&self, ops: Vec<Op>) -> Result<()> {
+        let statements = self.prepare_all(&ops).await?;
+        let client = self.client.clone();
+        let mut sent = Box::pin(async move {
+            let _ = send_pipeline(&client, &ops, &statements).await;
+        });
+        // The first poll queues every request, in order.
+        let waker = futures_util::task::noop_waker();
+        if sent
+            .as_mut()
+            .poll(&mut std::task::Context::from_waker(&waker))
+            .is_pending()
+        {
+            tokio::spawn(sent);
+        }
+        Ok(())
+    }
+
+    /// The prepared statements `ops` use (preparing, pipelined, those this
+    /// connection has not seen yet).
+    async fn prepare_all(&self, ops: &[Op]) -> Result<HashMap<&'static str, Statement>> {
         let mut missing: Vec<&'static str> = Vec::new();
         if let Ok(m) = self.statements.lock() {
-            for op in &ops {
+            for op in ops {
                 if let Op::Exec(sql, _) | Op::Query(sql, _) = op
                     && !m.contains_key(sql)
                     && !missing.contains(sql)
@@ -291,7 +330,7 @@ impl PgStore {
             for (sql, s) in &statements {
                 m.insert(*sql, s.clone());
             }
-            for op in &ops {
+            for op in ops {
                 if let Op::Exec(sql, _) | Op::Query(sql, _) = op
                     && let Some(s) = m.get(sql)
                 {
@@ -299,73 +338,7 @@ impl PgStore {
                 }
             }
         }
-        let began = matches!(ops.first(), Some(Op::Simple("BEGIN")));
-        type Request<'a> = Pin<
-            Box<dyn Future<Output = std::result::Result<Out, tokio_postgres::Error>> + Send + 'a>,
-        >;
-        let params: Vec<(&Op, Vec<&(dyn ToSql + Sync)>)> = ops
-            .iter()
-            .map(|op| {
-                let p = match op {
-                    Op::Exec(_, p) | Op::Query(_, p) => {
-                        p.iter().map(|b| &**b as &(dyn ToSql + Sync)).collect()
-                    }
-                    Op::Simple(_) => Vec::new(),
-                };
-                (op, p)
-            })
-            .collect();
-        let mut requests: Vec<futures_util::future::MaybeDone<Request<'_>>> = Vec::new();
-        for (op, p) in &params {
-            let request: Request<'_> = match op {
-                Op::Simple(sql) => {
-                    Box::pin(
-                        async move { self.client.batch_execute(sql).await.map(|()| Out::Done) },
-                    )
-                }
-                Op::Exec(sql, _) => {
-                    let stmt = &statements[sql];
-                    Box::pin(async move { self.client.execute(stmt, p).await.map(Out::Count) })
-                }
-                Op::Query(sql, _) => {
-                    let stmt = &statements[sql];
-                    Box::pin(async move { self.client.query(stmt, p).await.map(Out::Rows) })
-                }
-            };
-            requests.push(futures_util::future::maybe_done(request));
-        }
-        // Poll each once, in order: that queues its request on the connection.
-        std::future::poll_fn(|cx| {
-            for r in requests.iter_mut() {
-                let _ = Pin::new(r).poll(cx);
-            }
-            Poll::Ready(())
-        })
-        .await;
-        let mut outs = Vec::with_capacity(requests.len());
-        let mut first_error = None;
-        for mut r in requests {
-            (&mut r).await;
-            match Pin::new(&mut r).take_output() {
-                Some(Ok(out)) => outs.push(out),
-                Some(Err(e)) => {
-                    if first_error.is_none() {
-                        first_error = Some(e);
-                    }
-                    outs.push(Out::Done);
-                }
-                None => outs.push(Out::Done),
-            }
-        }
-        match first_error {
-            None => Ok(outs),
-            Some(e) => {
-                if began {
-                    let _ = self.client.batch_execute("ROLLBACK").await;
-                }
-                Err(self.fail(e))
-            }
-        }
+        Ok(statements)
     }
 
     /// Waits for a notification on this schema's channel, or `timeout`.
@@ -387,6 +360,70 @@ impl PgStore {
             while rx.try_recv().is_ok() {}
         }
     }
+}
+
+/// Sends every request without waiting for the replies in between (one
+/// round trip for all), then collects the replies and the first error.
+async fn send_pipeline(
+    client: &Client,
+    ops: &[Op],
+    statements: &HashMap<&'static str, Statement>,
+) -> (Vec<Out>, Option<tokio_postgres::Error>) {
+    type Request<'a> =
+        Pin<Box<dyn Future<Output = std::result::Result<Out, tokio_postgres::Error>> + Send + 'a>>;
+    let params: Vec<(&Op, Vec<&(dyn ToSql + Sync)>)> = ops
+        .iter()
+        .map(|op| {
+            let p = match op {
+                Op::Exec(_, p) | Op::Query(_, p) => {
+                    p.iter().map(|b| &**b as &(dyn ToSql + Sync)).collect()
+                }
+                Op::Simple(_) => Vec::new(),
+            };
+            (op, p)
+        })
+        .collect();
+    let mut requests: Vec<futures_util::future::MaybeDone<Request<'_>>> = Vec::new();
+    for (op, p) in &params {
+        let request: Request<'_> = match op {
+            Op::Simple(sql) => {
+                Box::pin(async move { client.batch_execute(sql).await.map(|()| Out::Done) })
+            }
+            Op::Exec(sql, _) => {
+                let stmt = &statements[sql];
+                Box::pin(async move { client.execute(stmt, p).await.map(Out::Count) })
+            }
+            Op::Query(sql, _) => {
+                let stmt = &statements[sql];
+                Box::pin(async move { client.query(stmt, p).await.map(Out::Rows) })
+            }
+        };
+        requests.push(futures_util::future::maybe_done(request));
+    }
+    // Poll each once, in order: that queues its request on the connection.
+    std::future::poll_fn(|cx| {
+        for r in requests.iter_mut() {
+            let _ = Pin::new(r).poll(cx);
+        }
+        Poll::Ready(())
+    })
+    .await;
+    let mut outs = Vec::with_capacity(requests.len());
+    let mut first_error = None;
+    for mut r in requests {
+        (&mut r).await;
+        match Pin::new(&mut r).take_output() {
+            Some(Ok(out)) => outs.push(out),
+            Some(Err(e)) => {
+                if first_error.is_none() {
+                    first_error = Some(e);
+                }
+                outs.push(Out::Done);
+            }
+            None => outs.push(Out::Done),
+        }
+    }
+    (outs, first_error)
 }
 
 /// Whether the error says the schema or its tables do not exist yet.

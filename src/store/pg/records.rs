@@ -872,7 +872,7 @@ impl PgStore {
                 )
             })
             .collect();
-        self.fenced(fence, false, ops).await
+        self.fenced(fence, ops).await
     }
 
     pub async fn ids_with_prefix(&self, prefix: &str) -> Result<Vec<String>> {
@@ -900,24 +900,26 @@ impl PgStore {
             .iter()
             .map(|w| write_op(&fence.instance, w))
             .collect();
-        self.fenced(fence, false, ops).await
+        self.fenced(fence, ops).await
     }
 
+    /// Not waited for: queued on the connection (so it lands before the
+    /// next commit), committed without a flush to disk.
     pub async fn commit_unsynced(&self, fence: &Fence, writes: &[Write]) -> Result<()> {
-        let ops = writes
-            .iter()
-            .map(|w| write_op(&fence.instance, w))
-            .collect();
-        self.fenced(fence, true, ops).await
+        let mut ops = vec![
+            Op::Simple("BEGIN"),
+            Op::Simple("SET LOCAL synchronous_commit = off"),
+            Op::Query(FENCE, vec![p(fence.instance.clone()), p(fence.epoch)]),
+        ];
+        ops.extend(writes.iter().map(|w| write_op(&fence.instance, w)));
+        ops.push(Op::Simple("COMMIT"));
+        self.pipeline_in_background(ops).await
     }
 
     /// One transaction, one round trip: BEGIN, the fence, `ops`, COMMIT.
-    async fn fenced(&self, fence: &Fence, unsynced: bool, ops: Vec<Op>) -> Result<()> {
-        let mut all = Vec::with_capacity(ops.len() + 4);
+    async fn fenced(&self, fence: &Fence, ops: Vec<Op>) -> Result<()> {
+        let mut all = Vec::with_capacity(ops.len() + 3);
         all.push(Op::Simple("BEGIN"));
-        if unsynced {
-            all.push(Op::Simple("SET LOCAL synchronous_commit = off"));
-        }
         all.push(Op::Query(
             FENCE,
             vec![p(fence.instance.clone()), p(fence.epoch)],
