@@ -89,21 +89,41 @@ impl Heartbeat {
         let (lost_tx, lost_rx) = watch::channel(None);
         let every = ttl / 6;
         let thread = std::thread::spawn(move || {
-            // Its own runtime, so that a renewal never waits for the
-            // runner's loop (nor the loop for a renewal's round trip).
-            let Ok(runtime) = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-            else {
-                return;
+            // PostgreSQL: a runtime of its own, so that a renewal never waits
+            // for the runner's loop (nor the loop for a renewal's round trip).
+            // SQLite's calls complete without waiting: no runtime is needed.
+            let runtime = match &db {
+                Location::Postgres(_) => {
+                    let Ok(rt) = tokio::runtime::Builder::new_current_thread()
+                        .enable_all()
+                        .build()
+                    else {
+                        return;
+                    };
+                    Some(rt)
+                }
+                Location::Sqlite(_) => None,
             };
+            let block_on =
+                |f: std::pin::Pin<&mut dyn std::future::Future<Output = ()>>| match &runtime {
+                    Some(rt) => rt.block_on(f),
+                    None => now_or_never(f),
+                };
             let mut store: Option<Store> = None;
             while let Err(mpsc::RecvTimeoutError::Timeout) = stop_rx.recv_timeout(every) {
                 if store.is_none() {
-                    store = runtime.block_on(Store::open(&db)).ok();
+                    let mut opened = None;
+                    block_on(std::pin::pin!(async {
+                        opened = Store::open(&db).await.ok()
+                    }));
+                    store = opened;
                 }
                 let Some(s) = &store else { continue };
-                match runtime.block_on(s.renew(&fence, ttl_ms(ttl))) {
+                let mut renewed = Ok(());
+                block_on(std::pin::pin!(async {
+                    renewed = s.renew(&fence, ttl_ms(ttl)).await
+                }));
+                match renewed {
                     Ok(()) => {}
                     Err(StoreError::Fenced { holder, .. }) => {
                         let _ = lost_tx.send(Some(
@@ -129,6 +149,17 @@ impl Heartbeat {
             },
             lost_rx,
         )
+    }
+}
+
+/// Runs a future that never waits (a SQLite call behind the async store
+/// interface) to its end on this thread.
+fn now_or_never(f: std::pin::Pin<&mut dyn std::future::Future<Output = ()>>) {
+    let waker = futures_util::task::noop_waker();
+    let mut cx = std::task::Context::from_waker(&waker);
+    let mut f = f;
+    while f.as_mut().poll(&mut cx).is_pending() {
+        std::thread::yield_now();
     }
 }
 

@@ -142,7 +142,11 @@ fn trace_tree_shows_the_runs_of_a_retried_step() {
             "order-flow/workflow run 2  link -> run 1  outcome=completed",
             "└── order-flow/charge-card attempt=2  outcome=ok",
             "    ├── process exit.code=0",
-            "    └── wf.sqlite.commit",
+            if t.on_pg() {
+                "    └── wf.postgresql.commit"
+            } else {
+                "    └── wf.sqlite.commit"
+            },
         ],
         "{}",
         ran.stdout

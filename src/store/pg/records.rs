@@ -665,28 +665,38 @@ impl PgStore {
         let outs = self
             .pipeline(vec![
                 Op::Simple("BEGIN"),
-                // A row locked by another transaction is being written by a
-                // live runner or claimed by another worker: skipped, never
-                // waited for.
+                // A lock on the row is a commit or a claim in progress: a few
+                // milliseconds. A runner stalled inside its transaction holds
+                // it longer, until the server ends that session (after
+                // `idle_in_transaction_session_timeout`, the lease TTL): the
+                // takeover gives up after a while and reports the holder.
+                Op::Simple("SET LOCAL lock_timeout = '5s'"),
                 Op::Query(
                     "SELECT lease_owner, lease_expires_ms, lease_epoch FROM instances WHERE id=$1 \
-                     FOR UPDATE SKIP LOCKED",
+                     FOR UPDATE",
                     vec![p(id.to_string())],
                 ),
             ])
-            .await?;
-        let rows = outs.into_iter().nth(1).map(Out::rows).unwrap_or_default();
+            .await;
+        let outs =
+            match outs {
+                Err(StoreError::Open { reason, .. }) if reason.contains("(55P03)") => {
+                    // (The pipeline rolled its transaction back.)
+                    let rows = self
+                        .query("SELECT lease_owner FROM instances WHERE id=$1", &[&id])
+                        .await?;
+                    return match rows.first() {
+                        None => Err(StoreError::NotFound(id.into())),
+                        Some(r) => Ok(Err(get::<Option<String>>(r, 0)?
+                            .unwrap_or_else(|| "another process".into()))),
+                    };
+                }
+                other => other?,
+            };
+        let rows = outs.into_iter().nth(2).map(Out::rows).unwrap_or_default();
         let Some(r) = rows.first() else {
             let _ = self.client.batch_execute("ROLLBACK").await;
-            let rows = self
-                .query("SELECT lease_owner FROM instances WHERE id=$1", &[&id])
-                .await?;
-            return match rows.first() {
-                None => Err(StoreError::NotFound(id.into())),
-                Some(r) => Ok(Err(
-                    get::<Option<String>>(r, 0)?.unwrap_or_else(|| "another worker".into())
-                )),
-            };
+            return Err(StoreError::NotFound(id.into()));
         };
         let holder: Option<String> = get(r, 0)?;
         let expires: Option<i64> = get(r, 1)?;

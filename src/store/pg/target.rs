@@ -142,6 +142,17 @@ impl PgTarget {
         // Every connection works in the schema, and commits as WF_DURABILITY says.
         let mut options = config.get_options().unwrap_or_default().to_string();
         options.push_str(&format!(" -c search_path={schema}"));
+        // A runner stalled inside a transaction (SIGSTOP, a paused VM) holds
+        // its instance's row lock: the server ends such a session after the
+        // lease TTL, so that another runner can take the instance over.
+        let ttl = std::env::var("WF_LEASE_TTL")
+            .ok()
+            .and_then(|t| crate::workflow::duration::parse(t.trim()).ok())
+            .unwrap_or(Duration::from_secs(30));
+        options.push_str(&format!(
+            " -c idle_in_transaction_session_timeout={}",
+            ttl.as_millis().max(1000)
+        ));
         if crate::store::Durability::from_env() == crate::store::Durability::Normal {
             options.push_str(" -c synchronous_commit=off");
         }
