@@ -12,6 +12,7 @@
 //!   new instances and released leases `NOTIFY` it; polling covers a lost
 //!   notification.
 
+mod batch;
 mod records;
 mod schema;
 mod target;

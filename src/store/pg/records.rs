@@ -30,7 +30,7 @@ const SELECT_SPANS: &str = concat!(
     " FROM spans WHERE instance_id=$1 ORDER BY run, start_ns, span_id"
 );
 
-fn p<T: tokio_postgres::types::ToSql + Sync + Send + 'static>(v: T) -> Param {
+pub(super) fn p<T: tokio_postgres::types::ToSql + Sync + Send + 'static>(v: T) -> Param {
     Box::new(v)
 }
 
@@ -155,7 +155,7 @@ const FENCE: &str = "SELECT check_fence($1, $2)";
 const NOTIFY: &str = "SELECT pg_notify('wf_' || current_schema(), '')";
 
 /// The request that puts `w` in the store.
-fn write_op(id: &str, w: &Write) -> Op {
+pub(super) fn write_op(id: &str, w: &Write) -> Op {
     let id = id.to_string();
     match w {
         Write::StartAttempt {
@@ -906,11 +906,8 @@ impl PgStore {
     }
 
     pub async fn commit(&self, fence: &Fence, writes: &[Write]) -> Result<()> {
-        let ops = writes
-            .iter()
-            .map(|w| write_op(&fence.instance, w))
-            .collect();
-        self.fenced(fence, ops).await
+        self.fenced(fence, super::batch::ops(&fence.instance, writes))
+            .await
     }
 
     /// Not waited for: queued on the connection (so it lands before the
