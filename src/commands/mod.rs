@@ -7,6 +7,7 @@ mod inspect;
 mod list;
 mod logs;
 mod man;
+mod prune;
 mod result;
 mod resume;
 mod run;
@@ -77,6 +78,8 @@ pub enum Command {
     Signal(signal::Args),
     /// Cancel an instance; runs compensations of completed steps
     Cancel(cancel::Args),
+    /// Delete ended instances older than a duration, with all their history
+    Prune(prune::Args),
     /// Resume every instance that is due (timers, events, dead leases) until stopped
     Worker(worker::Args),
     /// Check a workflow file; silent and 0 when valid
@@ -102,6 +105,7 @@ pub async fn execute(cli: Cli, printer: &Printer) -> anyhow::Result<ExitStatus> 
         Command::Signal(args) => signal::run(args, &mut open(db).await?, printer).await,
         Command::Cancel(args) => cancel::run(args, db, printer).await,
         Command::Worker(args) => worker::run(args, db, printer).await,
+        Command::Prune(args) => prune::run(args, db, printer).await,
         Command::Validate(args) => validate::run(args, printer),
         Command::Completions(args) => completions::run(args, printer),
         Command::Man(args) => man::run(args, printer),

@@ -259,6 +259,28 @@ impl Store {
         each!(self.claim_due(owner, ttl_ms, limit, skip))
     }
 
+    /// Deletes ended instances (of `statuses`) last changed before `before`
+    /// (RFC 3339), with everything that belongs to them, `batch` instances a
+    /// transaction; with `dry_run`, only counts them.
+    pub async fn prune(
+        &mut self,
+        before: &str,
+        statuses: &[String],
+        batch: usize,
+        dry_run: bool,
+    ) -> Result<Pruned> {
+        each!(self.prune(before, statuses, batch, dry_run))
+    }
+
+    /// Gives the space of deleted rows back to the file system (SQLite);
+    /// false where the backend does it by itself (PostgreSQL's autovacuum).
+    pub async fn vacuum(&mut self) -> Result<bool> {
+        match self {
+            Store::Sqlite(s) => s.vacuum().map(|()| true),
+            Store::Postgres(_) => Ok(false),
+        }
+    }
+
     /// Waits until something may have become due (PostgreSQL: a
     /// notification from `wf signal`, a new instance, a released lease) or
     /// `timeout` passed, whichever is first.

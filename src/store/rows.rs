@@ -3,6 +3,28 @@
 
 use serde_json::Value;
 
+/// What `wf prune` removed (or, with `--dry-run`, would remove).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct Pruned {
+    pub instances: u64,
+    pub runs: u64,
+    pub steps: u64,
+    pub attempts: u64,
+    pub spans: u64,
+    pub events: u64,
+}
+
+impl Pruned {
+    pub fn add(&mut self, other: &Pruned) {
+        self.instances += other.instances;
+        self.runs += other.runs;
+        self.steps += other.steps;
+        self.attempts += other.attempts;
+        self.spans += other.spans;
+        self.events += other.events;
+    }
+}
+
 /// Current time as stored everywhere: RFC 3339, UTC, millisecond precision.
 pub fn now() -> String {
     fmt_time(chrono::Utc::now())

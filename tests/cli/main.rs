@@ -17,6 +17,7 @@ mod leaks;
 mod outputs;
 mod ownership;
 mod pg;
+mod prune;
 mod retries;
 mod run;
 mod schema;

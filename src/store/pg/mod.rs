@@ -13,6 +13,7 @@
 //!   notification.
 
 mod batch;
+mod prune;
 mod records;
 mod schema;
 mod target;

@@ -1,0 +1,108 @@
+//! `wf prune --older-than D`: deletes ended instances (completed, failed,
+//! canceled) that have not changed for `D`, with their runs, steps,
+//! attempts, logs, spans and events. Never touches a running, sleeping or
+//! waiting instance. Deletes a bounded batch per transaction, so a runner
+//! never waits long for the database.
+
+use crate::exit::{ExitStatus, UsageError};
+use crate::printer::Printer;
+use crate::store::Pruned;
+use serde_json::json;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Instances deleted per transaction.
+const BATCH: usize = 100;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Ended {
+    Completed,
+    Failed,
+    Canceled,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Instances that have not changed for this long (`30d`, `12h`, `0s` for any)
+    #[arg(long, value_name = "DURATION", value_parser = super::parse_duration_flag)]
+    pub older_than: Duration,
+    /// Only instances with these statuses (default: all three)
+    #[arg(long, value_enum, value_delimiter = ',')]
+    pub status: Vec<Ended>,
+    /// Count what would be deleted; delete nothing
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Then give the freed space back to the file system (SQLite: VACUUM)
+    #[arg(long)]
+    pub vacuum: bool,
+    /// `{dry_run, instances, runs, steps, attempts, spans, events}` on stdout
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub async fn run(args: Args, db: Option<PathBuf>, printer: &Printer) -> anyhow::Result<ExitStatus> {
+    let location = super::db_location(db)?;
+    if !location.exists() {
+        return Err(UsageError(format!(
+            "no database at {}: nothing to prune",
+            location.describe()
+        ))
+        .into());
+    }
+    let cutoff = chrono::Duration::from_std(args.older_than)
+        .ok()
+        .and_then(|d| chrono::Utc::now().checked_sub_signed(d))
+        .ok_or_else(|| UsageError(format!("--older-than {:?} is too long", args.older_than)))?;
+    let mut statuses: Vec<String> = if args.status.is_empty() {
+        vec![Ended::Completed, Ended::Failed, Ended::Canceled]
+    } else {
+        args.status.clone()
+    }
+    .into_iter()
+    .map(|s| format!("{s:?}").to_lowercase())
+    .collect();
+    statuses.dedup();
+    let mut store = crate::store::Store::open(&location).await?;
+    let pruned = store
+        .prune(
+            &crate::store::fmt_time(cutoff),
+            &statuses,
+            BATCH,
+            args.dry_run,
+        )
+        .await?;
+    let vacuumed = if args.vacuum && !args.dry_run {
+        store.vacuum().await?
+    } else {
+        false
+    };
+    if args.json {
+        let mut v = serde_json::to_value(pruned)?;
+        v["dry_run"] = json!(args.dry_run);
+        printer.json(&v);
+    } else {
+        let verb = if args.dry_run {
+            "would delete"
+        } else {
+            "deleted"
+        };
+        printer.data(&format!("{verb} {}", describe(&pruned)));
+    }
+    if args.vacuum && !args.dry_run && !vacuumed {
+        printer.info("PostgreSQL gives the space back by itself (autovacuum): nothing to vacuum");
+    }
+    Ok(ExitStatus::Success)
+}
+
+fn describe(p: &Pruned) -> String {
+    let n = |count: u64, what: &str| format!("{count} {what}{}", if count == 1 { "" } else { "s" });
+    format!(
+        "{} ({}, {}, {}, {}, {})",
+        n(p.instances, "instance"),
+        n(p.runs, "run"),
+        n(p.steps, "step"),
+        n(p.attempts, "attempt"),
+        n(p.spans, "span"),
+        n(p.events, "event")
+    )
+}

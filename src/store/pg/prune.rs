@@ -1,0 +1,109 @@
+//! `wf prune` on PostgreSQL: ended instances and everything that belongs to
+//! them, a bounded batch per transaction; rows another transaction holds
+//! are skipped (`SKIP LOCKED`) and taken by a later batch or prune.
+
+use super::{Op, Out, PgStore};
+use crate::store::{Pruned, Result};
+
+impl PgStore {
+    pub async fn prune(
+        &self,
+        before: &str,
+        statuses: &[String],
+        batch: usize,
+        dry_run: bool,
+    ) -> Result<Pruned> {
+        let statuses = statuses.to_vec();
+        if dry_run {
+            let rows = self
+                .query(
+                    "WITH chosen AS (SELECT id FROM instances WHERE status = ANY($1) \
+                     AND status IN ('completed', 'failed', 'canceled') AND updated_at < $2) \
+                     SELECT (SELECT count(*) FROM chosen), \
+                     (SELECT count(*) FROM runs WHERE instance_id IN (SELECT id FROM chosen)), \
+                     (SELECT count(*) FROM steps WHERE instance_id IN (SELECT id FROM chosen)), \
+                     (SELECT count(*) FROM attempts WHERE instance_id IN (SELECT id FROM chosen)), \
+                     (SELECT count(*) FROM spans WHERE instance_id IN (SELECT id FROM chosen)), \
+                     (SELECT count(*) FROM events WHERE instance_id IN (SELECT id FROM chosen))",
+                    &[&statuses, &before],
+                )
+                .await?;
+            let get = |i: usize| -> u64 {
+                rows.first()
+                    .and_then(|r| r.try_get::<_, i64>(i).ok())
+                    .unwrap_or(0) as u64
+            };
+            return Ok(Pruned {
+                instances: get(0),
+                runs: get(1),
+                steps: get(2),
+                attempts: get(3),
+                spans: get(4),
+                events: get(5),
+            });
+        }
+        let mut total = Pruned::default();
+        loop {
+            let outs = self
+                .pipeline(vec![
+                    Op::Simple("BEGIN"),
+                    Op::Query(
+                        "SELECT id FROM instances WHERE status = ANY($1) \
+                         AND status IN ('completed', 'failed', 'canceled') AND updated_at < $2 \
+                         ORDER BY updated_at LIMIT $3 FOR UPDATE SKIP LOCKED",
+                        vec![
+                            Box::new(statuses.clone()),
+                            Box::new(before.to_string()),
+                            Box::new(batch as i64),
+                        ],
+                    ),
+                ])
+                .await?;
+            let ids: Vec<String> = outs
+                .into_iter()
+                .nth(1)
+                .map(Out::rows)
+                .unwrap_or_default()
+                .iter()
+                .filter_map(|r| r.try_get(0).ok())
+                .collect();
+            if ids.is_empty() {
+                self.pipeline(vec![Op::Simple("COMMIT")]).await?;
+                break;
+            }
+            let delete = |sql: &'static str| Op::Exec(sql, vec![Box::new(ids.clone())]);
+            let outs = self
+                .pipeline(vec![
+                    delete("DELETE FROM events WHERE instance_id = ANY($1)"),
+                    delete("DELETE FROM spans WHERE instance_id = ANY($1)"),
+                    delete("DELETE FROM attempts WHERE instance_id = ANY($1)"),
+                    delete("DELETE FROM steps WHERE instance_id = ANY($1)"),
+                    delete("DELETE FROM runs WHERE instance_id = ANY($1)"),
+                    delete("DELETE FROM instances WHERE id = ANY($1)"),
+                    Op::Exec(
+                        "DELETE FROM definitions d WHERE NOT EXISTS \
+                         (SELECT 1 FROM instances i WHERE i.definition_hash = d.hash)",
+                        vec![],
+                    ),
+                    Op::Simple("COMMIT"),
+                ])
+                .await;
+            let outs = match outs {
+                Ok(o) => o,
+                Err(e) => {
+                    let _ = self.pipeline(vec![Op::Simple("ROLLBACK")]).await;
+                    return Err(e);
+                }
+            };
+            total.add(&Pruned {
+                events: outs[0].count(),
+                spans: outs[1].count(),
+                attempts: outs[2].count(),
+                steps: outs[3].count(),
+                runs: outs[4].count(),
+                instances: outs[5].count(),
+            });
+        }
+        Ok(total)
+    }
+}

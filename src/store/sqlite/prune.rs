@@ -1,0 +1,90 @@
+//! `wf prune` on SQLite: ended instances and everything that belongs to
+//! them, deleted a bounded batch per transaction so that a runner waiting
+//! for the write lock never waits long.
+
+use super::SqliteStore;
+use crate::store::{Pruned, Result};
+use rusqlite::{Connection, params};
+
+/// The instances a prune takes: ended, with a listed status, last changed
+/// before the cutoff (`?1`: JSON list of statuses, `?2`: RFC 3339).
+const CHOSEN: &str = "SELECT id FROM instances WHERE status IN (SELECT value FROM json_each(?1)) \
+     AND status IN ('completed', 'failed', 'canceled') AND updated_at < ?2";
+
+/// Rows of each table that belong to the instances `ids_sql` selects.
+fn counts(c: &Connection, ids_sql: &str, p: impl rusqlite::Params + Copy) -> Result<Pruned> {
+    let count = |table: &str, column: &str| -> Result<u64> {
+        let n: i64 = c.query_row(
+            &format!("SELECT count(*) FROM {table} WHERE {column} IN ({ids_sql})"),
+            p,
+            |r| r.get(0),
+        )?;
+        Ok(n as u64)
+    };
+    Ok(Pruned {
+        instances: count("instances", "id")?,
+        runs: count("runs", "instance_id")?,
+        steps: count("steps", "instance_id")?,
+        attempts: count("attempts", "instance_id")?,
+        spans: count("spans", "instance_id")?,
+        events: count("events", "instance_id")?,
+    })
+}
+
+impl SqliteStore {
+    pub fn prune(
+        &mut self,
+        before: &str,
+        statuses: &[String],
+        batch: usize,
+        dry_run: bool,
+    ) -> Result<Pruned> {
+        let statuses = serde_json::to_string(statuses).unwrap_or_else(|_| "[]".into());
+        if dry_run {
+            return counts(&self.conn, CHOSEN, params![statuses, before]);
+        }
+        let mut total = Pruned::default();
+        loop {
+            let tx = self.write()?;
+            let ids: Vec<String> = {
+                let mut stmt = tx.prepare(&format!("{CHOSEN} LIMIT ?3"))?;
+                stmt.query_map(params![statuses, before, batch as i64], |r| r.get(0))?
+                    .collect::<Result<_, _>>()?
+            };
+            if ids.is_empty() {
+                break;
+            }
+            let list = serde_json::to_string(&ids).unwrap_or_else(|_| "[]".into());
+            let chosen = "SELECT value FROM json_each(?1)";
+            let mut removed = Pruned::default();
+            for (table, column, n) in [
+                ("events", "instance_id", &mut removed.events),
+                ("spans", "instance_id", &mut removed.spans),
+                ("attempts", "instance_id", &mut removed.attempts),
+                ("steps", "instance_id", &mut removed.steps),
+                ("runs", "instance_id", &mut removed.runs),
+                ("instances", "id", &mut removed.instances),
+            ] {
+                *n = tx.execute(
+                    &format!("DELETE FROM {table} WHERE {column} IN ({chosen})"),
+                    [&list],
+                )? as u64;
+            }
+            tx.execute(
+                "DELETE FROM definitions WHERE hash NOT IN (SELECT definition_hash FROM instances)",
+                [],
+            )?;
+            tx.commit()?;
+            total.add(&removed);
+        }
+        Ok(total)
+    }
+
+    /// Rebuilds the file without the space deleted rows left, and folds the
+    /// WAL back into it: what was pruned is gone from the disk too.
+    pub fn vacuum(&mut self) -> Result<()> {
+        self.conn
+            .execute_batch("VACUUM; PRAGMA wal_checkpoint(TRUNCATE);")?;
+        Ok(())
+    }
+}
