@@ -87,6 +87,7 @@ pub fn parse_source(source: &str, label: &str) -> Result<Workflow, DefinitionErr
         source,
         label,
         step_ids: HashMap::new(),
+        step_refs: Default::default(),
     }
     .check(raw)
 }
@@ -137,6 +138,16 @@ struct Checker<'a> {
     source: &'a str,
     label: &'a str,
     step_ids: HashMap<String, usize>,
+    /// `steps.X` references made in steps (which step, in its compensation
+    /// or not, X, where), checked against `needs` once every step is read.
+    step_refs: std::cell::RefCell<Vec<StepRef>>,
+}
+
+struct StepRef {
+    from: usize,
+    compensation: bool,
+    to: String,
+    at: Pos,
 }
 
 /// What an expression is allowed to see, depending on where it stands.
@@ -300,6 +311,7 @@ impl Checker<'_> {
                     inputs: &inputs,
                     secrets: &secrets,
                     scope: PLAIN,
+                    step: None,
                 };
                 self.tree(&tree, o.into(), &ctx)?;
                 Some(tree)
@@ -318,6 +330,7 @@ impl Checker<'_> {
             )?);
         }
         self.check_cycles(&raw.steps.value, &steps)?;
+        self.check_upstream(&steps)?;
 
         Ok(Workflow {
             name,
@@ -366,6 +379,7 @@ impl Checker<'_> {
             inputs,
             secrets,
             scope,
+            step: Some((index, false)),
         };
 
         let needs = match &raw.needs {
@@ -515,7 +529,13 @@ impl Checker<'_> {
         let compensate = raw
             .compensate
             .as_ref()
-            .map(|c| self.compensation(&c.value, c.into(), &ctx, default_timeout))
+            .map(|c| {
+                let undo = ExprCtx {
+                    step: Some((index, true)),
+                    ..ctx
+                };
+                self.compensation(&c.value, c.into(), &undo, default_timeout)
+            })
             .transpose()?;
 
         let condition = match &raw.if_ {
@@ -820,6 +840,7 @@ impl Checker<'_> {
             inputs,
             secrets,
             scope,
+            step: None,
         };
         let mut out = Vec::new();
         for (k, v) in map {
@@ -928,6 +949,16 @@ impl Checker<'_> {
                 ("steps", Some(id)) if !self.step_ids.contains_key(id) => {
                     return Err(self.err(at(), format!("expression refers to `steps.{id}`, which is not a step of this workflow")));
                 }
+                ("steps", Some(id)) => {
+                    if let Some((from, compensation)) = ctx.step {
+                        self.step_refs.borrow_mut().push(StepRef {
+                            from,
+                            compensation,
+                            to: id.clone(),
+                            at: at(),
+                        });
+                    }
+                }
                 ("secrets", Some(name)) if !ctx.secrets.contains(name) => {
                     return Err(self.err(at(), format!("expression refers to `secrets.{name}`, which is not listed in `secrets:`")));
                 }
@@ -936,6 +967,46 @@ impl Checker<'_> {
                 }
                 _ => {}
             }
+        }
+        Ok(())
+    }
+
+    /// A step sees `steps.X` only when X runs before it: X is among what
+    /// it needs, directly or through the steps those need (a compensation
+    /// also sees its own step). Anything else would render as nothing.
+    fn check_upstream(&self, steps: &[Step]) -> Result<(), DefinitionError> {
+        let refs = self.step_refs.borrow();
+        let mut upstream: HashMap<usize, std::collections::HashSet<usize>> = HashMap::new();
+        for r in refs.iter() {
+            let Some(&to) = self.step_ids.get(&r.to) else {
+                continue;
+            };
+            let before = upstream.entry(r.from).or_insert_with(|| {
+                let mut seen = std::collections::HashSet::new();
+                let mut todo: Vec<usize> = steps[r.from].needs.clone();
+                while let Some(i) = todo.pop() {
+                    if seen.insert(i) {
+                        todo.extend(steps[i].needs.iter().copied());
+                    }
+                }
+                seen
+            });
+            if before.contains(&to) || (r.compensation && to == r.from) {
+                continue;
+            }
+            let from = &steps[r.from].id;
+            let message = if to == r.from {
+                format!(
+                    "step `{from}` refers to its own result `steps.{}` (its result is `output`, in `set_state`)",
+                    r.to
+                )
+            } else {
+                format!(
+                    "step `{from}` refers to `steps.{}`, which does not run before it: add `{}` to its `needs` (or to a step it needs)",
+                    r.to, r.to
+                )
+            };
+            return Err(self.err(r.at, message));
         }
         Ok(())
     }
@@ -1001,6 +1072,9 @@ struct ExprCtx<'a> {
     inputs: &'a BTreeMap<String, InputSpec>,
     secrets: &'a [String],
     scope: Scope,
+    /// The step the expression belongs to (and whether to its
+    /// compensation), for the check that `steps.X` runs before it.
+    step: Option<(usize, bool)>,
 }
 
 impl Clone for ExprCtx<'_> {

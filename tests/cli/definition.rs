@@ -386,6 +386,81 @@ steps:
 }
 
 #[test]
+fn expression_naming_a_step_that_does_not_run_before() {
+    // `b` runs in parallel with `a` (needs: []): its result is not there yet.
+    let msg = rejected(
+        "\
+name: demo
+steps:
+  - id: a
+    run: echo one
+  - id: b
+    needs: []
+    run: echo \"${{ steps.a.output.stdout }}\"
+",
+        7,
+        20,
+    );
+    assert_mentions(&msg, &["step `b`", "steps.a", "needs"]);
+    // A later step, read by an earlier one.
+    let msg = rejected(
+        "\
+name: demo
+steps:
+  - id: a
+    if: \"${{ steps.c.output.stdout == 'x' }}\"
+    run: echo one
+  - id: c
+    run: echo two
+",
+        4,
+        14,
+    );
+    assert_mentions(&msg, &["step `a`", "steps.c"]);
+    // Its own result, outside its compensation.
+    let msg = rejected(
+        "\
+name: demo
+steps:
+  - id: a
+    run: echo one
+    set_state: { x: \"${{ steps.a.output.stdout }}\" }
+",
+        5,
+        26,
+    );
+    assert_mentions(&msg, &["own result", "output"]);
+}
+
+#[test]
+fn references_through_needs_chains_and_from_compensations_are_fine() {
+    let t = Test::new();
+    let path = t.write(
+        "ok.yaml",
+        "\
+name: ok
+steps:
+  - id: a
+    run: echo one
+  - id: side
+    needs: []
+    run: echo side
+  - id: b
+    needs: [a]
+    run: echo two
+  - id: c
+    needs: [b, side]
+    run: echo \"${{ steps.a.output.stdout }} ${{ steps.side.output.stdout }}\"
+    compensate: { run: \"echo undo ${{ steps.c.output.stdout }} ${{ steps.a.output.stdout }}\" }
+outputs:
+  any: \"${{ steps.side.output.stdout }}\"
+",
+    );
+    let ran = t.wf(&["validate", path.to_str().unwrap()]);
+    assert_eq!(ran.code, 0, "{}", ran.stderr);
+}
+
+#[test]
 fn the_error_points_at_the_bad_reference_in_a_multi_line_script() {
     let msg = rejected(
         "\
