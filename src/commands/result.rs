@@ -22,7 +22,8 @@ pub struct Args {
     pub json: bool,
 }
 
-/// How often `--wait` looks at the instance (a read of one row).
+/// How often `--wait` looks at the instance (a read of one row) when
+/// nothing wakes it sooner (on PostgreSQL, the end of a run notifies it).
 const WAIT_EVERY: Duration = Duration::from_millis(200);
 
 pub async fn run(args: Args, store: &Store, printer: &Printer) -> anyhow::Result<ExitStatus> {
@@ -34,7 +35,7 @@ pub async fn run(args: Args, store: &Store, printer: &Printer) -> anyhow::Result
             break inst;
         }
         tokio::select! {
-            _ = tokio::time::sleep(WAIT_EVERY) => {}
+            _ = store.wait_for_work(WAIT_EVERY) => {}
             _ = tokio::signal::ctrl_c() => return Ok(ExitStatus::Interrupted),
         }
     };

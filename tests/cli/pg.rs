@@ -36,15 +36,19 @@ fn schema(t: &Test) -> String {
 /// `wf` with the test's environment and folder, without `--db`.
 fn bare(t: &Test) -> Command {
     let mut cmd = Command::new(assert_cmd::cargo::cargo_bin("wf"));
-    let base = t.cmd();
-    for (k, v) in base.get_envs() {
+    with_env_of(t, &mut cmd);
+    cmd.current_dir(t.path());
+    cmd
+}
+
+/// Gives `cmd` the environment `t.cmd()` has (its schema, its variables).
+fn with_env_of(t: &Test, cmd: &mut Command) {
+    for (k, v) in t.cmd().get_envs() {
         match v {
             Some(v) => cmd.env(k, v),
             None => cmd.env_remove(k),
         };
     }
-    cmd.current_dir(t.path());
-    cmd
 }
 
 /// `wf --db URL ARGS…` with the test's schema.
@@ -432,12 +436,7 @@ fn worker_on_host(t: &Test, host: &str, with_uts: bool) -> Bg {
         cmd.args(["-c", &script]);
     }
     cmd.arg(&wf);
-    for (k, v) in t.cmd().get_envs() {
-        match v {
-            Some(v) => cmd.env(k, v),
-            None => cmd.env_remove(k),
-        };
-    }
+    with_env_of(t, &mut cmd);
     let (url, _) = t.pg.as_ref().unwrap();
     cmd.env("WF_DB", url)
         .current_dir(t.path())
