@@ -7,7 +7,8 @@
 //! `set_state` steps took 136 µs each as one statement per write, 65 µs so.
 
 use super::Op;
-use super::records::{p, write_op};
+use super::records::p;
+use super::write::write_op;
 use crate::store::Write;
 use crate::store::rows::{AttemptEnd, SpanRow, StepRow};
 use std::collections::HashMap;

@@ -13,10 +13,12 @@
 //!   notification.
 
 mod batch;
+mod owner;
 mod prune;
 mod records;
 mod schema;
 mod target;
+mod write;
 
 use super::{Result, StoreError};
 use futures_util::StreamExt;

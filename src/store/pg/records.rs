@@ -1,10 +1,12 @@
-//! The PostgreSQL statements behind each operation of the store, and the
-//! mapping of their rows to [`rows`](crate::store::rows). They say what the
-//! SQLite ones say (`store/sqlite/records.rs`), in PostgreSQL's dialect.
+//! The PostgreSQL statements that read the history and deliver to it (new
+//! instances, events, cancel requests), and the mapping of their rows to
+//! [`rows`](crate::store::rows). They say what the SQLite ones say
+//! (`store/sqlite/records.rs`), in PostgreSQL's dialect. What a runner
+//! writes under its lease is in `owner` and `write`.
 
-use super::{Op, Out, Param, PgStore};
+use super::{Op, Param, PgStore};
 use crate::store::rows::*;
-use crate::store::{Result, StoreError, Write};
+use crate::store::{Result, StoreError};
 use serde_json::Value;
 use tokio_postgres::Row;
 
@@ -34,19 +36,19 @@ pub(super) fn p<T: tokio_postgres::types::ToSql + Sync + Send + 'static>(v: T) -
     Box::new(v)
 }
 
-fn get<'a, T: tokio_postgres::types::FromSql<'a>>(r: &'a Row, i: usize) -> Result<T> {
+pub(super) fn get<'a, T: tokio_postgres::types::FromSql<'a>>(r: &'a Row, i: usize) -> Result<T> {
     r.try_get(i)
         .map_err(|e| StoreError::Corrupt(format!("column {i}: {e}")))
 }
 
-fn json(r: &Row, i: usize) -> Result<Value> {
+pub(super) fn json(r: &Row, i: usize) -> Result<Value> {
     let text: Option<String> = get(r, i)?;
     Ok(text
         .and_then(|t| serde_json::from_str(&t).ok())
         .unwrap_or(Value::Null))
 }
 
-fn instance_row(r: &Row) -> Result<InstanceRow> {
+pub(super) fn instance_row(r: &Row) -> Result<InstanceRow> {
     Ok(InstanceRow {
         id: get(r, 0)?,
         workflow: get(r, 1)?,
@@ -67,7 +69,7 @@ fn instance_row(r: &Row) -> Result<InstanceRow> {
     })
 }
 
-fn step_row(r: &Row) -> Result<StepRow> {
+pub(super) fn step_row(r: &Row) -> Result<StepRow> {
     Ok(StepRow {
         key: get(r, 0)?,
         step_id: get(r, 1)?,
@@ -86,7 +88,7 @@ fn step_row(r: &Row) -> Result<StepRow> {
     })
 }
 
-fn span_row(r: &Row) -> Result<SpanRow> {
+pub(super) fn span_row(r: &Row) -> Result<SpanRow> {
     Ok(SpanRow {
         trace_id: get(r, 0)?,
         span_id: get(r, 1)?,
@@ -104,7 +106,7 @@ fn span_row(r: &Row) -> Result<SpanRow> {
     })
 }
 
-fn event_row(r: &Row) -> Result<EventRow> {
+pub(super) fn event_row(r: &Row) -> Result<EventRow> {
     Ok(EventRow {
         id: get(r, 0)?,
         name: get(r, 1)?,
@@ -113,7 +115,7 @@ fn event_row(r: &Row) -> Result<EventRow> {
     })
 }
 
-fn open_attempt(r: &Row) -> Result<OpenAttempt> {
+pub(super) fn open_attempt(r: &Row) -> Result<OpenAttempt> {
     let span: Option<String> = get(r, 3)?;
     let host: Option<String> = get(r, 5)?;
     let pgid: Option<i64> = get(r, 6)?;
@@ -137,7 +139,7 @@ fn run_trace(r: &Row) -> Result<RunTrace> {
     Ok((get(r, 0)?, get(r, 1)?, get(r, 2)?, get(r, 3)?))
 }
 
-fn opt_json(v: &Value) -> Option<String> {
+pub(super) fn opt_json(v: &Value) -> Option<String> {
     if v.is_null() {
         None
     } else {
@@ -145,165 +147,15 @@ fn opt_json(v: &Value) -> Option<String> {
     }
 }
 
-const INSTANCE: &str = concat!("SELECT ", instance_cols!(), " FROM instances WHERE id = $1");
-const STEPS: &str = "SELECT key, step_id, status, attempts, budget_base, outcome, error_type, error_message, \
+pub(super) const INSTANCE: &str =
+    concat!("SELECT ", instance_cols!(), " FROM instances WHERE id = $1");
+pub(super) const STEPS: &str = "SELECT key, step_id, status, attempts, budget_base, outcome, error_type, error_message, \
      output, started_at, finished_at, retry_at, seq, items FROM steps WHERE instance_id=$1";
-const EVENTS_AFTER: &str = "SELECT id, name, payload, traceparent FROM events WHERE instance_id=$1 \
+pub(super) const EVENTS_AFTER: &str = "SELECT id, name, payload, traceparent FROM events WHERE instance_id=$1 \
      AND consumed_by IS NULL AND id > $2 ORDER BY id";
-const CANCEL_REQUESTED: &str = "SELECT cancel_requested FROM instances WHERE id=$1";
-const FENCE: &str = "SELECT check_fence($1, $2)";
-const NOTIFY: &str = "SELECT pg_notify('wf_' || current_schema(), '')";
-
-/// The request that puts `w` in the store.
-pub(super) fn write_op(id: &str, w: &Write) -> Op {
-    let id = id.to_string();
-    match w {
-        Write::StartAttempt {
-            key,
-            attempt,
-            run,
-            started_at,
-            span_id,
-            started_ns,
-        } => Op::Exec(
-            "INSERT INTO attempts (instance_id, step_key, attempt, run, started_at, span_id, started_ns) \
-             VALUES ($1,$2,$3,$4,$5,$6,$7)",
-            vec![
-                p(id),
-                p(key.clone()),
-                p(*attempt),
-                p(*run),
-                p(started_at.clone()),
-                p(span_id.clone()),
-                p(*started_ns),
-            ],
-        ),
-        Write::EndAttempt { key, attempt, end } => Op::Exec(
-            "UPDATE attempts SET outcome=$4, error_type=$5, error_message=$6, exit_code=$7, finished_at=$8, \
-             stdout=$9, stderr=$10 WHERE instance_id=$1 AND step_key=$2 AND attempt=$3",
-            vec![
-                p(id),
-                p(key.clone()),
-                p(*attempt),
-                p(end.outcome.clone()),
-                p(end.error_type.clone()),
-                p(end.error_message.clone()),
-                p(end.exit_code),
-                p(end.finished_at.clone()),
-                p(end.stdout.clone()),
-                p(end.stderr.clone()),
-            ],
-        ),
-        Write::AttemptProcess { key, attempt, tag } => Op::Exec(
-            "UPDATE attempts SET proc_host=$4, proc_pgid=$5, proc_start=$6 \
-             WHERE instance_id=$1 AND step_key=$2 AND attempt=$3",
-            vec![
-                p(id),
-                p(key.clone()),
-                p(*attempt),
-                p(tag.host.clone()),
-                p(tag.pgid),
-                p(tag.start),
-            ],
-        ),
-        Write::Step(s) => Op::Exec(
-            "INSERT INTO steps (instance_id, key, step_id, status, attempts, outcome, error_type, error_message, \
-             output, started_at, finished_at, retry_at, seq, budget_base, items) \
-             VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15) \
-             ON CONFLICT (instance_id, key) DO UPDATE SET status=excluded.status, attempts=excluded.attempts, \
-             budget_base=excluded.budget_base, \
-             outcome=excluded.outcome, error_type=excluded.error_type, error_message=excluded.error_message, \
-             output=excluded.output, started_at=excluded.started_at, finished_at=excluded.finished_at, \
-             retry_at=excluded.retry_at, seq=excluded.seq, items=excluded.items",
-            vec![
-                p(id),
-                p(s.key.clone()),
-                p(s.step_id.clone()),
-                p(s.status.clone()),
-                p(s.attempts),
-                p(s.outcome.clone()),
-                p(s.error_type.clone()),
-                p(s.error_message.clone()),
-                p(opt_json(&s.output)),
-                p(s.started_at.clone()),
-                p(s.finished_at.clone()),
-                p(s.retry_at.clone()),
-                p(s.seq),
-                p(s.budget_base),
-                p(opt_json(&s.items)),
-            ],
-        ),
-        Write::State(state) => Op::Exec(
-            "UPDATE instances SET state=$2, updated_at=$3 WHERE id=$1",
-            vec![p(id), p(state.to_string()), p(now())],
-        ),
-        Write::Span(s) => Op::Exec(
-            "INSERT INTO spans (trace_id, span_id, parent_span_id, instance_id, run, name, kind, start_ns, \
-             end_ns, status, status_message, attributes, links) \
-             VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13)",
-            vec![
-                p(s.trace_id.clone()),
-                p(s.span_id.clone()),
-                p(s.parent_span_id.clone()),
-                p(s.instance_id.clone()),
-                p(s.run),
-                p(s.name.clone()),
-                p(s.kind.clone()),
-                p(s.start_ns),
-                p(s.end_ns),
-                p(s.status.clone()),
-                p(s.status_message.clone()),
-                p(s.attributes.to_string()),
-                p(s.links.to_string()),
-            ],
-        ),
-        Write::TakeEvent { event, key } => Op::Exec(
-            "UPDATE events SET consumed_by=$2 WHERE id=$1",
-            vec![p(*event), p(key.clone())],
-        ),
-        Write::Status {
-            status,
-            wake_at,
-            waiting_event,
-            error,
-        } => Op::Exec(
-            "UPDATE instances SET status=$2, wake_at=$3, waiting_event=$4, error=$5, updated_at=$6 WHERE id=$1",
-            vec![
-                p(id),
-                p(status.clone()),
-                p(wake_at.clone()),
-                p(waiting_event.clone()),
-                p(error.clone()),
-                p(now()),
-            ],
-        ),
-        Write::CloseAbandonedRuns => Op::Exec(
-            "UPDATE runs SET outcome='crashed', finished_at=$2 WHERE instance_id=$1 AND outcome IS NULL",
-            vec![p(id), p(now())],
-        ),
-        Write::Outputs(v) => Op::Exec(
-            "UPDATE instances SET outputs=$2 WHERE id=$1",
-            vec![p(id), p(v.to_string())],
-        ),
-        Write::StartRun { run, trace } => Op::Exec(
-            "INSERT INTO runs (instance_id, number, started_at, trace_id, span_id, parent_span_id, started_ns) \
-             VALUES ($1,$2,$3,$4,$5,$6,$7)",
-            vec![
-                p(id),
-                p(*run),
-                p(now()),
-                p(trace.0.clone()),
-                p(trace.1.clone()),
-                p(trace.2.clone()),
-                p(trace.3),
-            ],
-        ),
-        Write::FinishRun { run, outcome } => Op::Exec(
-            "UPDATE runs SET outcome=$3, finished_at=$4 WHERE instance_id=$1 AND number=$2",
-            vec![p(id), p(*run), p(outcome.clone()), p(now())],
-        ),
-    }
-}
+pub(super) const CANCEL_REQUESTED: &str = "SELECT cancel_requested FROM instances WHERE id=$1";
+pub(super) const FENCE: &str = "SELECT check_fence($1, $2)";
+pub(super) const NOTIFY: &str = "SELECT pg_notify('wf_' || current_schema(), '')";
 
 impl PgStore {
     pub async fn instance(&self, id: &str) -> Result<InstanceRow> {
@@ -533,33 +385,6 @@ impl PgStore {
             .collect()
     }
 
-    pub async fn claim_due(
-        &self,
-        owner: &str,
-        ttl_ms: i64,
-        limit: usize,
-        skip: &[String],
-    ) -> Result<Vec<String>> {
-        let now_ms = chrono::Utc::now().timestamp_millis();
-        let rows = self
-            .query(
-                "WITH due AS (SELECT id FROM instances \
-                   WHERE ((status = 'sleeping' AND (wake_at IS NULL OR wake_at <= $1)) \
-                      OR (status = 'waiting' AND ((wake_at IS NOT NULL AND wake_at <= $1) OR EXISTS ( \
-                          SELECT 1 FROM events e WHERE e.instance_id = instances.id AND e.consumed_by IS NULL \
-                          AND (',' || instances.waiting_event || ',') LIKE ('%,' || e.name || ',%')))) \
-                      OR status = 'running') \
-                   AND (lease_expires_ms IS NULL OR lease_expires_ms <= $2) \
-                   AND NOT (id = ANY($6)) \
-                   ORDER BY created_at, seq LIMIT $5 FOR UPDATE SKIP LOCKED) \
-                 UPDATE instances i SET lease_owner = $3, lease_expires_ms = $2 + $4, \
-                   lease_epoch = i.lease_epoch + 1 FROM due WHERE i.id = due.id RETURNING i.id",
-                &[&now(), &now_ms, &owner, &ttl_ms, &(limit as i64), &skip],
-            )
-            .await?;
-        rows.iter().map(|r| get(r, 0)).collect()
-    }
-
     pub async fn create_instance(
         &self,
         i: &InstanceRow,
@@ -655,236 +480,6 @@ impl PgStore {
         Ok(())
     }
 
-    pub async fn take_over(
-        &self,
-        id: &str,
-        owner: &str,
-        ttl_ms: i64,
-        holder_alive: impl Fn(&str) -> bool,
-    ) -> Result<std::result::Result<(Fence, History), String>> {
-        let outs = self
-            .pipeline(vec![
-                Op::Simple("BEGIN"),
-                // A lock on the row is a commit or a claim in progress: a few
-                // milliseconds. A runner stalled inside its transaction holds
-                // it longer, until the server ends that session (after
-                // `idle_in_transaction_session_timeout`, the lease TTL): the
-                // takeover gives up after a while and reports the holder.
-                Op::Simple("SET LOCAL lock_timeout = '5s'"),
-                Op::Query(
-                    "SELECT lease_owner, lease_expires_ms, lease_epoch FROM instances WHERE id=$1 \
-                     FOR UPDATE",
-                    vec![p(id.to_string())],
-                ),
-            ])
-            .await;
-        let outs =
-            match outs {
-                Err(StoreError::Open { reason, .. }) if reason.contains("(55P03)") => {
-                    // (The pipeline rolled its transaction back.)
-                    let rows = self
-                        .query("SELECT lease_owner FROM instances WHERE id=$1", &[&id])
-                        .await?;
-                    return match rows.first() {
-                        None => Err(StoreError::NotFound(id.into())),
-                        Some(r) => Ok(Err(get::<Option<String>>(r, 0)?
-                            .unwrap_or_else(|| "another process".into()))),
-                    };
-                }
-                other => other?,
-            };
-        let rows = outs.into_iter().nth(2).map(Out::rows).unwrap_or_default();
-        let Some(r) = rows.first() else {
-            let _ = self.client.batch_execute("ROLLBACK").await;
-            return Err(StoreError::NotFound(id.into()));
-        };
-        let holder: Option<String> = get(r, 0)?;
-        let expires: Option<i64> = get(r, 1)?;
-        let epoch: i64 = get::<i64>(r, 2)? + 1;
-        let now_ms = chrono::Utc::now().timestamp_millis();
-        if let Some(h) = holder
-            && h != owner
-            && expires.unwrap_or(0) > now_ms
-            && holder_alive(&h)
-        {
-            let _ = self.client.batch_execute("ROLLBACK").await;
-            return Ok(Err(h));
-        }
-        let key = || p(id.to_string());
-        let outs = self
-            .pipeline(vec![
-                Op::Exec(
-                    "UPDATE instances SET lease_owner=$2, lease_expires_ms=$3, lease_epoch=$4 WHERE id=$1",
-                    vec![key(), p(owner.to_string()), p(now_ms + ttl_ms), p(epoch)],
-                ),
-                Op::Query(INSTANCE, vec![key()]),
-                Op::Query(
-                    "SELECT COALESCE(MAX(number), 0), \
-                     array_remove(array_agg(CASE WHEN outcome IS NULL THEN number END ORDER BY number), NULL) \
-                     FROM runs WHERE instance_id=$1",
-                    vec![key()],
-                ),
-                Op::Query(STEPS, vec![key()]),
-                Op::Query(
-                    "SELECT step_key, attempt, run, span_id, COALESCE(started_ns, 0), proc_host, proc_pgid, \
-                     proc_start FROM attempts WHERE instance_id=$1 AND outcome IS NULL ORDER BY step_key, attempt",
-                    vec![key()],
-                ),
-                Op::Query(
-                    "SELECT number, trace_id, span_id, parent_span_id, COALESCE(started_ns, 0) FROM runs \
-                     WHERE instance_id=$1 AND trace_id IS NOT NULL",
-                    vec![key()],
-                ),
-                Op::Query(
-                    "SELECT step_key, attempt FROM attempts WHERE instance_id=$1 \
-                     AND outcome IN ('interrupted', 'canceled')",
-                    vec![key()],
-                ),
-                Op::Query(EVENTS_AFTER, vec![key(), p(0i64)]),
-                Op::Query(CANCEL_REQUESTED, vec![key()]),
-                Op::Simple("COMMIT"),
-            ])
-            .await;
-        let outs = match outs {
-            Ok(o) => o,
-            Err(e) => {
-                let _ = self.client.batch_execute("ROLLBACK").await;
-                return Err(e);
-            }
-        };
-        let mut outs = outs.into_iter().map(Out::rows);
-        outs.next(); // the lease
-        let instance = match outs.next().unwrap_or_default().first() {
-            Some(r) => instance_row(r)?,
-            None => return Err(StoreError::NotFound(id.into())),
-        };
-        let (last_run, abandoned_runs) = match outs.next().unwrap_or_default().first() {
-            Some(r) => (
-                get::<i64>(r, 0)?,
-                get::<Option<Vec<i64>>>(r, 1)?.unwrap_or_default(),
-            ),
-            None => (0, Vec::new()),
-        };
-        let steps = outs
-            .next()
-            .unwrap_or_default()
-            .iter()
-            .map(step_row)
-            .collect::<Result<_>>()?;
-        let open = outs
-            .next()
-            .unwrap_or_default()
-            .iter()
-            .map(open_attempt)
-            .collect::<Result<_>>()?;
-        let traces = outs
-            .next()
-            .unwrap_or_default()
-            .iter()
-            .map(|r| {
-                Ok((
-                    get::<i64>(r, 0)?,
-                    (get(r, 1)?, get(r, 2)?, get(r, 3)?, get(r, 4)?),
-                ))
-            })
-            .collect::<Result<_>>()?;
-        let uncounted = outs
-            .next()
-            .unwrap_or_default()
-            .iter()
-            .map(|r| Ok((get(r, 0)?, get(r, 1)?)))
-            .collect::<Result<_>>()?;
-        let events = outs
-            .next()
-            .unwrap_or_default()
-            .iter()
-            .map(event_row)
-            .collect::<Result<_>>()?;
-        let cancel_requested = match outs.next().unwrap_or_default().first() {
-            Some(r) => get(r, 0)?,
-            None => 0,
-        };
-        let fence = Fence {
-            instance: id.into(),
-            owner: owner.into(),
-            epoch,
-        };
-        Ok(Ok((
-            fence,
-            History {
-                instance,
-                steps,
-                open,
-                abandoned_runs,
-                last_run,
-                traces,
-                uncounted,
-                events,
-                cancel_requested,
-            },
-        )))
-    }
-
-    pub async fn renew(&self, fence: &Fence, ttl_ms: i64) -> Result<()> {
-        let now_ms = chrono::Utc::now().timestamp_millis();
-        let n = self
-            .exec(
-                "UPDATE instances SET lease_expires_ms=$3 WHERE id=$1 AND lease_epoch=$2",
-                &[&fence.instance, &fence.epoch, &(now_ms + ttl_ms)],
-            )
-            .await?;
-        if n == 1 {
-            return Ok(());
-        }
-        let rows = self
-            .query(
-                "SELECT lease_owner FROM instances WHERE id=$1",
-                &[&fence.instance],
-            )
-            .await?;
-        let holder = match rows.first() {
-            Some(r) => get(r, 0)?,
-            None => None,
-        };
-        Err(StoreError::Fenced {
-            id: fence.instance.clone(),
-            holder,
-        })
-    }
-
-    pub async fn release(&self, fence: &Fence) -> Result<()> {
-        self.pipeline(vec![
-            Op::Simple("BEGIN"),
-            Op::Exec(
-                "UPDATE instances SET lease_expires_ms=NULL WHERE id=$1 AND lease_epoch=$2",
-                vec![p(fence.instance.clone()), p(fence.epoch)],
-            ),
-            Op::Query(NOTIFY, vec![]),
-            Op::Simple("COMMIT"),
-        ])
-        .await?;
-        Ok(())
-    }
-
-    pub async fn mark_exported(&self, fence: &Fence, spans: &[SpanRow]) -> Result<()> {
-        let ops = spans
-            .iter()
-            .map(|s| {
-                Op::Exec(
-                    "UPDATE spans SET exported=true \
-                     WHERE instance_id=$1 AND run=$2 AND start_ns=$3 AND span_id=$4",
-                    vec![
-                        p(s.instance_id.clone()),
-                        p(s.run),
-                        p(s.start_ns),
-                        p(s.span_id.clone()),
-                    ],
-                )
-            })
-            .collect();
-        self.fenced(fence, ops).await
-    }
-
     pub async fn ids_with_prefix(&self, prefix: &str) -> Result<Vec<String>> {
         let rows = self
             .query(
@@ -903,42 +498,5 @@ impl PgStore {
             )
             .await?;
         rows.first().map(|r| get(r, 0)).transpose()
-    }
-
-    pub async fn commit(&self, fence: &Fence, writes: &[Write]) -> Result<()> {
-        self.fenced(fence, super::batch::ops(&fence.instance, writes))
-            .await
-    }
-
-    /// Not waited for: queued on the connection (so it lands before the
-    /// next commit), committed without a flush to disk.
-    pub async fn commit_unsynced(&self, fence: &Fence, writes: &[Write]) -> Result<()> {
-        let mut ops = vec![
-            Op::Simple("BEGIN"),
-            Op::Simple("SET LOCAL synchronous_commit = off"),
-            Op::Query(FENCE, vec![p(fence.instance.clone()), p(fence.epoch)]),
-        ];
-        ops.extend(writes.iter().map(|w| write_op(&fence.instance, w)));
-        ops.push(Op::Simple("COMMIT"));
-        self.pipeline_in_background(ops).await
-    }
-
-    /// One transaction, one round trip: BEGIN, the fence, `ops`, COMMIT.
-    async fn fenced(&self, fence: &Fence, ops: Vec<Op>) -> Result<()> {
-        let mut all = Vec::with_capacity(ops.len() + 3);
-        all.push(Op::Simple("BEGIN"));
-        all.push(Op::Query(
-            FENCE,
-            vec![p(fence.instance.clone()), p(fence.epoch)],
-        ));
-        all.extend(ops);
-        all.push(Op::Simple("COMMIT"));
-        match self.pipeline(all).await {
-            Err(StoreError::Fenced { holder, .. }) => Err(StoreError::Fenced {
-                id: fence.instance.clone(),
-                holder,
-            }),
-            other => other.map(|_| ()),
-        }
     }
 }

@@ -1,0 +1,305 @@
+//! What a runner does under its lease on PostgreSQL: claim due instances,
+//! take one over (raising its epoch) with its history, renew and release
+//! the lease, and commit batches of writes behind the fence.
+
+use super::records::*;
+use super::write::write_op;
+use super::{Op, Out, PgStore};
+use crate::store::rows::*;
+use crate::store::{Result, StoreError, Write};
+
+impl PgStore {
+    pub async fn claim_due(
+        &self,
+        owner: &str,
+        ttl_ms: i64,
+        limit: usize,
+        skip: &[String],
+    ) -> Result<Vec<String>> {
+        let now_ms = chrono::Utc::now().timestamp_millis();
+        let rows = self
+            .query(
+                "WITH due AS (SELECT id FROM instances \
+                   WHERE ((status = 'sleeping' AND (wake_at IS NULL OR wake_at <= $1)) \
+                      OR (status = 'waiting' AND ((wake_at IS NOT NULL AND wake_at <= $1) OR EXISTS ( \
+                          SELECT 1 FROM events e WHERE e.instance_id = instances.id AND e.consumed_by IS NULL \
+                          AND (',' || instances.waiting_event || ',') LIKE ('%,' || e.name || ',%')))) \
+                      OR status = 'running') \
+                   AND (lease_expires_ms IS NULL OR lease_expires_ms <= $2) \
+                   AND NOT (id = ANY($6)) \
+                   ORDER BY created_at, seq LIMIT $5 FOR UPDATE SKIP LOCKED) \
+                 UPDATE instances i SET lease_owner = $3, lease_expires_ms = $2 + $4, \
+                   lease_epoch = i.lease_epoch + 1 FROM due WHERE i.id = due.id RETURNING i.id",
+                &[&now(), &now_ms, &owner, &ttl_ms, &(limit as i64), &skip],
+            )
+            .await?;
+        rows.iter().map(|r| get(r, 0)).collect()
+    }
+
+    pub async fn take_over(
+        &self,
+        id: &str,
+        owner: &str,
+        ttl_ms: i64,
+        holder_alive: impl Fn(&str) -> bool,
+    ) -> Result<std::result::Result<(Fence, History), String>> {
+        let outs = self
+            .pipeline(vec![
+                Op::Simple("BEGIN"),
+                // A lock on the row is a commit or a claim in progress: a few
+                // milliseconds. A runner stalled inside its transaction holds
+                // it longer, until the server ends that session (after
+                // `idle_in_transaction_session_timeout`, the lease TTL): the
+                // takeover gives up after a while and reports the holder.
+                Op::Simple("SET LOCAL lock_timeout = '5s'"),
+                Op::Query(
+                    "SELECT lease_owner, lease_expires_ms, lease_epoch FROM instances WHERE id=$1 \
+                     FOR UPDATE",
+                    vec![p(id.to_string())],
+                ),
+            ])
+            .await;
+        let outs =
+            match outs {
+                Err(StoreError::Open { reason, .. }) if reason.contains("(55P03)") => {
+                    // (The pipeline rolled its transaction back.)
+                    let rows = self
+                        .query("SELECT lease_owner FROM instances WHERE id=$1", &[&id])
+                        .await?;
+                    return match rows.first() {
+                        None => Err(StoreError::NotFound(id.into())),
+                        Some(r) => Ok(Err(get::<Option<String>>(r, 0)?
+                            .unwrap_or_else(|| "another process".into()))),
+                    };
+                }
+                other => other?,
+            };
+        let rows = outs.into_iter().nth(2).map(Out::rows).unwrap_or_default();
+        let Some(r) = rows.first() else {
+            let _ = self.client.batch_execute("ROLLBACK").await;
+            return Err(StoreError::NotFound(id.into()));
+        };
+        let holder: Option<String> = get(r, 0)?;
+        let expires: Option<i64> = get(r, 1)?;
+        let epoch: i64 = get::<i64>(r, 2)? + 1;
+        let now_ms = chrono::Utc::now().timestamp_millis();
+        if let Some(h) = holder
+            && h != owner
+            && expires.unwrap_or(0) > now_ms
+            && holder_alive(&h)
+        {
+            let _ = self.client.batch_execute("ROLLBACK").await;
+            return Ok(Err(h));
+        }
+        let key = || p(id.to_string());
+        let outs = self
+            .pipeline(vec![
+                Op::Exec(
+                    "UPDATE instances SET lease_owner=$2, lease_expires_ms=$3, lease_epoch=$4 WHERE id=$1",
+                    vec![key(), p(owner.to_string()), p(now_ms + ttl_ms), p(epoch)],
+                ),
+                Op::Query(INSTANCE, vec![key()]),
+                Op::Query(
+                    "SELECT COALESCE(MAX(number), 0), \
+                     array_remove(array_agg(CASE WHEN outcome IS NULL THEN number END ORDER BY number), NULL) \
+                     FROM runs WHERE instance_id=$1",
+                    vec![key()],
+                ),
+                Op::Query(STEPS, vec![key()]),
+                Op::Query(
+                    "SELECT step_key, attempt, run, span_id, COALESCE(started_ns, 0), proc_host, proc_pgid, \
+                     proc_start FROM attempts WHERE instance_id=$1 AND outcome IS NULL ORDER BY step_key, attempt",
+                    vec![key()],
+                ),
+                Op::Query(
+                    "SELECT number, trace_id, span_id, parent_span_id, COALESCE(started_ns, 0) FROM runs \
+                     WHERE instance_id=$1 AND trace_id IS NOT NULL",
+                    vec![key()],
+                ),
+                Op::Query(
+                    "SELECT step_key, attempt FROM attempts WHERE instance_id=$1 \
+                     AND outcome IN ('interrupted', 'canceled')",
+                    vec![key()],
+                ),
+                Op::Query(EVENTS_AFTER, vec![key(), p(0i64)]),
+                Op::Query(CANCEL_REQUESTED, vec![key()]),
+                Op::Simple("COMMIT"),
+            ])
+            .await;
+        let outs = match outs {
+            Ok(o) => o,
+            Err(e) => {
+                let _ = self.client.batch_execute("ROLLBACK").await;
+                return Err(e);
+            }
+        };
+        let mut outs = outs.into_iter().map(Out::rows);
+        outs.next(); // the lease
+        let instance = match outs.next().unwrap_or_default().first() {
+            Some(r) => instance_row(r)?,
+            None => return Err(StoreError::NotFound(id.into())),
+        };
+        let (last_run, abandoned_runs) = match outs.next().unwrap_or_default().first() {
+            Some(r) => (
+                get::<i64>(r, 0)?,
+                get::<Option<Vec<i64>>>(r, 1)?.unwrap_or_default(),
+            ),
+            None => (0, Vec::new()),
+        };
+        let steps = outs
+            .next()
+            .unwrap_or_default()
+            .iter()
+            .map(step_row)
+            .collect::<Result<_>>()?;
+        let open = outs
+            .next()
+            .unwrap_or_default()
+            .iter()
+            .map(open_attempt)
+            .collect::<Result<_>>()?;
+        let traces = outs
+            .next()
+            .unwrap_or_default()
+            .iter()
+            .map(|r| {
+                Ok((
+                    get::<i64>(r, 0)?,
+                    (get(r, 1)?, get(r, 2)?, get(r, 3)?, get(r, 4)?),
+                ))
+            })
+            .collect::<Result<_>>()?;
+        let uncounted = outs
+            .next()
+            .unwrap_or_default()
+            .iter()
+            .map(|r| Ok((get(r, 0)?, get(r, 1)?)))
+            .collect::<Result<_>>()?;
+        let events = outs
+            .next()
+            .unwrap_or_default()
+            .iter()
+            .map(event_row)
+            .collect::<Result<_>>()?;
+        let cancel_requested = match outs.next().unwrap_or_default().first() {
+            Some(r) => get(r, 0)?,
+            None => 0,
+        };
+        let fence = Fence {
+            instance: id.into(),
+            owner: owner.into(),
+            epoch,
+        };
+        Ok(Ok((
+            fence,
+            History {
+                instance,
+                steps,
+                open,
+                abandoned_runs,
+                last_run,
+                traces,
+                uncounted,
+                events,
+                cancel_requested,
+            },
+        )))
+    }
+
+    pub async fn renew(&self, fence: &Fence, ttl_ms: i64) -> Result<()> {
+        let now_ms = chrono::Utc::now().timestamp_millis();
+        let n = self
+            .exec(
+                "UPDATE instances SET lease_expires_ms=$3 WHERE id=$1 AND lease_epoch=$2",
+                &[&fence.instance, &fence.epoch, &(now_ms + ttl_ms)],
+            )
+            .await?;
+        if n == 1 {
+            return Ok(());
+        }
+        let rows = self
+            .query(
+                "SELECT lease_owner FROM instances WHERE id=$1",
+                &[&fence.instance],
+            )
+            .await?;
+        let holder = match rows.first() {
+            Some(r) => get(r, 0)?,
+            None => None,
+        };
+        Err(StoreError::Fenced {
+            id: fence.instance.clone(),
+            holder,
+        })
+    }
+
+    pub async fn release(&self, fence: &Fence) -> Result<()> {
+        self.pipeline(vec![
+            Op::Simple("BEGIN"),
+            Op::Exec(
+                "UPDATE instances SET lease_expires_ms=NULL WHERE id=$1 AND lease_epoch=$2",
+                vec![p(fence.instance.clone()), p(fence.epoch)],
+            ),
+            Op::Query(NOTIFY, vec![]),
+            Op::Simple("COMMIT"),
+        ])
+        .await?;
+        Ok(())
+    }
+
+    pub async fn mark_exported(&self, fence: &Fence, spans: &[SpanRow]) -> Result<()> {
+        let ops = spans
+            .iter()
+            .map(|s| {
+                Op::Exec(
+                    "UPDATE spans SET exported=true \
+                     WHERE instance_id=$1 AND run=$2 AND start_ns=$3 AND span_id=$4",
+                    vec![
+                        p(s.instance_id.clone()),
+                        p(s.run),
+                        p(s.start_ns),
+                        p(s.span_id.clone()),
+                    ],
+                )
+            })
+            .collect();
+        self.fenced(fence, ops).await
+    }
+
+    pub async fn commit(&self, fence: &Fence, writes: &[Write]) -> Result<()> {
+        self.fenced(fence, super::batch::ops(&fence.instance, writes))
+            .await
+    }
+
+    /// Not waited for: queued on the connection (so it lands before the
+    /// next commit), committed without a flush to disk.
+    pub async fn commit_unsynced(&self, fence: &Fence, writes: &[Write]) -> Result<()> {
+        let mut ops = vec![
+            Op::Simple("BEGIN"),
+            Op::Simple("SET LOCAL synchronous_commit = off"),
+            Op::Query(FENCE, vec![p(fence.instance.clone()), p(fence.epoch)]),
+        ];
+        ops.extend(writes.iter().map(|w| write_op(&fence.instance, w)));
+        ops.push(Op::Simple("COMMIT"));
+        self.pipeline_in_background(ops).await
+    }
+
+    /// One transaction, one round trip: BEGIN, the fence, `ops`, COMMIT.
+    async fn fenced(&self, fence: &Fence, ops: Vec<Op>) -> Result<()> {
+        let mut all = Vec::with_capacity(ops.len() + 3);
+        all.push(Op::Simple("BEGIN"));
+        all.push(Op::Query(
+            FENCE,
+            vec![p(fence.instance.clone()), p(fence.epoch)],
+        ));
+        all.extend(ops);
+        all.push(Op::Simple("COMMIT"));
+        match self.pipeline(all).await {
+            Err(StoreError::Fenced { holder, .. }) => Err(StoreError::Fenced {
+                id: fence.instance.clone(),
+                holder,
+            }),
+            other => other.map(|_| ()),
+        }
+    }
+}
