@@ -1506,3 +1506,40 @@ steps:
     ran_steps[2..].sort_unstable();
     assert_eq!(ran_steps, ["build", "deploy", "cleanup", "only-ok"]);
 }
+
+#[test]
+fn the_handlers_example_pages_on_failure_and_always_cleans_up() {
+    let t = Test::new();
+    let yaml = include_str!("../../workflows/handlers.yaml");
+    let status = |v: &serde_json::Value, id: &str| Test::step(v, id)["status"].clone();
+
+    let (ok, ran) = t.run_yaml("handlers.yaml", yaml, &[]);
+    ran.code(0);
+    let v = t.inspect(&ok);
+    assert_eq!(status(&v, "announce"), "completed");
+    assert_eq!(status(&v, "page-oncall"), "skipped");
+    assert_eq!(status(&v, "cleanup"), "completed");
+
+    let (broken, ran) = t.run_yaml("handlers.yaml", yaml, &["--input", "break=true"]);
+    ran.code(1);
+    let v = t.inspect(&broken);
+    assert_eq!(
+        v["status"], "failed",
+        "the handlers do not change the outcome"
+    );
+    assert_eq!(status(&v, "deploy"), "failed");
+    assert_eq!(
+        status(&v, "announce"),
+        "pending",
+        "nothing new but handlers starts"
+    );
+    assert_eq!(status(&v, "page-oncall"), "completed");
+    assert_eq!(status(&v, "cleanup"), "completed");
+    assert_eq!(
+        t.wf(&["logs", &broken, "page-oncall"])
+            .code(0)
+            .stdout
+            .trim(),
+        "paging on-call, the deploy of artifact-42 failed"
+    );
+}
