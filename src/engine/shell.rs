@@ -527,16 +527,32 @@ impl LiveCopy {
                     .mode(0o600)
                     .open(&self.path)
             };
-            let opened = open().or_else(|e| match (e.kind(), self.path.parent()) {
-                (std::io::ErrorKind::NotFound, Some(dir)) => {
-                    std::fs::DirBuilder::new()
-                        .recursive(true)
-                        .mode(0o700)
-                        .create(dir)?;
-                    open()
-                }
-                _ => Err(e),
-            });
+            // The folders: made private, and used only while they are this
+            // user's own and nobody else's to write into (a shared temp dir).
+            let private = |dir: &Path| {
+                use std::os::unix::fs::MetadataExt;
+                std::fs::symlink_metadata(dir).is_ok_and(|m| {
+                    m.is_dir()
+                        && m.uid() == nix::unistd::geteuid().as_raw()
+                        && m.mode() & 0o022 == 0
+                })
+            };
+            let id_dir = self.path.parent();
+            let root = id_dir.and_then(Path::parent);
+            let opened = match (id_dir, root) {
+                (Some(dir), Some(root)) => std::fs::DirBuilder::new()
+                    .recursive(true)
+                    .mode(0o700)
+                    .create(dir)
+                    .and_then(|()| {
+                        if private(root) && private(dir) {
+                            open()
+                        } else {
+                            Err(std::io::Error::other("not a private folder"))
+                        }
+                    }),
+                _ => open(),
+            };
             match opened {
                 Ok(f) => self.file = Some(f),
                 Err(_) => self.failed = true,
@@ -587,9 +603,28 @@ mod tests {
     use super::*;
 
     #[test]
+    fn no_live_copy_goes_into_a_folder_others_may_write_to() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("shared");
+        std::fs::create_dir(&root).unwrap();
+        std::fs::set_permissions(&root, std::fs::Permissions::from_mode(0o777)).unwrap();
+        let path = root.join("i1").join("x.1.out");
+        let redactor = super::super::redact::Redactor::new(Vec::new());
+        let mut live = LiveCopy::create(&path, redactor).unwrap();
+        live.write(b"some output\n");
+        assert!(
+            !path.exists(),
+            "a copy was written under a world-writable folder"
+        );
+        live.finish();
+    }
+
+    #[test]
     fn a_live_copy_never_writes_part_of_a_secret() {
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("x.out");
+        // As the runner lays them out: <live root>/<instance>/<key>.<n>.out.
+        let path = dir.path().join("wf.db.live").join("i1").join("x.1.out");
         let redactor = super::super::redact::Redactor::new(vec!["f0ll0w-s3cret".to_string()]);
         let mut live = LiveCopy::create(&path, redactor).unwrap();
         for chunk in [

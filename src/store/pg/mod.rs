@@ -126,7 +126,9 @@ impl PgStore {
     }
 
     /// Live copies of running attempts' output (`wf logs --follow`) stay on
-    /// the machine that runs them, in a folder per database and schema.
+    /// the machine that runs them, in a folder per user, database and schema
+    /// (`$XDG_RUNTIME_DIR`, else the temp dir; a folder there that is not
+    /// the user's own, or that others may write to, is not used).
     pub fn live_dir(&self) -> PathBuf {
         use sha2::Digest;
         let key = format!("{}/{}", self.target.describe(), self.target.schema);
@@ -135,7 +137,7 @@ impl PgStore {
             .filter(|d| !d.is_empty())
             .map(PathBuf::from)
             .unwrap_or_else(std::env::temp_dir);
-        base.join(format!("wf-live-{hash}"))
+        base.join(format!("wf-live-{}-{hash}", nix::unistd::geteuid()))
     }
 
     async fn migrate(&self) -> Result<()> {
