@@ -253,16 +253,34 @@ fn stall_and_take_over(t: &Test, id: &str, mut a: Runner) -> (Runner, bool) {
         std::thread::sleep(Duration::from_millis(10));
     }
     a.signal("CONT");
-    let code = a.wait_exit();
-    assert!(
-        code == 5 || code == 0,
-        "a stalled runner exited {code}:\n{}",
-        a.stderr()
-    );
-    if code == 5 {
-        assert!(a.stderr().contains("taken over by"), "{}", a.stderr());
+    // Either b took the instance over (a finds out and exits 5, or had
+    // finished it and exits 0), or a, let go on while b still waited for the
+    // write lock, renewed its lease first: its lease is live again, so b
+    // is refused (exit 5, "held by") and a goes on.
+    let start = Instant::now();
+    loop {
+        if let Some(code) = a.exited() {
+            assert!(
+                code == 5 || code == 0,
+                "a stalled runner exited {code}:\n{}",
+                a.stderr()
+            );
+            if code == 5 {
+                assert!(a.stderr().contains("taken over by"), "{}", a.stderr());
+            }
+            return (b, code == 5);
+        }
+        if b.exited() == Some(5) && b.stderr().contains("is held by") {
+            return (a, false);
+        }
+        assert!(
+            start.elapsed() < PATIENCE,
+            "neither runner went on:\n{}\n{}",
+            a.stderr(),
+            b.stderr()
+        );
+        std::thread::sleep(Duration::from_millis(10));
     }
-    (b, code == 5)
 }
 
 impl Drop for Runner {
