@@ -1543,3 +1543,31 @@ fn the_handlers_example_pages_on_failure_and_always_cleans_up() {
         "paging on-call, the deploy of artifact-42 failed"
     );
 }
+
+#[test]
+fn a_for_each_handler_runs_its_items_after_a_failure() {
+    let t = Test::new();
+    let (id, ran) = t.run_yaml(
+        "wf.yaml",
+        r#"
+name: fe-handler
+steps:
+  - id: a
+    retry: { max_attempts: 1 }
+    run: exit 1
+  - id: notify
+    needs: [a]
+    if: "${{ failure() }}"
+    for_each: "${{ ['ops', 'dev', 'qa'] }}"
+    max_parallel: 1
+    run: echo "tell ${{ item }}" >> told.log
+"#,
+        &[],
+    );
+    ran.code(1);
+    let v = t.inspect(&id);
+    assert_eq!(v["status"], "failed", "{v:#}");
+    assert_eq!(Test::step(&v, "notify")["status"], "completed", "{v:#}");
+    // Each item once, one at a time, in order.
+    assert_eq!(t.read("told.log"), "tell ops\ntell dev\ntell qa\n");
+}

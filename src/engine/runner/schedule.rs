@@ -47,40 +47,49 @@ impl<'o> Runner<'o> {
             }
             if step.for_each.is_some() && rec.is_some_and(|r| !r.items.is_null()) {
                 // Expanded: its items are the units.
-                let n = rec.and_then(|r| r.items.as_array()).map_or(0, Vec::len);
-                let limit = step.max_parallel.unwrap_or(usize::MAX);
-                let mut active = (0..n)
-                    .filter(|i| self.running.contains_key(&format!("{}[{i}]", step.id)))
-                    .count();
-                let mut unfinished = 0;
-                for i in 0..n {
-                    let unit = Unit {
-                        idx,
-                        item: Some(i),
-                        compensation: false,
-                    };
-                    let k = unit.key(&self.wf);
-                    let st = self
-                        .records
-                        .get(&k)
-                        .map(|r| r.status.as_str())
-                        .unwrap_or("pending");
-                    if !matches!(st, "completed" | "skipped" | "failed") {
-                        unfinished += 1;
-                    }
-                    if active >= limit || !self.unit_due(&k) {
-                        continue;
-                    }
-                    active += 1;
-                    out.push(unit);
-                }
-                if unfinished == 0 {
-                    // All items ended: the step itself settles next.
-                    out.push(Unit::step(idx));
-                }
+                out.extend(self.item_units(idx));
             } else if !self.running.contains_key(&key) && self.unit_due(&key) {
                 out.push(Unit::step(idx));
             }
+        }
+        out
+    }
+
+    /// The units of an expanded `for_each` step that may start now (within
+    /// `max_parallel`), or the step itself once every item ended (it settles).
+    fn item_units(&self, idx: usize) -> Vec<Unit> {
+        let step = &self.wf.steps[idx];
+        let rec = self.records.get(&step.id);
+        let n = rec.and_then(|r| r.items.as_array()).map_or(0, Vec::len);
+        let limit = step.max_parallel.unwrap_or(usize::MAX);
+        let mut active = (0..n)
+            .filter(|i| self.running.contains_key(&format!("{}[{i}]", step.id)))
+            .count();
+        let mut unfinished = 0;
+        let mut out = Vec::new();
+        for i in 0..n {
+            let unit = Unit {
+                idx,
+                item: Some(i),
+                compensation: false,
+            };
+            let k = unit.key(&self.wf);
+            let st = self
+                .records
+                .get(&k)
+                .map(|r| r.status.as_str())
+                .unwrap_or("pending");
+            if !matches!(st, "completed" | "skipped" | "failed") {
+                unfinished += 1;
+            }
+            if active >= limit || !self.unit_due(&k) {
+                continue;
+            }
+            active += 1;
+            out.push(unit);
+        }
+        if unfinished == 0 {
+            out.push(Unit::step(idx));
         }
         out
     }
@@ -131,21 +140,26 @@ impl<'o> Runner<'o> {
     }
 
     /// Handlers that may start now: not ended, not running, their needs settled.
+    /// (A `for_each` handler that expanded offers its items.)
     pub(super) fn ready_handlers(&self) -> Vec<Unit> {
-        self.handlers
-            .iter()
-            .copied()
-            .filter(|&idx| {
-                let key = &self.wf.steps[idx].id;
-                !self.ended(idx)
-                    && self.unit_due(key)
-                    && self.wf.steps[idx]
-                        .needs
-                        .iter()
-                        .all(|&d| self.settled_for_handler(d))
-            })
-            .map(Unit::step)
-            .collect()
+        let mut out = Vec::new();
+        for &idx in &self.handlers {
+            let step = &self.wf.steps[idx];
+            if self.ended(idx) || !step.needs.iter().all(|&d| self.settled_for_handler(d)) {
+                continue;
+            }
+            let expanded = step.for_each.is_some()
+                && self
+                    .records
+                    .get(&step.id)
+                    .is_some_and(|r| !r.items.is_null());
+            if expanded {
+                out.extend(self.item_units(idx));
+            } else if self.unit_due(&step.id) {
+                out.push(Unit::step(idx));
+            }
+        }
+        out
     }
 
     pub(super) fn handler_running(&self) -> bool {
