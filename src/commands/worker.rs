@@ -51,7 +51,7 @@ async fn work(args: Args, db: Option<PathBuf>, printer: &Printer) -> anyhow::Res
         return Err(UsageError("--concurrency must be at least 1".into()).into());
     }
     let location = super::db_location(db)?;
-    let store = Store::open(&location).await?;
+    let mut store = Store::open(&location).await?;
     let mut tasks: JoinSet<(String, Result<RunOutcome, EngineError>)> = JoinSet::new();
     let mut active: Vec<String> = Vec::new();
     let mut sigint = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())?;
@@ -78,7 +78,6 @@ async fn work(args: Args, db: Option<PathBuf>, printer: &Printer) -> anyhow::Res
     let ttl = engine::lease::ttl().map_err(UsageError)?;
     // Connections kept between runs (a run needs one of its own while it lasts).
     let pool: Rc<RefCell<Vec<Store>>> = Rc::new(RefCell::new(Vec::new()));
-    let mut store = store;
     // When instances whose holder died on this host were last looked for.
     let mut last_scan: Option<Instant> = None;
     loop {

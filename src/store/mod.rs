@@ -16,7 +16,7 @@ mod sqlite;
 mod write;
 
 use serde_json::Value;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 pub use pg::PgTarget;
 pub use rows::*;
@@ -137,12 +137,9 @@ impl Store {
         }
     }
 
-    /// The SQLite file, for what only exists there.
-    pub fn sqlite_path(&self) -> Option<&Path> {
-        match self {
-            Store::Sqlite(s) => Some(s.path()),
-            Store::Postgres(_) => None,
-        }
+    /// Whether the history is in PostgreSQL (it names its commit spans).
+    pub fn is_postgres(&self) -> bool {
+        matches!(self, Store::Postgres(_))
     }
 
     /// The folder where running attempts copy their output as it comes,

@@ -53,16 +53,13 @@ fn with_env_of(t: &Test, cmd: &mut Command) {
 
 /// `wf --db URL ARGS…` with the test's schema.
 fn wf_at(t: &Test, url: &str, args: &[&str]) -> crate::Ran {
-    let out = bare(t)
-        .args(["--db", url])
-        .args(args)
-        .output()
-        .expect("run wf");
-    crate::Ran {
-        code: out.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    }
+    crate::Ran::from(
+        bare(t)
+            .args(["--db", url])
+            .args(args)
+            .output()
+            .expect("run wf"),
+    )
 }
 
 /// One line on stderr, exit 1, naming `names`, never `secret`.

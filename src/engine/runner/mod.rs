@@ -543,7 +543,7 @@ impl<'o> Runner<'o> {
                 if std::mem::take(&mut self.state_dirty) {
                     self.writes.push(Write::State(self.state.clone()));
                 }
-                let commit_spans = self.commit_spans(store.sqlite_path().is_none());
+                let commit_spans = self.commit_spans(store.is_postgres());
                 let writes = std::mem::take(&mut self.writes);
                 store.commit(&self.fence, &writes).await?;
                 drop(commit_spans);

@@ -7,7 +7,7 @@
 //! `set_state` steps took 136 µs each as one statement per write, 65 µs so.
 
 use super::Op;
-use super::records::p;
+use super::records::{opt_json, p};
 use super::write::write_op;
 use crate::store::Write;
 use crate::store::rows::{AttemptEnd, SpanRow, StepRow};
@@ -118,10 +118,6 @@ pub(super) fn ops(id: &str, writes: &[Write]) -> Vec<Op> {
     ops
 }
 
-fn json_text(v: &serde_json::Value) -> Option<String> {
-    (!v.is_null()).then(|| v.to_string())
-}
-
 fn insert_spans(spans: &[&SpanRow]) -> Op {
     let col = |f: &dyn Fn(&SpanRow) -> String| spans.iter().map(|s| f(s)).collect::<Vec<_>>();
     Op::Exec(
@@ -165,13 +161,13 @@ fn upsert_steps(id: &str, steps: &[&StepRow]) -> Op {
             p(text(&|s| s.outcome.clone())),
             p(text(&|s| s.error_type.clone())),
             p(text(&|s| s.error_message.clone())),
-            p(text(&|s| json_text(&s.output))),
+            p(text(&|s| opt_json(&s.output))),
             p(text(&|s| s.started_at.clone())),
             p(text(&|s| s.finished_at.clone())),
             p(text(&|s| s.retry_at.clone())),
             p(steps.iter().map(|s| s.seq).collect::<Vec<_>>()),
             p(steps.iter().map(|s| s.budget_base).collect::<Vec<_>>()),
-            p(text(&|s| json_text(&s.items))),
+            p(text(&|s| opt_json(&s.items))),
         ],
     )
 }

@@ -19,17 +19,15 @@ impl PgStore {
         let now_ms = chrono::Utc::now().timestamp_millis();
         let rows = self
             .query(
-                "WITH due AS (SELECT id FROM instances \
-                   WHERE ((status = 'sleeping' AND (wake_at IS NULL OR wake_at <= $1)) \
-                      OR (status = 'waiting' AND ((wake_at IS NOT NULL AND wake_at <= $1) OR EXISTS ( \
-                          SELECT 1 FROM events e WHERE e.instance_id = instances.id AND e.consumed_by IS NULL \
-                          AND (',' || instances.waiting_event || ',') LIKE ('%,' || e.name || ',%')))) \
-                      OR status = 'running') \
-                   AND (lease_expires_ms IS NULL OR lease_expires_ms <= $2) \
+                concat!(
+                    "WITH due AS (SELECT id FROM instances WHERE ",
+                    due_sql!(),
+                    " AND (lease_expires_ms IS NULL OR lease_expires_ms <= $2) \
                    AND NOT (id = ANY($6)) \
                    ORDER BY created_at, seq LIMIT $5 FOR UPDATE SKIP LOCKED) \
                  UPDATE instances i SET lease_owner = $3, lease_expires_ms = $2 + $4, \
-                   lease_epoch = i.lease_epoch + 1 FROM due WHERE i.id = due.id RETURNING i.id",
+                   lease_epoch = i.lease_epoch + 1 FROM due WHERE i.id = due.id RETURNING i.id"
+                ),
                 &[&now(), &now_ms, &owner, &ttl_ms, &(limit as i64), &skip],
             )
             .await?;

@@ -363,13 +363,11 @@ impl PgStore {
     pub async fn due_instances(&self) -> Result<Vec<DueInstance>> {
         let rows = self
             .query(
-                "SELECT id, status, lease_owner, lease_expires_ms FROM instances \
-                 WHERE (status = 'sleeping' AND (wake_at IS NULL OR wake_at <= $1)) \
-                    OR (status = 'waiting' AND ((wake_at IS NOT NULL AND wake_at <= $1) OR EXISTS ( \
-                        SELECT 1 FROM events e WHERE e.instance_id = instances.id AND e.consumed_by IS NULL \
-                        AND (',' || instances.waiting_event || ',') LIKE ('%,' || e.name || ',%')))) \
-                    OR status = 'running' \
-                 ORDER BY created_at, seq",
+                concat!(
+                    "SELECT id, status, lease_owner, lease_expires_ms FROM instances WHERE ",
+                    due_sql!(),
+                    " ORDER BY created_at, seq"
+                ),
                 &[&now()],
             )
             .await?;

@@ -768,15 +768,16 @@ pub(super) fn run_trace(c: &Connection, id: &str, run: i64) -> Result<Option<Run
     .optional()?)
 }
 
-/// What makes an instance due (parameter 1: now as text; 2: now in ms).
+/// What makes an instance due (parameter 1: now as text): its timer
+/// elapsed, its event arrived or timed out, or it is running (its holder
+/// may be gone). The same for `claim_due` and `due_instances`.
 macro_rules! due_sql {
     () => {
         "((status = 'sleeping' AND (wake_at IS NULL OR wake_at <= ?1)) \
           OR (status = 'waiting' AND ((wake_at IS NOT NULL AND wake_at <= ?1) OR EXISTS ( \
               SELECT 1 FROM events e WHERE e.instance_id = instances.id AND e.consumed_by IS NULL \
               AND (',' || instances.waiting_event || ',') LIKE ('%,' || e.name || ',%')))) \
-          OR status = 'running') \
-         AND (lease_expires_ms IS NULL OR lease_expires_ms <= ?2)"
+          OR status = 'running')"
     };
 }
 
@@ -793,7 +794,8 @@ pub(super) fn claim_due(
         "UPDATE instances SET lease_owner = ?3, lease_expires_ms = ?2 + ?4, lease_epoch = lease_epoch + 1 \
          WHERE id IN (SELECT id FROM instances WHERE ",
         due_sql!(),
-        " AND id NOT IN (SELECT value FROM json_each(?6)) ORDER BY created_at, rowid LIMIT ?5) RETURNING id"
+        " AND (lease_expires_ms IS NULL OR lease_expires_ms <= ?2) \
+         AND id NOT IN (SELECT value FROM json_each(?6)) ORDER BY created_at, rowid LIMIT ?5) RETURNING id"
     ))?;
     let rows = stmt.query_map(
         params![now(), now_ms, owner, ttl_ms, limit as i64, skip],
@@ -803,15 +805,11 @@ pub(super) fn claim_due(
 }
 
 pub(super) fn due_instances(c: &Connection) -> Result<Vec<DueInstance>> {
-    let mut stmt = c.prepare_cached(
-        "SELECT id, status, lease_owner, lease_expires_ms FROM instances \
-         WHERE (status = 'sleeping' AND (wake_at IS NULL OR wake_at <= ?1)) \
-            OR (status = 'waiting' AND ((wake_at IS NOT NULL AND wake_at <= ?1) OR EXISTS ( \
-                SELECT 1 FROM events e WHERE e.instance_id = instances.id AND e.consumed_by IS NULL \
-                AND (',' || instances.waiting_event || ',') LIKE ('%,' || e.name || ',%')))) \
-            OR status = 'running' \
-         ORDER BY created_at",
-    )?;
+    let mut stmt = c.prepare_cached(concat!(
+        "SELECT id, status, lease_owner, lease_expires_ms FROM instances WHERE ",
+        due_sql!(),
+        " ORDER BY created_at"
+    ))?;
     let rows = stmt.query_map([now()], |r| {
         Ok(DueInstance {
             id: r.get(0)?,
