@@ -72,6 +72,17 @@ impl Printer {
         match self.times {
             TimeFormat::Iso => t.format("%Y-%m-%d %H:%M:%S").to_string(),
             TimeFormat::Relative => {
+                let ahead = (t - chrono::Utc::now()).num_milliseconds();
+                if ahead > 0 {
+                    // Round up: a fire time 200 ms away is "in 1s".
+                    let s = (ahead + 999) / 1000;
+                    return match s {
+                        0..=59 => format!("in {s}s"),
+                        60..=3599 => format!("in {}m", s / 60),
+                        3600..=86_399 => format!("in {}h", s / 3600),
+                        _ => format!("in {}d", s / 86_400),
+                    };
+                }
                 let ago = (chrono::Utc::now() - t).num_seconds().max(0);
                 match ago {
                     0..=59 => format!("{ago}s ago"),

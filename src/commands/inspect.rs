@@ -41,8 +41,13 @@ pub async fn run(args: Args, store: &Store, printer: &Printer) -> anyhow::Result
         Vec::new()
     };
 
+    // The schedule entry and fire time that started it, if one did.
+    let fire = store.instance_fire(&id).await?;
+
     if args.json {
-        printer.json(&to_json(&inst, &runs, &steps, &attempts, args.attempts));
+        let mut v = to_json(&inst, &runs, &steps, &attempts, args.attempts);
+        v["schedule"] = json!(fire);
+        printer.json(&v);
         return Ok(ExitStatus::Success);
     }
 
@@ -59,6 +64,20 @@ pub async fn run(args: Args, store: &Store, printer: &Printer) -> anyhow::Result
         ),
         ("Status", status),
     ];
+    if let Some(f) = &fire {
+        let spec = match &f.timezone {
+            Some(tz) => format!("{} ({tz})", f.spec),
+            None => f.spec.clone(),
+        };
+        header.push((
+            "Schedule",
+            format!(
+                "{}: {spec}, fire time {}",
+                crate::engine::fire::entry_name(&f.workflow, f.index),
+                f.fire_at
+            ),
+        ));
+    }
     if let Some(wake) = &inst.wake_at
         && inst.status == "sleeping"
     {

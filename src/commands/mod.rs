@@ -11,6 +11,7 @@ mod prune;
 mod result;
 mod resume;
 mod run;
+mod schedule;
 mod schema;
 mod signal;
 mod trace;
@@ -80,7 +81,10 @@ pub enum Command {
     Cancel(cancel::Args),
     /// Delete ended instances older than a duration, with all their history
     Prune(prune::Args),
-    /// Resume every instance that is due (timers, events, dead leases) until stopped
+    /// Register, remove and list the schedules `wf worker` starts instances on
+    Schedule(schedule::Args),
+    /// Resume every instance that is due (timers, events, dead leases) and start
+    /// scheduled ones, until stopped
     Worker(worker::Args),
     /// Check a workflow file; silent and 0 when valid
     Validate(validate::Args),
@@ -104,6 +108,7 @@ pub async fn execute(cli: Cli, printer: &Printer) -> anyhow::Result<ExitStatus> 
         Command::Trace(args) => trace::run(args, &open_existing(db).await?, printer).await,
         Command::Signal(args) => signal::run(args, &mut open(db).await?, printer).await,
         Command::Cancel(args) => cancel::run(args, db, printer).await,
+        Command::Schedule(args) => schedule::run(args, db, printer).await,
         Command::Worker(args) => worker::run(args, db, printer).await,
         Command::Prune(args) => prune::run(args, db, printer).await,
         Command::Validate(args) => validate::run(args, printer),

@@ -3,6 +3,7 @@
 //! Several workers may share a database: the lease taken by each run keeps
 //! any instance to one worker at a time.
 
+use crate::engine::fire::{self, Fired};
 use crate::engine::{self, EngineError, RunOptions, RunOutcome};
 use crate::exit::{ExitStatus, UsageError};
 use crate::printer::Printer;
@@ -80,7 +81,24 @@ async fn work(args: Args, db: Option<PathBuf>, printer: &Printer) -> anyhow::Res
     let pool: Rc<RefCell<Vec<Store>>> = Rc::new(RefCell::new(Vec::new()));
     // When instances whose holder died on this host were last looked for.
     let mut last_scan: Option<Instant> = None;
+    // The earliest fire time of a registered schedule still ahead, and when
+    // schedules were last looked at (a buffered fire time waits for an
+    // instance to end, which is seen by looking again).
+    let mut next_fire: Option<i64> = None;
+    let mut last_fired: Option<Instant> = None;
     loop {
+        let now_ms = chrono::Utc::now().timestamp_millis();
+        if !stopping
+            && (next_fire.is_none_or(|t| t <= now_ms)
+                || last_fired.is_none_or(|t| t.elapsed() >= args.poll))
+        {
+            let (fired, ahead) = fire::fire_due(&mut store, now_ms).await?;
+            next_fire = ahead;
+            last_fired = Some(Instant::now());
+            for f in &fired {
+                log_fire(printer, f);
+            }
+        }
         if !stopping && active.len() < args.concurrency {
             let now = Instant::now();
             let skip: Vec<String> = active
@@ -184,7 +202,7 @@ async fn work(args: Args, db: Option<PathBuf>, printer: &Printer) -> anyhow::Res
                     }
                 }
             }
-            _ = store.wait_for_work(args.poll), if !args.once && !stopping => {}
+            _ = store.wait_for_work(until_fire(next_fire, args.poll)), if !args.once && !stopping => {}
             _ = sigint.recv() => stopping = true,
             _ = sigterm.recv() => stopping = true,
             _ = sighup.recv() => stopping = true,
@@ -197,6 +215,98 @@ async fn work(args: Args, db: Option<PathBuf>, printer: &Printer) -> anyhow::Res
     } else {
         ExitStatus::Success
     })
+}
+
+/// How long to wait for work: the poll interval, or less when a schedule
+/// fires sooner.
+fn until_fire(next_fire: Option<i64>, poll: Duration) -> Duration {
+    match next_fire {
+        Some(t) => {
+            let ms = (t - chrono::Utc::now().timestamp_millis()).max(0) as u64;
+            poll.min(Duration::from_millis(ms))
+        }
+        None => poll,
+    }
+}
+
+/// A line of the worker's log for what a schedule did.
+fn log_fire(printer: &Printer, f: &Fired) {
+    let name = fire::entry_name;
+    let short = |id: &Option<String>| {
+        id.as_deref()
+            .map_or("-".to_string(), |i| super::short_id(i).to_string())
+    };
+    let plural = |n: u64| if n == 1 { "" } else { "s" };
+    match f {
+        Fired::Started {
+            workflow,
+            idx,
+            fire_ms,
+            id,
+        } => printer.info(&format!(
+            "schedule {}: fire time {} started instance {}",
+            name(workflow, *idx),
+            crate::store::fmt_ms(*fire_ms),
+            super::short_id(id)
+        )),
+        Fired::Missed {
+            workflow,
+            idx,
+            count,
+            more,
+            span,
+            catchup_ms,
+        } => printer.info(&format!(
+            "schedule {}: skipped {}{count} fire time{} missed while no worker ran{} (catch-up window {})",
+            name(workflow, *idx),
+            if *more { "at least " } else { "" },
+            plural(*count),
+            span.map_or(String::new(), |(a, b)| format!(
+                ", from {} until {}",
+                crate::store::fmt_ms(a),
+                crate::store::fmt_ms(b)
+            )),
+            crate::workflow::duration::format(
+                (*catchup_ms as u64).max(fire::grace_ms())
+            ),
+        )),
+        Fired::Overlapped {
+            workflow,
+            idx,
+            count,
+            previous,
+        } => printer.info(&format!(
+            "schedule {}: skipped {count} fire time{}: instance {} is still open (overlap)",
+            name(workflow, *idx),
+            plural(*count),
+            short(previous)
+        )),
+        Fired::Buffered {
+            workflow,
+            idx,
+            fire_ms,
+            previous,
+        } => printer.info(&format!(
+            "schedule {}: fire time {} waits for instance {} to end (overlap: buffer_one)",
+            name(workflow, *idx),
+            crate::store::fmt_ms(*fire_ms),
+            short(previous)
+        )),
+        Fired::Canceled {
+            workflow,
+            idx,
+            previous,
+        } => printer.info(&format!(
+            "schedule {}: asked instance {} to cancel (overlap: cancel_previous)",
+            name(workflow, *idx),
+            super::short_id(previous)
+        )),
+        Fired::Broken {
+            workflow,
+            idx,
+            error,
+        } => printer.error(&format!("schedule {}: {error}", name(workflow, *idx))),
+    }
 }
 
 /// How long a worker leaves an instance alone after its run ended in an error.

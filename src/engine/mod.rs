@@ -7,6 +7,7 @@
 
 pub mod context;
 pub mod drive;
+pub mod fire;
 pub mod http;
 pub mod lease;
 pub mod output;

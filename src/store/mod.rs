@@ -105,6 +105,9 @@ macro_rules! each {
     };
 }
 
+// After `each!`, which it uses.
+mod schedules;
+
 impl Store {
     /// Opens (creating if needed) the database and brings its schema up to date.
     pub async fn open(location: &Location) -> Result<Store> {

@@ -34,6 +34,13 @@ pub fn fmt_time(t: chrono::DateTime<chrono::Utc>) -> String {
     t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
 }
 
+/// Unix milliseconds as stored times are written.
+pub fn fmt_ms(ms: i64) -> String {
+    chrono::DateTime::<chrono::Utc>::from_timestamp_millis(ms)
+        .map(fmt_time)
+        .unwrap_or_default()
+}
+
 pub fn parse_time(s: &str) -> Option<chrono::DateTime<chrono::Utc>> {
     chrono::DateTime::parse_from_rfc3339(s)
         .ok()
@@ -246,4 +253,78 @@ pub struct DueInstance {
     pub status: String,
     pub lease_owner: Option<String>,
     pub lease_expires_ms: Option<i64>,
+}
+
+/// One registered `on.schedule` entry (`wf schedule add`), with where it is:
+/// the next fire time not yet taken, and what `overlap` keeps.
+#[derive(Debug, Clone)]
+pub struct ScheduleRow {
+    pub workflow: String,
+    /// Position in the workflow's `on.schedule`.
+    pub idx: i64,
+    /// The cron expression, or `every 30s`.
+    pub spec: String,
+    /// The zone of a cron expression (`None` for `every`).
+    pub timezone: Option<String>,
+    pub overlap: String,
+    pub catchup_ms: i64,
+    /// The resolved inputs of the instances it starts, and their initial state.
+    pub inputs: Value,
+    pub state: Value,
+    /// The pinned definition the instances run.
+    pub definition_hash: String,
+    pub workflow_path: String,
+    pub base_dir: String,
+    /// The next fire time not yet taken (unix ms).
+    pub next_fire_ms: i64,
+    /// `buffer_one`: a fire time waiting for the previous instance to end.
+    pub buffered_ms: Option<i64>,
+    /// The newest instance it started, and that one's fire time.
+    pub last_instance: Option<String>,
+    pub last_fire_ms: Option<i64>,
+    /// Fire times that started nothing (missed beyond `catchup`, or skipped
+    /// by `overlap`).
+    pub skipped: i64,
+    pub registered_at: String,
+}
+
+/// A workflow definition as pinned: its text, step ids and compiled form.
+#[derive(Debug, Clone)]
+pub struct DefinitionRow {
+    pub hash: String,
+    pub source: String,
+    pub step_ids: Vec<String>,
+    pub compiled: Option<String>,
+}
+
+/// What a worker decided for one schedule entry, applied in one transaction
+/// only if the entry is still where the decision saw it (`expect_*`): of two
+/// workers deciding together, one applies and the other is refused.
+#[derive(Debug, Clone)]
+pub struct Fire {
+    pub workflow: String,
+    pub idx: i64,
+    pub definition_hash: String,
+    pub expect_next_ms: i64,
+    pub expect_buffered_ms: Option<i64>,
+    pub next_fire_ms: i64,
+    pub buffered_ms: Option<i64>,
+    /// Added to the entry's `skipped`.
+    pub skipped: i64,
+    /// New instances (already due), each with the fire time it is for.
+    pub starts: Vec<(InstanceRow, i64)>,
+    /// An instance to ask to cancel (`overlap: cancel_previous`).
+    pub cancel: Option<String>,
+}
+
+/// Which schedule entry and fire time started an instance.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct FireRecord {
+    pub workflow: String,
+    pub index: i64,
+    pub spec: String,
+    pub timezone: Option<String>,
+    #[serde(skip)]
+    pub fire_ms: i64,
+    pub fire_at: String,
 }

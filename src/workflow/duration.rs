@@ -59,6 +59,31 @@ pub fn parse(text: &str) -> Result<Duration, String> {
     Ok(Duration::from_millis(total as u64))
 }
 
+/// Writes `ms` milliseconds exactly, the way a workflow file would
+/// (`30s`, `1h30m`, `1500ms`): `parse` reads it back to the same value.
+pub fn format(ms: u64) -> String {
+    if ms == 0 {
+        return "0s".into();
+    }
+    let mut out = String::new();
+    let mut rest = ms;
+    for (unit, size) in [
+        ("d", 86_400_000),
+        ("h", 3_600_000),
+        ("m", 60_000),
+        ("s", 1_000),
+    ] {
+        if rest >= size && (rest.is_multiple_of(1_000) || size > 1_000) {
+            out.push_str(&format!("{}{unit}", rest / size));
+            rest %= size;
+        }
+    }
+    if rest > 0 {
+        out.push_str(&format!("{rest}ms"));
+    }
+    out
+}
+
 /// Formats a duration compactly for tables (`1.2s`, `3m04s`, `250ms`).
 pub fn human(d: Duration) -> String {
     let ms = d.as_millis();
@@ -101,6 +126,18 @@ mod tests {
         ] {
             assert!(parse(bad).is_err(), "{bad} should be rejected");
         }
+    }
+
+    #[test]
+    fn format_round_trips() {
+        for ms in [
+            1, 999, 1_000, 1_500, 30_000, 90_000, 5_400_000, 86_400_000, 90_061_001,
+        ] {
+            let text = format(ms);
+            assert_eq!(parse(&text).unwrap().as_millis() as u64, ms, "{text}");
+        }
+        assert_eq!(format(30_000), "30s");
+        assert_eq!(format(5_400_000), "1h30m");
     }
 
     #[test]

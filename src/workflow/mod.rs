@@ -7,6 +7,7 @@ pub mod duration;
 pub mod expr;
 pub mod model;
 pub mod template;
+pub mod trigger;
 pub mod validate;
 
 use serde_json::Value;
@@ -29,7 +30,7 @@ pub struct DefinitionError {
 
 /// The version of [`Workflow::compiled`]'s format: this crate's version, so a
 /// new wf never reads what an older one compiled (it parses the YAML instead).
-pub const COMPILED_FORMAT: &str = concat!("wf ", env!("CARGO_PKG_VERSION"), " compiled 2");
+pub const COMPILED_FORMAT: &str = concat!("wf ", env!("CARGO_PKG_VERSION"), " compiled 3");
 
 #[derive(serde::Serialize)]
 struct Compiled<'a> {
@@ -65,6 +66,9 @@ pub struct Workflow {
     /// strings may hold `${{ }}`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub outputs: Option<Value>,
+    /// `on.schedule`, in file order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub schedules: Vec<trigger::Schedule>,
     pub steps: Vec<Step>,
     /// The exact text the workflow was parsed from; pinned by each instance.
     #[serde(skip)]

@@ -37,12 +37,55 @@ pub struct RawWorkflow {
     pub timeout: Option<Spanned<String>>,
     #[serde(default)]
     pub trace: Option<RawTrace>,
+    /// Triggers run by `wf worker` (`on.schedule`, registered with `wf schedule add`).
+    #[serde(default, rename = "on")]
+    pub on: Option<RawOn>,
     /// The instance's result, rendered when it completes (`wf result`).
     #[schemars(with = "Option<BTreeMap<String, Value>>")]
     #[serde(default)]
     pub outputs: Option<Spanned<BTreeMap<String, Value>>>,
     #[schemars(with = "Vec<RawStep>")]
     pub steps: Spanned<Vec<Spanned<RawStep>>>,
+}
+
+/// `on:`: what starts instances by itself.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RawOn {
+    /// Fire times at which `wf worker` starts an instance.
+    #[serde(default)]
+    #[schemars(with = "Vec<RawSchedule>")]
+    pub schedule: Vec<Spanned<RawSchedule>>,
+}
+
+/// One `on.schedule` entry: `cron` (with `timezone`) or `every`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RawSchedule {
+    /// A 5-field cron expression (minute hour day-of-month month day-of-week).
+    #[serde(default)]
+    #[schemars(with = "Option<String>")]
+    pub cron: Option<Spanned<String>>,
+    /// A fixed interval (`30s`, `1h`), counted from the unix epoch.
+    #[serde(default)]
+    #[schemars(with = "Option<String>")]
+    pub every: Option<Spanned<String>>,
+    /// IANA time zone the cron expression is read in (default UTC).
+    #[serde(default)]
+    #[schemars(with = "Option<String>")]
+    pub timezone: Option<Spanned<String>>,
+    /// Inputs of the scheduled instances.
+    #[serde(default)]
+    #[schemars(with = "Option<BTreeMap<String, Value>>")]
+    pub inputs: Option<Spanned<Map<String, Value>>>,
+    /// While the previous scheduled instance is still open: `skip` (default),
+    /// `allow`, `buffer_one` or `cancel_previous`.
+    #[serde(default)]
+    pub overlap: Option<super::trigger::Overlap>,
+    /// Fire times missed while no worker ran start late when at most this old.
+    #[serde(default)]
+    #[schemars(with = "Option<String>")]
+    pub catchup: Option<Spanned<String>>,
 }
 
 /// `trace: { per: run | instance }`.

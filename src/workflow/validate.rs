@@ -5,8 +5,9 @@
 
 use super::duration;
 use super::expr::{self, Expr};
-use super::model::{Needs, RawCompensate, RawHttp, RawRetry, RawStep, RawWorkflow};
+use super::model::{Needs, RawCompensate, RawHttp, RawRetry, RawSchedule, RawStep, RawWorkflow};
 use super::template::Template;
+use super::trigger::{self, Overlap, Schedule, When};
 use super::*;
 use serde_json::Value;
 use serde_saphyr::Spanned;
@@ -318,6 +319,15 @@ impl Checker<'_> {
             }
         };
 
+        let schedules = match &raw.on {
+            None => Vec::new(),
+            Some(on) => on
+                .schedule
+                .iter()
+                .map(|s| self.schedule(s, &inputs))
+                .collect::<Result<_, _>>()?,
+        };
+
         let mut steps = Vec::with_capacity(raw.steps.value.len());
         for (i, spanned) in raw.steps.value.iter().enumerate() {
             steps.push(self.step(
@@ -345,9 +355,101 @@ impl Checker<'_> {
                 .trace
                 .is_some_and(|t| t.per == super::model::TracePer::Instance),
             outputs,
+            schedules,
             steps,
             source: self.source.to_string(),
             hash: hash_source(self.source),
+        })
+    }
+
+    /// One `on.schedule` entry: exactly one of `cron` and `every`, a known
+    /// zone (cron only), and inputs the workflow declares, required ones given.
+    fn schedule(
+        &self,
+        spanned: &Spanned<RawSchedule>,
+        inputs: &BTreeMap<String, InputSpec>,
+    ) -> Result<Schedule, DefinitionError> {
+        let raw = &spanned.value;
+        let at: Pos = spanned.into();
+        let when = match (&raw.cron, &raw.every) {
+            (Some(_), Some(e)) => {
+                return Err(self.err(e.into(), "a schedule has `cron` or `every`, not both"));
+            }
+            (None, None) => {
+                return Err(self.err(
+                    at,
+                    "a schedule needs `cron` (with an optional `timezone`) or `every`",
+                ));
+            }
+            (Some(c), None) => {
+                trigger::parse_cron(&c.value).map_err(|m| self.err(c.into(), m))?;
+                let timezone = match &raw.timezone {
+                    None => "UTC".to_string(),
+                    Some(z) => {
+                        trigger::parse_zone(&z.value).map_err(|m| self.err(z.into(), m))?;
+                        z.value.clone()
+                    }
+                };
+                When::Cron {
+                    expr: c.value.trim().to_string(),
+                    timezone,
+                }
+            }
+            (None, Some(e)) => {
+                if let Some(z) = &raw.timezone {
+                    return Err(self.err(
+                        z.into(),
+                        "`timezone` applies to `cron`; `every` counts real time",
+                    ));
+                }
+                let d = self.duration(e)?;
+                if d < trigger::MIN_EVERY {
+                    return Err(self.err(e.into(), "`every` must be at least 1s"));
+                }
+                When::Every {
+                    ms: d.as_millis() as u64,
+                }
+            }
+        };
+        let given = raw
+            .inputs
+            .as_ref()
+            .map(|i| i.value.clone())
+            .unwrap_or_default();
+        let inputs_at: Pos = raw.inputs.as_ref().map(Pos::from).unwrap_or(at);
+        for key in given.keys() {
+            if !inputs.contains_key(key) {
+                let known: Vec<&str> = inputs.keys().map(String::as_str).collect();
+                return Err(self.err(
+                    self.locate(key, inputs_at),
+                    if known.is_empty() {
+                        format!("unknown input `{key}`: the workflow declares no inputs")
+                    } else {
+                        format!(
+                            "unknown input `{key}` (the workflow declares: {})",
+                            known.join(", ")
+                        )
+                    },
+                ));
+            }
+        }
+        for (name, spec) in inputs {
+            if spec.required && spec.default.is_none() && !given.contains_key(name) {
+                return Err(self.err(
+                    inputs_at,
+                    format!("the schedule does not give the required input `{name}`"),
+                ));
+            }
+        }
+        let catchup_ms = match &raw.catchup {
+            None => 0,
+            Some(c) => self.duration(c)?.as_millis() as u64,
+        };
+        Ok(Schedule {
+            when,
+            inputs: given,
+            overlap: raw.overlap.unwrap_or(Overlap::Skip),
+            catchup_ms,
         })
     }
 

@@ -13,12 +13,13 @@
 //!   notification.
 
 /// What makes an instance due (`$1`: now as text): its timer elapsed, its
-/// event arrived or timed out, or it is running (its holder may be gone).
+/// event arrived or timed out, a cancel was asked of it while it slept or
+/// waited, or it is running (its holder may be gone).
 /// The same for `claim_due` (`owner`) and `due_instances` (`records`).
 macro_rules! due_sql {
     () => {
-        "((status = 'sleeping' AND (wake_at IS NULL OR wake_at <= $1)) \
-          OR (status = 'waiting' AND ((wake_at IS NOT NULL AND wake_at <= $1) OR EXISTS ( \
+        "((status = 'sleeping' AND (wake_at IS NULL OR wake_at <= $1 OR cancel_requested > 0)) \
+          OR (status = 'waiting' AND (cancel_requested > 0 OR (wake_at IS NOT NULL AND wake_at <= $1) OR EXISTS ( \
               SELECT 1 FROM events e WHERE e.instance_id = instances.id AND e.consumed_by IS NULL \
               AND (',' || instances.waiting_event || ',') LIKE ('%,' || e.name || ',%')))) \
           OR status = 'running')"
@@ -29,6 +30,7 @@ mod batch;
 mod owner;
 mod prune;
 mod records;
+mod schedules;
 mod schema;
 mod target;
 mod write;

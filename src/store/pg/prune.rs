@@ -80,9 +80,11 @@ impl PgStore {
                     delete("DELETE FROM steps WHERE instance_id = ANY($1)"),
                     delete("DELETE FROM runs WHERE instance_id = ANY($1)"),
                     delete("DELETE FROM instances WHERE id = ANY($1)"),
+                    delete("DELETE FROM schedule_fires WHERE instance_id = ANY($1)"),
                     Op::Exec(
                         "DELETE FROM definitions d WHERE NOT EXISTS \
-                         (SELECT 1 FROM instances i WHERE i.definition_hash = d.hash)",
+                         (SELECT 1 FROM instances i WHERE i.definition_hash = d.hash) \
+                         AND NOT EXISTS (SELECT 1 FROM schedules s WHERE s.definition_hash = d.hash)",
                         vec![],
                     ),
                     Op::Simple("COMMIT"),

@@ -392,40 +392,8 @@ impl PgStore {
         let outs = self
             .pipeline(vec![
                 Op::Simple("BEGIN"),
-                Op::Exec(
-                    "INSERT INTO definitions (hash, source, step_ids, compiled) VALUES ($1, $2, $3, $4) \
-                     ON CONFLICT (hash) DO UPDATE SET compiled = excluded.compiled \
-                     WHERE definitions.compiled IS DISTINCT FROM excluded.compiled",
-                    vec![
-                        p(i.definition_hash.clone()),
-                        p(i.definition.clone()),
-                        p(serde_json::to_string(step_ids).unwrap_or_default()),
-                        p(compiled.map(str::to_string)),
-                    ],
-                ),
-                Op::Exec(
-                    "INSERT INTO instances (id, workflow, status, definition_hash, workflow_path, base_dir, \
-                     inputs, state, error, wake_at, waiting_event, lease_owner, lease_expires_ms, created_at, \
-                     updated_at) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15) \
-                     ON CONFLICT (id) DO NOTHING",
-                    vec![
-                        p(i.id.clone()),
-                        p(i.workflow.clone()),
-                        p(i.status.clone()),
-                        p(i.definition_hash.clone()),
-                        p(i.workflow_path.clone()),
-                        p(i.base_dir.clone()),
-                        p(i.inputs.to_string()),
-                        p(i.state.to_string()),
-                        p(i.error.clone()),
-                        p(i.wake_at.clone()),
-                        p(i.waiting_event.clone()),
-                        p(i.lease_owner.clone()),
-                        p(i.lease_expires_ms),
-                        p(i.created_at.clone()),
-                        p(i.updated_at.clone()),
-                    ],
-                ),
+                insert_definition(&i.definition_hash, &i.definition, step_ids, compiled),
+                insert_instance(i),
                 Op::Query(NOTIFY, vec![]),
                 Op::Simple("COMMIT"),
             ])
@@ -497,4 +465,52 @@ impl PgStore {
             .await?;
         rows.first().map(|r| get(r, 0)).transpose()
     }
+}
+
+/// Pins a definition if new; a compiled form written by another wf version
+/// is replaced.
+pub(super) fn insert_definition(
+    hash: &str,
+    source: &str,
+    step_ids: &[&str],
+    compiled: Option<&str>,
+) -> Op {
+    Op::Exec(
+        "INSERT INTO definitions (hash, source, step_ids, compiled) VALUES ($1, $2, $3, $4) \
+         ON CONFLICT (hash) DO UPDATE SET compiled = excluded.compiled \
+         WHERE definitions.compiled IS DISTINCT FROM excluded.compiled",
+        vec![
+            p(hash.to_string()),
+            p(source.to_string()),
+            p(serde_json::to_string(step_ids).unwrap_or_default()),
+            p(compiled.map(str::to_string)),
+        ],
+    )
+}
+
+/// Inserts an instance whose definition is pinned (nothing if the id is taken).
+pub(super) fn insert_instance(i: &InstanceRow) -> Op {
+    Op::Exec(
+        "INSERT INTO instances (id, workflow, status, definition_hash, workflow_path, base_dir, \
+         inputs, state, error, wake_at, waiting_event, lease_owner, lease_expires_ms, created_at, \
+         updated_at) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15) \
+         ON CONFLICT (id) DO NOTHING",
+        vec![
+            p(i.id.clone()),
+            p(i.workflow.clone()),
+            p(i.status.clone()),
+            p(i.definition_hash.clone()),
+            p(i.workflow_path.clone()),
+            p(i.base_dir.clone()),
+            p(i.inputs.to_string()),
+            p(i.state.to_string()),
+            p(i.error.clone()),
+            p(i.wake_at.clone()),
+            p(i.waiting_event.clone()),
+            p(i.lease_owner.clone()),
+            p(i.lease_expires_ms),
+            p(i.created_at.clone()),
+            p(i.updated_at.clone()),
+        ],
+    )
 }

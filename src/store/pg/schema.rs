@@ -143,4 +143,40 @@ pub const MIGRATIONS: &[&str] = &[
         RETURN e;
     END $$;
     "#,
+    // 2: schedules (`wf schedule add`), as SQLite's migration 8: an entry's
+    // next fire time is taken by moving it on in the transaction that
+    // creates the instance; `schedule_fires` says which fire time started
+    // which instance and refuses a second one.
+    r#"
+    CREATE TABLE schedules (
+        workflow         TEXT COLLATE "C" NOT NULL,
+        idx              BIGINT NOT NULL,
+        spec             TEXT NOT NULL,
+        timezone         TEXT,
+        overlap          TEXT NOT NULL,
+        catchup_ms       BIGINT NOT NULL,
+        inputs           TEXT NOT NULL,
+        state            TEXT NOT NULL,
+        definition_hash  TEXT NOT NULL REFERENCES definitions(hash),
+        workflow_path    TEXT NOT NULL,
+        base_dir         TEXT NOT NULL,
+        next_fire_ms     BIGINT NOT NULL,
+        buffered_ms      BIGINT,
+        last_instance    TEXT,
+        last_fire_ms     BIGINT,
+        skipped          BIGINT NOT NULL DEFAULT 0,
+        registered_at    TEXT NOT NULL,
+        PRIMARY KEY (workflow, idx)
+    );
+    CREATE TABLE schedule_fires (
+        workflow     TEXT COLLATE "C" NOT NULL,
+        idx          BIGINT NOT NULL,
+        fire_ms      BIGINT NOT NULL,
+        instance_id  TEXT COLLATE "C" NOT NULL,
+        spec         TEXT NOT NULL,
+        timezone     TEXT,
+        PRIMARY KEY (workflow, idx, fire_ms)
+    );
+    CREATE INDEX schedule_fires_by_instance ON schedule_fires(instance_id);
+    "#,
 ];

@@ -16,6 +16,7 @@
 
 mod prune;
 mod records;
+mod schedules;
 mod schema;
 mod write;
 

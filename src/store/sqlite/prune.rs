@@ -71,7 +71,12 @@ impl SqliteStore {
                 )? as u64;
             }
             tx.execute(
-                "DELETE FROM definitions WHERE hash NOT IN (SELECT definition_hash FROM instances)",
+                &format!("DELETE FROM schedule_fires WHERE instance_id IN ({chosen})"),
+                [&list],
+            )?;
+            tx.execute(
+                "DELETE FROM definitions WHERE hash NOT IN (SELECT definition_hash FROM instances) \
+                 AND hash NOT IN (SELECT definition_hash FROM schedules)",
                 [],
             )?;
             tx.commit()?;

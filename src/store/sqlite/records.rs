@@ -63,18 +63,36 @@ pub(super) fn insert_instance(
     step_ids: &[&str],
     compiled: Option<&str>,
 ) -> Result<()> {
+    insert_definition(c, &i.definition_hash, &i.definition, step_ids, compiled)?;
+    insert_instance_row(c, i)
+}
+
+/// Pins a definition (text, step ids and compiled form) if new; a compiled
+/// form written by another wf version is replaced.
+pub(super) fn insert_definition(
+    c: &Connection,
+    hash: &str,
+    source: &str,
+    step_ids: &[&str],
+    compiled: Option<&str>,
+) -> Result<()> {
     cached(
         c,
         "INSERT INTO definitions (hash, source, step_ids, compiled) VALUES (?1, ?2, ?3, ?4) \
          ON CONFLICT(hash) DO UPDATE SET compiled = excluded.compiled \
          WHERE compiled IS NOT excluded.compiled",
         params![
-            i.definition_hash,
-            i.definition,
+            hash,
+            source,
             serde_json::to_string(step_ids).unwrap_or_default(),
             compiled
         ],
     )?;
+    Ok(())
+}
+
+/// Inserts an instance whose definition is already pinned.
+pub(super) fn insert_instance_row(c: &Connection, i: &InstanceRow) -> Result<()> {
     cached(
         c,
         "INSERT INTO instances (id, workflow, status, definition_hash, workflow_path, base_dir, inputs, state, \
@@ -769,12 +787,14 @@ pub(super) fn run_trace(c: &Connection, id: &str, run: i64) -> Result<Option<Run
 }
 
 /// What makes an instance due (parameter 1: now as text): its timer
-/// elapsed, its event arrived or timed out, or it is running (its holder
-/// may be gone). The same for `claim_due` and `due_instances`.
+/// elapsed, its event arrived or timed out, a cancel was asked of it while
+/// it slept or waited (`overlap: cancel_previous`, an interrupted `wf
+/// cancel`), or it is running (its holder may be gone). The same for
+/// `claim_due` and `due_instances`.
 macro_rules! due_sql {
     () => {
-        "((status = 'sleeping' AND (wake_at IS NULL OR wake_at <= ?1)) \
-          OR (status = 'waiting' AND ((wake_at IS NOT NULL AND wake_at <= ?1) OR EXISTS ( \
+        "((status = 'sleeping' AND (wake_at IS NULL OR wake_at <= ?1 OR cancel_requested > 0)) \
+          OR (status = 'waiting' AND (cancel_requested > 0 OR (wake_at IS NOT NULL AND wake_at <= ?1) OR EXISTS ( \
               SELECT 1 FROM events e WHERE e.instance_id = instances.id AND e.consumed_by IS NULL \
               AND (',' || instances.waiting_event || ',') LIKE ('%,' || e.name || ',%')))) \
           OR status = 'running')"

@@ -154,4 +154,42 @@ pub const MIGRATIONS: &[&str] = &[
     r#"
     ALTER TABLE instances ADD COLUMN outputs TEXT;  -- JSON object, set when the instance completes
     "#,
+    // 8: schedules (`wf schedule add`). A row per `on.schedule` entry holds
+    // the next fire time not yet taken; a worker takes a fire time by moving
+    // it on only if it is still the one it read, in the transaction that
+    // creates the instance, so a fire time starts one instance however many
+    // workers run. `schedule_fires` records which fire time started which
+    // instance (`wf inspect`), and its key refuses a second one.
+    r#"
+    CREATE TABLE schedules (
+        workflow         TEXT NOT NULL,
+        idx              INTEGER NOT NULL,      -- position in on.schedule
+        spec             TEXT NOT NULL,         -- cron expression, or `every 30s`
+        timezone         TEXT,                  -- IANA zone of a cron expression
+        overlap          TEXT NOT NULL,         -- skip, allow, buffer_one, cancel_previous
+        catchup_ms       INTEGER NOT NULL,
+        inputs           TEXT NOT NULL,         -- JSON object, resolved
+        state            TEXT NOT NULL,         -- JSON object: the initial state of its instances
+        definition_hash  TEXT NOT NULL REFERENCES definitions(hash),
+        workflow_path    TEXT NOT NULL,
+        base_dir         TEXT NOT NULL,
+        next_fire_ms     INTEGER NOT NULL,      -- unix ms: the next fire time not yet taken
+        buffered_ms      INTEGER,               -- buffer_one: a fire time waiting for the previous instance
+        last_instance    TEXT,
+        last_fire_ms     INTEGER,
+        skipped          INTEGER NOT NULL DEFAULT 0,
+        registered_at    TEXT NOT NULL,
+        PRIMARY KEY (workflow, idx)
+    ) WITHOUT ROWID;
+    CREATE TABLE schedule_fires (
+        workflow     TEXT NOT NULL,
+        idx          INTEGER NOT NULL,
+        fire_ms      INTEGER NOT NULL,
+        instance_id  TEXT NOT NULL,
+        spec         TEXT NOT NULL,
+        timezone     TEXT,
+        PRIMARY KEY (workflow, idx, fire_ms)
+    ) WITHOUT ROWID;
+    CREATE INDEX schedule_fires_by_instance ON schedule_fires(instance_id);
+    "#,
 ];

@@ -1,0 +1,202 @@
+//! `wf schedule add FILE | rm NAME | list`: register a workflow's
+//! `on.schedule` for `wf worker`, remove it, and show the next fire times.
+//! Registering pins the definition, as `wf run` pins an instance's: a
+//! scheduled instance runs the text registered, whatever the file says now.
+
+use super::short_id;
+use crate::engine::fire;
+use crate::exit::{ExitStatus, UsageError};
+use crate::printer::Printer;
+use crate::store::{self, ScheduleRow, Store};
+use crate::workflow::Workflow;
+use serde_json::json;
+use std::path::PathBuf;
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    #[command(subcommand)]
+    pub command: Sub,
+}
+
+#[derive(Debug, clap::Subcommand)]
+pub enum Sub {
+    /// Register the `on.schedule` of a workflow file (again: replace it)
+    Add {
+        /// The workflow file
+        file: PathBuf,
+        /// `{workflow, schedules: [...]}` on stdout
+        #[arg(long)]
+        json: bool,
+    },
+    /// Remove the schedules of a workflow (its `name`)
+    Rm {
+        /// The workflow's name
+        name: String,
+    },
+    /// Registered schedules and their next fire times
+    List {
+        /// An array of `{workflow, spec, timezone, overlap, next_fire_at, last_instance}`
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+pub async fn run(args: Args, db: Option<PathBuf>, printer: &Printer) -> anyhow::Result<ExitStatus> {
+    match args.command {
+        Sub::Add { file, json } => {
+            let wf = Workflow::load(&file)?;
+            let mut store = super::open(db).await?;
+            let rows = fire::register(&mut store, &wf, &file).await?;
+            if json {
+                let items = entries(&store, &rows).await?;
+                printer.json(&json!({ "workflow": wf.name, "schedules": items }));
+            } else {
+                for r in &rows {
+                    printer.info(&format!(
+                        "schedule {}: {}; next fire {}",
+                        entry_name(r),
+                        describe(r),
+                        store::fmt_ms(r.next_fire_ms)
+                    ));
+                }
+            }
+            Ok(ExitStatus::Success)
+        }
+        Sub::Rm { name } => {
+            let mut store = super::open(db).await?;
+            let n = store.remove_schedules(&name).await?;
+            if n == 0 {
+                let names = registered_names(&store).await?;
+                return Err(UsageError(if names.is_empty() {
+                    format!("no schedule is registered for `{name}` (none is registered)")
+                } else {
+                    format!(
+                        "no schedule is registered for `{name}` (registered: {})",
+                        names.join(", ")
+                    )
+                })
+                .into());
+            }
+            printer.info(&format!(
+                "removed {n} schedule{} of {name}",
+                if n == 1 { "" } else { "s" }
+            ));
+            Ok(ExitStatus::Success)
+        }
+        Sub::List { json } => {
+            let location = super::db_location(db)?;
+            if !location.exists() {
+                if json {
+                    printer.json(&json!([]));
+                } else {
+                    printer.info("no schedules");
+                }
+                return Ok(ExitStatus::Success);
+            }
+            let store = Store::open(&location).await?;
+            let rows = store.schedules().await?;
+            if json {
+                printer.json(&json!(entries(&store, &rows).await?));
+                return Ok(ExitStatus::Success);
+            }
+            if rows.is_empty() {
+                printer.info("no schedules (`wf schedule add FILE` registers one)");
+                return Ok(ExitStatus::Success);
+            }
+            let mut table = printer.table();
+            table.set_header([
+                "WORKFLOW",
+                "SCHEDULE",
+                "OVERLAP",
+                "NEXT FIRE",
+                "LAST INSTANCE",
+            ]);
+            for r in &rows {
+                let last = match &r.last_instance {
+                    None => "-".to_string(),
+                    Some(id) => match store.instance(id).await {
+                        Ok(i) => format!("{} {}", short_id(id), super::display_status(&i)),
+                        Err(_) => format!("{} (pruned)", short_id(id)),
+                    },
+                };
+                let next = match r.buffered_ms {
+                    Some(_) => format!(
+                        "{} (+1 buffered)",
+                        printer.when(&store::fmt_ms(r.next_fire_ms))
+                    ),
+                    None => printer.when(&store::fmt_ms(r.next_fire_ms)),
+                };
+                table.add_row(vec![
+                    entry_name(r),
+                    describe(r),
+                    r.overlap.clone(),
+                    next,
+                    last,
+                ]);
+            }
+            printer.keep_columns(&mut table, Some(1));
+            printer.data(&table.to_string());
+            Ok(ExitStatus::Success)
+        }
+    }
+}
+
+fn entry_name(r: &ScheduleRow) -> String {
+    fire::entry_name(&r.workflow, r.idx)
+}
+
+/// `*/15 * * * * (Europe/Paris)`, or `every 30s`.
+fn describe(r: &ScheduleRow) -> String {
+    match &r.timezone {
+        Some(tz) => format!("{} ({tz})", r.spec),
+        None => r.spec.clone(),
+    }
+}
+
+async fn registered_names(store: &Store) -> anyhow::Result<Vec<String>> {
+    let mut names: Vec<String> = store
+        .schedules()
+        .await?
+        .into_iter()
+        .map(|r| r.workflow)
+        .collect();
+    names.dedup();
+    Ok(names)
+}
+
+/// The JSON of `wf schedule list --json` (SPEC §4), with a few more fields.
+async fn entries(store: &Store, rows: &[ScheduleRow]) -> anyhow::Result<Vec<serde_json::Value>> {
+    let mut out = Vec::new();
+    for r in rows {
+        let last_status = match &r.last_instance {
+            Some(id) => store
+                .instance(id)
+                .await
+                .ok()
+                .map(|i| super::display_status(&i)),
+            None => None,
+        };
+        out.push(json!({
+            "workflow": r.workflow,
+            "index": r.idx,
+            "spec": r.spec,
+            "timezone": r.timezone,
+            "overlap": r.overlap,
+            "catchup": engine_duration(r.catchup_ms),
+            "inputs": r.inputs,
+            "next_fire_at": store::fmt_ms(r.next_fire_ms),
+            "buffered_fire_at": r.buffered_ms.map(store::fmt_ms),
+            "last_instance": r.last_instance,
+            "last_instance_status": last_status,
+            "last_fire_at": r.last_fire_ms.map(store::fmt_ms),
+            "skipped": r.skipped,
+            "definition_hash": r.definition_hash,
+            "workflow_path": r.workflow_path,
+        }));
+    }
+    Ok(out)
+}
+
+fn engine_duration(ms: i64) -> Option<String> {
+    (ms > 0).then(|| crate::workflow::duration::format(ms as u64))
+}

@@ -1,0 +1,503 @@
+//! Scheduled instances. `plan` is the deterministic core: from a schedule
+//! entry's cursor, whether its previous instance is still open, and the
+//! time, it decides which fire times start an instance, which are skipped
+//! (missed beyond `catchup`, or refused by `overlap`) and where the cursor
+//! moves. `fire_due` reads the entries, asks `plan`, and has the store apply
+//! each decision atomically — or refuse it, when another worker applied its
+//! own first — so a fire time starts one instance however many workers run.
+//! `register` is `wf schedule add`.
+
+use super::{EngineError, resolve_inputs};
+use crate::store::{self, DefinitionRow, Fire, InstanceRow, ScheduleRow, Store};
+use crate::workflow::Workflow;
+use crate::workflow::trigger::{GRACE, Overlap, Schedule, When};
+use serde_json::{Map, Value};
+use std::path::Path;
+
+/// The most fire times one decision starts (a long catch-up goes on at the
+/// next poll).
+const BATCH: usize = 1_000;
+
+/// The most missed fire times counted one by one (a cron schedule's).
+const COUNT_CAP: usize = 100_000;
+
+/// How messages name a schedule entry: the workflow's name, with the
+/// entry's position after the first (`nightly`, `nightly[1]`).
+pub fn entry_name(workflow: &str, idx: i64) -> String {
+    if idx == 0 {
+        workflow.to_string()
+    } else {
+        format!("{workflow}[{idx}]")
+    }
+}
+
+/// The catch-up window an entry has at least (`GRACE`), in ms.
+pub fn grace_ms() -> u64 {
+    GRACE.as_millis() as u64
+}
+
+/// What to do with one schedule entry now.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Plan {
+    /// Fire times that start an instance, in order.
+    pub starts: Vec<i64>,
+    /// Ask the open previous instance to cancel (`cancel_previous`).
+    pub cancel_previous: bool,
+    pub next_fire_ms: i64,
+    pub buffered_ms: Option<i64>,
+    /// Fire times older than the catch-up window: skipped (`missed_more`:
+    /// at least that many).
+    pub missed: u64,
+    pub missed_more: bool,
+    /// The first fire time skipped as missed, and where the window began.
+    pub missed_span: Option<(i64, i64)>,
+    /// Fire times `overlap` refused.
+    pub overlapped: u64,
+}
+
+/// Decides what entry `s` does at `now_ms`, given its cursor (`next_ms`,
+/// `buffered_ms`) and whether the instance it last started is still open;
+/// `None` when nothing is due.
+pub fn plan(
+    s: &Schedule,
+    next_ms: i64,
+    buffered_ms: Option<i64>,
+    prev_open: bool,
+    now_ms: i64,
+) -> Option<Plan> {
+    let mut open = prev_open;
+    let mut p = Plan {
+        starts: Vec::new(),
+        cancel_previous: false,
+        next_fire_ms: next_ms,
+        buffered_ms,
+        missed: 0,
+        missed_more: false,
+        missed_span: None,
+        overlapped: 0,
+    };
+    // A buffered fire time starts once the previous instance has ended.
+    if let Some(b) = p.buffered_ms
+        && !open
+    {
+        p.starts.push(b);
+        p.buffered_ms = None;
+        open = true;
+    }
+    if next_ms > now_ms {
+        return (!p.starts.is_empty()).then_some(p);
+    }
+    // Fire times older than the window are missed: skipped and reported.
+    let window = GRACE.as_millis().max(s.catchup_ms as u128) as i64;
+    let window_start = now_ms - window;
+    let mut first = next_ms;
+    if next_ms < window_start {
+        let (n, more) = s.count_between(next_ms, window_start, COUNT_CAP);
+        p.missed = n;
+        p.missed_more = more;
+        first = s.next_after(window_start - 1).unwrap_or(i64::MAX);
+        if n > 0 {
+            p.missed_span = Some((next_ms, window_start));
+        }
+    }
+    let (due, _) = s.between(first, now_ms + 1, BATCH);
+    p.next_fire_ms = match due.last() {
+        Some(&t) => s.next_after(t).unwrap_or(i64::MAX),
+        None => first,
+    };
+    if s.overlap == Overlap::CancelPrevious {
+        // Each start cancels the one before: of several due at once, only
+        // the newest would survive, so only it starts.
+        if let Some(&last) = due.last() {
+            p.cancel_previous = open;
+            p.overlapped += due.len() as u64 - 1;
+            p.starts.push(last);
+        }
+        return Some(p);
+    }
+    for t in due {
+        match s.overlap {
+            Overlap::Allow => p.starts.push(t),
+            Overlap::Skip if open => p.overlapped += 1,
+            Overlap::BufferOne if open => match p.buffered_ms {
+                None => p.buffered_ms = Some(t),
+                Some(_) => p.overlapped += 1,
+            },
+            _ => {
+                p.starts.push(t);
+                open = true;
+            }
+        }
+    }
+    Some(p)
+}
+
+/// The schedule a registered entry describes.
+pub fn schedule_of(row: &ScheduleRow) -> Result<Schedule, String> {
+    let when = match row.spec.strip_prefix("every ") {
+        Some(d) => When::Every {
+            ms: crate::workflow::duration::parse(d)?.as_millis() as u64,
+        },
+        None => When::Cron {
+            expr: row.spec.clone(),
+            timezone: row.timezone.clone().unwrap_or_else(|| "UTC".into()),
+        },
+    };
+    Ok(Schedule {
+        when,
+        inputs: Map::new(),
+        overlap: Overlap::parse(&row.overlap)
+            .ok_or_else(|| format!("unknown overlap `{}`", row.overlap))?,
+        catchup_ms: row.catchup_ms.max(0) as u64,
+    })
+}
+
+/// Registers the `on.schedule` of `wf` (read from `path`), replacing what
+/// was registered for it. An entry whose spec is unchanged keeps its next
+/// fire time, so registering again does not skip or repeat one.
+pub async fn register(
+    store: &mut Store,
+    wf: &Workflow,
+    path: &Path,
+) -> Result<Vec<ScheduleRow>, EngineError> {
+    if wf.schedules.is_empty() {
+        return Err(EngineError::Input(format!(
+            "{} has no `on.schedule`: nothing to register",
+            path.display()
+        )));
+    }
+    let abs = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+    let base_dir = abs.parent().map(Path::to_path_buf).unwrap_or_default();
+    let now_ms = chrono::Utc::now().timestamp_millis();
+    let old: Vec<ScheduleRow> = store
+        .schedules()
+        .await?
+        .into_iter()
+        .filter(|r| r.workflow == wf.name)
+        .collect();
+    let mut rows = Vec::new();
+    for (i, s) in wf.schedules.iter().enumerate() {
+        let inputs = resolve_inputs(wf, s.inputs.clone())?;
+        let spec = s.spec();
+        let timezone = s.timezone().map(str::to_string);
+        let prev = old.iter().find(|r| r.idx == i as i64);
+        let same = prev.filter(|r| r.spec == spec && r.timezone == timezone);
+        rows.push(ScheduleRow {
+            workflow: wf.name.clone(),
+            idx: i as i64,
+            spec,
+            timezone,
+            overlap: s.overlap.as_str().into(),
+            catchup_ms: s.catchup_ms as i64,
+            inputs,
+            state: Value::Object(wf.state.clone()),
+            definition_hash: wf.hash.clone(),
+            workflow_path: abs.display().to_string(),
+            base_dir: base_dir.display().to_string(),
+            next_fire_ms: match same {
+                Some(r) => r.next_fire_ms,
+                None => s.next_after(now_ms).unwrap_or(i64::MAX),
+            },
+            buffered_ms: same.and_then(|r| r.buffered_ms),
+            last_instance: prev.and_then(|r| r.last_instance.clone()),
+            last_fire_ms: prev.and_then(|r| r.last_fire_ms),
+            skipped: same.map_or(0, |r| r.skipped),
+            registered_at: store::now(),
+        });
+    }
+    let def = DefinitionRow {
+        hash: wf.hash.clone(),
+        source: wf.source.clone(),
+        step_ids: wf.steps.iter().map(|s| s.id.clone()).collect(),
+        compiled: wf.compiled(),
+    };
+    store.register_schedules(&wf.name, &rows, &def).await?;
+    Ok(rows)
+}
+
+/// What firing the due schedules did, for the worker's log.
+#[derive(Debug, Clone)]
+pub enum Fired {
+    Started {
+        workflow: String,
+        idx: i64,
+        fire_ms: i64,
+        id: String,
+    },
+    Missed {
+        workflow: String,
+        idx: i64,
+        count: u64,
+        more: bool,
+        span: Option<(i64, i64)>,
+        catchup_ms: i64,
+    },
+    Overlapped {
+        workflow: String,
+        idx: i64,
+        count: u64,
+        previous: Option<String>,
+    },
+    Buffered {
+        workflow: String,
+        idx: i64,
+        fire_ms: i64,
+        previous: Option<String>,
+    },
+    Canceled {
+        workflow: String,
+        idx: i64,
+        previous: String,
+    },
+    /// An entry that cannot be read (written by a newer wf, say).
+    Broken {
+        workflow: String,
+        idx: i64,
+        error: String,
+    },
+}
+
+/// Starts an instance for every due fire time of every registered entry.
+/// Returns what was done, and the earliest fire time still ahead (for the
+/// worker's sleep).
+pub async fn fire_due(
+    store: &mut Store,
+    now_ms: i64,
+) -> Result<(Vec<Fired>, Option<i64>), EngineError> {
+    let mut out = Vec::new();
+    let mut ahead: Option<i64> = None;
+    for row in store.schedules().await? {
+        let s = match schedule_of(&row) {
+            Ok(s) => s,
+            Err(error) => {
+                out.push(Fired::Broken {
+                    workflow: row.workflow.clone(),
+                    idx: row.idx,
+                    error,
+                });
+                continue;
+            }
+        };
+        let due = row.next_fire_ms <= now_ms || row.buffered_ms.is_some();
+        if due {
+            let prev_open = match &row.last_instance {
+                None => false,
+                Some(id) => match store.instance(id).await {
+                    Ok(i) => matches!(i.status.as_str(), "running" | "sleeping" | "waiting"),
+                    Err(store::StoreError::NotFound(_)) => false,
+                    Err(e) => return Err(e.into()),
+                },
+            };
+            if let Some(p) = plan(&s, row.next_fire_ms, row.buffered_ms, prev_open, now_ms) {
+                apply(store, &row, &p, &mut out).await?;
+                ahead = min_some(ahead, Some(p.next_fire_ms));
+                continue;
+            }
+        }
+        ahead = min_some(ahead, Some(row.next_fire_ms));
+    }
+    Ok((out, ahead))
+}
+
+fn min_some(a: Option<i64>, b: Option<i64>) -> Option<i64> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
+/// Has the store apply `p` for entry `row`; reports it if it was ours.
+async fn apply(
+    store: &mut Store,
+    row: &ScheduleRow,
+    p: &Plan,
+    out: &mut Vec<Fired>,
+) -> Result<(), EngineError> {
+    let now = store::now();
+    let starts: Vec<(InstanceRow, i64)> = p
+        .starts
+        .iter()
+        .map(|&t| {
+            let inst = InstanceRow {
+                id: uuid::Uuid::new_v4().simple().to_string(),
+                workflow: row.workflow.clone(),
+                // Due at once: the first worker with room claims it.
+                status: "sleeping".into(),
+                definition: String::new(),
+                definition_hash: row.definition_hash.clone(),
+                workflow_path: row.workflow_path.clone(),
+                base_dir: row.base_dir.clone(),
+                inputs: row.inputs.clone(),
+                state: row.state.clone(),
+                error: None,
+                wake_at: Some(store::fmt_ms(t)),
+                waiting_event: None,
+                lease_owner: None,
+                lease_expires_ms: None,
+                created_at: now.clone(),
+                updated_at: now.clone(),
+            };
+            (inst, t)
+        })
+        .collect();
+    let cancel = if p.cancel_previous {
+        row.last_instance.clone()
+    } else {
+        None
+    };
+    let fire = Fire {
+        workflow: row.workflow.clone(),
+        idx: row.idx,
+        definition_hash: row.definition_hash.clone(),
+        expect_next_ms: row.next_fire_ms,
+        expect_buffered_ms: row.buffered_ms,
+        next_fire_ms: p.next_fire_ms,
+        buffered_ms: p.buffered_ms,
+        skipped: (p.missed + p.overlapped) as i64,
+        starts,
+        cancel: cancel.clone(),
+    };
+    if !store.fire_schedule(&fire).await? {
+        return Ok(());
+    }
+    let (workflow, idx) = (row.workflow.clone(), row.idx);
+    if p.missed > 0 {
+        out.push(Fired::Missed {
+            workflow: workflow.clone(),
+            idx,
+            count: p.missed,
+            more: p.missed_more,
+            span: p.missed_span,
+            catchup_ms: row.catchup_ms,
+        });
+    }
+    if p.overlapped > 0 {
+        out.push(Fired::Overlapped {
+            workflow: workflow.clone(),
+            idx,
+            count: p.overlapped,
+            previous: row.last_instance.clone(),
+        });
+    }
+    if let Some(b) = p.buffered_ms
+        && row.buffered_ms != Some(b)
+    {
+        out.push(Fired::Buffered {
+            workflow: workflow.clone(),
+            idx,
+            fire_ms: b,
+            previous: row.last_instance.clone(),
+        });
+    }
+    if let Some(previous) = cancel {
+        out.push(Fired::Canceled {
+            workflow: workflow.clone(),
+            idx,
+            previous,
+        });
+    }
+    for (inst, t) in &fire.starts {
+        out.push(Fired::Started {
+            workflow: workflow.clone(),
+            idx,
+            fire_ms: *t,
+            id: inst.id.clone(),
+        });
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn every(secs: u64, overlap: Overlap, catchup_s: u64) -> Schedule {
+        Schedule {
+            when: When::Every { ms: secs * 1000 },
+            inputs: Map::new(),
+            overlap,
+            catchup_ms: catchup_s * 1000,
+        }
+    }
+
+    const S: i64 = 1000;
+    const T0: i64 = 1_800_000_000_000; // a multiple of 10 s
+
+    #[test]
+    fn nothing_due_before_the_next_fire_time() {
+        let s = every(10, Overlap::Skip, 0);
+        assert_eq!(plan(&s, T0 + 10 * S, None, false, T0 + 9 * S), None);
+    }
+
+    #[test]
+    fn a_due_fire_time_starts_once_and_moves_the_cursor() {
+        let s = every(10, Overlap::Skip, 0);
+        let p = plan(&s, T0, None, false, T0 + 3 * S).unwrap();
+        assert_eq!(p.starts, [T0]);
+        assert_eq!(p.next_fire_ms, T0 + 10 * S);
+        assert_eq!((p.missed, p.overlapped), (0, 0));
+    }
+
+    #[test]
+    fn skip_refuses_while_the_previous_is_open() {
+        let s = every(10, Overlap::Skip, 0);
+        let p = plan(&s, T0, None, true, T0).unwrap();
+        assert!(p.starts.is_empty());
+        assert_eq!(p.overlapped, 1);
+        assert_eq!(p.next_fire_ms, T0 + 10 * S);
+    }
+
+    #[test]
+    fn allow_starts_every_due_time() {
+        let s = every(10, Overlap::Allow, 0);
+        let p = plan(&s, T0, None, true, T0 + 25 * S).unwrap();
+        assert_eq!(p.starts, [T0, T0 + 10 * S, T0 + 20 * S]);
+        assert_eq!(p.next_fire_ms, T0 + 30 * S);
+    }
+
+    #[test]
+    fn buffer_one_keeps_one_and_starts_it_when_the_previous_ends() {
+        let s = every(10, Overlap::BufferOne, 0);
+        let p = plan(&s, T0, None, true, T0 + 25 * S).unwrap();
+        assert!(p.starts.is_empty());
+        assert_eq!(p.buffered_ms, Some(T0));
+        assert_eq!(p.overlapped, 2);
+        // Still open, nothing new due: nothing to do.
+        assert_eq!(plan(&s, T0 + 30 * S, Some(T0), true, T0 + 26 * S), None);
+        // The previous one ended: the buffered fire time starts.
+        let p = plan(&s, T0 + 30 * S, Some(T0), false, T0 + 27 * S).unwrap();
+        assert_eq!(p.starts, [T0]);
+        assert_eq!(p.buffered_ms, None);
+        assert_eq!(p.next_fire_ms, T0 + 30 * S);
+    }
+
+    #[test]
+    fn cancel_previous_starts_the_newest_and_cancels_the_open_one() {
+        let s = every(10, Overlap::CancelPrevious, 0);
+        let p = plan(&s, T0, None, true, T0 + 15 * S).unwrap();
+        assert_eq!(p.starts, [T0 + 10 * S]);
+        assert!(p.cancel_previous);
+        assert_eq!(p.overlapped, 1);
+        let p = plan(&s, T0, None, false, T0).unwrap();
+        assert!(!p.cancel_previous);
+    }
+
+    #[test]
+    fn missed_beyond_the_window_are_skipped_and_counted() {
+        // Down for an hour; catch-up 2 minutes (beyond the 1-minute grace).
+        let s = every(10, Overlap::Allow, 120);
+        let now = T0 + 3600 * S;
+        let p = plan(&s, T0, None, false, now).unwrap();
+        // Fire times in the last 120 s (inclusive of now) start: 13 of them.
+        assert_eq!(p.starts.len(), 13);
+        assert_eq!(p.starts[0], now - 120 * S);
+        assert_eq!(p.missed, 348);
+        assert_eq!(p.missed_span, Some((T0, now - 120 * S)));
+        assert_eq!(p.next_fire_ms, now + 10 * S);
+        // Without catch-up, the grace minute still starts late ones.
+        let s = every(10, Overlap::Skip, 0);
+        let p = plan(&s, T0, None, false, now).unwrap();
+        assert_eq!(p.starts, [now - 60 * S]);
+        assert_eq!(p.overlapped, 6);
+    }
+}

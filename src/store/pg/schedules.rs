@@ -1,0 +1,202 @@
+//! Schedules on PostgreSQL, as on SQLite (`store/sqlite/schedules.rs`). A
+//! worker locks the entry it fires with `FOR UPDATE SKIP LOCKED`, only if it
+//! is still where the worker read it: a worker that comes second finds
+//! nothing to lock and moves on, without waiting on the first.
+
+use super::records::{NOTIFY, get, insert_definition, insert_instance, json, p};
+use super::{Op, Out, PgStore};
+use crate::store::Result;
+use crate::store::rows::*;
+use tokio_postgres::Row;
+
+macro_rules! cols {
+    () => {
+        "workflow, idx, spec, timezone, overlap, catchup_ms, inputs, state, definition_hash, \
+         workflow_path, base_dir, next_fire_ms, buffered_ms, last_instance, last_fire_ms, skipped, \
+         registered_at"
+    };
+}
+
+fn schedule_row(r: &Row) -> Result<ScheduleRow> {
+    Ok(ScheduleRow {
+        workflow: get(r, 0)?,
+        idx: get(r, 1)?,
+        spec: get(r, 2)?,
+        timezone: get(r, 3)?,
+        overlap: get(r, 4)?,
+        catchup_ms: get(r, 5)?,
+        inputs: json(r, 6)?,
+        state: json(r, 7)?,
+        definition_hash: get(r, 8)?,
+        workflow_path: get(r, 9)?,
+        base_dir: get(r, 10)?,
+        next_fire_ms: get(r, 11)?,
+        buffered_ms: get(r, 12)?,
+        last_instance: get(r, 13)?,
+        last_fire_ms: get(r, 14)?,
+        skipped: get(r, 15)?,
+        registered_at: get(r, 16)?,
+    })
+}
+
+impl PgStore {
+    pub async fn register_schedules(
+        &self,
+        workflow: &str,
+        rows: &[ScheduleRow],
+        def: &DefinitionRow,
+    ) -> Result<()> {
+        let ids: Vec<&str> = def.step_ids.iter().map(String::as_str).collect();
+        let mut ops = vec![
+            Op::Simple("BEGIN"),
+            insert_definition(&def.hash, &def.source, &ids, def.compiled.as_deref()),
+            Op::Exec(
+                "DELETE FROM schedules WHERE workflow = $1",
+                vec![p(workflow.to_string())],
+            ),
+        ];
+        for s in rows {
+            ops.push(Op::Exec(
+                concat!(
+                    "INSERT INTO schedules (",
+                    cols!(),
+                    ") VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15,$16,$17)"
+                ),
+                vec![
+                    p(s.workflow.clone()),
+                    p(s.idx),
+                    p(s.spec.clone()),
+                    p(s.timezone.clone()),
+                    p(s.overlap.clone()),
+                    p(s.catchup_ms),
+                    p(s.inputs.to_string()),
+                    p(s.state.to_string()),
+                    p(s.definition_hash.clone()),
+                    p(s.workflow_path.clone()),
+                    p(s.base_dir.clone()),
+                    p(s.next_fire_ms),
+                    p(s.buffered_ms),
+                    p(s.last_instance.clone()),
+                    p(s.last_fire_ms),
+                    p(s.skipped),
+                    p(s.registered_at.clone()),
+                ],
+            ));
+        }
+        // Workers waiting for work look at schedules again.
+        ops.push(Op::Query(NOTIFY, vec![]));
+        ops.push(Op::Simple("COMMIT"));
+        self.pipeline(ops).await?;
+        Ok(())
+    }
+
+    pub async fn remove_schedules(&self, workflow: &str) -> Result<u64> {
+        self.exec("DELETE FROM schedules WHERE workflow = $1", &[&workflow])
+            .await
+    }
+
+    pub async fn schedules(&self) -> Result<Vec<ScheduleRow>> {
+        let rows = self
+            .query(
+                concat!("SELECT ", cols!(), " FROM schedules ORDER BY workflow, idx"),
+                &[],
+            )
+            .await?;
+        rows.iter().map(schedule_row).collect()
+    }
+
+    pub async fn fire_schedule(&self, fire: &Fire) -> Result<bool> {
+        let outs = self
+            .pipeline(vec![
+                Op::Simple("BEGIN"),
+                Op::Query(
+                    "SELECT spec, timezone FROM schedules WHERE workflow = $1 AND idx = $2 \
+                     AND next_fire_ms = $3 AND buffered_ms IS NOT DISTINCT FROM $4 \
+                     AND definition_hash = $5 FOR UPDATE SKIP LOCKED",
+                    vec![
+                        p(fire.workflow.clone()),
+                        p(fire.idx),
+                        p(fire.expect_next_ms),
+                        p(fire.expect_buffered_ms),
+                        p(fire.definition_hash.clone()),
+                    ],
+                ),
+            ])
+            .await?;
+        let row = outs.into_iter().nth(1).map(Out::rows).unwrap_or_default();
+        let Some(row) = row.first() else {
+            // Taken, replaced or removed meanwhile.
+            self.pipeline(vec![Op::Simple("ROLLBACK")]).await?;
+            return Ok(false);
+        };
+        let spec: String = get(row, 0)?;
+        let timezone: Option<String> = get(row, 1)?;
+        let last = fire.starts.last();
+        let mut ops = vec![Op::Exec(
+            "UPDATE schedules SET next_fire_ms = $1, buffered_ms = $2, skipped = skipped + $3, \
+             last_instance = COALESCE($4, last_instance), last_fire_ms = COALESCE($5, last_fire_ms) \
+             WHERE workflow = $6 AND idx = $7",
+            vec![
+                p(fire.next_fire_ms),
+                p(fire.buffered_ms),
+                p(fire.skipped),
+                p(last.map(|(i, _)| i.id.clone())),
+                p(last.map(|(_, t)| *t)),
+                p(fire.workflow.clone()),
+                p(fire.idx),
+            ],
+        )];
+        for (inst, fire_ms) in &fire.starts {
+            ops.push(insert_instance(inst));
+            ops.push(Op::Exec(
+                "INSERT INTO schedule_fires (workflow, idx, fire_ms, instance_id, spec, timezone) \
+                 VALUES ($1, $2, $3, $4, $5, $6)",
+                vec![
+                    p(fire.workflow.clone()),
+                    p(fire.idx),
+                    p(*fire_ms),
+                    p(inst.id.clone()),
+                    p(spec.clone()),
+                    p(timezone.clone()),
+                ],
+            ));
+        }
+        if let Some(id) = &fire.cancel {
+            ops.push(Op::Exec(
+                "UPDATE instances SET cancel_requested = GREATEST(cancel_requested, 1), updated_at = $2 \
+                 WHERE id = $1 AND status IN ('running', 'sleeping', 'waiting')",
+                vec![p(id.clone()), p(now())],
+            ));
+        }
+        if !fire.starts.is_empty() || fire.cancel.is_some() {
+            ops.push(Op::Query(NOTIFY, vec![]));
+        }
+        ops.push(Op::Simple("COMMIT"));
+        if let Err(e) = self.pipeline(ops).await {
+            let _ = self.pipeline(vec![Op::Simple("ROLLBACK")]).await;
+            return Err(e);
+        }
+        Ok(true)
+    }
+
+    pub async fn instance_fire(&self, id: &str) -> Result<Option<FireRecord>> {
+        let rows = self
+            .query(
+                "SELECT workflow, idx, spec, timezone, fire_ms FROM schedule_fires WHERE instance_id = $1",
+                &[&id],
+            )
+            .await?;
+        let Some(r) = rows.first() else {
+            return Ok(None);
+        };
+        let fire_ms: i64 = get(r, 4)?;
+        Ok(Some(FireRecord {
+            workflow: get(r, 0)?,
+            index: get(r, 1)?,
+            spec: get(r, 2)?,
+            timezone: get(r, 3)?,
+            fire_ms,
+            fire_at: fmt_ms(fire_ms),
+        }))
+    }
+}

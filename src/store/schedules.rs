@@ -1,0 +1,40 @@
+//! The store's schedule interface (`wf schedule`, and the worker that
+//! starts scheduled instances), over both backends.
+
+use super::rows::{DefinitionRow, Fire, FireRecord, ScheduleRow};
+use super::{Result, Store};
+
+impl Store {
+    /// Replaces the registered entries of `workflow` with `rows` (none:
+    /// removes them), pinning the definition they run, in one transaction.
+    pub async fn register_schedules(
+        &mut self,
+        workflow: &str,
+        rows: &[ScheduleRow],
+        def: &DefinitionRow,
+    ) -> Result<()> {
+        each!(self.register_schedules(workflow, rows, def))
+    }
+
+    /// Removes the entries of `workflow`; how many there were.
+    pub async fn remove_schedules(&mut self, workflow: &str) -> Result<u64> {
+        each!(self.remove_schedules(workflow))
+    }
+
+    /// Every registered entry, by workflow and position.
+    pub async fn schedules(&self) -> Result<Vec<ScheduleRow>> {
+        each!(self.schedules())
+    }
+
+    /// Applies a worker's decision for one entry (new instances, the moved
+    /// cursor, a cancel) if the entry is still where it was read; false,
+    /// with nothing written, if another worker got there first.
+    pub async fn fire_schedule(&mut self, fire: &Fire) -> Result<bool> {
+        each!(self.fire_schedule(fire))
+    }
+
+    /// The schedule entry and fire time that started instance `id`.
+    pub async fn instance_fire(&self, id: &str) -> Result<Option<FireRecord>> {
+        each!(self.instance_fire(id))
+    }
+}
