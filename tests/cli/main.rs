@@ -20,6 +20,7 @@ mod pg;
 mod prune;
 mod retries;
 mod run;
+mod schedules;
 mod schema;
 mod state;
 mod traces;
@@ -158,6 +159,24 @@ impl Test {
             String::from_utf8_lossy(&out.stderr)
         );
         String::from_utf8_lossy(&out.stdout).trim().to_string()
+    }
+
+    /// Runs one SQL statement on either backend (psql, or python3's sqlite3
+    /// module, committed); its rows, a line each, columns joined by `|`.
+    pub fn sql(&self, sql: &str) -> String {
+        if self.pg.is_some() {
+            return self.psql(sql);
+        }
+        python_sqlite(
+            &self.db,
+            &format!(
+                "import sys, sqlite3\nc = sqlite3.connect(sys.argv[1])\n\
+                 rows = c.execute({sql:?}).fetchall()\nc.commit()\n\
+                 print('\\n'.join('|'.join('' if v is None else str(v) for v in r) for r in rows))"
+            ),
+        )
+        .trim()
+        .to_string()
     }
 
     /// Whether anything was recorded: the SQLite file exists, or the
