@@ -143,4 +143,10 @@ pub const MIGRATIONS: &[&str] = &[
         RETURN e;
     END $$;
     "#,
+    // 2: `wf restart` (SQLite's migration 8): the `set_state` patch a step's
+    // success committed, and the step a run restarted from.
+    r#"
+    ALTER TABLE steps ADD COLUMN state_patch TEXT;
+    ALTER TABLE runs ADD COLUMN restart_from TEXT;
+    "#,
 ];

@@ -154,4 +154,11 @@ pub const MIGRATIONS: &[&str] = &[
     r#"
     ALTER TABLE instances ADD COLUMN outputs TEXT;  -- JSON object, set when the instance completes
     "#,
+    // 8: `wf restart`. A step's success records the `set_state` patch it
+    // committed, so that a restart rebuilds the state from the kept steps'
+    // patches in commit order (`seq`); a run records the step it restarted from.
+    r#"
+    ALTER TABLE steps ADD COLUMN state_patch TEXT;  -- JSON merge patch committed with the step's success
+    ALTER TABLE runs ADD COLUMN restart_from TEXT;  -- `wf restart --from STEP`: STEP
+    "#,
 ];
