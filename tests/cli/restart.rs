@@ -389,3 +389,32 @@ steps:
     }
     assert_eq!(attempts(&i, "each[2]"), [(1, 2, "ok".into())]);
 }
+
+#[test]
+fn a_canceled_instance_restarts_without_its_old_cancel_request() {
+    let t = Test::new();
+    let (id, ran) = t.run_yaml(
+        "wf.yaml",
+        r#"
+name: gate
+steps:
+  - id: first
+    run: echo 1 >> first.count
+  - id: wait
+    wait_for_event: { name: go }
+  - id: last
+    run: echo 1 >> last.count
+"#,
+        &[],
+    );
+    ran.code(3);
+    t.wf(&["cancel", &id]).code(0);
+    assert_eq!(t.inspect(&id)["status"], "canceled");
+    // The wait runs again and suspends (exit 3), not canceled at once (4).
+    t.wf(&["restart", &id, "--from", "wait"]).code(3);
+    assert_eq!(t.inspect(&id)["status"], "waiting");
+    t.wf(&["signal", &id, "go"]).code(0);
+    t.wf(&["resume", &id]).code(0);
+    assert_eq!(lines(&t, "first.count"), 1);
+    assert_eq!(lines(&t, "last.count"), 1);
+}
