@@ -36,13 +36,18 @@ impl ExitStatus {
     /// The exit status an error stands for.
     pub fn for_error(err: &anyhow::Error) -> ExitStatus {
         for cause in err.chain() {
-            if cause.is::<DefinitionError>() || cause.is::<UsageError>() {
+            if cause.is::<DefinitionError>()
+                || cause.is::<UsageError>()
+                || cause.is::<crate::engine::restart::RestartError>()
+            {
                 return ExitStatus::Usage;
             }
             if let Some(e) = cause.downcast_ref::<EngineError>() {
                 return match e {
                     EngineError::Held { .. } | EngineError::LeaseLost { .. } => ExitStatus::Held,
-                    EngineError::Definition(_) | EngineError::Input(_) => ExitStatus::Usage,
+                    EngineError::Definition(_)
+                    | EngineError::Input(_)
+                    | EngineError::Restart(_) => ExitStatus::Usage,
                     EngineError::Store(s) => Self::for_store(s),
                     EngineError::NotResumable(_) | EngineError::Internal(_) => ExitStatus::Failure,
                 };

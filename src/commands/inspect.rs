@@ -103,9 +103,13 @@ pub async fn run(args: Args, store: &Store, printer: &Printer) -> anyhow::Result
         runs.iter()
             .map(|r| {
                 format!(
-                    "#{} {}",
+                    "#{} {}{}",
                     r.number,
-                    r.outcome.as_deref().unwrap_or("running")
+                    r.outcome.as_deref().unwrap_or("running"),
+                    r.restart_from
+                        .as_deref()
+                        .map(|s| format!(" (restart from {s})"))
+                        .unwrap_or_default()
                 )
             })
             .collect::<Vec<_>>()
@@ -293,6 +297,7 @@ fn to_json(
             "outcome": r.outcome,
             "started_at": r.started_at,
             "finished_at": r.finished_at,
+            "restart_from": r.restart_from,
         })).collect::<Vec<_>>(),
         "steps": steps,
     })

@@ -8,6 +8,7 @@ mod list;
 mod logs;
 mod man;
 mod prune;
+mod restart;
 mod result;
 mod resume;
 mod run;
@@ -35,6 +36,7 @@ Examples:
   wf list --status failed --since 1d
   wf inspect 1c75 --attempts          (any unique prefix of an id)
   wf resume 1c75 --retry-failed
+  wf restart 1c75 --from charge
   wf trace 1c75 --format otlp
 
 Exit codes:
@@ -65,6 +67,8 @@ pub enum Command {
     Run(run::Args),
     /// Continue an interrupted, sleeping or waiting instance
     Resume(resume::Args),
+    /// Run a step and every step downstream of it again (the others keep their results)
+    Restart(restart::Args),
     /// Show an instance: header, steps, attempts and outcomes
     Inspect(inspect::Args),
     /// List instances, newest first
@@ -101,6 +105,7 @@ pub async fn execute(cli: Cli, printer: &Printer) -> anyhow::Result<ExitStatus> 
     match cli.command {
         Command::Run(args) => run::run(args, db, printer).await,
         Command::Resume(args) => resume::run(args, db, printer).await,
+        Command::Restart(args) => restart::run(args, db, printer).await,
         Command::Inspect(args) => inspect::run(args, &open_existing(db).await?, printer).await,
         Command::List(args) => list::run(args, &open_existing(db).await?, printer).await,
         Command::Logs(args) => logs::run(args, &open_existing(db).await?, printer).await,

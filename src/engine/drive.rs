@@ -7,7 +7,7 @@
 use super::lease::{self, Heartbeat};
 use super::redact::Redactor;
 use super::runner::{COMPENSATE_SUFFIX, RunOptions, RunOutcome, RunStart, Runner, Stop};
-use super::{EngineError, Observer, procs, shell};
+use super::{EngineError, Observer, procs, restart, shell};
 use crate::store::{self, AttemptEnd, StepRow, Store, StoreError, Write};
 use crate::telemetry::{self, recorder};
 use crate::workflow::Workflow;
@@ -58,6 +58,17 @@ pub async fn drive(
         store.release(&fence).await?;
         return Err(e);
     }
+    // What a restart resets, decided on the history read under the lease.
+    let restart_plan = match &opts.restart {
+        Some(from) => match restart::plan(&wf, &history.steps, from) {
+            Ok(plan) => Some(plan),
+            Err(e) => {
+                store.release(&fence).await?;
+                return Err(e.into());
+            }
+        },
+        None => None,
+    };
     let (heartbeat, lost) = Heartbeat::start(store.location(), fence.clone(), ttl);
     // What unfinished attempts left running on this host ends before
     // anything starts again: two attempts of one step never run at once.
@@ -76,7 +87,7 @@ pub async fn drive(
     // Sized for every step up front: growing a map of 10,000 rows by
     // doubling briefly holds the old table and the new one.
     let store::History {
-        instance: inst,
+        instance: mut inst,
         steps,
         open,
         abandoned_runs,
@@ -154,6 +165,9 @@ pub async fn drive(
         workflow.instance.id = id,
         workflow.run = run,
     );
+    if let Some(from) = &opts.restart {
+        root.set_attribute("workflow.restart.from", from.clone());
+    }
     if wf.trace_per_instance {
         // The ids are made when the span's context is first asked for.
         let _ = recorder::ids(&root);
@@ -186,7 +200,21 @@ pub async fn drive(
     writes.push(Write::StartRun {
         run,
         trace: trace.clone(),
+        restart_from: opts.restart.clone(),
     });
+    // A restart: the reset rows, the state rebuilt from the kept steps'
+    // patches, no cancel request nor result of the ending restarted from.
+    let mut cancel_requested = cancel_requested;
+    if let Some(plan) = restart_plan {
+        for row in plan.rows {
+            writes.push(Write::Step(Box::new(row.clone())));
+            records.insert(row.key.clone(), row);
+        }
+        writes.push(Write::State(plan.state.clone()));
+        writes.push(Write::Reopen);
+        inst.state = plan.state;
+        cancel_requested = 0;
+    }
     if opts.retry_failed {
         for rec in records.values_mut().filter(|r| r.status == "failed") {
             rec.status = "pending".into();
@@ -414,6 +442,9 @@ pub async fn pinned_workflow(
 /// never; failed ones only with `--retry-failed`).
 fn check_resumable(inst: &store::InstanceRow, opts: &RunOptions) -> Result<(), EngineError> {
     let id = &inst.id;
+    if opts.restart.is_some() {
+        return Ok(restart::check_ended(id, &inst.status)?);
+    }
     match inst.status.as_str() {
         "completed" => Err(EngineError::NotResumable(format!(
             "instance {id} already completed"

@@ -2,8 +2,9 @@
 //! (the one place that decides what runs next and commits results), `shell`
 //! and `http` are the step executors (the side effects), `context` builds what
 //! `${{ }}` expressions see, `lease` keeps two processes from driving the
-//! same instance at once (fencing the one that lost it), and `procs` ends
-//! what a crashed attempt left running.
+//! same instance at once (fencing the one that lost it), `procs` ends what a
+//! crashed attempt left running, and `restart` decides what `wf restart`
+//! runs again.
 
 pub mod context;
 pub mod drive;
@@ -13,6 +14,7 @@ pub mod lease;
 pub mod output;
 pub mod procs;
 pub mod redact;
+pub mod restart;
 pub mod runner;
 pub mod shell;
 pub mod spawn;
@@ -41,6 +43,8 @@ pub enum EngineError {
     LeaseLost { id: String, holder: String },
     #[error("{0}")]
     NotResumable(String),
+    #[error(transparent)]
+    Restart(#[from] restart::RestartError),
     #[error("{0}")]
     Internal(String),
 }
@@ -195,6 +199,21 @@ pub fn check_secrets(wf: &Workflow) -> Result<(), EngineError> {
     Ok(())
 }
 
+/// Checks an instance id given by the user (`--id`, `--as`).
+pub fn check_id(id: &str) -> Result<(), EngineError> {
+    if id.is_empty()
+        || id.len() > 128
+        || !id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.')
+    {
+        return Err(EngineError::Input(format!(
+            "invalid instance id `{id}`: use up to 128 letters, digits, `-`, `_` and `.`"
+        )));
+    }
+    Ok(())
+}
+
 /// Creates a new instance row pinning `wf`'s definition, leased to `owner`
 /// (who drives it next: no worker may claim it first). Nothing is written
 /// unless the inputs check out.
@@ -212,16 +231,7 @@ pub async fn create_instance(
     redact::Redactor::for_secrets(&wf.secrets).value(&mut inputs);
     let id = match id {
         Some(id) => {
-            if id.is_empty()
-                || id.len() > 128
-                || !id
-                    .chars()
-                    .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.')
-            {
-                return Err(EngineError::Input(format!(
-                    "invalid instance id `{id}`: use up to 128 letters, digits, `-`, `_` and `.`"
-                )));
-            }
+            check_id(&id)?;
             id
         }
         None => uuid::Uuid::new_v4().simple().to_string(),

@@ -301,6 +301,14 @@ impl Store {
         each!(self.create_instance(row, step_ids, compiled))
     }
 
+    /// Copies instance `from` (its instance row, runs, steps, and attempts
+    /// with their logs; not its events nor its spans) to a new instance `to`,
+    /// created `now` and leased to no one; false (nothing written) when `to`
+    /// is taken. `from` is only read.
+    pub async fn copy_instance(&mut self, from: &str, to: &str, now: &str) -> Result<bool> {
+        each!(self.copy_instance(from, to, now))
+    }
+
     /// Asks whatever process drives the instance to cancel it.
     pub async fn request_cancel(&mut self, id: &str, terminate: bool) -> Result<()> {
         each!(self.request_cancel(id, terminate))

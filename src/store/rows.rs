@@ -118,6 +118,8 @@ pub struct RunRow {
     pub outcome: Option<String>,
     pub started_at: String,
     pub finished_at: Option<String>,
+    /// `wf restart --from STEP`: the run started STEP again.
+    pub restart_from: Option<String>,
 }
 
 #[derive(Debug, Clone)]
@@ -137,6 +139,8 @@ pub struct StepRow {
     pub seq: Option<i64>,
     /// For a `for_each` step: the list it fans out over, fixed when it started.
     pub items: Value,
+    /// The `set_state` merge patch its success committed (Null: none).
+    pub state_patch: Value,
 }
 
 impl StepRow {
@@ -157,6 +161,7 @@ impl StepRow {
             retry_at: None,
             seq: None,
             items: Value::Null,
+            state_patch: Value::Null,
         }
     }
 }

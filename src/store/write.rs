@@ -50,14 +50,18 @@ pub enum Write {
         waiting_event: Option<String>,
         error: Option<String>,
     },
+    /// `wf restart`: the instance's cancel request and result (`outputs`)
+    /// belong to the ending it is restarted from; both are cleared.
+    Reopen,
     /// Runs left without an outcome by a runner that died become `crashed`.
     CloseAbandonedRuns,
     /// The instance's result (`outputs:`), rendered when it completed.
     Outputs(Value),
-    /// A new run and its trace.
+    /// A new run and its trace (and the step it restarts from, if it does).
     StartRun {
         run: i64,
         trace: RunTrace,
+        restart_from: Option<String>,
     },
     FinishRun {
         run: i64,

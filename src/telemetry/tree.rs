@@ -469,6 +469,7 @@ mod tests {
             outcome: None,
             started_at: String::new(),
             finished_at: None,
+            restart_from: None,
         };
         let lines = render("f", &[run], &[a]);
         assert_eq!(

@@ -18,6 +18,7 @@ mod outputs;
 mod ownership;
 mod pg;
 mod prune;
+mod restart;
 mod retries;
 mod run;
 mod schedules;

@@ -290,8 +290,8 @@ fn concurrent_first_starts_migrate_once() {
         assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "[]");
     }
     assert_eq!(
-        t.psql("SELECT string_agg(version::text, ',') FROM migrations"),
-        "1"
+        t.psql("SELECT string_agg(version::text, ',' ORDER BY version) FROM migrations"),
+        "1,2,3"
     );
 }
 

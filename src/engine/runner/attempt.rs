@@ -79,9 +79,11 @@ impl<'o> Runner<'o> {
         let wf = self.wf.clone();
         let step = &wf.steps[unit.idx];
         self.enter(unit, None);
+        // Never started, or reset by `wf restart` (which keeps the attempt
+        // count): a retry or a resumed interrupted attempt keeps `started_at`.
         let first_time = {
             let rec = self.record(unit);
-            rec.attempts == 0 && rec.status == "pending"
+            rec.status == "pending" && rec.started_at.is_none()
         };
 
         if !unit.compensation && unit.item.is_none() {
@@ -467,7 +469,7 @@ impl<'o> Runner<'o> {
                     self.redactor.value(&mut p);
                     let mut s = self.state.clone();
                     merge_patch(&mut s, &p);
-                    new_state = Some(s);
+                    new_state = Some((s, p));
                 }
                 Err(e) => {
                     result.outcome = Err(Failure::new("expression", format!("`set_state`: {e}")))
@@ -504,9 +506,12 @@ impl<'o> Runner<'o> {
                 rec.finished_at = Some(now);
                 rec.retry_at = None;
                 rec.seq = Some(seq);
+                // The patch is kept with the result: `wf restart` rebuilds
+                // the state from the patches of the steps it keeps.
+                rec.state_patch = new_state.as_ref().map_or(Value::Null, |(_, p)| p.clone());
                 let output = rec.output.clone();
                 self.put(unit)?;
-                if let Some(s) = new_state {
+                if let Some((s, _)) = new_state {
                     // Written once, just before this transaction commits.
                     self.state = s;
                     self.state_dirty = true;

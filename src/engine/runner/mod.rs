@@ -64,6 +64,9 @@ pub struct RunOptions {
     /// The lease owner to take the instance as (a worker's, which claimed
     /// it beforehand); None: a name of this run's own.
     pub owner: Option<String>,
+    /// `wf restart --from STEP`: reset STEP and what depends on it first
+    /// (see `engine::restart`); only an ended instance can be.
+    pub restart: Option<String>,
 }
 
 impl Default for RunOptions {
@@ -78,6 +81,7 @@ impl Default for RunOptions {
             traceparent: None,
             tracestate: None,
             owner: None,
+            restart: None,
         }
     }
 }

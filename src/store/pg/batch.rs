@@ -19,13 +19,15 @@ const INSERT_SPANS: &str = "INSERT INTO spans (trace_id, span_id, parent_span_id
      $8::int8[], $9::int8[], $10::text[], $11::text[], $12::text[], $13::text[])";
 
 const UPSERT_STEPS: &str = "INSERT INTO steps (instance_id, key, step_id, status, attempts, outcome, error_type, \
-     error_message, output, started_at, finished_at, retry_at, seq, budget_base, items) \
+     error_message, output, started_at, finished_at, retry_at, seq, budget_base, items, state_patch) \
      SELECT $1, * FROM unnest($2::text[], $3::text[], $4::text[], $5::int8[], $6::text[], $7::text[], \
-     $8::text[], $9::text[], $10::text[], $11::text[], $12::text[], $13::int8[], $14::int8[], $15::text[]) \
+     $8::text[], $9::text[], $10::text[], $11::text[], $12::text[], $13::int8[], $14::int8[], $15::text[], \
+     $16::text[]) \
      ON CONFLICT (instance_id, key) DO UPDATE SET status=excluded.status, attempts=excluded.attempts, \
      budget_base=excluded.budget_base, outcome=excluded.outcome, error_type=excluded.error_type, \
      error_message=excluded.error_message, output=excluded.output, started_at=excluded.started_at, \
-     finished_at=excluded.finished_at, retry_at=excluded.retry_at, seq=excluded.seq, items=excluded.items";
+     finished_at=excluded.finished_at, retry_at=excluded.retry_at, seq=excluded.seq, items=excluded.items, \
+     state_patch=excluded.state_patch";
 
 const INSERT_ATTEMPTS: &str = "INSERT INTO attempts (instance_id, step_key, attempt, run, started_at, span_id, \
      started_ns, outcome, error_type, error_message, exit_code, finished_at, stdout, stderr) \
@@ -94,7 +96,9 @@ pub(super) fn ops(id: &str, writes: &[Write]) -> Vec<Op> {
             },
             Write::Span(span) => spans.push(span),
             Write::State(_) => last_state = Some(i),
-            Write::Status { .. } | Write::Outputs(_) | Write::TakeEvent { .. } => instance.push(i),
+            Write::Status { .. } | Write::Outputs(_) | Write::Reopen | Write::TakeEvent { .. } => {
+                instance.push(i)
+            }
         }
     }
     // Runs keep their order (closing abandoned runs comes before a new one).
@@ -168,6 +172,7 @@ fn upsert_steps(id: &str, steps: &[&StepRow]) -> Op {
             p(steps.iter().map(|s| s.seq).collect::<Vec<_>>()),
             p(steps.iter().map(|s| s.budget_base).collect::<Vec<_>>()),
             p(text(&|s| opt_json(&s.items))),
+            p(text(&|s| opt_json(&s.state_patch))),
         ],
     )
 }

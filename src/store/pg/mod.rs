@@ -27,6 +27,7 @@ macro_rules! due_sql {
 }
 
 mod batch;
+mod copy;
 mod owner;
 mod prune;
 mod records;

@@ -85,6 +85,7 @@ pub(super) fn step_row(r: &Row) -> Result<StepRow> {
         retry_at: get(r, 11)?,
         seq: get(r, 12)?,
         items: json(r, 13)?,
+        state_patch: json(r, 14)?,
     })
 }
 
@@ -150,7 +151,7 @@ pub(super) fn opt_json(v: &Value) -> Option<String> {
 pub(super) const INSTANCE: &str =
     concat!("SELECT ", instance_cols!(), " FROM instances WHERE id = $1");
 pub(super) const STEPS: &str = "SELECT key, step_id, status, attempts, budget_base, outcome, error_type, error_message, \
-     output, started_at, finished_at, retry_at, seq, items FROM steps WHERE instance_id=$1";
+     output, started_at, finished_at, retry_at, seq, items, state_patch FROM steps WHERE instance_id=$1";
 pub(super) const EVENTS_AFTER: &str = "SELECT id, name, payload, traceparent FROM events WHERE instance_id=$1 \
      AND consumed_by IS NULL AND id > $2 ORDER BY id";
 pub(super) const CANCEL_REQUESTED: &str = "SELECT cancel_requested FROM instances WHERE id=$1";
@@ -184,7 +185,8 @@ impl PgStore {
     pub async fn runs(&self, id: &str) -> Result<Vec<RunRow>> {
         let rows = self
             .query(
-                "SELECT number, outcome, started_at, finished_at FROM runs WHERE instance_id=$1 ORDER BY number",
+                "SELECT number, outcome, started_at, finished_at, restart_from FROM runs WHERE instance_id=$1 \
+                 ORDER BY number",
                 &[&id],
             )
             .await?;
@@ -195,6 +197,7 @@ impl PgStore {
                     outcome: get(r, 1)?,
                     started_at: get(r, 2)?,
                     finished_at: get(r, 3)?,
+                    restart_from: get(r, 4)?,
                 })
             })
             .collect()

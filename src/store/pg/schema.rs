@@ -179,4 +179,10 @@ pub const MIGRATIONS: &[&str] = &[
     );
     CREATE INDEX schedule_fires_by_instance ON schedule_fires(instance_id);
     "#,
+    // 3: `wf restart` (SQLite's migration 9): the `set_state` patch a step's
+    // success committed, and the step a run restarted from.
+    r#"
+    ALTER TABLE steps ADD COLUMN state_patch TEXT;
+    ALTER TABLE runs ADD COLUMN restart_from TEXT;
+    "#,
 ];

@@ -60,13 +60,14 @@ pub(super) fn write_op(id: &str, w: &Write) -> Op {
         ),
         Write::Step(s) => Op::Exec(
             "INSERT INTO steps (instance_id, key, step_id, status, attempts, outcome, error_type, error_message, \
-             output, started_at, finished_at, retry_at, seq, budget_base, items) \
-             VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15) \
+             output, started_at, finished_at, retry_at, seq, budget_base, items, state_patch) \
+             VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15,$16) \
              ON CONFLICT (instance_id, key) DO UPDATE SET status=excluded.status, attempts=excluded.attempts, \
              budget_base=excluded.budget_base, \
              outcome=excluded.outcome, error_type=excluded.error_type, error_message=excluded.error_message, \
              output=excluded.output, started_at=excluded.started_at, finished_at=excluded.finished_at, \
-             retry_at=excluded.retry_at, seq=excluded.seq, items=excluded.items",
+             retry_at=excluded.retry_at, seq=excluded.seq, items=excluded.items, \
+             state_patch=excluded.state_patch",
             vec![
                 p(id),
                 p(s.key.clone()),
@@ -83,6 +84,7 @@ pub(super) fn write_op(id: &str, w: &Write) -> Op {
                 p(s.seq),
                 p(s.budget_base),
                 p(opt_json(&s.items)),
+                p(opt_json(&s.state_patch)),
             ],
         ),
         Write::State(state) => Op::Exec(
@@ -133,13 +135,21 @@ pub(super) fn write_op(id: &str, w: &Write) -> Op {
             "UPDATE runs SET outcome='crashed', finished_at=$2 WHERE instance_id=$1 AND outcome IS NULL",
             vec![p(id), p(now())],
         ),
+        Write::Reopen => Op::Exec(
+            "UPDATE instances SET cancel_requested=0, outputs=NULL WHERE id=$1",
+            vec![p(id)],
+        ),
         Write::Outputs(v) => Op::Exec(
             "UPDATE instances SET outputs=$2 WHERE id=$1",
             vec![p(id), p(v.to_string())],
         ),
-        Write::StartRun { run, trace } => Op::Exec(
-            "INSERT INTO runs (instance_id, number, started_at, trace_id, span_id, parent_span_id, started_ns) \
-             VALUES ($1,$2,$3,$4,$5,$6,$7)",
+        Write::StartRun {
+            run,
+            trace,
+            restart_from,
+        } => Op::Exec(
+            "INSERT INTO runs (instance_id, number, started_at, trace_id, span_id, parent_span_id, started_ns, \
+             restart_from) VALUES ($1,$2,$3,$4,$5,$6,$7,$8)",
             vec![
                 p(id),
                 p(*run),
@@ -148,6 +158,7 @@ pub(super) fn write_op(id: &str, w: &Write) -> Op {
                 p(trace.1.clone()),
                 p(trace.2.clone()),
                 p(trace.3),
+                p(restart_from.clone()),
             ],
         ),
         Write::FinishRun { run, outcome } => Op::Exec(

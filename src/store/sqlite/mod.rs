@@ -14,6 +14,7 @@
 //!   locked database fails fast).
 //! - `foreign_keys=ON`: rows always belong to an instance.
 
+mod copy;
 mod prune;
 mod records;
 mod schedules;

@@ -306,6 +306,16 @@ pub(super) fn set_outputs(c: &Connection, id: &str, outputs: &Value) -> Result<(
     Ok(())
 }
 
+/// `wf restart`: no cancel request, no result.
+pub(super) fn reopen(c: &Connection, id: &str) -> Result<()> {
+    cached(
+        c,
+        "UPDATE instances SET cancel_requested=0, outputs=NULL WHERE id=?1",
+        params![id],
+    )?;
+    Ok(())
+}
+
 pub(super) fn outputs(c: &Connection, id: &str) -> Result<Option<Value>> {
     let text: Option<String> = c
         .prepare_cached("SELECT outputs FROM instances WHERE id=?1")?
@@ -411,12 +421,18 @@ pub(super) fn release_lease(c: &Connection, fence: &Fence) -> Result<()> {
 // ---- runs ----
 
 /// Records run `number` and its trace.
-pub(super) fn start_run(c: &Connection, id: &str, number: i64, t: &RunTrace) -> Result<()> {
+pub(super) fn start_run(
+    c: &Connection,
+    id: &str,
+    number: i64,
+    t: &RunTrace,
+    restart_from: Option<&str>,
+) -> Result<()> {
     cached(
         c,
-        "INSERT INTO runs (instance_id, number, started_at, trace_id, span_id, parent_span_id, started_ns) \
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-        params![id, number, now(), t.0, t.1, t.2, t.3],
+        "INSERT INTO runs (instance_id, number, started_at, trace_id, span_id, parent_span_id, started_ns, \
+         restart_from) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+        params![id, number, now(), t.0, t.1, t.2, t.3, restart_from],
     )?;
     Ok(())
 }
@@ -442,7 +458,8 @@ pub(super) fn close_abandoned_runs(c: &Connection, id: &str) -> Result<()> {
 
 pub(super) fn runs(c: &Connection, id: &str) -> Result<Vec<RunRow>> {
     let mut stmt = c.prepare(
-        "SELECT number, outcome, started_at, finished_at FROM runs WHERE instance_id=?1 ORDER BY number",
+        "SELECT number, outcome, started_at, finished_at, restart_from FROM runs WHERE instance_id=?1 \
+         ORDER BY number",
     )?;
     let rows = stmt.query_map([id], |r| {
         Ok(RunRow {
@@ -450,6 +467,7 @@ pub(super) fn runs(c: &Connection, id: &str) -> Result<Vec<RunRow>> {
             outcome: r.get(1)?,
             started_at: r.get(2)?,
             finished_at: r.get(3)?,
+            restart_from: r.get(4)?,
         })
     })?;
     Ok(rows.collect::<Result<_, _>>()?)
@@ -460,7 +478,7 @@ pub(super) fn runs(c: &Connection, id: &str) -> Result<Vec<RunRow>> {
 pub(super) fn steps(c: &Connection, id: &str) -> Result<Vec<StepRow>> {
     let mut stmt = c.prepare(
         "SELECT key, step_id, status, attempts, budget_base, outcome, error_type, error_message, output, \
-         started_at, finished_at, retry_at, seq, items FROM steps WHERE instance_id=?1",
+         started_at, finished_at, retry_at, seq, items, state_patch FROM steps WHERE instance_id=?1",
     )?;
     let rows = stmt.query_map([id], |r| {
         Ok(StepRow {
@@ -478,6 +496,7 @@ pub(super) fn steps(c: &Connection, id: &str) -> Result<Vec<StepRow>> {
             retry_at: r.get(11)?,
             seq: r.get(12)?,
             items: json_col(r, 13)?,
+            state_patch: json_col(r, 14)?,
         })
     })?;
     Ok(rows.collect::<Result<_, _>>()?)
@@ -488,13 +507,13 @@ pub(super) fn put_step(c: &Connection, instance_id: &str, s: &StepRow) -> Result
     cached(
         c,
         "INSERT INTO steps (instance_id, key, step_id, status, attempts, outcome, error_type, error_message, \
-         output, started_at, finished_at, retry_at, seq, budget_base, items) \
-         VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15) \
+         output, started_at, finished_at, retry_at, seq, budget_base, items, state_patch) \
+         VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16) \
          ON CONFLICT(instance_id, key) DO UPDATE SET status=excluded.status, attempts=excluded.attempts, \
          budget_base=excluded.budget_base, \
          outcome=excluded.outcome, error_type=excluded.error_type, error_message=excluded.error_message, \
          output=excluded.output, started_at=excluded.started_at, finished_at=excluded.finished_at, \
-         retry_at=excluded.retry_at, seq=excluded.seq, items=excluded.items",
+         retry_at=excluded.retry_at, seq=excluded.seq, items=excluded.items, state_patch=excluded.state_patch",
         params![
             instance_id,
             s.key,
@@ -518,6 +537,11 @@ pub(super) fn put_step(c: &Connection, instance_id: &str, s: &StepRow) -> Result
                 None
             } else {
                 Some(s.items.to_string())
+            },
+            if s.state_patch.is_null() {
+                None
+            } else {
+                Some(s.state_patch.to_string())
             }
         ],
     )?;

@@ -192,4 +192,11 @@ pub const MIGRATIONS: &[&str] = &[
     ) WITHOUT ROWID;
     CREATE INDEX schedule_fires_by_instance ON schedule_fires(instance_id);
     "#,
+    // 9: `wf restart`. A step's success records the `set_state` patch it
+    // committed, so that a restart rebuilds the state from the kept steps'
+    // patches in commit order (`seq`); a run records the step it restarted from.
+    r#"
+    ALTER TABLE steps ADD COLUMN state_patch TEXT;  -- JSON merge patch committed with the step's success
+    ALTER TABLE runs ADD COLUMN restart_from TEXT;  -- `wf restart --from STEP`: STEP
+    "#,
 ];

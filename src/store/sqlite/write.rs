@@ -49,8 +49,13 @@ fn apply(c: &Connection, id: &str, w: &Write) -> Result<()> {
             error.as_deref(),
         ),
         Write::CloseAbandonedRuns => close_abandoned_runs(c, id),
+        Write::Reopen => reopen(c, id),
         Write::Outputs(v) => set_outputs(c, id, v),
-        Write::StartRun { run, trace } => start_run(c, id, *run, trace),
+        Write::StartRun {
+            run,
+            trace,
+            restart_from,
+        } => start_run(c, id, *run, trace, restart_from.as_deref()),
         Write::FinishRun { run, outcome } => finish_run(c, id, *run, outcome),
     }
 }

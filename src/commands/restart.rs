@@ -1,0 +1,85 @@
+//! `wf restart ID --from STEP [--as NEWID]`: run STEP and every step that
+//! depends on it again, in a new run of the instance; the other completed
+//! steps keep their results (`engine::restart` decides what is reset). With
+//! `--as`, the instance is first copied to NEWID and the copy is restarted:
+//! the original is only read.
+
+use super::{display_status, parse_duration_flag, run::report};
+use crate::engine::{self, EngineError, RunOptions, restart};
+use crate::exit::{ExitStatus, UsageError};
+use crate::printer::Printer;
+use crate::store;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Instance id (any unique prefix)
+    pub id: String,
+    /// The step to run again, with every step that depends on it
+    #[arg(long, value_name = "STEP")]
+    pub from: String,
+    /// Restart a copy of the instance with this id, leaving the original untouched
+    #[arg(long = "as", value_name = "NEWID")]
+    pub as_id: Option<String>,
+    /// Longest timer or retry backoff waited for inside the run; longer ones suspend it
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration_flag, default_value = "30s")]
+    pub inline_wait: Duration,
+    /// Print `{id, status, exit_code}` as JSON on stdout when the run ends
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub async fn run(args: Args, db: Option<PathBuf>, printer: &Printer) -> anyhow::Result<ExitStatus> {
+    let mut store = super::open(db).await?;
+    let id = store.resolve_id(&args.id).await?;
+    let inst = store.instance(&id).await?;
+    // Refused before anything is written: a live holder is named (exit 5),
+    // an instance that has not ended is a usage error (exit 2).
+    match display_status(&inst).as_str() {
+        "running" => {
+            return Err(EngineError::Held {
+                holder: inst.lease_owner.clone().unwrap_or_default(),
+                id,
+            }
+            .into());
+        }
+        status => restart::check_ended(&id, status)?,
+    }
+    let wf = engine::drive::pinned_workflow(&store, &inst).await?;
+    let plan = restart::plan(&wf, &store.steps(&id).await?, &args.from)?;
+    engine::check_secrets(&wf)?;
+    let target = match &args.as_id {
+        Some(new) => {
+            engine::check_id(new)?;
+            if !store.copy_instance(&id, new, &store::now()).await? {
+                return Err(
+                    UsageError(format!("an instance with id `{new}` already exists")).into(),
+                );
+            }
+            new.clone()
+        }
+        None => id.clone(),
+    };
+    printer.info(&format!(
+        "restarting {target} from `{}`: {} run again",
+        args.from,
+        plan.reset_steps.join(", ")
+    ));
+    let opts = RunOptions {
+        inline_wait: args.inline_wait,
+        restart: Some(args.from.clone()),
+        workflow: Some(Arc::new(wf)),
+        traceparent: super::traceparent(),
+        tracestate: std::env::var("TRACESTATE").ok(),
+        ..RunOptions::default()
+    };
+    let progress = printer.progress();
+    let started = std::time::Instant::now();
+    let outcome = engine::drive::drive(&mut store, &target, opts, &progress).await;
+    progress.finish();
+    let outcome = outcome?;
+    super::run::summarize(printer, &store, &target, started.elapsed()).await;
+    Ok(report(printer, &target, &outcome, args.json))
+}

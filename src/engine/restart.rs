@@ -1,0 +1,172 @@
+//! `wf restart ID --from STEP`: what a restart resets. STEP and every step
+//! that needs it (transitively, through `needs:` and the implicit "after the
+//! previous step") run again; so do the steps that had not completed (failed,
+//! canceled, never started) and the steps whose compensation ran (what they
+//! did was undone), with everything downstream of them. Every other completed
+//! or skipped step keeps its result.
+//!
+//! A reset row keeps its attempt count (attempt numbers continue) and starts
+//! a fresh retry budget (`budget_base`, as `wf resume --retry-failed` does);
+//! a reset `for_each` step forgets its list and its items are reset with it;
+//! the compensation rows of reset steps are reset too. The state becomes the
+//! workflow's initial state with the `set_state` patches the kept units
+//! committed, applied in their commit order (`seq`).
+
+use super::output::merge_patch;
+use super::runner::COMPENSATE_SUFFIX;
+use crate::store::StepRow;
+use crate::workflow::Workflow;
+use serde_json::Value;
+use std::collections::HashMap;
+
+#[derive(Debug, thiserror::Error)]
+pub enum RestartError {
+    #[error("workflow `{workflow}` has no step `{step}` (its steps: {})", .valid.join(", "))]
+    UnknownStep {
+        workflow: String,
+        step: String,
+        valid: Vec<String>,
+    },
+    #[error(
+        "instance {id} is {status}; only an ended instance (completed, failed or canceled) can be restarted{hint}"
+    )]
+    NotEnded {
+        id: String,
+        status: String,
+        hint: &'static str,
+    },
+    #[error(
+        "step `{step}` completed before wf recorded state patches, so the state cannot be rebuilt without running it: restart from `{step}` or a step it needs"
+    )]
+    PatchUnknown { step: String },
+}
+
+/// What a restart changes: the rows it resets (as they become) and the
+/// state the new run starts from.
+#[derive(Debug)]
+pub struct Plan {
+    /// Ids of the steps run again, in definition order.
+    pub reset_steps: Vec<String>,
+    pub rows: Vec<StepRow>,
+    pub state: Value,
+}
+
+/// Why `status` cannot be restarted (None: it can).
+pub fn check_ended(id: &str, status: &str) -> Result<(), RestartError> {
+    let hint = match status {
+        "completed" | "failed" | "canceled" => return Ok(()),
+        "sleeping" | "waiting" => "; `wf resume` continues it, `wf cancel` ends it",
+        "interrupted" | "running" => "; `wf resume` continues it",
+        _ => "",
+    };
+    Err(RestartError::NotEnded {
+        id: id.into(),
+        status: status.into(),
+        hint,
+    })
+}
+
+/// The plan of a restart of an instance of `wf` whose rows are `rows` from
+/// step `from`.
+pub fn plan<'a>(
+    wf: &Workflow,
+    rows: impl IntoIterator<Item = &'a StepRow>,
+    from: &str,
+) -> Result<Plan, RestartError> {
+    let Some(start) = wf.steps.iter().position(|s| s.id == from) else {
+        return Err(RestartError::UnknownStep {
+            workflow: wf.name.clone(),
+            step: from.into(),
+            valid: wf.steps.iter().map(|s| s.id.clone()).collect(),
+        });
+    };
+    let rows: Vec<&StepRow> = rows.into_iter().collect();
+    let index: HashMap<&str, usize> = wf
+        .steps
+        .iter()
+        .enumerate()
+        .map(|(i, s)| (s.id.as_str(), i))
+        .collect();
+    // Seeds: STEP, the steps that did not complete, those compensated.
+    let mut reset = vec![false; wf.steps.len()];
+    let mut seeds = vec![start];
+    for (i, step) in wf.steps.iter().enumerate() {
+        let done = rows
+            .iter()
+            .any(|r| r.key == step.id && matches!(r.status.as_str(), "completed" | "skipped"));
+        if !done {
+            seeds.push(i);
+        }
+    }
+    for r in &rows {
+        if r.key.ends_with(COMPENSATE_SUFFIX)
+            && r.status != "pending"
+            && let Some(&i) = index.get(r.step_id.as_str())
+        {
+            seeds.push(i);
+        }
+    }
+    // Downstream, transitively: steps are in an order where needs come first
+    // (validation rejects cycles), but walk dependents to not rely on it.
+    let mut dependents = vec![Vec::new(); wf.steps.len()];
+    for (i, s) in wf.steps.iter().enumerate() {
+        for &d in &s.needs {
+            dependents[d].push(i);
+        }
+    }
+    while let Some(i) = seeds.pop() {
+        if std::mem::replace(&mut reset[i], true) {
+            continue;
+        }
+        seeds.extend(dependents[i].iter().copied());
+    }
+
+    let is_reset = |r: &StepRow| index.get(r.step_id.as_str()).is_some_and(|&i| reset[i]);
+    let mut out = Vec::new();
+    let mut kept: Vec<&StepRow> = Vec::new();
+    for r in &rows {
+        if is_reset(r) {
+            let mut row = StepRow::pending(&r.key, &r.step_id);
+            row.attempts = r.attempts;
+            row.budget_base = r.attempts;
+            out.push(row);
+        } else {
+            kept.push(r);
+        }
+    }
+    out.sort_by(|a, b| a.key.cmp(&b.key));
+
+    // The state: the initial one, then the kept units' patches in commit order.
+    let mut committed: Vec<&StepRow> = kept
+        .into_iter()
+        .filter(|r| r.status == "completed" && !r.key.ends_with(COMPENSATE_SUFFIX))
+        .collect();
+    committed.sort_by_key(|r| r.seq.unwrap_or(0));
+    let mut state = Value::Object(wf.state.clone());
+    for r in committed {
+        if r.state_patch.is_null() {
+            // A for_each step's own row commits no patch (its items do).
+            let step = wf.step(&r.step_id);
+            let patches = step
+                .is_some_and(|s| s.set_state.is_some() && (s.for_each.is_none() || r.key != s.id));
+            if patches {
+                return Err(RestartError::PatchUnknown {
+                    step: r.step_id.clone(),
+                });
+            }
+            continue;
+        }
+        merge_patch(&mut state, &r.state_patch);
+    }
+    Ok(Plan {
+        reset_steps: wf
+            .steps
+            .iter()
+            .zip(&reset)
+            .filter(|(_, r)| **r)
+            .map(|(s, _)| s.id.clone())
+            .collect(),
+        rows: out,
+        state,
+    })
+}

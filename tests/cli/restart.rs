@@ -1,0 +1,420 @@
+//! `wf restart ID --from STEP [--as NEWID]` (SPEC §3 "Restart from a step"):
+//! STEP and every step downstream of it run again in a new run, the other
+//! completed steps keep their results (their commands do not run again), the
+//! state is the initial state with the kept steps' patches, attempt numbers
+//! continue; `--as` restarts a copy and leaves the original untouched; an
+//! instance that has not ended, or an unknown step, is refused (exit 2) with
+//! nothing changed.
+
+use crate::Test;
+use serde_json::{Value, json};
+
+/// A chain `a -> b -> c` (implicit needs), `side` needing `a`, `other`
+/// needing nothing; each appends a line to its own counter file.
+const CHAIN: &str = r#"
+name: chain
+state: { init: true }
+steps:
+  - id: a
+    run: echo a >> a.count
+    set_state: { a: 1 }
+  - id: b
+    run: echo b >> b.count
+    set_state: { b: "${{ state.a }}" }
+  - id: c
+    run: echo c >> c.count
+    set_state: { c: 3 }
+  - id: side
+    needs: [a]
+    run: echo side >> side.count
+    set_state: { side: 4 }
+  - id: other
+    needs: []
+    run: echo other >> other.count
+"#;
+
+fn lines(t: &Test, name: &str) -> usize {
+    t.read(name).lines().count()
+}
+
+/// (attempt, run, outcome) of each attempt of step `id`.
+fn attempts(i: &Value, id: &str) -> Vec<(i64, i64, String)> {
+    Test::step(i, id)["attempt_list"]
+        .as_array()
+        .expect("attempt_list")
+        .iter()
+        .map(|a| {
+            (
+                a["attempt"].as_i64().unwrap_or(-1),
+                a["run"].as_i64().unwrap_or(-1),
+                a["outcome"].as_str().unwrap_or_default().to_string(),
+            )
+        })
+        .collect()
+}
+
+/// The dump without the rows of instance `id` (ids in these tests are
+/// distinct words, so a line naming it is one of its rows).
+fn dump_without(t: &Test, id: &str) -> String {
+    t.dump()
+        .lines()
+        .filter(|l| !l.contains(id))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[test]
+fn a_restart_runs_the_step_and_its_downstream_again_and_nothing_else() {
+    let t = Test::new();
+    let (id, ran) = t.run_yaml("wf.yaml", CHAIN, &[]);
+    ran.code(0);
+    let ran = t.wf(&["restart", &id, "--from", "b", "--json"]);
+    ran.code(0);
+    assert_eq!(ran.json()["status"], "completed");
+    // b and c (downstream of b through the implicit needs) ran once more;
+    // a, side (needs a) and other (needs nothing) did not run again.
+    assert_eq!(
+        [
+            lines(&t, "a.count"),
+            lines(&t, "b.count"),
+            lines(&t, "c.count"),
+            lines(&t, "side.count"),
+            lines(&t, "other.count"),
+        ],
+        [1, 2, 2, 1, 1]
+    );
+    let i = t.inspect(&id);
+    assert_eq!(i["status"], "completed");
+    let runs = i["runs"].as_array().expect("runs");
+    assert_eq!(runs.len(), 2, "{i:#}");
+    assert_eq!(runs[0]["restart_from"], Value::Null);
+    assert_eq!(runs[1]["outcome"], "completed");
+    assert_eq!(runs[1]["restart_from"], "b");
+    // Attempt numbers continue; the rerun attempts belong to run 2.
+    for step in ["b", "c"] {
+        assert_eq!(
+            attempts(&i, step),
+            [(1, 1, "ok".into()), (2, 2, "ok".into())],
+            "{step}"
+        );
+        assert_eq!(Test::step(&i, step)["attempts"], 2);
+    }
+    for step in ["a", "side", "other"] {
+        assert_eq!(attempts(&i, step), [(1, 1, "ok".into())], "{step}");
+    }
+    assert_eq!(
+        i["state"],
+        json!({"init": true, "a": 1, "b": 1, "c": 3, "side": 4})
+    );
+    // The table shows the run as a restart.
+    let text = t.wf(&["inspect", &id]);
+    text.code(0);
+    assert!(
+        text.stdout.contains("#2 completed (restart from b)"),
+        "{}",
+        text.stdout
+    );
+}
+
+#[test]
+fn the_state_is_rebuilt_from_the_kept_steps_patches_only() {
+    let t = Test::new();
+    t.write("value.json", r#"{"x": 1}"#);
+    let (id, ran) = t.run_yaml(
+        "wf.yaml",
+        r#"
+name: patches
+state: { keep: initial }
+steps:
+  - id: first
+    set_state: { first: done, keep: first }
+  - id: read
+    run: cat value.json
+    set_state: { v: "${{ output.json }}", keep: read }
+  - id: use
+    run: echo "${{ state.v }} ${{ state.keep }}" >> use.seen
+  - id: late
+    needs: [first]
+    set_state: { late: true }
+"#,
+        &[],
+    );
+    ran.code(0);
+    assert_eq!(
+        t.inspect(&id)["state"],
+        json!({"keep": "read", "first": "done", "v": {"x": 1}, "late": true})
+    );
+    // The rerun reads another value: the old patch of `read` must be gone
+    // (a merge over it would leave `x`), then the new one applied.
+    t.write("value.json", r#"{"y": 2}"#);
+    t.wf(&["restart", &id, "--from", "read"]).code(0);
+    assert_eq!(
+        t.inspect(&id)["state"],
+        json!({"keep": "read", "first": "done", "v": {"y": 2}, "late": true})
+    );
+    // `use` saw the state rebuilt, then patched by the rerun of `read`.
+    assert_eq!(t.read("use.seen"), "{\"x\":1} read\n{\"y\":2} read\n");
+
+    // From a step whose rerun changes nothing of the state: the kept
+    // patches alone give the same state back, in commit order (`keep`
+    // is `read`'s, committed after `first`'s).
+    t.wf(&["restart", &id, "--from", "use"]).code(0);
+    assert_eq!(
+        t.inspect(&id)["state"],
+        json!({"keep": "read", "first": "done", "v": {"y": 2}, "late": true})
+    );
+}
+
+#[test]
+fn a_rerun_step_gets_a_fresh_retry_budget_and_its_attempt_numbers_continue() {
+    let t = Test::new();
+    // Fails on its 1st and 3rd run of the command: with 2 attempts a run,
+    // the restart completes only if the budget starts afresh.
+    let (id, ran) = t.run_yaml(
+        "wf.yaml",
+        r#"
+name: budget
+steps:
+  - id: flaky
+    retry: { max_attempts: 2, interval: 10ms, retryable: ["exit.*"] }
+    run: |
+      echo x >> flaky.count
+      n=$(wc -l < flaky.count)
+      [ "$n" -ne 1 ] && [ "$n" -ne 3 ]
+"#,
+        &[],
+    );
+    ran.code(0);
+    t.wf(&["restart", &id, "--from", "flaky"]).code(0);
+    let i = t.inspect(&id);
+    assert_eq!(
+        attempts(&i, "flaky"),
+        [
+            (1, 1, "retry".into()),
+            (2, 1, "ok".into()),
+            (3, 2, "retry".into()),
+            (4, 2, "ok".into()),
+        ]
+    );
+    assert_eq!(Test::step(&i, "flaky")["attempts"], 4);
+}
+
+#[test]
+fn restart_as_a_new_instance_leaves_the_original_untouched() {
+    let t = Test::new();
+    let (_, ran) = t.run_yaml("wf.yaml", CHAIN, &["--id", "original"]);
+    ran.code(0);
+    let before = dump_without(&t, "replica");
+    let inspected = t.inspect("original");
+    let ran = t.wf(&[
+        "restart", "original", "--from", "c", "--as", "replica", "--json",
+    ]);
+    ran.code(0);
+    assert_eq!(ran.json()["id"], "replica");
+    // Only c ran again.
+    assert_eq!(
+        [
+            lines(&t, "a.count"),
+            lines(&t, "b.count"),
+            lines(&t, "c.count"),
+            lines(&t, "side.count"),
+            lines(&t, "other.count"),
+        ],
+        [1, 1, 2, 1, 1]
+    );
+    // Every row of the original (and everything else) is as it was.
+    assert_eq!(dump_without(&t, "replica"), before);
+    assert_eq!(t.inspect("original"), inspected);
+    // The new instance is complete: the kept history, then its restart run.
+    let i = t.inspect("replica");
+    assert_eq!(i["status"], "completed");
+    assert_eq!(i["definition_hash"], inspected["definition_hash"]);
+    assert_eq!(i["inputs"], inspected["inputs"]);
+    assert_eq!(i["state"], inspected["state"]);
+    let runs: Vec<_> = i["runs"]
+        .as_array()
+        .expect("runs")
+        .iter()
+        .map(|r| (r["number"].clone(), r["restart_from"].clone()))
+        .collect();
+    assert_eq!(runs, [(json!(1), Value::Null), (json!(2), json!("c"))]);
+    for step in ["a", "b", "side", "other"] {
+        assert_eq!(Test::step(&i, step)["status"], "completed");
+        assert_eq!(attempts(&i, step), [(1, 1, "ok".into())], "{step}");
+    }
+    assert_eq!(
+        attempts(&i, "c"),
+        [(1, 1, "ok".into()), (2, 2, "ok".into())]
+    );
+    // The kept attempts' logs came along.
+    let logs = t.wf(&["logs", "replica", "a"]);
+    logs.code(0);
+    // Taken: the copy is refused, nothing written.
+    let before = t.dump();
+    let ran = t.wf(&["restart", "original", "--from", "c", "--as", "replica"]);
+    ran.code(2);
+    assert!(ran.stderr.contains("already exists"), "{}", ran.stderr);
+    assert_eq!(t.dump(), before);
+}
+
+#[test]
+fn an_instance_that_has_not_ended_is_refused_and_left_as_it_was() {
+    let t = Test::new();
+    let (waiting, ran) = t.run_yaml(
+        "wait.yaml",
+        "name: gate\nsteps:\n  - id: first\n    run: echo 1 >> first.count\n  - id: wait\n    wait_for_event: { name: go }\n",
+        &["--id", "waiter"],
+    );
+    ran.code(3);
+    let (sleeping, ran) = t.run_yaml(
+        "sleep.yaml",
+        "name: nap\nsteps:\n  - id: first\n    run: echo 1 >> nap.count\n  - id: nap\n    sleep: 1h\n",
+        &["--id", "sleeper"],
+    );
+    ran.code(3);
+    let before = t.dump();
+    for (id, status) in [(&waiting, "waiting"), (&sleeping, "sleeping")] {
+        let ran = t.wf(&["restart", id, "--from", "first"]);
+        ran.code(2);
+        assert!(
+            ran.stderr.contains(&format!("instance {id} is {status}")),
+            "{}",
+            ran.stderr
+        );
+        assert_eq!(ran.stderr.trim().lines().count(), 1, "{}", ran.stderr);
+        let ran = t.wf(&["restart", id, "--from", "first", "--as", "copy"]);
+        ran.code(2);
+    }
+    assert_eq!(t.dump(), before);
+    assert_eq!(lines(&t, "first.count"), 1);
+    assert_eq!(lines(&t, "nap.count"), 1);
+}
+
+#[test]
+fn an_unknown_step_is_named_with_the_valid_ones() {
+    let t = Test::new();
+    let (id, ran) = t.run_yaml("wf.yaml", CHAIN, &[]);
+    ran.code(0);
+    let before = t.dump();
+    let ran = t.wf(&["restart", &id, "--from", "nope"]);
+    ran.code(2);
+    assert!(ran.stderr.contains("no step `nope`"), "{}", ran.stderr);
+    assert!(
+        ran.stderr.contains("a, b, c, side, other"),
+        "{}",
+        ran.stderr
+    );
+    let ran = t.wf(&["restart", &id, "--from", "nope", "--as", "copy"]);
+    ran.code(2);
+    assert_eq!(t.dump(), before);
+}
+
+#[test]
+fn a_failed_instance_restarted_from_its_failing_step_completes() {
+    let t = Test::new();
+    let (id, ran) = t.run_yaml(
+        "wf.yaml",
+        r#"
+name: fixable
+steps:
+  - id: prepare
+    run: echo p >> prepare.count
+    set_state: { prepared: true }
+  - id: check
+    run: cat ready.txt
+    set_state: { ready: "${{ output.stdout }}" }
+  - id: after
+    run: echo a >> after.count
+  - id: on_failure
+    if: ${{ failure() }}
+    run: echo f >> failure.count
+"#,
+        &[],
+    );
+    ran.code(1);
+    assert_eq!(lines(&t, "failure.count"), 1);
+    t.write("ready.txt", "yes");
+    let ran = t.wf(&["restart", &id, "--from", "check", "--json"]);
+    ran.code(0);
+    assert_eq!(ran.json()["status"], "completed");
+    let i = t.inspect(&id);
+    assert_eq!(i["status"], "completed");
+    assert_eq!(i["error"], Value::Null);
+    assert_eq!(i["state"], json!({"prepared": true, "ready": "yes"}));
+    assert_eq!(lines(&t, "prepare.count"), 1);
+    assert_eq!(lines(&t, "after.count"), 1);
+    // The failure handler downstream was reset: its `if` is false now.
+    assert_eq!(lines(&t, "failure.count"), 1);
+    assert_eq!(Test::step(&i, "on_failure")["status"], "skipped");
+    assert_eq!(
+        attempts(&i, "check"),
+        [(1, 1, "failed".into()), (2, 2, "ok".into())]
+    );
+}
+
+#[test]
+fn the_items_of_a_restarted_for_each_step_run_again_with_its_new_list() {
+    let t = Test::new();
+    t.write("list.json", r#"["a", "b"]"#);
+    let (id, ran) = t.run_yaml(
+        "wf.yaml",
+        r#"
+name: fan
+steps:
+  - id: list
+    run: cat list.json
+  - id: each
+    for_each: "${{ steps.list.output.json }}"
+    run: echo "${{ item }}" >> items.seen
+"#,
+        &[],
+    );
+    ran.code(0);
+    t.write("list.json", r#"["x", "y", "z"]"#);
+    t.wf(&["restart", &id, "--from", "list"]).code(0);
+    let mut seen: Vec<String> = t.read("items.seen").lines().map(String::from).collect();
+    seen.sort();
+    assert_eq!(seen, ["a", "b", "x", "y", "z"]);
+    let i = t.inspect(&id);
+    assert_eq!(
+        Test::step(&i, "each")["output"].as_array().map(Vec::len),
+        Some(3)
+    );
+    for item in ["each[0]", "each[1]"] {
+        assert_eq!(
+            attempts(&i, item),
+            [(1, 1, "ok".into()), (2, 2, "ok".into())],
+            "{item}"
+        );
+    }
+    assert_eq!(attempts(&i, "each[2]"), [(1, 2, "ok".into())]);
+}
+
+#[test]
+fn a_canceled_instance_restarts_without_its_old_cancel_request() {
+    let t = Test::new();
+    let (id, ran) = t.run_yaml(
+        "wf.yaml",
+        r#"
+name: gate
+steps:
+  - id: first
+    run: echo 1 >> first.count
+  - id: wait
+    wait_for_event: { name: go }
+  - id: last
+    run: echo 1 >> last.count
+"#,
+        &[],
+    );
+    ran.code(3);
+    t.wf(&["cancel", &id]).code(0);
+    assert_eq!(t.inspect(&id)["status"], "canceled");
+    // The wait runs again and suspends (exit 3), not canceled at once (4).
+    t.wf(&["restart", &id, "--from", "wait"]).code(3);
+    assert_eq!(t.inspect(&id)["status"], "waiting");
+    t.wf(&["signal", &id, "go"]).code(0);
+    t.wf(&["resume", &id]).code(0);
+    assert_eq!(lines(&t, "first.count"), 1);
+    assert_eq!(lines(&t, "last.count"), 1);
+}
