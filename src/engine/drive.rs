@@ -245,6 +245,21 @@ pub async fn drive(
         }
     }
 
+    // A restart gives the workflow's `timeout` a fresh start: it counts from
+    // the newest restart, else from the instance's creation.
+    let deadline_from = if opts.restart.is_some() {
+        Some(store::now())
+    } else if wf.timeout.is_some() && last_run > 0 {
+        store
+            .runs(id)
+            .await?
+            .into_iter()
+            .rev()
+            .find(|r| r.restart_from.is_some())
+            .map(|r| r.started_at)
+    } else {
+        None
+    };
     let mut runner = Runner::new(RunStart {
         wf: wf.clone(),
         inst,
@@ -265,6 +280,7 @@ pub async fn drive(
                 opentelemetry::trace::TraceState::default(),
             )),
         live_dir: Some(store.live_dir()),
+        deadline_from,
     });
     runner.terminate = terminate;
     if cancel {

@@ -418,3 +418,22 @@ steps:
     assert_eq!(lines(&t, "first.count"), 1);
     assert_eq!(lines(&t, "last.count"), 1);
 }
+
+/// The workflow's `timeout` counts from the restart, not from the
+/// instance's creation: an instance that timed out restarts with the whole
+/// budget again.
+#[test]
+fn a_restart_gives_the_workflow_timeout_a_fresh_start() {
+    let t = Test::new();
+    let yaml = "name: slow\ntimeout: 1s\nsteps:\n  - id: a\n    run: echo a >> a.count\n  \
+                - id: b\n    run: if [ -f ok ]; then exit 0; fi; sleep 30\n";
+    let (id, ran) = t.run_yaml("slow.yaml", yaml, &[]);
+    ran.code(1);
+    assert_eq!(t.inspect(&id)["status"], "failed");
+    std::fs::write(t.path().join("ok"), "").unwrap();
+    let ran = t.wf(&["restart", &id, "--from", "b"]);
+    ran.code(0);
+    let i = t.inspect(&id);
+    assert_eq!(i["status"], "completed", "{}", ran.stderr);
+    assert_eq!(lines(&t, "a.count"), 1);
+}

@@ -352,6 +352,9 @@ pub(super) struct RunStart<'o> {
     ),
     /// Where running attempts copy their output for `wf logs --follow`.
     pub live_dir: Option<PathBuf>,
+    /// What the workflow's `timeout` counts from: the newest `wf restart`
+    /// (RFC 3339), else the instance's creation.
+    pub deadline_from: Option<String>,
 }
 
 impl<'o> Runner<'o> {
@@ -371,6 +374,7 @@ impl<'o> Runner<'o> {
             events,
             caller,
             live_dir,
+            deadline_from,
         } = start;
         let inst = &inst;
         let secrets = context::secret_values(&wf.secrets);
@@ -414,7 +418,7 @@ impl<'o> Runner<'o> {
             })
         });
         let deadline = wf.timeout.and_then(|t| {
-            store::parse_time(&inst.created_at)
+            store::parse_time(deadline_from.as_deref().unwrap_or(&inst.created_at))
                 .map(|c| c + chrono::Duration::from_std(t).unwrap_or_default())
         });
         let (interrupt_tx, _) = watch::channel(false);
