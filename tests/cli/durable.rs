@@ -1529,3 +1529,104 @@ fn resume_runs_the_compiled_definition_else_the_pinned_yaml() {
         assert_eq!(t.read("after.txt").trim(), ran, "{case}");
     }
 }
+
+/// SPEC §3: every attempt is recorded before it starts. While another
+/// process holds the database's write lock (SQLite) or the instance's row
+/// (PostgreSQL), the commit that records the `probe` attempt waits; the
+/// probe's first act is to read its own attempt from another process, and it
+/// finds it committed, not ended — so nothing of it ran before the record was
+/// in (a process started before the commit would have run inside the window).
+#[test]
+fn an_attempt_is_committed_before_its_command_runs() {
+    let t = Test::new();
+    let query = "SELECT attempt, outcome IS NULL FROM attempts WHERE instance_id = '$WF_INSTANCE_ID' \
+                 AND step_key = 'probe' ORDER BY attempt";
+    let psql = || {
+        let bin = std::env::var("WF_TEST_PG_BIN").unwrap_or_default();
+        if bin.is_empty() {
+            "psql".to_string()
+        } else {
+            format!("{bin}/psql")
+        }
+    };
+    let read = match &t.pg {
+        Some((url, schema)) => format!(
+            "PGOPTIONS=-csearch_path={schema} {} '{url}' -qAtc \"{query}\"",
+            psql()
+        ),
+        None => format!(
+            "python3 -c \"import sqlite3, sys; c = sqlite3.connect(sys.argv[1]); \
+             print('\\n'.join('|'.join(str(v) for v in r) for r in c.execute(sys.argv[2])))\" '{}' \"{query}\"",
+            t.db.display()
+        ),
+    };
+    // `before` waits until the lock is held, then ends: the commit of its
+    // end and of `probe`'s start waits for the lock.
+    let yaml = format!(
+        "name: probe\nsteps:\n  - id: before\n    \
+         run: echo $WF_INSTANCE_ID > id.txt; while [ ! -f locked ]; do sleep 0.01; done\n  \
+         - id: probe\n    retry: {{ max_attempts: 2, interval: 10ms }}\n    \
+         run: |\n      {read} > seen-$WF_ATTEMPT.txt\n      [ \"$WF_ATTEMPT\" = 2 ]\n"
+    );
+    let path = t.write("probe.yaml", &yaml);
+    let run = spawn(&t, &["run", path.to_str().unwrap()]);
+    eventually("step `before` to start", || {
+        t.path().join("id.txt").exists()
+    });
+    let id = t.read("id.txt").trim().to_string();
+    // Holds the lock for a second, saying so on stdout first.
+    let mut holder = match &t.pg {
+        Some((url, schema)) => Command::new(psql())
+            .arg(url)
+            .args(["-qAt", "-c"])
+            .arg(format!(
+                "BEGIN; SET search_path TO {schema}; \
+                 SELECT 'locked' FROM instances WHERE id = '{id}' FOR UPDATE; \
+                 SELECT pg_sleep(1); COMMIT;"
+            ))
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("psql"),
+        None => Command::new("python3")
+            .args([
+                "-c",
+                "import sqlite3, sys, time\n\
+                 c = sqlite3.connect(sys.argv[1], isolation_level=None)\n\
+                 c.execute('BEGIN IMMEDIATE')\n\
+                 print('locked', flush=True)\n\
+                 time.sleep(1)\n\
+                 c.execute('COMMIT')\n",
+            ])
+            .arg(&t.db)
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("python3"),
+    };
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(holder.stdout.as_mut().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    assert_eq!(line.trim(), "locked");
+    std::fs::write(t.path().join("locked"), "").unwrap();
+    let ran = run.finish();
+    assert!(holder.wait().unwrap().success());
+    ran.code(0);
+    // Attempt 1 saw itself open; attempt 2 saw attempt 1 ended and itself open.
+    let open = if t.pg.is_some() { "t" } else { "1" };
+    let ended = if t.pg.is_some() { "f" } else { "0" };
+    assert_eq!(
+        t.read("seen-1.txt").trim(),
+        format!("1|{open}"),
+        "{}",
+        ran.stderr
+    );
+    let second = t.read("seen-2.txt");
+    let lines: Vec<&str> = second.lines().collect();
+    assert_eq!(
+        lines,
+        [format!("1|{ended}"), format!("2|{open}")],
+        "{second}"
+    );
+}
