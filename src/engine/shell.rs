@@ -94,91 +94,10 @@ impl Running {
 /// parent-death signal so that it dies with wf. `span` (the process span)
 /// gets its pid, and later its exit code and status.
 pub fn start(job: ShellJob, span: tracing::Span) -> Result<Running, Box<AttemptResult>> {
-    let (job, child, output_file, span) = launch(job, span, spawn::spawn)?;
-    Ok(running(job, child, output_file, span))
-}
-
-/// An attempt whose process is cloned and set up but waits before `execve`
-/// until [`Pending::release`]: started while its attempt record commits.
-pub struct Pending {
-    job: ShellJob,
-    held: spawn::Held,
-    output_file: tempfile::NamedTempFile,
-    span: tracing::Span,
-}
-
-/// Like [`start`], but the process waits to exec until released (dropped
-/// unreleased, it exits without running anything). Not for a job that hands
-/// large values through inherited memory files (`files`), which must reach
-/// only its own process: those are started with [`start`].
-pub fn hold(job: ShellJob, span: tracing::Span) -> Result<Pending, Box<AttemptResult>> {
-    let (job, held, output_file, span) = launch(job, span, spawn::hold)?;
-    Ok(Pending {
-        job,
-        held,
-        output_file,
-        span,
-    })
-}
-
-impl Pending {
-    /// Lets the process exec.
-    pub fn release(self) -> Result<Running, Box<AttemptResult>> {
-        let Pending {
-            job,
-            held,
-            output_file,
-            span,
-        } = self;
-        match held.release() {
-            Ok(child) => Ok(running(job, child, output_file, span)),
-            Err(e) => Err(spawn_failure(&job, &span, &e)),
-        }
-    }
-}
-
-fn running(
-    job: ShellJob,
-    child: spawn::Child,
-    output_file: tempfile::NamedTempFile,
-    span: tracing::Span,
-) -> Running {
-    span.set_attribute("process.pid", i64::from(child.id()));
-    Running {
-        job,
-        child,
-        output_file,
-        span,
-    }
-}
-
-fn failed(span: &tracing::Span, f: Failure) -> Box<AttemptResult> {
-    span.set_status(Status::error(f.message.clone()));
-    Box::new(AttemptResult::failed(f))
-}
-
-/// Why the step's process could not start.
-fn spawn_failure(job: &ShellJob, span: &tracing::Span, e: &std::io::Error) -> Box<AttemptResult> {
-    let what = job
-        .shell
-        .as_ref()
-        .map(|_| "sh".to_string())
-        .unwrap_or_else(|| job.argv[0].clone());
-    let reason = if !job.dir.is_dir() {
-        format!("working directory {} does not exist", job.dir.display())
-    } else {
-        format!("cannot start `{what}`: {}", crate::workflow::io_reason(e))
+    let failed = |span: &tracing::Span, f: Failure| {
+        span.set_status(Status::error(f.message.clone()));
+        Box::new(AttemptResult::failed(f))
     };
-    failed(span, Failure::new("spawn", reason))
-}
-
-/// Prepares the attempt's command, `$WF_OUTPUT` and environment, and starts
-/// it with `how` (started, or held).
-fn launch<T>(
-    job: ShellJob,
-    span: tracing::Span,
-    how: impl FnOnce(&spawn::Spec) -> std::io::Result<T>,
-) -> Result<(ShellJob, T, tempfile::NamedTempFile, tracing::Span), Box<AttemptResult>> {
     let output_file = match tempfile::Builder::new().prefix("wf-output-").tempfile() {
         Ok(f) => f,
         Err(e) => {
@@ -239,7 +158,7 @@ fn launch<T>(
         return Err(failed(&span, f));
     }
     let env_remove: Vec<&std::ffi::OsStr> = job.env_remove.iter().map(|k| k.as_ref()).collect();
-    let spawned = how(&spawn::Spec {
+    let spawned = spawn::spawn(&spawn::Spec {
         program,
         args: &args,
         env: &env,
@@ -248,8 +167,28 @@ fn launch<T>(
     });
     drop(memfds);
     match spawned {
-        Ok(t) => Ok((job, t, output_file, span)),
-        Err(e) => Err(spawn_failure(&job, &span, &e)),
+        Ok(child) => {
+            span.set_attribute("process.pid", i64::from(child.id()));
+            Ok(Running {
+                job,
+                child,
+                output_file,
+                span,
+            })
+        }
+        Err(e) => {
+            let what = job
+                .shell
+                .as_ref()
+                .map(|_| "sh".to_string())
+                .unwrap_or_else(|| job.argv[0].clone());
+            let reason = if !job.dir.is_dir() {
+                format!("working directory {} does not exist", job.dir.display())
+            } else {
+                format!("cannot start `{what}`: {}", crate::workflow::io_reason(&e))
+            };
+            Err(failed(&span, Failure::new("spawn", reason)))
+        }
     }
 }
 

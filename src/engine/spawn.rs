@@ -104,11 +104,6 @@ struct ChildArgs {
     fds: [c_int; 3],
     parent: libc::pid_t,
     mask: libc::sigset_t,
-    /// A held child (see [`hold`]) reads one byte here before `execve`:
-    /// `g` to go on, anything else (or end of file) to exit unexec'd; -1: not held.
-    go: c_int,
-    /// The write end of that pipe, which the child closes (it inherited it).
-    go_w: c_int,
     /// errno of the call that failed, 0 if `execve` succeeded.
     err: c_int,
 }
@@ -119,8 +114,7 @@ const SH: &[u8] = b"/bin/sh\0";
 /// no locks, nothing but its own stack and `ChildArgs`.
 extern "C" fn child_main(arg: *mut c_void) -> c_int {
     // SAFETY: `arg` is the parent's `ChildArgs`, alive until this process
-    // execs or exits (the thread that cloned it is suspended until then:
-    // CLONE_VFORK).
+    // execs or exits (the parent is suspended until then: CLONE_VFORK).
     unsafe {
         let a = arg as *mut ChildArgs;
         let fail = |a: *mut ChildArgs| -> c_int {
@@ -165,22 +159,6 @@ extern "C" fn child_main(arg: *mut c_void) -> c_int {
         }
         if libc::chdir((*a).dir) != 0 {
             return fail(a);
-        }
-        if (*a).go >= 0 {
-            // Held: nothing of the step runs before wf says so.
-            libc::close((*a).go_w);
-            let mut byte = 0u8;
-            loop {
-                let n = libc::read((*a).go, (&raw mut byte).cast(), 1);
-                if n < 0 && *libc::__errno_location() == libc::EINTR {
-                    continue;
-                }
-                if n == 1 && byte == b'g' {
-                    break;
-                }
-                std::ptr::write_volatile(&mut (*a).err, libc::ECANCELED);
-                libc::_exit(127);
-            }
         }
         libc::sigprocmask(libc::SIG_SETMASK, &(*a).mask, std::ptr::null_mut());
         libc::execve((*a).path, (*a).argv, (*a).envp);
@@ -244,37 +222,9 @@ fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
     Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
 }
 
-/// Everything a child reads between `clone` and `execve`, owned: the C
-/// strings, the pointer arrays into them, the descriptors it takes as
-/// stdin/stdout/stderr, the go pipe of a held child and its stack. Kept
-/// alive, unmoved on the heap, until the child has exec'd or exited.
-struct Prepared {
-    path: CString,
-    _argv_c: Vec<CString>,
-    _envp_c: Vec<CString>,
-    _sh: CString,
-    argv: Vec<*const c_char>,
-    sh_argv: Vec<*const c_char>,
-    envp: Vec<*const c_char>,
-    dir: CString,
-    fds: [OwnedFd; 3],
-    go: Option<OwnedFd>,
-    go_w: c_int,
-    /// The signal mask the step starts with (the caller's).
-    mask: libc::sigset_t,
-    stack: Vec<u128>,
-}
-
-// SAFETY: the raw pointers point into the CStrings owned alongside them,
-// which move with the struct (their heap buffers do not move).
-unsafe impl Send for Prepared {}
-
-/// Builds what the child needs from `spec`; the read ends of its stdout and
-/// stderr pipes are returned beside it.
-fn prepare(
-    spec: &Spec,
-    held: bool,
-) -> io::Result<(Box<Prepared>, OwnedFd, OwnedFd, Option<OwnedFd>)> {
+/// Starts `spec` with stdin from /dev/null and stdout/stderr piped, in a
+/// process group of its own, with SIGKILL as its parent-death signal.
+pub fn spawn(spec: &Spec) -> io::Result<Child> {
     // The environment: wf's, without what is removed, with what is set.
     let mut env: Vec<(OsString, OsString)> = std::env::vars_os()
         .filter(|(k, _)| {
@@ -326,89 +276,54 @@ fn prepare(
     );
     let envp = ptrs(&envp_c.iter().collect::<Vec<_>>());
 
-    let devnull: OwnedFd = std::fs::File::open("/dev/null")?.into();
+    let devnull = std::fs::File::open("/dev/null")?;
     let (out_r, out_w) = pipe()?;
     let (err_r, err_w) = pipe()?;
-    let (go, go_w) = if held {
-        let (r, w) = pipe()?;
-        (Some(r), Some(w))
-    } else {
-        (None, None)
-    };
-    // SAFETY: an all-zero sigset_t is a valid (empty) set, then filled
-    // with this thread's mask.
-    let mask = unsafe {
-        let mut mask: libc::sigset_t = std::mem::zeroed();
-        libc::pthread_sigmask(libc::SIG_SETMASK, std::ptr::null(), &mut mask);
-        mask
-    };
-    let prepared = Box::new(Prepared {
-        path,
-        _argv_c: argv_c,
-        _envp_c: envp_c,
-        _sh: sh,
-        argv,
-        sh_argv,
-        envp,
-        dir,
-        fds: [devnull, out_w, err_w],
-        go,
-        go_w: go_w.as_ref().map_or(-1, AsRawFd::as_raw_fd),
-        mask,
-        // The child's stack, 16-byte aligned at its top (stacks grow down).
-        stack: vec![0u128; 64 * 1024 / 16],
-    });
-    Ok((prepared, out_r, err_r, go_w))
-}
 
-/// Clones the child and returns once it has exec'd (its pid) or failed (the
-/// errno of what failed; it is reaped). The calling thread is suspended
-/// meanwhile (CLONE_VFORK), which is what keeps `p` alive for the child.
-fn clone_child(p: &mut Prepared) -> io::Result<libc::pid_t> {
     let mut args = ChildArgs {
-        path: p.path.as_ptr(),
-        argv: p.argv.as_ptr(),
-        sh_argv: p.sh_argv.as_ptr(),
-        envp: p.envp.as_ptr(),
-        dir: p.dir.as_ptr(),
-        fds: [
-            p.fds[0].as_raw_fd(),
-            p.fds[1].as_raw_fd(),
-            p.fds[2].as_raw_fd(),
-        ],
+        path: path.as_ptr(),
+        argv: argv.as_ptr(),
+        sh_argv: sh_argv.as_ptr(),
+        envp: envp.as_ptr(),
+        dir: dir.as_ptr(),
+        fds: [devnull.as_raw_fd(), out_w.as_raw_fd(), err_w.as_raw_fd()],
         // SAFETY: getpid cannot fail.
         parent: unsafe { libc::getpid() },
-        mask: p.mask,
-        go: p.go.as_ref().map_or(-1, AsRawFd::as_raw_fd),
-        go_w: p.go_w,
+        // SAFETY: an all-zero sigset_t is a valid (empty) set.
+        mask: unsafe { std::mem::zeroed() },
         err: 0,
     };
-    // SAFETY: the top of the stack, which outlives the child's use of it
+    // The child's stack, 16-byte aligned at its top (stacks grow down here).
+    let mut stack = vec![0u128; 64 * 1024 / 16];
+    // SAFETY: the top of `stack`, which outlives the child's use of it
     // (CLONE_VFORK: we resume only once it exec'd or exited).
-    let top = unsafe { p.stack.as_mut_ptr().add(p.stack.len()) }.cast::<c_void>();
-    // SAFETY: sigset_t operations on local values; clone runs `child_main`
-    // on its own stack with `args`, both alive until it returns (CLONE_VFORK
-    // suspends this thread until the child exec'd or exited); all signals
-    // are blocked around it so that no handler of ours runs in the child
-    // before it reset them.
-    let pid = unsafe {
-        let mut all: libc::sigset_t = std::mem::zeroed();
-        let mut old: libc::sigset_t = std::mem::zeroed();
-        libc::sigfillset(&mut all);
-        libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut old);
-        let pid = libc::clone(
-            child_main,
-            top,
-            libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
-            (&raw mut args).cast::<c_void>(),
-        );
-        let clone_err = io::Error::last_os_error();
-        libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
-        if pid < 0 {
-            return Err(clone_err);
+    let top = unsafe { stack.as_mut_ptr().add(stack.len()) }.cast::<c_void>();
+    let pid = {
+        // SAFETY: sigset_t operations on local values; clone runs
+        // `child_main` on its own stack with `args`, both alive until it
+        // returns (CLONE_VFORK suspends this thread until the child exec'd
+        // or exited); all signals are blocked around it so that no handler
+        // of ours runs in the child before it reset them.
+        unsafe {
+            let mut all: libc::sigset_t = std::mem::zeroed();
+            libc::sigfillset(&mut all);
+            libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut args.mask);
+            let pid = libc::clone(
+                child_main,
+                top,
+                libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
+                (&raw mut args).cast::<c_void>(),
+            );
+            let clone_err = io::Error::last_os_error();
+            libc::pthread_sigmask(libc::SIG_SETMASK, &args.mask, std::ptr::null_mut());
+            if pid < 0 {
+                return Err(clone_err);
+            }
+            pid
         }
-        pid
     };
+    drop((out_w, err_w, devnull));
+    drop(stack);
     // SAFETY: the child wrote `err` before exiting, if it failed.
     let err = unsafe { std::ptr::read_volatile(&args.err) };
     if err != 0 {
@@ -417,11 +332,6 @@ fn clone_child(p: &mut Prepared) -> io::Result<libc::pid_t> {
         unsafe { libc::waitpid(pid, &mut status, 0) };
         return Err(io::Error::from_raw_os_error(err));
     }
-    Ok(pid)
-}
-
-/// The `Child` of a process that exec'd: its exit awaited on a pidfd.
-fn into_child(pid: libc::pid_t, out_r: OwnedFd, err_r: OwnedFd) -> io::Result<Child> {
     // SAFETY: pidfd_open on our own unreaped child; the descriptor is ours.
     let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
     let pidfd = if pidfd < 0 {
@@ -461,123 +371,6 @@ fn into_child(pid: libc::pid_t, out_r: OwnedFd, err_r: OwnedFd) -> io::Result<Ch
     child.stdout = Some(tokio::net::unix::pipe::Receiver::from_owned_fd(out_r)?);
     child.stderr = Some(tokio::net::unix::pipe::Receiver::from_owned_fd(err_r)?);
     Ok(child)
-}
-
-/// Starts `spec` with stdin from /dev/null and stdout/stderr piped, in a
-/// process group of its own, with SIGKILL as its parent-death signal.
-pub fn spawn(spec: &Spec) -> io::Result<Child> {
-    let (mut p, out_r, err_r, _) = prepare(spec, false)?;
-    let pid = clone_child(&mut p)?;
-    drop(p);
-    into_child(pid, out_r, err_r)
-}
-
-/// A child cloned and set up up to `execve`, waiting for [`Held::release`]:
-/// wf clones it while it records the attempt, and lets it exec once the
-/// record is durable, so that the clone and the child's set-up overlap
-/// the commit while nothing of the step runs before its attempt is on disk.
-/// Dropped unreleased, the child exits without exec'ing.
-///
-/// The clone is made by a thread of its own ([`spawner`]), suspended until
-/// the child execs (CLONE_VFORK): the child runs in wf's memory and must
-/// have its thread's stack and errno to itself, which a suspended thread
-/// guarantees, while the runtime's thread goes on to the commit.
-pub struct Held {
-    go: Option<OwnedFd>,
-    reply: Option<std::sync::mpsc::Receiver<io::Result<libc::pid_t>>>,
-    out_r: Option<OwnedFd>,
-    err_r: Option<OwnedFd>,
-}
-
-/// Clones a child for `spec` that waits before `execve` until released.
-pub fn hold(spec: &Spec) -> io::Result<Held> {
-    let (p, out_r, err_r, go_w) = prepare(spec, true)?;
-    let (tx, rx) = std::sync::mpsc::channel();
-    spawner()
-        .lock()
-        .map_err(|_| io::Error::other("the spawner thread is gone"))?
-        .send((p, tx))
-        .map_err(|_| io::Error::other("the spawner thread is gone"))?;
-    Ok(Held {
-        go: go_w,
-        reply: Some(rx),
-        out_r: Some(out_r),
-        err_r: Some(err_r),
-    })
-}
-
-impl Held {
-    /// Lets the child exec; returns once it has (or failed to).
-    pub fn release(mut self) -> io::Result<Child> {
-        let go = self.go.take().expect("go pipe");
-        // SAFETY: writing one byte to a pipe we own.
-        let n = unsafe { libc::write(go.as_raw_fd(), b"g".as_ptr().cast(), 1) };
-        let write_err = io::Error::last_os_error();
-        drop(go);
-        let pid = self.wait_reply()?;
-        if n != 1 {
-            // The child saw end of file and exited: never started.
-            return Err(write_err);
-        }
-        into_child(
-            pid,
-            self.out_r.take().expect("stdout"),
-            self.err_r.take().expect("stderr"),
-        )
-    }
-
-    fn wait_reply(&mut self) -> io::Result<libc::pid_t> {
-        match self.reply.take().map(|r| r.recv()) {
-            Some(Ok(r)) => r,
-            _ => Err(io::Error::other("the spawner thread is gone")),
-        }
-    }
-}
-
-impl Drop for Held {
-    fn drop(&mut self) {
-        if let Some(go) = self.go.take() {
-            // Not released: tell the child to exit, and wait until it has
-            // (it is reaped by the spawner, which saw it fail).
-            // SAFETY: writing one byte to a pipe we own.
-            unsafe { libc::write(go.as_raw_fd(), b"x".as_ptr().cast(), 1) };
-            drop(go);
-            let _ = self.wait_reply();
-        }
-    }
-}
-
-type Request = (
-    Box<Prepared>,
-    std::sync::mpsc::Sender<io::Result<libc::pid_t>>,
-);
-
-/// The thread that clones held children, one at a time; it lives as long as
-/// wf (a child's parent-death signal fires when the thread that cloned it
-/// ends), with every signal blocked, so no handler ever runs on it.
-fn spawner() -> &'static std::sync::Mutex<std::sync::mpsc::Sender<Request>> {
-    static SPAWNER: std::sync::OnceLock<std::sync::Mutex<std::sync::mpsc::Sender<Request>>> =
-        std::sync::OnceLock::new();
-    SPAWNER.get_or_init(|| {
-        let (tx, rx) = std::sync::mpsc::channel::<Request>();
-        std::thread::Builder::new()
-            .name("wf-spawner".into())
-            .spawn(move || {
-                // SAFETY: blocking every signal on this thread only.
-                unsafe {
-                    let mut all: libc::sigset_t = std::mem::zeroed();
-                    libc::sigfillset(&mut all);
-                    libc::pthread_sigmask(libc::SIG_SETMASK, &all, std::ptr::null_mut());
-                }
-                while let Ok((mut p, reply)) = rx.recv() {
-                    let r = clone_child(&mut p);
-                    drop(p);
-                    let _ = reply.send(r);
-                }
-            })
-            .expect("start the spawner thread");
-        std::sync::Mutex::new(tx)
-    })
 }
 
 #[cfg(test)]
@@ -677,6 +470,7 @@ mod tests {
     fn spawn_cost() {
         let dir = tempfile::tempdir().expect("tempdir");
         let rt = rt();
+        let _guard = rt.enter();
         let n = 500;
         let (mut in_spawn, mut total) = (std::time::Duration::ZERO, std::time::Duration::ZERO);
         for _ in 0..n {

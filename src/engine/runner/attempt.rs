@@ -306,91 +306,44 @@ impl<'o> Runner<'o> {
         Ok(attempt)
     }
 
-    /// The span of the attempt's work (its `process` or `http` span's parent).
-    fn work_parent(&self, unit: &Unit) -> tracing::Span {
-        self.attempt_spans
-            .get(&unit.key(&self.wf))
-            .map(|(span, _, _)| span.clone())
-            .unwrap_or_else(tracing::Span::none)
-    }
-
-    fn process_span(&self, unit: &Unit, job: &shell::ShellJob) -> tracing::Span {
-        tracing::info_span!(
-            parent: &self.work_parent(unit),
-            "process",
-            workflow.name = self.wf.name.as_str(),
-            workflow.instance.id = self.id.as_str(),
-            process.command = job.program(),
-        )
-    }
-
-    /// Whether `job` may start held ([`Runner::hold`]): a shell step that
-    /// hands no value through inherited memory files.
-    pub(super) fn holdable(job: &Job) -> bool {
-        matches!(job, Job::Shell(j) if j.files.is_empty())
-    }
-
-    /// Clones the process of a shell attempt, held before `execve`, while
-    /// its attempt record is committed ([`Runner::release`] lets it run).
-    pub(super) fn hold(&mut self, unit: Unit, job: Job, attempt: i64) -> HeldAttempt {
-        let Job::Shell(job) = job else {
-            unreachable!("only shell jobs are held (see `holdable`)")
-        };
-        let started = Instant::now();
-        let span = self.process_span(&unit, &job);
-        HeldAttempt {
-            unit,
-            attempt,
-            started,
-            pending: shell::hold(job, span),
-        }
-    }
-
-    /// Lets a held attempt's process exec, now that its record is durable.
-    pub(super) fn release(&mut self, held: HeldAttempt) {
-        let running = held.pending.and_then(shell::Pending::release);
-        self.run_shell(held.unit, held.attempt, held.started, running);
-    }
-
-    /// Records the process group of a started shell attempt and awaits its end.
-    fn run_shell(
-        &mut self,
-        unit: Unit,
-        attempt: i64,
-        started: Instant,
-        running: Result<shell::Running, Box<AttemptResult>>,
-    ) {
-        let interrupt = self.interrupt_tx.subscribe();
-        if let Ok(r) = &running
-            && let Some(tag) = procs::tag(r.pid())
-        {
-            self.started_groups.push((unit.key(&self.wf), attempt, tag));
-        }
-        self.tasks.spawn(async move {
-            let result = match running {
-                Ok(r) => shell::finish(r, interrupt).await,
-                Err(failed) => *failed,
-            };
-            Done {
-                unit,
-                attempt,
-                elapsed: started.elapsed(),
-                result,
-            }
-        });
-    }
-
     pub(super) fn spawn(&mut self, unit: Unit, job: Job, attempt: i64) {
         let interrupt = self.interrupt_tx.subscribe();
         let started = Instant::now();
-        let attempt_span = self.work_parent(&unit);
+        // The span of what the attempt does, a child of the attempt's span.
+        let attempt_span = self
+            .attempt_spans
+            .get(&unit.key(&self.wf))
+            .map(|(span, _, _)| span.clone())
+            .unwrap_or_else(tracing::Span::none);
         match job {
             Job::Shell(job) => {
-                let span = self.process_span(&unit, &job);
+                let span = tracing::info_span!(
+                    parent: &attempt_span,
+                    "process",
+                    workflow.name = self.wf.name.as_str(),
+                    workflow.instance.id = self.id.as_str(),
+                    process.command = job.program(),
+                );
                 // Started here, not in the task, so its process group is
                 // known (and recorded) before the loop goes on.
                 let running = shell::start(job, span);
-                self.run_shell(unit, attempt, started, running);
+                if let Ok(r) = &running
+                    && let Some(tag) = procs::tag(r.pid())
+                {
+                    self.started_groups.push((unit.key(&self.wf), attempt, tag));
+                }
+                self.tasks.spawn(async move {
+                    let result = match running {
+                        Ok(r) => shell::finish(r, interrupt).await,
+                        Err(failed) => *failed,
+                    };
+                    Done {
+                        unit,
+                        attempt,
+                        elapsed: started.elapsed(),
+                        result,
+                    }
+                });
             }
             Job::Http(mut job) => {
                 let client = self.http.get_or_insert_with(http::client).clone();

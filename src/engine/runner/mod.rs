@@ -247,14 +247,6 @@ enum Job {
     Http(http::HttpJob),
 }
 
-/// A shell attempt whose process waits to exec until its record commits.
-struct HeldAttempt {
-    unit: Unit,
-    attempt: i64,
-    started: Instant,
-    pending: Result<shell::Pending, Box<AttemptResult>>,
-}
-
 /// What starting a unit amounted to.
 enum Started {
     Spawn(Box<Job>, i64),
@@ -559,23 +551,10 @@ impl<'o> Runner<'o> {
                 if std::mem::take(&mut self.state_dirty) {
                     self.writes.push(Write::State(self.state.clone()));
                 }
-                // One shell step to start: its process is cloned and set up
-                // while its attempt record commits, and execs once that is
-                // durable (dropped if the commit fails: nothing of it runs).
-                // Several start as before, after the commit, one at a time.
-                let held = match spawns.as_slice() {
-                    [(_, job, _)] if Self::holdable(job) => spawns
-                        .pop()
-                        .map(|(unit, job, attempt)| self.hold(unit, *job, attempt)),
-                    _ => None,
-                };
                 let commit_spans = self.commit_spans(store.is_postgres());
                 let writes = std::mem::take(&mut self.writes);
                 store.commit(&self.fence, &writes).await?;
                 drop(commit_spans);
-                if let Some(held) = held {
-                    self.release(held);
-                }
             }
             for (unit, job, attempt) in spawns {
                 self.spawn(unit, *job, attempt);
