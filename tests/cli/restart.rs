@@ -37,6 +37,11 @@ fn lines(t: &Test, name: &str) -> usize {
     t.read(name).lines().count()
 }
 
+/// How many times a, b, c, side and other ran.
+fn counts(t: &Test) -> [usize; 5] {
+    ["a", "b", "c", "side", "other"].map(|s| lines(t, &format!("{s}.count")))
+}
+
 /// (attempt, run, outcome) of each attempt of step `id`.
 fn attempts(i: &Value, id: &str) -> Vec<(i64, i64, String)> {
     Test::step(i, id)["attempt_list"]
@@ -73,16 +78,7 @@ fn a_restart_runs_the_step_and_its_downstream_again_and_nothing_else() {
     assert_eq!(ran.json()["status"], "completed");
     // b and c (downstream of b through the implicit needs) ran once more;
     // a, side (needs a) and other (needs nothing) did not run again.
-    assert_eq!(
-        [
-            lines(&t, "a.count"),
-            lines(&t, "b.count"),
-            lines(&t, "c.count"),
-            lines(&t, "side.count"),
-            lines(&t, "other.count"),
-        ],
-        [1, 2, 2, 1, 1]
-    );
+    assert_eq!(counts(&t), [1, 2, 2, 1, 1]);
     let i = t.inspect(&id);
     assert_eq!(i["status"], "completed");
     let runs = i["runs"].as_array().expect("runs");
@@ -212,16 +208,7 @@ fn restart_as_a_new_instance_leaves_the_original_untouched() {
     ran.code(0);
     assert_eq!(ran.json()["id"], "replica");
     // Only c ran again.
-    assert_eq!(
-        [
-            lines(&t, "a.count"),
-            lines(&t, "b.count"),
-            lines(&t, "c.count"),
-            lines(&t, "side.count"),
-            lines(&t, "other.count"),
-        ],
-        [1, 1, 2, 1, 1]
-    );
+    assert_eq!(counts(&t), [1, 1, 2, 1, 1]);
     // Every row of the original (and everything else) is as it was.
     assert_eq!(dump_without(&t, "replica"), before);
     assert_eq!(t.inspect("original"), inspected);

@@ -63,6 +63,22 @@ fn napper(overlap: &str) -> String {
     )
 }
 
+/// Registers [`napper`] with `overlap`, lets its first fire time start an
+/// instance (which stays open), waits for the next fire time, and sweeps
+/// again: the first instance's id and the second sweep's log.
+fn second_fire_while_open(t: &Test, overlap: &str) -> (String, String) {
+    let wf = t.write("napper.yaml", &napper(overlap));
+    t.wf(&["schedule", "add", wf.to_str().unwrap()]).code(0);
+    until_due(t);
+    sweep(t);
+    let first = list(t);
+    assert_eq!(first.len(), 1, "{first:?}");
+    assert_eq!(first[0]["status"], "sleeping");
+    until_due(t);
+    let log = sweep(t);
+    (first[0]["id"].as_str().unwrap().to_string(), log)
+}
+
 #[test]
 fn add_list_and_rm() {
     let t = Test::new();
@@ -267,21 +283,12 @@ fn two_workers_start_each_fire_time_once() {
 #[test]
 fn overlap_skip_starts_nothing_while_the_previous_is_open() {
     let t = Test::new();
-    let wf = t.write("napper.yaml", &napper("skip"));
-    t.wf(&["schedule", "add", wf.to_str().unwrap()]).code(0);
-    until_due(&t);
-    sweep(&t);
-    let first = list(&t);
-    assert_eq!(first.len(), 1);
-    assert_eq!(first[0]["status"], "sleeping");
-    until_due(&t);
-    let log = sweep(&t);
+    let (first, log) = second_fire_while_open(&t, "skip");
     assert!(log.contains("is still open (overlap)"), "{log}");
     assert_eq!(list(&t).len(), 1);
     assert!(schedules(&t)[0]["skipped"].as_i64().unwrap() >= 1);
     // Once it ended, the next fire time starts again.
-    let id = first[0]["id"].as_str().unwrap();
-    t.wf(&["cancel", id]).code(0);
+    t.wf(&["cancel", &first]).code(0);
     until_due(&t);
     sweep(&t);
     assert_eq!(list(&t).len(), 2);
@@ -290,12 +297,7 @@ fn overlap_skip_starts_nothing_while_the_previous_is_open() {
 #[test]
 fn overlap_allow_starts_beside_the_open_one() {
     let t = Test::new();
-    let wf = t.write("napper.yaml", &napper("allow"));
-    t.wf(&["schedule", "add", wf.to_str().unwrap()]).code(0);
-    until_due(&t);
-    sweep(&t);
-    until_due(&t);
-    sweep(&t);
+    second_fire_while_open(&t, "allow");
     let all = list(&t);
     assert!(all.len() >= 2, "{all:?}");
     assert!(all.iter().all(|i| i["status"] == "sleeping"), "{all:?}");
@@ -304,13 +306,7 @@ fn overlap_allow_starts_beside_the_open_one() {
 #[test]
 fn overlap_buffer_one_starts_the_kept_fire_time_when_the_previous_ends() {
     let t = Test::new();
-    let wf = t.write("napper.yaml", &napper("buffer_one"));
-    t.wf(&["schedule", "add", wf.to_str().unwrap()]).code(0);
-    until_due(&t);
-    sweep(&t);
-    let first = list(&t)[0]["id"].as_str().unwrap().to_string();
-    until_due(&t);
-    let log = sweep(&t);
+    let (first, log) = second_fire_while_open(&t, "buffer_one");
     assert!(log.contains("waits for instance"), "{log}");
     assert_eq!(list(&t).len(), 1);
     let buffered = schedules(&t)[0]["buffered_fire_at"]
@@ -330,13 +326,7 @@ fn overlap_buffer_one_starts_the_kept_fire_time_when_the_previous_ends() {
 #[test]
 fn overlap_cancel_previous_cancels_the_open_one_and_starts() {
     let t = Test::new();
-    let wf = t.write("napper.yaml", &napper("cancel_previous"));
-    t.wf(&["schedule", "add", wf.to_str().unwrap()]).code(0);
-    until_due(&t);
-    sweep(&t);
-    let first = list(&t)[0]["id"].as_str().unwrap().to_string();
-    until_due(&t);
-    let log = sweep(&t);
+    let (first, log) = second_fire_while_open(&t, "cancel_previous");
     assert!(
         log.contains(&format!("asked instance {} to cancel", &first[..12])),
         "{log}"
