@@ -15,6 +15,8 @@
 //! - `foreign_keys=ON`: rows always belong to an instance.
 
 mod copy;
+#[cfg(test)]
+mod plans;
 mod prune;
 mod records;
 mod schedules;
