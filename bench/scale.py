@@ -74,11 +74,11 @@ def wf(args, env, check=True):
     return run([WF] + args, env=env, check=check)
 
 
-def make_templates(tmp, db):
+def make_templates(tmp, db, templates=TEMPLATES):
     """Runs each template with the real binary; returns their instance ids, weighted."""
     env = wf_env(db)
     weighted = []
-    for name, text, runs, share in TEMPLATES:
+    for name, text, runs, share in templates:
         path = write(os.path.join(tmp, name), text)
         ids = []
         for _ in range(runs):
@@ -175,6 +175,20 @@ def checkpoint(db):
     return os.path.getsize(db)
 
 
+def pure_size(tmp, template, n):
+    """(file bytes, row counts) of a database of n instances of one template."""
+    db = os.path.join(tmp, "pure-" + template[0].replace(".yaml", ".db"))
+    remove_db(db)
+    clone(db, make_templates(tmp, db, [template]), n)
+    return checkpoint(db), counts(db)
+
+
+def remove_db(db):
+    for suffix in ("", "-wal", "-shm"):
+        if os.path.exists(db + suffix):
+            os.unlink(db + suffix)
+
+
 def table_bytes(db):
     """Bytes per table and index (dbstat), or None where this sqlite3 lacks it."""
     c = sqlite3.connect(db)
@@ -252,9 +266,7 @@ def main():
     os.makedirs(tmp, exist_ok=True)
     full, empty = os.path.join(tmp, "full.db"), os.path.join(tmp, "empty.db")
     for f in (full, empty):
-        for suffix in ("", "-wal", "-shm"):
-            if os.path.exists(f + suffix):
-                os.unlink(f + suffix)
+        remove_db(f)
     try:
         # 1. Fill.
         t0 = time.perf_counter()
@@ -283,6 +295,16 @@ def main():
         if tb:
             print("  bytes per attempt, by table/index: " +
                   ", ".join(f"{name} {b / n['attempts']:.0f}" for name, b in tb if b / n["attempts"] >= 1))
+        # One template alone: a 1-step instance whole, and what each further
+        # simple shell step adds (3-step instances against 1-step ones).
+        n_pure = max(1000, n_total // 10)
+        size1, c1 = pure_size(tmp, TEMPLATES[0], n_pure)
+        size3, c3 = pure_size(tmp, TEMPLATES[1], n_pure)
+        whole = size1 / c1["instances"]
+        extra = (size3 - size1) / (c3["attempts"] - c1["attempts"])
+        rep.add(f"bytes of a 1-step shell instance whole ({c1['spans'] // c1['instances']} spans; "
+                f"{n_pure:,} of them)", whole, "B", "(info)", True)
+        rep.add("bytes each further simple shell step adds (3-step vs 1-step)", extra, "B", "<= 2048", extra <= 2048)
 
         # 3. `wf list --limit 50`, and filtered: full, with empty beside it.
         env_full, env_empty = wf_env(full), wf_env(empty)
