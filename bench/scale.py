@@ -13,18 +13,21 @@ waits for an event which is then signalled), then their rows are cloned with SQL
 new ids, with their times spread over the past 7 days (oldest first, so rowid order
 follows creation as it does in a real database), in every table that holds rows of an
 instance: instances, runs, steps, attempts, spans, events (schedule_fires stays empty).
-100,000 instances take some 10-20 s.
+100,000 instances take some 5 s (2 vCPUs).
 
 The figures, each with its target beside it (times are medians; full and empty runs
 alternate, so drift of the shared machine hits both):
-- `wf list --limit 50` on the full database (< 50 ms), and its filtered forms (info);
+- `wf list --limit 50` on the full database (< 50 ms), and filtered by status and by
+  workflow, with matches and with none (the same target);
 - `wf run` of a 1-step `/bin/true` workflow, full / empty (<= 1.1x);
 - a worker's scan for due work: `wf worker --once` with nothing due, full - empty
   (< 5 ms), and the scan queries themselves (the SQL of `due_instances` and of the
   selection inside `claim_due`, read out of src/store/sqlite/records.rs so the bench
   runs what wf runs), timed in-process with Python's sqlite3;
 - bytes per simple shell step: the file (after a TRUNCATE checkpoint) over the step
-  attempts it holds, and per instance (<= 2 KiB a step, its spans included).
+  attempts it holds, and per instance (<= 2 KiB a step, its spans included); and, on
+  databases of one template each, a 1-step instance whole and what each further step adds;
+- `wf inspect ID-PREFIX` (info).
 """
 
 import argparse
@@ -347,7 +350,21 @@ def main():
         rep.add(f"wf worker --once, nothing due, full - empty ({median(tf) * 1e3:.1f} vs "
                 f"{median(te) * 1e3:.1f} ms)", diff, "ms", "< 5", diff < 5)
 
-        # 6. The scan queries in-process (Python's sqlite3, not wf's bundled one).
+        # 6. `wf inspect` of an instance named by an 8-character prefix of its id.
+        def newest(db):
+            c = sqlite3.connect(db)
+            iid = c.execute("SELECT id FROM instances ORDER BY created_at DESC LIMIT 1").fetchone()[0]
+            c.close()
+            return iid[:8]
+        pf, pe = newest(full), newest(empty)
+        tf, te = [], []
+        for _ in range(reps):
+            tf.append(wf(["inspect", pf], env_full)[0])
+            te.append(wf(["inspect", pe], env_empty)[0])
+        ms = median(tf) * 1e3
+        rep.add(f"wf inspect ID-PREFIX, full (empty {median(te) * 1e3:.1f} ms)", ms, "ms", "(info)", True)
+
+        # 7. The scan queries in-process (Python's sqlite3, not wf's bundled one).
         due_sql, claim_sql = scan_sql()
         now = time.strftime("%Y-%m-%dT%H:%M:%S.000Z", time.gmtime())
         now_ms = int(time.time() * 1000)

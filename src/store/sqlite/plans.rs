@@ -1,14 +1,15 @@
 //! Query plans of the statements that must stay flat however many instances
 //! the history holds (issue 16: `wf list --limit 50` and a worker's scan for
-//! due work at 100,000 ended instances). Each is asked for its plan with
+//! due work at 100,000 ended instances; the prune batch; the resolution of an
+//! id prefix, which every command taking an id makes). Each is asked for its plan with
 //! `EXPLAIN QUERY PLAN`, on the statement text wf runs (not a copy), and must
 //! reach `instances` through an index. The timings themselves live in
 //! `bench/scale.py`; this test fails when a change to the SQL or the schema
 //! turns one of them into a walk over every instance.
 
-use super::SqliteStore;
 use super::prune::chosen_batch;
 use super::records::{CLAIM_DUE_SQL, DUE_INSTANCES_SQL, list_sql};
+use super::{IDS_WITH_PREFIX_SQL, SqliteStore, prefix_end};
 use crate::store::ListFilter;
 
 fn store() -> (tempfile::TempDir, SqliteStore) {
@@ -152,5 +153,64 @@ fn the_prune_selection_searches_by_status() {
             .iter()
             .any(|l| l.starts_with("SEARCH instances") && l.contains("(status=?")),
         "prune: not a search by status; plan: {lines:#?}"
+    );
+}
+
+#[test]
+fn an_id_prefix_is_a_range_of_the_primary_key() {
+    let (_dir, store) = store();
+    let lines = plan(&store, IDS_WITH_PREFIX_SQL);
+    assert_indexed("ids_with_prefix", &lines);
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with("SEARCH instances") && l.contains("(id>? AND id<?)")),
+        "ids_with_prefix: not a range of the primary key; plan: {lines:#?}"
+    );
+}
+
+#[test]
+fn the_end_of_a_prefix_is_above_every_id_that_starts_with_it() {
+    assert_eq!(prefix_end("3f").as_deref(), Some("3g"));
+    assert_eq!(prefix_end("a\u{D7FF}").as_deref(), Some("a\u{E000}"));
+    assert_eq!(prefix_end("a\u{10FFFF}").as_deref(), Some("b"));
+    assert_eq!(prefix_end("\u{10FFFF}"), None);
+    let (_dir, mut store) = store();
+    let ids = [
+        "3f",
+        "3f0",
+        "3fz",
+        "3f\u{10FFFF}x",
+        "3g",
+        "3e\u{10FFFF}",
+        "\u{10FFFF}\u{10FFFF}",
+    ];
+    let tx = store.write().expect("write");
+    for id in ids {
+        tx.execute(
+            "INSERT INTO definitions (hash, source, step_ids) VALUES ('h', '', '[]') ON CONFLICT DO NOTHING",
+            [],
+        )
+        .expect("definition");
+        tx.execute(
+            "INSERT INTO instances (id, workflow, status, definition_hash, workflow_path, base_dir, \
+             inputs, state, created_at, updated_at) VALUES (?1, 'w', 'completed', 'h', '', '', '{}', '{}', '', '')",
+            [id],
+        )
+        .expect("instance");
+    }
+    tx.commit().expect("commit");
+    assert_eq!(
+        store.ids_with_prefix("3f").expect("prefix"),
+        ["3f", "3f0", "3fz", "3f\u{10FFFF}x"]
+    );
+    assert_eq!(store.ids_with_prefix("3f0").expect("prefix"), ["3f0"]);
+    assert_eq!(
+        store.ids_with_prefix("3e\u{10FFFF}").expect("prefix"),
+        ["3e\u{10FFFF}"]
+    );
+    assert_eq!(
+        store.ids_with_prefix("\u{10FFFF}").expect("prefix"),
+        ["\u{10FFFF}\u{10FFFF}"]
     );
 }
