@@ -4,7 +4,8 @@ it costs wf beside the same commands on an empty database measured in the same r
 
 Run from the repository root:  python3 bench/scale.py   (builds the release binary first)
 Options: --instances N (default 100,000), --quick (5,000 instances, fewer repetitions),
---reps R, --no-build, --keep DIR (leave the databases there), --json FILE.
+--reps R, --no-build, --keep DIR (leave the databases there), --json FILE, --pg URL (the
+same on PostgreSQL: `eval "$(scripts/pg start)"`, then `--pg "$WF_TEST_PG"`; needs psql).
 The binary is $CARGO_TARGET_DIR/release/wf (target/release/wf without it). Stdlib only.
 
 The generator: a few real instances are run with the release binary from templates
@@ -248,6 +249,136 @@ def time_query(db, sql, params, reps):
     return median(ts), plan
 
 
+# ---- PostgreSQL (--pg URL) ----
+
+def psql_bin():
+    import glob
+    for d in [os.environ.get("WF_TEST_PG_BIN", "")] + sorted(glob.glob("/usr/lib/postgresql/*/bin"), reverse=True):
+        if d and os.path.exists(os.path.join(d, "psql")):
+            return os.path.join(d, "psql")
+    found = shutil.which("psql")
+    if not found:
+        sys.exit("bench/scale.py: --pg needs psql")
+    return found
+
+
+def psql(url, sql):
+    out = subprocess.run([psql_bin(), url, "-X", "-q", "-At", "-v", "ON_ERROR_STOP=1", "-c", sql],
+                         check=True, capture_output=True, text=True)
+    return out.stdout.strip()
+
+
+def pg_env(url, schema):
+    env = wf_env(url)
+    env["WF_PG_SCHEMA"] = schema
+    return env
+
+
+def pg_clone(url, schema, weighted, n_total):
+    """The same clone as `clone`, in PostgreSQL's SQL."""
+    have = int(psql(url, f"SELECT count(*) FROM {schema}.instances"))
+    n = max(0, n_total - have)
+    cycle = []
+    for ids, share in weighted:
+        cycle += [ids[k % len(ids)] for k in range(share)]
+    now_ms = int(time.time() * 1000)
+    span_ms = 7 * 86_400_000
+    ms = "(extract(epoch FROM {}::timestamptz) * 1000)::bigint"
+    script = [
+        f"SET search_path = {schema}",
+        "CREATE TEMP TABLE cyc (k int, src text)",
+        "INSERT INTO cyc VALUES " + ", ".join(f"({k}, '{src}')" for k, src in enumerate(cycle)),
+        "CREATE TEMP TABLE m (n int PRIMARY KEY, src text, id text, delta_ms bigint, trace text)",
+        f"INSERT INTO m SELECT i, c.src, md5(random()::text || i), "
+        f"({now_ms - span_ms} + {span_ms - 3_600_000}::bigint * i / {max(n, 1)}) - {ms.format('s.created_at')}, "
+        f"md5(random()::text || 't' || i) FROM generate_series(0, {n - 1}) i "
+        f"JOIN cyc c ON c.k = i % {len(cycle)} JOIN instances s ON s.id = c.src",
+    ]
+    for table, key in PER_INSTANCE:
+        cols = psql(url, f"SELECT string_agg(column_name, ',' ORDER BY ordinal_position) FROM information_schema.columns "
+                         f"WHERE table_schema = '{schema}' AND table_name = '{table}' "
+                         f"AND coalesce(column_default, '') NOT LIKE 'nextval(%'").split(",")
+        exprs = []
+        for col in cols:
+            if col == key:
+                exprs.append("m.id")
+            elif col in TEXT_TIMES:
+                exprs.append(f"to_char((s.{col}::timestamptz + m.delta_ms * interval '1 millisecond') "
+                             f"AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"')")
+            elif col in NS_TIMES:
+                exprs.append(f"s.{col} + m.delta_ms * 1000000")
+            elif col in ("attributes", "output"):
+                exprs.append(f"replace(s.{col}, m.src, m.id)")
+            elif col == "trace_id":
+                exprs.append("CASE WHEN s.trace_id IS NULL THEN NULL ELSE m.trace END")
+            else:
+                exprs.append(f"s.{col}")
+        script.append(f"INSERT INTO {table} ({', '.join(cols)}) SELECT {', '.join(exprs)} "
+                      f"FROM m JOIN {table} s ON s.{key} = m.src ORDER BY m.n")
+    subprocess.run([psql_bin(), url, "-X", "-q", "-v", "ON_ERROR_STOP=1", "-1"],
+                   input=";\n".join(script) + ";\n", check=True, text=True, capture_output=True)
+    psql(url, f"VACUUM ANALYZE {schema}.instances, {schema}.runs, {schema}.steps, {schema}.attempts, "
+              f"{schema}.spans, {schema}.events")
+    return n
+
+
+def postgres(url, tmp, n_total, reps, rep):
+    """The same figures on PostgreSQL (no in-process query timings: no driver in the stdlib)."""
+    full_s, empty_s = "wf_scale_full", "wf_scale_empty"
+    psql(url, f"DROP SCHEMA IF EXISTS {full_s} CASCADE; DROP SCHEMA IF EXISTS {empty_s} CASCADE")
+    env_full, env_empty = pg_env(url, full_s), pg_env(url, empty_s)
+    print(f"PostgreSQL: {psql(url, 'SHOW server_version')}, fsync={psql(url, 'SHOW fsync')}")
+    t0 = time.perf_counter()
+    weighted = []
+    for name, text, runs, share in TEMPLATES:
+        path = os.path.join(tmp, name)
+        ids = []
+        for _ in range(runs):
+            _, _, code, out = wf(["run", "-q", "--json", path], env_full, check=False)
+            iid = json.loads(out)["id"]
+            if name == "event.yaml":
+                wf(["signal", "-q", iid, "go", "--data", '{"ok": true}'], env_full)
+                _, _, code, _ = wf(["resume", "-q", iid], env_full, check=False)
+            ids.append(iid)
+        weighted.append((ids, share))
+    cloned = pg_clone(url, full_s, weighted, n_total)
+    one = os.path.join(tmp, "true.yaml")
+    wf(["run", "-q", one], env_empty)
+    q = lambda t: int(psql(url, f"SELECT count(*) FROM {full_s}.{t}"))  # noqa: E731
+    n = {t: q(t) for t, _ in PER_INSTANCE}
+    print(f"PostgreSQL: generated {n['instances']:,} instances ({cloned:,} cloned) in "
+          f"{time.perf_counter() - t0:.1f} s: " + ", ".join(f"{k} {v:,}" for k, v in n.items()))
+    size = int(psql(url, "SELECT sum(pg_total_relation_size(c.oid)) FROM pg_class c JOIN pg_namespace s "
+                         f"ON s.oid = c.relnamespace WHERE s.nspname = '{full_s}' AND c.relkind = 'r'"))
+    per = size / n["attempts"]
+    rep.add("PG: bytes per step attempt (tables, indexes, TOAST / attempts)", per, "B", "<= 2048", per <= 2048)
+    for label, argv in (("wf list --limit 50", ["list", "--limit", "50"]),
+                        ("wf list --limit 50 --status running (none)", ["list", "--limit", "50", "--status", "running"]),
+                        ("wf list --limit 50 --workflow nonesuch", ["list", "--limit", "50", "--workflow", "nonesuch"])):
+        wf(argv, env_full)
+        tf, te = [], []
+        for _ in range(reps):
+            tf.append(wf(argv, env_full)[0])
+            te.append(wf(argv, env_empty)[0])
+        ms_ = median(tf) * 1e3
+        rep.add(f"PG: {label}, full (empty {median(te) * 1e3:.1f} ms)", ms_, "ms", "< 50", ms_ < 50)
+    tf, te = [], []
+    for _ in range(reps * 2):
+        tf.append(wf(["run", "-q", one], env_full)[0])
+        te.append(wf(["run", "-q", one], env_empty)[0])
+    ratio = median(tf) / median(te)
+    rep.add(f"PG: wf run, 1-step /bin/true, full / empty ({median(tf) * 1e3:.1f} vs {median(te) * 1e3:.1f} ms)",
+            ratio, "x", "<= 1.1", ratio <= 1.1)
+    argv = ["worker", "--once", "-q"]
+    tf, te = [], []
+    for _ in range(reps * 2):
+        tf.append(wf(argv, env_full)[0])
+        te.append(wf(argv, env_empty)[0])
+    diff = (median(tf) - median(te)) * 1e3
+    rep.add(f"PG: wf worker --once, nothing due, full - empty ({median(tf) * 1e3:.1f} vs {median(te) * 1e3:.1f} ms)",
+            diff, "ms", "< 5", diff < 5)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--instances", type=int, default=100_000)
@@ -256,6 +387,8 @@ def main():
     ap.add_argument("--no-build", action="store_true")
     ap.add_argument("--keep", metavar="DIR")
     ap.add_argument("--json")
+    ap.add_argument("--pg", metavar="URL",
+                    help="also on PostgreSQL at URL (schemas wf_scale_full and wf_scale_empty, replaced)")
     args = ap.parse_args()
     n_total = 5_000 if args.quick else args.instances
     reps = 7 if args.quick else args.reps
@@ -377,6 +510,8 @@ def main():
             us = tf_s * 1e6
             rep.add(f"{label} query, full (empty {te_s * 1e6:.0f} us)", us, "us", "< 5000", us < 5000)
             print("    plan: " + "; ".join(plan))
+        if args.pg:
+            postgres(args.pg, tmp, n_total, reps, rep)
     finally:
         if not args.keep:
             shutil.rmtree(tmp, ignore_errors=True)
