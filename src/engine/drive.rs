@@ -139,7 +139,7 @@ pub async fn drive(
                 links,
                 error: "the process running this run died",
             });
-            writes.extend(ended_spans((trace, id, crashed), None, &[]));
+            writes.extend(ended_spans((trace, id, crashed), &wf.name, None, &[]));
         }
     }
     if !abandoned_runs.is_empty() {
@@ -413,10 +413,13 @@ async fn close_run(
     Ok(outcome)
 }
 
-/// The spans of `(trace id, instance, run)` that ended since the last call,
-/// as writes, with secrets masked by `redactor`, except those in `skip`.
+/// The spans of `(trace id, instance, run)` of `workflow` that ended since
+/// the last call, as writes, with secrets masked by `redactor`, except those
+/// in `skip`; stored without the attributes the instance already says
+/// ([`store::SpanRow::slim`]).
 pub(super) fn ended_spans(
     (trace_id, instance, run): (&str, &str, i64),
+    workflow: &str,
     redactor: Option<&Redactor>,
     skip: &[String],
 ) -> Vec<Write> {
@@ -431,6 +434,7 @@ pub(super) fn ended_spans(
                 r.value(&mut row.attributes);
                 row.status_message = row.status_message.map(|m| r.text(m.as_str()));
             }
+            row.slim(workflow);
             Some(Write::Span(Box::new(row)))
         })
         .collect()
@@ -529,7 +533,7 @@ fn recover_crashed(
                 links: Vec::new(),
                 error: message,
             });
-            writes.extend(ended_spans((trace, id, a.run), None, &[]));
+            writes.extend(ended_spans((trace, id, a.run), &wf.name, None, &[]));
         }
         let Some(rec) = records.get_mut(&key) else {
             continue;

@@ -194,16 +194,39 @@ impl Store {
         each!(self.definition_compiled(hash))
     }
 
+    /// Every span of an instance, whole ([`SpanRow::restore`]).
     pub async fn spans(&self, id: &str) -> Result<Vec<SpanRow>> {
-        each!(self.spans(id))
+        let mut rows = each!(self.spans(id))?;
+        self.restore_spans(id, &mut rows).await?;
+        Ok(rows)
     }
 
-    /// Feeds every span of an instance to `f`, in order, without holding them all.
+    /// Gives stored spans back the attributes they were stored without.
+    async fn restore_spans(&self, id: &str, rows: &mut [SpanRow]) -> Result<()> {
+        if rows.iter().any(SpanRow::is_slim) {
+            let workflow = self.instance(id).await?.workflow;
+            rows.iter_mut().for_each(|r| r.restore(&workflow));
+        }
+        Ok(())
+    }
+
+    /// Feeds every span of an instance to `f`, whole, in order, without
+    /// holding them all.
     pub async fn each_span<E: From<StoreError>>(
         &self,
         id: &str,
-        f: impl FnMut(SpanRow) -> std::result::Result<(), E>,
+        mut f: impl FnMut(SpanRow) -> std::result::Result<(), E>,
     ) -> std::result::Result<(), E> {
+        // (No instance: no spans either.)
+        let workflow = match self.instance(id).await {
+            Ok(i) => i.workflow,
+            Err(StoreError::NotFound(_)) => String::new(),
+            Err(e) => return Err(e.into()),
+        };
+        let f = |mut row: SpanRow| {
+            row.restore(&workflow);
+            f(row)
+        };
         each!(self.each_span(id, f))
     }
 
@@ -218,7 +241,9 @@ impl Store {
         after: Option<&SpanRow>,
         limit: usize,
     ) -> Result<Vec<SpanRow>> {
-        each!(self.unexported_spans(id, after, limit))
+        let mut rows = each!(self.unexported_spans(id, after, limit))?;
+        self.restore_spans(id, &mut rows).await?;
+        Ok(rows)
     }
 
     /// The result of a completed instance (`outputs:`), if it has one.

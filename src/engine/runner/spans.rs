@@ -11,7 +11,8 @@ impl<'o> Runner<'o> {
     /// secrets), except those in `skip`.
     pub(super) fn flush_spans(&mut self, skip: &[String]) -> Result<(), EngineError> {
         let run = (self.trace.0.as_str(), self.id.as_str(), self.run);
-        let spans = crate::engine::drive::ended_spans(run, Some(&self.redactor), skip);
+        let spans =
+            crate::engine::drive::ended_spans(run, &self.wf.name, Some(&self.redactor), skip);
         self.writes.extend(spans);
         Ok(())
     }

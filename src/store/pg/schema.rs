@@ -185,4 +185,11 @@ pub const MIGRATIONS: &[&str] = &[
     ALTER TABLE steps ADD COLUMN state_patch TEXT;
     ALTER TABLE runs ADD COLUMN restart_from TEXT;
     "#,
+    // 4: (SQLite's migration 10) `wf list --status S` / `--workflow W` read
+    // the newest matching instances off an index instead of walking every
+    // instance newest first until LIMIT matched.
+    r#"
+    CREATE INDEX instances_by_status_created ON instances(status, created_at, seq);
+    CREATE INDEX instances_by_workflow_created ON instances(workflow, created_at, seq);
+    "#,
 ];

