@@ -511,6 +511,10 @@ impl<'o> Runner<'o> {
                 rec.state_patch = new_state.as_ref().map_or(Value::Null, |(_, p)| p.clone());
                 let output = rec.output.clone();
                 self.put(unit)?;
+                // Written; not kept in memory (a later write of the row
+                // keeps it: `COALESCE` in the store). 10,000 patches held
+                // cost 4 MiB of a 10,000-step run.
+                self.record(unit).state_patch = Value::Null;
                 if let Some((s, _)) = new_state {
                     // Written once, just before this transaction commits.
                     self.state = s;

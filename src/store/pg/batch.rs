@@ -11,6 +11,7 @@ use super::records::{opt_json, p};
 use super::write::write_op;
 use crate::store::Write;
 use crate::store::rows::{AttemptEnd, SpanRow, StepRow};
+use serde_json::Value;
 use std::collections::HashMap;
 
 const INSERT_SPANS: &str = "INSERT INTO spans (trace_id, span_id, parent_span_id, instance_id, run, name, kind, \
@@ -27,7 +28,7 @@ const UPSERT_STEPS: &str = "INSERT INTO steps (instance_id, key, step_id, status
      budget_base=excluded.budget_base, outcome=excluded.outcome, error_type=excluded.error_type, \
      error_message=excluded.error_message, output=excluded.output, started_at=excluded.started_at, \
      finished_at=excluded.finished_at, retry_at=excluded.retry_at, seq=excluded.seq, items=excluded.items, \
-     state_patch=excluded.state_patch";
+     state_patch=COALESCE(excluded.state_patch, steps.state_patch)";
 
 const INSERT_ATTEMPTS: &str = "INSERT INTO attempts (instance_id, step_key, attempt, run, started_at, span_id, \
      started_ns, outcome, error_type, error_message, exit_code, finished_at, stdout, stderr) \
@@ -53,6 +54,7 @@ pub(super) fn ops(id: &str, writes: &[Write]) -> Vec<Op> {
     let mut updates = Vec::new();
     let mut steps: Vec<&StepRow> = Vec::new();
     let mut step_at: HashMap<&str, usize> = HashMap::new();
+    let mut patches: Vec<&Value> = Vec::new();
     let mut spans: Vec<&SpanRow> = Vec::new();
     let mut instance = Vec::new();
     let mut last_state = None;
@@ -88,10 +90,18 @@ pub(super) fn ops(id: &str, writes: &[Write]) -> Vec<Op> {
             }
             Write::AttemptProcess { .. } => updates.push(w),
             Write::Step(row) => match step_at.get(row.key.as_str()) {
-                Some(&n) => steps[n] = row,
+                Some(&n) => {
+                    steps[n] = row;
+                    // A row written again without its patch keeps the one
+                    // written before (`COALESCE`, as separate upserts would).
+                    if !row.state_patch.is_null() {
+                        patches[n] = &row.state_patch;
+                    }
+                }
                 None => {
                     step_at.insert(&row.key, steps.len());
                     steps.push(row);
+                    patches.push(&row.state_patch);
                 }
             },
             Write::Span(span) => spans.push(span),
@@ -109,7 +119,7 @@ pub(super) fn ops(id: &str, writes: &[Write]) -> Vec<Op> {
     // (An update of an attempt started in this batch runs after its insert.)
     ops.extend(updates.into_iter().map(|w| write_op(id, w)));
     if !steps.is_empty() {
-        ops.push(upsert_steps(id, &steps));
+        ops.push(upsert_steps(id, &steps, &patches));
     }
     if !spans.is_empty() {
         ops.push(insert_spans(&spans));
@@ -150,7 +160,7 @@ fn insert_spans(spans: &[&SpanRow]) -> Op {
     )
 }
 
-fn upsert_steps(id: &str, steps: &[&StepRow]) -> Op {
+fn upsert_steps(id: &str, steps: &[&StepRow], patches: &[&Value]) -> Op {
     let text = |f: &dyn Fn(&StepRow) -> Option<String>| {
         steps.iter().map(|s| f(s)).collect::<Vec<Option<String>>>()
     };
@@ -172,7 +182,7 @@ fn upsert_steps(id: &str, steps: &[&StepRow]) -> Op {
             p(steps.iter().map(|s| s.seq).collect::<Vec<_>>()),
             p(steps.iter().map(|s| s.budget_base).collect::<Vec<_>>()),
             p(text(&|s| opt_json(&s.items))),
-            p(text(&|s| opt_json(&s.state_patch))),
+            p(patches.iter().map(|v| opt_json(v)).collect::<Vec<_>>()),
         ],
     )
 }

@@ -67,7 +67,7 @@ pub(super) fn write_op(id: &str, w: &Write) -> Op {
              outcome=excluded.outcome, error_type=excluded.error_type, error_message=excluded.error_message, \
              output=excluded.output, started_at=excluded.started_at, finished_at=excluded.finished_at, \
              retry_at=excluded.retry_at, seq=excluded.seq, items=excluded.items, \
-             state_patch=excluded.state_patch",
+             state_patch=COALESCE(excluded.state_patch, steps.state_patch)",
             vec![
                 p(id),
                 p(s.key.clone()),

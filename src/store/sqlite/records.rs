@@ -529,7 +529,7 @@ pub(super) fn put_step(c: &Connection, instance_id: &str, s: &StepRow) -> Result
          budget_base=excluded.budget_base, \
          outcome=excluded.outcome, error_type=excluded.error_type, error_message=excluded.error_message, \
          output=excluded.output, started_at=excluded.started_at, finished_at=excluded.finished_at, \
-         retry_at=excluded.retry_at, seq=excluded.seq, items=excluded.items, state_patch=excluded.state_patch",
+         retry_at=excluded.retry_at, seq=excluded.seq, items=excluded.items, state_patch=COALESCE(excluded.state_patch, steps.state_patch)",
         params![
             instance_id,
             s.key,
