@@ -48,7 +48,9 @@ pub async fn run(args: Args, db: Option<PathBuf>, printer: &Printer) -> anyhow::
         status => restart::check_ended(&id, status)?,
     }
     let wf = engine::drive::pinned_workflow(&store, &inst).await?;
-    let plan = restart::plan(&wf, &store.steps(&id).await?, &args.from)?;
+    let mut rows = store.steps(&id).await?;
+    restart::fill_patches(&store, &id, &mut rows).await?;
+    let plan = restart::plan(&wf, &rows, &args.from)?;
     engine::check_secrets(&wf)?;
     let target = match &args.as_id {
         Some(new) => {

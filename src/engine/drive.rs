@@ -41,7 +41,7 @@ pub async fn drive(
 
     // Take the lease (raising the epoch: whoever held it can write no more),
     // and read the history as it stands, in one transaction.
-    let (fence, history) = match store
+    let (fence, mut history) = match store
         .take_over(id, &owner, lease::ttl_ms(ttl), lease::holder_alive)
         .await?
     {
@@ -60,11 +60,15 @@ pub async fn drive(
     }
     // What a restart resets, decided on the history read under the lease.
     let restart_plan = match &opts.restart {
-        Some(from) => match restart::plan(&wf, &history.steps, from) {
+        Some(from) => match restart::fill_patches(store, id, &mut history.steps)
+            .await
+            .map_err(EngineError::from)
+            .and_then(|()| Ok(restart::plan(&wf, &history.steps, from)?))
+        {
             Ok(plan) => Some(plan),
             Err(e) => {
                 store.release(&fence).await?;
-                return Err(e.into());
+                return Err(e);
             }
         },
         None => None,

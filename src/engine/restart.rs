@@ -51,6 +51,23 @@ pub struct Plan {
     pub state: Value,
 }
 
+/// Fills in the `set_state` patch each row committed, which the history
+/// read leaves out (only a restart needs them).
+pub async fn fill_patches(
+    store: &crate::store::Store,
+    id: &str,
+    steps: &mut [StepRow],
+) -> Result<(), crate::store::StoreError> {
+    let mut patches: std::collections::HashMap<String, serde_json::Value> =
+        store.state_patches(id).await?.into_iter().collect();
+    for row in steps {
+        if let Some(p) = patches.remove(&row.key) {
+            row.state_patch = p;
+        }
+    }
+    Ok(())
+}
+
 /// Why `status` cannot be restarted (None: it can).
 pub fn check_ended(id: &str, status: &str) -> Result<(), RestartError> {
     let hint = match status {

@@ -168,6 +168,12 @@ impl Store {
         each!(self.runs(id))
     }
 
+    /// The `set_state` patch each step row committed (for `wf restart`;
+    /// other reads leave `StepRow::state_patch` null).
+    pub async fn state_patches(&self, id: &str) -> Result<Vec<(String, Value)>> {
+        each!(self.state_patches(id))
+    }
+
     pub async fn steps(&self, id: &str) -> Result<Vec<StepRow>> {
         each!(self.steps(id))
     }

@@ -86,7 +86,8 @@ pub(super) fn step_row(r: &Row) -> Result<StepRow> {
         retry_at: get(r, 11)?,
         seq: get(r, 12)?,
         items: json(r, 13)?,
-        state_patch: json(r, 14)?,
+        // Only a restart needs them (`state_patches`).
+        state_patch: Value::Null,
     })
 }
 
@@ -152,7 +153,7 @@ pub(super) fn opt_json(v: &Value) -> Option<String> {
 pub(super) const INSTANCE: &str =
     concat!("SELECT ", instance_cols!(), " FROM instances WHERE id = $1");
 pub(super) const STEPS: &str = "SELECT key, step_id, status, attempts, budget_base, outcome, error_type, error_message, \
-     output, started_at, finished_at, retry_at, seq, items, state_patch FROM steps WHERE instance_id=$1";
+     output, started_at, finished_at, retry_at, seq, items FROM steps WHERE instance_id=$1";
 pub(super) const EVENTS_AFTER: &str = "SELECT id, name, payload, traceparent FROM events WHERE instance_id=$1 \
      AND consumed_by IS NULL AND id > $2 ORDER BY id";
 pub(super) const CANCEL_REQUESTED: &str = "SELECT cancel_requested FROM instances WHERE id=$1";
@@ -226,6 +227,17 @@ impl PgStore {
                 })
             })
             .collect()
+    }
+
+    pub async fn state_patches(&self, id: &str) -> Result<Vec<(String, Value)>> {
+        self.query(
+            "SELECT key, state_patch FROM steps WHERE instance_id=$1 AND state_patch IS NOT NULL",
+            &[&id],
+        )
+        .await?
+        .iter()
+        .map(|r| Ok((get(r, 0)?, json(r, 1)?)))
+        .collect()
     }
 
     pub async fn steps(&self, id: &str) -> Result<Vec<StepRow>> {

@@ -293,6 +293,10 @@ impl SqliteStore {
         records::runs(&self.conn, id)
     }
 
+    pub fn state_patches(&self, id: &str) -> Result<Vec<(String, Value)>> {
+        records::state_patches(&self.conn, id)
+    }
+
     pub fn steps(&self, id: &str) -> Result<Vec<StepRow>> {
         records::steps(&self.conn, id)
     }

@@ -494,7 +494,7 @@ pub(super) fn runs(c: &Connection, id: &str) -> Result<Vec<RunRow>> {
 pub(super) fn steps(c: &Connection, id: &str) -> Result<Vec<StepRow>> {
     let mut stmt = c.prepare(
         "SELECT key, step_id, status, attempts, budget_base, outcome, error_type, error_message, output, \
-         started_at, finished_at, retry_at, seq, items, state_patch FROM steps WHERE instance_id=?1",
+         started_at, finished_at, retry_at, seq, items FROM steps WHERE instance_id=?1",
     )?;
     let rows = stmt.query_map([id], |r| {
         Ok(StepRow {
@@ -512,9 +512,20 @@ pub(super) fn steps(c: &Connection, id: &str) -> Result<Vec<StepRow>> {
             retry_at: r.get(11)?,
             seq: r.get(12)?,
             items: json_col(r, 13)?,
-            state_patch: json_col(r, 14)?,
+            // Only a restart needs them (`state_patches`): not held for
+            // every step of every read.
+            state_patch: Value::Null,
         })
     })?;
+    Ok(rows.collect::<Result<_, _>>()?)
+}
+
+/// The `set_state` patch each step row committed (`wf restart`).
+pub(super) fn state_patches(c: &Connection, id: &str) -> Result<Vec<(String, Value)>> {
+    let mut stmt = c.prepare(
+        "SELECT key, state_patch FROM steps WHERE instance_id=?1 AND state_patch IS NOT NULL",
+    )?;
+    let rows = stmt.query_map([id], |r| Ok((r.get(0)?, json_col(r, 1)?)))?;
     Ok(rows.collect::<Result<_, _>>()?)
 }
 
