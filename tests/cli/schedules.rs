@@ -408,3 +408,28 @@ fn prune_keeps_a_registered_definition() {
     assert_eq!(all.len(), 1);
     assert_eq!(all[0]["status"], "completed");
 }
+
+/// The README's schedule example registers its two entries as documented.
+#[test]
+fn the_nightly_example_registers() {
+    let t = Test::new();
+    let example = concat!(env!("CARGO_MANIFEST_DIR"), "/workflows/nightly.yaml");
+    let ran = t.wf(&["schedule", "add", example]);
+    ran.code(0);
+    assert!(
+        ran.stderr
+            .contains("schedule nightly: 30 2 * * 1-5 (Europe/Paris); next fire "),
+        "{}",
+        ran.stderr
+    );
+    let rows = schedules(&t);
+    assert_eq!(rows.len(), 2, "{rows:?}");
+    assert_eq!(
+        (&rows[0]["overlap"], &rows[0]["catchup"]),
+        (&Value::from("skip"), &Value::from("6h"))
+    );
+    assert_eq!(rows[1]["spec"], "every 15m");
+    assert_eq!(rows[1]["overlap"], "buffer_one");
+    assert_eq!(rows[1]["inputs"]["scope"], "quick");
+    assert_eq!(rows[0]["inputs"]["scope"], "full");
+}
