@@ -135,8 +135,9 @@ pub fn plan(
 /// The schedule a registered entry describes.
 pub fn schedule_of(row: &ScheduleRow) -> Result<Schedule, String> {
     let when = match row.spec.strip_prefix("every ") {
-        Some(d) => When::Every {
-            ms: crate::workflow::duration::parse(d)?.as_millis() as u64,
+        Some(d) => match crate::workflow::duration::parse(d)?.as_millis() as u64 {
+            0 => return Err(format!("invalid schedule `{}`", row.spec)),
+            ms => When::Every { ms },
         },
         None => When::Cron {
             expr: row.spec.clone(),
