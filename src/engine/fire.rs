@@ -139,10 +139,15 @@ pub fn schedule_of(row: &ScheduleRow) -> Result<Schedule, String> {
             0 => return Err(format!("invalid schedule `{}`", row.spec)),
             ms => When::Every { ms },
         },
-        None => When::Cron {
-            expr: row.spec.clone(),
-            timezone: row.timezone.clone().unwrap_or_else(|| "UTC".into()),
-        },
+        None => {
+            let timezone = row.timezone.clone().unwrap_or_else(|| "UTC".into());
+            crate::workflow::trigger::parse_cron(&row.spec)?;
+            crate::workflow::trigger::parse_zone(&timezone)?;
+            When::Cron {
+                expr: row.spec.clone(),
+                timezone,
+            }
+        }
     };
     Ok(Schedule {
         when,
