@@ -86,6 +86,7 @@ async fn work(args: Args, db: Option<PathBuf>, printer: &Printer) -> anyhow::Res
     // instance to end, which is seen by looking again).
     let mut next_fire: Option<i64> = None;
     let mut last_fired: Option<Instant> = None;
+    let mut broken: std::collections::HashSet<(String, i64)> = Default::default();
     loop {
         let now_ms = chrono::Utc::now().timestamp_millis();
         if !stopping
@@ -96,6 +97,12 @@ async fn work(args: Args, db: Option<PathBuf>, printer: &Printer) -> anyhow::Res
             next_fire = ahead;
             last_fired = Some(Instant::now());
             for f in &fired {
+                // A broken entry is said once, not at every poll.
+                if let Fired::Broken { workflow, idx, .. } = f
+                    && !broken.insert((workflow.clone(), *idx))
+                {
+                    continue;
+                }
                 log_fire(printer, f);
             }
         }
