@@ -6,6 +6,8 @@ use serde_json::{Map, Value, json};
 
 pub struct Context {
     root: Value,
+    /// The step results expressions read (`None`: all); others are not kept.
+    results_read: Option<std::collections::BTreeSet<String>>,
 }
 
 impl Context {
@@ -27,7 +29,13 @@ impl Context {
                 "run": { "number": run },
                 "step": {},
             }),
+            results_read: None,
         }
+    }
+
+    /// Keeps only the results of these steps (the ones expressions read).
+    pub fn keep_results_of(&mut self, read: Option<std::collections::BTreeSet<String>>) {
+        self.results_read = read;
     }
 
     pub fn set(&mut self, key: &str, value: Value) {
@@ -43,6 +51,9 @@ impl Context {
     }
 
     pub fn set_step_result(&mut self, id: &str, status: &str, output: &Value) {
+        if self.results_read.as_ref().is_some_and(|r| !r.contains(id)) {
+            return;
+        }
         if let Some(Value::Object(steps)) = self.root.get_mut("steps") {
             steps.insert(
                 id.to_string(),

@@ -30,7 +30,7 @@ pub struct DefinitionError {
 
 /// The version of [`Workflow::compiled`]'s format: this crate's version, so a
 /// new wf never reads what an older one compiled (it parses the YAML instead).
-pub const COMPILED_FORMAT: &str = concat!("wf ", env!("CARGO_PKG_VERSION"), " compiled 3");
+pub const COMPILED_FORMAT: &str = concat!("wf ", env!("CARGO_PKG_VERSION"), " compiled 4");
 
 #[derive(serde::Serialize)]
 struct Compiled<'a> {
@@ -66,6 +66,12 @@ pub struct Workflow {
     /// strings may hold `${{ }}`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub outputs: Option<Value>,
+    /// The steps whose results expressions read (`steps.X`); `None`: any
+    /// may be (an expression reads `steps` whole or by a dynamic index).
+    /// A run keeps only these in the expression context: 10,000 results
+    /// nobody reads cost 3 MB.
+    #[serde(default)]
+    pub results_read: Option<std::collections::BTreeSet<String>>,
     /// `on.schedule`, in file order.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub schedules: Vec<trigger::Schedule>,
@@ -491,6 +497,25 @@ steps:
     if: false
     http: { url: "http://x/${{ inputs.order_id }}", body: "text ${{ inputs.amount }}" }
 "#;
+
+    #[test]
+    fn the_step_results_read_by_expressions_are_known() {
+        let wf = |body: &str| {
+            Workflow::from_pinned(&format!("name: r\n{body}"), "r.yaml").expect("valid")
+        };
+        let read = wf("outputs: { x: \"${{ steps.c.output }}\" }\nsteps:\n  - id: a\n    run: \"true\"\n  \
+             - id: b\n    if: steps.a.status == 'completed'\n    run: \"true\"\n  - id: c\n    run: \"true\"\n  \
+             - id: d\n    run: \"true\"\n")
+        .results_read;
+        assert_eq!(
+            read,
+            Some(["a", "c"].into_iter().map(String::from).collect())
+        );
+        // `steps` read whole: every result is kept.
+        let all = wf("steps:\n  - id: a\n    run: \"true\"\n  - id: b\n    run: echo '${{ toJSON(steps) }}'\n")
+            .results_read;
+        assert_eq!(all, None);
+    }
 
     #[test]
     fn the_compiled_form_is_the_parsed_workflow() {

@@ -380,6 +380,7 @@ impl<'o> Runner<'o> {
         let secrets = context::secret_values(&wf.secrets);
         let redactor = Redactor::for_secrets(&wf.secrets);
         let mut ctx = Context::new(&inst.id, &wf.name, run, &inst.inputs, secrets);
+        ctx.keep_results_of(wf.results_read.clone());
         // Workflow-level env is rendered once per run; steps see it as `env`.
         // If it cannot be, nothing can run: the workflow fails (with its
         // compensations), like a step whose inputs cannot be evaluated.
