@@ -262,7 +262,7 @@ fn log_fire(printer: &Printer, f: &Fired) {
             count,
             more,
             span,
-            catchup_ms,
+            window_ms,
         } => printer.info(&format!(
             "schedule {}: skipped {}{count} fire time{} missed while no worker ran{} (catch-up window {})",
             name(workflow, *idx),
@@ -273,9 +273,7 @@ fn log_fire(printer: &Printer, f: &Fired) {
                 crate::store::fmt_ms(a),
                 crate::store::fmt_ms(b)
             )),
-            crate::workflow::duration::format(
-                (*catchup_ms as u64).max(fire::grace_ms())
-            ),
+            crate::workflow::duration::format(*window_ms as u64),
         )),
         Fired::Overlapped {
             workflow,

@@ -31,9 +31,10 @@ pub fn entry_name(workflow: &str, idx: i64) -> String {
     }
 }
 
-/// The catch-up window an entry has at least (`GRACE`), in ms.
-pub fn grace_ms() -> u64 {
-    GRACE.as_millis() as u64
+/// How old a missed fire time may be and still start: the entry's
+/// `catchup`, and at least [`GRACE`] (ms).
+fn catchup_window(s: &Schedule) -> i64 {
+    GRACE.as_millis().max(s.catchup_ms as u128) as i64
 }
 
 /// What to do with one schedule entry now.
@@ -88,7 +89,7 @@ pub fn plan(
         return (!p.starts.is_empty()).then_some(p);
     }
     // Fire times older than the window are missed: skipped and reported.
-    let window = GRACE.as_millis().max(s.catchup_ms as u128) as i64;
+    let window = catchup_window(s);
     let window_start = now_ms - window;
     let mut first = next_ms;
     if next_ms < window_start {
@@ -236,7 +237,8 @@ pub enum Fired {
         count: u64,
         more: bool,
         span: Option<(i64, i64)>,
-        catchup_ms: i64,
+        /// The catch-up window they were older than (ms).
+        window_ms: i64,
     },
     Overlapped {
         workflow: String,
@@ -295,7 +297,7 @@ pub async fn fire_due(
                 },
             };
             if let Some(p) = plan(&s, row.next_fire_ms, row.buffered_ms, prev_open, now_ms) {
-                apply(store, &row, &p, &mut out).await?;
+                apply(store, &row, &s, &p, &mut out).await?;
                 ahead = min_some(ahead, Some(p.next_fire_ms));
                 continue;
             }
@@ -316,6 +318,7 @@ fn min_some(a: Option<i64>, b: Option<i64>) -> Option<i64> {
 async fn apply(
     store: &mut Store,
     row: &ScheduleRow,
+    s: &Schedule,
     p: &Plan,
     out: &mut Vec<Fired>,
 ) -> Result<(), EngineError> {
@@ -374,7 +377,7 @@ async fn apply(
             count: p.missed,
             more: p.missed_more,
             span: p.missed_span,
-            catchup_ms: row.catchup_ms,
+            window_ms: catchup_window(s),
         });
     }
     if p.overlapped > 0 {

@@ -129,41 +129,25 @@ impl Schedule {
 
     /// The first fire time strictly after `after_ms` (unix ms), if any.
     pub fn next_after(&self, after_ms: i64) -> Option<i64> {
-        match &self.when {
-            When::Every { ms } => {
-                let ms = *ms as i64;
-                Some((after_ms.div_euclid(ms) + 1) * ms)
-            }
+        self.clock()?.next_after(after_ms)
+    }
+
+    /// The expression and zone parsed once, for a walk over many fire times.
+    fn clock(&self) -> Option<Clock> {
+        Some(match &self.when {
+            When::Every { ms } => Clock::Every((*ms as i64).max(1)),
             When::Cron { expr, timezone } => {
-                let cron = parse_cron(expr).ok()?;
-                let tz = parse_zone(timezone).ok()?;
-                let start = tz.timestamp_millis_opt(after_ms).single()?;
-                cron.find_next_occurrence(&start, false)
-                    .ok()
-                    .map(|t| t.timestamp_millis())
+                Clock::Cron(Box::new(parse_cron(expr).ok()?), parse_zone(timezone).ok()?)
             }
-        }
+        })
     }
 
     /// The fire times in `[from_ms, to_ms)`, at most `cap` of them, and
     /// whether there were more.
     pub fn between(&self, from_ms: i64, to_ms: i64, cap: usize) -> (Vec<i64>, bool) {
         let mut out = Vec::new();
-        let mut t = match self.next_after(from_ms - 1) {
-            Some(t) => t,
-            None => return (out, false),
-        };
-        while t < to_ms {
-            if out.len() == cap {
-                return (out, true);
-            }
-            out.push(t);
-            match self.next_after(t) {
-                Some(n) => t = n,
-                None => break,
-            }
-        }
-        (out, false)
+        let more = self.walk(from_ms, to_ms, cap, |t| out.push(t));
+        (out, more)
     }
 
     /// How many fire times lie in `[from_ms, to_ms)` (exact for `every`;
@@ -181,8 +165,48 @@ impl Schedule {
                 ((last - first + 1).max(0) as u64, false)
             }
             When::Cron { .. } => {
-                let (times, more) = self.between(from_ms, to_ms, cap);
-                (times.len() as u64, more)
+                let mut n = 0;
+                let more = self.walk(from_ms, to_ms, cap, |_| n += 1);
+                (n, more)
+            }
+        }
+    }
+
+    /// Calls `each` with the fire times in `[from_ms, to_ms)`, at most `cap`
+    /// of them; whether there were more.
+    fn walk(&self, from_ms: i64, to_ms: i64, cap: usize, mut each: impl FnMut(i64)) -> bool {
+        let Some(clock) = self.clock() else {
+            return false;
+        };
+        let mut seen = 0;
+        let mut next = clock.next_after(from_ms - 1);
+        while let Some(t) = next.filter(|&t| t < to_ms) {
+            if seen == cap {
+                return true;
+            }
+            each(t);
+            seen += 1;
+            next = clock.next_after(t);
+        }
+        false
+    }
+}
+
+/// A schedule ready to step through its fire times.
+enum Clock {
+    Every(i64),
+    Cron(Box<Cron>, chrono_tz::Tz),
+}
+
+impl Clock {
+    fn next_after(&self, after_ms: i64) -> Option<i64> {
+        match self {
+            Clock::Every(ms) => Some((after_ms.div_euclid(*ms) + 1) * ms),
+            Clock::Cron(cron, tz) => {
+                let start = tz.timestamp_millis_opt(after_ms).single()?;
+                cron.find_next_occurrence(&start, false)
+                    .ok()
+                    .map(|t| t.timestamp_millis())
             }
         }
     }
