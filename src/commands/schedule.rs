@@ -112,12 +112,10 @@ pub async fn run(args: Args, db: Option<PathBuf>, printer: &Printer) -> anyhow::
                 "LAST INSTANCE",
             ]);
             for r in &rows {
-                let last = match &r.last_instance {
-                    None => "-".to_string(),
-                    Some(id) => match store.instance(id).await {
-                        Ok(i) => format!("{} {}", short_id(id), super::display_status(&i)),
-                        Err(_) => format!("{} (pruned)", short_id(id)),
-                    },
+                let last = match (&r.last_instance, last_status(&store, r).await?) {
+                    (None, _) => "-".to_string(),
+                    (Some(id), Some(status)) => format!("{} {status}", short_id(id)),
+                    (Some(id), None) => format!("{} (pruned)", short_id(id)),
                 };
                 let next = match r.buffered_ms {
                     Some(_) => format!(
@@ -164,18 +162,24 @@ async fn registered_names(store: &Store) -> anyhow::Result<Vec<String>> {
     Ok(names)
 }
 
+/// How the instance an entry started last is doing (`None`: it started
+/// none, or that one was pruned).
+async fn last_status(store: &Store, r: &ScheduleRow) -> anyhow::Result<Option<String>> {
+    let Some(id) = &r.last_instance else {
+        return Ok(None);
+    };
+    match store.instance(id).await {
+        Ok(i) => Ok(Some(super::display_status(&i))),
+        Err(store::StoreError::NotFound(_)) => Ok(None),
+        Err(e) => Err(e.into()),
+    }
+}
+
 /// The JSON of `wf schedule list --json` (SPEC §4), with a few more fields.
 async fn entries(store: &Store, rows: &[ScheduleRow]) -> anyhow::Result<Vec<serde_json::Value>> {
     let mut out = Vec::new();
     for r in rows {
-        let last_status = match &r.last_instance {
-            Some(id) => store
-                .instance(id)
-                .await
-                .ok()
-                .map(|i| super::display_status(&i)),
-            None => None,
-        };
+        let last_status = last_status(store, r).await?;
         out.push(json!({
             "workflow": r.workflow,
             "index": r.idx,
