@@ -1541,14 +1541,7 @@ fn an_attempt_is_committed_before_its_command_runs() {
     let t = Test::new();
     let query = "SELECT attempt, outcome IS NULL FROM attempts WHERE instance_id = '$WF_INSTANCE_ID' \
                  AND step_key = 'probe' ORDER BY attempt";
-    let psql = || {
-        let bin = std::env::var("WF_TEST_PG_BIN").unwrap_or_default();
-        if bin.is_empty() {
-            "psql".to_string()
-        } else {
-            format!("{bin}/psql")
-        }
-    };
+    let psql = || crate::pg_tool("psql");
     let read = match &t.pg {
         Some((url, schema)) => format!(
             "PGOPTIONS=-csearch_path={schema} {} '{url}' -qAtc \"{query}\"",

@@ -1413,8 +1413,7 @@ pub(crate) fn database_bytes(t: &Test) -> Vec<(String, Vec<u8>)> {
         if exists == "0" {
             return Vec::new();
         }
-        let bin = std::env::var("WF_TEST_PG_BIN").unwrap_or_default();
-        let out = std::process::Command::new(format!("{bin}/pg_dump"))
+        let out = std::process::Command::new(crate::pg_tool("pg_dump"))
             .arg(url)
             .args(["--data-only", "--schema", schema])
             .output()

@@ -47,6 +47,15 @@ pub fn pg_url() -> Option<String> {
     std::env::var("WF_TEST_PG").ok().filter(|u| !u.is_empty())
 }
 
+/// A PostgreSQL client program (`psql`, `pg_dump`): from the test server's
+/// `WF_TEST_PG_BIN` when set, else from `PATH`.
+pub fn pg_tool(name: &str) -> String {
+    match std::env::var("WF_TEST_PG_BIN") {
+        Ok(bin) if !bin.is_empty() => format!("{bin}/{name}"),
+        _ => name.to_string(),
+    }
+}
+
 /// What a finished `wf` invocation left behind.
 pub struct Ran {
     pub code: i32,
@@ -142,13 +151,7 @@ impl Test {
     /// Runs `sql` with psql in this test's schema; its output (`-At`).
     pub fn psql(&self, sql: &str) -> String {
         let (url, schema) = self.pg.as_ref().expect("a PostgreSQL run");
-        let bin = std::env::var("WF_TEST_PG_BIN").unwrap_or_default();
-        let psql = if bin.is_empty() {
-            "psql".to_string()
-        } else {
-            format!("{bin}/psql")
-        };
-        let out = Command::new(psql)
+        let out = Command::new(pg_tool("psql"))
             .arg(url)
             .args(["-qAt", "-v", "ON_ERROR_STOP=1", "-c"])
             .arg(format!("SET search_path TO {schema}; {sql}"))
