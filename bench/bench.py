@@ -109,21 +109,31 @@ def median(xs):
     return statistics.median(xs)
 
 
-def main():
+def parse_args():
+    """The options every benchmark script takes (--quick, --json, --reps, --no-build)."""
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--json")
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--no-build", action="store_true")
-    args = ap.parse_args()
+    return ap.parse_args()
+
+
+def prepare(args):
+    """Builds the release binary unless told not to, and names the machine."""
+    if not args.no_build:
+        subprocess.run(["cargo", "build", "--release", "--locked", "--quiet"], cwd=ROOT, check=True)
+    print(f"machine: {platform.machine()}, {os.cpu_count()} cores, {platform.platform()}")
+
+
+def main():
+    args = parse_args()
     n_true = 200 if args.quick else 1000
     n_state = 1000 if args.quick else 10_000
     n_par = 50 if args.quick else 200
     reps = 1 if args.quick else args.reps
 
-    if not args.no_build:
-        subprocess.run(["cargo", "build", "--release", "--locked", "--quiet"], cwd=ROOT, check=True)
-    print(f"machine: {platform.machine()}, {os.cpu_count()} cores, {platform.platform()}")
+    prepare(args)
     rep = Report()
     tmp = tempfile.mkdtemp(prefix="wf-bench-")
     try:

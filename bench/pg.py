@@ -13,7 +13,6 @@ Options: --quick (smaller N), --json FILE, --no-build.
    (1,000 x 0.6 s / 100 slots = 6 s).
 """
 
-import argparse
 import json
 import os
 import platform
@@ -23,7 +22,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench import ROOT, WF, Report, median, run, write  # noqa: E402
+from bench import ROOT, WF, Report, median, parse_args, prepare, run, write  # noqa: E402
 
 
 def start_server():
@@ -53,20 +52,13 @@ def pg_env(url, schema):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--json")
-    ap.add_argument("--reps", type=int, default=3)
-    ap.add_argument("--no-build", action="store_true")
-    args = ap.parse_args()
+    args = parse_args()
     n_true = 200 if args.quick else 1000
     n_state = 500 if args.quick else 2000
     n_inst = 100 if args.quick else 1000
     reps = 1 if args.quick else args.reps
 
-    if not args.no_build:
-        subprocess.run(["cargo", "build", "--release", "--locked", "--quiet"], cwd=ROOT, check=True)
-    print(f"machine: {platform.machine()}, {os.cpu_count()} cores, {platform.platform()}")
+    prepare(args)
     server = start_server()
     url = server["WF_TEST_PG"]
     version = subprocess.run(

@@ -78,9 +78,38 @@ def wf(args, env, check=True):
     return run([WF] + args, env=env, check=check)
 
 
-def make_templates(tmp, db, templates=TEMPLATES):
-    """Runs each template with the real binary; returns their instance ids, weighted."""
-    env = wf_env(db)
+def timed_pair(argv, env_full, env_empty, n, argv_empty=None):
+    """Medians (s) of `n` alternated runs of `wf ARGV` on the full and the empty
+    database, after one warm-up run on each."""
+    argv_empty = argv_empty or argv
+    wf(argv, env_full)
+    wf(argv_empty, env_empty)
+    tf, te = [], []
+    for _ in range(n):
+        tf.append(wf(argv, env_full)[0])
+        te.append(wf(argv_empty, env_empty)[0])
+    return median(tf), median(te)
+
+
+def full_vs_empty(rep, prefix, lists, one, env_full, env_empty, reps):
+    """The figures both backends report: `wf list` (each of `lists`), `wf run`
+    of the 1-step workflow `one`, and the worker's scan, full against empty."""
+    for label, argv in lists:
+        mf, me = timed_pair(argv, env_full, env_empty, reps)
+        rep.add(f"{prefix}{label}, full (empty {me * 1e3:.1f} ms)", mf * 1e3, "ms", "< 50", mf * 1e3 < 50)
+    mf, me = timed_pair(["run", "-q", one], env_full, env_empty, reps * 2)
+    ratio = mf / me
+    rep.add(f"{prefix}wf run, 1-step /bin/true, full / empty ({mf * 1e3:.1f} vs {me * 1e3:.1f} ms)",
+            ratio, "x", "<= 1.1", ratio <= 1.1)
+    mf, me = timed_pair(["worker", "--once", "-q"], env_full, env_empty, reps * 2)
+    diff = (mf - me) * 1e3
+    rep.add(f"{prefix}wf worker --once, nothing due, full - empty ({mf * 1e3:.1f} vs {me * 1e3:.1f} ms)",
+            diff, "ms", "< 5", diff < 5)
+
+
+def make_templates(tmp, env, templates=TEMPLATES):
+    """Runs each template with the real binary (on the database `env` names);
+    returns their instance ids, weighted."""
     weighted = []
     for name, text, runs, share in templates:
         path = write(os.path.join(tmp, name), text)
@@ -183,7 +212,7 @@ def pure_size(tmp, template, n):
     """(file bytes, row counts) of a database of n instances of one template."""
     db = os.path.join(tmp, "pure-" + template[0].replace(".yaml", ".db"))
     remove_db(db)
-    clone(db, make_templates(tmp, db, [template]), n)
+    clone(db, make_templates(tmp, wf_env(db), [template]), n)
     return checkpoint(db), counts(db)
 
 
@@ -329,18 +358,7 @@ def postgres(url, tmp, n_total, reps, rep):
     env_full, env_empty = pg_env(url, full_s), pg_env(url, empty_s)
     print(f"PostgreSQL: {psql(url, 'SHOW server_version')}, fsync={psql(url, 'SHOW fsync')}")
     t0 = time.perf_counter()
-    weighted = []
-    for name, text, runs, share in TEMPLATES:
-        path = os.path.join(tmp, name)
-        ids = []
-        for _ in range(runs):
-            _, _, code, out = wf(["run", "-q", "--json", path], env_full, check=False)
-            iid = json.loads(out)["id"]
-            if name == "event.yaml":
-                wf(["signal", "-q", iid, "go", "--data", '{"ok": true}'], env_full)
-                _, _, code, _ = wf(["resume", "-q", iid], env_full, check=False)
-            ids.append(iid)
-        weighted.append((ids, share))
+    weighted = make_templates(tmp, env_full)
     cloned = pg_clone(url, full_s, weighted, n_total)
     one = os.path.join(tmp, "true.yaml")
     wf(["run", "-q", one], env_empty)
@@ -352,31 +370,10 @@ def postgres(url, tmp, n_total, reps, rep):
                          f"ON s.oid = c.relnamespace WHERE s.nspname = '{full_s}' AND c.relkind = 'r'"))
     per = size / n["attempts"]
     rep.add("PG: bytes per step attempt (tables, indexes, TOAST / attempts)", per, "B", "<= 2048", per <= 2048)
-    for label, argv in (("wf list --limit 50", ["list", "--limit", "50"]),
-                        ("wf list --limit 50 --status running (none)", ["list", "--limit", "50", "--status", "running"]),
-                        ("wf list --limit 50 --workflow nonesuch", ["list", "--limit", "50", "--workflow", "nonesuch"])):
-        wf(argv, env_full)
-        tf, te = [], []
-        for _ in range(reps):
-            tf.append(wf(argv, env_full)[0])
-            te.append(wf(argv, env_empty)[0])
-        ms_ = median(tf) * 1e3
-        rep.add(f"PG: {label}, full (empty {median(te) * 1e3:.1f} ms)", ms_, "ms", "< 50", ms_ < 50)
-    tf, te = [], []
-    for _ in range(reps * 2):
-        tf.append(wf(["run", "-q", one], env_full)[0])
-        te.append(wf(["run", "-q", one], env_empty)[0])
-    ratio = median(tf) / median(te)
-    rep.add(f"PG: wf run, 1-step /bin/true, full / empty ({median(tf) * 1e3:.1f} vs {median(te) * 1e3:.1f} ms)",
-            ratio, "x", "<= 1.1", ratio <= 1.1)
-    argv = ["worker", "--once", "-q"]
-    tf, te = [], []
-    for _ in range(reps * 2):
-        tf.append(wf(argv, env_full)[0])
-        te.append(wf(argv, env_empty)[0])
-    diff = (median(tf) - median(te)) * 1e3
-    rep.add(f"PG: wf worker --once, nothing due, full - empty ({median(tf) * 1e3:.1f} vs {median(te) * 1e3:.1f} ms)",
-            diff, "ms", "< 5", diff < 5)
+    lists = [("wf list --limit 50", ["list", "--limit", "50"]),
+             ("wf list --limit 50 --status running (none)", ["list", "--limit", "50", "--status", "running"]),
+             ("wf list --limit 50 --workflow nonesuch", ["list", "--limit", "50", "--workflow", "nonesuch"])]
+    full_vs_empty(rep, "PG: ", lists, one, env_full, env_empty, reps)
 
 
 def main():
@@ -406,7 +403,7 @@ def main():
     try:
         # 1. Fill.
         t0 = time.perf_counter()
-        weighted = make_templates(tmp, full)
+        weighted = make_templates(tmp, wf_env(full))
         t1 = time.perf_counter()
         cloned = clone(full, weighted, n_total)
         t2 = time.perf_counter()
@@ -442,46 +439,18 @@ def main():
                 f"{n_pure:,} of them)", whole, "B", "(info)", True)
         rep.add("bytes each further simple shell step adds (3-step vs 1-step)", extra, "B", "<= 2048", extra <= 2048)
 
-        # 3. `wf list --limit 50`, and filtered: full, with empty beside it.
+        # 3-5. `wf list --limit 50` (and filtered), `wf run` of a 1-step
+        # /bin/true workflow, the worker's scan (`wf worker --once`, nothing
+        # due): full, with empty beside it.
         env_full, env_empty = wf_env(full), wf_env(empty)
         lists = [
-            ("wf list --limit 50", ["list", "--limit", "50"], 50.0),
-            ("wf list --limit 50 --status failed", ["list", "--limit", "50", "--status", "failed"], 50.0),
-            ("wf list --limit 50 --status running (none)", ["list", "--limit", "50", "--status", "running"], 50.0),
-            ("wf list --limit 50 --workflow scale-event", ["list", "--limit", "50", "--workflow", "scale-event"], 50.0),
-            ("wf list --limit 50 --workflow nonesuch", ["list", "--limit", "50", "--workflow", "nonesuch"], 50.0),
+            ("wf list --limit 50", ["list", "--limit", "50"]),
+            ("wf list --limit 50 --status failed", ["list", "--limit", "50", "--status", "failed"]),
+            ("wf list --limit 50 --status running (none)", ["list", "--limit", "50", "--status", "running"]),
+            ("wf list --limit 50 --workflow scale-event", ["list", "--limit", "50", "--workflow", "scale-event"]),
+            ("wf list --limit 50 --workflow nonesuch", ["list", "--limit", "50", "--workflow", "nonesuch"]),
         ]
-        for label, argv, target in lists:
-            wf(argv, env_full)
-            tf, te = [], []
-            for _ in range(reps):
-                tf.append(wf(argv, env_full)[0])
-                te.append(wf(argv, env_empty)[0])
-            ms = median(tf) * 1e3
-            rep.add(f"{label}, full (empty {median(te) * 1e3:.1f} ms)", ms, "ms", f"< {target:.0f}", ms < target)
-
-        # 4. `wf run` of a 1-step /bin/true workflow, full / empty.
-        wf(["run", "-q", one], env_full)
-        wf(["run", "-q", one], env_empty)
-        tf, te = [], []
-        for _ in range(reps * 2):
-            tf.append(wf(["run", "-q", one], env_full)[0])
-            te.append(wf(["run", "-q", one], env_empty)[0])
-        ratio = median(tf) / median(te)
-        rep.add(f"wf run, 1-step /bin/true, full / empty ({median(tf) * 1e3:.1f} vs {median(te) * 1e3:.1f} ms)",
-                ratio, "x", "<= 1.1", ratio <= 1.1)
-
-        # 5. The worker's scan: `wf worker --once` with nothing due.
-        argv = ["worker", "--once", "-q"]
-        wf(argv, env_full)
-        wf(argv, env_empty)
-        tf, te = [], []
-        for _ in range(reps * 2):
-            tf.append(wf(argv, env_full)[0])
-            te.append(wf(argv, env_empty)[0])
-        diff = (median(tf) - median(te)) * 1e3
-        rep.add(f"wf worker --once, nothing due, full - empty ({median(tf) * 1e3:.1f} vs "
-                f"{median(te) * 1e3:.1f} ms)", diff, "ms", "< 5", diff < 5)
+        full_vs_empty(rep, "", lists, one, env_full, env_empty, reps)
 
         # 6. `wf inspect` of an instance named by an 8-character prefix of its id.
         def newest(db):
@@ -489,13 +458,8 @@ def main():
             iid = c.execute("SELECT id FROM instances ORDER BY created_at DESC LIMIT 1").fetchone()[0]
             c.close()
             return iid[:8]
-        pf, pe = newest(full), newest(empty)
-        tf, te = [], []
-        for _ in range(reps):
-            tf.append(wf(["inspect", pf], env_full)[0])
-            te.append(wf(["inspect", pe], env_empty)[0])
-        ms = median(tf) * 1e3
-        rep.add(f"wf inspect ID-PREFIX, full (empty {median(te) * 1e3:.1f} ms)", ms, "ms", "(info)", True)
+        mf, me = timed_pair(["inspect", newest(full)], env_full, env_empty, reps, ["inspect", newest(empty)])
+        rep.add(f"wf inspect ID-PREFIX, full (empty {me * 1e3:.1f} ms)", mf * 1e3, "ms", "(info)", True)
 
         # 7. The scan queries in-process (Python's sqlite3, not wf's bundled one).
         due_sql, claim_sql = scan_sql()
