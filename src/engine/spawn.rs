@@ -15,8 +15,8 @@
 use nix::libc::{self, c_char, c_int, c_void};
 use std::ffi::{CString, OsStr, OsString};
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use tokio::io::unix::AsyncFd;
 
@@ -212,6 +212,41 @@ fn resolve(program: &OsStr, path: Option<&OsStr>) -> io::Result<PathBuf> {
     }))
 }
 
+/// A variable of wf's own environment, which does not change while wf runs
+/// (wf never sets one): read once, with its `NAME=value` form ready for a
+/// child's `envp`.
+struct Inherited {
+    key: OsString,
+    value: OsString,
+    pair: CString,
+}
+
+fn inherited_env() -> &'static [Inherited] {
+    static ENV: std::sync::OnceLock<Vec<Inherited>> = std::sync::OnceLock::new();
+    ENV.get_or_init(|| {
+        std::env::vars_os()
+            .filter_map(|(key, value)| {
+                let mut kv = key.as_bytes().to_vec();
+                kv.push(b'=');
+                kv.extend_from_slice(value.as_bytes());
+                // The environment holds no NUL bytes; skipped if it did.
+                let pair = CString::new(kv).ok()?;
+                Some(Inherited { key, value, pair })
+            })
+            .collect()
+    })
+}
+
+/// `/dev/null`, opened once (close-on-exec) for every child's stdin.
+fn dev_null() -> io::Result<std::os::fd::BorrowedFd<'static>> {
+    static NULL: std::sync::OnceLock<OwnedFd> = std::sync::OnceLock::new();
+    if let Some(fd) = NULL.get() {
+        return Ok(fd.as_fd());
+    }
+    let file = std::fs::File::open("/dev/null")?;
+    Ok(NULL.get_or_init(|| file.into()).as_fd())
+}
+
 fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
     let mut fds = [0 as c_int; 2];
     // SAFETY: pipe2 fills the two descriptors, which we then own.
@@ -225,23 +260,32 @@ fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
 /// Starts `spec` with stdin from /dev/null and stdout/stderr piped, in a
 /// process group of its own, with SIGKILL as its parent-death signal.
 pub fn spawn(spec: &Spec) -> io::Result<Child> {
-    // The environment: wf's, without what is removed, with what is set.
-    let mut env: Vec<(OsString, OsString)> = std::env::vars_os()
-        .filter(|(k, _)| {
-            !spec.env_remove.contains(&k.as_os_str()) && !spec.env.iter().any(|(s, _)| s == k)
-        })
-        .collect();
-    let mut seen: Vec<&OsStr> = Vec::with_capacity(spec.env.len());
+    // The environment: wf's, without what is removed, with what is set
+    // (the last setting of a name wins).
+    let mut set: Vec<(&OsStr, CString)> = Vec::with_capacity(spec.env.len());
     for (k, v) in spec.env.iter().rev() {
-        if !seen.contains(k) {
-            seen.push(k);
-            env.push((k.to_os_string(), v.to_os_string()));
+        if !set.iter().any(|(s, _)| s == k) {
+            let mut kv = Vec::with_capacity(k.len() + 1 + v.len());
+            kv.extend_from_slice(k.as_bytes());
+            kv.push(b'=');
+            kv.extend_from_slice(v.as_bytes());
+            set.push((k, cstring(&kv)?));
         }
     }
-    let path_var = env
+    let kept = |k: &OsStr| !spec.env_remove.contains(&k) && !set.iter().any(|(s, _)| *s == k);
+    let inherited = inherited_env();
+    let path_var = spec
+        .env
         .iter()
-        .find(|(k, _)| k == "PATH")
-        .map(|(_, v)| v.as_os_str());
+        .rev()
+        .find(|(k, _)| *k == "PATH")
+        .map(|(_, v)| *v)
+        .or_else(|| {
+            inherited
+                .iter()
+                .find(|v| v.key == "PATH" && kept(&v.key))
+                .map(|v| v.value.as_os_str())
+        });
     let program = resolve(spec.program, path_var)?;
 
     let path = cstring(program.as_os_str().as_bytes())?;
@@ -250,15 +294,13 @@ pub fn spawn(spec: &Spec) -> io::Result<Child> {
     for a in spec.args {
         argv_c.push(cstring(a.as_bytes())?);
     }
-    let envp_c = env
-        .into_iter()
-        .map(|(k, v)| {
-            let mut kv = k.into_vec();
-            kv.push(b'=');
-            kv.extend(v.into_vec());
-            cstring(&kv)
-        })
-        .collect::<io::Result<Vec<_>>>()?;
+    let envp: Vec<*const c_char> = inherited
+        .iter()
+        .filter(|v| kept(&v.key))
+        .map(|v| v.pair.as_ptr())
+        .chain(set.iter().rev().map(|(_, c)| c.as_ptr()))
+        .chain(std::iter::once(std::ptr::null()))
+        .collect();
     let dir = cstring(spec.dir.as_os_str().as_bytes())?;
     let sh = cstring(b"sh")?;
     let ptrs = |v: &[&CString]| -> Vec<*const c_char> {
@@ -274,9 +316,8 @@ pub fn spawn(spec: &Spec) -> io::Result<Child> {
             .chain(argv_c.iter().skip(1))
             .collect::<Vec<_>>(),
     );
-    let envp = ptrs(&envp_c.iter().collect::<Vec<_>>());
 
-    let devnull = std::fs::File::open("/dev/null")?;
+    let devnull = dev_null()?;
     let (out_r, out_w) = pipe()?;
     let (err_r, err_w) = pipe()?;
 
@@ -322,7 +363,7 @@ pub fn spawn(spec: &Spec) -> io::Result<Child> {
             pid
         }
     };
-    drop((out_w, err_w, devnull));
+    drop((out_w, err_w));
     drop(stack);
     // SAFETY: the child wrote `err` before exiting, if it failed.
     let err = unsafe { std::ptr::read_volatile(&args.err) };
