@@ -62,7 +62,7 @@ pub async fn fill_patches(
         store.state_patches(id).await?.into_iter().collect();
     for row in steps {
         if let Some(p) = patches.remove(&row.key) {
-            row.state_patch = p;
+            row.state_patch = p.into();
         }
     }
     Ok(())

@@ -122,6 +122,27 @@ pub struct RunRow {
     pub restart_from: Option<String>,
 }
 
+/// A JSON value that is null on most rows (a step's `for_each` list, its
+/// `set_state` patch), held off the row when it is: 8 bytes instead of 72, so
+/// that the 10,000 rows of a resume or an inspect stay small. Reads as a
+/// [`Value`] (`Null` when absent).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Sparse(Option<Box<Value>>);
+
+impl std::ops::Deref for Sparse {
+    type Target = Value;
+    fn deref(&self) -> &Value {
+        static NULL: Value = Value::Null;
+        self.0.as_deref().unwrap_or(&NULL)
+    }
+}
+
+impl From<Value> for Sparse {
+    fn from(v: Value) -> Sparse {
+        Sparse((!v.is_null()).then(|| Box::new(v)))
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct StepRow {
     pub key: String,
@@ -138,9 +159,9 @@ pub struct StepRow {
     pub retry_at: Option<String>,
     pub seq: Option<i64>,
     /// For a `for_each` step: the list it fans out over, fixed when it started.
-    pub items: Value,
+    pub items: Sparse,
     /// The `set_state` merge patch its success committed (Null: none).
-    pub state_patch: Value,
+    pub state_patch: Sparse,
 }
 
 impl StepRow {
@@ -160,8 +181,8 @@ impl StepRow {
             finished_at: None,
             retry_at: None,
             seq: None,
-            items: Value::Null,
-            state_patch: Value::Null,
+            items: Sparse::default(),
+            state_patch: Sparse::default(),
         }
     }
 }

@@ -38,6 +38,9 @@ impl<'o> Runner<'o> {
 
     pub(super) fn put(&mut self, unit: &Unit) -> Result<(), EngineError> {
         let rec = self.record(unit).clone();
+        if is_timed(&rec.status) && !self.timed.contains(&rec.key) {
+            self.timed.insert(rec.key.clone());
+        }
         self.writes.push(Write::Step(Box::new(rec)));
         Ok(())
     }
@@ -214,7 +217,7 @@ impl<'o> Runner<'o> {
                 self.redactor.value(v);
             }
             let rec = self.record(unit);
-            rec.items = Value::Array(items);
+            rec.items = Value::Array(items).into();
             rec.status = "running".into();
             rec.started_at = Some(now);
             self.put(unit)?;
@@ -508,13 +511,16 @@ impl<'o> Runner<'o> {
                 rec.seq = Some(seq);
                 // The patch is kept with the result: `wf restart` rebuilds
                 // the state from the patches of the steps it keeps.
-                rec.state_patch = new_state.as_ref().map_or(Value::Null, |(_, p)| p.clone());
+                rec.state_patch = new_state
+                    .as_ref()
+                    .map_or(Value::Null, |(_, p)| p.clone())
+                    .into();
                 let output = rec.output.clone();
                 self.put(unit)?;
                 // Written; not kept in memory (a later write of the row
                 // keeps it: `COALESCE` in the store). 10,000 patches held
                 // cost 4 MiB of a 10,000-step run.
-                self.record(unit).state_patch = Value::Null;
+                self.record(unit).state_patch = Default::default();
                 if let Some((s, _)) = new_state {
                     // Written once, just before this transaction commits.
                     self.state = s;

@@ -18,6 +18,7 @@ mod render;
 mod schedule;
 mod spans;
 mod suspend;
+use schedule::is_timed;
 
 use super::context::{self, Context};
 use super::output::merge_patch;
@@ -34,7 +35,7 @@ use chrono::{DateTime, Utc};
 use opentelemetry::KeyValue;
 use opentelemetry::trace::Status;
 use serde_json::{Map, Value, json};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -271,6 +272,11 @@ pub(super) struct Runner<'o> {
     opts: RunOptions,
     observer: &'o dyn Observer,
     records: HashMap<String, StepRow>,
+    /// Keys of the records that have held a timer status (`retrying`,
+    /// `sleeping`, `waiting`) in this run: a superset of those holding one
+    /// now (every such status is written through `put`), so that finding the
+    /// next timer does not walk every record after every step.
+    timed: HashSet<String>,
     state: Value,
     ctx: Context,
     env: Vec<(String, String)>,
@@ -440,7 +446,13 @@ impl<'o> Runner<'o> {
                 dependents[d].push(i);
             }
         }
+        let timed = records
+            .iter()
+            .filter(|(_, r)| is_timed(&r.status))
+            .map(|(k, _)| k.clone())
+            .collect();
         let mut runner = Runner {
+            timed,
             base_dir: PathBuf::from(&inst.base_dir),
             id: inst.id.clone(),
             state: inst.state.clone(),

@@ -342,9 +342,10 @@ impl<'o> Runner<'o> {
     /// The earliest time something becomes due: a retry, a sleep, an event
     /// timeout, or the workflow's deadline.
     pub(in crate::engine) fn next_wake(&self) -> Option<DateTime<Utc>> {
-        self.records
-            .values()
-            .filter(|r| matches!(r.status.as_str(), "retrying" | "sleeping" | "waiting"))
+        self.timed
+            .iter()
+            .filter_map(|k| self.records.get(k))
+            .filter(|r| is_timed(&r.status))
             .filter_map(|r| r.retry_at.as_deref().and_then(store::parse_time))
             .chain(self.deadline.filter(|_| self.stop.is_none()))
             .min()
@@ -366,11 +367,17 @@ impl<'o> Runner<'o> {
     /// the workflow's deadline (not an event's timeout: a run does not wait
     /// for events).
     pub(super) fn next_timer(&self) -> Option<DateTime<Utc>> {
-        self.records
-            .values()
+        self.timed
+            .iter()
+            .filter_map(|k| self.records.get(k))
             .filter(|r| matches!(r.status.as_str(), "retrying" | "sleeping"))
             .filter_map(|r| r.retry_at.as_deref().and_then(store::parse_time))
             .chain(self.deadline.filter(|_| self.stop.is_none()))
             .min()
     }
+}
+
+/// A status whose record carries a timer in `retry_at`.
+pub(super) fn is_timed(status: &str) -> bool {
+    matches!(status, "retrying" | "sleeping" | "waiting")
 }

@@ -85,9 +85,9 @@ pub(super) fn step_row(r: &Row) -> Result<StepRow> {
         finished_at: get(r, 10)?,
         retry_at: get(r, 11)?,
         seq: get(r, 12)?,
-        items: json(r, 13)?,
+        items: json(r, 13)?.into(),
         // Only a restart needs them (`state_patches`).
-        state_patch: Value::Null,
+        state_patch: Default::default(),
     })
 }
 

@@ -511,10 +511,10 @@ pub(super) fn steps(c: &Connection, id: &str) -> Result<Vec<StepRow>> {
             finished_at: r.get(10)?,
             retry_at: r.get(11)?,
             seq: r.get(12)?,
-            items: json_col(r, 13)?,
+            items: json_col(r, 13)?.into(),
             // Only a restart needs them (`state_patches`): not held for
             // every step of every read.
-            state_patch: Value::Null,
+            state_patch: Default::default(),
         })
     })?;
     Ok(rows.collect::<Result<_, _>>()?)
