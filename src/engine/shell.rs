@@ -75,6 +75,49 @@ enum Ended {
 /// open for ever, and a step must end all the same.
 const DRAIN_GRACE: Duration = Duration::from_millis(250);
 
+/// The `$WF_OUTPUT` files of a run's attempts, made and removed while steps
+/// run rather than between one step's end and the next one's start: creating
+/// and unlinking a file are two journaled directory updates (about 30 µs a
+/// step together here, a tenth of wf's own time per `/bin/true` step). One
+/// spare is made ahead; the files of ended attempts wait for `tidy`. Every
+/// file is used by one attempt only: a process a step left behind that still
+/// writes to its `$WF_OUTPUT` cannot reach another step's file.
+#[derive(Default)]
+pub struct OutputFiles {
+    spare: Option<tempfile::NamedTempFile>,
+    spent: Vec<tempfile::TempPath>,
+    /// A step of this run used one: worth making a spare.
+    used: bool,
+}
+
+impl OutputFiles {
+    fn take(&mut self) -> std::io::Result<tempfile::NamedTempFile> {
+        self.used = true;
+        match self.spare.take() {
+            Some(f) => Ok(f),
+            None => new_output_file(),
+        }
+    }
+
+    /// An ended attempt's file, removed at the next `tidy` (or on drop).
+    pub fn spent(&mut self, path: tempfile::TempPath) {
+        self.spent.push(path);
+    }
+
+    /// Removes the files of ended attempts and makes the next spare: called
+    /// once the loop has started what it could, while those steps run.
+    pub fn tidy(&mut self) {
+        self.spent.clear();
+        if self.used && self.spare.is_none() {
+            self.spare = new_output_file().ok();
+        }
+    }
+}
+
+fn new_output_file() -> std::io::Result<tempfile::NamedTempFile> {
+    tempfile::Builder::new().prefix("wf-output-").tempfile()
+}
+
 /// A started attempt: the process is running, its output being captured.
 pub struct Running {
     job: ShellJob,
@@ -93,12 +136,16 @@ impl Running {
 /// Starts the attempt's process in a process group of its own, with a
 /// parent-death signal so that it dies with wf. `span` (the process span)
 /// gets its pid, and later its exit code and status.
-pub fn start(job: ShellJob, span: tracing::Span) -> Result<Running, Box<AttemptResult>> {
+pub fn start(
+    job: ShellJob,
+    span: tracing::Span,
+    files: &mut OutputFiles,
+) -> Result<Running, Box<AttemptResult>> {
     let failed = |span: &tracing::Span, f: Failure| {
         span.set_status(Status::error(f.message.clone()));
         Box::new(AttemptResult::failed(f))
     };
-    let output_file = match tempfile::Builder::new().prefix("wf-output-").tempfile() {
+    let output_file = match files.take() {
         Ok(f) => f,
         Err(e) => {
             let f = Failure::new("spawn", format!("cannot create $WF_OUTPUT file: {e}"));
@@ -268,27 +315,35 @@ fn over_kernel_limits(
 }
 
 /// Waits for the attempt to end (or stops it on a timeout, an interrupt or
-/// output over the limit) and reports how it went; the process span ends here.
-pub async fn finish(running: Running, interrupt: watch::Receiver<bool>) -> AttemptResult {
-    let span = running.span.clone();
-    let result = execute(running, interrupt).await;
+/// output over the limit) and reports how it went, with its `$WF_OUTPUT`
+/// file for [`OutputFiles::spent`]; the process span ends here.
+pub async fn finish(
+    running: Running,
+    interrupt: watch::Receiver<bool>,
+) -> (AttemptResult, tempfile::TempPath) {
+    let Running {
+        job,
+        child,
+        output_file,
+        span,
+    } = running;
+    let result = execute(job, child, &output_file, interrupt).await;
     if let Some(code) = result.exit_code {
         span.set_attribute("process.exit.code", i64::from(code));
     }
     if let Err(f) = &result.outcome {
         span.set_status(Status::error(f.message.clone()));
     }
-    result
+    (result, output_file.into_temp_path())
 }
 
-async fn execute(running: Running, mut interrupt: watch::Receiver<bool>) -> AttemptResult {
+async fn execute(
+    job: ShellJob,
+    mut child: spawn::Child,
+    output_file: &tempfile::NamedTempFile,
+    mut interrupt: watch::Receiver<bool>,
+) -> AttemptResult {
     let limit = output::output_limit();
-    let Running {
-        job,
-        mut child,
-        output_file,
-        span: _,
-    } = running;
     let pgid = Some(Pid::from_raw(child.id() as i32));
     let kill = |sig: Signal| {
         if let Some(p) = pgid {

@@ -329,22 +329,26 @@ impl<'o> Runner<'o> {
                 );
                 // Started here, not in the task, so its process group is
                 // known (and recorded) before the loop goes on.
-                let running = shell::start(job, span);
+                let running = shell::start(job, span, &mut self.output_files);
                 if let Ok(r) = &running
                     && let Some(tag) = procs::tag(r.pid())
                 {
                     self.started_groups.push((unit.key(&self.wf), attempt, tag));
                 }
                 self.tasks.spawn(async move {
-                    let result = match running {
-                        Ok(r) => shell::finish(r, interrupt).await,
-                        Err(failed) => *failed,
+                    let (result, output_file) = match running {
+                        Ok(r) => {
+                            let (result, file) = shell::finish(r, interrupt).await;
+                            (result, Some(file))
+                        }
+                        Err(failed) => (*failed, None),
                     };
                     Done {
                         unit,
                         attempt,
                         elapsed: started.elapsed(),
                         result,
+                        output_file,
                     }
                 });
             }
@@ -388,13 +392,17 @@ impl<'o> Runner<'o> {
                         attempt,
                         elapsed: started.elapsed(),
                         result,
+                        output_file: None,
                     }
                 });
             }
         }
     }
 
-    pub(super) fn settle(&mut self, d: Done) -> Result<(), EngineError> {
+    pub(super) fn settle(&mut self, mut d: Done) -> Result<(), EngineError> {
+        if let Some(file) = d.output_file.take() {
+            self.output_files.spent(file);
+        }
         let key = d.unit.key(&self.wf);
         self.running.remove(&key);
         self.enter(&d.unit, Some(d.attempt));

@@ -262,6 +262,8 @@ struct Done {
     attempt: i64,
     elapsed: Duration,
     result: AttemptResult,
+    /// A shell attempt's `$WF_OUTPUT` file, read: for `output_files`.
+    output_file: Option<tempfile::TempPath>,
 }
 
 pub(super) struct Runner<'o> {
@@ -272,6 +274,7 @@ pub(super) struct Runner<'o> {
     opts: RunOptions,
     observer: &'o dyn Observer,
     records: HashMap<String, StepRow>,
+    output_files: shell::OutputFiles,
     /// Keys of the records that have held a timer status (`retrying`,
     /// `sleeping`, `waiting`) in this run: a superset of those holding one
     /// now (every such status is written through `put`), so that finding the
@@ -453,6 +456,7 @@ impl<'o> Runner<'o> {
             .collect();
         let mut runner = Runner {
             timed,
+            output_files: shell::OutputFiles::default(),
             base_dir: PathBuf::from(&inst.base_dir),
             id: inst.id.clone(),
             state: inst.state.clone(),
@@ -519,7 +523,6 @@ impl<'o> Runner<'o> {
             let mut spawns = Vec::new();
             let mut more_now = false;
             {
-                self.flush_spans(&[])?;
                 for d in done.drain(..) {
                     self.settle(d)?;
                 }
@@ -564,15 +567,25 @@ impl<'o> Runner<'o> {
                 if std::mem::take(&mut self.state_dirty) {
                     self.writes.push(Write::State(self.state.clone()));
                 }
+                // Spans that ended go with the process-group record when a
+                // process starts now (a commit that does not wait for the
+                // disk, made while it runs: spans are not what a resume
+                // needs, and the next synced commit makes them durable),
+                // else with this commit.
+                if spawns.is_empty() {
+                    self.flush_spans(&[])?;
+                }
                 let commit_spans = self.commit_spans(store.is_postgres());
                 let writes = std::mem::take(&mut self.writes);
                 store.commit(&self.fence, &writes).await?;
                 drop(commit_spans);
             }
+            let spawned = !spawns.is_empty();
             for (unit, job, attempt) in spawns {
                 self.spawn(unit, *job, attempt);
             }
-            self.record_groups(store).await?;
+            self.record_groups(store, spawned).await?;
+            self.output_files.tidy();
             if more_now {
                 continue;
             }
@@ -677,15 +690,20 @@ impl<'o> Runner<'o> {
     /// Records which process group each attempt just started runs in, so the
     /// next runner can end what is left of it should this process die. Not
     /// fsynced: a process group does not outlive the machine.
-    async fn record_groups(&mut self, store: &mut Store) -> Result<(), EngineError> {
-        if self.started_groups.is_empty() {
-            return Ok(());
+    async fn record_groups(&mut self, store: &mut Store, spans: bool) -> Result<(), EngineError> {
+        let mut writes = if spans {
+            self.ended_spans()
+        } else {
+            Vec::new()
+        };
+        writes.extend(
+            std::mem::take(&mut self.started_groups)
+                .into_iter()
+                .map(|(key, attempt, tag)| Write::AttemptProcess { key, attempt, tag }),
+        );
+        if !writes.is_empty() {
+            store.commit_unsynced(&self.fence, &writes).await?;
         }
-        let writes: Vec<Write> = std::mem::take(&mut self.started_groups)
-            .into_iter()
-            .map(|(key, attempt, tag)| Write::AttemptProcess { key, attempt, tag })
-            .collect();
-        store.commit_unsynced(&self.fence, &writes).await?;
         Ok(())
     }
 
