@@ -347,6 +347,59 @@ steps:
 }
 
 #[test]
+fn every_attempt_has_a_file_of_its_own_and_none_is_left_behind() {
+    // wf makes the next `$WF_OUTPUT` file ahead and removes used ones while
+    // steps run: each attempt still gets a fresh file (parallel ones and a
+    // retry included), and nothing stays in the temp folder after the run,
+    // whether it completes or fails.
+    let t = Test::new();
+    let tmp = t.path().join("tmp");
+    std::fs::create_dir(&tmp).unwrap();
+    let t = t.env("TMPDIR", tmp.to_str().unwrap());
+    let step = |id: &str, needs: &str| {
+        format!(
+            "  - id: {id}\n    needs: [{needs}]\n    retry: {{ max_attempts: 2, interval: 10ms }}\n    run: |\n      \
+             [ -s \"$WF_OUTPUT\" ] && exit 9\n      echo \"$WF_OUTPUT\" >> paths.txt\n      \
+             echo \"me={id}\" >> \"$WF_OUTPUT\"\n      \
+             if [ {id} = b ] && [ \"$WF_ATTEMPT\" = 1 ]; then exit 1; fi\n"
+        )
+    };
+    let yaml = format!(
+        "name: files\nsteps:\n{}{}{}{}",
+        step("a", ""),
+        step("b", "a"),
+        step("c", "a"),
+        step("d", "b, c")
+    );
+    let (id, ran) = t.run_yaml("wf.yaml", &yaml, &[]);
+    ran.code(0);
+    let inspect = t.inspect(&id);
+    for s in ["a", "b", "c", "d"] {
+        assert_eq!(Test::step(&inspect, s)["output"]["me"], s, "{inspect:#}");
+    }
+    let paths: Vec<String> = t.read("paths.txt").lines().map(String::from).collect();
+    assert_eq!(paths.len(), 5, "a, b twice, c, d: {paths:?}");
+    let distinct: std::collections::BTreeSet<&String> = paths.iter().collect();
+    assert_eq!(distinct.len(), 5, "{paths:?}");
+    assert!(paths.iter().all(|p| p.starts_with(tmp.to_str().unwrap())), "{paths:?}");
+    let left = || -> Vec<String> {
+        std::fs::read_dir(&tmp)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect()
+    };
+    assert_eq!(left(), Vec::<String>::new());
+
+    let (_, ran) = t.run_yaml(
+        "fails.yaml",
+        "name: fails\nsteps:\n  - id: a\n    run: echo k=v >> \"$WF_OUTPUT\"\n  - id: b\n    needs: [a]\n    run: exit 3\n",
+        &[],
+    );
+    ran.code(1);
+    assert_eq!(left(), Vec::<String>::new());
+}
+
+#[test]
 fn expression_functions_and_arrays_work_in_run_if_and_set_state() {
     let t = Test::new();
     let (id, ran) = t.run_yaml(
