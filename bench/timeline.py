@@ -1,0 +1,40 @@
+#!/usr/bin/env python3
+"""Where a step's time goes, segment by segment (bench/RESULTS.md, issue 16).
+
+A build with timestamps at eight points of a step's life, then the median and
+mean of each segment between consecutive points:
+
+    git apply bench/timeline.patch && cargo build --release && git checkout src
+    WF_PROF=1 WF_DB=/tmp/t.db target/release/wf run -q STEPS.yaml 2> points.txt
+    python3 bench/timeline.py points.txt
+
+Points: commit0/commit1 around the step commit, clone0/clone1 around the
+child's clone (the parent is suspended until it exec'd), spawned (the loop
+has started the process), grouped (its process group recorded), exit (its
+exit seen), outputs (stdout, stderr and $WF_OUTPUT read), joined (the loop
+has the result).
+"""
+
+import collections
+import statistics
+import sys
+
+
+def main():
+    points = []
+    with open(sys.argv[1]) as f:
+        for line in f:
+            if line.startswith("P "):
+                _, label, ns = line.split()
+                points.append((label, int(ns)))
+    segments = collections.defaultdict(list)
+    for (a, ta), (b, tb) in zip(points, points[1:]):
+        segments[(a, b)].append((tb - ta) / 1000)
+    for (a, b), us in sorted(segments.items(), key=lambda kv: -len(kv[1])):
+        if len(us) > 20:
+            print(f"{a:>8} -> {b:<8} n={len(us):5d}  median {statistics.median(us):8.1f} us  "
+                  f"mean {statistics.mean(us):8.1f} us")
+
+
+if __name__ == "__main__":
+    main()
