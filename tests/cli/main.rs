@@ -39,6 +39,9 @@ pub struct Test {
     /// On PostgreSQL runs: the server's URL and this test's schema.
     pub pg: Option<(String, String)>,
     env: Vec<(String, String)>,
+    /// wf's TMPDIR (its `$WF_OUTPUT` files): one per test, so that a wf a
+    /// test kills leaves nothing in the machine's /tmp.
+    tmp: tempfile::TempDir,
 }
 
 /// The PostgreSQL server the suite runs against, if any (`scripts/test`
@@ -113,6 +116,7 @@ impl Test {
             db,
             pg,
             env: Vec::new(),
+            tmp: tempfile::tempdir().expect("temp dir"),
         }
     }
 
@@ -251,6 +255,7 @@ impl Test {
             .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
             .env_remove("WF_DURABILITY")
             .env("NO_COLOR", "1")
+            .env("TMPDIR", self.tmp.path())
             .arg("--db")
             .arg(self.db_arg());
         if let Some((_, schema)) = &self.pg {

@@ -381,7 +381,10 @@ fn every_attempt_has_a_file_of_its_own_and_none_is_left_behind() {
     assert_eq!(paths.len(), 5, "a, b twice, c, d: {paths:?}");
     let distinct: std::collections::BTreeSet<&String> = paths.iter().collect();
     assert_eq!(distinct.len(), 5, "{paths:?}");
-    assert!(paths.iter().all(|p| p.starts_with(tmp.to_str().unwrap())), "{paths:?}");
+    assert!(
+        paths.iter().all(|p| p.starts_with(tmp.to_str().unwrap())),
+        "{paths:?}"
+    );
     let left = || -> Vec<String> {
         std::fs::read_dir(&tmp)
             .unwrap()

@@ -264,15 +264,25 @@ impl SqliteStore {
         fence: &Fence,
         f: impl FnOnce(&Connection) -> Result<T>,
     ) -> Result<T> {
-        self.conn.execute_batch("PRAGMA synchronous=OFF")?;
+        // Cached statements: this runs once a step, and parsing costs more
+        // than running them.
+        let set = |conn: &Connection, sql: &str| -> Result<()> {
+            conn.prepare_cached(sql)?.execute([])?;
+            Ok(())
+        };
+        set(&self.conn, "PRAGMA synchronous=OFF")?;
         let result = self.fenced(fence).and_then(|tx| {
             let out = f(&tx)?;
             tx.commit()?;
             Ok(out)
         });
-        let restored = self
-            .conn
-            .execute_batch(&format!("PRAGMA synchronous={}", self.durability.pragma()));
+        let restored = set(
+            &self.conn,
+            match self.durability {
+                Durability::Full => "PRAGMA synchronous=FULL",
+                Durability::Normal => "PRAGMA synchronous=NORMAL",
+            },
+        );
         let out = result?;
         restored?;
         Ok(out)
