@@ -523,6 +523,7 @@ impl<'o> Runner<'o> {
             let mut spawns = Vec::new();
             let mut more_now = false;
             {
+                self.flush_spans(&[])?;
                 for d in done.drain(..) {
                     self.settle(d)?;
                 }
@@ -567,24 +568,15 @@ impl<'o> Runner<'o> {
                 if std::mem::take(&mut self.state_dirty) {
                     self.writes.push(Write::State(self.state.clone()));
                 }
-                // Spans that ended go with the process-group record when a
-                // process starts now (a commit that does not wait for the
-                // disk, made while it runs: spans are not what a resume
-                // needs, and the next synced commit makes them durable),
-                // else with this commit.
-                if spawns.is_empty() {
-                    self.flush_spans(&[])?;
-                }
                 let commit_spans = self.commit_spans(store.is_postgres());
                 let writes = std::mem::take(&mut self.writes);
                 store.commit(&self.fence, &writes).await?;
                 drop(commit_spans);
             }
-            let spawned = !spawns.is_empty();
             for (unit, job, attempt) in spawns {
                 self.spawn(unit, *job, attempt);
             }
-            self.record_groups(store, spawned).await?;
+            self.record_groups(store).await?;
             self.output_files.tidy();
             if more_now {
                 continue;
@@ -690,20 +682,15 @@ impl<'o> Runner<'o> {
     /// Records which process group each attempt just started runs in, so the
     /// next runner can end what is left of it should this process die. Not
     /// fsynced: a process group does not outlive the machine.
-    async fn record_groups(&mut self, store: &mut Store, spans: bool) -> Result<(), EngineError> {
-        let mut writes = if spans {
-            self.ended_spans()
-        } else {
-            Vec::new()
-        };
-        writes.extend(
-            std::mem::take(&mut self.started_groups)
-                .into_iter()
-                .map(|(key, attempt, tag)| Write::AttemptProcess { key, attempt, tag }),
-        );
-        if !writes.is_empty() {
-            store.commit_unsynced(&self.fence, &writes).await?;
+    async fn record_groups(&mut self, store: &mut Store) -> Result<(), EngineError> {
+        if self.started_groups.is_empty() {
+            return Ok(());
         }
+        let writes: Vec<Write> = std::mem::take(&mut self.started_groups)
+            .into_iter()
+            .map(|(key, attempt, tag)| Write::AttemptProcess { key, attempt, tag })
+            .collect();
+        store.commit_unsynced(&self.fence, &writes).await?;
         Ok(())
     }
 

@@ -17,12 +17,6 @@ impl<'o> Runner<'o> {
         Ok(())
     }
 
-    /// The writes of this run's spans that ended since the last flush.
-    pub(super) fn ended_spans(&mut self) -> Vec<Write> {
-        let run = (self.trace.0.as_str(), self.id.as_str(), self.run);
-        crate::engine::drive::ended_spans(run, &self.wf.name, Some(&self.redactor), &[])
-    }
-
     /// A `wf.sqlite.commit` (or `wf.postgresql.commit`) span under each
     /// attempt the coming commit makes durable; they end when the caller
     /// drops them, after the commit.
