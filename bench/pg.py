@@ -100,32 +100,37 @@ def main():
                 for i in range(1, 4)
             ),
         )
-        env = pg_env(url, "b_drain")
-        created = time.perf_counter()
-        for i in range(n_inst):
-            _, _, code, _ = run([WF, "run", "-q", wf_file, "--id", f"d{i:04}", "--inline-wait", "0s"], env=env)
-            assert code == 3, f"expected the instance to sleep, got exit {code}"
-        print(f"created {n_inst} sleeping instances in {time.perf_counter() - created:.1f}s")
-        time.sleep(1.1)  # every timer is due
-        start = time.perf_counter()
-        workers = [
-            subprocess.Popen([WF, "worker", "-q", "--concurrency", "25"], env=env,
-                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            for _ in range(4)
-        ]
-        while True:
-            out = subprocess.run([WF, "list", "--status", "completed", "--json"], env=env,
-                                 capture_output=True, text=True, check=True).stdout
-            if len(json.loads(out)) >= n_inst:
-                break
-            time.sleep(0.05)
-        took = time.perf_counter() - start
-        for w in workers:
-            w.terminate()
-        for w in workers:
-            w.wait()
+        ratios = []
         ideal = n_inst * 0.6 / 100
-        rep.add(f"{n_inst} instances x 3 x sleep 0.2, 4 workers x 25, wall / ideal {ideal:.1f}s",
+        for r in range(reps):
+            env = pg_env(url, f"b_drain{r}")
+            created = time.perf_counter()
+            for i in range(n_inst):
+                _, _, code, _ = run([WF, "run", "-q", wf_file, "--id", f"d{i:04}", "--inline-wait", "0s"], env=env)
+                assert code == 3, f"expected the instance to sleep, got exit {code}"
+            print(f"created {n_inst} sleeping instances in {time.perf_counter() - created:.1f}s")
+            time.sleep(1.1)  # every timer is due
+            start = time.perf_counter()
+            workers = [
+                subprocess.Popen([WF, "worker", "-q", "--concurrency", "25"], env=env,
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                for _ in range(4)
+            ]
+            while True:
+                out = subprocess.run([WF, "list", "--status", "completed", "--json"], env=env,
+                                     capture_output=True, text=True, check=True).stdout
+                if len(json.loads(out)) >= n_inst:
+                    break
+                time.sleep(0.05)
+            took = time.perf_counter() - start
+            for w in workers:
+                w.terminate()
+            for w in workers:
+                w.wait()
+            ratios.append(took / ideal)
+            print(f"drain {r + 1}: {took:.1f}s, {took / ideal:.3f}x the ideal")
+        took = median(ratios) * ideal
+        rep.add(f"{n_inst} instances x 3 x sleep 0.2, 4 workers x 25, wall / ideal {ideal:.1f}s (median of {reps})",
                 took / ideal, "x", "<= 1.3", took / ideal <= 1.3)
     finally:
         subprocess.run([os.path.join(ROOT, "scripts", "pg"), "stop", server["WF_TEST_PG_DIR"]])
