@@ -480,15 +480,28 @@ mod tests {
         std::fs::write(&script, "echo plain \"$1\"\n").unwrap();
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
-        let (code, out) = rt()
-            .block_on(run(&Spec {
-                program: script.as_os_str(),
-                args: &["arg".as_ref()],
-                env: &[],
-                env_remove: &[],
-                dir: dir.path(),
-            }))
-            .expect("spawned");
+        let spec = Spec {
+            program: script.as_os_str(),
+            args: &["arg".as_ref()],
+            env: &[],
+            env_remove: &[],
+            dir: dir.path(),
+        };
+        // A child another test of this binary cloned while `fs::write` held
+        // the script open for writing keeps that descriptor until it execs,
+        // and an exec of the script meanwhile fails with ETXTBSY (a race of
+        // a multi-threaded test process: wf never execs a file it wrote).
+        // Tried again until that child has moved on.
+        let mut tries = 0;
+        let (code, out) = loop {
+            match rt().block_on(run(&spec)) {
+                Err(e) if e.raw_os_error() == Some(libc::ETXTBSY) && tries < 1000 => {
+                    tries += 1;
+                    std::thread::yield_now();
+                }
+                other => break other.expect("spawned"),
+            }
+        };
         assert_eq!((code, out.trim()), (0, "plain arg"));
 
         let err = rt()
