@@ -291,13 +291,7 @@ fn over_kernel_limits(
     }
     // SAFETY: sysconf has no preconditions.
     let arg_max = unsafe { nix::libc::sysconf(nix::libc::_SC_ARG_MAX) };
-    // wf's own environment does not change while it runs: sized once.
-    static INHERITED: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
-    let inherited = *INHERITED.get_or_init(|| {
-        std::env::vars_os()
-            .map(|(k, v)| k.len() + v.len() + 2 + 8)
-            .sum()
-    });
+    let inherited = spawn::inherited_env_size();
     let total: usize = args.iter().map(|a| a.len() + 1 + 8).sum::<usize>()
         + env
             .iter()

@@ -221,6 +221,15 @@ struct Inherited {
     pair: CString,
 }
 
+/// The bytes wf's environment takes in a child's `envp` (each `NAME=value`
+/// with its NUL, and its pointer), counted towards the kernel's limit.
+pub fn inherited_env_size() -> usize {
+    inherited_env()
+        .iter()
+        .map(|v| v.pair.as_bytes_with_nul().len() + 8)
+        .sum()
+}
+
 fn inherited_env() -> &'static [Inherited] {
     static ENV: std::sync::OnceLock<Vec<Inherited>> = std::sync::OnceLock::new();
     ENV.get_or_init(|| {

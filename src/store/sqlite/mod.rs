@@ -53,10 +53,11 @@ pub enum Durability {
 }
 
 impl Durability {
+    /// The statement that sets it on a connection.
     fn pragma(self) -> &'static str {
         match self {
-            Durability::Full => "FULL",
-            Durability::Normal => "NORMAL",
+            Durability::Full => "PRAGMA synchronous=FULL",
+            Durability::Normal => "PRAGMA synchronous=NORMAL",
         }
     }
 
@@ -192,10 +193,8 @@ impl SqliteStore {
                 Err(e) => return Err(e.into()),
             }
         }
-        self.conn.execute_batch(&format!(
-            "PRAGMA synchronous={}; PRAGMA foreign_keys=ON;",
-            durability.pragma()
-        ))?;
+        self.conn
+            .execute_batch(&format!("{}; PRAGMA foreign_keys=ON;", durability.pragma()))?;
         Ok(())
     }
 
@@ -276,13 +275,7 @@ impl SqliteStore {
             tx.commit()?;
             Ok(out)
         });
-        let restored = set(
-            &self.conn,
-            match self.durability {
-                Durability::Full => "PRAGMA synchronous=FULL",
-                Durability::Normal => "PRAGMA synchronous=NORMAL",
-            },
-        );
+        let restored = set(&self.conn, self.durability.pragma());
         let out = result?;
         restored?;
         Ok(out)
