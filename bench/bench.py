@@ -74,6 +74,13 @@ def wf_env(db, durability=None):
     return env
 
 
+def pg_env(url, schema):
+    """wf_env for a PostgreSQL URL, with the schema wf keeps its tables in."""
+    env = wf_env(url)
+    env["WF_PG_SCHEMA"] = schema
+    return env
+
+
 def write(path, text):
     with open(path, "w") as f:
         f.write(text)

@@ -23,7 +23,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench import ROOT, WF, Report, median, parse_args, prepare, run, write  # noqa: E402
+from bench import ROOT, WF, Report, median, parse_args, pg_env, prepare, run, write  # noqa: E402
 
 
 def start_server():
@@ -40,16 +40,6 @@ def start_server():
             k, v = line[len("export "):].split("=", 1)
             vars[k] = v.strip("'")
     return vars
-
-
-def pg_env(url, schema):
-    env = dict(os.environ)
-    env["WF_DB"] = url
-    env["WF_PG_SCHEMA"] = schema
-    env.pop("OTEL_EXPORTER_OTLP_ENDPOINT", None)
-    env.pop("WF_DURABILITY", None)
-    env["NO_COLOR"] = "1"
-    return env
 
 
 def main():

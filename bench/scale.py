@@ -44,7 +44,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench import Report, median, run, wf_env, write  # noqa: E402
+from bench import Report, median, pg_env, run, wf_env, write  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TARGET = os.environ.get("CARGO_TARGET_DIR") or os.path.join(ROOT, "target")
@@ -128,6 +128,15 @@ def make_templates(tmp, env, templates=TEMPLATES):
     return weighted
 
 
+def clone_plan(weighted):
+    """What both clones share: the mix (clone i copies the template at position i
+    of a cycle of 100 weighted slots), now, and the 7 days the clones' times span."""
+    cycle = []
+    for ids, share in weighted:
+        cycle += [ids[k % len(ids)] for k in range(share)]
+    return cycle, int(time.time() * 1000), 7 * 86_400_000
+
+
 def clone(db, weighted, n_total):
     """Clones the template instances to n_total instances in all, with SQL."""
     c = sqlite3.connect(db, isolation_level=None)
@@ -136,12 +145,7 @@ def clone(db, weighted, n_total):
     c.execute("PRAGMA foreign_keys=OFF")
     have = c.execute("SELECT count(*) FROM instances").fetchone()[0]
     n = max(0, n_total - have)
-    # The mix: clone i copies the template at position i in a cycle of 100 weighted slots.
-    cycle = []
-    for ids, share in weighted:
-        cycle += [ids[k % len(ids)] for k in range(share)]
-    now_ms = int(time.time() * 1000)
-    span_ms = 7 * 86_400_000
+    cycle, now_ms, span_ms = clone_plan(weighted)
     c.execute("BEGIN")
     c.execute("CREATE TEMP TABLE m (n INTEGER PRIMARY KEY, src TEXT, id TEXT, delta_ms INTEGER, trace TEXT)")
     src_created = {
@@ -297,21 +301,11 @@ def psql(url, sql):
     return out.stdout.strip()
 
 
-def pg_env(url, schema):
-    env = wf_env(url)
-    env["WF_PG_SCHEMA"] = schema
-    return env
-
-
 def pg_clone(url, schema, weighted, n_total):
     """The same clone as `clone`, in PostgreSQL's SQL."""
     have = int(psql(url, f"SELECT count(*) FROM {schema}.instances"))
     n = max(0, n_total - have)
-    cycle = []
-    for ids, share in weighted:
-        cycle += [ids[k % len(ids)] for k in range(share)]
-    now_ms = int(time.time() * 1000)
-    span_ms = 7 * 86_400_000
+    cycle, now_ms, span_ms = clone_plan(weighted)
     ms = "(extract(epoch FROM {}::timestamptz) * 1000)::bigint"
     script = [
         f"SET search_path = {schema}",
