@@ -342,10 +342,16 @@ impl<'o> Runner<'o> {
     /// The earliest time something becomes due: a retry, a sleep, an event
     /// timeout, or the workflow's deadline.
     pub(in crate::engine) fn next_wake(&self) -> Option<DateTime<Utc>> {
+        self.earliest(is_timed)
+    }
+
+    /// The earliest `retry_at` among the records whose status `timer`
+    /// accepts, or the workflow's deadline if sooner.
+    fn earliest(&self, timer: fn(&str) -> bool) -> Option<DateTime<Utc>> {
         self.timed
             .iter()
             .filter_map(|k| self.records.get(k))
-            .filter(|r| is_timed(&r.status))
+            .filter(|r| timer(&r.status))
             .filter_map(|r| r.retry_at.as_deref().and_then(store::parse_time))
             .chain(self.deadline.filter(|_| self.stop.is_none()))
             .min()
@@ -367,13 +373,7 @@ impl<'o> Runner<'o> {
     /// the workflow's deadline (not an event's timeout: a run does not wait
     /// for events).
     pub(super) fn next_timer(&self) -> Option<DateTime<Utc>> {
-        self.timed
-            .iter()
-            .filter_map(|k| self.records.get(k))
-            .filter(|r| matches!(r.status.as_str(), "retrying" | "sleeping"))
-            .filter_map(|r| r.retry_at.as_deref().and_then(store::parse_time))
-            .chain(self.deadline.filter(|_| self.stop.is_none()))
-            .min()
+        self.earliest(|status| matches!(status, "retrying" | "sleeping"))
     }
 }
 
