@@ -4,14 +4,16 @@
 //! `--as`, the instance is first copied to NEWID and the copy is restarted:
 //! the original is only read.
 
-use super::{display_status, parse_duration_flag, run::report};
+use super::{
+    display_status,
+    run::{Ending, report},
+};
 use crate::engine::{self, EngineError, RunOptions, restart};
 use crate::exit::{ExitStatus, UsageError};
 use crate::printer::Printer;
 use crate::store;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Duration;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -23,12 +25,8 @@ pub struct Args {
     /// Restart a copy of the instance with this id, leaving the original untouched
     #[arg(long = "as", value_name = "NEWID")]
     pub as_id: Option<String>,
-    /// Longest timer or retry backoff waited for inside the run; longer ones suspend it
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration_flag, default_value = "30s")]
-    pub inline_wait: Duration,
-    /// Print `{id, status, exit_code}` as JSON on stdout when the run ends
-    #[arg(long)]
-    pub json: bool,
+    #[command(flatten)]
+    pub ending: Ending,
 }
 
 pub async fn run(args: Args, db: Option<PathBuf>, printer: &Printer) -> anyhow::Result<ExitStatus> {
@@ -70,7 +68,7 @@ pub async fn run(args: Args, db: Option<PathBuf>, printer: &Printer) -> anyhow::
         plan.reset_steps.join(", ")
     ));
     let opts = RunOptions {
-        inline_wait: args.inline_wait,
+        inline_wait: args.ending.inline_wait,
         restart: Some(args.from.clone()),
         workflow: Some(Arc::new(wf)),
         traceparent: super::traceparent(),
@@ -83,5 +81,5 @@ pub async fn run(args: Args, db: Option<PathBuf>, printer: &Printer) -> anyhow::
     progress.finish();
     let outcome = outcome?;
     super::run::summarize(printer, &store, &target, started.elapsed()).await;
-    Ok(report(printer, &target, &outcome, args.json))
+    Ok(report(printer, &target, &outcome, args.ending.json))
 }

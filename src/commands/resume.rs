@@ -1,7 +1,7 @@
 //! `wf resume ID`: continue an interrupted, sleeping or waiting instance from
 //! its history, running its pinned definition.
 
-use super::{parse_duration_flag, run::report};
+use super::run::{Ending, report};
 use crate::engine::{self, RunOptions};
 use crate::exit::ExitStatus;
 use crate::printer::Printer;
@@ -19,19 +19,15 @@ pub struct Args {
     /// Give failed steps a fresh attempt budget and continue
     #[arg(long)]
     pub retry_failed: bool,
-    /// Longest timer or retry backoff waited for inside the run; longer ones suspend it
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration_flag, default_value = "30s")]
-    pub inline_wait: Duration,
-    /// Print `{id, status, exit_code}` as JSON on stdout when the run ends
-    #[arg(long)]
-    pub json: bool,
+    #[command(flatten)]
+    pub ending: Ending,
 }
 
 pub async fn run(args: Args, db: Option<PathBuf>, printer: &Printer) -> anyhow::Result<ExitStatus> {
     let mut store = super::open(db).await?;
     let id = store.resolve_id(&args.id).await?;
     let inst = store.instance(&id).await?;
-    let mut inline_wait = args.inline_wait;
+    let mut inline_wait = args.ending.inline_wait;
     // A sleeping instance is resumed when its timer is due: wait for it here.
     if inst.status == "sleeping"
         && !args.now
@@ -61,7 +57,7 @@ pub async fn run(args: Args, db: Option<PathBuf>, printer: &Printer) -> anyhow::
     match outcome {
         Ok(outcome) => {
             super::run::summarize(printer, &store, &id, started.elapsed()).await;
-            Ok(report(printer, &id, &outcome, args.json))
+            Ok(report(printer, &id, &outcome, args.ending.json))
         }
         // Completed already, or by another process while we waited for the lease.
         Err(engine::EngineError::NotResumable(_))

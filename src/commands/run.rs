@@ -11,6 +11,18 @@ use serde_json::{Map, Value, json};
 use std::path::PathBuf;
 use std::time::Duration;
 
+/// What `run`, `resume` and `restart` share: how long a run waits inline,
+/// and how it reports its end (see [`report`]).
+#[derive(Debug, clap::Args)]
+pub struct Ending {
+    /// Longest timer or retry backoff waited for inside the run; longer ones suspend it
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration_flag, default_value = "30s")]
+    pub inline_wait: Duration,
+    /// Print `{id, status, exit_code}` as JSON on stdout when the run ends
+    #[arg(long)]
+    pub json: bool,
+}
+
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// The workflow file
@@ -24,12 +36,8 @@ pub struct Args {
     /// Instance id (default: a random one)
     #[arg(long)]
     pub id: Option<String>,
-    /// Longest timer or retry backoff waited for inside the run; longer ones suspend it
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration_flag, default_value = "30s")]
-    pub inline_wait: Duration,
-    /// Print `{id, status, exit_code}` as JSON on stdout when the run ends
-    #[arg(long)]
-    pub json: bool,
+    #[command(flatten)]
+    pub ending: Ending,
 }
 
 pub async fn run(args: Args, db: Option<PathBuf>, printer: &Printer) -> anyhow::Result<ExitStatus> {
@@ -45,7 +53,7 @@ pub async fn run(args: Args, db: Option<PathBuf>, printer: &Printer) -> anyhow::
         .await?;
     let opts = RunOptions {
         owner: Some(owner),
-        inline_wait: args.inline_wait,
+        inline_wait: args.ending.inline_wait,
         workflow: Some(std::sync::Arc::new(wf)),
         traceparent: super::traceparent(),
         tracestate: std::env::var("TRACESTATE").ok(),
@@ -57,7 +65,7 @@ pub async fn run(args: Args, db: Option<PathBuf>, printer: &Printer) -> anyhow::
     progress.finish();
     let outcome = outcome?;
     summarize(printer, &store, &id, started.elapsed()).await;
-    Ok(report(printer, &id, &outcome, args.json))
+    Ok(report(printer, &id, &outcome, args.ending.json))
 }
 
 /// One line on stderr when a run ends: how long it took and how its steps
