@@ -291,7 +291,7 @@ fn concurrent_first_starts_migrate_once() {
     }
     assert_eq!(
         t.psql("SELECT string_agg(version::text, ',' ORDER BY version) FROM migrations"),
-        "1,2,3,4"
+        "1,2,3,4,5"
     );
 }
 

@@ -3,9 +3,11 @@
 //! - One connection per store, driven by its own task; wf never blocks on it
 //!   (every method is `async`), and statements are prepared once per
 //!   connection.
-//! - A batch of writes is one transaction sent as one pipeline (BEGIN, the
-//!   fence check, the writes, COMMIT) without waiting for each reply: a
-//!   step's commit costs about one round trip.
+//! - A step's batch of writes (its attempt, its result, the next attempt,
+//!   their spans) is one statement, fence included, in a transaction of its
+//!   own; any other batch is one transaction sent as one pipeline (BEGIN,
+//!   the fence check, the writes, COMMIT) without waiting for each reply.
+//!   Either way a commit costs about one round trip.
 //! - The fence (`check_fence`, see `schema`) locks the instance's row for
 //!   the transaction and aborts it unless the runner's epoch is current.
 //! - Workers learn of new work by `LISTEN`ing on `wf_<schema>`: `wf signal`,

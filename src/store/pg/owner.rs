@@ -265,13 +265,22 @@ impl PgStore {
     }
 
     pub async fn commit(&self, fence: &Fence, writes: &[Write]) -> Result<()> {
-        self.fenced(fence, super::batch::ops(&fence.instance, writes))
-            .await
+        let result = match super::batch::one_statement(&fence.instance, fence.epoch, writes) {
+            Some(op) => self.pipeline(vec![op]).await.map(|_| ()),
+            None => {
+                let ops = super::batch::ops(&fence.instance, writes);
+                self.fenced(fence, ops).await
+            }
+        };
+        result.map_err(|e| named(e, fence))
     }
 
     /// Not waited for: queued on the connection (so it lands before the
     /// next commit), committed without a flush to disk.
     pub async fn commit_unsynced(&self, fence: &Fence, writes: &[Write]) -> Result<()> {
+        if let Some(op) = super::batch::group_statement(&fence.instance, fence.epoch, writes) {
+            return self.pipeline_in_background(vec![op]).await;
+        }
         let mut ops = vec![
             Op::Simple("BEGIN"),
             Op::Simple("SET LOCAL synchronous_commit = off"),
@@ -292,12 +301,20 @@ impl PgStore {
         ));
         all.extend(ops);
         all.push(Op::Simple("COMMIT"));
-        match self.pipeline(all).await {
-            Err(StoreError::Fenced { holder, .. }) => Err(StoreError::Fenced {
-                id: fence.instance.clone(),
-                holder,
-            }),
-            other => other.map(|_| ()),
-        }
+        self.pipeline(all)
+            .await
+            .map(|_| ())
+            .map_err(|e| named(e, fence))
+    }
+}
+
+/// A refused fence, naming the instance.
+fn named(e: StoreError, fence: &Fence) -> StoreError {
+    match e {
+        StoreError::Fenced { holder, .. } => StoreError::Fenced {
+            id: fence.instance.clone(),
+            holder,
+        },
+        other => other,
     }
 }
