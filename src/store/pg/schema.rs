@@ -197,8 +197,9 @@ pub const MIGRATIONS: &[&str] = &[
     // instance's row, as its own query inside the server), four to five
     // per `/bin/true` step. They guarded nothing the fence does not: every
     // write to these tables follows `check_fence`, which locks the
-    // instance's row and aborts when the row is missing, and `wf prune`
-    // locks the same row before it deletes the instance and its rows.
+    // instance's row and aborts when the row is missing, or is made in the
+    // transaction that inserts the instance (`copy_instance`); and `wf
+    // prune` locks the instance's row before it deletes it and its rows.
     r#"
     ALTER TABLE steps DROP CONSTRAINT IF EXISTS steps_instance_id_fkey;
     ALTER TABLE attempts DROP CONSTRAINT IF EXISTS attempts_instance_id_fkey;
