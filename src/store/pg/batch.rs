@@ -185,9 +185,14 @@ pub(super) fn ops(id: &str, writes: &[Write]) -> Vec<Op> {
 /// The whole batch as one statement run in a transaction of its own (no
 /// BEGIN and COMMIT requests): the fence, the new attempts, the end of an
 /// earlier one, the step rows, the spans and the state, as data-modifying
-/// `WITH` queries. Every write waits for the fence (an uncorrelated
-/// sub-query is evaluated before the rows it filters), and a refused fence
-/// aborts the statement and with it every write. This is the batch a
+/// `WITH` queries. The fence is `check_fence`'s check inlined: the
+/// instance's row locked `FOR UPDATE` (its newest version, as a takeover
+/// commits it), and whether its epoch is the runner's (`held`). Every
+/// write is filtered on `held` (an uncorrelated sub-query, evaluated once
+/// before the rows it filters), so a refused fence writes nothing, and the
+/// statement returns `held` and the holder for the caller to refuse the
+/// commit (`fence_held`); the PL/pgSQL call cost the server more than the
+/// check itself. This is the batch a
 /// sequential step commits (the end of its attempt, its result, the next
 /// attempt); `None` for a batch with anything else (runs, the instance's
 /// status, the ends of several attempts), which `ops` applies.
@@ -225,14 +230,16 @@ pub(super) fn one_statement(id: &str, epoch: i64, writes: &[Write]) -> Option<Op
     params.extend(span_columns(&g.spans));
     params.push(p(g.last_state.map(|v| v.to_string())));
     params.push(p(now()));
-    Some(Op::Exec(&STEP_COMMIT, params))
+    Some(Op::Query(&STEP_COMMIT, params))
 }
 
 /// The process group of an attempt that just started, as one statement in
 /// a transaction of its own that is committed without waiting for the disk
 /// (`set_config(…, true)` is `SET LOCAL`): BEGIN, SET LOCAL, the fence, the
 /// update and COMMIT were five requests, which the server ran while the
-/// step's process needed the CPU. `None` unless `writes` is one group.
+/// step's process needed the CPU. The fence is `one_statement`'s: a
+/// refused one writes nothing (and, as any error of this unsynced record,
+/// is reported by the next commit). `None` unless `writes` is one group.
 pub(super) fn group_statement(id: &str, epoch: i64, writes: &[Write]) -> Option<Op> {
     let [Write::AttemptProcess { key, attempt, tag }] = writes else {
         return None;
@@ -252,10 +259,11 @@ pub(super) fn group_statement(id: &str, epoch: i64, writes: &[Write]) -> Option<
 }
 
 const RECORD_GROUP: &str = "WITH c AS (SELECT set_config('synchronous_commit', 'off', true)), \
-     f AS (SELECT check_fence($1, $2) AS epoch FROM c), \
+     f AS (SELECT lease_epoch = $2 AS held, lease_owner FROM instances, c WHERE id = $1 \
+       FOR UPDATE OF instances), \
      g AS (UPDATE attempts SET proc_host=$5, proc_pgid=$6, proc_start=$7 \
-       WHERE instance_id=$1 AND step_key=$3 AND attempt=$4 AND (SELECT epoch FROM f) IS NOT NULL) \
-     SELECT epoch FROM f";
+       WHERE instance_id=$1 AND step_key=$3 AND attempt=$4 AND (SELECT held FROM f)) \
+     SELECT held, lease_owner FROM f";
 
 /// `$first::t1[], $first+1::t2[], …`: the arrays `unnest` takes.
 fn arrays(first: usize, types: &[&str]) -> String {
@@ -292,24 +300,25 @@ static STEP_COMMIT: LazyLock<String> = LazyLock::new(|| {
     let sp = s + STEP_TYPES.len();
     let st = sp + SPAN_TYPES.len();
     format!(
-        "WITH f AS (SELECT check_fence($1, $2) AS epoch), \
+        "WITH f AS (SELECT lease_epoch = $2 AS held, lease_owner FROM instances WHERE id = $1 \
+           FOR UPDATE), \
          a AS (INSERT INTO attempts (instance_id, step_key, attempt, run, started_at, span_id, started_ns, \
            outcome, error_type, error_message, exit_code, finished_at, stdout, stderr) \
-           SELECT $1, * FROM unnest({attempts}) WHERE (SELECT epoch FROM f) IS NOT NULL), \
+           SELECT $1, * FROM unnest({attempts}) WHERE (SELECT held FROM f)), \
          e AS (UPDATE attempts SET outcome=${o}, error_type=${et}, error_message=${em}, \
            exit_code=${x}, finished_at=${fa}, stdout=${so}, stderr=${se} \
            WHERE instance_id=$1 AND step_key=${e} AND attempt=${ea} \
-             AND (SELECT epoch FROM f) IS NOT NULL), \
+             AND (SELECT held FROM f)), \
          s AS (INSERT INTO steps (instance_id, key, step_id, status, attempts, outcome, error_type, \
            error_message, output, started_at, finished_at, retry_at, seq, budget_base, items, state_patch) \
-           SELECT $1, * FROM unnest({steps}) WHERE (SELECT epoch FROM f) IS NOT NULL \
+           SELECT $1, * FROM unnest({steps}) WHERE (SELECT held FROM f) \
            ON CONFLICT (instance_id, key) DO UPDATE SET {step_update}), \
          p AS (INSERT INTO spans (trace_id, span_id, parent_span_id, instance_id, run, name, kind, \
            start_ns, end_ns, status, status_message, attributes, links) \
-           SELECT * FROM unnest({spans}) WHERE (SELECT epoch FROM f) IS NOT NULL), \
+           SELECT * FROM unnest({spans}) WHERE (SELECT held FROM f)), \
          i AS (UPDATE instances SET state=${st}, updated_at=${now} \
-           WHERE id=$1 AND ${st}::text IS NOT NULL AND (SELECT epoch FROM f) IS NOT NULL) \
-         SELECT epoch FROM f",
+           WHERE id=$1 AND ${st}::text IS NOT NULL AND (SELECT held FROM f)) \
+         SELECT held, lease_owner FROM f",
         attempts = arrays(a, &ATTEMPT_TYPES),
         ea = e + 1,
         o = e + 2,

@@ -266,7 +266,7 @@ impl PgStore {
 
     pub async fn commit(&self, fence: &Fence, writes: &[Write]) -> Result<()> {
         let result = match super::batch::one_statement(&fence.instance, fence.epoch, writes) {
-            Some(op) => self.pipeline(vec![op]).await.map(|_| ()),
+            Some(op) => self.pipeline(vec![op]).await.and_then(fence_held),
             None => {
                 let ops = super::batch::ops(&fence.instance, writes);
                 self.fenced(fence, ops).await
@@ -306,6 +306,27 @@ impl PgStore {
             .map(|_| ())
             .map_err(|e| named(e, fence))
     }
+}
+
+/// What a statement with the fence inlined returned (`held`, the holder):
+/// refused unless its epoch was the runner's. A missing row (the instance
+/// is gone) is refused too.
+fn fence_held(outs: Vec<Out>) -> Result<()> {
+    let row = outs.into_iter().next().map(Out::rows).unwrap_or_default();
+    let held = row
+        .first()
+        .and_then(|r| r.try_get::<_, Option<bool>>(0).ok().flatten());
+    if held == Some(true) {
+        return Ok(());
+    }
+    let holder = row
+        .first()
+        .and_then(|r| r.try_get::<_, Option<String>>(1).ok().flatten())
+        .filter(|h| !h.is_empty());
+    Err(StoreError::Fenced {
+        id: String::new(),
+        holder,
+    })
 }
 
 /// A refused fence, naming the instance.
