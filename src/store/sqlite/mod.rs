@@ -210,19 +210,26 @@ impl SqliteStore {
                 known,
             });
         }
-        for (i, sql) in schema::MIGRATIONS.iter().enumerate().skip(version as usize) {
-            let tx = self
-                .conn
-                .transaction_with_behavior(TransactionBehavior::Exclusive)?;
-            // Another process may have migrated while we waited for the lock.
-            let now: i64 = tx.query_row("PRAGMA user_version", [], |r| r.get(0))?;
-            if now > i as i64 {
-                continue;
-            }
-            tx.execute_batch(sql)?;
-            tx.execute_batch(&format!("PRAGMA user_version={}", i + 1))?;
-            tx.commit()?;
+        if version == known {
+            return Ok(());
         }
+        // Every pending migration in one transaction: one commit (one
+        // `fsync` with FULL) for a new database instead of one per
+        // migration, which was half of a fresh 1-step `wf run` (12.2 ms
+        // against 6.9 ms on a migrated database). A failing migration
+        // leaves the database as it was.
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Exclusive)?;
+        // Another process may have migrated while we waited for the lock.
+        let now: i64 = tx.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+        for sql in schema::MIGRATIONS.iter().skip(now as usize) {
+            tx.execute_batch(sql)?;
+        }
+        if now < known {
+            tx.execute_batch(&format!("PRAGMA user_version={known}"))?;
+        }
+        tx.commit()?;
         Ok(())
     }
 
