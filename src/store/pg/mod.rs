@@ -9,7 +9,9 @@
 //!   the fence check, the writes, COMMIT) without waiting for each reply.
 //!   Either way a commit costs about one round trip.
 //! - The fence (`check_fence`, see `schema`) locks the instance's row for
-//!   the transaction and aborts it unless the runner's epoch is current.
+//!   the transaction and aborts it unless the runner's epoch is current; a
+//!   step's statement does the same check inline and writes nothing unless
+//!   it holds (`batch::one_statement`).
 //! - Workers learn of new work by `LISTEN`ing on `wf_<schema>`: `wf signal`,
 //!   new instances and released leases `NOTIFY` it; polling covers a lost
 //!   notification.
