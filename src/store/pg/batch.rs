@@ -19,37 +19,48 @@ use serde_json::Value;
 use std::collections::HashMap;
 use std::sync::LazyLock;
 
-const INSERT_SPANS: &str = "INSERT INTO spans (trace_id, span_id, parent_span_id, instance_id, run, name, kind, \
-     start_ns, end_ns, status, status_message, attributes, links) \
-     SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::int8[], $6::text[], $7::text[], \
-     $8::int8[], $9::int8[], $10::text[], $11::text[], $12::text[], $13::text[])";
-
 /// What a step row written again changes.
-macro_rules! step_update {
-    () => {
-        "status=excluded.status, attempts=excluded.attempts, \
-         budget_base=excluded.budget_base, outcome=excluded.outcome, error_type=excluded.error_type, \
-         error_message=excluded.error_message, output=excluded.output, started_at=excluded.started_at, \
-         finished_at=excluded.finished_at, retry_at=excluded.retry_at, seq=excluded.seq, items=excluded.items, \
-         state_patch=COALESCE(excluded.state_patch, steps.state_patch)"
-    };
+const STEP_UPDATE: &str = "status=excluded.status, attempts=excluded.attempts, \
+     budget_base=excluded.budget_base, outcome=excluded.outcome, error_type=excluded.error_type, \
+     error_message=excluded.error_message, output=excluded.output, started_at=excluded.started_at, \
+     finished_at=excluded.finished_at, retry_at=excluded.retry_at, seq=excluded.seq, items=excluded.items, \
+     state_patch=COALESCE(excluded.state_patch, steps.state_patch)";
+
+/// The three inserts of a batch, as statements of their own (the arrays
+/// from `$2`, or `$1` for spans, which carry their instance) and as the
+/// `WITH` queries of `STEP_COMMIT` (the arrays further on, each row filtered
+/// on the fence): one text for both.
+fn insert_attempts(first: usize, filter: &str) -> String {
+    format!(
+        "INSERT INTO attempts (instance_id, step_key, attempt, run, started_at, span_id, started_ns, \
+         outcome, error_type, error_message, exit_code, finished_at, stdout, stderr) \
+         SELECT $1, * FROM unnest({}){filter}",
+        arrays(first, &ATTEMPT_TYPES)
+    )
 }
-const STEP_UPDATE: &str = step_update!();
 
-const UPSERT_STEPS: &str = concat!(
-    "INSERT INTO steps (instance_id, key, step_id, status, attempts, outcome, error_type, \
-     error_message, output, started_at, finished_at, retry_at, seq, budget_base, items, state_patch) \
-     SELECT $1, * FROM unnest($2::text[], $3::text[], $4::text[], $5::int8[], $6::text[], $7::text[], \
-     $8::text[], $9::text[], $10::text[], $11::text[], $12::text[], $13::int8[], $14::int8[], $15::text[], \
-     $16::text[]) \
-     ON CONFLICT (instance_id, key) DO UPDATE SET ",
-    step_update!()
-);
+fn upsert_steps(first: usize, filter: &str) -> String {
+    format!(
+        "INSERT INTO steps (instance_id, key, step_id, status, attempts, outcome, error_type, \
+         error_message, output, started_at, finished_at, retry_at, seq, budget_base, items, state_patch) \
+         SELECT $1, * FROM unnest({}){filter} \
+         ON CONFLICT (instance_id, key) DO UPDATE SET {STEP_UPDATE}",
+        arrays(first, &STEP_TYPES)
+    )
+}
 
-const INSERT_ATTEMPTS: &str = "INSERT INTO attempts (instance_id, step_key, attempt, run, started_at, span_id, \
-     started_ns, outcome, error_type, error_message, exit_code, finished_at, stdout, stderr) \
-     SELECT $1, * FROM unnest($2::text[], $3::int8[], $4::int8[], $5::text[], $6::text[], $7::int8[], \
-     $8::text[], $9::text[], $10::text[], $11::int8[], $12::text[], $13::bytea[], $14::bytea[])";
+fn insert_spans(first: usize, filter: &str) -> String {
+    format!(
+        "INSERT INTO spans (trace_id, span_id, parent_span_id, instance_id, run, name, kind, \
+         start_ns, end_ns, status, status_message, attributes, links) \
+         SELECT * FROM unnest({}){filter}",
+        arrays(first, &SPAN_TYPES)
+    )
+}
+
+static INSERT_ATTEMPTS: LazyLock<String> = LazyLock::new(|| insert_attempts(2, ""));
+static UPSERT_STEPS: LazyLock<String> = LazyLock::new(|| upsert_steps(2, ""));
+static INSERT_SPANS: LazyLock<String> = LazyLock::new(|| insert_spans(1, ""));
 
 /// A new attempt, and its end when the same batch records it.
 struct NewAttempt<'a> {
@@ -158,25 +169,40 @@ fn group(writes: &[Write]) -> Grouped<'_> {
     g
 }
 
-/// The statements that apply `writes` to instance `id`.
-pub(super) fn ops(id: &str, writes: &[Write]) -> Vec<Op> {
+/// How a batch is committed: one statement with the fence inlined, or the
+/// statements of a pipeline that the fence check begins.
+pub(super) enum Commit {
+    One(Op),
+    Pipeline(Vec<Op>),
+}
+
+/// The commit of `writes` to instance `id` by the runner holding `epoch`.
+pub(super) fn commit(id: &str, epoch: i64, writes: &[Write]) -> Commit {
     let g = group(writes);
+    match one_statement(id, epoch, writes, &g) {
+        Some(op) => Commit::One(op),
+        None => Commit::Pipeline(ops(id, writes, &g)),
+    }
+}
+
+/// The statements that apply `writes` (grouped as `g`) to instance `id`.
+fn ops(id: &str, writes: &[Write], g: &Grouped) -> Vec<Op> {
     // Runs keep their order (closing abandoned runs comes before a new one).
     let mut ops: Vec<Op> = g.runs.iter().map(|w| write_op(id, w)).collect();
     if !g.attempts.is_empty() {
         let mut params = vec![p(id.to_string())];
         params.extend(attempt_columns(&g.attempts));
-        ops.push(Op::Exec(INSERT_ATTEMPTS, params));
+        ops.push(Op::Exec(&INSERT_ATTEMPTS, params));
     }
     // (An update of an attempt started in this batch runs after its insert.)
     ops.extend(g.updates.iter().map(|w| write_op(id, w)));
     if !g.steps.is_empty() {
         let mut params = vec![p(id.to_string())];
         params.extend(step_columns(&g.steps, &g.patches));
-        ops.push(Op::Exec(UPSERT_STEPS, params));
+        ops.push(Op::Exec(&UPSERT_STEPS, params));
     }
     if !g.spans.is_empty() {
-        ops.push(Op::Exec(INSERT_SPANS, span_columns(&g.spans)));
+        ops.push(Op::Exec(&INSERT_SPANS, span_columns(&g.spans)));
     }
     ops.extend(g.instance.iter().map(|&i| write_op(id, &writes[i])));
     ops
@@ -200,8 +226,7 @@ pub(super) fn ops(id: &str, writes: &[Write]) -> Vec<Op> {
 /// The end is one attempt, looked up by its primary key: an `UPDATE` joined
 /// to `unnest` got a generic plan that scanned every attempt of the
 /// instance, which made a run of N steps O(N²).
-pub(super) fn one_statement(id: &str, epoch: i64, writes: &[Write]) -> Option<Op> {
-    let g = group(writes);
+fn one_statement(id: &str, epoch: i64, writes: &[Write], g: &Grouped) -> Option<Op> {
     let mut ends = g.updates.iter().map(|w| match w {
         Write::EndAttempt { key, attempt, end }
             if !g.started.contains_key(&(key.as_str(), *attempt)) =>
@@ -290,6 +315,9 @@ const SPAN_TYPES: [&str; 13] = [
     "text",
 ];
 
+/// The filter of every write of `STEP_COMMIT`: the fence held.
+const FENCED: &str = " WHERE (SELECT held FROM f)";
+
 /// `one_statement`'s SQL: `$1` the instance, `$2` the epoch, then the
 /// columns of new attempts, attempt ends, step rows and spans, the state
 /// (null: unchanged) and the time it changed.
@@ -302,24 +330,17 @@ static STEP_COMMIT: LazyLock<String> = LazyLock::new(|| {
     format!(
         "WITH f AS (SELECT lease_epoch = $2 AS held, lease_owner FROM instances WHERE id = $1 \
            FOR UPDATE), \
-         a AS (INSERT INTO attempts (instance_id, step_key, attempt, run, started_at, span_id, started_ns, \
-           outcome, error_type, error_message, exit_code, finished_at, stdout, stderr) \
-           SELECT $1, * FROM unnest({attempts}) WHERE (SELECT held FROM f)), \
+         a AS ({attempts}), \
          e AS (UPDATE attempts SET outcome=${o}, error_type=${et}, error_message=${em}, \
            exit_code=${x}, finished_at=${fa}, stdout=${so}, stderr=${se} \
            WHERE instance_id=$1 AND step_key=${e} AND attempt=${ea} \
              AND (SELECT held FROM f)), \
-         s AS (INSERT INTO steps (instance_id, key, step_id, status, attempts, outcome, error_type, \
-           error_message, output, started_at, finished_at, retry_at, seq, budget_base, items, state_patch) \
-           SELECT $1, * FROM unnest({steps}) WHERE (SELECT held FROM f) \
-           ON CONFLICT (instance_id, key) DO UPDATE SET {step_update}), \
-         p AS (INSERT INTO spans (trace_id, span_id, parent_span_id, instance_id, run, name, kind, \
-           start_ns, end_ns, status, status_message, attributes, links) \
-           SELECT * FROM unnest({spans}) WHERE (SELECT held FROM f)), \
+         s AS ({steps}), \
+         p AS ({spans}), \
          i AS (UPDATE instances SET state=${st}, updated_at=${now} \
            WHERE id=$1 AND ${st}::text IS NOT NULL AND (SELECT held FROM f)) \
          SELECT held, lease_owner FROM f",
-        attempts = arrays(a, &ATTEMPT_TYPES),
+        attempts = insert_attempts(a, FENCED),
         ea = e + 1,
         o = e + 2,
         et = e + 3,
@@ -328,9 +349,8 @@ static STEP_COMMIT: LazyLock<String> = LazyLock::new(|| {
         fa = e + 6,
         so = e + 7,
         se = e + 8,
-        steps = arrays(s, &STEP_TYPES),
-        spans = arrays(sp, &SPAN_TYPES),
-        step_update = STEP_UPDATE,
+        steps = upsert_steps(s, FENCED),
+        spans = insert_spans(sp, FENCED),
         now = st + 1,
     )
 });

@@ -265,12 +265,10 @@ impl PgStore {
     }
 
     pub async fn commit(&self, fence: &Fence, writes: &[Write]) -> Result<()> {
-        let result = match super::batch::one_statement(&fence.instance, fence.epoch, writes) {
-            Some(op) => self.pipeline(vec![op]).await.and_then(fence_held),
-            None => {
-                let ops = super::batch::ops(&fence.instance, writes);
-                self.fenced(fence, ops).await
-            }
+        use super::batch::Commit;
+        let result = match super::batch::commit(&fence.instance, fence.epoch, writes) {
+            Commit::One(op) => self.pipeline(vec![op]).await.and_then(fence_held),
+            Commit::Pipeline(ops) => self.fenced(fence, ops).await,
         };
         result.map_err(|e| named(e, fence))
     }
