@@ -235,15 +235,21 @@ fn inherited_env() -> &'static [Inherited] {
     ENV.get_or_init(|| {
         std::env::vars_os()
             .filter_map(|(key, value)| {
-                let mut kv = key.as_bytes().to_vec();
-                kv.push(b'=');
-                kv.extend_from_slice(value.as_bytes());
                 // The environment holds no NUL bytes; skipped if it did.
-                let pair = CString::new(kv).ok()?;
+                let pair = CString::new(env_pair(&key, &value)).ok()?;
                 Some(Inherited { key, value, pair })
             })
             .collect()
     })
+}
+
+/// `NAME=value`, as a child's `envp` holds it.
+fn env_pair(key: &OsStr, value: &OsStr) -> Vec<u8> {
+    let mut kv = Vec::with_capacity(key.len() + 1 + value.len());
+    kv.extend_from_slice(key.as_bytes());
+    kv.push(b'=');
+    kv.extend_from_slice(value.as_bytes());
+    kv
 }
 
 /// `/dev/null`, opened once (close-on-exec) for every child's stdin.
@@ -274,11 +280,7 @@ pub fn spawn(spec: &Spec) -> io::Result<Child> {
     let mut set: Vec<(&OsStr, CString)> = Vec::with_capacity(spec.env.len());
     for (k, v) in spec.env.iter().rev() {
         if !set.iter().any(|(s, _)| s == k) {
-            let mut kv = Vec::with_capacity(k.len() + 1 + v.len());
-            kv.extend_from_slice(k.as_bytes());
-            kv.push(b'=');
-            kv.extend_from_slice(v.as_bytes());
-            set.push((k, cstring(&kv)?));
+            set.push((k, cstring(&env_pair(k, v))?));
         }
     }
     let kept = |k: &OsStr| !spec.env_remove.contains(&k) && !set.iter().any(|(s, _)| *s == k);
