@@ -170,9 +170,17 @@ def clone(db, weighted, n_total):
         if table == "events":
             cols.remove("id")  # INTEGER PRIMARY KEY: a new one
         exprs = []
+        # Spans on PostgreSQL are under their instance's seq, with binary ids (migration 6).
+        by_seq = "instance_seq" in cols
+        source = (f"m JOIN instances si ON si.id = m.src JOIN {table} s ON s.instance_seq = si.seq "
+                  f"JOIN instances ni ON ni.id = m.id") if by_seq else f"m JOIN {table} s ON s.{key} = m.src"
         for col in cols:
             if col == key:
                 exprs.append("m.id")
+            elif col == "instance_seq":
+                exprs.append("ni.seq")
+            elif col == "trace_id" and by_seq:
+                exprs.append("decode(m.trace, 'hex')")
             elif col in TEXT_TIMES:
                 exprs.append(
                     f"CASE WHEN s.{col} IS NULL THEN NULL ELSE strftime('%Y-%m-%dT%H:%M:%fZ', "
@@ -322,9 +330,17 @@ def pg_clone(url, schema, weighted, n_total):
                          f"WHERE table_schema = '{schema}' AND table_name = '{table}' "
                          f"AND coalesce(column_default, '') NOT LIKE 'nextval(%'").split(",")
         exprs = []
+        # Spans on PostgreSQL are under their instance's seq, with binary ids (migration 6).
+        by_seq = "instance_seq" in cols
+        source = (f"m JOIN instances si ON si.id = m.src JOIN {table} s ON s.instance_seq = si.seq "
+                  f"JOIN instances ni ON ni.id = m.id") if by_seq else f"m JOIN {table} s ON s.{key} = m.src"
         for col in cols:
             if col == key:
                 exprs.append("m.id")
+            elif col == "instance_seq":
+                exprs.append("ni.seq")
+            elif col == "trace_id" and by_seq:
+                exprs.append("decode(m.trace, 'hex')")
             elif col in TEXT_TIMES:
                 exprs.append(f"to_char((s.{col}::timestamptz + m.delta_ms * interval '1 millisecond') "
                              f"AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"')")
@@ -337,12 +353,18 @@ def pg_clone(url, schema, weighted, n_total):
             else:
                 exprs.append(f"s.{col}")
         script.append(f"INSERT INTO {table} ({', '.join(cols)}) SELECT {', '.join(exprs)} "
-                      f"FROM m JOIN {table} s ON s.{key} = m.src ORDER BY m.n")
+                      f"FROM {source} ORDER BY m.n")
     subprocess.run([psql_bin(), url, "-X", "-q", "-v", "ON_ERROR_STOP=1", "-1"],
                    input=";\n".join(script) + ";\n", check=True, text=True, capture_output=True)
     psql(url, f"VACUUM ANALYZE {schema}.instances, {schema}.runs, {schema}.steps, {schema}.attempts, "
               f"{schema}.spans, {schema}.events")
     return n
+
+
+def pg_size(url, schema):
+    """Bytes of the schema's tables with their indexes and TOAST, after `pg_clone`'s VACUUM."""
+    return int(psql(url, "SELECT sum(pg_total_relation_size(c.oid)) FROM pg_class c JOIN pg_namespace s "
+                         f"ON s.oid = c.relnamespace WHERE s.nspname = '{schema}' AND c.relkind = 'r'"))
 
 
 def postgres(url, tmp, n_total, reps, rep):
@@ -360,10 +382,27 @@ def postgres(url, tmp, n_total, reps, rep):
     n = {t: q(t) for t, _ in PER_INSTANCE}
     print(f"PostgreSQL: generated {n['instances']:,} instances ({cloned:,} cloned) in "
           f"{time.perf_counter() - t0:.1f} s: " + ", ".join(f"{k} {v:,}" for k, v in n.items()))
-    size = int(psql(url, "SELECT sum(pg_total_relation_size(c.oid)) FROM pg_class c JOIN pg_namespace s "
-                         f"ON s.oid = c.relnamespace WHERE s.nspname = '{full_s}' AND c.relkind = 'r'"))
+    size = pg_size(url, full_s)
     per = size / n["attempts"]
     rep.add("PG: bytes per step attempt (tables, indexes, TOAST / attempts)", per, "B", "<= 2048", per <= 2048)
+    by = psql(url, "SELECT string_agg(c.relname || ' ' || round(pg_relation_size(c.oid)::numeric / "
+                   f"{n['attempts']}), ', ' ORDER BY pg_relation_size(c.oid) DESC) FROM pg_class c "
+                   f"JOIN pg_namespace s ON s.oid = c.relnamespace WHERE s.nspname = '{full_s}' "
+                   f"AND c.relkind IN ('r', 'i', 't') AND pg_relation_size(c.oid) >= {n['attempts']}")
+    print(f"  PG: bytes per attempt, by table/index: {by}")
+    # One template alone, as on SQLite: what each further simple shell step adds.
+    n_pure = max(1000, n_total // 10)
+    sized = []
+    for template in TEMPLATES[:2]:
+        pure_s = "wf_scale_pure"
+        psql(url, f"DROP SCHEMA IF EXISTS {pure_s} CASCADE")
+        pg_clone(url, pure_s, make_templates(tmp, pg_env(url, pure_s), [template]), n_pure)
+        sized.append((pg_size(url, pure_s), int(psql(url, f"SELECT count(*) FROM {pure_s}.attempts"))))
+        psql(url, f"DROP SCHEMA {pure_s} CASCADE")
+    (size1, att1), (size3, att3) = sized
+    extra = (size3 - size1) / (att3 - att1)
+    rep.add("PG: bytes each further simple shell step adds (3-step vs 1-step)", extra, "B", "<= 2048",
+            extra <= 2048)
     lists = [("wf list --limit 50", ["list", "--limit", "50"]),
              ("wf list --limit 50 --status running (none)", ["list", "--limit", "50", "--status", "running"]),
              ("wf list --limit 50 --workflow nonesuch", ["list", "--limit", "50", "--workflow", "nonesuch"])]

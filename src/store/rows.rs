@@ -278,10 +278,28 @@ pub struct SpanRow {
 const SPAN_WORKFLOW: &str = "workflow.name";
 const SPAN_INSTANCE: &str = "workflow.instance.id";
 
+/// The attributes a slimmed span's name implies, which follow the two
+/// above: a state commit's database and operation, the same on every one
+/// (57 bytes of a shell step's).
+fn implied_by_name(name: &str) -> &'static [(&'static str, &'static str)] {
+    match name {
+        "wf.sqlite.commit" => &[
+            ("db.system.name", "sqlite"),
+            ("db.operation.name", "COMMIT"),
+        ],
+        "wf.postgresql.commit" => &[
+            ("db.system.name", "postgresql"),
+            ("db.operation.name", "COMMIT"),
+        ],
+        _ => &[],
+    }
+}
+
 impl SpanRow {
-    /// Drops the two leading attributes that the instance already says
-    /// (only when they lead with exactly those values, so that
-    /// [`SpanRow::restore`] gives the same object back, in the same order).
+    /// Drops the two leading attributes that the instance already says,
+    /// and then those the span's name implies (only when they lead with
+    /// exactly those values, so that [`SpanRow::restore`] gives the same
+    /// object back, in the same order).
     pub fn slim(&mut self, workflow: &str) {
         let Value::Object(m) = &mut self.attributes else {
             return;
@@ -293,9 +311,18 @@ impl SpanRow {
                 if k1 == SPAN_WORKFLOW && v1.as_str() == Some(workflow)
                 && k2 == SPAN_INSTANCE && v2.as_str() == Some(self.instance_id.as_str())
         );
-        if slimmable {
-            *m = std::mem::take(m).into_iter().skip(2).collect();
+        if !slimmable {
+            return;
         }
+        let implied = implied_by_name(&self.name);
+        let follows = !implied.is_empty()
+            && m.len() >= 2 + implied.len()
+            && m.iter()
+                .skip(2)
+                .zip(implied)
+                .all(|((k, v), (ik, iv))| k == ik && v.as_str() == Some(iv));
+        let drop = 2 + if follows { implied.len() } else { 0 };
+        *m = std::mem::take(m).into_iter().skip(drop).collect();
     }
 
     /// Puts back what [`SpanRow::slim`] dropped. Every stored span names its
@@ -312,6 +339,12 @@ impl SpanRow {
         let mut whole = serde_json::Map::new();
         whole.insert(SPAN_WORKFLOW.into(), workflow.into());
         whole.insert(SPAN_INSTANCE.into(), self.instance_id.clone().into());
+        let implied = implied_by_name(&self.name);
+        if !implied.is_empty() && implied.iter().all(|(k, _)| !m.contains_key(*k)) {
+            for (k, v) in implied {
+                whole.insert((*k).into(), (*v).into());
+            }
+        }
         whole.extend(std::mem::take(m));
         *m = whole;
     }
@@ -445,6 +478,47 @@ mod tests {
             serde_json::to_string(&row.attributes).unwrap(),
             serde_json::to_string(&whole).unwrap()
         );
+    }
+
+    #[test]
+    fn a_commit_span_is_stored_without_what_its_name_implies() {
+        for (name, system) in [
+            ("wf.sqlite.commit", "sqlite"),
+            ("wf.postgresql.commit", "postgresql"),
+        ] {
+            let whole = json!({"workflow.name": "wf", "workflow.instance.id": "i1",
+                "db.system.name": system, "db.operation.name": "COMMIT"});
+            let mut row = span(whole.clone());
+            row.name = name.into();
+            row.slim("wf");
+            assert_eq!(row.attributes, json!({}), "{name}");
+            row.restore("wf");
+            assert_eq!(
+                serde_json::to_string(&row.attributes).unwrap(),
+                serde_json::to_string(&whole).unwrap()
+            );
+        }
+        // Other values, or in another order, are kept as they are.
+        for rest in [
+            json!({"db.system.name": "postgresql", "db.operation.name": "COMMIT"}),
+            json!({"db.operation.name": "COMMIT", "db.system.name": "sqlite"}),
+            json!({"db.system.name": "sqlite"}),
+            json!({"db.system.name": "sqlite", "db.operation.name": "COMMIT", "x": 1}),
+        ] {
+            let mut whole = json!({"workflow.name": "wf", "workflow.instance.id": "i1"});
+            whole
+                .as_object_mut()
+                .unwrap()
+                .extend(rest.as_object().unwrap().clone());
+            let mut row = span(whole.clone());
+            row.name = "wf.sqlite.commit".into();
+            row.slim("wf");
+            row.restore("wf");
+            assert_eq!(
+                serde_json::to_string(&row.attributes).unwrap(),
+                serde_json::to_string(&whole).unwrap()
+            );
+        }
     }
 
     #[test]

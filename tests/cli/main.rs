@@ -212,7 +212,16 @@ impl Test {
             ),
             Some(_) => {
                 let mut out = String::new();
-                for table in ["instances", "runs", "steps", "attempts", "events", "spans"] {
+                // Spans name their instance by its seq: each row is shown
+                // with the instance's id.
+                for table in [
+                    "instances",
+                    "runs",
+                    "steps",
+                    "attempts",
+                    "events",
+                    "(SELECT i.id, s.* FROM spans s JOIN instances i ON i.seq = s.instance_seq)",
+                ] {
                     out.push_str(
                         &self.psql(&format!("SELECT t::text FROM {table} t ORDER BY t::text")),
                     );

@@ -291,8 +291,66 @@ fn concurrent_first_starts_migrate_once() {
     }
     assert_eq!(
         t.psql("SELECT string_agg(version::text, ',' ORDER BY version) FROM migrations"),
-        "1,2,3,4,5"
+        "1,2,3,4,5,6"
     );
+}
+
+/// Migration 6 moved spans to binary ids under their instance's `seq`.
+/// A database whose spans are still in the layout before it (rebuilt here
+/// from the new rows, as migration 1 made them) reads back the same trace
+/// once wf migrates it: ids, links, statuses, kinds and attributes.
+#[test]
+fn spans_kept_before_migration_6_read_back_the_same_after_it() {
+    let Some(t) = pg_test() else { return };
+    t.write(
+        "two.yaml",
+        "name: two\nsteps:\n  - id: first\n    run: echo one\n  - id: gate\n    wait_for_event: { name: go }\n\
+         \x20 - id: flaky\n    run: exit 3\n    retry: { max_attempts: 2, interval: 10ms }\n",
+    );
+    t.wf(&["run", "two.yaml", "--id", "m6"]).code(3);
+    t.wf(&["signal", "m6", "go"]).code(0);
+    t.wf(&["resume", "m6"]).code(1);
+    let trace = || {
+        t.wf(&["trace", "m6", "--format", "json"])
+            .code(0)
+            .stdout
+            .clone()
+    };
+    let before = trace();
+    let spans: usize = t.psql("SELECT count(*) FROM spans").parse().unwrap();
+    assert!(spans >= 10, "{spans} spans");
+    t.psql(
+        "CREATE TABLE spans_v5 AS SELECT encode(s.trace_id, 'hex') AS trace_id, \
+           lpad(to_hex(s.span_id), 16, '0') AS span_id, \
+           lpad(to_hex(s.parent_span_id), 16, '0') AS parent_span_id, i.id AS instance_id, s.run, s.name, \
+           COALESCE(s.kind, 'internal') AS kind, s.start_ns, s.end_ns, COALESCE(s.status, 'unset') AS status, \
+           s.status_message, s.attributes, COALESCE(s.links, '[]') AS links, s.exported \
+         FROM spans s JOIN instances i ON i.seq = s.instance_seq; \
+         DROP TABLE spans; ALTER TABLE spans_v5 RENAME TO spans; \
+         CREATE INDEX spans_by_instance ON spans(instance_id, run, start_ns); \
+         DELETE FROM migrations WHERE version = 6",
+    );
+    // Values other than the defaults the new layout leaves null are there.
+    assert_ne!(
+        t.psql("SELECT count(*) FROM spans WHERE status = 'error'"),
+        "0"
+    );
+    assert_ne!(
+        t.psql("SELECT count(*) FROM spans WHERE links <> '[]'"),
+        "0"
+    );
+    let after = trace();
+    assert_eq!(
+        t.psql("SELECT string_agg(version::text, ',' ORDER BY version) FROM migrations"),
+        "1,2,3,4,5,6"
+    );
+    assert_eq!(
+        t.psql("SELECT count(*) FROM spans")
+            .parse::<usize>()
+            .unwrap(),
+        spans
+    );
+    assert_eq!(after, before);
 }
 
 #[test]

@@ -26,8 +26,8 @@ const STEP_UPDATE: &str = "status=excluded.status, attempts=excluded.attempts, \
      finished_at=excluded.finished_at, retry_at=excluded.retry_at, seq=excluded.seq, items=excluded.items, \
      state_patch=COALESCE(excluded.state_patch, steps.state_patch)";
 
-/// The three inserts of a batch, as statements of their own (the arrays
-/// from `$2`, or `$1` for spans, which carry their instance) and as the
+/// The three inserts of a batch, as statements of their own (`$1` the
+/// instance, the arrays from `$2`) and as the
 /// `WITH` queries of `STEP_COMMIT` (the arrays further on, each row filtered
 /// on the fence): one text for both.
 fn insert_attempts(first: usize, filter: &str) -> String {
@@ -49,18 +49,25 @@ fn upsert_steps(first: usize, filter: &str) -> String {
     )
 }
 
-fn insert_spans(first: usize, filter: &str) -> String {
+/// Spans go in as migration 6 keeps them: under the instance's `seq`
+/// (`seq`, an expression), the hex ids as bytes, defaults as null.
+fn insert_spans(first: usize, seq: &str, filter: &str) -> String {
     format!(
-        "INSERT INTO spans (trace_id, span_id, parent_span_id, instance_id, run, name, kind, \
+        "INSERT INTO spans (instance_seq, trace_id, span_id, parent_span_id, run, name, kind, \
          start_ns, end_ns, status, status_message, attributes, links) \
-         SELECT * FROM unnest({}){filter}",
+         SELECT {seq}, decode(u.t, 'hex'), ('x' || u.s)::bit(64)::int8, ('x' || u.p)::bit(64)::int8, \
+           u.run, u.name, NULLIF(u.kind, 'internal'), u.start_ns, u.end_ns, NULLIF(u.status, 'unset'), \
+           u.message, u.attributes, NULLIF(u.links, '[]') \
+         FROM unnest({}) AS u(t, s, p, run, name, kind, start_ns, end_ns, status, message, attributes, links)\
+         {filter}",
         arrays(first, &SPAN_TYPES)
     )
 }
 
 static INSERT_ATTEMPTS: LazyLock<String> = LazyLock::new(|| insert_attempts(2, ""));
 static UPSERT_STEPS: LazyLock<String> = LazyLock::new(|| upsert_steps(2, ""));
-static INSERT_SPANS: LazyLock<String> = LazyLock::new(|| insert_spans(1, ""));
+static INSERT_SPANS: LazyLock<String> =
+    LazyLock::new(|| insert_spans(2, "(SELECT seq FROM instances WHERE id = $1)", ""));
 
 /// A new attempt, and its end when the same batch records it.
 struct NewAttempt<'a> {
@@ -202,7 +209,9 @@ fn ops(id: &str, writes: &[Write], g: &Grouped) -> Vec<Op> {
         ops.push(Op::Exec(&UPSERT_STEPS, params));
     }
     if !g.spans.is_empty() {
-        ops.push(Op::Exec(&INSERT_SPANS, span_columns(&g.spans)));
+        let mut params = vec![p(id.to_string())];
+        params.extend(span_columns(&g.spans));
+        ops.push(Op::Exec(&INSERT_SPANS, params));
     }
     ops.extend(g.instance.iter().map(|&i| write_op(id, &writes[i])));
     ops
@@ -310,9 +319,8 @@ const STEP_TYPES: [&str; 15] = [
     "text", "text", "text", "int8", "text", "text", "text", "text", "text", "text", "text", "int8",
     "int8", "text", "text",
 ];
-const SPAN_TYPES: [&str; 13] = [
-    "text", "text", "text", "text", "int8", "text", "text", "int8", "int8", "text", "text", "text",
-    "text",
+const SPAN_TYPES: [&str; 12] = [
+    "text", "text", "text", "int8", "text", "text", "int8", "int8", "text", "text", "text", "text",
 ];
 
 /// The filter of every write of `STEP_COMMIT`: the fence held.
@@ -328,11 +336,12 @@ static STEP_COMMIT: LazyLock<String> = LazyLock::new(|| {
     let sp = s + STEP_TYPES.len();
     let st = sp + SPAN_TYPES.len();
     format!(
-        "WITH f AS (SELECT lease_epoch = $2 AS held, lease_owner FROM instances WHERE id = $1 \
+        "WITH f AS (SELECT lease_epoch = $2 AS held, lease_owner, seq FROM instances WHERE id = $1 \
            FOR UPDATE), \
          a AS ({attempts}), \
          e AS (UPDATE attempts SET outcome=${o}, error_type=${et}, error_message=${em}, \
-           exit_code=${x}, finished_at=${fa}, stdout=${so}, stderr=${se} \
+           exit_code=${x}, finished_at=${fa}, stdout=${so}, stderr=${se}, \
+           proc_host=NULL, proc_pgid=NULL, proc_start=NULL \
            WHERE instance_id=$1 AND step_key=${e} AND attempt=${ea} \
              AND (SELECT held FROM f)), \
          s AS ({steps}), \
@@ -350,7 +359,7 @@ static STEP_COMMIT: LazyLock<String> = LazyLock::new(|| {
         so = e + 7,
         se = e + 8,
         steps = upsert_steps(s, FENCED),
-        spans = insert_spans(sp, FENCED),
+        spans = insert_spans(sp, "(SELECT seq FROM f)", FENCED),
         now = st + 1,
     )
 });
@@ -364,7 +373,6 @@ fn span_columns(spans: &[&SpanRow]) -> Vec<Param> {
             .iter()
             .map(|s| s.parent_span_id.clone())
             .collect::<Vec<_>>()),
-        p(col(&|s| s.instance_id.clone())),
         p(spans.iter().map(|s| s.run).collect::<Vec<_>>()),
         p(col(&|s| s.name.clone())),
         p(col(&|s| s.kind.clone())),

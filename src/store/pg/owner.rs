@@ -249,18 +249,19 @@ impl PgStore {
         let ops = spans
             .iter()
             .map(|s| {
-                Op::Exec(
+                Ok(Op::Exec(
                     "UPDATE spans SET exported=true \
-                     WHERE instance_id=$1 AND run=$2 AND start_ns=$3 AND span_id=$4",
+                     WHERE instance_seq=(SELECT seq FROM instances WHERE id=$1) \
+                     AND run=$2 AND start_ns=$3 AND span_id=$4",
                     vec![
                         p(s.instance_id.clone()),
                         p(s.run),
                         p(s.start_ns),
-                        p(s.span_id.clone()),
+                        p(super::records::span_id_bits(&s.span_id)?),
                     ],
-                )
+                ))
             })
-            .collect();
+            .collect::<Result<_>>()?;
         self.fenced(fence, ops).await
     }
 

@@ -23,7 +23,8 @@ impl PgStore {
                      (SELECT count(*) FROM runs WHERE instance_id IN (SELECT id FROM chosen)), \
                      (SELECT count(*) FROM steps WHERE instance_id IN (SELECT id FROM chosen)), \
                      (SELECT count(*) FROM attempts WHERE instance_id IN (SELECT id FROM chosen)), \
-                     (SELECT count(*) FROM spans WHERE instance_id IN (SELECT id FROM chosen)), \
+                     (SELECT count(*) FROM spans WHERE instance_seq IN \
+                       (SELECT seq FROM instances WHERE id IN (SELECT id FROM chosen))), \
                      (SELECT count(*) FROM events WHERE instance_id IN (SELECT id FROM chosen))",
                     &[&statuses, &before],
                 )
@@ -75,7 +76,10 @@ impl PgStore {
             let outs = self
                 .pipeline(vec![
                     delete("DELETE FROM events WHERE instance_id = ANY($1)"),
-                    delete("DELETE FROM spans WHERE instance_id = ANY($1)"),
+                    delete(
+                        "DELETE FROM spans WHERE instance_seq IN \
+                         (SELECT seq FROM instances WHERE id = ANY($1))",
+                    ),
                     delete("DELETE FROM attempts WHERE instance_id = ANY($1)"),
                     delete("DELETE FROM steps WHERE instance_id = ANY($1)"),
                     delete("DELETE FROM runs WHERE instance_id = ANY($1)"),

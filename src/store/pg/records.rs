@@ -20,18 +20,40 @@ macro_rules! instance_cols {
     };
 }
 
+/// A stored span as `span_row` reads it: the hex ids and the defaults the
+/// row leaves null given back (migration 6), `$1` the instance's id.
 macro_rules! span_cols {
     () => {
-        "trace_id, span_id, parent_span_id, instance_id, run, name, kind, start_ns, end_ns, \
-         status, status_message, attributes, links"
+        "encode(trace_id, 'hex'), lpad(to_hex(span_id), 16, '0'), lpad(to_hex(parent_span_id), 16, '0'), \
+         $1::text, run, name, COALESCE(kind, 'internal'), start_ns, end_ns, COALESCE(status, 'unset'), \
+         status_message, attributes, COALESCE(links, '[]')"
+    };
+}
+
+/// The spans of instance `$1`: those of its `seq`.
+macro_rules! spans_of {
+    () => {
+        " FROM spans WHERE instance_seq = (SELECT seq FROM instances WHERE id = $1)"
     };
 }
 
 const SELECT_SPANS: &str = concat!(
     "SELECT ",
     span_cols!(),
-    " FROM spans WHERE instance_id=$1 ORDER BY run, start_ns, span_id"
+    spans_of!(),
+    " ORDER BY run, start_ns, span_id"
 );
+
+/// A span id's 16 hex digits as the `BIGINT` the spans table holds them in
+/// (the same 8 bytes; `to_hex` gives them back).
+pub(super) fn span_id_bits(hex: &str) -> Result<i64> {
+    match u64::from_str_radix(hex, 16) {
+        Ok(v) if hex.len() == 16 && !hex.starts_with('+') => Ok(v as i64),
+        _ => Err(StoreError::Corrupt(format!(
+            "span id `{hex}` is not 16 hex digits"
+        ))),
+    }
+}
 
 pub(super) fn p<T: tokio_postgres::types::ToSql + Sync + Send + 'static>(v: T) -> Param {
     Box::new(v)
@@ -358,16 +380,18 @@ impl PgStore {
         after: Option<&SpanRow>,
         limit: usize,
     ) -> Result<Vec<SpanRow>> {
-        let (run, start, span) = after.map_or((i64::MIN, i64::MIN, ""), |s| {
-            (s.run, s.start_ns, s.span_id.as_str())
-        });
+        let (run, start, span) = match after {
+            Some(s) => (s.run, s.start_ns, span_id_bits(&s.span_id)?),
+            None => (i64::MIN, i64::MIN, i64::MIN),
+        };
         let rows = self
             .query(
                 concat!(
                     "SELECT ",
                     span_cols!(),
-                    " FROM spans WHERE instance_id=$1 AND NOT exported \
-                     AND (run, start_ns, span_id) > ($2, $3, $4) ORDER BY run, start_ns, span_id LIMIT $5"
+                    spans_of!(),
+                    " AND NOT exported AND (run, start_ns, span_id) > ($2, $3, $4) \
+                     ORDER BY run, start_ns, span_id LIMIT $5"
                 ),
                 &[&id, &run, &start, &span, &(limit as i64)],
             )

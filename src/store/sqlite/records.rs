@@ -605,7 +605,8 @@ pub(super) fn finish_attempt(
     cached(
         c,
         "UPDATE attempts SET outcome=?4, error_type=?5, error_message=?6, exit_code=?7, finished_at=?8, \
-         stdout=?9, stderr=?10 WHERE instance_id=?1 AND step_key=?2 AND attempt=?3",
+         stdout=?9, stderr=?10, proc_host=NULL, proc_pgid=NULL, proc_start=NULL \
+         WHERE instance_id=?1 AND step_key=?2 AND attempt=?3",
         params![
             instance_id,
             key,
