@@ -33,6 +33,8 @@ macro_rules! due_sql {
 mod batch;
 mod copy;
 mod owner;
+#[cfg(test)]
+mod plans;
 mod prune;
 mod records;
 mod schedules;

@@ -8,6 +8,19 @@ use super::{Op, Out, PgStore};
 use crate::store::rows::*;
 use crate::store::{Result, StoreError, Write};
 
+/// Claims due instances for `$3` until `$2` + `$4` (`$1` now as text, `$2`
+/// in unix ms), `$5` at most, none of `$6`, skipping rows another worker
+/// is claiming.
+pub(super) const CLAIM_DUE: &str = concat!(
+    "WITH due AS (SELECT id FROM instances WHERE ",
+    due_sql!(),
+    " AND (lease_expires_ms IS NULL OR lease_expires_ms <= $2) \
+     AND NOT (id = ANY($6)) \
+     ORDER BY created_at, seq LIMIT $5 FOR UPDATE SKIP LOCKED) \
+     UPDATE instances i SET lease_owner = $3, lease_expires_ms = $2 + $4, \
+     lease_epoch = i.lease_epoch + 1 FROM due WHERE i.id = due.id RETURNING i.id"
+);
+
 impl PgStore {
     pub async fn claim_due(
         &self,
@@ -19,15 +32,7 @@ impl PgStore {
         let now_ms = chrono::Utc::now().timestamp_millis();
         let rows = self
             .query(
-                concat!(
-                    "WITH due AS (SELECT id FROM instances WHERE ",
-                    due_sql!(),
-                    " AND (lease_expires_ms IS NULL OR lease_expires_ms <= $2) \
-                   AND NOT (id = ANY($6)) \
-                   ORDER BY created_at, seq LIMIT $5 FOR UPDATE SKIP LOCKED) \
-                 UPDATE instances i SET lease_owner = $3, lease_expires_ms = $2 + $4, \
-                   lease_epoch = i.lease_epoch + 1 FROM due WHERE i.id = due.id RETURNING i.id"
-                ),
+                CLAIM_DUE,
                 &[&now(), &now_ms, &owner, &ttl_ms, &(limit as i64), &skip],
             )
             .await?;

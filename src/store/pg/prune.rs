@@ -5,6 +5,13 @@
 use super::{Op, Out, PgStore};
 use crate::store::{Pruned, Result};
 
+/// The next batch of ended instances (`$1` the statuses asked for) last
+/// changed before `$2`, `$3` at most, locked, skipping those another
+/// prune holds.
+pub(super) const PRUNE_BATCH: &str = "SELECT id FROM instances WHERE status = ANY($1) \
+     AND status IN ('completed', 'failed', 'canceled') AND updated_at < $2 \
+     ORDER BY updated_at LIMIT $3 FOR UPDATE SKIP LOCKED";
+
 impl PgStore {
     pub async fn prune(
         &self,
@@ -49,9 +56,7 @@ impl PgStore {
                 .pipeline(vec![
                     Op::Simple("BEGIN"),
                     Op::Query(
-                        "SELECT id FROM instances WHERE status = ANY($1) \
-                         AND status IN ('completed', 'failed', 'canceled') AND updated_at < $2 \
-                         ORDER BY updated_at LIMIT $3 FOR UPDATE SKIP LOCKED",
+                        PRUNE_BATCH,
                         vec![
                             Box::new(statuses.clone()),
                             Box::new(before.to_string()),

@@ -37,12 +37,60 @@ macro_rules! spans_of {
     };
 }
 
-const SELECT_SPANS: &str = concat!(
+pub(super) const SELECT_SPANS: &str = concat!(
     "SELECT ",
     span_cols!(),
     spans_of!(),
     " ORDER BY run, start_ns, span_id"
 );
+
+pub(super) const UNEXPORTED_SPANS: &str = concat!(
+    "SELECT ",
+    span_cols!(),
+    spans_of!(),
+    " AND NOT exported AND (run, start_ns, span_id) > ($2, $3, $4) \
+     ORDER BY run, start_ns, span_id LIMIT $5"
+);
+
+pub(super) const DUE_INSTANCES: &str = concat!(
+    "SELECT id, status, lease_owner, lease_expires_ms FROM instances WHERE ",
+    due_sql!(),
+    " ORDER BY created_at, seq"
+);
+
+pub(super) const IDS_WITH_PREFIX: &str =
+    "SELECT id FROM instances WHERE starts_with(id, $1) ORDER BY id = $1 DESC, id LIMIT 6";
+
+/// `wf list`'s statement: only the filters given are in it (one of eight,
+/// each prepared once): `($1 IS NULL OR status = $1)` cannot use an index
+/// in a generic plan, while `status = $2` reads the newest matching rows
+/// off `instances_by_status_created` (as on SQLite, `records::list_sql`).
+/// `$1` is the limit, then status, workflow and since, those given.
+pub(super) fn list_sql(f: &ListFilter) -> &'static str {
+    macro_rules! list_sql {
+        ($($cond:literal),*) => {
+            concat!(
+                "SELECT id, workflow, status, '', definition_hash, \
+                 workflow_path, base_dir, inputs, state, error, wake_at, waiting_event, lease_owner, \
+                 lease_expires_ms, created_at, updated_at FROM instances WHERE true",
+                $(" AND ", $cond,)*
+                " ORDER BY created_at DESC, seq DESC LIMIT $1"
+            )
+        };
+    }
+    match (&f.status, &f.workflow, &f.since) {
+        (None, None, None) => list_sql!(),
+        (Some(_), None, None) => list_sql!("status = $2"),
+        (None, Some(_), None) => list_sql!("workflow = $2"),
+        (None, None, Some(_)) => list_sql!("created_at >= $2"),
+        (Some(_), Some(_), None) => list_sql!("status = $2", "workflow = $3"),
+        (Some(_), None, Some(_)) => list_sql!("status = $2", "created_at >= $3"),
+        (None, Some(_), Some(_)) => list_sql!("workflow = $2", "created_at >= $3"),
+        (Some(_), Some(_), Some(_)) => {
+            list_sql!("status = $2", "workflow = $3", "created_at >= $4")
+        }
+    }
+}
 
 /// A span id's 16 hex digits as the `BIGINT` the spans table holds them in
 /// (the same 8 bytes; `to_hex` gives them back).
@@ -190,34 +238,9 @@ impl PgStore {
         }
     }
 
-    /// Only the filters given are in the statement (one of eight, each
-    /// prepared once): `($1 IS NULL OR status = $1)` cannot use an index in a
-    /// generic plan, while `status = $2` reads the newest matching rows off
-    /// `instances_by_status_created` (as on SQLite, `records::list_sql`).
+    /// Only the filters given are in the statement (`list_sql`).
     pub async fn list_instances(&self, f: &ListFilter) -> Result<Vec<InstanceRow>> {
-        macro_rules! list_sql {
-            ($($cond:literal),*) => {
-                concat!(
-                    "SELECT id, workflow, status, '', definition_hash, \
-                     workflow_path, base_dir, inputs, state, error, wake_at, waiting_event, lease_owner, \
-                     lease_expires_ms, created_at, updated_at FROM instances WHERE true",
-                    $(" AND ", $cond,)*
-                    " ORDER BY created_at DESC, seq DESC LIMIT $1"
-                )
-            };
-        }
-        let sql = match (&f.status, &f.workflow, &f.since) {
-            (None, None, None) => list_sql!(),
-            (Some(_), None, None) => list_sql!("status = $2"),
-            (None, Some(_), None) => list_sql!("workflow = $2"),
-            (None, None, Some(_)) => list_sql!("created_at >= $2"),
-            (Some(_), Some(_), None) => list_sql!("status = $2", "workflow = $3"),
-            (Some(_), None, Some(_)) => list_sql!("status = $2", "created_at >= $3"),
-            (None, Some(_), Some(_)) => list_sql!("workflow = $2", "created_at >= $3"),
-            (Some(_), Some(_), Some(_)) => {
-                list_sql!("status = $2", "workflow = $3", "created_at >= $4")
-            }
-        };
+        let sql = list_sql(f);
         let limit = f.limit.map(|n| n.min(i64::MAX as usize) as i64);
         let mut params: Vec<&(dyn ToSql + Sync)> = vec![&limit];
         params.extend(
@@ -386,13 +409,7 @@ impl PgStore {
         };
         let rows = self
             .query(
-                concat!(
-                    "SELECT ",
-                    span_cols!(),
-                    spans_of!(),
-                    " AND NOT exported AND (run, start_ns, span_id) > ($2, $3, $4) \
-                     ORDER BY run, start_ns, span_id LIMIT $5"
-                ),
+                UNEXPORTED_SPANS,
                 &[&id, &run, &start, &span, &(limit as i64)],
             )
             .await?;
@@ -425,16 +442,7 @@ impl PgStore {
     }
 
     pub async fn due_instances(&self) -> Result<Vec<DueInstance>> {
-        let rows = self
-            .query(
-                concat!(
-                    "SELECT id, status, lease_owner, lease_expires_ms FROM instances WHERE ",
-                    due_sql!(),
-                    " ORDER BY created_at, seq"
-                ),
-                &[&now()],
-            )
-            .await?;
+        let rows = self.query(DUE_INSTANCES, &[&now()]).await?;
         rows.iter()
             .map(|r| {
                 Ok(DueInstance {
@@ -511,12 +519,7 @@ impl PgStore {
     }
 
     pub async fn ids_with_prefix(&self, prefix: &str) -> Result<Vec<String>> {
-        let rows = self
-            .query(
-                "SELECT id FROM instances WHERE starts_with(id, $1) ORDER BY id = $1 DESC, id LIMIT 6",
-                &[&prefix],
-            )
-            .await?;
+        let rows = self.query(IDS_WITH_PREFIX, &[&prefix]).await?;
         rows.iter().map(|r| get(r, 0)).collect()
     }
 

@@ -172,6 +172,19 @@ impl PgTarget {
         })
     }
 
+    /// The same server and settings, in another schema (tests, which may
+    /// not set `WF_PG_SCHEMA` for the whole test binary).
+    #[cfg(test)]
+    pub(super) fn in_schema(mut self, schema: &str) -> PgTarget {
+        let options = self.config.get_options().unwrap_or_default().replace(
+            &format!("search_path={}", self.schema),
+            &format!("search_path={schema}"),
+        );
+        self.config.options(&options);
+        self.schema = schema.to_string();
+        self
+    }
+
     /// `postgres://user@host:port/db`, never the password.
     pub fn describe(&self) -> String {
         self.shown.clone()
