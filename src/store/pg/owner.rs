@@ -9,14 +9,28 @@ use crate::store::rows::*;
 use crate::store::{Result, StoreError, Write};
 
 /// Claims due instances for `$3` until `$2` + `$4` (`$1` now as text, `$2`
-/// in unix ms), `$5` at most, none of `$6`, skipping rows another worker
-/// is claiming.
+/// in unix ms), `$5` at most, oldest first, none of `$6`, skipping rows
+/// another worker is claiming.
+///
+/// The candidates are found first, by status (`live`, read off the status
+/// index whatever the planner expects), then locked one by one in creation
+/// order until `$5` are held; each is checked again once locked (another
+/// worker may have claimed or ended it since). With `ORDER BY … LIMIT` on
+/// the table itself, the planner walked `instances_by_created` whenever it
+/// expected due rows to be common, which it does when many instances sleep
+/// (it multiplies the share asleep by the share of null `wake_at`, which are
+/// the ended ones'): with 14% of 100,000 instances asleep and none due, that
+/// read every instance, 36 ms a poll; this reads the sleeping ones, 11 ms.
 pub(super) const CLAIM_DUE: &str = concat!(
-    "WITH due AS (SELECT id FROM instances WHERE ",
+    "WITH live AS MATERIALIZED (SELECT id, created_at, seq FROM instances \
+       WHERE status IN ('sleeping', 'waiting', 'running') AND ",
     due_sql!(),
-    " AND (lease_expires_ms IS NULL OR lease_expires_ms <= $2) \
-     AND NOT (id = ANY($6)) \
-     ORDER BY created_at, seq LIMIT $5 FOR UPDATE SKIP LOCKED) \
+    " AND (lease_expires_ms IS NULL OR lease_expires_ms <= $2) AND NOT (id = ANY($6))), \
+     due AS (SELECT x.id FROM (SELECT * FROM live ORDER BY created_at, seq) l \
+       CROSS JOIN LATERAL (SELECT instances.id FROM instances WHERE instances.id = l.id AND ",
+    due_sql!(),
+    " AND (lease_expires_ms IS NULL OR lease_expires_ms <= $2) FOR UPDATE SKIP LOCKED) x \
+       LIMIT $5) \
      UPDATE instances i SET lease_owner = $3, lease_expires_ms = $2 + $4, \
      lease_epoch = i.lease_epoch + 1 FROM due WHERE i.id = due.id RETURNING i.id"
 );

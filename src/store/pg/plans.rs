@@ -20,33 +20,42 @@ use crate::store::ListFilter;
 use serde_json::Value;
 use tokio_postgres::types::ToSql;
 
-/// The fill: instances as a long-lived history holds them, nearly all
-/// ended (as `bench/scale.py`'s 100,000), one in a hundred sleeping,
-/// waiting (for an event that arrived) or running; spans for each.
-const FILL: &str = "
-    INSERT INTO definitions (hash, source, step_ids) VALUES ('h', '', '[]');
-    INSERT INTO instances (id, workflow, status, definition_hash, workflow_path, base_dir, inputs,
-        state, wake_at, waiting_event, created_at, updated_at)
-    SELECT md5(i::text), 'w' || (i % 7),
-        CASE i % 300 WHEN 0 THEN 'sleeping' WHEN 1 THEN 'waiting' WHEN 2 THEN 'running'
-            ELSE (ARRAY['completed', 'completed', 'completed', 'failed', 'canceled'])[1 + i % 5] END,
-        'h', '/x/w.yaml', '/x', '{}', '{}',
-        CASE WHEN i % 300 IN (0, 1) THEN '2026-01-02T00:00:00.000Z' END,
-        CASE WHEN i % 300 = 1 THEN 'go' END,
-        to_char(timestamp '2026-01-01' + i * interval '1 second', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'),
-        to_char(timestamp '2026-01-01' + i * interval '1 second', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"')
-    FROM generate_series(1, 6000) i;
-    INSERT INTO spans (instance_seq, run, start_ns, end_ns, span_id, trace_id, name, attributes)
-    SELECT seq, 1, seq * 10 + k, seq * 10 + k + 1, seq * 10 + k, '\\x00', 'x', '{}'
-    FROM instances, generate_series(1, 3) k;
-    INSERT INTO events (instance_id, name, payload, received_at)
-    SELECT id, 'go', '{}', created_at FROM instances WHERE status = 'waiting';
-    ANALYZE instances, spans, events;
-";
+/// The fill: 6,000 instances, one in `every` sleeping (until `wake`),
+/// waiting (for an event that arrived) or running, the others ended, with
+/// spans for each. A long-lived history is nearly all ended (as
+/// `bench/scale.py`'s 100,000); a busy one has many asleep.
+fn fill(every: u32, wake: &str) -> String {
+    format!(
+        "INSERT INTO definitions (hash, source, step_ids) VALUES ('h', '', '[]');
+        INSERT INTO instances (id, workflow, status, definition_hash, workflow_path, base_dir,
+            inputs, state, wake_at, waiting_event, created_at, updated_at)
+        SELECT md5(i::text), 'w' || (i % 7),
+            CASE i % {every} WHEN 0 THEN 'sleeping' WHEN 1 THEN 'waiting' WHEN 2 THEN 'running'
+                ELSE (ARRAY['completed', 'completed', 'completed', 'failed', 'canceled'])[1 + i % 5]
+            END,
+            'h', '/x/w.yaml', '/x', '{{}}', '{{}}',
+            CASE WHEN i % {every} IN (0, 1) THEN '{wake}' END,
+            CASE WHEN i % {every} = 1 THEN 'go' END,
+            to_char(timestamp '2026-01-01' + i * interval '1 second', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'),
+            to_char(timestamp '2026-01-01' + i * interval '1 second', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"')
+        FROM generate_series(1, 6000) i;
+        INSERT INTO spans (instance_seq, run, start_ns, end_ns, span_id, trace_id, name, attributes)
+        SELECT seq, 1, seq * 10 + k, seq * 10 + k + 1, seq * 10 + k, '\\x00', 'x', '{{}}'
+        FROM instances, generate_series(1, 3) k;
+        INSERT INTO events (instance_id, name, payload, received_at)
+        SELECT id, 'go', '{{}}', created_at FROM instances WHERE status = 'waiting';
+        ANALYZE instances, spans, events;"
+    )
+}
 
-/// A store on a fresh schema `wf_plans_NAME` with the fill, or None
+/// Mostly ended, a few due.
+fn ended() -> String {
+    fill(300, "2026-01-02T00:00:00.000Z")
+}
+
+/// A store on a fresh schema `wf_plans_NAME` filled with `fill`, or None
 /// without a server.
-async fn store(name: &str) -> Option<PgStore> {
+async fn store(name: &str, fill: &str) -> Option<PgStore> {
     let Ok(url) = std::env::var("WF_TEST_PG") else {
         eprintln!("PostgreSQL only (WF_TEST_PG): not run");
         return None;
@@ -66,7 +75,7 @@ async fn store(name: &str) -> Option<PgStore> {
         .await
         .expect("drop");
     let store = PgStore::open(&target).await.expect("open");
-    store.client.batch_execute(FILL).await.expect("fill");
+    store.client.batch_execute(fill).await.expect("fill");
     // Price out what must not be needed.
     store
         .client
@@ -165,7 +174,7 @@ fn runtime() -> tokio::runtime::Runtime {
 #[test]
 fn wf_list_reads_the_newest_instances_off_an_index() {
     runtime().block_on(async {
-        let Some(store) = store("list").await else {
+        let Some(store) = store("list", &ended()).await else {
             return;
         };
         store
@@ -209,7 +218,7 @@ fn wf_list_reads_the_newest_instances_off_an_index() {
 #[test]
 fn the_scan_for_due_work_and_the_claim_reach_instances_by_status() {
     runtime().block_on(async {
-        let Some(store) = store("due").await else {
+        let Some(store) = store("due", &ended()).await else {
             return;
         };
         let now = "2026-06-01T00:00:00.000Z".to_string();
@@ -230,7 +239,7 @@ fn the_scan_for_due_work_and_the_claim_reach_instances_by_status() {
 #[test]
 fn an_id_prefix_a_prune_batch_and_an_instances_spans_are_index_reads() {
     runtime().block_on(async {
-        let Some(store) = store("ids").await else {
+        let Some(store) = store("ids", &ended()).await else {
             return;
         };
         let prefix = "c4ca".to_string();
@@ -253,5 +262,26 @@ fn an_id_prefix_a_prune_batch_and_an_instances_spans_are_index_reads() {
         )
         .await;
         assert_indexed("unexported spans", &p, "spans", false);
+    });
+}
+
+#[test]
+fn the_claim_reads_the_live_instances_only_when_many_sleep() {
+    runtime().block_on(async {
+        // One in seven asleep until next year: nothing due, and the
+        // planner, told of many null `wake_at` (the ended ones'), expects
+        // due rows to be common.
+        let Some(store) = store("asleep", &fill(7, "2027-01-01T00:00:00.000Z")).await else {
+            return;
+        };
+        let now = "2026-06-01T00:00:00.000Z".to_string();
+        let skip: Vec<String> = vec![];
+        let p = plan(
+            &store,
+            CLAIM_DUE,
+            &[&now, &0i64, &"me".to_string(), &1000i64, &10i64, &skip],
+        )
+        .await;
+        assert_indexed("claim_due, many asleep", &p, "instances", false);
     });
 }
