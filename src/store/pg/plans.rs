@@ -66,7 +66,7 @@ async fn store(name: &str, fill: &str) -> Option<PgStore> {
         .in_schema(&schema);
     let (client, connection) = target
         .config
-        .connect(tokio_postgres::NoTls)
+        .connect(target.connector().expect("TLS"))
         .await
         .expect("connect");
     tokio::spawn(connection);
