@@ -113,6 +113,18 @@ impl<'a> tokio_postgres::types::FromSql<'a> for Json {
     }
 }
 
+/// The plan of a claim of 10 at `now` (one id skipped).
+async fn claim_plan(store: &PgStore, now: &str) -> Value {
+    let skip: Vec<String> = vec!["a".into()];
+    let (now, owner) = (now.to_string(), "me".to_string());
+    plan(
+        store,
+        CLAIM_DUE,
+        &[&now, &0i64, &owner, &1000i64, &10i64, &skip],
+    )
+    .await
+}
+
 /// Every node of the plan, depth first.
 fn nodes(plan: &Value) -> Vec<&Value> {
     let mut all = vec![plan];
@@ -225,13 +237,7 @@ fn the_scan_for_due_work_and_the_claim_reach_instances_by_status() {
         let p = plan(&store, DUE_INSTANCES, &[&now]).await;
         assert_indexed("due_instances", &p, "instances", false);
         assert_indexed("due_instances", &p, "events", false);
-        let skip: Vec<String> = vec!["a".into()];
-        let p = plan(
-            &store,
-            CLAIM_DUE,
-            &[&now, &0i64, &"me".to_string(), &1000i64, &10i64, &skip],
-        )
-        .await;
+        let p = claim_plan(&store, &now).await;
         assert_indexed("claim_due", &p, "instances", false);
     });
 }
@@ -274,14 +280,7 @@ fn the_claim_reads_the_live_instances_only_when_many_sleep() {
         let Some(store) = store("asleep", &fill(7, "2027-01-01T00:00:00.000Z")).await else {
             return;
         };
-        let now = "2026-06-01T00:00:00.000Z".to_string();
-        let skip: Vec<String> = vec![];
-        let p = plan(
-            &store,
-            CLAIM_DUE,
-            &[&now, &0i64, &"me".to_string(), &1000i64, &10i64, &skip],
-        )
-        .await;
+        let p = claim_plan(&store, "2026-06-01T00:00:00.000Z").await;
         assert_indexed("claim_due, many asleep", &p, "instances", false);
     });
 }
