@@ -568,10 +568,23 @@ impl<'o> Runner<'o> {
                 if std::mem::take(&mut self.state_dirty) {
                     self.writes.push(Write::State(self.state.clone()));
                 }
-                let commit_spans = self.commit_spans(store.is_postgres());
-                let writes = std::mem::take(&mut self.writes);
-                store.commit(&self.fence, &writes).await?;
-                drop(commit_spans);
+                // Nothing decided (a wake-up to look for a cancel request
+                // while steps run, every 100 ms): no commit. Spans alone
+                // (the last commit's own span) wait for the next commit
+                // that records something, or the run's last one. A commit
+                // of nothing was a synced transaction on PostgreSQL (the
+                // fence's row lock is logged): ten a second per running
+                // instance.
+                if self.committing.is_empty()
+                    && self.writes.iter().all(|w| matches!(w, Write::Span(_)))
+                {
+                    debug_assert!(spawns.is_empty());
+                } else {
+                    let commit_spans = self.commit_spans(store.is_postgres());
+                    let writes = std::mem::take(&mut self.writes);
+                    store.commit(&self.fence, &writes).await?;
+                    drop(commit_spans);
+                }
             }
             for (unit, job, attempt) in spawns {
                 self.spawn(unit, *job, attempt);
