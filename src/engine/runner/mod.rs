@@ -575,11 +575,10 @@ impl<'o> Runner<'o> {
                 // of nothing was a synced transaction on PostgreSQL (the
                 // fence's row lock is logged): ten a second per running
                 // instance.
-                if self.committing.is_empty()
-                    && self.writes.iter().all(|w| matches!(w, Write::Span(_)))
-                {
-                    debug_assert!(spawns.is_empty());
-                } else {
+                let decided = !self.committing.is_empty()
+                    || self.writes.iter().any(|w| !matches!(w, Write::Span(_)));
+                debug_assert!(decided || spawns.is_empty());
+                if decided {
                     let commit_spans = self.commit_spans(store.is_postgres());
                     let writes = std::mem::take(&mut self.writes);
                     store.commit(&self.fence, &writes).await?;

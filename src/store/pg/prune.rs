@@ -26,14 +26,13 @@ impl PgStore {
         if dry_run {
             let rows = self
                 .query(
-                    "WITH chosen AS (SELECT id FROM instances WHERE status = ANY($1) \
+                    "WITH chosen AS (SELECT id, seq FROM instances WHERE status = ANY($1) \
                      AND status IN ('completed', 'failed', 'canceled') AND updated_at < $2) \
                      SELECT (SELECT count(*) FROM chosen), \
                      (SELECT count(*) FROM runs WHERE instance_id IN (SELECT id FROM chosen)), \
                      (SELECT count(*) FROM steps WHERE instance_id IN (SELECT id FROM chosen)), \
                      (SELECT count(*) FROM attempts WHERE instance_id IN (SELECT id FROM chosen)), \
-                     (SELECT count(*) FROM spans WHERE instance_seq IN \
-                       (SELECT seq FROM instances WHERE id IN (SELECT id FROM chosen))), \
+                     (SELECT count(*) FROM spans WHERE instance_seq IN (SELECT seq FROM chosen)), \
                      (SELECT count(*) FROM events WHERE instance_id IN (SELECT id FROM chosen))",
                     &[&statuses, &before],
                 )
