@@ -230,16 +230,13 @@ pub async fn drive(
     }
     let cancel = opts.cancel || cancel_requested > 0;
     let terminate = (opts.cancel && opts.terminate) || cancel_requested == 2;
+    // Committed with the run's first decisions (`Runner::opening`).
     writes.push(Write::Status {
         status: "running".into(),
         wake_at: None,
         waiting_event: None,
         error: None,
     });
-    if let Err(e) = store.commit(&fence, &writes).await {
-        return Err(lost_lease(id, e.into()));
-    }
-    drop(writes);
 
     if opts.fire_timers {
         for rec in records.values_mut() {
@@ -285,6 +282,7 @@ pub async fn drive(
             )),
         live_dir: Some(store.live_dir()),
         deadline_from,
+        opening: writes,
     });
     runner.terminate = terminate;
     if cancel {
@@ -302,7 +300,14 @@ pub async fn drive(
             outcome.err().unwrap_or_else(|| unreachable!()),
         ));
     }
-    let closed = close_run(store, &mut runner, outcome).await;
+    // With no live export to do under the lease, the last commit gives it
+    // up too (the heartbeat stopped first, so no renewal follows it).
+    let release_in_close = !telemetry::export::configured();
+    let mut heartbeat = Some(heartbeat);
+    if release_in_close {
+        drop(heartbeat.take());
+    }
+    let closed = close_run(store, &mut runner, outcome, release_in_close).await;
     // The live copies of this run's attempts are gone: so is their folder.
     let live = store.live_dir();
     let _ = std::fs::remove_dir(live.join(id));
@@ -310,12 +315,13 @@ pub async fn drive(
     if let Err(e) = closed {
         return Err(lost_lease(id, e));
     }
-    // Still under the lease: no other process can export these spans meanwhile.
-    telemetry::export::export_instance(store, &fence).await;
-    drop(heartbeat);
-    let released = store.release(&fence).await.map_err(EngineError::from);
     let outcome = closed?;
-    released?;
+    if !release_in_close {
+        // Still under the lease: no other process can export these spans meanwhile.
+        telemetry::export::export_instance(store, &fence).await;
+        drop(heartbeat);
+        store.release(&fence).await?;
+    }
     Ok(outcome)
 }
 
@@ -347,6 +353,7 @@ async fn close_run(
     store: &mut Store,
     runner: &mut Runner<'_>,
     outcome: Result<RunOutcome, EngineError>,
+    release: bool,
 ) -> Result<RunOutcome, EngineError> {
     let run = runner.run;
     // Decisions not committed when the run stopped on an error are dropped,
@@ -354,12 +361,15 @@ async fn close_run(
     let outcome = match outcome {
         Ok(o) => o,
         Err(e) => {
-            runner.writes.clear();
+            runner.writes.truncate(runner.opening);
             runner.write_root_span("failed", Some(&e.to_string()))?;
             runner.writes.push(Write::FinishRun {
                 run,
                 outcome: "failed".into(),
             });
+            if release {
+                runner.writes.push(Write::Release);
+            }
             let writes = std::mem::take(&mut runner.writes);
             store.commit(&runner.fence, &writes).await?;
             return Err(e);
@@ -412,6 +422,9 @@ async fn close_run(
         run,
         outcome: outcome.as_str().into(),
     });
+    if release {
+        runner.writes.push(Write::Release);
+    }
     let writes = std::mem::take(&mut runner.writes);
     store.commit(&runner.fence, &writes).await?;
     Ok(outcome)

@@ -69,4 +69,7 @@ pub enum Write {
         run: i64,
         outcome: String,
     },
+    /// The lease given up in the run's last commit, when nothing else is
+    /// left to do under it (no live export): one commit fewer per run.
+    Release,
 }

@@ -141,6 +141,11 @@ impl Targets {
 /// so memory stays flat however long the run was.
 const BATCH: usize = 512;
 
+/// Whether runs export their spans live (an exporter is configured).
+pub fn configured() -> bool {
+    Targets::from_env().any()
+}
+
 /// Sends the instance's unexported spans to the configured exporters, in
 /// batches, marking each batch exported once it is sent. Never fails:
 /// problems become one warning on stderr, and what was not sent goes out

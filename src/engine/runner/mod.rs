@@ -325,6 +325,12 @@ pub(super) struct Runner<'o> {
     started_groups: Vec<(String, i64, store::ProcessTag)>,
     /// What the run decided since its last commit, applied at the next one.
     pub(super) writes: Vec<Write>,
+    /// How many of `writes`, from the first, open the run (the recovery of
+    /// a dead predecessor's history, the run's record, the instance
+    /// `running`) and are not committed yet: they go in with the run's
+    /// first decisions, one commit rather than two, and are kept should the
+    /// run end on an error before that commit.
+    pub(super) opening: usize,
     /// Per unit key, its attempts that do not count towards `max_attempts`.
     uncounted: HashMap<String, Vec<i64>>,
     /// Delivered events no step has taken yet, and the last one seen.
@@ -364,6 +370,8 @@ pub(super) struct RunStart<'o> {
     /// What the workflow's `timeout` counts from: the newest `wf restart`
     /// (RFC 3339), else the instance's creation.
     pub deadline_from: Option<String>,
+    /// The writes that open the run, for its first commit ([`Runner::opening`]).
+    pub opening: Vec<Write>,
 }
 
 impl<'o> Runner<'o> {
@@ -384,6 +392,7 @@ impl<'o> Runner<'o> {
             caller,
             live_dir,
             deadline_from,
+            opening,
         } = start;
         let inst = &inst;
         let secrets = context::secret_values(&wf.secrets);
@@ -489,7 +498,8 @@ impl<'o> Runner<'o> {
             fence,
             lost,
             started_groups: Vec::new(),
-            writes: Vec::new(),
+            opening: opening.len(),
+            writes: opening,
             uncounted,
             events,
             last_event: 0,
@@ -582,6 +592,7 @@ impl<'o> Runner<'o> {
                     let commit_spans = self.commit_spans(store.is_postgres());
                     let writes = std::mem::take(&mut self.writes);
                     store.commit(&self.fence, &writes).await?;
+                    self.opening = 0;
                     drop(commit_spans);
                 }
             }

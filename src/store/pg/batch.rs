@@ -164,9 +164,11 @@ fn group(writes: &[Write]) -> Grouped<'_> {
                 last_state = Some(i);
                 g.last_state = Some(v);
             }
-            Write::Status { .. } | Write::Outputs(_) | Write::Reopen | Write::TakeEvent { .. } => {
-                g.instance.push(i)
-            }
+            Write::Status { .. }
+            | Write::Outputs(_)
+            | Write::Reopen
+            | Write::TakeEvent { .. }
+            | Write::Release => g.instance.push(i),
         }
     }
     if let Some(i) = last_state {

@@ -6,6 +6,11 @@ use super::records::{opt_json, p};
 use crate::store::Write;
 use crate::store::rows::now;
 
+/// [`Write::Release`]: the lease given up, and a notification to idle
+/// workers (sent when the transaction commits).
+const RELEASE_IN_COMMIT: &str = "WITH r AS (UPDATE instances SET lease_expires_ms=NULL WHERE id=$1) \
+     SELECT pg_notify('wf_' || current_schema(), '')";
+
 /// The request that puts `w` in the store.
 pub(super) fn write_op(id: &str, w: &Write) -> Op {
     let id = id.to_string();
@@ -166,5 +171,8 @@ pub(super) fn write_op(id: &str, w: &Write) -> Op {
             "UPDATE runs SET outcome=$3, finished_at=$4 WHERE instance_id=$1 AND number=$2",
             vec![p(id), p(*run), p(outcome.clone()), p(now())],
         ),
+        // In a fenced transaction: the instance is ours. Idle workers are
+        // woken, as by `release`, when it commits.
+        Write::Release => Op::Exec(RELEASE_IN_COMMIT, vec![p(id)]),
     }
 }

@@ -425,6 +425,16 @@ pub(super) fn renew_lease(c: &Connection, fence: &Fence, ttl_ms: i64) -> Result<
 
 /// Gives the lease up (only if it is still ours). The owner stays recorded
 /// as the last holder, so a runner that lost the instance can name it.
+/// [`Write::Release`]: in a fenced transaction, so the instance is ours.
+pub(super) fn release_instance(c: &Connection, id: &str) -> Result<()> {
+    cached(
+        c,
+        "UPDATE instances SET lease_expires_ms=NULL WHERE id=?1",
+        params![id],
+    )?;
+    Ok(())
+}
+
 pub(super) fn release_lease(c: &Connection, fence: &Fence) -> Result<()> {
     cached(
         c,

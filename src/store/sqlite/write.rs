@@ -57,6 +57,7 @@ fn apply(c: &Connection, id: &str, w: &Write) -> Result<()> {
             restart_from,
         } => start_run(c, id, *run, trace, restart_from.as_deref()),
         Write::FinishRun { run, outcome } => finish_run(c, id, *run, outcome),
+        Write::Release => release_instance(c, id),
     }
 }
 
