@@ -366,6 +366,13 @@ static STEP_COMMIT: LazyLock<String> = LazyLock::new(|| {
     )
 });
 
+/// One span's insert, as a batch of one (for `write_op`).
+pub(super) fn insert_span(id: &str, span: &SpanRow) -> Op {
+    let mut params = vec![p(id.to_string())];
+    params.extend(span_columns(&[span]));
+    Op::Exec(&INSERT_SPANS, params)
+}
+
 fn span_columns(spans: &[&SpanRow]) -> Vec<Param> {
     let col = |f: &dyn Fn(&SpanRow) -> String| spans.iter().map(|s| f(s)).collect::<Vec<_>>();
     vec![

@@ -97,26 +97,8 @@ pub(super) fn write_op(id: &str, w: &Write) -> Op {
             "UPDATE instances SET state=$2, updated_at=$3 WHERE id=$1",
             vec![p(id), p(state.to_string()), p(now())],
         ),
-        Write::Span(s) => Op::Exec(
-            "INSERT INTO spans (trace_id, span_id, parent_span_id, instance_id, run, name, kind, start_ns, \
-             end_ns, status, status_message, attributes, links) \
-             VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13)",
-            vec![
-                p(s.trace_id.clone()),
-                p(s.span_id.clone()),
-                p(s.parent_span_id.clone()),
-                p(s.instance_id.clone()),
-                p(s.run),
-                p(s.name.clone()),
-                p(s.kind.clone()),
-                p(s.start_ns),
-                p(s.end_ns),
-                p(s.status.clone()),
-                p(s.status_message.clone()),
-                p(s.attributes.to_string()),
-                p(s.links.to_string()),
-            ],
-        ),
+        // The layout `batch` writes spans in (by the instance's `seq`).
+        Write::Span(s) => super::batch::insert_span(&id, s),
         Write::TakeEvent { event, key } => Op::Exec(
             "UPDATE events SET consumed_by=$2 WHERE id=$1",
             vec![p(*event), p(key.clone())],
