@@ -60,15 +60,40 @@ impl PgStore {
         ttl_ms: i64,
         holder_alive: impl Fn(&str) -> bool,
     ) -> Result<std::result::Result<(Fence, History), String>> {
+        let now_ms = chrono::Utc::now().timestamp_millis();
+        // The usual case in one round trip: a lease that is free, expired or
+        // this owner's own (`wf run` creates the instance leased to itself, a
+        // worker has just claimed it) is taken, and the history read, in one
+        // transaction. A lease another process holds (which may have died
+        // on this host) takes the way below.
+        let mut ops = vec![
+            Op::Simple("BEGIN"),
+            Op::Simple(LOCK_TIMEOUT),
+            Op::Query(
+                TAKE_FREE,
+                vec![
+                    p(id.to_string()),
+                    p(owner.to_string()),
+                    p(now_ms + ttl_ms),
+                    p(now_ms),
+                ],
+            ),
+        ];
+        ops.extend(history_reads(id));
+        ops.push(Op::Simple("COMMIT"));
+        let outs = match self.pipeline(ops).await {
+            Err(e) if lock_timed_out(&e) => return self.locked_by(id).await,
+            other => other?,
+        };
+        let mut outs = outs.into_iter().skip(2).map(Out::rows);
+        if let Some(r) = outs.next().unwrap_or_default().first() {
+            let epoch: i64 = get(r, 0)?;
+            return Ok(Ok((fence(id, owner, epoch), history(id, outs)?)));
+        }
         let outs = self
             .pipeline(vec![
                 Op::Simple("BEGIN"),
-                // A lock on the row is a commit or a claim in progress: a few
-                // milliseconds. A runner stalled inside its transaction holds
-                // it longer, until the server ends that session (after
-                // `idle_in_transaction_session_timeout`, the lease TTL): the
-                // takeover gives up after a while and reports the holder.
-                Op::Simple("SET LOCAL lock_timeout = '5s'"),
+                Op::Simple(LOCK_TIMEOUT),
                 Op::Query(
                     "SELECT lease_owner, lease_expires_ms, lease_epoch FROM instances WHERE id=$1 \
                      FOR UPDATE",
@@ -76,21 +101,11 @@ impl PgStore {
                 ),
             ])
             .await;
-        let outs =
-            match outs {
-                Err(StoreError::Open { reason, .. }) if reason.contains("(55P03)") => {
-                    // (The pipeline rolled its transaction back.)
-                    let rows = self
-                        .query("SELECT lease_owner FROM instances WHERE id=$1", &[&id])
-                        .await?;
-                    return match rows.first() {
-                        None => Err(StoreError::NotFound(id.into())),
-                        Some(r) => Ok(Err(get::<Option<String>>(r, 0)?
-                            .unwrap_or_else(|| "another process".into()))),
-                    };
-                }
-                other => other?,
-            };
+        let outs = match outs {
+            // (The pipeline rolled its transaction back.)
+            Err(e) if lock_timed_out(&e) => return self.locked_by(id).await,
+            other => other?,
+        };
         let rows = outs.into_iter().nth(2).map(Out::rows).unwrap_or_default();
         let Some(r) = rows.first() else {
             let _ = self.client.batch_execute("ROLLBACK").await;
@@ -108,119 +123,39 @@ impl PgStore {
             let _ = self.client.batch_execute("ROLLBACK").await;
             return Ok(Err(h));
         }
-        let key = || p(id.to_string());
-        let outs = self
-            .pipeline(vec![
-                Op::Exec(
-                    "UPDATE instances SET lease_owner=$2, lease_expires_ms=$3, lease_epoch=$4 WHERE id=$1",
-                    vec![key(), p(owner.to_string()), p(now_ms + ttl_ms), p(epoch)],
-                ),
-                Op::Query(INSTANCE, vec![key()]),
-                Op::Query(
-                    "SELECT COALESCE(MAX(number), 0), \
-                     array_remove(array_agg(CASE WHEN outcome IS NULL THEN number END ORDER BY number), NULL) \
-                     FROM runs WHERE instance_id=$1",
-                    vec![key()],
-                ),
-                Op::Query(STEPS, vec![key()]),
-                Op::Query(
-                    "SELECT step_key, attempt, run, span_id, COALESCE(started_ns, 0), proc_host, proc_pgid, \
-                     proc_start FROM attempts WHERE instance_id=$1 AND outcome IS NULL ORDER BY step_key, attempt",
-                    vec![key()],
-                ),
-                Op::Query(
-                    "SELECT number, trace_id, span_id, parent_span_id, COALESCE(started_ns, 0) FROM runs \
-                     WHERE instance_id=$1 AND trace_id IS NOT NULL",
-                    vec![key()],
-                ),
-                Op::Query(
-                    "SELECT step_key, attempt FROM attempts WHERE instance_id=$1 \
-                     AND outcome IN ('interrupted', 'canceled')",
-                    vec![key()],
-                ),
-                Op::Query(EVENTS_AFTER, vec![key(), p(0i64)]),
-                Op::Query(CANCEL_REQUESTED, vec![key()]),
-                Op::Simple("COMMIT"),
-            ])
-            .await;
-        let outs = match outs {
+        let mut ops = vec![Op::Exec(
+            "UPDATE instances SET lease_owner=$2, lease_expires_ms=$3, lease_epoch=$4 WHERE id=$1",
+            vec![
+                p(id.to_string()),
+                p(owner.to_string()),
+                p(now_ms + ttl_ms),
+                p(epoch),
+            ],
+        )];
+        ops.extend(history_reads(id));
+        ops.push(Op::Simple("COMMIT"));
+        let outs = match self.pipeline(ops).await {
             Ok(o) => o,
             Err(e) => {
                 let _ = self.client.batch_execute("ROLLBACK").await;
                 return Err(e);
             }
         };
-        let mut outs = outs.into_iter().map(Out::rows);
-        outs.next(); // the lease
-        let instance = match outs.next().unwrap_or_default().first() {
-            Some(r) => instance_row(r)?,
-            None => return Err(StoreError::NotFound(id.into())),
-        };
-        let (last_run, abandoned_runs) = match outs.next().unwrap_or_default().first() {
-            Some(r) => (
-                get::<i64>(r, 0)?,
-                get::<Option<Vec<i64>>>(r, 1)?.unwrap_or_default(),
-            ),
-            None => (0, Vec::new()),
-        };
-        let steps = outs
-            .next()
-            .unwrap_or_default()
-            .iter()
-            .map(step_row)
-            .collect::<Result<_>>()?;
-        let open = outs
-            .next()
-            .unwrap_or_default()
-            .iter()
-            .map(open_attempt)
-            .collect::<Result<_>>()?;
-        let traces = outs
-            .next()
-            .unwrap_or_default()
-            .iter()
-            .map(|r| {
-                Ok((
-                    get::<i64>(r, 0)?,
-                    (get(r, 1)?, get(r, 2)?, get(r, 3)?, get(r, 4)?),
-                ))
-            })
-            .collect::<Result<_>>()?;
-        let uncounted = outs
-            .next()
-            .unwrap_or_default()
-            .iter()
-            .map(|r| Ok((get(r, 0)?, get(r, 1)?)))
-            .collect::<Result<_>>()?;
-        let events = outs
-            .next()
-            .unwrap_or_default()
-            .iter()
-            .map(event_row)
-            .collect::<Result<_>>()?;
-        let cancel_requested = match outs.next().unwrap_or_default().first() {
-            Some(r) => get(r, 0)?,
-            None => 0,
-        };
-        let fence = Fence {
-            instance: id.into(),
-            owner: owner.into(),
-            epoch,
-        };
-        Ok(Ok((
-            fence,
-            History {
-                instance,
-                steps,
-                open,
-                abandoned_runs,
-                last_run,
-                traces,
-                uncounted,
-                events,
-                cancel_requested,
-            },
-        )))
+        let outs = outs.into_iter().skip(1).map(Out::rows);
+        Ok(Ok((fence(id, owner, epoch), history(id, outs)?)))
+    }
+
+    /// The holder of a row lock a takeover gave up waiting for.
+    async fn locked_by(&self, id: &str) -> Result<std::result::Result<(Fence, History), String>> {
+        let rows = self
+            .query("SELECT lease_owner FROM instances WHERE id=$1", &[&id])
+            .await?;
+        match rows.first() {
+            None => Err(StoreError::NotFound(id.into())),
+            Some(r) => Ok(Err(
+                get::<Option<String>>(r, 0)?.unwrap_or_else(|| "another process".into())
+            )),
+        }
     }
 
     pub async fn renew(&self, fence: &Fence, ttl_ms: i64) -> Result<()> {
@@ -356,4 +291,126 @@ fn named(e: StoreError, fence: &Fence) -> StoreError {
         },
         other => other,
     }
+}
+
+/// A lock on the instance's row is a commit or a claim in progress: a few
+/// milliseconds. A runner stalled inside its transaction holds it longer,
+/// until the server ends that session (after
+/// `idle_in_transaction_session_timeout`, the lease TTL): a takeover gives up
+/// after a while and reports the holder.
+const LOCK_TIMEOUT: &str = "SET LOCAL lock_timeout = '5s'";
+
+/// The lease taken (`$2` until `$3`, its epoch raised) when it is free,
+/// expired (`$4` now) or `$2`'s already; the new epoch, or no row.
+const TAKE_FREE: &str = "UPDATE instances SET lease_owner=$2, lease_expires_ms=$3, \
+     lease_epoch=lease_epoch+1 WHERE id=$1 AND (lease_owner IS NULL OR lease_owner=$2 \
+     OR lease_expires_ms IS NULL OR lease_expires_ms <= $4) RETURNING lease_epoch";
+
+fn lock_timed_out(e: &StoreError) -> bool {
+    matches!(e, StoreError::Open { reason, .. } if reason.contains("(55P03)"))
+}
+
+fn fence(id: &str, owner: &str, epoch: i64) -> Fence {
+    Fence {
+        instance: id.into(),
+        owner: owner.into(),
+        epoch,
+    }
+}
+
+/// The reads of an instance's history a takeover makes, in its transaction.
+fn history_reads(id: &str) -> Vec<Op> {
+    let key = || p(id.to_string());
+    vec![
+        Op::Query(INSTANCE, vec![key()]),
+        Op::Query(
+            "SELECT COALESCE(MAX(number), 0), \
+             array_remove(array_agg(CASE WHEN outcome IS NULL THEN number END ORDER BY number), NULL) \
+             FROM runs WHERE instance_id=$1",
+            vec![key()],
+        ),
+        Op::Query(STEPS, vec![key()]),
+        Op::Query(
+            "SELECT step_key, attempt, run, span_id, COALESCE(started_ns, 0), proc_host, proc_pgid, \
+             proc_start FROM attempts WHERE instance_id=$1 AND outcome IS NULL ORDER BY step_key, attempt",
+            vec![key()],
+        ),
+        Op::Query(
+            "SELECT number, trace_id, span_id, parent_span_id, COALESCE(started_ns, 0) FROM runs \
+             WHERE instance_id=$1 AND trace_id IS NOT NULL",
+            vec![key()],
+        ),
+        Op::Query(
+            "SELECT step_key, attempt FROM attempts WHERE instance_id=$1 \
+             AND outcome IN ('interrupted', 'canceled')",
+            vec![key()],
+        ),
+        Op::Query(EVENTS_AFTER, vec![key(), p(0i64)]),
+        Op::Query(CANCEL_REQUESTED, vec![key()]),
+    ]
+}
+
+/// The history read by [`history_reads`], from their results in order.
+fn history(id: &str, mut outs: impl Iterator<Item = Vec<tokio_postgres::Row>>) -> Result<History> {
+    let instance = match outs.next().unwrap_or_default().first() {
+        Some(r) => instance_row(r)?,
+        None => return Err(StoreError::NotFound(id.into())),
+    };
+    let (last_run, abandoned_runs) = match outs.next().unwrap_or_default().first() {
+        Some(r) => (
+            get::<i64>(r, 0)?,
+            get::<Option<Vec<i64>>>(r, 1)?.unwrap_or_default(),
+        ),
+        None => (0, Vec::new()),
+    };
+    let steps = outs
+        .next()
+        .unwrap_or_default()
+        .iter()
+        .map(step_row)
+        .collect::<Result<_>>()?;
+    let open = outs
+        .next()
+        .unwrap_or_default()
+        .iter()
+        .map(open_attempt)
+        .collect::<Result<_>>()?;
+    let traces = outs
+        .next()
+        .unwrap_or_default()
+        .iter()
+        .map(|r| {
+            Ok((
+                get::<i64>(r, 0)?,
+                (get(r, 1)?, get(r, 2)?, get(r, 3)?, get(r, 4)?),
+            ))
+        })
+        .collect::<Result<_>>()?;
+    let uncounted = outs
+        .next()
+        .unwrap_or_default()
+        .iter()
+        .map(|r| Ok((get(r, 0)?, get(r, 1)?)))
+        .collect::<Result<_>>()?;
+    let events = outs
+        .next()
+        .unwrap_or_default()
+        .iter()
+        .map(event_row)
+        .collect::<Result<_>>()?;
+    let cancel_requested = match outs.next().unwrap_or_default().first() {
+        Some(r) => get(r, 0)?,
+        None => 0,
+    };
+    Ok(History {
+        instance,
+        steps,
+        open,
+        abandoned_runs,
+        last_run,
+        traces,
+        uncounted,
+        events,
+        cancel_requested,
+    })
 }
