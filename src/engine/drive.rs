@@ -30,14 +30,17 @@ pub async fn drive(
 ) -> Result<RunOutcome, EngineError> {
     recorder::install();
     let ttl = lease::ttl().map_err(EngineError::Input)?;
+    // An owner given by the caller created or claimed the instance for this
+    // run (`wf run`, a worker): it is taken at once, and checked under the
+    // lease. Otherwise it is checked first, so that refusing it writes nothing.
+    let claimed = opts.owner.is_some();
     let owner = opts.owner.clone().unwrap_or_else(lease::owner_name);
-    let inst = store.instance(id).await?;
-    check_resumable(&inst, &opts)?;
-    let wf = match &opts.workflow {
-        Some(wf) if wf.hash == inst.definition_hash => wf.clone(),
-        _ => Arc::new(pinned_workflow(store, &inst).await?),
-    };
-    super::check_secrets(&wf)?;
+    let mut wf = None;
+    if !claimed {
+        let inst = store.instance(id).await?;
+        check_resumable(&inst, &opts)?;
+        wf = Some(workflow_of(store, &inst, &opts).await?);
+    }
 
     // Take the lease (raising the epoch: whoever held it can write no more),
     // and read the history as it stands, in one transaction.
@@ -58,6 +61,16 @@ pub async fn drive(
         store.release(&fence).await?;
         return Err(e);
     }
+    let wf = match wf {
+        Some(wf) => wf,
+        None => match workflow_of(store, &history.instance, &opts).await {
+            Ok(wf) => wf,
+            Err(e) => {
+                store.release(&fence).await?;
+                return Err(e);
+            }
+        },
+    };
     // What a restart resets, decided on the history read under the lease.
     let restart_plan = match &opts.restart {
         Some(from) => match restart::fill_patches(store, id, &mut history.steps)
@@ -459,6 +472,21 @@ pub(super) fn ended_spans(
 
 /// The instance's pinned definition: its compiled form when this version of
 /// wf wrote it for exactly this text, else the pinned YAML parsed again.
+/// The workflow `inst` runs: the caller's when it is the pinned one, else
+/// the pinned definition; its secrets must be set.
+async fn workflow_of(
+    store: &Store,
+    inst: &store::InstanceRow,
+    opts: &RunOptions,
+) -> Result<Arc<Workflow>, EngineError> {
+    let wf = match &opts.workflow {
+        Some(wf) if wf.hash == inst.definition_hash => wf.clone(),
+        _ => Arc::new(pinned_workflow(store, inst).await?),
+    };
+    super::check_secrets(&wf)?;
+    Ok(wf)
+}
+
 pub async fn pinned_workflow(
     store: &Store,
     inst: &store::InstanceRow,
