@@ -470,8 +470,6 @@ pub(super) fn ended_spans(
         .collect()
 }
 
-/// The instance's pinned definition: its compiled form when this version of
-/// wf wrote it for exactly this text, else the pinned YAML parsed again.
 /// The workflow `inst` runs: the caller's when it is the pinned one, else
 /// the pinned definition; its secrets must be set.
 async fn workflow_of(
@@ -487,6 +485,8 @@ async fn workflow_of(
     Ok(wf)
 }
 
+/// The instance's pinned definition: its compiled form when this version of
+/// wf wrote it for exactly this text, else the pinned YAML parsed again.
 pub async fn pinned_workflow(
     store: &Store,
     inst: &store::InstanceRow,

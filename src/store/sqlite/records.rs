@@ -423,8 +423,6 @@ pub(super) fn renew_lease(c: &Connection, fence: &Fence, ttl_ms: i64) -> Result<
     }
 }
 
-/// Gives the lease up (only if it is still ours). The owner stays recorded
-/// as the last holder, so a runner that lost the instance can name it.
 /// [`Write::Release`]: in a fenced transaction, so the instance is ours.
 pub(super) fn release_instance(c: &Connection, id: &str) -> Result<()> {
     cached(
@@ -435,6 +433,8 @@ pub(super) fn release_instance(c: &Connection, id: &str) -> Result<()> {
     Ok(())
 }
 
+/// Gives the lease up (only if it is still ours). The owner stays recorded
+/// as the last holder, so a runner that lost the instance can name it.
 pub(super) fn release_lease(c: &Connection, fence: &Fence) -> Result<()> {
     cached(
         c,
