@@ -62,8 +62,10 @@ pub struct RunOptions {
     /// `wf run` and `wf resume`), and its `tracestate` (`TRACESTATE`).
     pub traceparent: Option<String>,
     pub tracestate: Option<String>,
-    /// The lease owner to take the instance as (a worker's, which claimed
-    /// it beforehand); None: a name of this run's own.
+    /// The lease owner to take the instance as: `wf run`'s, which created
+    /// it leased to itself, or a worker's, which claimed it; either way the
+    /// run takes it at once and checks it under the lease (`drive`). None:
+    /// a name of this run's own, the instance checked before it is taken.
     pub owner: Option<String>,
     /// `wf restart --from STEP`: reset STEP and what depends on it first
     /// (see `engine::restart`); only an ended instance can be.
