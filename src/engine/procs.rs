@@ -29,7 +29,25 @@ struct Stat {
 }
 
 fn stat(pid: i64) -> Option<Stat> {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    use std::io::Read;
+    // One read into a buffer that holds any stat line (about 300 bytes; the
+    // name is at most 64): `read_to_string` grows its buffer from 32 bytes
+    // and took six reads and an `fstat`, once per step.
+    let mut buf = [0u8; 1024];
+    let mut file = std::fs::File::open(format!("/proc/{pid}/stat")).ok()?;
+    let mut len = 0;
+    while len < buf.len() {
+        match file.read(&mut buf[len..]) {
+            Ok(0) => break,
+            Ok(n) => len += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => return None,
+        }
+        if buf[len - 1] == b'\n' {
+            break;
+        }
+    }
+    let text = std::str::from_utf8(&buf[..len]).ok()?;
     // The command name may hold spaces and parentheses: fields follow the last ')'.
     let (_, rest) = text.rsplit_once(')')?;
     let fields: Vec<&str> = rest.split_whitespace().collect();

@@ -3,6 +3,7 @@
 //! stdout/stderr with a size cap, a `$WF_OUTPUT` file for key=value outputs,
 //! and the mapping from how the process ended to an error type.
 
+use super::outfile::{self, OutputFiles};
 use super::output::{self, shell_output};
 use super::{AttemptResult, Failure, spawn};
 use nix::sys::signal::{Signal, killpg};
@@ -13,6 +14,7 @@ use std::os::fd::AsRawFd;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
+use tempfile::NamedTempFile;
 use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::sync::watch;
 use tracing_opentelemetry::OpenTelemetrySpanExt as _;
@@ -75,54 +77,11 @@ enum Ended {
 /// open for ever, and a step must end all the same.
 const DRAIN_GRACE: Duration = Duration::from_millis(250);
 
-/// The `$WF_OUTPUT` files of a run's attempts, made and removed while steps
-/// run rather than between one step's end and the next one's start: creating
-/// and unlinking a file are two journaled directory updates (about 30 µs a
-/// step together here, a tenth of wf's own time per `/bin/true` step). One
-/// spare is made ahead; the files of ended attempts wait for `tidy`. Every
-/// file is used by one attempt only: a process a step left behind that still
-/// writes to its `$WF_OUTPUT` cannot reach another step's file.
-#[derive(Default)]
-pub struct OutputFiles {
-    spare: Option<tempfile::NamedTempFile>,
-    spent: Vec<tempfile::TempPath>,
-    /// A step of this run used one: worth making a spare.
-    used: bool,
-}
-
-impl OutputFiles {
-    fn take(&mut self) -> std::io::Result<tempfile::NamedTempFile> {
-        self.used = true;
-        match self.spare.take() {
-            Some(f) => Ok(f),
-            None => new_output_file(),
-        }
-    }
-
-    /// An ended attempt's file, removed at the next `tidy` (or on drop).
-    pub fn spent(&mut self, path: tempfile::TempPath) {
-        self.spent.push(path);
-    }
-
-    /// Removes the files of ended attempts and makes the next spare: called
-    /// once the loop has started what it could, while those steps run.
-    pub fn tidy(&mut self) {
-        self.spent.clear();
-        if self.used && self.spare.is_none() {
-            self.spare = new_output_file().ok();
-        }
-    }
-}
-
-fn new_output_file() -> std::io::Result<tempfile::NamedTempFile> {
-    tempfile::Builder::new().prefix("wf-output-").tempfile()
-}
-
 /// A started attempt: the process is running, its output being captured.
 pub struct Running {
     job: ShellJob,
     child: spawn::Child,
-    output_file: tempfile::NamedTempFile,
+    output_file: NamedTempFile,
     span: tracing::Span,
 }
 
@@ -314,7 +273,7 @@ fn over_kernel_limits(
 pub async fn finish(
     running: Running,
     interrupt: watch::Receiver<bool>,
-) -> (AttemptResult, tempfile::TempPath) {
+) -> (AttemptResult, NamedTempFile) {
     let Running {
         job,
         child,
@@ -328,13 +287,13 @@ pub async fn finish(
     if let Err(f) = &result.outcome {
         span.set_status(Status::error(f.message.clone()));
     }
-    (result, output_file.into_temp_path())
+    (result, output_file)
 }
 
 async fn execute(
     job: ShellJob,
     mut child: spawn::Child,
-    output_file: &tempfile::NamedTempFile,
+    output_file: &NamedTempFile,
     mut interrupt: watch::Receiver<bool>,
 ) -> AttemptResult {
     let limit = output::output_limit();
@@ -404,8 +363,9 @@ async fn execute(
     let (stderr, _) = err_task.await.unwrap_or_default();
     // Read only when the step succeeded, and never more than the cap.
     let keys = if matches!(ended, Ended::Exited(s) if s.success()) {
-        match output_file.reopen() {
-            Ok(f) => output::read_output_file(f, limit),
+        match outfile::contents(output_file) {
+            Ok(Some(f)) => output::read_output_file(f, limit),
+            Ok(None) => Ok(Vec::new()),
             Err(e) => Err(Failure::new(
                 "output.invalid",
                 format!("cannot read $WF_OUTPUT: {e}"),

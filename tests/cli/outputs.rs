@@ -403,6 +403,84 @@ fn every_attempt_has_a_file_of_its_own_and_none_is_left_behind() {
 }
 
 #[test]
+fn a_process_left_holding_an_output_file_cannot_write_into_a_later_steps() {
+    // wf gives an ended attempt's file to a later attempt only when nothing
+    // else can write to it. Here `a` leaves a process (in a session of its
+    // own, so the end of a's process group does not stop it) that holds a's
+    // `$WF_OUTPUT` open and writes to it while `c` runs (a waits until it has
+    // left the group; c until it has written), when a's file would be
+    // recycled: c's outputs must be c's alone.
+    let t = Test::new();
+    let tmp = t.path().join("tmp");
+    std::fs::create_dir(&tmp).unwrap();
+    let t = t.env("TMPDIR", tmp.to_str().unwrap());
+    let (id, ran) = t.run_yaml(
+        "wf.yaml",
+        r#"
+name: holder
+steps:
+  - id: a
+    run: |
+      setsid sh -c 'touch started; while [ ! -e go ]; do sleep 0.01; done; echo leak=yes >&3; touch written' 3>>"$WF_OUTPUT" </dev/null >/dev/null 2>&1 &
+      while [ ! -e started ]; do sleep 0.01; done
+      echo mine=a >> "$WF_OUTPUT"
+  - id: b
+    needs: [a]
+    run: echo mine=b >> "$WF_OUTPUT"
+  - id: c
+    needs: [b]
+    run: |
+      touch go
+      i=0; while [ ! -e written ] && [ $i -lt 1000 ]; do sleep 0.01; i=$((i+1)); done
+      [ -e written ] || exit 7
+      echo mine=c >> "$WF_OUTPUT"
+"#,
+        &[],
+    );
+    ran.code(0);
+    let inspect = t.inspect(&id);
+    for s in ["a", "b", "c"] {
+        let out = &Test::step(&inspect, s)["output"];
+        assert_eq!(out["mine"], s, "{inspect:#}");
+        assert!(out.get("leak").is_none(), "{out:#}");
+    }
+    assert_eq!(std::fs::read_dir(&tmp).unwrap().count(), 0);
+}
+
+#[test]
+fn an_output_file_moved_onto_wf_output_is_read() {
+    // Writing a file aside and moving it into place is a common way to write
+    // a file whole: the file the name holds when the step ends is read.
+    let t = Test::new();
+    let tmp = t.path().join("tmp");
+    std::fs::create_dir(&tmp).unwrap();
+    let t = t.env("TMPDIR", tmp.to_str().unwrap());
+    let (id, ran) = t.run_yaml(
+        "wf.yaml",
+        r#"
+name: moved
+steps:
+  - id: a
+    run: |
+      printf 'k=v\nn=2\n' > out.tmp
+      mv out.tmp "$WF_OUTPUT"
+  - id: b
+    needs: [a]
+    run: |
+      [ -s "$WF_OUTPUT" ] && exit 9
+      echo k=b >> "$WF_OUTPUT"
+"#,
+        &[],
+    );
+    ran.code(0);
+    let inspect = t.inspect(&id);
+    assert_eq!(Test::step(&inspect, "a")["output"]["k"], "v", "{inspect:#}");
+    assert_eq!(Test::step(&inspect, "a")["output"]["n"], "2", "{inspect:#}");
+    assert_eq!(Test::step(&inspect, "b")["output"]["k"], "b", "{inspect:#}");
+    assert_eq!(std::fs::read_dir(&tmp).unwrap().count(), 0);
+}
+
+#[test]
 fn expression_functions_and_arrays_work_in_run_if_and_set_state() {
     let t = Test::new();
     let (id, ran) = t.run_yaml(

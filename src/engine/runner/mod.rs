@@ -22,9 +22,9 @@ use schedule::is_timed;
 
 use super::context::{self, Context};
 use super::output::merge_patch;
-use super::procs;
 use super::redact::Redactor;
 use super::{AttemptResult, EngineError, Failure, Observer, http, shell};
+use super::{outfile, procs};
 use crate::store::{self, AttemptEnd, Fence, StepRow, Store, Write};
 use crate::telemetry::{self, recorder};
 use crate::workflow::template::{self, Template};
@@ -265,7 +265,7 @@ struct Done {
     elapsed: Duration,
     result: AttemptResult,
     /// A shell attempt's `$WF_OUTPUT` file, read: for `output_files`.
-    output_file: Option<tempfile::TempPath>,
+    output_file: Option<tempfile::NamedTempFile>,
 }
 
 pub(super) struct Runner<'o> {
@@ -276,7 +276,7 @@ pub(super) struct Runner<'o> {
     opts: RunOptions,
     observer: &'o dyn Observer,
     records: HashMap<String, StepRow>,
-    output_files: shell::OutputFiles,
+    output_files: outfile::OutputFiles,
     /// Keys of the records that have held a timer status (`retrying`,
     /// `sleeping`, `waiting`) in this run: a superset of those holding one
     /// now (every such status is written through `put`), so that finding the
@@ -467,7 +467,7 @@ impl<'o> Runner<'o> {
             .collect();
         let mut runner = Runner {
             timed,
-            output_files: shell::OutputFiles::default(),
+            output_files: outfile::OutputFiles::default(),
             base_dir: PathBuf::from(&inst.base_dir),
             id: inst.id.clone(),
             state: inst.state.clone(),
