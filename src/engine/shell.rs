@@ -465,7 +465,10 @@ async fn capture<R: AsyncRead + Unpin>(
         return (Vec::new(), false);
     };
     let mut kept = Vec::new();
-    let mut buf = vec![0u8; 64 * 1024];
+    // 16 KiB: a buffer of 64 KiB or more is zeroed on every step and, freed,
+    // makes glibc's malloc consolidate its free lists (most steps print
+    // little; a large output takes a few more reads).
+    let mut buf = vec![0u8; 16 * 1024];
     let mut truncated = false;
     loop {
         let read = tokio::select! {
