@@ -82,9 +82,11 @@ fn recycle(file: NamedTempFile) -> Option<NamedTempFile> {
     }
     let (file, path) = file.into_parts();
     let dir = path.parent()?.to_path_buf();
-    let ino = file.metadata().ok()?.ino();
     // The old name must be ours: a step may have moved another file onto it.
-    if std::fs::symlink_metadata(&path).ok()?.ino() != ino {
+    if !same_file(
+        &file.metadata().ok()?,
+        &std::fs::symlink_metadata(&path).ok()?,
+    ) {
         return None;
     }
     let old = path.keep().ok()?;
@@ -148,8 +150,7 @@ fn sole_writer(file: &File) -> bool {
 pub fn contents(file: &NamedTempFile) -> std::io::Result<Option<Box<dyn std::io::Read + '_>>> {
     use std::os::unix::fs::OpenOptionsExt;
     let held = file.as_file().metadata()?;
-    let named = std::fs::metadata(file.path())?;
-    if named.ino() == held.ino() && named.dev() == held.dev() {
+    if same_file(&held, &std::fs::metadata(file.path())?) {
         if held.len() == 0 {
             return Ok(None);
         }
@@ -166,6 +167,10 @@ pub fn contents(file: &NamedTempFile) -> std::io::Result<Option<Box<dyn std::io:
         return Err(std::io::Error::other("it is not a regular file"));
     }
     Ok(Some(Box::new(moved)))
+}
+
+fn same_file(a: &std::fs::Metadata, b: &std::fs::Metadata) -> bool {
+    a.dev() == b.dev() && a.ino() == b.ino()
 }
 
 /// Reads a file from the start without moving its descriptor's offset.

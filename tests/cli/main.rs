@@ -236,6 +236,11 @@ impl Test {
         self.dir.path()
     }
 
+    /// The TMPDIR every wf of this test gets (where its `$WF_OUTPUT` files are).
+    pub fn tmp_path(&self) -> &Path {
+        self.tmp.path()
+    }
+
     /// Writes a file (a workflow, a script) into the test dir; returns its path.
     pub fn write(&self, name: &str, contents: &str) -> PathBuf {
         let path = self.dir.path().join(name);

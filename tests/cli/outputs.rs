@@ -352,7 +352,8 @@ fn every_attempt_has_a_file_of_its_own_and_none_is_left_behind() {
     // steps run: each attempt still gets a fresh file (parallel ones and a
     // retry included), and nothing stays in the temp folder after the run,
     // whether it completes or fails.
-    let (t, tmp) = with_own_tmpdir();
+    let t = Test::new();
+    let tmp = t.tmp_path();
     let step = |id: &str, needs: &str| {
         format!(
             "  - id: {id}\n    needs: [{needs}]\n    retry: {{ max_attempts: 2, interval: 10ms }}\n    run: |\n      \
@@ -382,7 +383,7 @@ fn every_attempt_has_a_file_of_its_own_and_none_is_left_behind() {
         paths.iter().all(|p| p.starts_with(tmp.to_str().unwrap())),
         "{paths:?}"
     );
-    assert_eq!(left_in(&tmp), Vec::<String>::new());
+    assert_eq!(left_in(tmp), Vec::<String>::new());
 
     let (_, ran) = t.run_yaml(
         "fails.yaml",
@@ -390,7 +391,7 @@ fn every_attempt_has_a_file_of_its_own_and_none_is_left_behind() {
         &[],
     );
     ran.code(1);
-    assert_eq!(left_in(&tmp), Vec::<String>::new());
+    assert_eq!(left_in(tmp), Vec::<String>::new());
 }
 
 #[test]
@@ -401,7 +402,8 @@ fn a_process_left_holding_an_output_file_cannot_write_into_a_later_steps() {
     // `$WF_OUTPUT` open and writes to it while `c` runs (a waits until it has
     // left the group; c until it has written), when a's file would be
     // recycled: c's outputs must be c's alone.
-    let (t, tmp) = with_own_tmpdir();
+    let t = Test::new();
+    let tmp = t.tmp_path();
     let (id, ran) = t.run_yaml(
         "wf.yaml",
         r#"
@@ -432,14 +434,15 @@ steps:
         assert_eq!(out["mine"], s, "{inspect:#}");
         assert!(out.get("leak").is_none(), "{out:#}");
     }
-    assert_eq!(left_in(&tmp), Vec::<String>::new());
+    assert_eq!(left_in(tmp), Vec::<String>::new());
 }
 
 #[test]
 fn an_output_file_moved_onto_wf_output_is_read() {
     // Writing a file aside and moving it into place is a common way to write
     // a file whole: the file the name holds when the step ends is read.
-    let (t, tmp) = with_own_tmpdir();
+    let t = Test::new();
+    let tmp = t.tmp_path();
     let (id, ran) = t.run_yaml(
         "wf.yaml",
         r#"
@@ -462,7 +465,7 @@ steps:
     assert_eq!(Test::step(&inspect, "a")["output"]["k"], "v", "{inspect:#}");
     assert_eq!(Test::step(&inspect, "a")["output"]["n"], "2", "{inspect:#}");
     assert_eq!(Test::step(&inspect, "b")["output"]["k"], "b", "{inspect:#}");
-    assert_eq!(left_in(&tmp), Vec::<String>::new());
+    assert_eq!(left_in(tmp), Vec::<String>::new());
 }
 
 #[test]
@@ -511,16 +514,6 @@ steps:
         "{}",
         ran.stderr
     );
-}
-
-/// A test whose wf processes make their temp files in a folder of the
-/// test's own, so that what is left there can be checked.
-fn with_own_tmpdir() -> (Test, std::path::PathBuf) {
-    let t = Test::new();
-    let tmp = t.path().join("tmp");
-    std::fs::create_dir(&tmp).unwrap();
-    let t = t.env("TMPDIR", tmp.to_str().unwrap());
-    (t, tmp)
 }
 
 /// The names of the files left in `dir`.
