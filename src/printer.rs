@@ -137,7 +137,7 @@ impl Printer {
     /// A diagnostic line on stderr.
     pub fn info(&self, text: &str) {
         if !self.quiet {
-            eprintln!("{text}");
+            eline(text);
         }
     }
 
@@ -150,7 +150,7 @@ impl Printer {
             .filter(|l| !l.is_empty())
             .collect::<Vec<_>>()
             .join(" ");
-        eprintln!("{prefix} {text}");
+        eline(&format!("{prefix} {text}"));
     }
 
     /// Colours `text` with an ANSI SGR code when colour is on.
@@ -254,7 +254,7 @@ impl Progress {
             Some(l) => {
                 let _ = l.multi.println(text);
             }
-            None => eprintln!("{text}"),
+            None => eline(text),
         }
     }
 
@@ -316,7 +316,7 @@ impl Observer for Progress {
                     bars.insert(key.to_string(), bar);
                 }
             }
-            None if !self.quiet => eprintln!("  {key}: started (attempt {attempt})"),
+            None if !self.quiet => eline(&format!("  {key}: started (attempt {attempt})")),
             None => {}
         }
     }
@@ -399,4 +399,15 @@ impl Observer for Progress {
     fn message(&self, text: &str) {
         self.line(text);
     }
+}
+
+/// One line on stderr, in one write. Stderr is unbuffered, so `eprintln!`
+/// writes each piece of its format on its own: five system calls for a
+/// step's "started" line, on the path between two steps. A failed write
+/// (stderr closed) is not an error of the run.
+fn eline(text: &str) {
+    let mut line = String::with_capacity(text.len() + 1);
+    line.push_str(text);
+    line.push('\n');
+    let _ = std::io::stderr().lock().write_all(line.as_bytes());
 }
