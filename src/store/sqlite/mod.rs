@@ -1,6 +1,7 @@
 //! The SQLite backend: the history in one file beside the user's work.
 //! Short IMMEDIATE transactions, so a step's output, its state patch and its
-//! outcome land together or not at all (`records` holds the statements).
+//! outcome land together or not at all (`records` holds the statements of
+//! the rows, `lease` those of ownership and claims, `spans` those of traces).
 //!
 //! PRAGMAs, set on every connection:
 //! - `journal_mode=WAL`: readers (`wf inspect`, `wf list`) never block the
@@ -15,17 +16,19 @@
 //! - `foreign_keys=ON`: rows always belong to an instance.
 
 mod copy;
+mod lease;
 #[cfg(test)]
 mod plans;
 mod prune;
 mod records;
 mod schedules;
 mod schema;
+mod spans;
 mod write;
 
 use super::rows::*;
 use super::{Result, StoreError};
-use records::check_fence;
+use lease::check_fence;
 use rusqlite::{Connection, OpenFlags, OptionalExtension, TransactionBehavior, params};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -334,7 +337,7 @@ impl SqliteStore {
     }
 
     pub fn spans(&self, id: &str) -> Result<Vec<SpanRow>> {
-        records::spans(&self.conn, id)
+        spans::spans(&self.conn, id)
     }
 
     /// Feeds every span of an instance to `f`, in order, without holding them all.
@@ -343,11 +346,11 @@ impl SqliteStore {
         id: &str,
         f: impl FnMut(SpanRow) -> std::result::Result<(), E>,
     ) -> std::result::Result<(), E> {
-        records::each_span(&self.conn, id, f)
+        spans::each_span(&self.conn, id, f)
     }
 
     pub fn run_trace(&self, id: &str, run: i64) -> Result<Option<RunTrace>> {
-        records::run_trace(&self.conn, id, run)
+        spans::run_trace(&self.conn, id, run)
     }
 
     /// Up to `limit` spans not sent live yet, after `after`.
@@ -357,7 +360,7 @@ impl SqliteStore {
         after: Option<&SpanRow>,
         limit: usize,
     ) -> Result<Vec<SpanRow>> {
-        records::unexported_spans(&self.conn, id, after, limit)
+        spans::unexported_spans(&self.conn, id, after, limit)
     }
 
     /// The result of a completed instance (`outputs:`), if it has one.
@@ -379,7 +382,7 @@ impl SqliteStore {
     /// whose timer is due, waiting ones whose event arrived or timed out, and
     /// running ones (whose holder may be gone).
     pub fn due_instances(&self) -> Result<Vec<DueInstance>> {
-        records::due_instances(&self.conn)
+        lease::due_instances(&self.conn)
     }
 
     /// Pins a new instance; false (nothing written) when the id is taken.
@@ -431,7 +434,7 @@ impl SqliteStore {
         holder_alive: impl Fn(&str) -> bool,
     ) -> Result<std::result::Result<(Fence, History), String>> {
         let tx = self.write()?;
-        let fence = match records::acquire_lease(&tx, id, owner, ttl_ms, holder_alive)? {
+        let fence = match lease::acquire_lease(&tx, id, owner, ttl_ms, holder_alive)? {
             Ok(fence) => fence,
             Err(holder) => return Ok(Err(holder)),
         };
@@ -442,13 +445,13 @@ impl SqliteStore {
 
     /// Extends the lease; `Fenced` once another process took the instance.
     pub fn renew(&self, fence: &Fence, ttl_ms: i64) -> Result<()> {
-        records::renew_lease(&self.conn, fence, ttl_ms)
+        lease::renew_lease(&self.conn, fence, ttl_ms)
     }
 
     /// Gives the instance up (if the fence still holds it).
     pub fn release(&mut self, fence: &Fence) -> Result<()> {
         let tx = self.write()?;
-        records::release_lease(&tx, fence)?;
+        lease::release_lease(&tx, fence)?;
         tx.commit()?;
         Ok(())
     }
@@ -456,7 +459,7 @@ impl SqliteStore {
     /// Marks spans sent live, under the fence.
     pub fn mark_exported(&mut self, fence: &Fence, spans: &[SpanRow]) -> Result<()> {
         let tx = self.fenced(fence)?;
-        records::mark_exported(&tx, spans)?;
+        spans::mark_exported(&tx, spans)?;
         tx.commit()?;
         Ok(())
     }
@@ -469,7 +472,7 @@ impl SqliteStore {
         skip: &[String],
     ) -> Result<Vec<String>> {
         let tx = self.write()?;
-        let ids = records::claim_due(&tx, owner, ttl_ms, limit, skip)?;
+        let ids = lease::claim_due(&tx, owner, ttl_ms, limit, skip)?;
         tx.commit()?;
         Ok(ids)
     }

@@ -1,7 +1,8 @@
 //! Typed rows, and the SQLite statements that read and write them, used
 //! only through [`Store`](super::Store). Write functions take a `&Connection`
 //! so that the store can group several in one transaction (one fsync per
-//! step, not one per statement).
+//! step, not one per statement). Leases and claims are in `lease`, spans in
+//! `spans`.
 
 use super::super::rows::*;
 use crate::store::{Result, StoreError};
@@ -11,11 +12,15 @@ use serde_json::Value;
 /// Runs a statement through the connection's statement cache: the engine
 /// issues the same few statements for every step, and parsing them each time
 /// costs more than running them.
-fn cached(c: &Connection, sql: &str, params: impl rusqlite::Params) -> rusqlite::Result<usize> {
+pub(super) fn cached(
+    c: &Connection,
+    sql: &str,
+    params: impl rusqlite::Params,
+) -> rusqlite::Result<usize> {
     c.prepare_cached(sql)?.execute(params)
 }
 
-fn json_col(row: &Row, idx: usize) -> rusqlite::Result<Value> {
+pub(super) fn json_col(row: &Row, idx: usize) -> rusqlite::Result<Value> {
     let text: Option<String> = row.get(idx)?;
     Ok(match text {
         None => Value::Null,
@@ -350,100 +355,6 @@ pub(super) fn set_state(c: &Connection, id: &str, state: &Value) -> Result<()> {
     Ok(())
 }
 
-// ---- leases ----
-
-/// Takes the lease if it is free, expired, ours, or held by a process on this
-/// host that no longer exists, raising the instance's epoch. Returns the
-/// current holder when refused.
-pub(super) fn acquire_lease(
-    c: &Connection,
-    id: &str,
-    owner: &str,
-    ttl_ms: i64,
-    holder_alive: impl Fn(&str) -> bool,
-) -> Result<Result<Fence, String>> {
-    let now_ms = chrono::Utc::now().timestamp_millis();
-    let (holder, expires, epoch): (Option<String>, Option<i64>, i64) = c
-        .query_row(
-            "SELECT lease_owner, lease_expires_ms, lease_epoch FROM instances WHERE id=?1",
-            [id],
-            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
-        )
-        .optional()?
-        .ok_or_else(|| StoreError::NotFound(id.into()))?;
-    if let Some(h) = holder
-        && h != owner
-        && expires.unwrap_or(0) > now_ms
-        && holder_alive(&h)
-    {
-        return Ok(Err(h));
-    }
-    let epoch = epoch + 1;
-    cached(
-        c,
-        "UPDATE instances SET lease_owner=?2, lease_expires_ms=?3, lease_epoch=?4 WHERE id=?1",
-        params![id, owner, now_ms + ttl_ms, epoch],
-    )?;
-    Ok(Ok(Fence {
-        instance: id.into(),
-        owner: owner.into(),
-        epoch,
-    }))
-}
-
-/// Refuses (with [`StoreError::Fenced`]) unless `fence` still holds the
-/// instance's lease. Called first in every transaction of a runner: the
-/// transaction holds the write lock, so nobody can take over before it ends.
-pub(super) fn check_fence(c: &Connection, fence: &Fence) -> Result<()> {
-    let (epoch, holder): (i64, Option<String>) = c
-        .prepare_cached("SELECT lease_epoch, lease_owner FROM instances WHERE id=?1")?
-        .query_row([&fence.instance], |r| Ok((r.get(0)?, r.get(1)?)))?;
-    if epoch == fence.epoch {
-        Ok(())
-    } else {
-        Err(StoreError::Fenced {
-            id: fence.instance.clone(),
-            holder,
-        })
-    }
-}
-
-/// Extends our lease; `Fenced` if somebody else took it over meanwhile.
-pub(super) fn renew_lease(c: &Connection, fence: &Fence, ttl_ms: i64) -> Result<()> {
-    let now_ms = chrono::Utc::now().timestamp_millis();
-    let n = cached(
-        c,
-        "UPDATE instances SET lease_expires_ms=?3 WHERE id=?1 AND lease_epoch=?2",
-        params![fence.instance, fence.epoch, now_ms + ttl_ms],
-    )?;
-    if n == 1 {
-        Ok(())
-    } else {
-        check_fence(c, fence)
-    }
-}
-
-/// [`Write::Release`]: in a fenced transaction, so the instance is ours.
-pub(super) fn release_instance(c: &Connection, id: &str) -> Result<()> {
-    cached(
-        c,
-        "UPDATE instances SET lease_expires_ms=NULL WHERE id=?1",
-        params![id],
-    )?;
-    Ok(())
-}
-
-/// Gives the lease up (only if it is still ours). The owner stays recorded
-/// as the last holder, so a runner that lost the instance can name it.
-pub(super) fn release_lease(c: &Connection, fence: &Fence) -> Result<()> {
-    cached(
-        c,
-        "UPDATE instances SET lease_expires_ms=NULL WHERE id=?1 AND lease_epoch=?2",
-        params![fence.instance, fence.epoch],
-    )?;
-    Ok(())
-}
-
 // ---- runs ----
 
 /// Records run `number` and its trace.
@@ -725,188 +636,4 @@ pub(super) fn attempt_logs(
             |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
         )
         .optional()?)
-}
-
-// ---- traces ----
-
-pub(super) fn insert_span(c: &Connection, s: &SpanRow) -> Result<()> {
-    cached(
-        c,
-        "INSERT INTO spans (trace_id, span_id, parent_span_id, instance_id, run, name, kind, start_ns, \
-         end_ns, status, status_message, attributes, links) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13)",
-        params![
-            s.trace_id,
-            s.span_id,
-            s.parent_span_id,
-            s.instance_id,
-            s.run,
-            s.name,
-            s.kind,
-            s.start_ns,
-            s.end_ns,
-            s.status,
-            s.status_message,
-            s.attributes.to_string(),
-            s.links.to_string()
-        ],
-    )?;
-    Ok(())
-}
-
-const SPAN_COLS: &str = "trace_id, span_id, parent_span_id, instance_id, run, name, kind, start_ns, end_ns, \
-    status, status_message, attributes, links";
-
-fn span_from_row(r: &Row) -> rusqlite::Result<SpanRow> {
-    Ok(SpanRow {
-        trace_id: r.get(0)?,
-        span_id: r.get(1)?,
-        parent_span_id: r.get(2)?,
-        instance_id: r.get(3)?,
-        run: r.get(4)?,
-        name: r.get(5)?,
-        kind: r.get(6)?,
-        start_ns: r.get(7)?,
-        end_ns: r.get(8)?,
-        status: r.get(9)?,
-        status_message: r.get(10)?,
-        attributes: json_col(r, 11)?,
-        links: json_col(r, 12)?,
-    })
-}
-
-/// Every stored span of an instance, by run then start time.
-pub(super) fn spans(c: &Connection, instance_id: &str) -> Result<Vec<SpanRow>> {
-    let mut out = Vec::new();
-    each_span(c, instance_id, |row| {
-        out.push(row);
-        Ok::<_, StoreError>(())
-    })?;
-    Ok(out)
-}
-
-/// Calls `f` with each span of an instance (by run, then start), one row at
-/// a time: however many there are, only one is in memory.
-pub(super) fn each_span<E: From<StoreError>>(
-    c: &Connection,
-    instance_id: &str,
-    mut f: impl FnMut(SpanRow) -> std::result::Result<(), E>,
-) -> std::result::Result<(), E> {
-    let sql = format!(
-        "SELECT {SPAN_COLS} FROM spans WHERE instance_id=?1 ORDER BY run, start_ns, span_id"
-    );
-    let mut stmt = c.prepare(&sql).map_err(StoreError::from)?;
-    let rows = stmt
-        .query_map([instance_id], span_from_row)
-        .map_err(StoreError::from)?;
-    for row in rows {
-        f(row.map_err(StoreError::from)?)?;
-    }
-    Ok(())
-}
-
-/// Up to `limit` spans not yet sent to a live OTLP endpoint, in `spans`
-/// order, starting after `after` (the last span of the previous batch).
-pub(super) fn unexported_spans(
-    c: &Connection,
-    instance_id: &str,
-    after: Option<&SpanRow>,
-    limit: usize,
-) -> Result<Vec<SpanRow>> {
-    let (run, start, span) = after.map_or((i64::MIN, i64::MIN, ""), |s| {
-        (s.run, s.start_ns, s.span_id.as_str())
-    });
-    let mut stmt = c.prepare_cached(&format!(
-        "SELECT {SPAN_COLS} FROM spans WHERE instance_id=?1 AND exported=0 \
-         AND (run, start_ns, span_id) > (?2, ?3, ?4) ORDER BY run, start_ns, span_id LIMIT ?5"
-    ))?;
-    let rows = stmt.query_map(
-        params![instance_id, run, start, span, limit as i64],
-        span_from_row,
-    )?;
-    Ok(rows.collect::<Result<_, _>>()?)
-}
-
-/// Marks spans sent; each is found through `spans_by_instance`.
-pub(super) fn mark_exported(c: &Connection, spans: &[SpanRow]) -> Result<()> {
-    let mut stmt = c.prepare_cached(
-        "UPDATE spans SET exported=1 \
-         WHERE instance_id=?1 AND run=?2 AND start_ns=?3 AND span_id=?4",
-    )?;
-    for s in spans {
-        stmt.execute(params![s.instance_id, s.run, s.start_ns, s.span_id])?;
-    }
-    Ok(())
-}
-
-pub(super) fn run_trace(c: &Connection, id: &str, run: i64) -> Result<Option<RunTrace>> {
-    Ok(c.query_row(
-        "SELECT trace_id, span_id, parent_span_id, COALESCE(started_ns, 0) FROM runs \
-             WHERE instance_id=?1 AND number=?2 AND trace_id IS NOT NULL",
-        params![id, run],
-        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
-    )
-    .optional()?)
-}
-
-/// What makes an instance due (parameter 1: now as text): its timer
-/// elapsed, its event arrived or timed out, a cancel was asked of it while
-/// it slept or waited (`overlap: cancel_previous`, an interrupted `wf
-/// cancel`), or it is running (its holder may be gone). The same for
-/// `claim_due` and `due_instances`.
-macro_rules! due_sql {
-    () => {
-        "((status = 'sleeping' AND (wake_at IS NULL OR wake_at <= ?1 OR cancel_requested > 0)) \
-          OR (status = 'waiting' AND (cancel_requested > 0 OR (wake_at IS NOT NULL AND wake_at <= ?1) OR EXISTS ( \
-              SELECT 1 FROM events e WHERE e.instance_id = instances.id AND e.consumed_by IS NULL \
-              AND (',' || instances.waiting_event || ',') LIKE ('%,' || e.name || ',%')))) \
-          OR status = 'running')"
-    };
-}
-
-/// A worker's claim (?1 now as text, ?2 now in ms, ?3 owner, ?4 TTL in ms,
-/// ?5 limit, ?6 JSON list of ids to skip): due instances without a live
-/// lease, oldest first, leased to `owner` in the same statement.
-pub(super) const CLAIM_DUE_SQL: &str = concat!(
-    "UPDATE instances SET lease_owner = ?3, lease_expires_ms = ?2 + ?4, lease_epoch = lease_epoch + 1 \
-     WHERE id IN (SELECT id FROM instances WHERE ",
-    due_sql!(),
-    " AND (lease_expires_ms IS NULL OR lease_expires_ms <= ?2) \
-     AND id NOT IN (SELECT value FROM json_each(?6)) ORDER BY created_at, rowid LIMIT ?5) RETURNING id"
-);
-
-pub(super) fn claim_due(
-    c: &Connection,
-    owner: &str,
-    ttl_ms: i64,
-    limit: usize,
-    skip: &[String],
-) -> Result<Vec<String>> {
-    let now_ms = chrono::Utc::now().timestamp_millis();
-    let skip = serde_json::to_string(skip).unwrap_or_else(|_| "[]".into());
-    let mut stmt = c.prepare_cached(CLAIM_DUE_SQL)?;
-    let rows = stmt.query_map(
-        params![now(), now_ms, owner, ttl_ms, limit as i64, skip],
-        |r| r.get(0),
-    )?;
-    Ok(rows.collect::<Result<_, _>>()?)
-}
-
-/// Every due instance, oldest first (?1 now as text).
-pub(super) const DUE_INSTANCES_SQL: &str = concat!(
-    "SELECT id, status, lease_owner, lease_expires_ms FROM instances WHERE ",
-    due_sql!(),
-    " ORDER BY created_at"
-);
-
-pub(super) fn due_instances(c: &Connection) -> Result<Vec<DueInstance>> {
-    let mut stmt = c.prepare_cached(DUE_INSTANCES_SQL)?;
-    let rows = stmt.query_map([now()], |r| {
-        Ok(DueInstance {
-            id: r.get(0)?,
-            status: r.get(1)?,
-            lease_owner: r.get(2)?,
-            lease_expires_ms: r.get(3)?,
-        })
-    })?;
-    Ok(rows.collect::<Result<_, _>>()?)
 }

@@ -1,7 +1,9 @@
 //! Applies a batch of [`Write`]s to SQLite in one transaction.
 
 use super::SqliteStore;
+use super::lease::release_instance;
 use super::records::*;
+use super::spans::insert_span;
 use crate::store::rows::*;
 use crate::store::{Fence, Result, Write};
 use rusqlite::Connection;
