@@ -1,0 +1,168 @@
+//! What a step or its compensation runs: a `run` command, an `http` request or
+//! a `sleep`, each checked and its expressions parsed.
+
+use super::*;
+use crate::workflow::model::{RawCompensate, RawHttp};
+
+impl Checker<'_> {
+    pub(super) fn run_cmd(
+        &self,
+        v: &Value,
+        pos: Pos,
+        ctx: &ExprCtx,
+    ) -> Result<RunCmd, DefinitionError> {
+        match v {
+            Value::String(s) if !s.trim().is_empty() => {
+                Ok(RunCmd::Shell(self.template(s, pos, ctx)?))
+            }
+            Value::Array(items) if !items.is_empty() => {
+                let mut argv = Vec::new();
+                for item in items {
+                    let text = match item {
+                        Value::String(s) => s.clone(),
+                        Value::Number(n) => n.to_string(),
+                        Value::Bool(b) => b.to_string(),
+                        _ => return Err(self.err(pos, "`run` list items must be strings")),
+                    };
+                    argv.push(self.template(&text, pos, ctx)?);
+                }
+                Ok(RunCmd::Argv(argv))
+            }
+            Value::String(_) | Value::Array(_) => Err(self.err(pos, "`run` is empty")),
+            _ => Err(self.err(pos, "`run` must be a shell string or a list of arguments")),
+        }
+    }
+
+    pub(super) fn http(
+        &self,
+        h: &RawHttp,
+        pos: Pos,
+        ctx: &ExprCtx,
+    ) -> Result<HttpSpec, DefinitionError> {
+        let method = h
+            .method
+            .clone()
+            .unwrap_or_else(|| "GET".into())
+            .to_ascii_uppercase();
+        if !matches!(
+            method.as_str(),
+            "GET" | "POST" | "PUT" | "PATCH" | "DELETE" | "HEAD" | "OPTIONS"
+        ) {
+            return Err(self.err(
+                self.locate(&method, pos),
+                format!("unsupported HTTP method `{method}`"),
+            ));
+        }
+        if h.json.is_some() && h.body.is_some() {
+            return Err(self.err(pos, "`http` takes `json` or `body`, not both"));
+        }
+        let url = self.template(&h.url, pos, ctx)?;
+        let headers = self.env_like(&h.headers, pos, ctx, "header")?;
+        let query = self.env_like(&h.query, pos, ctx, "query parameter")?;
+        if let Some(j) = &h.json {
+            self.tree(j, pos, ctx)?;
+        }
+        let body = h
+            .body
+            .as_ref()
+            .map(|b| self.template(b, pos, ctx))
+            .transpose()?;
+        if let Some(codes) = &h.expect_status
+            && let Some(bad) = codes.iter().find(|c| !(100..=599).contains(*c))
+        {
+            // Point at the bad code, in the `expect_status` list.
+            let at = self.locate(&bad.to_string(), self.locate("expect_status", pos));
+            return Err(self.err(
+                at,
+                format!("`expect_status` {bad} is not an HTTP status code"),
+            ));
+        }
+        let follow_redirects = match &h.follow_redirects {
+            None | Some(Value::Bool(true)) => Redirects::Follow,
+            Some(Value::Bool(false)) => Redirects::Never,
+            Some(Value::String(s)) if s == "same-origin" => Redirects::SameOrigin,
+            Some(other) => {
+                let shown = match other {
+                    Value::String(s) => s.clone(),
+                    v => v.to_string(),
+                };
+                return Err(self.err(
+                    self.locate("follow_redirects", pos),
+                    format!("`follow_redirects` `{shown}` is not one of true, false, same-origin"),
+                ));
+            }
+        };
+        Ok(HttpSpec {
+            method,
+            url,
+            headers,
+            query,
+            json: h.json.clone(),
+            body,
+            expect_status: h.expect_status.clone(),
+            idempotency_key: h.idempotency_key,
+            follow_redirects,
+        })
+    }
+
+    pub(super) fn sleep(
+        &self,
+        v: &Value,
+        pos: Pos,
+        ctx: &ExprCtx,
+    ) -> Result<SleepSpec, DefinitionError> {
+        match v {
+            Value::String(s) => Ok(SleepSpec::For(self.duration_at(s, pos)?)),
+            Value::Object(m) if m.len() == 1 && m.contains_key("until") => {
+                let Some(Value::String(until)) = m.get("until") else {
+                    return Err(self.err(pos, "`sleep.until` must be an RFC 3339 time string"));
+                };
+                let t = self.template(until, pos, ctx)?;
+                if t.is_literal() && chrono::DateTime::parse_from_rfc3339(until).is_err() {
+                    return Err(self.err(
+                        self.locate(until, pos),
+                        format!("`sleep.until` `{until}` is not an RFC 3339 time (e.g. 2026-12-24T00:00:00Z)"),
+                    ));
+                }
+                Ok(SleepSpec::Until(t))
+            }
+            _ => Err(self.err(
+                pos,
+                "`sleep` must be a duration (e.g. 10s) or `{ until: <RFC 3339 time> }`",
+            )),
+        }
+    }
+
+    pub(super) fn compensation(
+        &self,
+        c: &RawCompensate,
+        pos: Pos,
+        ctx: &ExprCtx,
+        default_timeout: Option<Duration>,
+    ) -> Result<Compensation, DefinitionError> {
+        let action = match (&c.run, &c.http) {
+            (Some(run), None) => Action::Run(self.run_cmd(run, pos, ctx)?),
+            (None, Some(http)) => Action::Http(Box::new(self.http(http, pos, ctx)?)),
+            _ => return Err(self.err(pos, "`compensate` takes exactly one of `run` or `http`")),
+        };
+        Ok(Compensation {
+            action,
+            dir: c.dir.clone(),
+            env: self.env_map(&c.env, pos, ctx.scope, ctx.inputs, ctx.secrets)?,
+            timeout: match &c.timeout {
+                Some(t) => Some(self.duration_at(t, pos)?),
+                None => default_timeout,
+            },
+            // An undo must survive a crash of wf: compensations default to 3
+            // attempts (a crashed attempt counts, SPEC §3), not 1.
+            retry: self.retry(
+                c.retry.as_ref().unwrap_or(&RawRetry::default()),
+                &RawRetry {
+                    max_attempts: Some(3),
+                    ..RawRetry::default()
+                },
+                pos,
+            )?,
+        })
+    }
+}

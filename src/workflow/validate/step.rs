@@ -1,0 +1,324 @@
+//! One step: its `needs`, exactly one action, `dir`, `env`, timeout, retry
+//! policy, `errors`, `set_state`, `compensate`, `if` and `for_each`.
+
+use super::*;
+use crate::workflow::model::Needs;
+
+impl Checker<'_> {
+    pub(super) fn step(
+        &self,
+        index: usize,
+        spanned: &mut Spanned<RawStep>,
+        inputs: &BTreeMap<String, InputSpec>,
+        secrets: &[String],
+        default_timeout: Option<Duration>,
+        (default_retry, has_default_retry): (&RawRetry, bool),
+    ) -> Result<Step, DefinitionError> {
+        // Moved, not copied, into the step: 10,000 `set_state` mappings
+        // copied while the parsed file is alive cost 3 MB of the peak.
+        let raw_set_state = spanned.value.set_state.take();
+        let spanned = &*spanned;
+        let raw = &spanned.value;
+        let pos: Pos = spanned.into();
+        let id = raw.id.value.clone();
+        let scope = Scope {
+            output: false,
+            item: raw.for_each.is_some(),
+        };
+        let ctx = ExprCtx {
+            inputs,
+            secrets,
+            scope,
+            step: Some((index, false)),
+        };
+
+        let needs = match &raw.needs {
+            None if index == 0 => vec![],
+            None => vec![index - 1],
+            Some(given) => {
+                // One id alone (`needs: build`) is a list of one.
+                let list: Vec<(&str, Pos)> = match given {
+                    Needs::Many(list) => {
+                        list.iter().map(|n| (n.value.as_str(), n.into())).collect()
+                    }
+                    Needs::One(id) => {
+                        vec![(id.as_str(), self.locate(id, self.locate("needs", pos)))]
+                    }
+                };
+                let mut out = Vec::new();
+                for (n, at) in list {
+                    if n == id {
+                        return Err(self.err(at, format!("step `{id}` needs itself")));
+                    }
+                    match self.step_ids.get(n) {
+                        Some(&j) if !out.contains(&j) => out.push(j),
+                        Some(_) => {}
+                        None => {
+                            return Err(self.err(
+                                at,
+                                format!(
+                                    "step `{id}` needs `{n}`, which is not a step of this workflow"
+                                ),
+                            ));
+                        }
+                    }
+                }
+                out
+            }
+        };
+
+        let mut actions = Vec::new();
+        if raw.run.is_some() {
+            actions.push("run");
+        }
+        if raw.http.is_some() {
+            actions.push("http");
+        }
+        if raw.sleep.is_some() {
+            actions.push("sleep");
+        }
+        if raw.wait_for_event.is_some() {
+            actions.push("wait_for_event");
+        }
+        if actions.len() > 1 {
+            return Err(self.err(
+                pos,
+                format!("step `{id}` has more than one action ({}): use exactly one of run, http, sleep, wait_for_event", actions.join(", ")),
+            ));
+        }
+
+        let action = if let Some(run) = &raw.run {
+            Action::Run(self.run_cmd(&run.value, run.into(), &ctx)?)
+        } else if let Some(http) = &raw.http {
+            Action::Http(Box::new(self.http(&http.value, http.into(), &ctx)?))
+        } else if let Some(sleep) = &raw.sleep {
+            Action::Sleep(self.sleep(&sleep.value, sleep.into(), &ctx)?)
+        } else if let Some(wait) = &raw.wait_for_event {
+            let w = &wait.value;
+            if w.name.trim().is_empty() {
+                return Err(self.err(wait.into(), "`wait_for_event.name` is empty"));
+            }
+            let timeout = w
+                .timeout
+                .as_ref()
+                .map(|t| self.duration_at(t, wait.into()))
+                .transpose()?;
+            Action::WaitForEvent {
+                name: w.name.clone(),
+                timeout,
+            }
+        } else {
+            Action::Noop
+        };
+
+        if raw.dir.is_some() && !matches!(action, Action::Run(_)) {
+            return Err(self.err(
+                pos,
+                format!("step `{id}`: `dir` only applies to `run` steps"),
+            ));
+        }
+        let env = self.env_map(&raw.env, pos, scope, inputs, secrets)?;
+        let timeout = match &raw.timeout {
+            Some(t) => Some(self.duration(t)?),
+            None => default_timeout,
+        };
+        let retry_pos = raw.retry.as_ref().map(Pos::from).unwrap_or(pos);
+        let has_retry = raw.retry.is_some() || has_default_retry;
+        let retry = if has_retry {
+            self.retry(
+                raw.retry
+                    .as_ref()
+                    .map(|r| &r.value)
+                    .unwrap_or(&RawRetry::default()),
+                default_retry,
+                retry_pos,
+            )?
+        } else {
+            // No `retry:` anywhere: only a crash of wf is retried (SPEC §3),
+            // so `wf resume` after a kill -9 finishes the instance.
+            RetryPolicy::crash_recovery()
+        };
+        let mut errors = BTreeMap::new();
+        for (code, name) in &raw.errors {
+            if !(1..=255).contains(code) {
+                return Err(self.err(
+                    pos,
+                    format!("step `{id}`: `errors` key {code} is not an exit code (1-255)"),
+                ));
+            }
+            if !is_error_name(name) {
+                return Err(self.err(
+                    self.locate(name, pos),
+                    format!("step `{id}`: invalid error name `{name}` (use letters, digits, `_`, `-` and `.`)"),
+                ));
+            }
+            errors.insert(*code as i32, format!("user.{name}"));
+        }
+
+        let set_state = match raw_set_state {
+            None => None,
+            Some(s) => {
+                if !s.value.is_object() {
+                    return Err(self.err(
+                        (&s).into(),
+                        "`set_state` must be a mapping (a JSON merge patch)",
+                    ));
+                }
+                let set_ctx = ExprCtx {
+                    scope: Scope {
+                        output: true,
+                        ..scope
+                    },
+                    ..ctx
+                };
+                self.tree(&s.value, (&s).into(), &set_ctx)?;
+                Some(s.value)
+            }
+        };
+
+        let compensate = raw
+            .compensate
+            .as_ref()
+            .map(|c| {
+                let undo = ExprCtx {
+                    step: Some((index, true)),
+                    ..ctx
+                };
+                self.compensation(&c.value, c.into(), &undo, default_timeout)
+            })
+            .transpose()?;
+
+        let condition = match &raw.if_ {
+            None => None,
+            Some(c) => Some(self.condition(&c.value, c.into(), &ctx)?),
+        };
+        let for_each = match &raw.for_each {
+            None => None,
+            Some(f) => {
+                let for_ctx = ExprCtx {
+                    scope: PLAIN,
+                    ..ctx
+                };
+                match &f.value {
+                    Value::String(s) => {
+                        self.template(s, f.into(), &for_ctx)?;
+                    }
+                    Value::Array(_) => self.tree(&f.value, f.into(), &for_ctx)?,
+                    _ => {
+                        return Err(self.err(
+                            f.into(),
+                            "`for_each` must be a list or an expression that gives a list",
+                        ));
+                    }
+                }
+                Some(f.value.clone())
+            }
+        };
+        let max_parallel = match &raw.max_parallel {
+            None => None,
+            Some(m) if raw.for_each.is_none() => {
+                return Err(self.err(m.into(), "`max_parallel` only applies to `for_each` steps"));
+            }
+            Some(m) if m.value >= 1 && m.value <= 10_000 => Some(m.value as usize),
+            Some(m) => return Err(self.err(m.into(), "`max_parallel` must be between 1 and 10000")),
+        };
+
+        Ok(Step {
+            id,
+            needs,
+            action,
+            dir: raw.dir.clone(),
+            env,
+            timeout,
+            retry,
+            errors,
+            set_state: set_state.map(Box::new),
+            compensate: compensate.map(Box::new),
+            condition: condition.map(Box::new),
+            for_each: for_each.map(Box::new),
+            max_parallel,
+            continue_on_error: raw.continue_on_error,
+        })
+    }
+
+    pub(super) fn retry(
+        &self,
+        r: &RawRetry,
+        base: &RawRetry,
+        pos: Pos,
+    ) -> Result<RetryPolicy, DefinitionError> {
+        let max_attempts = r.max_attempts.or(base.max_attempts).unwrap_or(1);
+        if !(1..=1000).contains(&max_attempts) {
+            return Err(self.err(pos, "`retry.max_attempts` must be between 1 and 1000"));
+        }
+        let backoff = match r
+            .backoff
+            .as_ref()
+            .or(base.backoff.as_ref())
+            .map(String::as_str)
+        {
+            None | Some("exponential") => Backoff::Exponential,
+            Some("fixed") | Some("constant") => Backoff::Fixed,
+            Some(other) => {
+                return Err(self.err(
+                    self.locate(other, pos),
+                    format!("unknown `retry.backoff` `{other}` (use fixed or exponential)"),
+                ));
+            }
+        };
+        let interval = match r.interval.as_ref().or(base.interval.as_ref()) {
+            Some(t) => self.duration_at(t, pos)?,
+            None => RetryPolicy::default().interval,
+        };
+        let multiplier = r
+            .multiplier
+            .or(base.multiplier)
+            .unwrap_or(RetryPolicy::default().multiplier);
+        if !(1.0..=100.0).contains(&multiplier) {
+            return Err(self.err(pos, "`retry.multiplier` must be between 1 and 100"));
+        }
+        let max_interval = match r.max_interval.as_ref().or(base.max_interval.as_ref()) {
+            Some(t) => self.duration_at(t, pos)?,
+            None => RetryPolicy::default().max_interval,
+        };
+        let non_retryable = r
+            .non_retryable
+            .clone()
+            .or_else(|| base.non_retryable.clone())
+            .unwrap_or_default();
+        let retryable = r
+            .retryable
+            .clone()
+            .or_else(|| base.retryable.clone())
+            .unwrap_or_default();
+        for pattern in non_retryable.iter().chain(&retryable) {
+            if !is_error_pattern(pattern) {
+                return Err(self.err(
+                    self.locate(pattern, pos),
+                    format!("invalid error type `{pattern}` in `retry`"),
+                ));
+            }
+        }
+        Ok(RetryPolicy {
+            max_attempts: max_attempts as u32,
+            backoff,
+            interval,
+            multiplier,
+            max_interval,
+            non_retryable,
+            retryable,
+            crash_only: false,
+        })
+    }
+}
+
+fn is_error_name(s: &str) -> bool {
+    !s.is_empty()
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-' || c == '.')
+}
+
+fn is_error_pattern(s: &str) -> bool {
+    let body = s.strip_suffix('*').unwrap_or(s);
+    !body.is_empty() && is_error_name(body.trim_end_matches('.')) || s == "*"
+}
