@@ -62,6 +62,13 @@ fn a_paused_holder_that_lost_its_lease_exits_5_and_writes_nothing() {
         t.read("side.log").contains("a 1 start") && t.path().join("a.1.pid").exists()
     });
     let attempt1 = pid_in(&t, "a.1.pid");
+    // The holder records the attempt's process group just after starting
+    // it (unsynced, not awaited on PostgreSQL). A holder stopped before
+    // that record leaves nothing for a takeover to end the group by; this
+    // test is about a holder stopped after it, so it waits for the record.
+    eventually("a's process group to be recorded", || {
+        t.sql("SELECT count(*) FROM attempts WHERE proc_pgid IS NOT NULL") == "1"
+    });
     a.signal("STOP");
     eventually("the stalled lease to expire", || {
         listed_status(&t, "own1") == "interrupted"
