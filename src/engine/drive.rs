@@ -89,8 +89,14 @@ pub async fn drive(
     let (heartbeat, lost) = Heartbeat::start(store.location(), fence.clone(), ttl);
     // What unfinished attempts left running on this host ends before
     // anything starts again: two attempts of one step never run at once.
+    // An attempt whose group was never recorded (its holder stopped or died
+    // just after starting it) is found by its processes' variables.
     for a in &history.open {
-        if let Some(p) = &a.process {
+        let groups = match &a.process {
+            Some(p) => vec![p.clone()],
+            None => procs::unrecorded(id, &a.key, a.attempt),
+        };
+        for p in &groups {
             let ended = procs::end_leftover(p, shell::KILL_GRACE).await;
             if ended > 0 {
                 observer.message(&format!(

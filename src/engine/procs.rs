@@ -96,6 +96,47 @@ fn members(tag: &ProcessTag) -> Vec<i64> {
         .collect()
 }
 
+/// The process groups on this host that run attempt `attempt` of step `key`
+/// of instance `instance`, found by the variables wf gave the attempt's
+/// process (`WF_INSTANCE_ID`, `WF_STEP_ID`, `WF_ATTEMPT`, inherited by what it
+/// starts). For an attempt whose group was never recorded: its holder
+/// stopped or died between starting the process and recording the group.
+/// Only processes this user may read are seen, as only those could be ended.
+pub fn unrecorded(instance: &str, key: &str, attempt: i64) -> Vec<ProcessTag> {
+    let wanted = [
+        format!("WF_INSTANCE_ID={instance}"),
+        format!("WF_STEP_ID={key}"),
+        format!("WF_ATTEMPT={attempt}"),
+    ];
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    // Group id -> the earliest start among its members that match.
+    let mut groups: std::collections::BTreeMap<i64, i64> = Default::default();
+    for pid in dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i64>().ok()) {
+        let Ok(environ) = std::fs::read(format!("/proc/{pid}/environ")) else {
+            continue;
+        };
+        let vars: Vec<&[u8]> = environ.split(|b| *b == 0).collect();
+        if !wanted.iter().all(|w| vars.contains(&w.as_bytes())) {
+            continue;
+        }
+        if let Some(s) = stat(pid).filter(|s| !s.zombie && s.pgrp > 1) {
+            let start = groups.entry(s.pgrp).or_insert(s.start);
+            *start = (*start).min(s.start);
+        }
+    }
+    groups
+        .into_iter()
+        .map(|(pgid, start)| ProcessTag {
+            host: host_id().to_string(),
+            pgid,
+            // The leader's start when it is there (`members` checks it).
+            start: stat(pgid).map_or(start, |leader| leader.start),
+        })
+        .collect()
+}
+
 /// Ends what is left of the attempt's process group when it ran on this host:
 /// SIGTERM, up to `grace` for it to go, then SIGKILL. Returns how many
 /// processes were found.

@@ -63,9 +63,8 @@ fn a_paused_holder_that_lost_its_lease_exits_5_and_writes_nothing() {
     });
     let attempt1 = pid_in(&t, "a.1.pid");
     // The holder records the attempt's process group just after starting
-    // it (unsynced, not awaited on PostgreSQL). A holder stopped before
-    // that record leaves nothing for a takeover to end the group by; this
-    // test is about a holder stopped after it, so it waits for the record.
+    // it. This test takes the recorded path; the next one, a holder stopped
+    // before the record.
     eventually("a's process group to be recorded", || {
         t.sql("SELECT count(*) FROM attempts WHERE proc_pgid IS NOT NULL") == "1"
     });
@@ -115,6 +114,59 @@ fn a_paused_holder_that_lost_its_lease_exits_5_and_writes_nothing() {
     assert_eq!(v["status"], "completed");
     assert_eq!(outcomes(Test::step(&v, "a")), ["crashed", "ok"]);
     assert_eq!(outcomes(Test::step(&v, "b")), ["ok"]);
+}
+
+/// A holder can stop (or die) after starting an attempt's process and
+/// before recording its process group. The takeover then finds the group by
+/// the variables wf gave the attempt's process. The missed record is made
+/// here by erasing it while the holder is stopped.
+#[test]
+fn a_takeover_ends_an_attempt_whose_process_group_was_never_recorded() {
+    let t = Test::new().env("WF_LEASE_TTL", "1s");
+    let path = t.write("wf.yaml", GATED);
+    let path = path.to_str().unwrap();
+
+    let a = spawn(&t, &["run", path, "--id", "own2"]);
+    eventually("a's first attempt to start", || {
+        t.path().join("a.1.pid").exists() && t.read("a.1.pid").ends_with('\n')
+    });
+    let attempt1 = pid_in(&t, "a.1.pid");
+    eventually("a's process group to be recorded", || {
+        t.sql("SELECT count(*) FROM attempts WHERE proc_pgid IS NOT NULL") == "1"
+    });
+    a.signal("STOP");
+    t.sql("UPDATE attempts SET proc_host = NULL, proc_pgid = NULL, proc_start = NULL");
+    eventually("the stalled lease to expire", || {
+        listed_status(&t, "own2") == "interrupted"
+    });
+
+    let b = spawn(&t, &["resume", "own2"]);
+    eventually("b's attempt to start", || {
+        t.read("side.log").contains("a 2 start")
+    });
+    let ended = !alive(attempt1);
+    let state1 = state(attempt1);
+    t.write("go.2", "");
+    let done = b.finish();
+    t.write("go.1", "");
+    a.signal("CONT");
+    let ran = a.finish();
+    kill_pid(attempt1);
+    assert!(
+        ended,
+        "the unrecorded attempt's process is still running ({state1:?}) beside the new one"
+    );
+    done.code(0);
+    assert!(
+        done.stderr.contains("a: ended ") && done.stderr.contains("left running by attempt 1"),
+        "{}",
+        done.stderr
+    );
+    ran.code(5);
+    assert_eq!(
+        lines(&t, "side.log"),
+        ["a 1 start", "a 2 start", "a 2 end", "b 1"]
+    );
 }
 
 #[test]
