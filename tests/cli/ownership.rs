@@ -50,28 +50,34 @@ steps:
     run: echo "b $WF_ATTEMPT" >> side.log
 "#;
 
-#[test]
-fn a_paused_holder_that_lost_its_lease_exits_5_and_writes_nothing() {
-    let t = Test::new().env("WF_LEASE_TTL", "1s");
+/// Holder A runs `GATED` as instance `id` and stalls (SIGSTOP) in the first
+/// attempt of `a` once it recorded that attempt's process group (erased
+/// again with `erase_record`, as if A had stopped before recording it),
+/// until its lease expires. Returns A and the attempt's shell pid.
+fn stall_in_gated_step(t: &Test, id: &str, erase_record: bool) -> (Bg, u32) {
     let path = t.write("wf.yaml", GATED);
-    let path = path.to_str().unwrap();
-
-    // Holder A starts the instance, then stalls (SIGSTOP) past its lease.
-    let a = spawn(&t, &["run", path, "--id", "own1"]);
+    let a = spawn(t, &["run", path.to_str().unwrap(), "--id", id]);
     eventually("a's first attempt to start", || {
-        t.read("side.log").contains("a 1 start") && t.path().join("a.1.pid").exists()
+        t.read("side.log").contains("a 1 start") && t.read("a.1.pid").ends_with('\n')
     });
-    let attempt1 = pid_in(&t, "a.1.pid");
-    // The holder records the attempt's process group just after starting
-    // it. This test takes the recorded path; the next one, a holder stopped
-    // before the record.
+    let attempt1 = pid_in(t, "a.1.pid");
     eventually("a's process group to be recorded", || {
         t.sql("SELECT count(*) FROM attempts WHERE proc_pgid IS NOT NULL") == "1"
     });
     a.signal("STOP");
+    if erase_record {
+        t.sql("UPDATE attempts SET proc_host = NULL, proc_pgid = NULL, proc_start = NULL");
+    }
     eventually("the stalled lease to expire", || {
-        listed_status(&t, "own1") == "interrupted"
+        listed_status(t, id) == "interrupted"
     });
+    (a, attempt1)
+}
+
+#[test]
+fn a_paused_holder_that_lost_its_lease_exits_5_and_writes_nothing() {
+    let t = Test::new().env("WF_LEASE_TTL", "1s");
+    let (a, attempt1) = stall_in_gated_step(&t, "own1", false);
 
     // B takes over: it ends A's attempt before its own starts.
     let b = spawn(&t, &["resume", "own1"]);
@@ -123,22 +129,7 @@ fn a_paused_holder_that_lost_its_lease_exits_5_and_writes_nothing() {
 #[test]
 fn a_takeover_ends_an_attempt_whose_process_group_was_never_recorded() {
     let t = Test::new().env("WF_LEASE_TTL", "1s");
-    let path = t.write("wf.yaml", GATED);
-    let path = path.to_str().unwrap();
-
-    let a = spawn(&t, &["run", path, "--id", "own2"]);
-    eventually("a's first attempt to start", || {
-        t.path().join("a.1.pid").exists() && t.read("a.1.pid").ends_with('\n')
-    });
-    let attempt1 = pid_in(&t, "a.1.pid");
-    eventually("a's process group to be recorded", || {
-        t.sql("SELECT count(*) FROM attempts WHERE proc_pgid IS NOT NULL") == "1"
-    });
-    a.signal("STOP");
-    t.sql("UPDATE attempts SET proc_host = NULL, proc_pgid = NULL, proc_start = NULL");
-    eventually("the stalled lease to expire", || {
-        listed_status(&t, "own2") == "interrupted"
-    });
+    let (a, attempt1) = stall_in_gated_step(&t, "own2", true);
 
     let b = spawn(&t, &["resume", "own2"]);
     eventually("b's attempt to start", || {
