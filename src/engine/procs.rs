@@ -121,7 +121,10 @@ pub fn unrecorded(instance: &str, key: &str, attempt: i64) -> Vec<ProcessTag> {
         if !wanted.iter().all(|w| vars.contains(&w.as_bytes())) {
             continue;
         }
-        if let Some(s) = stat(pid).filter(|s| !s.zombie && s.pgrp > 1) {
+        // Never this runner's own group (a step cannot have left into it,
+        // but a signal there would end the runner).
+        let own = i64::from(nix::unistd::getpgrp().as_raw());
+        if let Some(s) = stat(pid).filter(|s| !s.zombie && s.pgrp > 1 && s.pgrp != own) {
             let start = groups.entry(s.pgrp).or_insert(s.start);
             *start = (*start).min(s.start);
         }
