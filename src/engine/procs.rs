@@ -78,6 +78,14 @@ pub fn tag(pid: u32) -> Option<ProcessTag> {
     })
 }
 
+/// The ids of the processes this host runs (none when `/proc` is unreadable).
+fn pids() -> impl Iterator<Item = i64> {
+    std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i64>().ok())
+}
+
 /// Live members of the group `tag` names, or none when its id now belongs to
 /// another group (a leader with that pid that started at another time).
 fn members(tag: &ProcessTag) -> Vec<i64> {
@@ -86,10 +94,7 @@ fn members(tag: &ProcessTag) -> Vec<i64> {
     {
         return Vec::new();
     }
-    let Ok(dir) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i64>().ok())
+    pids()
         .filter(|&pid| {
             stat(pid).is_some_and(|s| s.pgrp == tag.pgid && !s.zombie && s.start >= tag.start)
         })
@@ -108,12 +113,12 @@ pub fn unrecorded(instance: &str, key: &str, attempt: i64) -> Vec<ProcessTag> {
         format!("WF_STEP_ID={key}"),
         format!("WF_ATTEMPT={attempt}"),
     ];
-    let Ok(dir) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
+    // Never this runner's own group (a step cannot have joined it, but a
+    // signal there would end the runner).
+    let own = i64::from(nix::unistd::getpgrp().as_raw());
     // Group id -> the earliest start among its members that match.
     let mut groups: std::collections::BTreeMap<i64, i64> = Default::default();
-    for pid in dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i64>().ok()) {
+    for pid in pids() {
         let Ok(environ) = std::fs::read(format!("/proc/{pid}/environ")) else {
             continue;
         };
@@ -121,9 +126,6 @@ pub fn unrecorded(instance: &str, key: &str, attempt: i64) -> Vec<ProcessTag> {
         if !wanted.iter().all(|w| vars.contains(&w.as_bytes())) {
             continue;
         }
-        // Never this runner's own group (a step cannot have left into it,
-        // but a signal there would end the runner).
-        let own = i64::from(nix::unistd::getpgrp().as_raw());
         if let Some(s) = stat(pid).filter(|s| !s.zombie && s.pgrp > 1 && s.pgrp != own) {
             let start = groups.entry(s.pgrp).or_insert(s.start);
             *start = (*start).min(s.start);
