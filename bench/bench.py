@@ -95,6 +95,16 @@ def build_floor(tmp):
     return out
 
 
+def sqlite_floor_bin(build):
+    """bench/sqlite_floor.rs, a cargo example linked with wf's own SQLite: built
+    with the release profile when bench.py builds, or when it is missing."""
+    out = os.path.join(os.path.dirname(WF), "examples", "sqlite_floor")
+    if build or not os.path.exists(out):
+        subprocess.run(["cargo", "build", "--release", "--locked", "--quiet", "--example", "sqlite_floor"],
+                       cwd=ROOT, check=True)
+    return out
+
+
 def seq_true(n):
     steps = "".join(f"  - id: s{i}\n    run: [/bin/true]\n" for i in range(n))
     return f"name: bench-true\nsteps:\n{steps}"
@@ -156,15 +166,24 @@ def main():
         #    and vs the floor of a durable shell step (bench/floor.rs: an
         #    attempt record fdatasync'd, then posix_spawn with pipes), all
         #    alternated in the same run. 300 steps: issue 16's 1.2x; 1000: 1.3x.
+        #    The SQLite floor (bench/sqlite_floor.rs) records each attempt as
+        #    rows in SQLite with wf's PRAGMAs instead of a raw page: the least a
+        #    runner that keeps its history in SQLite does per step.
         floor = build_floor(tmp)
+        sqlite_floor = sqlite_floor_bin(not args.no_build)
         for n, target, n_reps in ((300, 1.2, max(reps, 7)), (n_true, 1.3, max(reps, 5))):
             wf_file = write(os.path.join(tmp, f"true{n}.yaml"), seq_true(n))
-            bash, spawn_only, floor1, wf_times, rss = [], [], [], [], 0.0
+            bash, spawn_only, floor1, sq_floor, wf_times, rss = [], [], [], [], [], 0.0
             for r in range(n_reps):
                 bash.append(run(["bash", "-c", f"for i in $(seq {n}); do /bin/true; done"])[0])
                 log = os.path.join(tmp, "floor.log")
                 spawn_only.append(run([floor, str(n), "0", log])[0])
                 floor1.append(run([floor, str(n), "1", log])[0])
+                floor_db = os.path.join(tmp, "floor.db")
+                sq_floor.append(run([sqlite_floor, str(n), floor_db])[0])
+                for suffix in ("", "-wal", "-shm"):
+                    if os.path.exists(floor_db + suffix):
+                        os.unlink(floor_db + suffix)
                 db = os.path.join(tmp, f"true{n}-{r}.db")
                 t, m, _, _ = run([WF, "run", "-q", wf_file], env=wf_env(db))
                 wf_times.append(t)
@@ -172,13 +191,16 @@ def main():
                 for suffix in ("", "-wal", "-shm"):
                     if os.path.exists(db + suffix):
                         os.unlink(db + suffix)
-            b, w, f = median(bash), median(wf_times), median(floor1)
+            b, w, f, sq = median(bash), median(wf_times), median(floor1), median(sq_floor)
             print(f"{n} sequential /bin/true steps: wf {w:.3f}s, bash loop {b:.3f}s, "
-                  f"floor {f:.3f}s (spawn alone {median(spawn_only):.3f}s), medians of {n_reps}")
+                  f"floor {f:.3f}s (spawn alone {median(spawn_only):.3f}s, SQLite floor {sq:.3f}s), "
+                  f"medians of {n_reps}")
             rep.add(f"{n} x /bin/true, wf/bash (synchronous=FULL)", w / b, "x", f"<= {target}", w / b <= target)
             rep.add(f"{n} x /bin/true, floor/bash (fdatasync + posix_spawn)", f / b, "x", "(info)", True)
             rep.add(f"{n} x /bin/true, spawn alone/bash (posix_spawn, no record)", median(spawn_only) / b, "x", "(info)", True)
             rep.add(f"{n} x /bin/true, wf/floor", w / f, "x", "(info)", True)
+            rep.add(f"{n} x /bin/true, SQLite floor/bash (attempt rows, FULL)", sq / b, "x", "(info)", True)
+            rep.add(f"{n} x /bin/true, wf/SQLite floor", w / sq, "x", "(info)", True)
             if n == n_true:
                 rep.add(f"{n} x /bin/true, peak RSS", rss, "MiB", "(info)", True)
 
