@@ -10,15 +10,59 @@
 //! `bench/floor.rs` (stdin from /dev/null, stdout and stderr piped, both read
 //! to their end, reaped). The last attempt's end is committed after the loop.
 //!
-//! Usage: `sqlite_floor STEPS DB [PROGRAM]` (DB is created afresh; PROGRAM
-//! defaults to `/bin/true`). Built by bench.py as a cargo example
+//! RUNG (default 0, the floor) adds, one rung on another, what wf does
+//! beside the attempt rows, so that each one's cost shows:
+//! 1. the step rows (the ended step's, the started step's) in the commit;
+//! 2. three span rows with their attributes in the commit;
+//! 3. the command in a process group of its own;
+//! 4. the process group recorded in a transaction without a sync while the
+//!    command runs;
+//! 5. a `$WF_OUTPUT` file made before the command starts and removed after
+//!    it ended (wf makes and recycles them while steps run instead).
+//!
+//! Usage: `sqlite_floor STEPS DB [RUNG [PROGRAM]]` (DB is created afresh;
+//! PROGRAM defaults to `/bin/true`). Built by bench.py as a cargo example
 //! (`cargo build --release --example sqlite_floor`), with the same SQLite as wf.
 
 use rusqlite::{Connection, TransactionBehavior, params};
 use std::io::Read;
+use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
 
 const INSTANCE: &str = "5f1d0c8e2b7a4c3d9e6f8a1b2c3d4e5f";
+
+const SCHEMA: &str = "
+    CREATE TABLE attempts (
+        instance_id TEXT NOT NULL, step_key TEXT NOT NULL, attempt INTEGER NOT NULL,
+        run INTEGER NOT NULL, outcome TEXT, exit_code INTEGER, started_at TEXT NOT NULL,
+        finished_at TEXT, stdout BLOB, stderr BLOB, proc_pgid INTEGER,
+        PRIMARY KEY (instance_id, step_key, attempt)
+    ) WITHOUT ROWID;
+    CREATE TABLE steps (
+        instance_id TEXT NOT NULL, key TEXT NOT NULL, status TEXT NOT NULL,
+        attempts INTEGER NOT NULL, outcome TEXT, output TEXT, started_at TEXT,
+        finished_at TEXT, PRIMARY KEY (instance_id, key)
+    ) WITHOUT ROWID;
+    CREATE TABLE spans (
+        instance_seq INTEGER NOT NULL, run INTEGER NOT NULL, start_ns INTEGER NOT NULL,
+        end_ns INTEGER NOT NULL, span_id BLOB NOT NULL, parent BLOB, trace_id BLOB NOT NULL,
+        name TEXT NOT NULL, attributes TEXT NOT NULL
+    );
+    CREATE INDEX spans_by_instance ON spans(instance_seq, run, start_ns);";
+
+/// The spans a `/bin/true` step of wf ends with: its commit, its process and
+/// its attempt.
+const SPANS: [(&str, &str); 3] = [
+    ("wf.sqlite.commit", "{}"),
+    (
+        "process",
+        r#"{"process.command":"/bin/true","process.pid":17629,"process.exit.code":0}"#,
+    ),
+    (
+        "bench/s",
+        r#"{"workflow.step.id":"s","workflow.step.attempt":1,"workflow.step.outcome":"ok"}"#,
+    ),
+];
 
 fn now() -> String {
     chrono::Utc::now()
@@ -29,35 +73,67 @@ fn now() -> String {
 fn main() -> rusqlite::Result<()> {
     let args: Vec<String> = std::env::args().collect();
     if args.len() < 3 {
-        eprintln!("usage: sqlite_floor STEPS DB [PROGRAM]");
+        eprintln!("usage: sqlite_floor STEPS DB [RUNG [PROGRAM]]");
         std::process::exit(2);
     }
     let steps: u64 = args[1].parse().expect("STEPS: a number");
-    let program = args.get(3).map_or("/bin/true", String::as_str);
+    let rung: u32 = args.get(3).map_or(0, |r| r.parse().expect("RUNG: 0 to 5"));
+    let program = args.get(4).map_or("/bin/true", String::as_str);
     for suffix in ["", "-wal", "-shm"] {
         let _ = std::fs::remove_file(format!("{}{suffix}", args[2]));
     }
     let mut conn = Connection::open(&args[2])?;
     conn.query_row("PRAGMA journal_mode=WAL", [], |r| r.get::<_, String>(0))?;
-    conn.execute_batch(
-        "PRAGMA synchronous=FULL;
-         CREATE TABLE attempts (
-             instance_id TEXT NOT NULL, step_key TEXT NOT NULL, attempt INTEGER NOT NULL,
-             run INTEGER NOT NULL, outcome TEXT, exit_code INTEGER, started_at TEXT NOT NULL,
-             finished_at TEXT, stdout BLOB, stderr BLOB,
-             PRIMARY KEY (instance_id, step_key, attempt)
-         ) WITHOUT ROWID;",
-    )?;
+    conn.execute_batch(&format!("PRAGMA synchronous=FULL; {SCHEMA}"))?;
     let (mut out, mut err) = (Vec::new(), Vec::new());
     let mut ended: Option<(String, i32)> = None;
     let end = "UPDATE attempts SET outcome = 'ok', exit_code = ?3, finished_at = ?4, \
                stdout = ?5, stderr = ?6 WHERE instance_id = ?1 AND step_key = ?2 AND attempt = 1";
+    let output_dir = std::env::temp_dir();
     for step in 0..steps {
         let key = format!("s{step}");
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
         if let Some((prev, code)) = &ended {
             tx.prepare_cached(end)?
                 .execute(params![INSTANCE, prev, code, now(), &out, &err])?;
+            if rung >= 1 {
+                tx.prepare_cached(
+                    "UPDATE steps SET status = 'completed', outcome = 'ok', output = ?3, \
+                     finished_at = ?4 WHERE instance_id = ?1 AND key = ?2",
+                )?
+                .execute(params![
+                    INSTANCE,
+                    prev,
+                    r#"{"stdout":"","exit_code":0,"json":null}"#,
+                    now()
+                ])?;
+            }
+            if rung >= 2 {
+                let mut insert = tx.prepare_cached(
+                    "INSERT INTO spans (instance_seq, run, start_ns, end_ns, span_id, parent, \
+                     trace_id, name, attributes) VALUES (1, 1, ?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                )?;
+                for (i, (name, attributes)) in SPANS.iter().enumerate() {
+                    let ns = chrono::Utc::now().timestamp_nanos_opt().unwrap_or(0);
+                    let id = (step * 4 + i as u64).to_be_bytes();
+                    insert.execute(params![
+                        ns,
+                        ns + 1000,
+                        &id,
+                        &[9u8; 8],
+                        &[7u8; 16],
+                        name,
+                        attributes
+                    ])?;
+                }
+            }
+        }
+        if rung >= 1 {
+            tx.prepare_cached(
+                "INSERT INTO steps (instance_id, key, status, attempts, started_at) \
+                 VALUES (?1, ?2, 'running', 1, ?3)",
+            )?
+            .execute(params![INSTANCE, key, now()])?;
         }
         tx.prepare_cached(
             "INSERT INTO attempts (instance_id, step_key, attempt, run, started_at) \
@@ -65,12 +141,31 @@ fn main() -> rusqlite::Result<()> {
         )?
         .execute(params![INSTANCE, key, now()])?;
         tx.commit()?;
-        let mut child = Command::new(program)
+        let output_file = output_dir.join(format!("sqlite-floor-{}-{step}", std::process::id()));
+        let mut command = Command::new(program);
+        command
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn");
+            .stderr(Stdio::piped());
+        if rung >= 3 {
+            command.process_group(0);
+        }
+        if rung >= 5 {
+            std::fs::File::create(&output_file).expect("$WF_OUTPUT");
+            command.env("WF_OUTPUT", &output_file);
+        }
+        let mut child = command.spawn().expect("spawn");
+        if rung >= 4 {
+            conn.execute_batch("PRAGMA synchronous=OFF")?;
+            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            tx.prepare_cached(
+                "UPDATE attempts SET proc_pgid = ?3 \
+                 WHERE instance_id = ?1 AND step_key = ?2 AND attempt = 1",
+            )?
+            .execute(params![INSTANCE, key, child.id()])?;
+            tx.commit()?;
+            conn.execute_batch("PRAGMA synchronous=FULL")?;
+        }
         out.clear();
         err.clear();
         // /bin/true writes nothing: reading one pipe to its end, then the
@@ -89,6 +184,10 @@ fn main() -> rusqlite::Result<()> {
             .expect("stderr");
         let status = child.wait().expect("wait");
         assert!(status.success(), "step {step}: {status}");
+        if rung >= 5 {
+            let _ = std::fs::read(&output_file);
+            let _ = std::fs::remove_file(&output_file);
+        }
         ended = Some((key, status.code().unwrap_or(-1)));
     }
     if let Some((prev, code)) = ended {
