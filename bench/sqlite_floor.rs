@@ -156,15 +156,7 @@ fn main() -> rusqlite::Result<()> {
         }
         let mut child = command.spawn().expect("spawn");
         if rung >= 4 {
-            conn.execute_batch("PRAGMA synchronous=OFF")?;
-            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-            tx.prepare_cached(
-                "UPDATE attempts SET proc_pgid = ?3 \
-                 WHERE instance_id = ?1 AND step_key = ?2 AND attempt = 1",
-            )?
-            .execute(params![INSTANCE, key, child.id()])?;
-            tx.commit()?;
-            conn.execute_batch("PRAGMA synchronous=FULL")?;
+            record_group(&mut conn, &key, child.id()).expect("process-group record");
         }
         out.clear();
         err.clear();
@@ -195,4 +187,18 @@ fn main() -> rusqlite::Result<()> {
             .execute(params![INSTANCE, prev, code, now(), &out, &err])?;
     }
     Ok(())
+}
+
+/// The process group of a started attempt, in a transaction without a sync
+/// (as wf records it while the command runs).
+fn record_group(conn: &mut Connection, key: &str, pgid: u32) -> rusqlite::Result<()> {
+    conn.execute_batch("PRAGMA synchronous=OFF")?;
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    tx.prepare_cached(
+        "UPDATE attempts SET proc_pgid = ?3 \
+         WHERE instance_id = ?1 AND step_key = ?2 AND attempt = 1",
+    )?
+    .execute(params![INSTANCE, key, pgid])?;
+    tx.commit()?;
+    conn.execute_batch("PRAGMA synchronous=FULL")
 }
