@@ -23,7 +23,7 @@ alternate, so drift of the shared machine hits both):
 - `wf run` of a 1-step `/bin/true` workflow, full / empty (<= 1.1x);
 - a worker's scan for due work: `wf worker --once` with nothing due, full - empty
   (< 5 ms), and the scan queries themselves (the SQL of `due_instances` and of the
-  selection inside `claim_due`, read out of src/store/sqlite/records.rs so the bench
+  selection inside `claim_due`, read out of src/store/sqlite/lease.rs so the bench
   runs what wf runs), timed in-process with Python's sqlite3;
 - bytes per simple shell step: the file (after a TRUNCATE checkpoint) over the step
   attempts it holds, and per instance (<= 2 KiB a step, its spans included); and, on
@@ -49,7 +49,7 @@ from bench import Report, median, pg_env, run, wf_env, write  # noqa: E402
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TARGET = os.environ.get("CARGO_TARGET_DIR") or os.path.join(ROOT, "target")
 WF = os.path.join(TARGET, "release", "wf")
-RECORDS = os.path.join(ROOT, "src", "store", "sqlite", "records.rs")
+LEASE = os.path.join(ROOT, "src", "store", "sqlite", "lease.rs")
 
 # Templates: (file name, YAML, runs of it, share of the clones).
 ONE = "name: scale-one\nsteps:\n  - id: greet\n    run: echo \"hello from ${{ instance.id }}\"\n"
@@ -257,8 +257,8 @@ def rust_literals(text):
 
 
 def scan_sql():
-    """(due_instances SQL, claim_due's selection SQL), as records.rs has them."""
-    src = open(RECORDS).read()
+    """(due_instances SQL, claim_due's selection SQL), as lease.rs has them."""
+    src = open(LEASE).read()
     macro = re.search(r"macro_rules! due_sql \{\s*\(\) => \{(.*?)\};\s*\}", src, re.S)
     due = rust_literals(macro.group(1))
 
@@ -272,7 +272,7 @@ def scan_sql():
     # The selection inside the UPDATE: what a worker's claim reads.
     inner = re.search(r"WHERE id IN \((SELECT id FROM instances WHERE .*LIMIT \?5)\)", claim, re.S)
     if not inner:
-        sys.exit("bench/scale.py: cannot find claim_due's selection in records.rs")
+        sys.exit("bench/scale.py: cannot find claim_due's selection in lease.rs")
     # ?2..?6 appear in it: give it the numbered parameters it uses.
     return due_instances, inner.group(1)
 
