@@ -74,6 +74,13 @@ def wf_env(db, durability=None):
     return env
 
 
+def remove_db(db):
+    """Removes a SQLite database and its WAL and shared-memory files."""
+    for suffix in ("", "-wal", "-shm"):
+        if os.path.exists(db + suffix):
+            os.unlink(db + suffix)
+
+
 def pg_env(url, schema):
     """wf_env for a PostgreSQL URL, with the schema wf keeps its tables in."""
     env = wf_env(url)
@@ -181,16 +188,12 @@ def main():
                 floor1.append(run([floor, str(n), "1", log])[0])
                 floor_db = os.path.join(tmp, "floor.db")
                 sq_floor.append(run([sqlite_floor, str(n), floor_db])[0])
-                for suffix in ("", "-wal", "-shm"):
-                    if os.path.exists(floor_db + suffix):
-                        os.unlink(floor_db + suffix)
+                remove_db(floor_db)
                 db = os.path.join(tmp, f"true{n}-{r}.db")
                 t, m, _, _ = run([WF, "run", "-q", wf_file], env=wf_env(db))
                 wf_times.append(t)
                 rss = max(rss, m)
-                for suffix in ("", "-wal", "-shm"):
-                    if os.path.exists(db + suffix):
-                        os.unlink(db + suffix)
+                remove_db(db)
             b, w, f, sq = median(bash), median(wf_times), median(floor1), median(sq_floor)
             print(f"{n} sequential /bin/true steps: wf {w:.3f}s, bash loop {b:.3f}s, "
                   f"floor {f:.3f}s (spawn alone {median(spawn_only):.3f}s, SQLite floor {sq:.3f}s), "

@@ -44,7 +44,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench import Report, median, pg_env, run, wf_env, write  # noqa: E402
+from bench import Report, median, pg_env, remove_db, run, wf_env, write  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TARGET = os.environ.get("CARGO_TARGET_DIR") or os.path.join(ROOT, "target")
@@ -226,12 +226,6 @@ def pure_size(tmp, template, n):
     remove_db(db)
     clone(db, make_templates(tmp, wf_env(db), [template]), n)
     return checkpoint(db), counts(db)
-
-
-def remove_db(db):
-    for suffix in ("", "-wal", "-shm"):
-        if os.path.exists(db + suffix):
-            os.unlink(db + suffix)
 
 
 def table_bytes(db):
