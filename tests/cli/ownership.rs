@@ -219,6 +219,61 @@ steps:
     assert_eq!(outcomes(Test::step(&v, "a")), ["crashed", "ok"]);
 }
 
+/// A step's process group is recorded once the step has run 20 ms. Here the
+/// step stops wf (SIGSTOP to its parent) as its first act, so wf dies
+/// (SIGKILL) before it could record anything (unless this machine took over
+/// 20 ms to start a shell, when the record exists: the outcome is the same).
+/// The resume ends the grandchild the step left by its variables.
+#[test]
+fn a_runner_killed_in_a_steps_first_moments_leaves_nothing_running_after_resume() {
+    let t = Test::new();
+    let path = t.write(
+        "wf.yaml",
+        r#"
+name: early
+steps:
+  - id: a
+    run: |
+      if [ "$WF_ATTEMPT" = 1 ]; then
+        kill -STOP $PPID
+        ( trap '' HUP; while true; do sleep 0.05; done ) &
+        echo $! > grandchild.pid
+        wait
+      fi
+      echo "attempt $WF_ATTEMPT" >> side.log
+"#,
+    );
+    let mut run = spawn(&t, &["run", path.to_str().unwrap(), "--id", "early1"]);
+    let wf_pid = run.pid();
+    eventually("the grandchild to start with wf stopped", || {
+        t.read("grandchild.pid").ends_with('\n') && state(wf_pid) == Some('T')
+    });
+    let grandchild = pid_in(&t, "grandchild.pid");
+    run.kill9();
+    drop(run);
+    assert!(alive(grandchild), "the grandchild should still be running");
+
+    let resumed = t.wf(&["resume", "early1"]);
+    let left = alive(grandchild);
+    if left {
+        kill_pid(grandchild);
+    }
+    resumed.code(0);
+    assert!(
+        !left,
+        "resume left the crashed attempt's grandchild running"
+    );
+    assert!(
+        resumed.stderr.contains("a: ended ")
+            && resumed.stderr.contains("left running by attempt 1"),
+        "{}",
+        resumed.stderr
+    );
+    assert_eq!(lines(&t, "side.log"), ["attempt 2"]);
+    let v = t.inspect("early1");
+    assert_eq!(outcomes(Test::step(&v, "a")), ["crashed", "ok"]);
+}
+
 #[test]
 fn a_step_that_must_run_at_most_once_fails_on_a_crash_and_says_how_to_retry() {
     let t = Test::new();

@@ -333,7 +333,7 @@ impl<'o> Runner<'o> {
                 if let Ok(r) = &running
                     && let Some(tag) = procs::tag(r.pid())
                 {
-                    self.started_groups.push((unit.key(&self.wf), attempt, tag));
+                    self.group_started(unit.key(&self.wf), attempt, tag);
                 }
                 self.tasks.spawn(async move {
                     let (result, output_file) = match running {
@@ -405,6 +405,7 @@ impl<'o> Runner<'o> {
         }
         let key = d.unit.key(&self.wf);
         self.running.remove(&key);
+        self.group_ended(&key, d.attempt);
         self.enter(&d.unit, Some(d.attempt));
         if let Some(state) = self.start_states.remove(&key) {
             self.ctx.set("state", state);

@@ -9,11 +9,13 @@
 //!
 //! This file holds the loop (commit, spawn, wait, poll); `schedule` decides
 //! what is ready, `attempt` starts units and settles results, `suspend`
-//! handles timers and events, `render` turns expressions into what runs, and
-//! `spans` keeps the run's trace. Every change is a `store::Write`, committed
+//! handles timers and events, `render` turns expressions into what runs,
+//! `spans` keeps the run's trace, and `groups` records the process groups of
+//! attempts that run long enough to need it. Every change is a `store::Write`, committed
 //! by the loop in one fenced batch.
 
 mod attempt;
+mod groups;
 mod render;
 mod schedule;
 mod spans;
@@ -323,8 +325,8 @@ pub(super) struct Runner<'o> {
     pub(super) fence: Fence,
     /// The heartbeat's word that another process took the instance over.
     lost: watch::Receiver<Option<String>>,
-    /// Process groups started since the last time they were recorded.
-    started_groups: Vec<(String, i64, store::ProcessTag)>,
+    /// Process groups of running attempts, not recorded yet (`groups`).
+    started_groups: Vec<groups::PendingGroup>,
     /// What the run decided since its last commit, applied at the next one.
     pub(super) writes: Vec<Write>,
     /// How many of `writes`, from the first, open the run (the recovery of
@@ -647,7 +649,8 @@ impl<'o> Runner<'o> {
                 .next_wake()
                 .map(|t| (t - Utc::now()).to_std().unwrap_or_default())
                 .unwrap_or(Duration::from_secs(3600))
-                .min(POLL_EVERY);
+                .min(POLL_EVERY)
+                .min(self.next_group_due().unwrap_or(POLL_EVERY));
             tokio::select! {
                 Some(joined) = self.tasks.join_next() => {
                     done.push(joined.map_err(|e| EngineError::Internal(format!("step task failed: {e}")))?);
@@ -702,21 +705,6 @@ impl<'o> Runner<'o> {
         }
         self.events.extend(new);
         Ok(arrived)
-    }
-
-    /// Records which process group each attempt just started runs in, so the
-    /// next runner can end what is left of it should this process die. Not
-    /// fsynced: a process group does not outlive the machine.
-    async fn record_groups(&mut self, store: &mut Store) -> Result<(), EngineError> {
-        if self.started_groups.is_empty() {
-            return Ok(());
-        }
-        let writes: Vec<Write> = std::mem::take(&mut self.started_groups)
-            .into_iter()
-            .map(|(key, attempt, tag)| Write::AttemptProcess { key, attempt, tag })
-            .collect();
-        store.commit_unsynced(&self.fence, &writes).await?;
-        Ok(())
     }
 
     /// The error of a run whose instance `holder` took over.
