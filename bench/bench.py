@@ -102,12 +102,14 @@ def build_floor(tmp):
     return out
 
 
-def sqlite_floor_bin(build):
-    """bench/sqlite_floor.rs, a cargo example linked with wf's own SQLite: built
-    with the release profile when bench.py builds, or when it is missing."""
-    out = os.path.join(os.path.dirname(WF), "examples", "sqlite_floor")
+def example_bin(name, build):
+    """A floor program of bench/ built as a cargo example (bench/sqlite_floor.rs,
+    linked with wf's own SQLite; bench/pg_floor.rs, over wf's PostgreSQL
+    client): built with the release profile when the script builds, or when it
+    is missing."""
+    out = os.path.join(os.path.dirname(WF), "examples", name)
     if build or not os.path.exists(out):
-        subprocess.run(["cargo", "build", "--release", "--locked", "--quiet", "--example", "sqlite_floor"],
+        subprocess.run(["cargo", "build", "--release", "--locked", "--quiet", "--example", name],
                        cwd=ROOT, check=True)
     return out
 
@@ -177,7 +179,7 @@ def main():
         #    rows in SQLite with wf's PRAGMAs instead of a raw page: the least a
         #    runner that keeps its history in SQLite does per step.
         floor = build_floor(tmp)
-        sqlite_floor = sqlite_floor_bin(not args.no_build)
+        sqlite_floor = example_bin("sqlite_floor", not args.no_build)
         for n, target, n_reps in ((300, 1.2, max(reps, 7)), (n_true, 1.3, max(reps, 5))):
             wf_file = write(os.path.join(tmp, f"true{n}.yaml"), seq_true(n))
             bash, spawn_only, floor1, sq_floor, wf_times, rss = [], [], [], [], [], 0.0

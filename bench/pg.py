@@ -6,7 +6,10 @@ It starts a private PostgreSQL server with fsync=on (scripts/pg), gives each
 case a schema of its own, and stops the server at the end.
 Options: --quick (smaller N), --json FILE, --no-build.
 
-1. N sequential /bin/true steps, against a bash loop of the same commands.
+1. N sequential /bin/true steps, against a bash loop of the same commands,
+   and against the floor of a step recorded in PostgreSQL (bench/pg_floor.rs):
+   rung 0, the attempt rows alone in one durable statement a step; rung 4,
+   the rows, fence and process group a wf step writes and makes.
 2. Pure set_state steps: the cost of one checkpointed step (one commit).
 3. 1,000 instances of a 3-step workflow whose steps sleep 0.2 s, due at
    once, drained by 4 workers with --concurrency 25: against the ideal
@@ -23,7 +26,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench import ROOT, WF, Report, median, parse_args, pg_env, prepare, run, write  # noqa: E402
+from bench import ROOT, WF, Report, example_bin, median, parse_args, pg_env, prepare, run, write  # noqa: E402
 
 
 def start_server():
@@ -76,20 +79,29 @@ def main():
             f"  - id: s{i}\n    run: [/bin/true]\n" for i in range(n_true)))
         one = write(os.path.join(tmp, "one.yaml"), "name: one\nsteps:\n  - id: s\n    run: [/bin/true]\n")
         socket_url = unix_socket_url(server)
-        bash, tcp, unix = [], [], []
+        pg_floor = example_bin("pg_floor", not args.no_build)
+        bash, tcp, unix, floor0, floor4 = [], [], [], [], []
         for r in range(max(reps, 5)):
             bash.append(run(["bash", "-c", f"for i in $(seq {n_true}); do /bin/true; done"])[0])
             for times, u in ((tcp, url), (unix, socket_url)):
                 env = pg_env(u, f"b_true{len(times)}_{'tcp' if u == url else 'unix'}")
                 run([WF, "run", "-q", one], env=env)
                 times.append(run([WF, "run", "-q", wf_file], env=env)[0])
+            floor0.append(run([pg_floor, str(n_true), url, "0"])[0])
+            floor4.append(run([pg_floor, str(n_true), url, "4"])[0])
         b = median(bash)
         print(f"{n_true} sequential /bin/true steps: wf {median(tcp):.3f}s over TCP, {median(unix):.3f}s over "
-              f"the Unix socket, bash loop {b:.3f}s (medians of {len(bash)}, alternated)")
+              f"the Unix socket, bash loop {b:.3f}s, PostgreSQL floor {median(floor0):.3f}s (attempt rows) and "
+              f"{median(floor4):.3f}s (wf's rows, fence and group) over TCP (medians of {len(bash)}, alternated)")
         rep.add(f"{n_true} x /bin/true on PostgreSQL (TCP loopback), wf/bash", median(tcp) / b, "x", "<= 1.6",
                 median(tcp) / b <= 1.6)
         rep.add("same, per step", median(tcp) / n_true * 1e6, "us", "(info)", True)
         rep.add(f"{n_true} x /bin/true on PostgreSQL (Unix socket), wf/bash", median(unix) / b, "x", "(info)", True)
+        rep.add("same, PostgreSQL floor/bash (attempt rows, one durable statement a step)", median(floor0) / b, "x",
+                "(info)", True)
+        rep.add("same, PostgreSQL floor/bash (wf's rows, fence and process group)", median(floor4) / b, "x",
+                "(info)", True)
+        rep.add("same, wf/that floor (wf's engine)", median(tcp) / median(floor4), "x", "(info)", True)
 
         # 2. Pure set_state steps: one commit each.
         wf_file = write(os.path.join(tmp, "state.yaml"), "name: bench-state\nstate: { n: -1 }\nsteps:\n" + "".join(

@@ -22,8 +22,9 @@
 //! 5. the process group recorded while the command runs, by a statement
 //!    committed without waiting for the disk (fenced as the commit is).
 //!
-//! Rung 5 is the work of a wf step on PostgreSQL; what wf spends above it is
-//! its engine.
+//! Rung 4 is the work of a short wf step on PostgreSQL (wf records a group
+//! once its step has run 20 ms: rung 5 is a longer step's); what wf spends
+//! above it is its engine.
 //!
 //! Usage: `pg_floor STEPS URL [RUNG [PROGRAM]]` (URL as `WF_DB` takes it,
 //! without TLS; the tables go in a schema of their own, made afresh and

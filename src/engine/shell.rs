@@ -90,6 +90,11 @@ impl Running {
     pub fn pid(&self) -> u32 {
         self.child.id()
     }
+
+    /// The process group this attempt runs in, as the store records it.
+    pub fn group(&self) -> Option<crate::store::ProcessTag> {
+        super::procs::tag(self.child.id(), self.child.start_ticks())
+    }
 }
 
 /// Starts the attempt's process in a process group of its own, with a

@@ -36,6 +36,11 @@ pub struct Spec<'a> {
 /// A started process, leader of its own process group.
 pub struct Child {
     pid: libc::pid_t,
+    /// When the process started, in clock ticks after boot (as field 22 of
+    /// `/proc/PID/stat` says), when the clock read just before `clone` and
+    /// the one just after it fall in the same tick: the kernel stamps a new
+    /// process between the two. None when a tick boundary fell in between.
+    start_ticks: Option<i64>,
     pidfd: AsyncFd<OwnedFd>,
     reaped: Option<std::process::ExitStatus>,
     pub stdout: Option<tokio::net::unix::pipe::Receiver>,
@@ -45,6 +50,10 @@ pub struct Child {
 impl Child {
     pub fn id(&self) -> u32 {
         self.pid as u32
+    }
+
+    pub fn start_ticks(&self) -> Option<i64> {
+        self.start_ticks
     }
 
     /// Waits for the process to exit and reaps it.
@@ -252,6 +261,28 @@ fn env_pair(key: &OsStr, value: &OsStr) -> Vec<u8> {
     kv
 }
 
+/// Clock ticks after boot now (`CLOCK_BOOTTIME` in units of `_SC_CLK_TCK`,
+/// as the kernel counts a process's start time), if the tick divides a
+/// second in whole nanoseconds.
+fn boot_ticks() -> Option<i64> {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes the timespec we pass; sysconf reads a constant.
+    let (r, hz) = unsafe {
+        (
+            libc::clock_gettime(libc::CLOCK_BOOTTIME, &mut ts),
+            libc::sysconf(libc::_SC_CLK_TCK),
+        )
+    };
+    if r != 0 || hz <= 0 || 1_000_000_000 % hz != 0 {
+        return None;
+    }
+    let ns = i128::from(ts.tv_sec) * 1_000_000_000 + i128::from(ts.tv_nsec);
+    i64::try_from(ns / i128::from(1_000_000_000 / hz)).ok()
+}
+
 /// `/dev/null`, opened once (close-on-exec) for every child's stdin.
 fn dev_null() -> io::Result<std::os::fd::BorrowedFd<'static>> {
     static NULL: std::sync::OnceLock<OwnedFd> = std::sync::OnceLock::new();
@@ -358,7 +389,9 @@ pub fn spawn(spec: &Spec) -> io::Result<Child> {
     // SAFETY: the top of `stack`, which outlives the child's use of it
     // (CLONE_VFORK: we resume only once it exec'd or exited).
     let top = unsafe { stack.as_mut_ptr().add(stack.len()) }.cast::<c_void>();
-    let pid = {
+    // The clock is read on both sides of `clone` (which stamps the child's
+    // start time), after the mask, so that no handler runs in between.
+    let (before, pid, after) = {
         // SAFETY: sigset_t operations on local values; clone runs
         // `child_main` on its own stack with `args`, both alive until it
         // returns (CLONE_VFORK suspends this thread until the child exec'd
@@ -368,6 +401,7 @@ pub fn spawn(spec: &Spec) -> io::Result<Child> {
             let mut all: libc::sigset_t = std::mem::zeroed();
             libc::sigfillset(&mut all);
             libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut args.mask);
+            let before = boot_ticks();
             let pid = libc::clone(
                 child_main,
                 top,
@@ -375,11 +409,12 @@ pub fn spawn(spec: &Spec) -> io::Result<Child> {
                 (&raw mut args).cast::<c_void>(),
             );
             let clone_err = io::Error::last_os_error();
+            let after = boot_ticks();
             libc::pthread_sigmask(libc::SIG_SETMASK, &args.mask, std::ptr::null_mut());
             if pid < 0 {
                 return Err(clone_err);
             }
-            pid
+            (before, pid, after)
         }
     };
     drop((out_w, err_w));
@@ -423,6 +458,7 @@ pub fn spawn(spec: &Spec) -> io::Result<Child> {
     };
     let mut child = Child {
         pid,
+        start_ticks: before.filter(|_| before == after),
         pidfd,
         reaped: None,
         stdout: None,
@@ -533,6 +569,47 @@ mod tests {
             }))
             .expect_err("no such dir");
         assert_eq!(err.raw_os_error(), Some(libc::ENOENT));
+    }
+
+    /// The start time a spawn knows from its clock is the one the kernel
+    /// reports in `/proc/PID/stat` (field 22), which takeovers compare.
+    #[test]
+    fn the_start_time_known_at_spawn_is_the_kernels() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let rt = rt();
+        let _guard = rt.enter();
+        let mut known = 0;
+        for _ in 0..20 {
+            let mut child = spawn(&Spec {
+                program: "sleep".as_ref(),
+                args: &["5".as_ref()],
+                env: &[],
+                env_remove: &[],
+                dir: dir.path(),
+            })
+            .expect("spawned");
+            let stat = std::fs::read_to_string(format!("/proc/{}/stat", child.id())).unwrap();
+            let fields: Vec<&str> = stat
+                .rsplit_once(')')
+                .unwrap()
+                .1
+                .split_whitespace()
+                .collect();
+            let (pgrp, start): (i64, i64) =
+                (fields[2].parse().unwrap(), fields[19].parse().unwrap());
+            assert_eq!(pgrp, i64::from(child.id()), "the child leads its own group");
+            if let Some(ticks) = child.start_ticks() {
+                assert_eq!(ticks, start, "start time known at spawn against /proc");
+                known += 1;
+            }
+            // SAFETY: our own child.
+            unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
+            rt.block_on(child.wait()).expect("waited");
+        }
+        assert!(
+            known >= 10,
+            "the start time was known for {known} of 20 spawns"
+        );
     }
 
     /// Where a spawn's time goes (run by hand: `cargo test --release --lib

@@ -331,7 +331,7 @@ impl<'o> Runner<'o> {
                 // known (and recorded) before the loop goes on.
                 let running = shell::start(job, span, &mut self.output_files);
                 if let Ok(r) = &running
-                    && let Some(tag) = procs::tag(r.pid())
+                    && let Some(tag) = r.group()
                 {
                     self.group_started(unit.key(&self.wf), attempt, tag);
                 }

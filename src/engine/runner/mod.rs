@@ -23,10 +23,10 @@ mod suspend;
 use schedule::is_timed;
 
 use super::context::{self, Context};
+use super::outfile;
 use super::output::merge_patch;
 use super::redact::Redactor;
 use super::{AttemptResult, EngineError, Failure, Observer, http, shell};
-use super::{outfile, procs};
 use crate::store::{self, AttemptEnd, Fence, StepRow, Store, Write};
 use crate::telemetry::{self, recorder};
 use crate::workflow::template::{self, Template};
