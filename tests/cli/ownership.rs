@@ -160,6 +160,22 @@ fn a_takeover_ends_an_attempt_whose_process_group_was_never_recorded() {
     );
 }
 
+/// Resumes instance `id`, which must end the crashed attempt's `grandchild`
+/// before it finishes (killed here if it did not, so no test leaves it).
+fn resume_ending(t: &Test, id: &str, grandchild: u32) -> crate::Ran {
+    let resumed = t.wf(&["resume", id]);
+    let left = alive(grandchild);
+    if left {
+        kill_pid(grandchild);
+    }
+    resumed.code(0);
+    assert!(
+        !left,
+        "resume left the crashed attempt's grandchild running"
+    );
+    resumed
+}
+
 #[test]
 fn resume_after_kill_9_ends_the_leftover_grandchild_and_finishes_by_default() {
     let t = Test::new();
@@ -196,16 +212,7 @@ steps:
     // …while its grandchild lives on, until a runner takes the instance over.
     assert!(alive(grandchild), "the grandchild should still be running");
 
-    let resumed = t.wf(&["resume", "orph1"]);
-    let left = alive(grandchild);
-    if left {
-        kill_pid(grandchild);
-    }
-    resumed.code(0);
-    assert!(
-        !left,
-        "resume left the crashed attempt's grandchild running"
-    );
+    resume_ending(&t, "orph1", grandchild);
     let log = lines(&t, "side.log");
     assert_eq!(log.len(), 2, "{log:?}");
     assert!(
@@ -253,16 +260,7 @@ steps:
     drop(run);
     assert!(alive(grandchild), "the grandchild should still be running");
 
-    let resumed = t.wf(&["resume", "early1"]);
-    let left = alive(grandchild);
-    if left {
-        kill_pid(grandchild);
-    }
-    resumed.code(0);
-    assert!(
-        !left,
-        "resume left the crashed attempt's grandchild running"
-    );
+    let resumed = resume_ending(&t, "early1", grandchild);
     assert!(
         resumed.stderr.contains("a: ended ")
             && resumed.stderr.contains("left running by attempt 1"),
