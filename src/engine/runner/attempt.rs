@@ -328,7 +328,8 @@ impl<'o> Runner<'o> {
                     process.command = job.program(),
                 );
                 // Started here, not in the task, so its process group is
-                // known (and recorded) before the loop goes on.
+                // known before the loop goes on (and recorded once it has
+                // run `groups::RECORD_AFTER`).
                 let running = shell::start(job, span, &mut self.output_files);
                 if let Ok(r) = &running
                     && let Some(tag) = r.group()

@@ -11,8 +11,8 @@
 //! what is ready, `attempt` starts units and settles results, `suspend`
 //! handles timers and events, `render` turns expressions into what runs,
 //! `spans` keeps the run's trace, and `groups` records the process groups of
-//! attempts that run long enough to need it. Every change is a `store::Write`, committed
-//! by the loop in one fenced batch.
+//! attempts that run long enough to need it. Every change is a
+//! `store::Write`, committed by the loop in one fenced batch.
 
 mod attempt;
 mod groups;
