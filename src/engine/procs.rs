@@ -22,13 +22,14 @@ pub fn host_id() -> &'static str {
 }
 
 /// What `/proc/PID/stat` says of a process.
-struct Stat {
+pub(super) struct Stat {
     zombie: bool,
-    pgrp: i64,
-    start: i64,
+    pub(super) pgrp: i64,
+    /// Clock ticks after boot (field 22).
+    pub(super) start: i64,
 }
 
-fn stat(pid: i64) -> Option<Stat> {
+pub(super) fn stat(pid: i64) -> Option<Stat> {
     use std::io::Read;
     // One read into a buffer that holds any stat line (about 300 bytes; the
     // name is at most 64): `read_to_string` grows its buffer from 32 bytes

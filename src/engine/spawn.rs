@@ -588,18 +588,14 @@ mod tests {
                 dir: dir.path(),
             })
             .expect("spawned");
-            let stat = std::fs::read_to_string(format!("/proc/{}/stat", child.id())).unwrap();
-            let fields: Vec<&str> = stat
-                .rsplit_once(')')
-                .unwrap()
-                .1
-                .split_whitespace()
-                .collect();
-            let (pgrp, start): (i64, i64) =
-                (fields[2].parse().unwrap(), fields[19].parse().unwrap());
-            assert_eq!(pgrp, i64::from(child.id()), "the child leads its own group");
+            let stat = super::super::procs::stat(i64::from(child.id())).expect("the child's stat");
+            assert_eq!(
+                stat.pgrp,
+                i64::from(child.id()),
+                "the child leads its own group"
+            );
             if let Some(ticks) = child.start_ticks() {
-                assert_eq!(ticks, start, "start time known at spawn against /proc");
+                assert_eq!(ticks, stat.start, "start time known at spawn against /proc");
                 known += 1;
             }
             // SAFETY: our own child.
