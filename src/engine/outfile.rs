@@ -1,6 +1,9 @@
 //! The `$WF_OUTPUT` files of a run's attempts: each attempt gets a file of
 //! its own, under a name no earlier attempt was given, and wf reads it when
-//! the attempt succeeds.
+//! the attempt succeeds. A run's files are in a folder of its own in
+//! `$TMPDIR` (mode 0700, removed with the run): a few entries to look names
+//! up in rather than the shared temp folder's, and names that need no
+//! randomness (a count), since nobody else can create one there.
 //!
 //! Making and removing a file per step is costly on ext4: a new inode is
 //! searched for in the inode bitmap, and without a journal every inode freed
@@ -20,8 +23,9 @@
 use std::fs::File;
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::{FileExt, MetadataExt};
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use tempfile::{NamedTempFile, TempPath};
+use tempfile::{NamedTempFile, TempDir, TempPath};
 
 const PREFIX: &str = "wf-output-";
 
@@ -29,29 +33,46 @@ const PREFIX: &str = "wf-output-";
 /// then every attempt gets a new file.
 static RECYCLE: AtomicBool = AtomicBool::new(true);
 
+/// An attempt's `$WF_OUTPUT` file: wf's descriptor, the name, and the file's
+/// identity (device and inode), known from when it was made.
+pub struct OutputFile {
+    file: NamedTempFile,
+    id: (u64, u64),
+}
+
+impl OutputFile {
+    pub fn path(&self) -> &Path {
+        self.file.path()
+    }
+}
+
 /// One spare file made (or recycled) ahead, and the files of ended attempts
-/// waiting for `tidy`.
+/// waiting for `tidy`, in the run's folder.
 #[derive(Default)]
 pub struct OutputFiles {
-    spare: Option<NamedTempFile>,
-    spent: Vec<NamedTempFile>,
+    spare: Option<OutputFile>,
+    spent: Vec<OutputFile>,
     /// A step of this run used one: worth keeping a spare.
     used: bool,
+    /// Names given so far in `dir`.
+    named: u64,
+    /// Dropped last: the files' own drops remove them first.
+    dir: Option<TempDir>,
 }
 
 impl OutputFiles {
     /// A file for an attempt about to start.
-    pub fn take(&mut self) -> std::io::Result<NamedTempFile> {
+    pub fn take(&mut self) -> std::io::Result<OutputFile> {
         self.used = true;
         match self.spare.take() {
             Some(f) => Ok(f),
-            None => new_file(),
+            None => self.new_file(),
         }
     }
 
     /// An ended attempt's file, recycled or removed at the next `tidy` (or
     /// removed on drop).
-    pub fn spent(&mut self, file: NamedTempFile) {
+    pub fn spent(&mut self, file: OutputFile) {
         self.spent.push(file);
     }
 
@@ -61,39 +82,75 @@ impl OutputFiles {
     pub fn tidy(&mut self) {
         for file in std::mem::take(&mut self.spent) {
             if self.spare.is_none() {
-                self.spare = recycle(file);
+                let name = self.next_name();
+                self.spare = name.and_then(|name| recycle(file, name));
             }
         }
         if self.used && self.spare.is_none() {
-            self.spare = new_file().ok();
+            self.spare = self.new_file().ok();
+        }
+    }
+
+    /// A name in the run's folder that no file was given yet (`None` when
+    /// the folder cannot be made).
+    fn next_name(&mut self) -> Option<PathBuf> {
+        if self.dir.is_none() {
+            self.dir = Some(tempfile::Builder::new().prefix(PREFIX).tempdir().ok()?);
+        }
+        self.named += 1;
+        Some(self.dir.as_ref()?.path().join(self.named.to_string()))
+    }
+
+    /// A new, empty file. A step may have removed the run's folder: then a
+    /// new folder is made.
+    fn new_file(&mut self) -> std::io::Result<OutputFile> {
+        let mut retried = false;
+        loop {
+            let path = self
+                .next_name()
+                .ok_or_else(|| std::io::Error::other("cannot make a private folder in $TMPDIR"))?;
+            match create(&path) {
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound && !retried => {
+                    retried = true;
+                    self.dir = None;
+                }
+                // (A step made a file by this name: the next one.)
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+                made => return made,
+            }
         }
     }
 }
 
-fn new_file() -> std::io::Result<NamedTempFile> {
-    tempfile::Builder::new().prefix(PREFIX).tempfile()
+/// A new file at `path` (which must not exist), mode 0600.
+fn create(path: &Path) -> std::io::Result<OutputFile> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)?;
+    // From here on, dropping the path removes the file.
+    let path = TempPath::try_from_path(path).inspect_err(|_| {
+        let _ = std::fs::remove_file(path);
+    })?;
+    let meta = file.metadata()?;
+    Ok(OutputFile {
+        file: NamedTempFile::from_parts(file, path),
+        id: (meta.dev(), meta.ino()),
+    })
 }
 
-/// `file` under a new name, empty, if no one else can write to it; `None`
-/// (and the file removed) otherwise.
-fn recycle(file: NamedTempFile) -> Option<NamedTempFile> {
+/// `file` under the name `new` (in the same folder), empty, if no one else
+/// can write to it; `None` (and the file removed) otherwise.
+fn recycle(file: OutputFile, new: PathBuf) -> Option<OutputFile> {
     if !RECYCLE.load(Ordering::Relaxed) {
         return None;
     }
+    let OutputFile { file, id } = file;
     let (file, path) = file.into_parts();
-    let dir = path.parent()?.to_path_buf();
-    // The old name must be ours: a step may have moved another file onto it.
-    if !same_file(
-        &file.metadata().ok()?,
-        &std::fs::symlink_metadata(&path).ok()?,
-    ) {
-        return None;
-    }
     let old = path.keep().ok()?;
-    let new = dir.join(format!(
-        "{PREFIX}{}",
-        &uuid::Uuid::new_v4().simple().to_string()[..12]
-    ));
     let renamed = nix::fcntl::renameat2(
         nix::fcntl::AT_FDCWD,
         &old,
@@ -105,21 +162,27 @@ fn recycle(file: NamedTempFile) -> Option<NamedTempFile> {
         let _ = std::fs::remove_file(&old);
         return None;
     }
-    // From here on, dropping `new` removes the file.
-    let new = match TempPath::try_from_path(&new) {
-        Ok(path) => path,
-        Err(_) => {
-            let _ = std::fs::remove_file(&new);
-            return None;
-        }
+    // From here on, dropping `new` removes what it names.
+    let Ok(new) = TempPath::try_from_path(&new) else {
+        let _ = std::fs::remove_file(&new);
+        return None;
     };
+    // The old name must have held our file: a step may have moved another
+    // one (or a link) onto it, which is removed here.
+    let named = std::fs::symlink_metadata(&new).ok()?;
+    if (named.dev(), named.ino()) != id {
+        return None;
+    }
     if !sole_writer(&file) {
         return None;
     }
-    if file.metadata().ok()?.len() > 0 {
+    if named.len() > 0 {
         file.set_len(0).ok()?;
     }
-    Some(NamedTempFile::from_parts(file, new))
+    Some(OutputFile {
+        file: NamedTempFile::from_parts(file, new),
+        id,
+    })
 }
 
 /// Whether wf's descriptor is the only open file description that can write
@@ -143,19 +206,19 @@ fn sole_writer(file: &File) -> bool {
 }
 
 /// What an attempt wrote to its file, `None` when it wrote nothing: known
-/// from wf's own descriptor, without opening the file again. When the name
-/// now holds another file (a step that wrote one aside and moved it onto
-/// `$WF_OUTPUT`), that file is read, as the step meant; it must be a regular
-/// file (a FIFO would block).
-pub fn contents(file: &NamedTempFile) -> std::io::Result<Option<Box<dyn std::io::Read + '_>>> {
+/// from one look at its name, and read through wf's own descriptor. When
+/// the name now holds another file (a step that wrote one aside and moved it
+/// onto `$WF_OUTPUT`), that file is read, as the step meant; it must be a
+/// regular file (a FIFO would block).
+pub fn contents(file: &OutputFile) -> std::io::Result<Option<Box<dyn std::io::Read + '_>>> {
     use std::os::unix::fs::OpenOptionsExt;
-    let held = file.as_file().metadata()?;
-    if same_file(&held, &std::fs::metadata(file.path())?) {
-        if held.len() == 0 {
+    let named = std::fs::metadata(file.path())?;
+    if (named.dev(), named.ino()) == file.id {
+        if named.len() == 0 {
             return Ok(None);
         }
         return Ok(Some(Box::new(At {
-            file: file.as_file(),
+            file: file.file.as_file(),
             pos: 0,
         })));
     }
@@ -167,10 +230,6 @@ pub fn contents(file: &NamedTempFile) -> std::io::Result<Option<Box<dyn std::io:
         return Err(std::io::Error::other("it is not a regular file"));
     }
     Ok(Some(Box::new(moved)))
-}
-
-fn same_file(a: &std::fs::Metadata, b: &std::fs::Metadata) -> bool {
-    a.dev() == b.dev() && a.ino() == b.ino()
 }
 
 /// Reads a file from the start without moving its descriptor's offset.

@@ -3,7 +3,7 @@
 //! stdout/stderr with a size cap, a `$WF_OUTPUT` file for key=value outputs,
 //! and the mapping from how the process ended to an error type.
 
-use super::outfile::{self, OutputFiles};
+use super::outfile::{self, OutputFile, OutputFiles};
 use super::output::{self, shell_output};
 use super::{AttemptResult, Failure, spawn};
 use nix::sys::signal::{Signal, killpg};
@@ -14,7 +14,6 @@ use std::os::fd::AsRawFd;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
-use tempfile::NamedTempFile;
 use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::sync::watch;
 use tracing_opentelemetry::OpenTelemetrySpanExt as _;
@@ -81,7 +80,7 @@ const DRAIN_GRACE: Duration = Duration::from_millis(250);
 pub struct Running {
     job: ShellJob,
     child: spawn::Child,
-    output_file: NamedTempFile,
+    output_file: OutputFile,
     span: tracing::Span,
 }
 
@@ -278,7 +277,7 @@ fn over_kernel_limits(
 pub async fn finish(
     running: Running,
     interrupt: watch::Receiver<bool>,
-) -> (AttemptResult, NamedTempFile) {
+) -> (AttemptResult, OutputFile) {
     let Running {
         job,
         child,
@@ -298,7 +297,7 @@ pub async fn finish(
 async fn execute(
     job: ShellJob,
     mut child: spawn::Child,
-    output_file: &NamedTempFile,
+    output_file: &OutputFile,
     mut interrupt: watch::Receiver<bool>,
 ) -> AttemptResult {
     let limit = output::output_limit();
@@ -359,13 +358,22 @@ async fn execute(
     // Whatever the step left behind in its process group ends with the step.
     kill(Signal::SIGKILL);
     // Output still on its way is read for a moment; a descendant outside the
-    // group that holds the pipes open cannot keep the step running.
-    tokio::spawn(async move {
-        tokio::time::sleep(DRAIN_GRACE).await;
-        let _ = cut_tx.send(true);
-    });
-    let (stdout, _) = out_task.await.unwrap_or_default();
-    let (stderr, _) = err_task.await.unwrap_or_default();
+    // group that holds the pipes open cannot keep the step running. (Most
+    // steps' pipes are at their end by now: no timer is set for them.)
+    let drained = async {
+        (
+            out_task.await.unwrap_or_default(),
+            err_task.await.unwrap_or_default(),
+        )
+    };
+    tokio::pin!(drained);
+    let ((stdout, _), (stderr, _)) = match tokio::time::timeout(DRAIN_GRACE, &mut drained).await {
+        Ok(both) => both,
+        Err(_) => {
+            let _ = cut_tx.send(true);
+            drained.await
+        }
+    };
     // Read only when the step succeeded, and never more than the cap.
     let keys = if matches!(ended, Ended::Exited(s) if s.success()) {
         match outfile::contents(output_file) {
@@ -470,10 +478,7 @@ async fn capture<R: AsyncRead + Unpin>(
         return (Vec::new(), false);
     };
     let mut kept = Vec::new();
-    // 16 KiB: a buffer of 64 KiB or more is zeroed on every step and, freed,
-    // makes glibc's malloc consolidate its free lists (most steps print
-    // little; a large output takes a few more reads).
-    let mut buf = vec![0u8; 16 * 1024];
+    let mut buf = ReadBuffer::take();
     let mut truncated = false;
     loop {
         let read = tokio::select! {
@@ -504,6 +509,52 @@ async fn capture<R: AsyncRead + Unpin>(
         l.finish();
     }
     (kept, truncated)
+}
+
+/// A buffer `capture` reads into, kept by the thread for the next capture:
+/// made and freed twice a step, a buffer of this size made glibc's malloc
+/// consolidate its free lists each time. 16 KiB: most steps print little, a
+/// large output takes a few more reads.
+struct ReadBuffer(Vec<u8>);
+
+thread_local! {
+    static READ_BUFFERS: std::cell::RefCell<Vec<Vec<u8>>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+impl ReadBuffer {
+    const SIZE: usize = 16 * 1024;
+    /// Buffers kept at most: two a running step, for steps that end together.
+    const KEPT: usize = 8;
+
+    fn take() -> ReadBuffer {
+        let kept = READ_BUFFERS.with(|b| b.borrow_mut().pop());
+        ReadBuffer(kept.unwrap_or_else(|| vec![0u8; Self::SIZE]))
+    }
+}
+
+impl Drop for ReadBuffer {
+    fn drop(&mut self) {
+        let buf = std::mem::take(&mut self.0);
+        READ_BUFFERS.with(|b| {
+            let mut b = b.borrow_mut();
+            if b.len() < Self::KEPT {
+                b.push(buf);
+            }
+        });
+    }
+}
+
+impl std::ops::Deref for ReadBuffer {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for ReadBuffer {
+    fn deref_mut(&mut self) -> &mut [u8] {
+        &mut self.0
+    }
 }
 
 /// A copy of a stream, as it comes, with secrets masked, for `wf logs

@@ -267,7 +267,7 @@ struct Done {
     elapsed: Duration,
     result: AttemptResult,
     /// A shell attempt's `$WF_OUTPUT` file, read: for `output_files`.
-    output_file: Option<tempfile::NamedTempFile>,
+    output_file: Option<outfile::OutputFile>,
 }
 
 pub(super) struct Runner<'o> {
