@@ -95,7 +95,13 @@ impl OutputFiles {
     /// the folder cannot be made).
     fn next_name(&mut self) -> Option<PathBuf> {
         if self.dir.is_none() {
-            self.dir = Some(tempfile::Builder::new().prefix(PREFIX).tempdir().ok()?);
+            use std::os::unix::fs::PermissionsExt;
+            let dir = tempfile::Builder::new()
+                .prefix(PREFIX)
+                .permissions(std::fs::Permissions::from_mode(0o700))
+                .tempdir()
+                .ok()?;
+            self.dir = Some(dir);
         }
         self.named += 1;
         Some(self.dir.as_ref()?.path().join(self.named.to_string()))

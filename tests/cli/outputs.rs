@@ -469,6 +469,42 @@ steps:
 }
 
 #[test]
+fn output_files_are_in_a_private_folder_of_the_run() {
+    // A run's `$WF_OUTPUT` files are named by a count in a folder of their
+    // own: nobody else may look into it or make a file there.
+    let t = Test::new();
+    let tmp = t.tmp_path();
+    let (id, ran) = t.run_yaml(
+        "wf.yaml",
+        r#"
+name: private
+steps:
+  - id: a
+    run: |
+      stat -c '%a %U' "$(dirname "$WF_OUTPUT")" > folder.txt
+      echo "k=$(basename "$WF_OUTPUT")" >> "$WF_OUTPUT"
+"#,
+        &[],
+    );
+    ran.code(0);
+    let inspect = t.inspect(&id);
+    assert!(
+        Test::step(&inspect, "a")["output"]["k"].is_string(),
+        "{inspect:#}"
+    );
+    let user = String::from_utf8(
+        std::process::Command::new("id")
+            .arg("-un")
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .unwrap();
+    assert_eq!(t.read("folder.txt").trim(), format!("700 {}", user.trim()));
+    assert_eq!(left_in(tmp), Vec::<String>::new());
+}
+
+#[test]
 fn expression_functions_and_arrays_work_in_run_if_and_set_state() {
     let t = Test::new();
     let (id, ran) = t.run_yaml(
