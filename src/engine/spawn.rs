@@ -10,7 +10,9 @@
 //! parent-death signal, its own process group, stdin/stdout/stderr, the
 //! working directory, the signal mask. Everything it needs (paths, argv,
 //! environment) is prepared by the parent first; a failure before `execve` is
-//! reported through the shared memory. The exit is awaited on a pidfd.
+//! reported through the shared memory. The exit is awaited on a pidfd. The
+//! clone is `clone3` where it may be (see `clone3`): the kernel then resets
+//! the handlers and makes the pidfd, 63 system calls fewer a step.
 
 use nix::libc::{self, c_char, c_int, c_void};
 use std::ffi::{CString, OsStr, OsString};
@@ -163,6 +165,10 @@ struct ChildArgs {
     fds: [c_int; 3],
     parent: libc::pid_t,
     mask: libc::sigset_t,
+    /// The signals wf ignores, when the clone reset its handlers itself
+    /// (`clone3` with `CLONE_CLEAR_SIGHAND`): the child resets only these.
+    /// `None`: the child resets every signal that is not at its default.
+    ignored: Option<u64>,
     /// errno of the call that failed, 0 if `execve` succeeded.
     err: c_int,
 }
@@ -181,18 +187,24 @@ extern "C" fn child_main(arg: *mut c_void) -> c_int {
             libc::_exit(127)
         };
         // The parent's handlers must not run here, in its memory: back to
-        // the defaults (exec would reset them; SIGPIPE, ignored by Rust, too).
-        for sig in 1..=libc::SIGRTMAX() {
-            if sig == libc::SIGKILL || sig == libc::SIGSTOP {
-                continue;
+        // the defaults (exec would reset them), and so are the signals wf
+        // ignores (SIGPIPE, by Rust), so that the step starts as from a
+        // shell. A clone that cleared the handlers itself leaves only the
+        // ignored ones, known to the parent.
+        match (*a).ignored {
+            Some(ignored) => {
+                for sig in 1..=clone3::SIGNALS {
+                    if ignored & (1 << (sig - 1)) != 0 {
+                        clone3::default_action(sig);
+                    }
+                }
             }
-            let mut old: libc::sigaction = std::mem::zeroed();
-            if libc::sigaction(sig, std::ptr::null(), &mut old) == 0
-                && old.sa_sigaction != libc::SIG_DFL
-            {
-                let mut dfl: libc::sigaction = std::mem::zeroed();
-                dfl.sa_sigaction = libc::SIG_DFL;
-                libc::sigaction(sig, &dfl, std::ptr::null_mut());
+            None => {
+                for sig in 1..=clone3::SIGNALS {
+                    if clone3::handler(sig).is_some_and(|h| h != libc::SIG_DFL) {
+                        clone3::default_action(sig);
+                    }
+                }
             }
         }
         if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) != 0 {
@@ -333,6 +345,171 @@ fn boot_ticks() -> Option<i64> {
     i64::try_from(ns / i128::from(1_000_000_000 / hz)).ok()
 }
 
+/// Cloning with `clone3`, which can do two things `clone` cannot: reset
+/// every signal handler of the parent in the child (`CLONE_CLEAR_SIGHAND`,
+/// Linux 5.5), so the child need not ask about each of 64 signals before it
+/// execs (its parent waits meanwhile), and return the child's pidfd
+/// (`CLONE_PIDFD`) without a `pidfd_open`. glibc has no wrapper for it: the
+/// child must start on its own stack inside the system call, so it is a few
+/// lines of assembly, as glibc's own `clone` is. Elsewhere than x86-64, and
+/// where `clone3` is refused (ENOSYS: an old kernel, or a seccomp filter, as
+/// container runtimes install), `clone` is used.
+mod clone3 {
+    use super::{ChildArgs, child_main};
+    use nix::libc::{self, c_int, c_void};
+
+    const CLONE_CLEAR_SIGHAND: u64 = 0x1_0000_0000;
+
+    /// Set once `clone3` was refused: `clone` from then on.
+    pub(super) static REFUSED: std::sync::atomic::AtomicBool =
+        std::sync::atomic::AtomicBool::new(false);
+
+    /// Signals 1 to 64, as the kernel numbers them.
+    pub(super) const SIGNALS: c_int = 64;
+
+    /// A signal's action as the kernel takes it (`rt_sigaction`): glibc's
+    /// `sigaction` refuses signals 32 and 33, which it keeps for itself.
+    #[repr(C)]
+    struct KernelAction {
+        handler: usize,
+        flags: u64,
+        restorer: usize,
+        mask: u64,
+    }
+
+    /// Sets `sig` back to its default action. Async-signal-safe.
+    pub(super) fn default_action(sig: c_int) {
+        let dfl = KernelAction {
+            handler: libc::SIG_DFL,
+            flags: 0,
+            restorer: 0,
+            mask: 0,
+        };
+        // SAFETY: rt_sigaction reads the action we pass; no old one asked.
+        unsafe {
+            libc::syscall(
+                libc::SYS_rt_sigaction,
+                sig,
+                &dfl,
+                std::ptr::null_mut::<KernelAction>(),
+                8,
+            )
+        };
+    }
+
+    /// What `sig` is set to (a handler, `SIG_DFL` or `SIG_IGN`), if the
+    /// kernel says. Async-signal-safe.
+    pub(super) fn handler(sig: c_int) -> Option<usize> {
+        let mut old = KernelAction {
+            handler: 0,
+            flags: 0,
+            restorer: 0,
+            mask: 0,
+        };
+        // SAFETY: rt_sigaction writes the current action into `old`.
+        let r = unsafe {
+            libc::syscall(
+                libc::SYS_rt_sigaction,
+                sig,
+                std::ptr::null::<KernelAction>(),
+                &mut old,
+                8,
+            )
+        };
+        (r == 0).then_some(old.handler)
+    }
+
+    /// The signals set to be ignored in this process (bit `n - 1` for
+    /// signal `n`), read once: only Rust's own start-up and whoever started
+    /// wf set any (wf never does later).
+    fn ignored() -> u64 {
+        static IGNORED: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+        *IGNORED.get_or_init(|| {
+            (1..=SIGNALS)
+                .filter(|&sig| handler(sig) == Some(libc::SIG_IGN))
+                .fold(0, |set, sig| set | 1 << (sig - 1))
+        })
+    }
+
+    /// Clones a child that runs `child_main(args)` on the stack `[base,
+    /// base + len)` and shares this process's memory, this thread suspended
+    /// until it exec'd or exited; stores its pidfd in `pidfd`. The child's
+    /// pid, or a negated errno (`-ENOSYS`: use `clone`).
+    ///
+    /// # Safety
+    /// As `clone(CLONE_VM | CLONE_VFORK)`: `args` and the stack stay alive
+    /// and unused by anyone else until this returns; all signals blocked.
+    #[cfg(target_arch = "x86_64")]
+    pub(super) unsafe fn spawn(
+        args: &mut ChildArgs,
+        base: *mut c_void,
+        len: usize,
+        pidfd: &mut c_int,
+    ) -> libc::pid_t {
+        use std::sync::atomic::Ordering;
+        if REFUSED.load(Ordering::Relaxed) {
+            return -libc::ENOSYS;
+        }
+        args.ignored = Some(ignored());
+        // SAFETY: an all-zero clone_args is valid; the fields set below.
+        let mut cl: libc::clone_args = unsafe { std::mem::zeroed() };
+        cl.flags =
+            (libc::CLONE_VM | libc::CLONE_VFORK | libc::CLONE_PIDFD) as u64 | CLONE_CLEAR_SIGHAND;
+        cl.pidfd = std::ptr::from_mut(pidfd) as u64;
+        cl.exit_signal = libc::SIGCHLD as u64;
+        cl.stack = base as u64;
+        cl.stack_size = len as u64;
+        let entry: extern "C" fn(*mut c_void) -> c_int = child_main;
+        let ret: i64;
+        // SAFETY: the system call's contract as documented above. In the
+        // child, which starts after `syscall` on the new stack (its top
+        // 16-byte aligned, as a call requires), the frame pointer is
+        // cleared, `child_main` called with `args` (r12 and r13 are the
+        // parent's, copied), and whatever it returns is its exit status.
+        // The parent continues at `2:` with the result in rax.
+        unsafe {
+            std::arch::asm!(
+                "syscall",
+                "test rax, rax",
+                "jnz 2f",
+                "xor ebp, ebp",
+                "mov rdi, r12",
+                "call r13",
+                "mov edi, eax",
+                "mov eax, {exit}",
+                "syscall",
+                "ud2",
+                "2:",
+                exit = const libc::SYS_exit,
+                inlateout("rax") libc::SYS_clone3 => ret,
+                in("rdi") &raw mut cl,
+                in("rsi") std::mem::size_of::<libc::clone_args>(),
+                in("r12") std::ptr::from_mut(args).cast::<c_void>(),
+                in("r13") entry,
+                lateout("rcx") _,
+                lateout("r11") _,
+            );
+        }
+        let ret = ret as libc::pid_t;
+        // EINVAL: a kernel without CLONE_CLEAR_SIGHAND; EPERM: a filter.
+        if ret == -libc::ENOSYS || ret == -libc::EINVAL || ret == -libc::EPERM {
+            REFUSED.store(true, Ordering::Relaxed);
+            return -libc::ENOSYS;
+        }
+        ret
+    }
+
+    #[cfg(not(target_arch = "x86_64"))]
+    pub(super) unsafe fn spawn(
+        _args: &mut ChildArgs,
+        _base: *mut c_void,
+        _len: usize,
+        _pidfd: &mut c_int,
+    ) -> libc::pid_t {
+        -libc::ENOSYS
+    }
+}
+
 /// `/dev/null`, opened once (close-on-exec) for every child's stdin.
 fn dev_null() -> io::Result<std::os::fd::BorrowedFd<'static>> {
     static NULL: std::sync::OnceLock<OwnedFd> = std::sync::OnceLock::new();
@@ -432,6 +609,7 @@ pub fn spawn(spec: &Spec) -> io::Result<Child> {
         parent: unsafe { libc::getpid() },
         // SAFETY: an all-zero sigset_t is a valid (empty) set.
         mask: unsafe { std::mem::zeroed() },
+        ignored: None,
         err: 0,
     };
     // The child's stack, 16-byte aligned at its top (stacks grow down here):
@@ -449,8 +627,12 @@ pub fn spawn(spec: &Spec) -> io::Result<Child> {
     let top = unsafe { stack.as_mut_ptr().add(stack.len()) }.cast::<c_void>();
     // The clock is read on both sides of `clone` (which stamps the child's
     // start time), after the mask, so that no handler runs in between.
+    let stack_len = stack.len() * std::mem::size_of::<u128>();
+    let stack_base = stack.as_mut_ptr().cast::<c_void>();
+    // The child's pidfd, when `clone3` made it.
+    let mut made_pidfd: c_int = -1;
     let (before, pid, after) = {
-        // SAFETY: sigset_t operations on local values; clone runs
+        // SAFETY: sigset_t operations on local values; the clone runs
         // `child_main` on its own stack with `args`, both alive until it
         // returns (CLONE_VFORK suspends this thread until the child exec'd
         // or exited); all signals are blocked around it so that no handler
@@ -460,23 +642,31 @@ pub fn spawn(spec: &Spec) -> io::Result<Child> {
             libc::sigfillset(&mut all);
             libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut args.mask);
             let before = boot_ticks();
-            let pid = libc::clone(
-                child_main,
-                top,
-                libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
-                (&raw mut args).cast::<c_void>(),
-            );
-            let clone_err = io::Error::last_os_error();
+            let mut pid = clone3::spawn(&mut args, stack_base, stack_len, &mut made_pidfd);
+            if pid == -libc::ENOSYS as libc::pid_t {
+                args.ignored = None;
+                pid = libc::clone(
+                    child_main,
+                    top,
+                    libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
+                    (&raw mut args).cast::<c_void>(),
+                );
+                if pid < 0 {
+                    pid = -*libc::__errno_location();
+                }
+            }
             let after = boot_ticks();
             libc::pthread_sigmask(libc::SIG_SETMASK, &args.mask, std::ptr::null_mut());
             if pid < 0 {
-                return Err(clone_err);
+                return Err(io::Error::from_raw_os_error(-pid));
             }
             (before, pid, after)
         }
     };
     drop((out_w, err_w));
     STACK.set(Some(stack));
+    // SAFETY: a descriptor clone3 just made for us, owned by nobody else.
+    let made_pidfd = (made_pidfd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(made_pidfd) });
     // SAFETY: the child wrote `err` before exiting, if it failed.
     let err = unsafe { std::ptr::read_volatile(&args.err) };
     if err != 0 {
@@ -485,19 +675,23 @@ pub fn spawn(spec: &Spec) -> io::Result<Child> {
         unsafe { libc::waitpid(pid, &mut status, 0) };
         return Err(io::Error::from_raw_os_error(err));
     }
-    // SAFETY: pidfd_open on our own unreaped child; the descriptor is ours.
-    let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
-    let pidfd = if pidfd < 0 {
-        let e = io::Error::last_os_error();
-        // SAFETY: our own child: kill and reap it.
-        unsafe {
-            libc::kill(pid, libc::SIGKILL);
-            libc::waitpid(pid, std::ptr::null_mut(), 0);
+    let pidfd = match made_pidfd {
+        Some(fd) => fd,
+        None => {
+            // SAFETY: pidfd_open on our own unreaped child; the descriptor is ours.
+            let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+            if fd < 0 {
+                let e = io::Error::last_os_error();
+                // SAFETY: our own child: kill and reap it.
+                unsafe {
+                    libc::kill(pid, libc::SIGKILL);
+                    libc::waitpid(pid, std::ptr::null_mut(), 0);
+                }
+                return Err(e);
+            }
+            // SAFETY: a fresh descriptor owned by nobody else.
+            unsafe { OwnedFd::from_raw_fd(fd as c_int) }
         }
-        return Err(e);
-    } else {
-        // SAFETY: a fresh descriptor owned by nobody else.
-        unsafe { OwnedFd::from_raw_fd(pidfd as c_int) }
     };
     // SAFETY: `pidfd` is a valid open descriptor that the AsyncFd owns from
     // here on, so it stays open and the same for the AsyncFd's lifetime.
@@ -627,6 +821,63 @@ mod tests {
             }))
             .expect_err("no such dir");
         assert_eq!(err.raw_os_error(), Some(libc::ENOENT));
+    }
+
+    /// A step starts as from a shell: no handler of wf's, no signal wf
+    /// ignores (SIGPIPE, by Rust), none blocked.
+    #[test]
+    fn the_child_starts_with_default_signals() {
+        extern "C" fn handler(_: c_int) {}
+        // SAFETY: a handler that does nothing, for a signal nobody sends here.
+        unsafe {
+            libc::signal(
+                libc::SIGUSR2,
+                handler as extern "C" fn(c_int) as libc::sighandler_t,
+            )
+        };
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (code, out) = rt()
+            .block_on(run(&Spec {
+                program: "/bin/cat".as_ref(),
+                args: &["/proc/self/status".as_ref()],
+                env: &[],
+                env_remove: &[],
+                dir: dir.path(),
+            }))
+            .expect("spawned");
+        assert_eq!(code, 0);
+        for field in ["SigBlk", "SigIgn", "SigCgt"] {
+            let line = out
+                .lines()
+                .find(|l| l.starts_with(field))
+                .unwrap_or_else(|| panic!("no {field} in {out}"));
+            let mask = u64::from_str_radix(line.split_whitespace().nth(1).unwrap(), 16).unwrap();
+            assert_eq!(mask, 0, "{line}");
+        }
+    }
+
+    /// Where `clone3` is refused (a seccomp filter, an old kernel), `clone`
+    /// does: the step starts all the same, with default signals. (Other
+    /// tests of this binary may use either from here on: both are right.)
+    #[test]
+    fn without_clone3_a_child_starts_as_well() {
+        clone3::REFUSED.store(true, std::sync::atomic::Ordering::Relaxed);
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (code, out) = rt()
+            .block_on(run(&Spec {
+                program: "/bin/cat".as_ref(),
+                args: &["/proc/self/status".as_ref()],
+                env: &[],
+                env_remove: &[],
+                dir: dir.path(),
+            }))
+            .expect("spawned");
+        assert_eq!(code, 0);
+        let ignored = out
+            .lines()
+            .find(|l| l.starts_with("SigIgn"))
+            .expect("SigIgn");
+        assert!(ignored.ends_with("0000000000000000"), "{ignored}");
     }
 
     /// The start time a spawn knows from its clock is the one the kernel
