@@ -252,8 +252,11 @@ fn over_kernel_limits(
             ));
         }
     }
+    // (glibc's sysconf asks the kernel for the stack limit every time:
+    // read once, as wf never changes its limits.)
+    static ARG_MAX: std::sync::OnceLock<nix::libc::c_long> = std::sync::OnceLock::new();
     // SAFETY: sysconf has no preconditions.
-    let arg_max = unsafe { nix::libc::sysconf(nix::libc::_SC_ARG_MAX) };
+    let arg_max = *ARG_MAX.get_or_init(|| unsafe { nix::libc::sysconf(nix::libc::_SC_ARG_MAX) });
     let inherited = spawn::inherited_env_size();
     let total: usize = args.iter().map(|a| a.len() + 1 + 8).sum::<usize>()
         + env

@@ -535,6 +535,7 @@ impl<'o> Runner<'o> {
             }
             // One transaction: results that came in, then every start they unblock.
             let mut spawns = Vec::new();
+            let mut commit_spans = Vec::new();
             let mut more_now = false;
             {
                 self.flush_spans(&[])?;
@@ -593,16 +594,22 @@ impl<'o> Runner<'o> {
                     || self.writes.iter().any(|w| !matches!(w, Write::Span(_)));
                 debug_assert!(decided || spawns.is_empty());
                 if decided {
-                    let commit_spans = self.commit_spans(store.is_postgres());
+                    let spans = self.commit_spans(store.is_postgres());
                     let writes = std::mem::take(&mut self.writes);
                     store.commit(&self.fence, &writes).await?;
                     self.opening = 0;
-                    drop(commit_spans);
+                    // A span ends when last exited: here. It is closed
+                    // (and made a row) once the steps it let start have.
+                    for span in &spans {
+                        span.in_scope(|| {});
+                    }
+                    commit_spans = spans;
                 }
             }
             for (unit, job, attempt) in spawns {
                 self.spawn(unit, *job, attempt);
             }
+            drop(std::mem::take(&mut commit_spans));
             self.record_groups(store).await?;
             self.output_files.tidy();
             if more_now {
