@@ -114,28 +114,37 @@ impl Child {
             if let Some(status) = self.reaped {
                 return Ok(status);
             }
-            if let Some(status) = self.try_reap()? {
+            // The pidfd is readable once the process has exited (and at
+            // once if it had before the pidfd was registered): no `waitpid`
+            // is spent on a process still running.
+            let mut guard = self.pidfd.readable().await?;
+            if let Some(status) = reap(self.pid)? {
+                self.reaped = Some(status);
                 return Ok(status);
             }
-            let mut guard = self.pidfd.readable().await?;
             guard.clear_ready();
         }
     }
 
     fn try_reap(&mut self) -> io::Result<Option<std::process::ExitStatus>> {
-        use std::os::unix::process::ExitStatusExt;
-        let mut status: c_int = 0;
-        // SAFETY: plain waitpid on our own child.
-        let r = unsafe { libc::waitpid(self.pid, &mut status, libc::WNOHANG) };
-        match r {
-            0 => Ok(None),
-            r if r == self.pid => {
-                let s = std::process::ExitStatus::from_raw(status);
-                self.reaped = Some(s);
-                Ok(Some(s))
-            }
-            _ => Err(io::Error::last_os_error()),
+        let reaped = reap(self.pid)?;
+        if reaped.is_some() {
+            self.reaped = reaped;
         }
+        Ok(reaped)
+    }
+}
+
+/// Reaps child `pid` if it has exited (`waitpid` with `WNOHANG`).
+fn reap(pid: libc::pid_t) -> io::Result<Option<std::process::ExitStatus>> {
+    use std::os::unix::process::ExitStatusExt;
+    let mut status: c_int = 0;
+    // SAFETY: plain waitpid on our own child.
+    let r = unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
+    match r {
+        0 => Ok(None),
+        r if r == pid => Ok(Some(std::process::ExitStatus::from_raw(status))),
+        _ => Err(io::Error::last_os_error()),
     }
 }
 
@@ -510,6 +519,14 @@ mod clone3 {
     }
 }
 
+/// This process's pid, asked once (wf never forks: its children are cloned
+/// only to exec).
+fn own_pid() -> libc::pid_t {
+    static PID: std::sync::OnceLock<libc::pid_t> = std::sync::OnceLock::new();
+    // SAFETY: getpid cannot fail.
+    *PID.get_or_init(|| unsafe { libc::getpid() })
+}
+
 /// `/dev/null`, opened once (close-on-exec) for every child's stdin.
 fn dev_null() -> io::Result<std::os::fd::BorrowedFd<'static>> {
     static NULL: std::sync::OnceLock<OwnedFd> = std::sync::OnceLock::new();
@@ -605,8 +622,7 @@ pub fn spawn(spec: &Spec) -> io::Result<Child> {
         envp: envp.as_ptr(),
         dir: dir.as_ptr(),
         fds: [devnull.as_raw_fd(), out_w.as_raw_fd(), err_w.as_raw_fd()],
-        // SAFETY: getpid cannot fail.
-        parent: unsafe { libc::getpid() },
+        parent: own_pid(),
         // SAFETY: an all-zero sigset_t is a valid (empty) set.
         mask: unsafe { std::mem::zeroed() },
         ignored: None,
