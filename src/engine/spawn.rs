@@ -200,20 +200,13 @@ extern "C" fn child_main(arg: *mut c_void) -> c_int {
         // ignores (SIGPIPE, by Rust), so that the step starts as from a
         // shell. A clone that cleared the handlers itself leaves only the
         // ignored ones, known to the parent.
-        match (*a).ignored {
-            Some(ignored) => {
-                for sig in 1..=clone3::SIGNALS {
-                    if ignored & (1 << (sig - 1)) != 0 {
-                        clone3::default_action(sig);
-                    }
-                }
-            }
-            None => {
-                for sig in 1..=clone3::SIGNALS {
-                    if clone3::handler(sig).is_some_and(|h| h != libc::SIG_DFL) {
-                        clone3::default_action(sig);
-                    }
-                }
+        for sig in 1..=clone3::SIGNALS {
+            let reset = match (*a).ignored {
+                Some(ignored) => ignored & (1 << (sig - 1)) != 0,
+                None => clone3::handler(sig).is_some_and(|h| h != libc::SIG_DFL),
+            };
+            if reset {
+                clone3::default_action(sig);
             }
         }
         if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) != 0 {

@@ -609,7 +609,7 @@ impl<'o> Runner<'o> {
             for (unit, job, attempt) in spawns {
                 self.spawn(unit, *job, attempt);
             }
-            drop(std::mem::take(&mut commit_spans));
+            drop(commit_spans);
             self.record_groups(store).await?;
             self.output_files.tidy();
             if more_now {
