@@ -70,6 +70,15 @@ impl OutputFiles {
         }
     }
 
+    /// A file taken for an attempt that did not start after all: still
+    /// empty and unseen, so it is the next spare as it is.
+    pub fn unused(&mut self, file: OutputFile) {
+        match self.spare {
+            None => self.spare = Some(file),
+            Some(_) => self.spent.push(file),
+        }
+    }
+
     /// An ended attempt's file, recycled or removed at the next `tidy` (or
     /// removed on drop).
     pub fn spent(&mut self, file: OutputFile) {

@@ -90,23 +90,41 @@ impl Running {
         self.child.id()
     }
 
+    /// Whether the process waits at its exec for `spawn::release`.
+    pub fn held(&self) -> bool {
+        self.child.held()
+    }
+
     /// The process group this attempt runs in, as the store records it.
     pub fn group(&self) -> Option<crate::store::ProcessTag> {
         super::procs::tag(self.child.id(), self.child.start_ticks())
     }
 }
 
+/// Why [`start`] started nothing.
+pub enum Unstarted {
+    /// The attempt failed before its process could start.
+    Failed(Box<AttemptResult>),
+    /// Asked to hold the process at its exec, which cannot be done for this
+    /// one (see `spawn::hold`): nothing was started, the job and its span
+    /// are given back, to be started once the attempt is durable.
+    NotHeld(Box<ShellJob>, tracing::Span),
+}
+
 /// Starts the attempt's process in a process group of its own, with a
 /// parent-death signal so that it dies with wf. `span` (the process span)
-/// gets its pid, and later its exit code and status.
+/// gets its pid, and later its exit code and status. `hold`: the process is
+/// stopped at its exec until `spawn::release` (for an attempt whose record
+/// is being committed), or not started at all.
 pub fn start(
     job: ShellJob,
     span: tracing::Span,
     files: &mut OutputFiles,
-) -> Result<Running, Box<AttemptResult>> {
+    hold: bool,
+) -> Result<Running, Unstarted> {
     let failed = |span: &tracing::Span, f: Failure| {
         span.set_status(Status::error(f.message.clone()));
-        Box::new(AttemptResult::failed(f))
+        Unstarted::Failed(Box::new(AttemptResult::failed(f)))
     };
     let output_file = match files.take() {
         Ok(f) => f,
@@ -174,6 +192,7 @@ pub fn start(
         env: &env,
         env_remove: &env_remove,
         dir: &job.dir,
+        hold,
     });
     drop(memfds);
     match spawned {
@@ -185,6 +204,10 @@ pub fn start(
                 output_file,
                 span,
             })
+        }
+        Err(e) if hold && e.kind() == spawn::NOT_HELD => {
+            files.unused(output_file);
+            Err(Unstarted::NotHeld(Box::new(job), span))
         }
         Err(e) => {
             let what = job

@@ -12,7 +12,8 @@
 //! environment) is prepared by the parent first; a failure before `execve` is
 //! reported through the shared memory. The exit is awaited on a pidfd. The
 //! clone is `clone3` where it may be (see `clone3`): the kernel then resets
-//! the handlers and makes the pidfd, 63 system calls fewer a step.
+//! the handlers and makes the pidfd, 63 system calls fewer a step. A child
+//! can be held at its exec while its attempt commits (see `hold`).
 
 use nix::libc::{self, c_char, c_int, c_void};
 use std::ffi::{CString, OsStr, OsString};
@@ -33,7 +34,16 @@ pub struct Spec<'a> {
     /// Removed from the environment the child inherits from wf.
     pub env_remove: &'a [&'a OsStr],
     pub dir: &'a Path,
+    /// Hold the process at its exec until [`release`] (see [`hold`]). If it
+    /// cannot be held, nothing is started and [`spawn`] says [`NOT_HELD`].
+    pub hold: bool,
 }
+
+/// What [`spawn`] returns for a process it was asked to hold and could not:
+/// nothing was started. `Child::held` is true of every other it returns.
+pub const NOT_HELD: io::ErrorKind = io::ErrorKind::WouldBlock;
+
+pub use hold::release;
 
 /// A started process, leader of its own process group.
 pub struct Child {
@@ -45,6 +55,8 @@ pub struct Child {
     start_ticks: Option<i64>,
     pidfd: AsyncFd<OwnedFd>,
     reaped: Option<std::process::ExitStatus>,
+    /// Stopped at its exec until [`release`].
+    held: bool,
     pub stdout: Option<PipeReader>,
     pub stderr: Option<PipeReader>,
 }
@@ -106,6 +118,11 @@ impl Child {
 
     pub fn start_ticks(&self) -> Option<i64> {
         self.start_ticks
+    }
+
+    /// Whether the process waits at its exec for [`release`].
+    pub fn held(&self) -> bool {
+        self.held
     }
 
     /// Waits for the process to exit and reaps it.
@@ -178,6 +195,11 @@ struct ChildArgs {
     /// (`clone3` with `CLONE_CLEAR_SIGHAND`): the child resets only these.
     /// `None`: the child resets every signal that is not at its default.
     ignored: Option<u64>,
+    /// Ask to be traced before `execve`, so as to stop after it ([`hold`]).
+    hold: bool,
+    /// 1 while asking to be traced, 2 once traced: a child that died at 1
+    /// (a seccomp filter that kills) or failed there was refused.
+    stage: c_int,
     /// errno of the call that failed, 0 if `execve` succeeded.
     err: c_int,
 }
@@ -234,6 +256,13 @@ extern "C" fn child_main(arg: *mut c_void) -> c_int {
             return fail(a);
         }
         libc::sigprocmask(libc::SIG_SETMASK, &(*a).mask, std::ptr::null_mut());
+        if (*a).hold {
+            std::ptr::write_volatile(&mut (*a).stage, 1);
+            if libc::ptrace(libc::PTRACE_TRACEME, 0, 0, 0) != 0 {
+                return fail(a);
+            }
+            std::ptr::write_volatile(&mut (*a).stage, 2);
+        }
         libc::execve((*a).path, (*a).argv, (*a).envp);
         if *libc::__errno_location() == libc::ENOEXEC {
             libc::execve(SH.as_ptr().cast(), (*a).sh_argv, (*a).envp);
@@ -348,6 +377,7 @@ fn boot_ticks() -> Option<i64> {
 }
 
 mod clone3;
+mod hold;
 
 /// This process's pid, asked once (wf never forks: its children are cloned
 /// only to exec).
@@ -413,6 +443,9 @@ pub fn spawn(spec: &Spec) -> io::Result<Child> {
     let program = resolve(spec.program, path_var)?;
 
     let path = cstring(program.as_os_str().as_bytes())?;
+    if spec.hold && (hold::refused() || hold::privileged(&path)) {
+        return Err(NOT_HELD.into());
+    }
     let mut argv_c = Vec::with_capacity(spec.args.len() + 1);
     argv_c.push(cstring(spec.program.as_bytes())?);
     for a in spec.args {
@@ -456,6 +489,8 @@ pub fn spawn(spec: &Spec) -> io::Result<Child> {
         // SAFETY: an all-zero sigset_t is a valid (empty) set.
         mask: unsafe { std::mem::zeroed() },
         ignored: None,
+        hold: spec.hold,
+        stage: 0,
         err: 0,
     };
     // The child's stack, 16-byte aligned at its top (stacks grow down here):
@@ -513,8 +548,21 @@ pub fn spawn(spec: &Spec) -> io::Result<Child> {
     STACK.set(Some(stack));
     // SAFETY: a descriptor clone3 just made for us, owned by nobody else.
     let made_pidfd = (made_pidfd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(made_pidfd) });
-    // SAFETY: the child wrote `err` before exiting, if it failed.
-    let err = unsafe { std::ptr::read_volatile(&args.err) };
+    // SAFETY: the child wrote `err` and `stage` before exiting, if it failed.
+    let (err, stage) = unsafe {
+        (
+            std::ptr::read_volatile(&args.err),
+            std::ptr::read_volatile(&args.stage),
+        )
+    };
+    if stage == 1 {
+        // Refused (or killed) when it asked to be traced: before its exec,
+        // so nothing ran.
+        hold::refuse();
+        // SAFETY: reaping our own child, which has exited or is exiting.
+        unsafe { libc::waitpid(pid, std::ptr::null_mut(), 0) };
+        return Err(NOT_HELD.into());
+    }
     if err != 0 {
         let mut status = 0;
         // SAFETY: reaping our own child, which has exited.
@@ -559,6 +607,7 @@ pub fn spawn(spec: &Spec) -> io::Result<Child> {
         start_ticks: before.filter(|_| before == after),
         pidfd,
         reaped: None,
+        held: spec.hold,
         stdout: None,
         stderr: None,
     };
@@ -605,6 +654,7 @@ mod tests {
                 env: &[("FOO".as_ref(), "bar".as_ref())],
                 env_remove: &["HOME".as_ref()],
                 dir: dir.path(),
+                hold: false,
             }))
             .expect("spawned");
         assert_eq!(code, 3);
@@ -625,6 +675,7 @@ mod tests {
                 env: &[],
                 env_remove: &[],
                 dir: dir.path(),
+                hold: false,
             }))
             .expect_err("no such program");
         assert_eq!(err.raw_os_error(), Some(libc::ENOENT));
@@ -639,6 +690,7 @@ mod tests {
             env: &[],
             env_remove: &[],
             dir: dir.path(),
+            hold: false,
         };
         // A child another test of this binary cloned while `fs::write` held
         // the script open for writing keeps that descriptor until it execs,
@@ -664,6 +716,7 @@ mod tests {
                 env: &[],
                 env_remove: &[],
                 dir: &dir.path().join("missing"),
+                hold: false,
             }))
             .expect_err("no such dir");
         assert_eq!(err.raw_os_error(), Some(libc::ENOENT));
@@ -688,6 +741,7 @@ mod tests {
                 env: &[],
                 env_remove: &[],
                 dir: dir.path(),
+                hold: false,
             }))
             .expect("spawned");
         assert_eq!(code, 0);
@@ -730,6 +784,7 @@ mod tests {
                 env: &[],
                 env_remove: &[],
                 dir: dir.path(),
+                hold: false,
             })
             .expect("spawned");
             let stat = super::super::procs::stat(i64::from(child.id())).expect("the child's stat");
@@ -771,6 +826,7 @@ mod tests {
                 env: &[],
                 env_remove: &[],
                 dir: dir.path(),
+                hold: false,
             })
             .expect("spawned");
             in_spawn += t0.elapsed();

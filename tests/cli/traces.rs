@@ -1045,3 +1045,54 @@ fn the_callers_sampled_flag_and_tracestate_are_carried_not_forced() {
     );
     assert_eq!(req.header("tracestate"), Some("vendor=abc,other=1"));
 }
+
+/// A program that gains privileges at exec (here set-user-ID) cannot be held
+/// at its exec while its attempt commits (a traced exec drops them): it is
+/// started once the commit returned. Its step runs all the same, between
+/// held ones, with one process span like every other attempt.
+#[test]
+fn a_set_user_id_program_is_started_after_its_commit_with_one_process_span() {
+    use std::os::unix::fs::PermissionsExt;
+    let t = Test::new();
+    let program = t.path().join("suid-echo");
+    std::fs::copy("/bin/echo", &program).expect("copy /bin/echo");
+    std::fs::set_permissions(&program, std::fs::Permissions::from_mode(0o4755)).expect("chmod");
+    let yaml = "name: suid\nsteps:\n  \
+                - id: before\n    run: [echo, one]\n  \
+                - id: suid\n    run: [./suid-echo, two]\n  \
+                - id: after\n    run: [echo, three]\n";
+    run_flow(&t, "suid1", yaml, &[], &[]).code(0);
+    let doc = t.inspect("suid1");
+    let texts: Vec<&Value> = ["before", "suid", "after"]
+        .iter()
+        .map(|s| {
+            let step = doc["steps"]
+                .as_array()
+                .and_then(|steps| steps.iter().find(|x| x["id"] == *s))
+                .unwrap_or_else(|| panic!("no step {s}: {doc:#}"));
+            &step["output"]["stdout"]
+        })
+        .collect();
+    assert_eq!(
+        texts,
+        [&json!("one"), &json!("two"), &json!("three")],
+        "{doc:#}"
+    );
+    let spans = all_spans(&trace_json(&t, "suid1"));
+    let processes = spans_named(&spans, "process");
+    assert_eq!(processes.len(), 3, "{spans:#?}");
+    let attempts: BTreeSet<&str> = spans
+        .iter()
+        .filter(|s| s["name"].as_str().is_some_and(|n| n.starts_with("suid/")))
+        .filter(|s| s["name"] != "suid/workflow")
+        .filter_map(|s| s["span_id"].as_str())
+        .collect();
+    let parents: BTreeSet<&str> = processes
+        .iter()
+        .filter_map(|p| p["parent_span_id"].as_str())
+        .collect();
+    assert_eq!(
+        parents, attempts,
+        "one process span under each attempt: {spans:#?}"
+    );
+}

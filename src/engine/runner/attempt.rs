@@ -309,7 +309,46 @@ impl<'o> Runner<'o> {
         Ok(attempt)
     }
 
+    /// Starts the attempt's work, once its attempt is durable.
     pub(super) fn spawn(&mut self, unit: Unit, job: Job, attempt: i64) {
+        if let Some(deferred) = self.spawn_maybe_held(unit, job, attempt, false) {
+            // Not reached: only a start asked to hold defers.
+            let (unit, job, attempt, _) = deferred;
+            self.spawn(unit, job, attempt);
+        }
+    }
+
+    /// Starts the attempt's work; `hold`: while its attempt is being
+    /// committed, so only a process that the kernel holds at its exec starts
+    /// now (released by the runner once the commit returned). Anything else
+    /// is given back untouched, with the span made for it, to be started
+    /// with [`Runner::spawn_deferred`] once the commit returned.
+    pub(super) fn spawn_maybe_held(
+        &mut self,
+        unit: Unit,
+        job: Job,
+        attempt: i64,
+        hold: bool,
+    ) -> Option<Deferred> {
+        if hold && matches!(job, Job::Http(_)) {
+            return Some((unit, job, attempt, None));
+        }
+        self.spawn_with(unit, job, attempt, hold, None)
+    }
+
+    /// Starts work that [`Runner::spawn_maybe_held`] gave back.
+    pub(super) fn spawn_deferred(&mut self, (unit, job, attempt, span): Deferred) {
+        let _ = self.spawn_with(unit, job, attempt, false, span);
+    }
+
+    fn spawn_with(
+        &mut self,
+        unit: Unit,
+        job: Job,
+        attempt: i64,
+        hold: bool,
+        span: Option<tracing::Span>,
+    ) -> Option<Deferred> {
         let interrupt = self.interrupt_tx.subscribe();
         let started = Instant::now();
         // The span of what the attempt does, a child of the attempt's span.
@@ -320,22 +359,33 @@ impl<'o> Runner<'o> {
             .unwrap_or_else(tracing::Span::none);
         match job {
             Job::Shell(job) => {
-                let span = tracing::info_span!(
-                    parent: &attempt_span,
-                    "process",
-                    workflow.name = self.wf.name.as_str(),
-                    workflow.instance.id = self.id.as_str(),
-                    process.command = job.program(),
-                );
+                let span = span.unwrap_or_else(|| {
+                    tracing::info_span!(
+                        parent: &attempt_span,
+                        "process",
+                        workflow.name = self.wf.name.as_str(),
+                        workflow.instance.id = self.id.as_str(),
+                        process.command = job.program(),
+                    )
+                });
                 // Started here, not in the task, so its process group is
                 // known before the loop goes on (and recorded once it has
                 // run `groups::RECORD_AFTER`).
-                let running = shell::start(job, span, &mut self.output_files);
-                if let Ok(r) = &running
-                    && let Some(tag) = r.group()
-                {
-                    self.group_started(unit.key(&self.wf), attempt, tag);
-                }
+                let running = match shell::start(job, span, &mut self.output_files, hold) {
+                    Ok(r) => {
+                        if r.held() {
+                            self.held.push(r.pid());
+                        }
+                        if let Some(tag) = r.group() {
+                            self.group_started(unit.key(&self.wf), attempt, tag);
+                        }
+                        Ok(r)
+                    }
+                    Err(shell::Unstarted::NotHeld(job, span)) => {
+                        return Some((unit, Job::Shell(*job), attempt, Some(span)));
+                    }
+                    Err(shell::Unstarted::Failed(failed)) => Err(failed),
+                };
                 self.tasks.spawn(async move {
                     let (result, output_file) = match running {
                         Ok(r) => {
@@ -398,6 +448,7 @@ impl<'o> Runner<'o> {
                 });
             }
         }
+        None
     }
 
     pub(super) fn settle(&mut self, mut d: Done) -> Result<(), EngineError> {

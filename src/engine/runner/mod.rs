@@ -252,6 +252,10 @@ enum Job {
     Http(http::HttpJob),
 }
 
+/// Work whose start waits for the commit in progress, with the span made
+/// for it when it was first tried.
+type Deferred = (Unit, Job, i64, Option<tracing::Span>);
+
 /// What starting a unit amounted to.
 enum Started {
     Spawn(Box<Job>, i64),
@@ -327,6 +331,8 @@ pub(super) struct Runner<'o> {
     lost: watch::Receiver<Option<String>>,
     /// Process groups of running attempts, not recorded yet (`groups`).
     started_groups: Vec<groups::PendingGroup>,
+    /// Processes held at their exec until the commit in progress returns.
+    held: Vec<u32>,
     /// What the run decided since its last commit, applied at the next one.
     pub(super) writes: Vec<Write>,
     /// How many of `writes`, from the first, open the run (the recovery of
@@ -502,6 +508,7 @@ impl<'o> Runner<'o> {
             fence,
             lost,
             started_groups: Vec::new(),
+            held: Vec::new(),
             opening: opening.len(),
             writes: opening,
             uncounted,
@@ -594,9 +601,53 @@ impl<'o> Runner<'o> {
                     || self.writes.iter().any(|w| !matches!(w, Write::Span(_)));
                 debug_assert!(decided || spawns.is_empty());
                 if decided {
-                    let spans = self.commit_spans(store.is_postgres());
+                    let postgres = store.is_postgres();
+                    let spans = self.commit_spans(postgres);
                     let writes = std::mem::take(&mut self.writes);
-                    store.commit(&self.fence, &writes).await?;
+                    let fence = self.fence.clone();
+                    let mut commit = std::pin::pin!(store.commit(&fence, &writes));
+                    // The commit and the processes of the attempts it
+                    // records overlap: each process is loaded while the
+                    // commit is under way and held at its exec until the
+                    // commit returned (`spawn::hold`). On PostgreSQL the
+                    // commit is sent first (the first poll queues it, the
+                    // yield lets the connection write it), so the server
+                    // works on it while the processes load.
+                    let mut early = None;
+                    if postgres && !spawns.is_empty() {
+                        if let std::task::Poll::Ready(r) = futures_util::poll!(commit.as_mut()) {
+                            early = Some(r);
+                        }
+                        tokio::task::yield_now().await;
+                    }
+                    let mut deferred = Vec::new();
+                    for (unit, job, attempt) in spawns.drain(..) {
+                        deferred.extend(self.spawn_maybe_held(unit, *job, attempt, true));
+                    }
+                    if postgres {
+                        // While the server works: the last step's output
+                        // file recycled now rather than after the release,
+                        // when the new process starts.
+                        self.output_files.tidy();
+                    }
+                    let committed = match early {
+                        Some(r) => r,
+                        None => commit.await,
+                    };
+                    let held = std::mem::take(&mut self.held);
+                    if let Err(e) = committed {
+                        // Not durable: the held processes never run.
+                        for pid in held {
+                            // SAFETY: our own unreaped child (its task reaps it).
+                            unsafe { nix::libc::kill(pid as nix::libc::pid_t, nix::libc::SIGKILL) };
+                        }
+                        return Err(e.into());
+                    }
+                    for pid in held {
+                        // An error: the process is gone (killed while held);
+                        // its task reports how it ended.
+                        let _ = super::spawn::release(pid as nix::libc::pid_t);
+                    }
                     self.opening = 0;
                     // A span ends when last exited: here. It is closed
                     // (and made a row) once the steps it let start have.
@@ -604,6 +655,9 @@ impl<'o> Runner<'o> {
                         span.in_scope(|| {});
                     }
                     commit_spans = spans;
+                    for d in deferred {
+                        self.spawn_deferred(d);
+                    }
                 }
             }
             for (unit, job, attempt) in spawns {
