@@ -15,6 +15,7 @@
 //! `store::Write`, committed by the loop in one fenced batch.
 
 mod attempt;
+mod commit;
 mod groups;
 mod render;
 mod schedule;
@@ -601,63 +602,7 @@ impl<'o> Runner<'o> {
                     || self.writes.iter().any(|w| !matches!(w, Write::Span(_)));
                 debug_assert!(decided || spawns.is_empty());
                 if decided {
-                    let postgres = store.is_postgres();
-                    let spans = self.commit_spans(postgres);
-                    let writes = std::mem::take(&mut self.writes);
-                    let fence = self.fence.clone();
-                    let mut commit = std::pin::pin!(store.commit(&fence, &writes));
-                    // The commit and the processes of the attempts it
-                    // records overlap: each process is loaded while the
-                    // commit is under way and held at its exec until the
-                    // commit returned (`spawn::hold`). On PostgreSQL the
-                    // commit is sent first (the first poll queues it, the
-                    // yield lets the connection write it), so the server
-                    // works on it while the processes load.
-                    let mut early = None;
-                    if postgres && !spawns.is_empty() {
-                        if let std::task::Poll::Ready(r) = futures_util::poll!(commit.as_mut()) {
-                            early = Some(r);
-                        }
-                        tokio::task::yield_now().await;
-                    }
-                    let mut deferred = Vec::new();
-                    for (unit, job, attempt) in spawns.drain(..) {
-                        deferred.extend(self.spawn_maybe_held(unit, *job, attempt, true));
-                    }
-                    if postgres {
-                        // While the server works: the last step's output
-                        // file recycled now rather than after the release,
-                        // when the new process starts.
-                        self.output_files.tidy();
-                    }
-                    let committed = match early {
-                        Some(r) => r,
-                        None => commit.await,
-                    };
-                    let held = std::mem::take(&mut self.held);
-                    if let Err(e) = committed {
-                        // Not durable: the held processes never run.
-                        for pid in held {
-                            // SAFETY: our own unreaped child (its task reaps it).
-                            unsafe { nix::libc::kill(pid as nix::libc::pid_t, nix::libc::SIGKILL) };
-                        }
-                        return Err(e.into());
-                    }
-                    for pid in held {
-                        // An error: the process is gone (killed while held);
-                        // its task reports how it ended.
-                        let _ = super::spawn::release(pid as nix::libc::pid_t);
-                    }
-                    self.opening = 0;
-                    // A span ends when last exited: here. It is closed
-                    // (and made a row) once the steps it let start have.
-                    for span in &spans {
-                        span.in_scope(|| {});
-                    }
-                    commit_spans = spans;
-                    for d in deferred {
-                        self.spawn_deferred(d);
-                    }
+                    commit_spans = self.commit_and_start(store, &mut spawns).await?;
                 }
             }
             for (unit, job, attempt) in spawns {
