@@ -4,6 +4,14 @@
 //! until it returned (`spawn::hold`), so that a step pays for the longer of
 //! the two rather than for both (SPEC §3: nothing of an attempt runs before
 //! its record is durable).
+//!
+//! Only on PostgreSQL, whose commit is a round trip that leaves wf idle: a
+//! SQLite commit runs on wf's own thread, so there is nothing to overlap
+//! (measured: the same time a step either way). And only as many processes
+//! as are loaded in the time the commit takes (the last one's): when many
+//! start at once (200 parallel steps), the rest are started after the
+//! commit, each running while wf starts the next, instead of all of them
+//! loaded first and then all let go at once (measured 50 ms slower for 200).
 
 use super::*;
 
@@ -25,19 +33,23 @@ impl Runner<'_> {
         // the yield lets the connection write it), so that the server works
         // on it while the processes load.
         let mut early = None;
+        let sent = Instant::now();
+        let mut deferred = Vec::new();
         if postgres && !spawns.is_empty() {
             if let std::task::Poll::Ready(r) = futures_util::poll!(commit.as_mut()) {
                 early = Some(r);
             }
             tokio::task::yield_now().await;
-        }
-        // Held at their exec; what cannot be held (HTTP calls, programs that
-        // gain privileges at exec, a thread refused ptrace) waits.
-        let mut deferred = Vec::new();
-        for (unit, job, attempt) in spawns.drain(..) {
-            deferred.extend(self.spawn_maybe_held(unit, *job, attempt, true));
-        }
-        if postgres {
+            // Held at their exec; what cannot be held (HTTP calls, programs
+            // that gain privileges at exec, a thread refused ptrace) and what
+            // the commit would wait for wait for the commit.
+            for (i, (unit, job, attempt)) in spawns.drain(..).enumerate() {
+                if i == 0 || sent.elapsed() < self.commit_took {
+                    deferred.extend(self.spawn_maybe_held(unit, *job, attempt, true));
+                } else {
+                    deferred.push((unit, *job, attempt, None));
+                }
+            }
             // While the server works: the last step's output file is
             // recycled now rather than after the release, when the new
             // process starts.
@@ -47,6 +59,9 @@ impl Runner<'_> {
             Some(r) => r,
             None => commit.await,
         };
+        if postgres {
+            self.commit_took = sent.elapsed();
+        }
         let held = std::mem::take(&mut self.held);
         if let Err(e) = committed {
             // Not durable: the held processes never run.
@@ -69,6 +84,9 @@ impl Runner<'_> {
         }
         for d in deferred {
             self.spawn_deferred(d);
+        }
+        for (unit, job, attempt) in spawns.drain(..) {
+            self.spawn(unit, *job, attempt);
         }
         Ok(spans)
     }

@@ -334,6 +334,8 @@ pub(super) struct Runner<'o> {
     started_groups: Vec<groups::PendingGroup>,
     /// Processes held at their exec until the commit in progress returns.
     held: Vec<u32>,
+    /// How long the last commit on PostgreSQL took, sent to returned.
+    commit_took: Duration,
     /// What the run decided since its last commit, applied at the next one.
     pub(super) writes: Vec<Write>,
     /// How many of `writes`, from the first, open the run (the recovery of
@@ -510,6 +512,7 @@ impl<'o> Runner<'o> {
             lost,
             started_groups: Vec::new(),
             held: Vec::new(),
+            commit_took: Duration::ZERO,
             opening: opening.len(),
             writes: opening,
             uncounted,
