@@ -20,7 +20,7 @@ use std::path::PathBuf;
 
 pub use pg::PgTarget;
 pub use rows::*;
-pub use sqlite::Durability;
+pub use sqlite::{Durability, Flushing};
 pub use write::Write;
 
 #[derive(Debug, thiserror::Error)]
@@ -412,6 +412,21 @@ impl Store {
     /// `fence` still holds the instance.
     pub async fn commit(&mut self, fence: &Fence, writes: &[Write]) -> Result<()> {
         each!(self.commit(fence, writes))
+    }
+
+    /// [`Store::commit`], returning before the commit is on disk when its
+    /// flush can go on meanwhile (SQLite: the WAL is flushed on a thread of
+    /// its own); nothing may depend on it being durable before
+    /// [`Flushing::durable`] returned. `None`: durable already.
+    pub async fn commit_flushing_later(
+        &mut self,
+        fence: &Fence,
+        writes: &[Write],
+    ) -> Result<Option<Flushing>> {
+        match self {
+            Store::Sqlite(s) => s.commit_flushing_later(fence, writes),
+            Store::Postgres(p) => p.commit(fence, writes).await.map(|()| None),
+        }
     }
 
     /// [`Store::commit`] without waiting for the disk: for what need not

@@ -1047,10 +1047,9 @@ fn the_callers_sampled_flag_and_tracestate_are_carried_not_forced() {
 }
 
 /// A program that gains privileges at exec (here set-user-ID) cannot be held
-/// at its exec while its attempt commits on PostgreSQL (a traced exec drops
-/// them): it is started once the commit returned. Its step runs all the
-/// same, between held ones, with one process span like every other attempt
-/// (on SQLite, where no process is held, every step starts so).
+/// at its exec while its attempt commits (a traced exec drops them): it is
+/// started once the commit returned. Its step runs all the same, between
+/// held ones, with one process span like every other attempt.
 #[test]
 fn a_set_user_id_program_is_started_after_its_commit_with_one_process_span() {
     use std::os::unix::fs::PermissionsExt;

@@ -5,13 +5,15 @@
 //! the two rather than for both (SPEC §3: nothing of an attempt runs before
 //! its record is durable).
 //!
-//! Only on PostgreSQL, whose commit is a round trip that leaves wf idle: a
-//! SQLite commit runs on wf's own thread, so there is nothing to overlap
-//! (measured: the same time a step either way). And only as many processes
-//! as are loaded in the time the commit takes (the last one's): when many
-//! start at once (200 parallel steps), the rest are started after the
-//! commit, each running while wf starts the next, instead of all of them
-//! loaded first and then all let go at once (measured 50 ms slower for 200).
+//! The commit must leave wf's thread free meanwhile: on PostgreSQL it is
+//! a round trip, sent before the processes are started and awaited after;
+//! on SQLite the transaction is committed first and its flush to disk (the
+//! WAL's `fdatasync`, what makes it durable) runs on a thread of its own
+//! (`store::Flushing`). Only as many processes are held as are loaded in
+//! the time the last commit took: when many start at once (200 parallel
+//! steps), the rest start after the commit, each running while wf starts
+//! the next, rather than all loaded first and let go at once (measured 50
+//! ms slower for 200).
 
 use super::*;
 
@@ -28,40 +30,44 @@ impl Runner<'_> {
         let spans = self.commit_spans(postgres);
         let writes = std::mem::take(&mut self.writes);
         let fence = self.fence.clone();
-        let mut commit = std::pin::pin!(store.commit(&fence, &writes));
-        // On PostgreSQL the commit is sent first (the first poll queues it,
-        // the yield lets the connection write it), so that the server works
-        // on it while the processes load.
-        let mut early = None;
         let sent = Instant::now();
         let mut deferred = Vec::new();
-        if postgres && !spawns.is_empty() {
+        let committed = if spawns.is_empty() {
+            store.commit(&fence, &writes).await
+        } else if postgres {
+            // Sent first (the first poll queues it, the yield lets the
+            // connection write it), so that the server works on it while
+            // the processes load.
+            let mut commit = std::pin::pin!(store.commit(&fence, &writes));
+            let mut early = None;
             if let std::task::Poll::Ready(r) = futures_util::poll!(commit.as_mut()) {
                 early = Some(r);
             }
             tokio::task::yield_now().await;
-            // Held at their exec; what cannot be held (HTTP calls, programs
-            // that gain privileges at exec, a thread refused ptrace) and what
-            // the commit would wait for wait for the commit.
-            for (i, (unit, job, attempt)) in spawns.drain(..).enumerate() {
-                if i == 0 || sent.elapsed() < self.commit_took {
-                    deferred.extend(self.spawn_maybe_held(unit, *job, attempt, true));
-                } else {
-                    deferred.push((unit, *job, attempt, None));
-                }
-            }
+            self.start_held(spawns, sent, &mut deferred);
             // While the server works: the last step's output file is
             // recycled now rather than after the release, when the new
             // process starts.
             self.output_files.tidy();
-        }
-        let committed = match early {
-            Some(r) => r,
-            None => commit.await,
-        };
-        if postgres {
+            let r = match early {
+                Some(r) => r,
+                None => commit.await,
+            };
             self.commit_took = sent.elapsed();
-        }
+            r
+        } else {
+            // SQLite: committed here, flushed to disk on another thread
+            // while the processes load.
+            match store.commit_flushing_later(&fence, &writes).await {
+                Ok(Some(flushing)) => {
+                    self.start_held(spawns, sent, &mut deferred);
+                    let r = flushing.durable().await;
+                    self.commit_took = sent.elapsed();
+                    r
+                }
+                other => other.map(|_| ()),
+            }
+        };
         let held = std::mem::take(&mut self.held);
         if let Err(e) = committed {
             // Not durable: the held processes never run.
@@ -89,5 +95,25 @@ impl Runner<'_> {
             self.spawn(unit, *job, attempt);
         }
         Ok(spans)
+    }
+
+    /// Starts `spawns` (drained) held at their exec, the first and then
+    /// those started within the last commit's time since `sent`; the rest,
+    /// and what cannot be held (HTTP calls, programs that gain privileges
+    /// at exec, a thread refused ptrace), go to `deferred`, to start once
+    /// the commit is durable.
+    fn start_held(
+        &mut self,
+        spawns: &mut Vec<(Unit, Box<Job>, i64)>,
+        sent: Instant,
+        deferred: &mut Vec<Deferred>,
+    ) {
+        for (i, (unit, job, attempt)) in spawns.drain(..).enumerate() {
+            if i == 0 || sent.elapsed() < self.commit_took {
+                deferred.extend(self.spawn_maybe_held(unit, *job, attempt, true));
+            } else {
+                deferred.push((unit, *job, attempt, None));
+            }
+        }
     }
 }

@@ -9,6 +9,10 @@
 //! - `synchronous=FULL` (default) fsyncs the WAL on every commit, so a
 //!   completed step survives a power loss; `WF_DURABILITY=normal` selects
 //!   `synchronous=NORMAL` (survives a process crash, not a power loss).
+//!   A step's commit is made with NORMAL and its WAL then flushed by wf on a
+//!   thread of its own (`walsync`): as durable as FULL once that returned,
+//!   and the step's process loads meanwhile. A commit that need not survive
+//!   a power loss (a process group's record) is made with NORMAL alone.
 //! - `busy_timeout=10000`: a second process waits for the write lock instead
 //!   of failing at once (leases, not locks, keep two runners apart).
 //!   `WF_BUSY_TIMEOUT_MS` overrides the 10 s (the tests use it so that a
@@ -24,7 +28,10 @@ mod records;
 mod schedules;
 mod schema;
 mod spans;
+mod walsync;
 mod write;
+
+pub use walsync::Flushing;
 
 use super::rows::*;
 use super::{Result, StoreError};
@@ -100,6 +107,8 @@ pub struct SqliteStore {
     conn: Connection,
     path: PathBuf,
     durability: Durability,
+    /// The WAL file, for commits flushed later (`walsync`).
+    wal: Option<walsync::Wal>,
 }
 
 impl SqliteStore {
@@ -151,6 +160,7 @@ impl SqliteStore {
             conn,
             path: path.to_path_buf(),
             durability: Durability::from_env(),
+            wal: None,
         };
         store.configure(store.durability).map_err(|e| {
             err(match e {
@@ -264,10 +274,14 @@ impl SqliteStore {
     }
 
     /// Runs `f` in a fenced transaction whose commit is not fsynced
-    /// (`synchronous=OFF` for this one commit). For what must survive a crash
-    /// of wf but not of the machine: the commit reaches the operating system
-    /// before this returns, and the next durable commit flushes it with the
-    /// rest of the WAL. (A process group, say, does not outlive a power loss.)
+    /// (`synchronous=NORMAL` for this one commit). For what must survive a
+    /// crash of wf but not of the machine: the commit reaches the operating
+    /// system before this returns, and the next durable commit flushes it
+    /// with the rest of the WAL. (A process group, say, does not outlive a
+    /// power loss.) NORMAL, not OFF: in WAL mode both skip the commit's
+    /// sync, but a checkpoint this commit runs must still sync the WAL
+    /// before and the database after, or the WAL could be reused over pages
+    /// the database file does not hold on disk yet.
     fn fenced_unsynced<T>(
         &mut self,
         fence: &Fence,
@@ -279,7 +293,7 @@ impl SqliteStore {
             conn.prepare_cached(sql)?.execute([])?;
             Ok(())
         };
-        set(&self.conn, "PRAGMA synchronous=OFF")?;
+        set(&self.conn, "PRAGMA synchronous=NORMAL")?;
         let result = self.fenced(fence).and_then(|tx| {
             let out = f(&tx)?;
             tx.commit()?;
