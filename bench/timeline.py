@@ -8,11 +8,11 @@ mean of each segment between consecutive points:
     WF_PROF=1 WF_DB=/tmp/t.db target/release/wf run -q STEPS.yaml 2> points.txt
     python3 bench/timeline.py points.txt
 
-Points: commit0/commit1 around the step commit, clone0/clone1 around the
-child's clone (the parent is suspended until it exec'd), spawned (the loop
-has started the process), grouped (its process group recorded), exit (its
-exit seen), outputs (stdout, stderr and $WF_OUTPUT read), joined (the loop
-has the result).
+Points: commit0 (the commit begins; on PostgreSQL it is sent first), clone0/clone1
+around the child's clone (the parent is suspended until the child reached its
+exec), commit1 (the commit is durable), released (the held processes let go),
+exit (a process's exit seen), outputs (stdout, stderr and $WF_OUTPUT read),
+joined (the loop has the result).
 """
 
 import collections
