@@ -556,7 +556,8 @@ mod tests {
     use super::*;
     use tokio::io::AsyncReadExt;
 
-    fn rt() -> tokio::runtime::Runtime {
+    /// The runtime a child is registered with (as wf's own: one thread).
+    pub(super) fn rt() -> tokio::runtime::Runtime {
         tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()

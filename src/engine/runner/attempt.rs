@@ -311,11 +311,8 @@ impl<'o> Runner<'o> {
 
     /// Starts the attempt's work, once its attempt is durable.
     pub(super) fn spawn(&mut self, unit: Unit, job: Job, attempt: i64) {
-        if let Some(deferred) = self.spawn_maybe_held(unit, job, attempt, false) {
-            // Not reached: only a start asked to hold defers.
-            let (unit, job, attempt, _) = deferred;
-            self.spawn(unit, job, attempt);
-        }
+        // Not asked to hold: nothing is given back.
+        let _ = self.spawn_with(unit, job, attempt, false, None);
     }
 
     /// Starts the attempt's work; `hold`: while its attempt is being
@@ -341,6 +338,8 @@ impl<'o> Runner<'o> {
         let _ = self.spawn_with(unit, job, attempt, false, span);
     }
 
+    /// Starts the attempt's work (held at its exec if `hold`), in `span`
+    /// when it was made already; gives it back if it cannot be held.
     fn spawn_with(
         &mut self,
         unit: Unit,

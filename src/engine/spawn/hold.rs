@@ -128,18 +128,12 @@ pub fn release(pid: libc::pid_t) -> io::Result<()> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::tests::rt;
     use super::super::{NOT_HELD, Spec, spawn};
     use super::*;
     use std::os::unix::fs::PermissionsExt;
     use std::path::Path;
     use tokio::io::AsyncReadExt;
-
-    fn rt() -> tokio::runtime::Runtime {
-        tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .expect("runtime")
-    }
 
     fn spec<'a>(
         program: &'a std::ffi::OsStr,

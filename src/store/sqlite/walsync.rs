@@ -41,21 +41,24 @@ impl Flushing {
 
 type Request = (Arc<File>, tokio::sync::oneshot::Sender<std::io::Result<()>>);
 
-/// The flushing thread, started at the first request.
-fn flusher() -> &'static Mutex<mpsc::Sender<Request>> {
-    static FLUSHER: OnceLock<Mutex<mpsc::Sender<Request>>> = OnceLock::new();
-    FLUSHER.get_or_init(|| {
-        let (tx, rx) = mpsc::channel::<Request>();
-        std::thread::Builder::new()
-            .name("wf-wal-flush".into())
-            .spawn(move || {
-                for (file, done) in rx {
-                    let _ = done.send(file.sync_data());
-                }
-            })
-            .expect("spawn the WAL flush thread");
-        Mutex::new(tx)
-    })
+/// The flushing thread, started at the first request (`None` if it could
+/// not be: commits then sync on wf's thread, as FULL does).
+fn flusher() -> Option<&'static Mutex<mpsc::Sender<Request>>> {
+    static FLUSHER: OnceLock<Option<Mutex<mpsc::Sender<Request>>>> = OnceLock::new();
+    FLUSHER
+        .get_or_init(|| {
+            let (tx, rx) = mpsc::channel::<Request>();
+            std::thread::Builder::new()
+                .name("wf-wal-flush".into())
+                .spawn(move || {
+                    for (file, done) in rx {
+                        let _ = done.send(file.sync_data());
+                    }
+                })
+                .ok()
+                .map(|_| Mutex::new(tx))
+        })
+        .as_ref()
 }
 
 /// The WAL file, opened once and again when it is not the same file.
@@ -78,17 +81,15 @@ impl SqliteStore {
             self.commit(fence, writes)?;
             return Ok(None);
         }
-        let wal = match self.wal_file() {
-            Ok(f) => f,
-            // No WAL to open (a journal mode other than WAL): a plain commit.
-            Err(_) => {
-                self.commit(fence, writes)?;
-                return Ok(None);
-            }
+        // No WAL to open (a journal mode other than WAL), or no thread: a
+        // plain commit.
+        let (Ok(wal), Some(flusher)) = (self.wal_file(), flusher()) else {
+            self.commit(fence, writes)?;
+            return Ok(None);
         };
         self.commit_unsynced(fence, writes)?;
         let (done, flushed) = tokio::sync::oneshot::channel();
-        let sent = flusher()
+        let sent = flusher
             .lock()
             .map_err(|_| StoreError::Sql("the WAL flush thread is gone".into()))?
             .send((wal, done));
