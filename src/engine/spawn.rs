@@ -490,18 +490,15 @@ pub fn spawn(spec: &Spec) -> io::Result<Child> {
             std::ptr::read_volatile(&args.stage),
         )
     };
-    if stage == 1 {
-        // Refused (or killed) when it asked to be traced: before its exec,
-        // so nothing ran.
-        hold::refuse();
-        // SAFETY: reaping our own child, which has exited or is exiting.
+    if stage == 1 || err != 0 {
+        // SAFETY: reaping our own child, which failed before its exec and
+        // has exited (or is exiting: killed when it asked to be traced).
         unsafe { libc::waitpid(pid, std::ptr::null_mut(), 0) };
-        return Err(NOT_HELD.into());
-    }
-    if err != 0 {
-        let mut status = 0;
-        // SAFETY: reaping our own child, which has exited.
-        unsafe { libc::waitpid(pid, &mut status, 0) };
+        if stage == 1 {
+            // Refused when it asked to be traced: nothing ran.
+            hold::refuse();
+            return Err(NOT_HELD.into());
+        }
         return Err(io::Error::from_raw_os_error(err));
     }
     let pidfd = match made_pidfd {

@@ -79,30 +79,10 @@ pub(super) fn privileged(path: &CStr) -> bool {
 /// meanwhile is left to be reaped as any other.
 pub fn release(pid: libc::pid_t) -> io::Result<()> {
     loop {
-        // SAFETY: an all-zero siginfo_t is valid; waitid writes it.
-        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
-        // Looked at, not consumed (WNOWAIT): an exit stays for the reaper.
-        // SAFETY: waitid on our own child, into `info`.
-        let r = unsafe {
-            libc::waitid(
-                libc::P_PID,
-                pid as libc::id_t,
-                &mut info,
-                libc::WSTOPPED | libc::WEXITED | libc::WNOWAIT,
-            )
-        };
-        if r != 0 {
-            let e = io::Error::last_os_error();
-            if e.kind() == io::ErrorKind::Interrupted {
-                continue;
-            }
-            return Err(e);
-        }
-        if info.si_code != libc::CLD_TRAPPED {
+        let (code, sig) = report(pid)?;
+        if code != libc::CLD_TRAPPED {
             return Ok(());
         }
-        // SAFETY: si_status is the field a CLD_TRAPPED report fills.
-        let sig: c_int = unsafe { info.si_status() };
         let (request, deliver) = if sig == libc::SIGTRAP {
             (libc::PTRACE_DETACH, 0)
         } else {
@@ -122,6 +102,33 @@ pub fn release(pid: libc::pid_t) -> io::Result<()> {
         }
         if request == libc::PTRACE_DETACH {
             return Ok(());
+        }
+    }
+}
+
+/// How the kernel reports child `pid` (`si_code`, `si_status`), once it
+/// stopped or exited: looked at, not consumed (`WNOWAIT`), so that an exit
+/// stays for the reaper.
+fn report(pid: libc::pid_t) -> io::Result<(c_int, c_int)> {
+    loop {
+        // SAFETY: an all-zero siginfo_t is valid; waitid on our own child
+        // writes it, and si_status is the field its reports fill.
+        let (r, info) = unsafe {
+            let mut info: libc::siginfo_t = std::mem::zeroed();
+            let r = libc::waitid(
+                libc::P_PID,
+                pid as libc::id_t,
+                &mut info,
+                libc::WSTOPPED | libc::WEXITED | libc::WNOWAIT,
+            );
+            (r, (info.si_code, info.si_status()))
+        };
+        if r == 0 {
+            return Ok(info);
+        }
+        let e = io::Error::last_os_error();
+        if e.kind() != io::ErrorKind::Interrupted {
+            return Err(e);
         }
     }
 }
@@ -150,22 +157,6 @@ mod tests {
         }
     }
 
-    /// How the kernel reports `pid` now, without consuming it.
-    fn report(pid: libc::pid_t) -> (c_int, c_int) {
-        // SAFETY: as in `release`.
-        unsafe {
-            let mut info: libc::siginfo_t = std::mem::zeroed();
-            let r = libc::waitid(
-                libc::P_PID,
-                pid as libc::id_t,
-                &mut info,
-                libc::WSTOPPED | libc::WEXITED | libc::WNOWAIT,
-            );
-            assert_eq!(r, 0, "waitid: {}", io::Error::last_os_error());
-            (info.si_code, info.si_status())
-        }
-    }
-
     #[test]
     fn a_held_process_runs_nothing_until_released() {
         let dir = tempfile::tempdir().expect("tempdir");
@@ -176,7 +167,10 @@ mod tests {
             let pid = child.id() as libc::pid_t;
             // Stopped by the exec's trap: the program is loaded, and not one
             // of its instructions has run.
-            assert_eq!(report(pid), (libc::CLD_TRAPPED, libc::SIGTRAP));
+            assert_eq!(
+                report(pid).expect("waitid"),
+                (libc::CLD_TRAPPED, libc::SIGTRAP)
+            );
             assert!(!dir.path().join("marker").exists());
             release(pid).expect("release");
             let mut out = String::new();
@@ -197,7 +191,10 @@ mod tests {
         rt().block_on(async {
             let mut child = spawn(&spec("sh".as_ref(), &args, dir.path())).expect("spawn");
             let pid = child.id() as libc::pid_t;
-            assert_eq!(report(pid), (libc::CLD_TRAPPED, libc::SIGTRAP));
+            assert_eq!(
+                report(pid).expect("waitid"),
+                (libc::CLD_TRAPPED, libc::SIGTRAP)
+            );
             // SAFETY: our own child.
             unsafe { libc::kill(pid, libc::SIGTERM) };
             release(pid).expect("release");
