@@ -20,7 +20,7 @@ use std::path::PathBuf;
 
 pub use pg::PgTarget;
 pub use rows::*;
-pub use sqlite::{Durability, Flushing};
+pub use sqlite::{Committing, Durability};
 pub use write::Write;
 
 #[derive(Debug, thiserror::Error)]
@@ -414,18 +414,18 @@ impl Store {
         each!(self.commit(fence, writes))
     }
 
-    /// [`Store::commit`], returning before the commit is on disk when its
-    /// flush can go on meanwhile (SQLite: the WAL is flushed on a thread of
-    /// its own); nothing may depend on it being durable before
-    /// [`Flushing::durable`] returned. `None`: durable already.
-    pub async fn commit_flushing_later(
+    /// [`Store::commit`], returning while the commit is under way when wf's
+    /// thread can go on meanwhile (SQLite: it is made on a thread of its
+    /// own); nothing may depend on it before [`Committing::done`] returned.
+    /// `None`: committed already (PostgreSQL: this waits for the reply).
+    pub async fn commit_elsewhere(
         &mut self,
         fence: &Fence,
-        writes: &[Write],
-    ) -> Result<Option<Flushing>> {
+        writes: Vec<Write>,
+    ) -> Result<Option<Committing>> {
         match self {
-            Store::Sqlite(s) => s.commit_flushing_later(fence, writes),
-            Store::Postgres(p) => p.commit(fence, writes).await.map(|()| None),
+            Store::Sqlite(s) => s.commit_elsewhere(fence, writes),
+            Store::Postgres(p) => p.commit(fence, &writes).await.map(|()| None),
         }
     }
 

@@ -7,9 +7,8 @@
 //!
 //! The commit must leave wf's thread free meanwhile: on PostgreSQL it is
 //! a round trip, sent before the processes are started and awaited after;
-//! on SQLite the transaction is committed first and its flush to disk (the
-//! WAL's `fdatasync`, what makes it durable) runs on a thread of its own
-//! (`store::Flushing`). Only as many processes are held as are loaded in
+//! on SQLite the transaction (and the WAL's sync that makes it durable) is
+//! made on a thread of its own (`store::Committing`). Only as many processes are held as are loaded in
 //! the time the last commit took: when many start at once (200 parallel
 //! steps), the rest start after the commit, each running while wf starts
 //! the next, rather than all loaded first and let go at once (measured 50
@@ -56,12 +55,11 @@ impl Runner<'_> {
             self.commit_took = sent.elapsed();
             r
         } else {
-            // SQLite: committed here, flushed to disk on another thread
-            // while the processes load.
-            match store.commit_flushing_later(&fence, &writes).await {
-                Ok(Some(flushing)) => {
+            // SQLite: committed on another thread while the processes load.
+            match store.commit_elsewhere(&fence, writes).await {
+                Ok(Some(committing)) => {
                     self.start_held(spawns, sent, &mut deferred);
-                    let r = flushing.durable().await;
+                    let r = committing.done().await;
                     self.commit_took = sent.elapsed();
                     r
                 }

@@ -9,10 +9,9 @@
 //! - `synchronous=FULL` (default) fsyncs the WAL on every commit, so a
 //!   completed step survives a power loss; `WF_DURABILITY=normal` selects
 //!   `synchronous=NORMAL` (survives a process crash, not a power loss).
-//!   A step's commit is made with NORMAL and its WAL then flushed by wf on a
-//!   thread of its own (`walsync`): as durable as FULL once that returned,
-//!   and the step's process loads meanwhile. A commit that need not survive
-//!   a power loss (a process group's record) is made with NORMAL alone.
+//!   A commit that starts steps is made on a thread of wf's own
+//!   (`offthread`), while the steps' processes load. A commit that need not
+//!   survive a power loss (a process group's record) is made with NORMAL.
 //! - `busy_timeout=10000`: a second process waits for the write lock instead
 //!   of failing at once (leases, not locks, keep two runners apart).
 //!   `WF_BUSY_TIMEOUT_MS` overrides the 10 s (the tests use it so that a
@@ -21,6 +20,7 @@
 
 mod copy;
 mod lease;
+mod offthread;
 #[cfg(test)]
 mod plans;
 mod prune;
@@ -28,10 +28,9 @@ mod records;
 mod schedules;
 mod schema;
 mod spans;
-mod walsync;
 mod write;
 
-pub use walsync::Flushing;
+pub use offthread::Committing;
 
 use super::rows::*;
 use super::{Result, StoreError};
@@ -103,12 +102,21 @@ fn prefix_end(prefix: &str) -> Option<String> {
     None
 }
 
+/// A runner's write transaction on `conn`: IMMEDIATE (takes the write lock
+/// up front, so it never fails half-way with SQLITE_BUSY on upgrade), then
+/// the check that `fence` still holds the instance (refused with
+/// [`StoreError::Fenced`] if not).
+fn fenced<'c>(conn: &'c mut Connection, fence: &Fence) -> Result<rusqlite::Transaction<'c>> {
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    check_fence(&tx, fence)?;
+    Ok(tx)
+}
+
 pub struct SqliteStore {
-    conn: Connection,
+    /// Here, or lent to the commit thread (`offthread`).
+    conn: offthread::Conn,
     path: PathBuf,
     durability: Durability,
-    /// The WAL file, for commits flushed later (`walsync`).
-    wal: Option<walsync::Wal>,
 }
 
 impl SqliteStore {
@@ -157,10 +165,9 @@ impl SqliteStore {
         )
         .map_err(|e| err(sqlite_reason(&e)))?;
         let mut store = SqliteStore {
-            conn,
+            conn: offthread::Conn::new(conn),
             path: path.to_path_buf(),
             durability: Durability::from_env(),
-            wal: None,
         };
         store.configure(store.durability).map_err(|e| {
             err(match e {
@@ -265,12 +272,9 @@ impl SqliteStore {
             .transaction_with_behavior(TransactionBehavior::Immediate)?)
     }
 
-    /// A runner's write transaction: IMMEDIATE, then the check that `fence`
-    /// still holds the instance (refused with [`StoreError::Fenced`] if not).
+    /// A runner's write transaction ([`fenced`]).
     fn fenced(&mut self, fence: &Fence) -> Result<rusqlite::Transaction<'_>> {
-        let tx = self.write()?;
-        check_fence(&tx, fence)?;
-        Ok(tx)
+        fenced(&mut self.conn, fence)
     }
 
     /// Runs `f` in a fenced transaction whose commit is not fsynced

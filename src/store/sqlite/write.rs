@@ -63,16 +63,22 @@ fn apply(c: &Connection, id: &str, w: &Write) -> Result<()> {
     }
 }
 
+/// Applies `writes` on `conn` in one transaction, refused (nothing applied)
+/// unless `fence` still holds the instance.
+pub(super) fn commit(conn: &mut Connection, fence: &Fence, writes: &[Write]) -> Result<()> {
+    let tx = super::fenced(conn, fence)?;
+    for w in writes {
+        apply(&tx, &fence.instance, w)?;
+    }
+    tx.commit()?;
+    Ok(())
+}
+
 impl SqliteStore {
     /// Applies `writes` in one transaction, refused (nothing applied) unless
     /// `fence` still holds the instance.
     pub fn commit(&mut self, fence: &Fence, writes: &[Write]) -> Result<()> {
-        let tx = self.fenced(fence)?;
-        for w in writes {
-            apply(&tx, &fence.instance, w)?;
-        }
-        tx.commit()?;
-        Ok(())
+        commit(&mut self.conn, fence, writes)
     }
 
     /// [`Store::commit`] without waiting for the disk (see
