@@ -12,6 +12,13 @@
 //!   A commit that starts steps is made on a thread of wf's own
 //!   (`offthread`), while the steps' processes load. A commit that need not
 //!   survive a power loss (a process group's record) is made with NORMAL.
+//! - A persistent WAL (`SQLITE_FCNTL_PERSIST_WAL`): the last connection to
+//!   close still checkpoints the WAL into the database file, but leaves the
+//!   `-wal` file (and `-shm`) in place instead of deleting it, so the next
+//!   run writes over blocks the file already has. Deleting it cost about 2
+//!   ms at every exit, and a WAL that grows makes each commit's `fsync`
+//!   write the file's size too: 300 `/bin/true` steps on a database used
+//!   before, 898 against 839 µs a step (11 alternated runs).
 //! - `busy_timeout=10000`: a second process waits for the write lock instead
 //!   of failing at once (leases, not locks, keep two runners apart).
 //!   `WF_BUSY_TIMEOUT_MS` overrides the 10 s (the tests use it so that a
@@ -215,6 +222,25 @@ impl SqliteStore {
         }
         self.conn
             .execute_batch(&format!("{}; PRAGMA foreign_keys=ON;", durability.pragma()))?;
+        // The WAL file is kept when the last connection closes (after the
+        // checkpoint that closing makes, so the database file alone holds
+        // everything): see the module's doc.
+        let mut persist: std::os::raw::c_int = 1;
+        // SAFETY: the connection's own handle, alive for the call;
+        // SQLITE_FCNTL_PERSIST_WAL reads and writes the one int it points to.
+        let rc = unsafe {
+            rusqlite::ffi::sqlite3_file_control(
+                self.conn.handle(),
+                c"main".as_ptr(),
+                rusqlite::ffi::SQLITE_FCNTL_PERSIST_WAL,
+                (&raw mut persist).cast(),
+            )
+        };
+        if rc != rusqlite::ffi::SQLITE_OK {
+            return Err(StoreError::Sql(format!(
+                "cannot keep the WAL file (SQLite error {rc})"
+            )));
+        }
         Ok(())
     }
 
