@@ -134,6 +134,12 @@ impl Printer {
         let _ = out.flush();
     }
 
+    /// Whether [`Printer::info`] prints (not with `--quiet`): what only an
+    /// info line needs is not worth computing otherwise.
+    pub fn informs(&self) -> bool {
+        !self.quiet
+    }
+
     /// A diagnostic line on stderr.
     pub fn info(&self, text: &str) {
         if !self.quiet {

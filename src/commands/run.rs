@@ -71,6 +71,10 @@ pub async fn run(args: Args, db: Option<PathBuf>, printer: &Printer) -> anyhow::
 /// One line on stderr when a run ends: how long it took and how its steps
 /// stand (for_each items and compensations are parts of their step).
 pub async fn summarize(printer: &Printer, store: &crate::store::Store, id: &str, took: Duration) {
+    // Two queries, one of which reads the definition: not for nothing.
+    if !printer.informs() {
+        return;
+    }
     let Ok(steps) = store.steps(id).await else {
         return;
     };
