@@ -611,6 +611,33 @@ fn the_database_is_created_with_mode_0600() {
 }
 
 #[test]
+fn once_wf_exited_the_database_file_alone_holds_the_whole_history() {
+    let t = Test::new();
+    if t.sqlite_only("the files of a SQLite database") {
+        return;
+    }
+    let id = run_ok(&t, "orders.yaml", ORDERS, &[], 0);
+    // The WAL file is kept for the next run, but was checkpointed at exit.
+    assert!(t.path().join("wf.db-wal").exists(), "the WAL file is kept");
+    let copy = t.path().join("copy").join("wf.db");
+    std::fs::create_dir(copy.parent().expect("a folder")).expect("mkdir");
+    std::fs::copy(&t.db, &copy).expect("copy the database file");
+    let rows = crate::python_sqlite(
+        &copy,
+        "import sqlite3, sys\n\
+         c = sqlite3.connect(sys.argv[1])\n\
+         print(c.execute(\"SELECT status, count(*) FROM steps GROUP BY status\").fetchall(),\n\
+               c.execute(\"SELECT status FROM instances\").fetchall(),\n\
+               c.execute(\"SELECT count(*) FROM attempts\").fetchone())",
+    );
+    assert_eq!(
+        rows.trim(),
+        "[('completed', 3)] [('completed',)] (4,)",
+        "the copy of {id}"
+    );
+}
+
+#[test]
 fn a_read_command_on_a_missing_database_says_so_and_creates_nothing() {
     let t = Test::new();
     if t.sqlite_only("a database file that does not exist; see pg::") {
