@@ -8,11 +8,11 @@
 //! The commit must leave wf's thread free meanwhile: on PostgreSQL it is
 //! a round trip, sent before the processes are started and awaited after;
 //! on SQLite the transaction (and the WAL's sync that makes it durable) is
-//! made on a thread of its own (`store::Committing`). Only as many processes are held as are loaded in
-//! the time the last commit took: when many start at once (200 parallel
-//! steps), the rest start after the commit, each running while wf starts
-//! the next, rather than all loaded first and let go at once (measured 50
-//! ms slower for 200).
+//! made on a thread of its own (`store::Committing`). Only as many processes
+//! are held as are loaded in the time the last commit took: when many start
+//! at once (200 parallel steps), the rest start after the commit, each
+//! running while wf starts the next, rather than all loaded first and let
+//! go at once (measured 50 ms slower for 200).
 
 use super::*;
 
