@@ -334,7 +334,8 @@ pub(super) struct Runner<'o> {
     started_groups: Vec<groups::PendingGroup>,
     /// Processes held at their exec until the commit in progress returns.
     held: Vec<u32>,
-    /// How long the last commit on PostgreSQL took, sent to returned.
+    /// How long the last commit that started work took, sent to returned
+    /// (`commit::start_held`).
     commit_took: Duration,
     /// What the run decided since its last commit, applied at the next one.
     pub(super) writes: Vec<Write>,

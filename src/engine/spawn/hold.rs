@@ -2,11 +2,11 @@
 //!
 //! SPEC §3 asks that an attempt be durable before its command can have any
 //! effect. Started only after the commit returns, a step pays for the commit
-//! (a WAL flush; on PostgreSQL a round trip as well) and then for its
-//! process's clone and exec, one after the other. Held, it pays for the
-//! longer of the two: the process is cloned and its program loaded while the
-//! commit is under way, and the kernel stops it before its first instruction,
-//! until wf lets it go on.
+//! (on SQLite its transaction and WAL sync; on PostgreSQL a round trip) and
+//! then for its process's clone and exec, one after the other. Held, it pays
+//! for the longer of the two: the process is cloned and its program loaded
+//! while the commit is under way, and the kernel stops it before its first
+//! instruction, until wf lets it go on.
 //!
 //! The stop is ptrace's exec stop: the child asks to be traced by wf
 //! (`PTRACE_TRACEME`) just before its `execve`, so that the kernel stops it
@@ -157,20 +157,26 @@ mod tests {
         }
     }
 
+    /// `sh -c script` in `dir`, held: checks it is stopped by its exec's
+    /// trap (the program is loaded, and not one of its instructions has
+    /// run). Within the runtime, which the child is registered with.
+    fn held_sh(script: &str, dir: &Path) -> (super::super::Child, libc::pid_t) {
+        let args = ["-c".as_ref(), script.as_ref()];
+        let child = spawn(&spec("sh".as_ref(), &args, dir)).expect("spawn");
+        assert!(child.held());
+        let pid = child.id() as libc::pid_t;
+        assert_eq!(
+            report(pid).expect("waitid"),
+            (libc::CLD_TRAPPED, libc::SIGTRAP)
+        );
+        (child, pid)
+    }
+
     #[test]
     fn a_held_process_runs_nothing_until_released() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let args = ["-c".as_ref(), "echo ran > marker; echo out".as_ref()];
         rt().block_on(async {
-            let mut child = spawn(&spec("sh".as_ref(), &args, dir.path())).expect("spawn");
-            assert!(child.held());
-            let pid = child.id() as libc::pid_t;
-            // Stopped by the exec's trap: the program is loaded, and not one
-            // of its instructions has run.
-            assert_eq!(
-                report(pid).expect("waitid"),
-                (libc::CLD_TRAPPED, libc::SIGTRAP)
-            );
+            let (mut child, pid) = held_sh("echo ran > marker; echo out", dir.path());
             assert!(!dir.path().join("marker").exists());
             release(pid).expect("release");
             let mut out = String::new();
@@ -187,14 +193,8 @@ mod tests {
     #[test]
     fn a_signal_to_a_held_process_is_delivered_after_its_release() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let args = ["-c".as_ref(), "echo ran > marker".as_ref()];
         rt().block_on(async {
-            let mut child = spawn(&spec("sh".as_ref(), &args, dir.path())).expect("spawn");
-            let pid = child.id() as libc::pid_t;
-            assert_eq!(
-                report(pid).expect("waitid"),
-                (libc::CLD_TRAPPED, libc::SIGTRAP)
-            );
+            let (mut child, pid) = held_sh("echo ran > marker", dir.path());
             // SAFETY: our own child.
             unsafe { libc::kill(pid, libc::SIGTERM) };
             release(pid).expect("release");

@@ -22,8 +22,8 @@ use crate::store::{Fence, Result, StoreError, Write};
 use rusqlite::Connection;
 use std::cell::{Cell, OnceCell};
 use std::ops::{Deref, DerefMut};
+use std::sync::OnceLock;
 use std::sync::mpsc;
-use std::sync::{Mutex, OnceLock};
 
 /// The store's connection: here, or lent to the commit thread and on its
 /// way back (taken back, waiting if need be, at the next use).
@@ -97,20 +97,18 @@ impl Committing {
     /// Waits until the transaction committed (durably, as the database is
     /// set to be) or failed (nothing of it applied).
     pub async fn done(self) -> Result<()> {
-        self.0.await.unwrap_or_else(|_| Err(gone()))
+        self.0
+            .await
+            .unwrap_or_else(|_| Err(StoreError::Sql("the commit thread is gone".into())))
     }
-}
-
-fn gone() -> StoreError {
-    StoreError::Sql("the commit thread is gone".into())
 }
 
 type Job = Box<dyn FnOnce() + Send>;
 
 /// The commit thread, started at the first commit lent to it (`None` if it
 /// could not be: commits are then made on wf's thread).
-fn committer() -> Option<&'static Mutex<mpsc::Sender<Job>>> {
-    static COMMITTER: OnceLock<Option<Mutex<mpsc::Sender<Job>>>> = OnceLock::new();
+fn committer() -> Option<&'static mpsc::Sender<Job>> {
+    static COMMITTER: OnceLock<Option<mpsc::Sender<Job>>> = OnceLock::new();
     COMMITTER
         .get_or_init(|| {
             let (tx, rx) = mpsc::channel::<Job>();
@@ -122,7 +120,7 @@ fn committer() -> Option<&'static Mutex<mpsc::Sender<Job>>> {
                     }
                 })
                 .ok()
-                .map(|_| Mutex::new(tx))
+                .map(|_| tx)
         })
         .as_ref()
 }
@@ -139,9 +137,6 @@ impl SqliteStore {
         let Some(committer) = committer() else {
             self.commit(fence, &writes)?;
             return Ok(None);
-        };
-        let Ok(committer) = committer.lock() else {
-            return Err(gone());
         };
         let (mut conn, give_back) = self.conn.lend();
         let (done, committed) = tokio::sync::oneshot::channel();
