@@ -265,8 +265,13 @@ impl SqliteStore {
             .transaction_with_behavior(TransactionBehavior::Exclusive)?;
         // Another process may have migrated while we waited for the lock.
         let now: i64 = tx.query_row("PRAGMA user_version", [], |r| r.get(0))?;
-        for sql in schema::MIGRATIONS.iter().skip(now as usize) {
-            tx.execute_batch(sql)?;
+        if now == 0 {
+            // A new database: made as the migrations would leave it.
+            tx.execute_batch(schema::CURRENT)?;
+        } else {
+            for sql in schema::MIGRATIONS.iter().skip(now as usize) {
+                tx.execute_batch(sql)?;
+            }
         }
         if now < known {
             tx.execute_batch(&format!("PRAGMA user_version={known}"))?;
