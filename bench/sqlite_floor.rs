@@ -20,10 +20,18 @@
 //! 5. a `$WF_OUTPUT` file made before the command starts and removed after
 //!    it ended (wf makes and recycles them while steps run instead).
 //!
-//! Usage: `sqlite_floor STEPS DB [RUNG [PROGRAM]]` (DB is created afresh;
+//! `--overlap` measures the first idea issue 16 offers: each commit is made
+//! on a thread of its own while the command's process is forked, and the
+//! child waits on a pipe, before its `execve`, until the commit returned
+//! (so nothing of the command runs before its attempt is durable). std's
+//! `Command` forks (rather than `posix_spawn`s) once a `pre_exec` hook is
+//! set, and waits for the `execve` itself.
+//!
+//! Usage: `sqlite_floor [--overlap] STEPS DB [RUNG [PROGRAM]]` (DB is created afresh;
 //! PROGRAM defaults to `/bin/true`). Built by bench.py as a cargo example
 //! (`cargo build --release --example sqlite_floor`), with the same SQLite as wf.
 
+use nix::libc;
 use rusqlite::{Connection, TransactionBehavior, params};
 use std::io::Read;
 use std::os::unix::process::CommandExt;
@@ -71,9 +79,11 @@ fn now() -> String {
 }
 
 fn main() -> rusqlite::Result<()> {
-    let args: Vec<String> = std::env::args().collect();
+    let mut args: Vec<String> = std::env::args().collect();
+    let overlap = args.iter().any(|a| a == "--overlap");
+    args.retain(|a| a != "--overlap");
     if args.len() < 3 {
-        eprintln!("usage: sqlite_floor STEPS DB [RUNG [PROGRAM]]");
+        eprintln!("usage: sqlite_floor [--overlap] STEPS DB [RUNG [PROGRAM]]");
         std::process::exit(2);
     }
     let steps: u64 = args[1].parse().expect("STEPS: a number");
@@ -82,65 +92,23 @@ fn main() -> rusqlite::Result<()> {
     for suffix in ["", "-wal", "-shm"] {
         let _ = std::fs::remove_file(format!("{}{suffix}", args[2]));
     }
-    let mut conn = Connection::open(&args[2])?;
+    let conn = Connection::open(&args[2])?;
     conn.query_row("PRAGMA journal_mode=WAL", [], |r| r.get::<_, String>(0))?;
     conn.execute_batch(&format!("PRAGMA synchronous=FULL; {SCHEMA}"))?;
+    let mut db = if overlap {
+        Db::Thread(committer(conn))
+    } else {
+        Db::Here(conn)
+    };
     let (mut out, mut err) = (Vec::new(), Vec::new());
     let mut ended: Option<(String, i32)> = None;
-    let end = "UPDATE attempts SET outcome = 'ok', exit_code = ?3, finished_at = ?4, \
-               stdout = ?5, stderr = ?6 WHERE instance_id = ?1 AND step_key = ?2 AND attempt = 1";
     let output_dir = std::env::temp_dir();
     for step in 0..steps {
         let key = format!("s{step}");
-        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-        if let Some((prev, code)) = &ended {
-            tx.prepare_cached(end)?
-                .execute(params![INSTANCE, prev, code, now(), &out, &err])?;
-            if rung >= 1 {
-                tx.prepare_cached(
-                    "UPDATE steps SET status = 'completed', outcome = 'ok', output = ?3, \
-                     finished_at = ?4 WHERE instance_id = ?1 AND key = ?2",
-                )?
-                .execute(params![
-                    INSTANCE,
-                    prev,
-                    r#"{"stdout":"","exit_code":0,"json":null}"#,
-                    now()
-                ])?;
-            }
-            if rung >= 2 {
-                let mut insert = tx.prepare_cached(
-                    "INSERT INTO spans (instance_seq, run, start_ns, end_ns, span_id, parent, \
-                     trace_id, name, attributes) VALUES (1, 1, ?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-                )?;
-                for (i, (name, attributes)) in SPANS.iter().enumerate() {
-                    let ns = chrono::Utc::now().timestamp_nanos_opt().unwrap_or(0);
-                    let id = (step * 4 + i as u64).to_be_bytes();
-                    insert.execute(params![
-                        ns,
-                        ns + 1000,
-                        &id,
-                        &[9u8; 8],
-                        &[7u8; 16],
-                        name,
-                        attributes
-                    ])?;
-                }
-            }
-        }
-        if rung >= 1 {
-            tx.prepare_cached(
-                "INSERT INTO steps (instance_id, key, status, attempts, started_at) \
-                 VALUES (?1, ?2, 'running', 1, ?3)",
-            )?
-            .execute(params![INSTANCE, key, now()])?;
-        }
-        tx.prepare_cached(
-            "INSERT INTO attempts (instance_id, step_key, attempt, run, started_at) \
-             VALUES (?1, ?2, 1, 1, ?3)",
-        )?
-        .execute(params![INSTANCE, key, now()])?;
-        tx.commit()?;
+        let job = {
+            let (key, ended, out, err) = (key.clone(), ended.take(), out.clone(), err.clone());
+            move |conn: &mut Connection| record(conn, rung, step, &key, ended, &out, &err)
+        };
         let output_file = output_dir.join(format!("sqlite-floor-{}-{step}", std::process::id()));
         let mut command = Command::new(program);
         command
@@ -154,9 +122,38 @@ fn main() -> rusqlite::Result<()> {
             std::fs::File::create(&output_file).expect("$WF_OUTPUT");
             command.env("WF_OUTPUT", &output_file);
         }
-        let mut child = command.spawn().expect("spawn");
+        let mut child = match &mut db {
+            Db::Here(conn) => {
+                job(conn)?;
+                command.spawn().expect("spawn")
+            }
+            Db::Thread(jobs) => {
+                // The child is forked while the commit is under way and
+                // waits on the gate, before its exec, until it is durable.
+                let (gate, open) = gate();
+                // SAFETY: the hook makes one async-signal-safe call, read.
+                unsafe { command.pre_exec(move || wait_at(gate)) };
+                jobs.send(Box::new(move |conn| {
+                    let r = job(conn);
+                    if r.is_ok() {
+                        // SAFETY: writes one byte to our own pipe.
+                        unsafe { libc::write(open, [1u8].as_ptr().cast(), 1) };
+                    }
+                    // SAFETY: the write end, ours; a failed commit closes
+                    // it unwritten, and the child exits without its exec.
+                    unsafe { libc::close(open) };
+                    r.expect("commit");
+                }))
+                .expect("commit thread");
+                let child = command.spawn().expect("spawn");
+                // SAFETY: the read end, ours (the child had its own copy).
+                unsafe { libc::close(gate) };
+                child
+            }
+        };
         if rung >= 4 {
-            record_group(&mut conn, &key, child.id()).expect("process-group record");
+            let pid = child.id();
+            db.run(move |conn| record_group(conn, &key, pid))?;
         }
         out.clear();
         err.clear();
@@ -180,13 +177,158 @@ fn main() -> rusqlite::Result<()> {
             let _ = std::fs::read(&output_file);
             let _ = std::fs::remove_file(&output_file);
         }
-        ended = Some((key, status.code().unwrap_or(-1)));
+        ended = Some((format!("s{step}"), status.code().unwrap_or(-1)));
     }
     if let Some((prev, code)) = ended {
-        conn.prepare_cached(end)?
-            .execute(params![INSTANCE, prev, code, now(), &out, &err])?;
+        db.run(move |conn| {
+            conn.prepare_cached(END)?
+                .execute(params![INSTANCE, prev, code, now(), &out, &err])?;
+            Ok(())
+        })?;
+    }
+    if let Db::Thread(jobs) = db {
+        drop(jobs);
+        DONE.with(|d| d.take().map(|h| h.join().expect("commit thread")));
     }
     Ok(())
+}
+
+const END: &str = "UPDATE attempts SET outcome = 'ok', exit_code = ?3, finished_at = ?4, \
+                   stdout = ?5, stderr = ?6 WHERE instance_id = ?1 AND step_key = ?2 AND attempt = 1";
+
+type Job = Box<dyn FnOnce(&mut Connection) + Send>;
+
+/// Where the connection is: here, or on the commit thread (`--overlap`).
+enum Db {
+    Here(Connection),
+    Thread(std::sync::mpsc::Sender<Job>),
+}
+
+impl Db {
+    /// Runs `f` on the connection, and waits for it.
+    fn run(
+        &mut self,
+        f: impl FnOnce(&mut Connection) -> rusqlite::Result<()> + Send + 'static,
+    ) -> rusqlite::Result<()> {
+        match self {
+            Db::Here(conn) => f(conn),
+            Db::Thread(jobs) => {
+                let (tx, rx) = std::sync::mpsc::channel();
+                jobs.send(Box::new(move |conn| {
+                    let _ = tx.send(f(conn));
+                }))
+                .expect("commit thread");
+                rx.recv().expect("commit thread")
+            }
+        }
+    }
+}
+
+thread_local! {
+    static DONE: std::cell::Cell<Option<std::thread::JoinHandle<()>>> =
+        const { std::cell::Cell::new(None) };
+}
+
+/// The thread that makes the commits in `--overlap` mode, in order.
+fn committer(mut conn: Connection) -> std::sync::mpsc::Sender<Job> {
+    let (tx, rx) = std::sync::mpsc::channel::<Job>();
+    let handle = std::thread::spawn(move || {
+        for job in rx {
+            job(&mut conn);
+        }
+    });
+    DONE.with(|d| d.set(Some(handle)));
+    tx
+}
+
+/// A pipe (read end, write end), both close-on-exec.
+fn gate() -> (i32, i32) {
+    let mut fds = [0; 2];
+    // SAFETY: pipe2 writes two descriptors into `fds`.
+    let r = unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) };
+    assert_eq!(r, 0, "pipe2: {}", std::io::Error::last_os_error());
+    (fds[0], fds[1])
+}
+
+/// In the forked child: waits until the gate is opened (a byte), or fails
+/// if it was closed unopened (the commit failed).
+fn wait_at(gate: i32) -> std::io::Result<()> {
+    let mut byte = 0u8;
+    loop {
+        // SAFETY: reads one byte into `byte`.
+        match unsafe { libc::read(gate, (&raw mut byte).cast(), 1) } {
+            1 => return Ok(()),
+            0 => return Err(std::io::Error::other("the attempt was not recorded")),
+            _ => {
+                let e = std::io::Error::last_os_error();
+                if e.kind() != std::io::ErrorKind::Interrupted {
+                    return Err(e);
+                }
+            }
+        }
+    }
+}
+
+/// Step `step`'s commit: the end of the `ended` attempt, the new attempt,
+/// and what rung `rung` adds.
+fn record(
+    conn: &mut Connection,
+    rung: u32,
+    step: u64,
+    key: &str,
+    ended: Option<(String, i32)>,
+    out: &[u8],
+    err: &[u8],
+) -> rusqlite::Result<()> {
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    if let Some((prev, code)) = &ended {
+        tx.prepare_cached(END)?
+            .execute(params![INSTANCE, prev, code, now(), out, err])?;
+        if rung >= 1 {
+            tx.prepare_cached(
+                "UPDATE steps SET status = 'completed', outcome = 'ok', output = ?3, \
+                 finished_at = ?4 WHERE instance_id = ?1 AND key = ?2",
+            )?
+            .execute(params![
+                INSTANCE,
+                prev,
+                r#"{"stdout":"","exit_code":0,"json":null}"#,
+                now()
+            ])?;
+        }
+        if rung >= 2 {
+            let mut insert = tx.prepare_cached(
+                "INSERT INTO spans (instance_seq, run, start_ns, end_ns, span_id, parent, \
+                 trace_id, name, attributes) VALUES (1, 1, ?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+            )?;
+            for (i, (name, attributes)) in SPANS.iter().enumerate() {
+                let ns = chrono::Utc::now().timestamp_nanos_opt().unwrap_or(0);
+                let id = (step * 4 + i as u64).to_be_bytes();
+                insert.execute(params![
+                    ns,
+                    ns + 1000,
+                    &id,
+                    &[9u8; 8],
+                    &[7u8; 16],
+                    name,
+                    attributes
+                ])?;
+            }
+        }
+    }
+    if rung >= 1 {
+        tx.prepare_cached(
+            "INSERT INTO steps (instance_id, key, status, attempts, started_at) \
+             VALUES (?1, ?2, 'running', 1, ?3)",
+        )?
+        .execute(params![INSTANCE, key, now()])?;
+    }
+    tx.prepare_cached(
+        "INSERT INTO attempts (instance_id, step_key, attempt, run, started_at) \
+         VALUES (?1, ?2, 1, 1, ?3)",
+    )?
+    .execute(params![INSTANCE, key, now()])?;
+    tx.commit()
 }
 
 /// The process group of a started attempt, in a transaction without a sync
