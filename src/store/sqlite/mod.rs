@@ -267,7 +267,9 @@ impl SqliteStore {
         let now: i64 = tx.query_row("PRAGMA user_version", [], |r| r.get(0))?;
         if now == 0 {
             // A new database: made as the migrations would leave it.
-            tx.execute_batch(schema::CURRENT)?;
+            for sql in schema::CURRENT {
+                tx.execute_batch(sql)?;
+            }
         } else {
             for sql in schema::MIGRATIONS.iter().skip(now as usize) {
                 tx.execute_batch(sql)?;

@@ -156,13 +156,26 @@ pub const MIGRATIONS: &[&str] = &[
     r#"
     ALTER TABLE instances ADD COLUMN outputs TEXT;  -- JSON object, set when the instance completes
     "#,
-    // 8: schedules (`wf schedule add`). A row per `on.schedule` entry holds
-    // the next fire time not yet taken; a worker takes a fire time by moving
-    // it on only if it is still the one it read, in the transaction that
-    // creates the instance, so a fire time starts one instance however many
-    // workers run. `schedule_fires` records which fire time started which
-    // instance (`wf inspect`), and its key refuses a second one.
+    // 8: schedules ([`SCHEDULES`]).
+    SCHEDULES,
+    // 9: `wf restart`. A step's success records the `set_state` patch it
+    // committed, so that a restart rebuilds the state from the kept steps'
+    // patches in commit order (`seq`); a run records the step it restarted from.
     r#"
+    ALTER TABLE steps ADD COLUMN state_patch TEXT;  -- JSON merge patch committed with the step's success
+    ALTER TABLE runs ADD COLUMN restart_from TEXT;  -- `wf restart --from STEP`: STEP
+    "#,
+    // 10: `wf list` by status or workflow ([`LIST_INDEXES`]).
+    LIST_INDEXES,
+];
+
+// 8: schedules (`wf schedule add`). A row per `on.schedule` entry holds
+// the next fire time not yet taken; a worker takes a fire time by moving
+// it on only if it is still the one it read, in the transaction that
+// creates the instance, so a fire time starts one instance however many
+// workers run. `schedule_fires` records which fire time started which
+// instance (`wf inspect`), and its key refuses a second one.
+const SCHEDULES: &str = r#"
     CREATE TABLE schedules (
         workflow         TEXT NOT NULL,
         idx              INTEGER NOT NULL,      -- position in on.schedule
@@ -193,33 +206,31 @@ pub const MIGRATIONS: &[&str] = &[
         PRIMARY KEY (workflow, idx, fire_ms)
     ) WITHOUT ROWID;
     CREATE INDEX schedule_fires_by_instance ON schedule_fires(instance_id);
-    "#,
-    // 9: `wf restart`. A step's success records the `set_state` patch it
-    // committed, so that a restart rebuilds the state from the kept steps'
-    // patches in commit order (`seq`); a run records the step it restarted from.
-    r#"
-    ALTER TABLE steps ADD COLUMN state_patch TEXT;  -- JSON merge patch committed with the step's success
-    ALTER TABLE runs ADD COLUMN restart_from TEXT;  -- `wf restart --from STEP`: STEP
-    "#,
-    // 10: `wf list --status S` / `--workflow W` read the newest matching
-    // instances straight off an index. Before, they walked `instances_by_created`
-    // from the newest row and looked each one up until LIMIT matched: a status
-    // or workflow with no rows read every instance (22 ms at 100,000, growing
-    // with the history; bench/scale.py).
-    r#"
+    "#;
+
+// 10: `wf list --status S` / `--workflow W` read the newest matching
+// instances straight off an index. Before, they walked `instances_by_created`
+// from the newest row and looked each one up until LIMIT matched: a status
+// or workflow with no rows read every instance (22 ms at 100,000, growing
+// with the history; bench/scale.py).
+const LIST_INDEXES: &str = r#"
     CREATE INDEX instances_by_status_created ON instances(status, created_at);
     CREATE INDEX instances_by_workflow_created ON instances(workflow, created_at);
-    "#,
-];
+    "#;
 
-/// The schema [`MIGRATIONS`] make, as one script: what a new database is
-/// created with. Applying every migration in turn re-reads the schema at
-/// each `ALTER TABLE` (2.8 ms for a new database here, against 1.3 ms for
-/// this; a first `wf run` of a 1-step workflow took 9.3 ms). The objects,
-/// their columns (in the order the `ALTER`s appended them) and their
+/// The schema [`MIGRATIONS`] make, as scripts run in one transaction: what
+/// a new database is created with. Applying every migration in turn re-reads
+/// the schema at each `ALTER TABLE` (2.8 ms for a new database here, against
+/// 1.3 ms for this; a first `wf run` of a 1-step workflow took 9.3 ms). The
+/// objects, their columns (in the order the `ALTER`s appended them) and their
 /// creation order are those of the migrated schema; the test
-/// `current_is_what_the_migrations_make` compares the two.
-pub const CURRENT: &str = r#"
+/// `current_is_what_the_migrations_make` compares the two. The migrations
+/// that only create are shared.
+pub const CURRENT: &[&str] = &[CORE, SCHEDULES, LIST_INDEXES];
+
+/// What the migrations other than 8 and 10 left: every table but the
+/// schedules', with the columns later migrations added.
+const CORE: &str = r#"
     -- Pinned workflow definitions, shared by the instances started from the
     -- same text. Kept out of `instances` so that the rows updated on every step
     -- stay small.
@@ -338,40 +349,6 @@ pub const CURRENT: &str = r#"
         exported        INTEGER NOT NULL DEFAULT 0          -- sent to the live OTLP endpoint
     );
     CREATE INDEX spans_by_instance ON spans(instance_id, run, start_ns);
-
-    CREATE TABLE schedules (
-        workflow         TEXT NOT NULL,
-        idx              INTEGER NOT NULL,      -- position in on.schedule
-        spec             TEXT NOT NULL,         -- cron expression, or `every 30s`
-        timezone         TEXT,                  -- IANA zone of a cron expression
-        overlap          TEXT NOT NULL,         -- skip, allow, buffer_one, cancel_previous
-        catchup_ms       INTEGER NOT NULL,
-        inputs           TEXT NOT NULL,         -- JSON object, resolved
-        state            TEXT NOT NULL,         -- JSON object: the initial state of its instances
-        definition_hash  TEXT NOT NULL REFERENCES definitions(hash),
-        workflow_path    TEXT NOT NULL,
-        base_dir         TEXT NOT NULL,
-        next_fire_ms     INTEGER NOT NULL,      -- unix ms: the next fire time not yet taken
-        buffered_ms      INTEGER,               -- buffer_one: a fire time waiting for the previous instance
-        last_instance    TEXT,
-        last_fire_ms     INTEGER,
-        skipped          INTEGER NOT NULL DEFAULT 0,
-        registered_at    TEXT NOT NULL,
-        PRIMARY KEY (workflow, idx)
-    ) WITHOUT ROWID;
-    CREATE TABLE schedule_fires (
-        workflow     TEXT NOT NULL,
-        idx          INTEGER NOT NULL,
-        fire_ms      INTEGER NOT NULL,
-        instance_id  TEXT NOT NULL,
-        spec         TEXT NOT NULL,
-        timezone     TEXT,
-        PRIMARY KEY (workflow, idx, fire_ms)
-    ) WITHOUT ROWID;
-    CREATE INDEX schedule_fires_by_instance ON schedule_fires(instance_id);
-
-    CREATE INDEX instances_by_status_created ON instances(status, created_at);
-    CREATE INDEX instances_by_workflow_created ON instances(workflow, created_at);
 "#;
 
 #[cfg(test)]
@@ -439,7 +416,9 @@ mod tests {
             migrated.execute_batch(sql).expect("migration");
         }
         let created = Connection::open_in_memory().expect("open");
-        created.execute_batch(CURRENT).expect("CURRENT");
+        for sql in CURRENT {
+            created.execute_batch(sql).expect("CURRENT");
+        }
         let (migrated, created) = (describe(&migrated), describe(&created));
         assert!(migrated.len() > 100, "{migrated:#?}");
         first_difference(&migrated, &created);
