@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Where a step's time goes, segment by segment (bench/RESULTS.md, issue 16).
 
-A build with timestamps at ten points of a step's life, then the median and
+A build with timestamps at fifteen points of a step's life, then the median and
 mean of each segment between consecutive points:
 
     git apply bench/timeline.patch && cargo build --release && git checkout src
@@ -13,7 +13,9 @@ around the child's clone (the parent is suspended until the child reached its
 exec), tx0/tx1 around a SQLite commit on its thread (store/sqlite/offthread.rs),
 commit1 (the commit is durable, as wf's thread learns), released (the held processes let go),
 exit (a process's exit seen), outputs (stdout, stderr and $WF_OUTPUT read),
-joined (the loop has the result).
+joined (the loop has the result), flushed (ended spans made rows), settled (the
+results applied), started (the next steps chosen and their attempts made),
+cspans (the commit's own spans), handed (a SQLite commit handed to its thread).
 """
 
 import collections
