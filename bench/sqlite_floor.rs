@@ -131,23 +131,32 @@ fn main() -> rusqlite::Result<()> {
                 // The child is forked while the commit is under way and
                 // waits on the gate, before its exec, until it is durable.
                 let (gate, open) = gate();
-                // SAFETY: the hook makes one async-signal-safe call, read.
-                unsafe { command.pre_exec(move || wait_at(gate)) };
+                // SAFETY: the hook makes async-signal-safe calls only: it
+                // closes the child's copy of the write end (still open in
+                // the parent until `spawn` returned), so that a commit that
+                // failed (the program exits) reads as the pipe's end.
+                unsafe {
+                    command.pre_exec(move || {
+                        libc::close(open);
+                        wait_at(gate)
+                    })
+                };
                 jobs.send(Box::new(move |conn| {
-                    let r = job(conn);
-                    if r.is_ok() {
-                        // SAFETY: writes one byte to our own pipe.
-                        unsafe { libc::write(open, [1u8].as_ptr().cast(), 1) };
+                    if let Err(e) = job(conn) {
+                        eprintln!("sqlite_floor: commit: {e}");
+                        std::process::exit(1);
                     }
-                    // SAFETY: the write end, ours; a failed commit closes
-                    // it unwritten, and the child exits without its exec.
-                    unsafe { libc::close(open) };
-                    r.expect("commit");
+                    // SAFETY: writes one byte to our own pipe.
+                    unsafe { libc::write(open, [1u8].as_ptr().cast(), 1) };
                 }))
                 .expect("commit thread");
                 let child = command.spawn().expect("spawn");
-                // SAFETY: the read end, ours (the child had its own copy).
-                unsafe { libc::close(gate) };
+                // SAFETY: both ends, ours; the child has exec'd (its copies
+                // closed with it), and the commit has written its byte.
+                unsafe {
+                    libc::close(gate);
+                    libc::close(open);
+                }
                 child
             }
         };
