@@ -96,7 +96,7 @@ fn main() -> rusqlite::Result<()> {
     conn.query_row("PRAGMA journal_mode=WAL", [], |r| r.get::<_, String>(0))?;
     conn.execute_batch(&format!("PRAGMA synchronous=FULL; {SCHEMA}"))?;
     let mut db = if overlap {
-        Db::Thread(committer(conn))
+        committer(conn)
     } else {
         Db::Here(conn)
     };
@@ -127,7 +127,7 @@ fn main() -> rusqlite::Result<()> {
                 job(conn)?;
                 command.spawn().expect("spawn")
             }
-            Db::Thread(jobs) => {
+            Db::Thread(jobs, _) => {
                 // The child is forked while the commit is under way and
                 // waits on the gate, before its exec, until it is durable.
                 let (gate, open) = gate();
@@ -195,9 +195,9 @@ fn main() -> rusqlite::Result<()> {
             Ok(())
         })?;
     }
-    if let Db::Thread(jobs) = db {
+    if let Db::Thread(jobs, thread) = db {
         drop(jobs);
-        DONE.with(|d| d.take().map(|h| h.join().expect("commit thread")));
+        thread.join().expect("commit thread");
     }
     Ok(())
 }
@@ -207,10 +207,11 @@ const END: &str = "UPDATE attempts SET outcome = 'ok', exit_code = ?3, finished_
 
 type Job = Box<dyn FnOnce(&mut Connection) + Send>;
 
-/// Where the connection is: here, or on the commit thread (`--overlap`).
+/// Where the connection is: here, or on the commit thread (`--overlap`),
+/// which ends once its jobs' sender is dropped.
 enum Db {
     Here(Connection),
-    Thread(std::sync::mpsc::Sender<Job>),
+    Thread(std::sync::mpsc::Sender<Job>, std::thread::JoinHandle<()>),
 }
 
 impl Db {
@@ -221,7 +222,7 @@ impl Db {
     ) -> rusqlite::Result<()> {
         match self {
             Db::Here(conn) => f(conn),
-            Db::Thread(jobs) => {
+            Db::Thread(jobs, _) => {
                 let (tx, rx) = std::sync::mpsc::channel();
                 jobs.send(Box::new(move |conn| {
                     let _ = tx.send(f(conn));
@@ -233,21 +234,15 @@ impl Db {
     }
 }
 
-thread_local! {
-    static DONE: std::cell::Cell<Option<std::thread::JoinHandle<()>>> =
-        const { std::cell::Cell::new(None) };
-}
-
 /// The thread that makes the commits in `--overlap` mode, in order.
-fn committer(mut conn: Connection) -> std::sync::mpsc::Sender<Job> {
+fn committer(mut conn: Connection) -> Db {
     let (tx, rx) = std::sync::mpsc::channel::<Job>();
-    let handle = std::thread::spawn(move || {
+    let thread = std::thread::spawn(move || {
         for job in rx {
             job(&mut conn);
         }
     });
-    DONE.with(|d| d.set(Some(handle)));
-    tx
+    Db::Thread(tx, thread)
 }
 
 /// A pipe (read end, write end), both close-on-exec.
