@@ -209,7 +209,16 @@ mod tests {
     fn a_program_that_gains_privileges_at_exec_is_not_held() {
         let dir = tempfile::tempdir().expect("tempdir");
         let program = dir.path().join("prog");
-        std::fs::copy("/bin/true", &program).expect("copy");
+        // Copied by `cp`, so that this process never holds the copy open
+        // for writing: a child another test thread clones meanwhile would
+        // inherit that descriptor until its own exec, and exec'ing the copy
+        // then fails with ETXTBSY (seen in CI).
+        let copied = std::process::Command::new("cp")
+            .arg("/bin/true")
+            .arg(&program)
+            .status()
+            .expect("cp");
+        assert!(copied.success(), "cp /bin/true: {copied}");
         rt().block_on(async {
             for (mode, held) in [
                 (0o755, true),
