@@ -19,6 +19,9 @@
 //!   ms at every exit, and a WAL that grows makes each commit's `fsync`
 //!   write the file's size too: 300 `/bin/true` steps on a database used
 //!   before, 898 against 839 µs a step (11 alternated runs).
+//! - The WAL's frames of a FULL commit reach the file in one write instead
+//!   of two per frame (`walbuf`, a VFS that is the default one for every
+//!   other file).
 //! - `busy_timeout=10000`: a second process waits for the write lock instead
 //!   of failing at once (leases, not locks, keep two runners apart).
 //!   `WF_BUSY_TIMEOUT_MS` overrides the 10 s (the tests use it so that a
@@ -35,6 +38,7 @@ mod records;
 mod schedules;
 mod schema;
 mod spans;
+mod walbuf;
 mod write;
 
 pub use offthread::Committing;
@@ -166,10 +170,11 @@ impl SqliteStore {
                 })
                 .map_err(|e| err(format!("cannot create: {}", crate::workflow::io_reason(&e))))?;
         }
-        let conn = Connection::open_with_flags(
-            path,
-            OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-        )
+        let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        let conn = match walbuf::vfs() {
+            Some(vfs) => Connection::open_with_flags_and_vfs(path, flags, vfs),
+            None => Connection::open_with_flags(path, flags),
+        }
         .map_err(|e| err(sqlite_reason(&e)))?;
         let mut store = SqliteStore {
             conn: offthread::Conn::new(conn),

@@ -138,12 +138,13 @@ impl SqliteStore {
             self.commit(fence, &writes)?;
             return Ok(None);
         };
+        let durability = self.durability;
         let (mut conn, give_back) = self.conn.lend();
         let (done, committed) = tokio::sync::oneshot::channel();
         let fence = fence.clone();
         let job: Job = Box::new(move || {
             let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                super::write::commit(&mut conn, &fence, &writes)
+                super::write::commit(&mut conn, durability, &fence, &writes)
             }))
             .unwrap_or_else(|_| Err(StoreError::Sql("the commit panicked".into())));
             // The connection first: once the result is in, the store may

@@ -1,9 +1,9 @@
 //! Applies a batch of [`Write`]s to SQLite in one transaction.
 
-use super::SqliteStore;
 use super::lease::release_instance;
 use super::records::*;
 use super::spans::insert_span;
+use super::{Durability, SqliteStore, walbuf};
 use crate::store::rows::*;
 use crate::store::{Fence, Result, Write};
 use rusqlite::Connection;
@@ -64,13 +64,22 @@ fn apply(c: &Connection, id: &str, w: &Write) -> Result<()> {
 }
 
 /// Applies `writes` on `conn` in one transaction, refused (nothing applied)
-/// unless `fence` still holds the instance.
-pub(super) fn commit(conn: &mut Connection, fence: &Fence, writes: &[Write]) -> Result<()> {
+/// unless `fence` still holds the instance. `durability`: what `conn` is
+/// set to (a FULL commit's WAL frames are written in one call, `walbuf`).
+pub(super) fn commit(
+    conn: &mut Connection,
+    durability: Durability,
+    fence: &Fence,
+    writes: &[Write],
+) -> Result<()> {
     let tx = super::fenced(conn, fence)?;
     for w in writes {
         apply(&tx, &fence.instance, w)?;
     }
-    tx.commit()?;
+    match durability {
+        Durability::Full => walbuf::synced_commit(|| tx.commit())?,
+        Durability::Normal => tx.commit()?,
+    }
     Ok(())
 }
 
@@ -78,7 +87,7 @@ impl SqliteStore {
     /// Applies `writes` in one transaction, refused (nothing applied) unless
     /// `fence` still holds the instance.
     pub fn commit(&mut self, fence: &Fence, writes: &[Write]) -> Result<()> {
-        commit(&mut self.conn, fence, writes)
+        commit(&mut self.conn, self.durability, fence, writes)
     }
 
     /// [`Store::commit`] without waiting for the disk (see
