@@ -338,6 +338,11 @@ impl SqliteStore {
             Ok(out)
         });
         let restored = set(&self.conn, self.durability.pragma());
+        if restored.is_err() {
+            // The connection stays NORMAL: say so, so that no commit is
+            // taken for a synced one (`walbuf` gathers only those).
+            self.durability = Durability::Normal;
+        }
         let out = result?;
         restored?;
         Ok(out)
