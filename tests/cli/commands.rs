@@ -637,6 +637,75 @@ fn once_wf_exited_the_database_file_alone_holds_the_whole_history() {
     );
 }
 
+/// `wf` exits without syncing its closing checkpoint (its commits synced
+/// the WAL already): until the kernel writes the database file back, a power
+/// cut may leave it without some or all of the pages that checkpoint wrote.
+/// The WAL beside it still holds every one of them, and the next open reads
+/// them from there.
+#[test]
+fn a_database_file_that_lost_the_closing_checkpoint_is_whole_with_its_wal() {
+    let t = Test::new();
+    if t.sqlite_only("the files of a SQLite database") {
+        return;
+    }
+    let first = run_ok(&t, "orders.yaml", ORDERS, &[], 0);
+    let before = std::fs::read(&t.db).expect("read wf.db");
+    let second = run_ok(&t, "orders.yaml", ORDERS, &[], 0);
+    let after = std::fs::read(&t.db).expect("read wf.db");
+    let wal = std::fs::read(t.path().join("wf.db-wal")).expect("read wf.db-wal");
+    assert_ne!(before, after, "the second run's checkpoint wrote wf.db");
+    const PAGE: usize = 4096;
+    let lost_all = before.clone();
+    // Some pages written back, some not (every other one).
+    let mut lost_some = after.clone();
+    for (i, page) in before.chunks(PAGE).enumerate() {
+        if i % 2 == 0 {
+            lost_some[i * PAGE..i * PAGE + page.len()].copy_from_slice(page);
+        }
+    }
+    for (name, file) in [("lost-all", lost_all), ("lost-some", lost_some)] {
+        let dir = t.path().join(name);
+        std::fs::create_dir(&dir).expect("mkdir");
+        let db = dir.join("wf.db");
+        std::fs::write(&db, file).expect("write wf.db");
+        std::fs::write(dir.join("wf.db-wal"), &wal).expect("write wf.db-wal");
+        let on = |args: &[&str]| {
+            let out = bare_wf(&t).arg("--db").arg(&db).args(args).output();
+            let ran = Ran::from(out.expect("run wf"));
+            ran.code(0);
+            ran.json()
+        };
+        let listed = on(&["list", "--json"]);
+        let mut seen: Vec<(String, String)> = listed
+            .as_array()
+            .expect("a list")
+            .iter()
+            .map(|i| {
+                (
+                    i["id"].as_str().unwrap_or("").to_string(),
+                    i["status"].as_str().unwrap_or("").to_string(),
+                )
+            })
+            .collect();
+        seen.sort();
+        let mut want = vec![
+            (first.clone(), "completed".to_string()),
+            (second.clone(), "completed".to_string()),
+        ];
+        want.sort();
+        assert_eq!(seen, want, "{name}");
+        let shown = on(&["inspect", &second, "--json"]);
+        let steps: Vec<&str> = shown["steps"]
+            .as_array()
+            .expect("steps")
+            .iter()
+            .map(|s| s["status"].as_str().unwrap_or(""))
+            .collect();
+        assert_eq!(steps, ["completed"; 3], "{name}: {shown}");
+        assert_eq!(crate::integrity_check(&db).trim(), "ok", "{name}");
+    }
+}
+
 #[test]
 fn a_read_command_on_a_missing_database_says_so_and_creates_nothing() {
     let t = Test::new();

@@ -139,6 +139,8 @@ impl SqliteStore {
             return Ok(None);
         };
         let durability = self.durability;
+        // Whether it synced is known on the commit thread only.
+        self.unsynced = true;
         let (mut conn, give_back) = self.conn.lend();
         let (done, committed) = tokio::sync::oneshot::channel();
         let fence = fence.clone();

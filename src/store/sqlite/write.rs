@@ -87,7 +87,10 @@ impl SqliteStore {
     /// Applies `writes` in one transaction, refused (nothing applied) unless
     /// `fence` still holds the instance.
     pub fn commit(&mut self, fence: &Fence, writes: &[Write]) -> Result<()> {
-        commit(&mut self.conn, self.durability, fence, writes)
+        let committed = commit(&mut self.conn, self.durability, fence, writes);
+        // A FULL commit syncs the WAL whole, earlier unsynced commits too.
+        self.unsynced = committed.is_err() || self.durability == Durability::Normal;
+        committed
     }
 
     /// [`Store::commit`] without waiting for the disk (see
