@@ -22,7 +22,7 @@
 //! - The WAL's frames of a FULL commit reach the file in one write instead
 //!   of two per frame (`walbuf`, a VFS that is the default one for every
 //!   other file).
-//! - The closing checkpoint does not sync when every commit in the WAL is
+//! - The closing checkpoint does not sync when every frame in the WAL is
 //!   known to be synced (the last commit was this process's, FULL: `Drop`):
 //!   the database file's copy of the pages reaches the disk
 //!   when the kernel writes it back, and until a later checkpoint that
@@ -139,13 +139,15 @@ pub struct SqliteStore {
     conn: offthread::Conn,
     path: PathBuf,
     durability: Durability,
-    /// The WAL may hold commits not synced yet: until this store's own
-    /// FULL commit (which syncs the whole file) it holds what earlier
-    /// processes left, which one killed after a `commit_unsynced` may not
-    /// have synced; then a `commit_unsynced`, a commit that failed, or one
-    /// on the commit thread (not known here to have synced). The closing
-    /// checkpoint must sync then (see `Drop`).
-    unsynced: bool,
+    /// `PRAGMA data_version` just after this store's last FULL commit made
+    /// on this thread, which synced the whole WAL file (frames that other
+    /// processes left included); `None` since a commit that may not have
+    /// synced (a `commit_unsynced`, one that failed, one on the commit
+    /// thread, whose end is not seen here) or before any. While it still
+    /// equals `data_version` (no other connection committed since), every
+    /// frame in the WAL is on the disk, and the closing checkpoint need not
+    /// sync (see `Drop`).
+    synced_at: Option<i64>,
 }
 
 impl SqliteStore {
@@ -198,7 +200,7 @@ impl SqliteStore {
             conn: offthread::Conn::new(conn),
             path: path.to_path_buf(),
             durability: Durability::from_env(),
-            unsynced: true,
+            synced_at: None,
         };
         store.configure(store.durability).map_err(|e| {
             err(match e {
@@ -350,7 +352,7 @@ impl SqliteStore {
             conn.prepare_cached(sql)?.execute([])?;
             Ok(())
         };
-        self.unsynced = true;
+        self.synced_at = None;
         set(&self.conn, "PRAGMA synchronous=NORMAL")?;
         let result = self.fenced(fence).and_then(|tx| {
             let out = f(&tx)?;
@@ -583,13 +585,22 @@ impl SqliteStore {
 impl Drop for SqliteStore {
     /// The checkpoint SQLite makes when the last connection closes is made
     /// without its two syncs (the WAL's, then the database file's) when
-    /// every commit in the WAL is synced already: see the module's doc.
-    /// Where one may not be (`WF_DURABILITY=normal`, an unsynced commit
-    /// last), it syncs, as SQLite would: the WAL must be on the disk before
-    /// pages copied from it are.
+    /// every frame in the WAL is known to be synced already: see the
+    /// module's doc. Otherwise (`WF_DURABILITY=normal`, an unsynced commit
+    /// since, another process's commit since, no commit) it syncs, as SQLite
+    /// would: the WAL must be on the disk before pages copied from it are.
     fn drop(&mut self) {
-        if self.durability == Durability::Full && !self.unsynced {
+        let Some(synced_at) = self.synced_at else {
+            return;
+        };
+        if self.durability == Durability::Full && data_version(&self.conn).ok() == Some(synced_at) {
             let _ = self.conn.execute_batch("PRAGMA synchronous=OFF");
         }
     }
+}
+
+/// SQLite's `data_version`: changes when another connection commits.
+pub(super) fn data_version(conn: &Connection) -> rusqlite::Result<i64> {
+    conn.prepare_cached("PRAGMA data_version")?
+        .query_row([], |r| r.get(0))
 }

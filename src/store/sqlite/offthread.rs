@@ -140,7 +140,7 @@ impl SqliteStore {
         };
         let durability = self.durability;
         // Whether it synced is known on the commit thread only.
-        self.unsynced = true;
+        self.synced_at = None;
         let (mut conn, give_back) = self.conn.lend();
         let (done, committed) = tokio::sync::oneshot::channel();
         let fence = fence.clone();

@@ -88,8 +88,11 @@ impl SqliteStore {
     /// `fence` still holds the instance.
     pub fn commit(&mut self, fence: &Fence, writes: &[Write]) -> Result<()> {
         let committed = commit(&mut self.conn, self.durability, fence, writes);
-        // A FULL commit syncs the WAL whole, earlier unsynced commits too.
-        self.unsynced = committed.is_err() || self.durability == Durability::Normal;
+        // A FULL commit syncs the WAL file whole, what others wrote too.
+        self.synced_at = match (&committed, self.durability) {
+            (Ok(()), Durability::Full) => super::data_version(&self.conn).ok(),
+            _ => None,
+        };
         committed
     }
 
