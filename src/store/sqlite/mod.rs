@@ -304,7 +304,11 @@ impl SqliteStore {
         if now < known {
             tx.execute_batch(&format!("PRAGMA user_version={known}"))?;
         }
-        tx.commit()?;
+        // A new database's schema is some 40 pages: one write, not 80.
+        match self.durability {
+            Durability::Full => walbuf::synced_commit(|| tx.commit())?,
+            Durability::Normal => tx.commit()?,
+        }
         Ok(())
     }
 
