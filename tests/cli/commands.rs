@@ -611,21 +611,6 @@ fn the_database_is_created_with_mode_0600() {
 }
 
 #[test]
-fn a_new_database_has_pages_of_2_kib() {
-    let t = Test::new();
-    if t.sqlite_only("SQLite's page size") {
-        return;
-    }
-    run_ok(&t, "orders.yaml", ORDERS, &[], 0);
-    let size = crate::python_sqlite(
-        &t.db,
-        "import sqlite3, sys\n\
-         print(sqlite3.connect(sys.argv[1]).execute('PRAGMA page_size').fetchone()[0])",
-    );
-    assert_eq!(size.trim(), "2048");
-}
-
-#[test]
 fn once_wf_exited_the_database_file_alone_holds_the_whole_history() {
     let t = Test::new();
     if t.sqlite_only("the files of a SQLite database") {
@@ -669,10 +654,9 @@ fn a_database_file_that_lost_the_closing_checkpoint_is_whole_with_its_wal() {
     let after = std::fs::read(&t.db).expect("read wf.db");
     let wal = std::fs::read(t.path().join("wf.db-wal")).expect("read wf.db-wal");
     assert_ne!(before, after, "the second run's checkpoint wrote wf.db");
-    // What the kernel writes back: blocks of the file (of 4 KiB here).
     const PAGE: usize = 4096;
     let lost_all = before.clone();
-    // Some blocks written back, some not (every other one).
+    // Some pages written back, some not (every other one).
     let mut lost_some = after.clone();
     for (i, page) in before.chunks(PAGE).enumerate() {
         if i % 2 == 0 {

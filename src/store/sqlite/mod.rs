@@ -19,15 +19,6 @@
 //!   ms at every exit, and a WAL that grows makes each commit's `fsync`
 //!   write the file's size too: 300 `/bin/true` steps on a database used
 //!   before, 898 against 839 µs a step (11 alternated runs).
-//! - `page_size=2048` for a new database (one made before keeps its own):
-//!   a commit writes its changed pages whole to the WAL, and a step's
-//!   commit changes about six (its attempt, its step, its spans and their
-//!   index), so half-size pages halve what every commit writes and syncs:
-//!   25.8 → 11.4 KB a `/bin/true` step, 836 → 823 µs a step over 300 steps
-//!   (41 alternated runs), with 5.5 frames a commit against 6.3 (fewer
-//!   checkpoints, at 1000 frames). 1024 writes no less (11.9 KB in 11.4
-//!   frames) and checkpoints twice as often. The file grows by 5% (1,886
-//!   against 1,804 bytes a step attempt at 100,000 instances).
 //! - The WAL's frames of a FULL commit reach the file in one write instead
 //!   of two per frame (`walbuf`, a VFS that is the default one for every
 //!   other file).
@@ -235,9 +226,6 @@ impl SqliteStore {
         // second process opening it at the same instant (a `wf inspect` beside
         // the `wf run` that creates it) makes the switch report the old mode,
         // or fail busy, without waiting. Try again until the busy timeout.
-        // Only a database with nothing in it yet takes it (see the module's
-        // doc); for any other it does nothing.
-        self.conn.execute_batch("PRAGMA page_size=2048")?;
         let until = std::time::Instant::now() + std::time::Duration::from_millis(busy_ms);
         loop {
             let mode = self
