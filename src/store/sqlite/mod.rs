@@ -103,6 +103,15 @@ impl Durability {
         }
     }
 
+    /// Commits `tx`, on a connection set to this durability: a FULL
+    /// commit's WAL frames are written in one call (`walbuf`).
+    fn commit(self, tx: rusqlite::Transaction<'_>) -> rusqlite::Result<()> {
+        match self {
+            Durability::Full => walbuf::synced_commit(|| tx.commit()),
+            Durability::Normal => tx.commit(),
+        }
+    }
+
     pub fn from_env() -> Durability {
         match std::env::var("WF_DURABILITY").ok().as_deref() {
             Some("normal") => Durability::Normal,
@@ -318,10 +327,7 @@ impl SqliteStore {
             tx.execute_batch(&format!("PRAGMA user_version={known}"))?;
         }
         // A new database's schema is some 40 pages: one write, not 80.
-        match self.durability {
-            Durability::Full => walbuf::synced_commit(|| tx.commit())?,
-            Durability::Normal => tx.commit()?,
-        }
+        self.durability.commit(tx)?;
         Ok(())
     }
 
@@ -603,14 +609,15 @@ impl Drop for SqliteStore {
     /// The checkpoint SQLite makes when the last connection closes is made
     /// without its two syncs (the WAL's, then the database file's) when
     /// every frame in the WAL is known to be synced already: see the
-    /// module's doc. Otherwise (`WF_DURABILITY=normal`, an unsynced commit
-    /// since, another process's commit since, no commit) it syncs, as SQLite
-    /// would: the WAL must be on the disk before pages copied from it are.
+    /// module's doc. Otherwise (`WF_DURABILITY=normal`, whose commits never
+    /// set `synced_at`; an unsynced commit since, another process's commit
+    /// since, no commit) it syncs, as SQLite would: the WAL must be on the
+    /// disk before pages copied from it are.
     fn drop(&mut self) {
         let Some(synced_at) = self.synced_at else {
             return;
         };
-        if self.durability == Durability::Full && data_version(&self.conn).ok() == Some(synced_at) {
+        if data_version(&self.conn).ok() == Some(synced_at) {
             let _ = self.conn.execute_batch("PRAGMA synchronous=OFF");
         }
     }

@@ -3,7 +3,7 @@
 use super::lease::release_instance;
 use super::records::*;
 use super::spans::insert_span;
-use super::{Durability, SqliteStore, walbuf};
+use super::{Durability, SqliteStore};
 use crate::store::rows::*;
 use crate::store::{Fence, Result, Write};
 use rusqlite::Connection;
@@ -65,7 +65,7 @@ fn apply(c: &Connection, id: &str, w: &Write) -> Result<()> {
 
 /// Applies `writes` on `conn` in one transaction, refused (nothing applied)
 /// unless `fence` still holds the instance. `durability`: what `conn` is
-/// set to (a FULL commit's WAL frames are written in one call, `walbuf`).
+/// set to.
 pub(super) fn commit(
     conn: &mut Connection,
     durability: Durability,
@@ -76,10 +76,7 @@ pub(super) fn commit(
     for w in writes {
         apply(&tx, &fence.instance, w)?;
     }
-    match durability {
-        Durability::Full => walbuf::synced_commit(|| tx.commit())?,
-        Durability::Normal => tx.commit()?,
-    }
+    durability.commit(tx)?;
     Ok(())
 }
 
