@@ -9,6 +9,7 @@ mod collector;
 mod commands;
 mod control;
 mod corpus;
+mod crash;
 mod definition;
 mod durable;
 mod http;

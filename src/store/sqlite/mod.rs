@@ -22,17 +22,9 @@
 //! - The WAL's frames of a FULL commit reach the file in one write instead
 //!   of two per frame (`walbuf`, a VFS that is the default one for every
 //!   other file).
-//! - The closing checkpoint does not sync when every frame in the WAL is
-//!   known to be synced (the last commit was this process's, FULL: `Drop`):
-//!   the database file's copy of the pages reaches the disk
-//!   when the kernel writes it back, and until a later checkpoint that
-//!   syncs, the WAL keeps them all. The next process to open the database
-//!   is the first, so it rebuilds the WAL's index from the WAL file, and
-//!   reads those pages from the WAL; SQLite starts the WAL over only once a
-//!   checkpoint of that process (with FULL, synced) has copied them all.
-//!   The two syncs cost about 1 ms at every `wf` exit, 2 ms on a database
-//!   of 100,000 instances (its pages far apart in a large file): `wf run`
-//!   of one step, full against empty, 1.13x-1.33x with them, 1.04x without.
+//! - The checkpoint SQLite makes when the last connection closes syncs
+//!   the WAL, never the database file, whose copy of the pages the WAL
+//!   keeps (`closing`).
 //! - `wal_autocheckpoint=250` (pages; SQLite's default is 1000): the WAL
 //!   starts over once its frames reach 250 and a checkpoint copied them.
 //!   Every process's first connection rebuilds the WAL's index from all
@@ -50,6 +42,7 @@
 //!   locked database fails fast).
 //! - `foreign_keys=ON`: rows always belong to an instance.
 
+mod closing;
 mod copy;
 mod lease;
 mod offthread;
@@ -159,15 +152,6 @@ pub struct SqliteStore {
     conn: offthread::Conn,
     path: PathBuf,
     durability: Durability,
-    /// `PRAGMA data_version` just after this store's last FULL commit made
-    /// on this thread, which synced the whole WAL file (frames that other
-    /// processes left included); `None` since a commit that may not have
-    /// synced (a `commit_unsynced`, one that failed, one on the commit
-    /// thread, whose end is not seen here) or before any. While it still
-    /// equals `data_version` (no other connection committed since), every
-    /// frame in the WAL is on the disk, and the closing checkpoint need not
-    /// sync (see `Drop`).
-    synced_at: Option<i64>,
 }
 
 impl SqliteStore {
@@ -220,7 +204,6 @@ impl SqliteStore {
             conn: offthread::Conn::new(conn),
             path: path.to_path_buf(),
             durability: Durability::from_env(),
-            synced_at: None,
         };
         store.configure(store.durability).map_err(|e| {
             err(match e {
@@ -375,7 +358,6 @@ impl SqliteStore {
             conn.prepare_cached(sql)?.execute([])?;
             Ok(())
         };
-        self.synced_at = None;
         set(&self.conn, "PRAGMA synchronous=NORMAL")?;
         let result = self.fenced(fence).and_then(|tx| {
             let out = f(&tx)?;
@@ -606,25 +588,13 @@ impl SqliteStore {
 }
 
 impl Drop for SqliteStore {
-    /// The checkpoint SQLite makes when the last connection closes is made
-    /// without its two syncs (the WAL's, then the database file's) when
-    /// every frame in the WAL is known to be synced already: see the
-    /// module's doc. Otherwise (`WF_DURABILITY=normal`, whose commits never
-    /// set `synced_at`; an unsynced commit since, another process's commit
-    /// since, no commit) it syncs, as SQLite would: the WAL must be on the
-    /// disk before pages copied from it are.
+    /// The checkpoint SQLite makes when the last connection closes skips
+    /// the database file's sync, never the WAL's (`closing`).
     fn drop(&mut self) {
-        let Some(synced_at) = self.synced_at else {
-            return;
-        };
-        if data_version(&self.conn).ok() == Some(synced_at) {
-            let _ = self.conn.execute_batch("PRAGMA synchronous=OFF");
+        if let Some(conn) = self.conn.take()
+            && closing::may_skip_db_sync(&conn)
+        {
+            closing::close(conn);
         }
     }
-}
-
-/// SQLite's `data_version`: changes when another connection commits.
-pub(super) fn data_version(conn: &Connection) -> rusqlite::Result<i64> {
-    conn.prepare_cached("PRAGMA data_version")?
-        .query_row([], |r| r.get(0))
 }

@@ -62,6 +62,17 @@ impl Conn {
     }
 }
 
+impl Conn {
+    /// The connection, taken out (waiting for it if it is lent); `None`
+    /// once taken.
+    pub(super) fn take(&mut self) -> Option<Connection> {
+        match self.here.take() {
+            Some(c) => Some(c),
+            None => self.away.take().and_then(|rx| rx.recv().ok()),
+        }
+    }
+}
+
 impl Deref for Conn {
     type Target = Connection;
 
@@ -139,8 +150,6 @@ impl SqliteStore {
             return Ok(None);
         };
         let durability = self.durability;
-        // Whether it synced is known on the commit thread only.
-        self.synced_at = None;
         let (mut conn, give_back) = self.conn.lend();
         let (done, committed) = tokio::sync::oneshot::channel();
         let fence = fence.clone();

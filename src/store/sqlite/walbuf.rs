@@ -8,7 +8,7 @@
 //! durable), so the calls are on every step's path.
 //!
 //! How: a VFS (`wf-wal`) that is SQLite's default one (unix) for every
-//! file but a WAL. A WAL's writes are gathered in memory while
+//! file but a WAL (and a main database file's sync at close: `closing`). A WAL's writes are gathered in memory while
 //! [`synced_commit`] runs on this thread, and written with one call when
 //! SQLite syncs the WAL, reads it, asks its size, truncates it, closes it,
 //! or writes somewhere that does not follow on. Outside such a commit,
@@ -130,7 +130,11 @@ unsafe extern "C" fn open(
         let base = (*vfs).pAppData.cast::<ffi::sqlite3_vfs>();
         let base_open = (*base).xOpen.expect("checked at registration");
         if flags & ffi::SQLITE_OPEN_WAL == 0 {
-            return base_open(base, name, file, flags, out_flags);
+            let rc = base_open(base, name, file, flags, out_flags);
+            if rc == ffi::SQLITE_OK && flags & ffi::SQLITE_OPEN_MAIN_DB != 0 {
+                super::closing::wrap_main_db(file);
+            }
+            return rc;
         }
         let w = file.cast::<Wal>();
         (*real(w)).pMethods = std::ptr::null();

@@ -84,13 +84,7 @@ impl SqliteStore {
     /// Applies `writes` in one transaction, refused (nothing applied) unless
     /// `fence` still holds the instance.
     pub fn commit(&mut self, fence: &Fence, writes: &[Write]) -> Result<()> {
-        let committed = commit(&mut self.conn, self.durability, fence, writes);
-        // A FULL commit syncs the WAL file whole, what others wrote too.
-        self.synced_at = match (&committed, self.durability) {
-            (Ok(()), Durability::Full) => super::data_version(&self.conn).ok(),
-            _ => None,
-        };
-        committed
+        commit(&mut self.conn, self.durability, fence, writes)
     }
 
     /// [`Store::commit`] without waiting for the disk (see
