@@ -10,7 +10,7 @@
 //! loss within one renewal interval.
 
 use crate::store::{Fence, Location, Store, StoreError};
-use std::sync::mpsc;
+use std::sync::{OnceLock, mpsc};
 use std::time::Duration;
 use tokio::sync::watch;
 
@@ -39,20 +39,70 @@ pub fn hostname() -> String {
         .unwrap_or_else(|| "localhost".into())
 }
 
-/// This process's lease owner name: `host:pid:nonce`.
+/// This process's lease owner name: `host:pid:nonce:boot:pidns`, where
+/// `boot` is the first 8 digits of the kernel's boot id and `pidns` the
+/// inode of this process's pid namespace. A pid means something only to
+/// processes of the same boot and pid namespace: two containers that share
+/// a host name (host networking) are told apart by the namespace.
 pub fn owner_name() -> String {
     let nonce = uuid::Uuid::new_v4().simple().to_string();
-    format!("{}:{}:{}", hostname(), std::process::id(), &nonce[..8])
+    let (boot, pidns) = machine();
+    format!(
+        "{}:{}:{}:{boot}:{pidns}",
+        hostname(),
+        std::process::id(),
+        &nonce[..8]
+    )
 }
 
-/// Whether the process named by a lease owner may still be alive. Holders on
-/// other hosts are assumed alive until their lease expires.
+/// This process's boot id (its first 8 hex digits) and pid namespace (the
+/// inode of `/proc/self/ns/pid`); `?` where the kernel does not say.
+fn machine() -> &'static (String, String) {
+    static MACHINE: OnceLock<(String, String)> = OnceLock::new();
+    MACHINE.get_or_init(|| {
+        let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
+            .ok()
+            .map(|b| {
+                b.trim()
+                    .chars()
+                    .filter(char::is_ascii_hexdigit)
+                    .take(8)
+                    .collect()
+            })
+            .filter(|b: &String| b.len() == 8)
+            .unwrap_or_else(|| "?".into());
+        let pidns = std::fs::read_link("/proc/self/ns/pid")
+            .ok()
+            .and_then(|l| {
+                let l = l.to_string_lossy().into_owned();
+                let inode = l.strip_prefix("pid:[")?.strip_suffix(']')?;
+                inode.parse::<u64>().ok().map(|n| n.to_string())
+            })
+            .unwrap_or_else(|| "?".into());
+        (boot, pidns)
+    })
+}
+
+/// `host/boot/pidns`: where a pid (of a process group, say) means the
+/// process it names.
+pub fn pid_scope() -> String {
+    let (boot, pidns) = machine();
+    format!("{}/{boot}/{pidns}", hostname())
+}
+
+/// Whether the process named by a lease owner may still be alive. Only a
+/// holder of this host, boot and pid namespace can be found dead at once;
+/// any other (another machine, another container sharing this host name, a
+/// name an older wf wrote without them) is taken as alive until its lease
+/// expires.
 pub fn holder_alive(owner: &str) -> bool {
-    let mut parts = owner.split(':');
-    let (Some(host), Some(pid)) = (parts.next(), parts.next()) else {
+    let parts: Vec<&str> = owner.split(':').collect();
+    let [host, pid, _nonce, boot, pidns] = parts.as_slice() else {
         return true;
     };
-    if host != hostname() {
+    let (my_boot, my_pidns) = machine();
+    if *host != hostname() || boot != my_boot || pidns != my_pidns || *boot == "?" || *pidns == "?"
+    {
         return true;
     }
     let Ok(pid) = pid.parse::<i32>() else {

@@ -11,14 +11,13 @@ use nix::unistd::Pid;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-/// `hostname/boot id`: processes recorded under another value are on another
-/// machine, or from before a reboot, and are none of this runner's business.
+/// `hostname/boot/pid namespace` ([`super::lease::pid_scope`]): process
+/// groups recorded under another value are on another machine, from before
+/// a reboot, or in another container, and are none of this runner's
+/// business.
 pub fn host_id() -> &'static str {
     static ID: OnceLock<String> = OnceLock::new();
-    ID.get_or_init(|| {
-        let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").unwrap_or_default();
-        format!("{}/{}", super::lease::hostname(), boot.trim())
-    })
+    ID.get_or_init(super::lease::pid_scope)
 }
 
 /// What `/proc/PID/stat` says of a process.

@@ -255,7 +255,7 @@ fn hostname() -> String {
 /// A shell step body that writes `marker` (and its pid to `marker.pid`),
 /// then waits for the file `release` (at most ~30 s, so an orphan left by a
 /// killed runner always ends).
-fn blocking_step(marker: &str) -> String {
+pub(crate) fn blocking_step(marker: &str) -> String {
     format!(
         "echo $$ > {marker}.pid; touch {marker}; i=0; \
          while [ ! -f release ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i+1)); done"

@@ -12,6 +12,7 @@ mod corpus;
 mod crash;
 mod definition;
 mod durable;
+mod holders;
 mod http;
 mod injection;
 mod leaks;

@@ -30,6 +30,15 @@ macro_rules! due_sql {
     };
 }
 
+/// The server's clock in unix ms: every lease is set and judged by it, never
+/// by a client's, so a worker whose clock runs ahead cannot take a live
+/// holder's instance, nor one whose clock lags hold a lease longer.
+macro_rules! server_ms {
+    () => {
+        "(extract(epoch from clock_timestamp()) * 1000)::bigint"
+    };
+}
+
 mod batch;
 mod copy;
 mod owner;

@@ -8,9 +8,10 @@ use super::{Op, Out, PgStore};
 use crate::store::rows::*;
 use crate::store::{Result, StoreError, Write};
 
-/// Claims due instances for `$3` until `$2` + `$4` (`$1` now as text, `$2`
-/// in unix ms), `$5` at most, oldest first, none of `$6`, skipping rows
-/// another worker is claiming.
+/// Claims due instances for `$2` for `$3` ms, `$4` at most, oldest first,
+/// none of `$5`, skipping rows another worker is claiming (`$1`: now as
+/// text, for timers; leases are judged and set by the server's clock,
+/// `server_ms!`).
 ///
 /// The candidates are found first, by status (`live`, read off the status
 /// index whatever the planner expects), then locked one by one in creation
@@ -25,13 +26,19 @@ pub(super) const CLAIM_DUE: &str = concat!(
     "WITH live AS MATERIALIZED (SELECT id, created_at, seq FROM instances \
        WHERE status IN ('sleeping', 'waiting', 'running') AND ",
     due_sql!(),
-    " AND (lease_expires_ms IS NULL OR lease_expires_ms <= $2) AND NOT (id = ANY($6))), \
+    " AND (lease_expires_ms IS NULL OR lease_expires_ms <= ",
+    server_ms!(),
+    ") AND NOT (id = ANY($5))), \
      due AS (SELECT x.id FROM (SELECT * FROM live ORDER BY created_at, seq) l \
        CROSS JOIN LATERAL (SELECT instances.id FROM instances WHERE instances.id = l.id AND ",
     due_sql!(),
-    " AND (lease_expires_ms IS NULL OR lease_expires_ms <= $2) FOR UPDATE SKIP LOCKED) x \
-       LIMIT $5) \
-     UPDATE instances i SET lease_owner = $3, lease_expires_ms = $2 + $4, \
+    " AND (lease_expires_ms IS NULL OR lease_expires_ms <= ",
+    server_ms!(),
+    ") FOR UPDATE SKIP LOCKED) x \
+       LIMIT $4) \
+     UPDATE instances i SET lease_owner = $2, lease_expires_ms = ",
+    server_ms!(),
+    " + $3, \
      lease_epoch = i.lease_epoch + 1 FROM due WHERE i.id = due.id RETURNING i.id"
 );
 
@@ -43,11 +50,10 @@ impl PgStore {
         limit: usize,
         skip: &[String],
     ) -> Result<Vec<String>> {
-        let now_ms = chrono::Utc::now().timestamp_millis();
         let rows = self
             .query(
                 CLAIM_DUE,
-                &[&now(), &now_ms, &owner, &ttl_ms, &(limit as i64), &skip],
+                &[&now(), &owner, &ttl_ms, &(limit as i64), &skip],
             )
             .await?;
         rows.iter().map(|r| get(r, 0)).collect()
@@ -60,7 +66,6 @@ impl PgStore {
         ttl_ms: i64,
         holder_alive: impl Fn(&str) -> bool,
     ) -> Result<std::result::Result<(Fence, History), String>> {
-        let now_ms = chrono::Utc::now().timestamp_millis();
         // The usual case in one round trip: a lease that is free, expired or
         // this owner's own (`wf run` creates the instance leased to itself, a
         // worker has just claimed it) is taken, and the history read, in one
@@ -71,12 +76,7 @@ impl PgStore {
             Op::Simple(LOCK_TIMEOUT),
             Op::Query(
                 TAKE_FREE,
-                vec![
-                    p(id.to_string()),
-                    p(owner.to_string()),
-                    p(now_ms + ttl_ms),
-                    p(now_ms),
-                ],
+                vec![p(id.to_string()), p(owner.to_string()), p(ttl_ms)],
             ),
         ];
         ops.extend(history_reads(id));
@@ -95,8 +95,11 @@ impl PgStore {
                 Op::Simple("BEGIN"),
                 Op::Simple(LOCK_TIMEOUT),
                 Op::Query(
-                    "SELECT lease_owner, lease_expires_ms, lease_epoch FROM instances WHERE id=$1 \
-                     FOR UPDATE",
+                    concat!(
+                        "SELECT lease_owner, lease_expires_ms, lease_epoch, ",
+                        server_ms!(),
+                        " FROM instances WHERE id=$1 FOR UPDATE"
+                    ),
                     vec![p(id.to_string())],
                 ),
             ])
@@ -114,7 +117,7 @@ impl PgStore {
         let holder: Option<String> = get(r, 0)?;
         let expires: Option<i64> = get(r, 1)?;
         let epoch: i64 = get::<i64>(r, 2)? + 1;
-        let now_ms = chrono::Utc::now().timestamp_millis();
+        let now_ms: i64 = get(r, 3)?;
         if let Some(h) = holder
             && h != owner
             && expires.unwrap_or(0) > now_ms
@@ -124,13 +127,12 @@ impl PgStore {
             return Ok(Err(h));
         }
         let mut ops = vec![Op::Exec(
-            "UPDATE instances SET lease_owner=$2, lease_expires_ms=$3, lease_epoch=$4 WHERE id=$1",
-            vec![
-                p(id.to_string()),
-                p(owner.to_string()),
-                p(now_ms + ttl_ms),
-                p(epoch),
-            ],
+            concat!(
+                "UPDATE instances SET lease_owner=$2, lease_expires_ms=",
+                server_ms!(),
+                " + $3, lease_epoch=$4 WHERE id=$1"
+            ),
+            vec![p(id.to_string()), p(owner.to_string()), p(ttl_ms), p(epoch)],
         )];
         ops.extend(history_reads(id));
         ops.push(Op::Simple("COMMIT"));
@@ -159,11 +161,14 @@ impl PgStore {
     }
 
     pub async fn renew(&self, fence: &Fence, ttl_ms: i64) -> Result<()> {
-        let now_ms = chrono::Utc::now().timestamp_millis();
         let n = self
             .exec(
-                "UPDATE instances SET lease_expires_ms=$3 WHERE id=$1 AND lease_epoch=$2",
-                &[&fence.instance, &fence.epoch, &(now_ms + ttl_ms)],
+                concat!(
+                    "UPDATE instances SET lease_expires_ms=",
+                    server_ms!(),
+                    " + $3 WHERE id=$1 AND lease_epoch=$2"
+                ),
+                &[&fence.instance, &fence.epoch, &ttl_ms],
             )
             .await?;
         if n == 1 {
@@ -300,11 +305,17 @@ fn named(e: StoreError, fence: &Fence) -> StoreError {
 /// after a while and reports the holder.
 const LOCK_TIMEOUT: &str = "SET LOCAL lock_timeout = '5s'";
 
-/// The lease taken (`$2` until `$3`, its epoch raised) when it is free,
-/// expired (`$4` now) or `$2`'s already; the new epoch, or no row.
-const TAKE_FREE: &str = "UPDATE instances SET lease_owner=$2, lease_expires_ms=$3, \
-     lease_epoch=lease_epoch+1 WHERE id=$1 AND (lease_owner IS NULL OR lease_owner=$2 \
-     OR lease_expires_ms IS NULL OR lease_expires_ms <= $4) RETURNING lease_epoch";
+/// The lease taken (`$2` for `$3` ms, its epoch raised) when it is free,
+/// expired (by the server's clock) or `$2`'s already; the new epoch, or no
+/// row.
+const TAKE_FREE: &str = concat!(
+    "UPDATE instances SET lease_owner=$2, lease_expires_ms=",
+    server_ms!(),
+    " + $3, lease_epoch=lease_epoch+1 WHERE id=$1 AND (lease_owner IS NULL OR lease_owner=$2 \
+     OR lease_expires_ms IS NULL OR lease_expires_ms <= ",
+    server_ms!(),
+    ") RETURNING lease_epoch"
+);
 
 fn lock_timed_out(e: &StoreError) -> bool {
     matches!(e, StoreError::Open { reason, .. } if reason.contains("(55P03)"))

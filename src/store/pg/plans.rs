@@ -117,12 +117,7 @@ impl<'a> tokio_postgres::types::FromSql<'a> for Json {
 async fn claim_plan(store: &PgStore, now: &str) -> Value {
     let skip: Vec<String> = vec!["a".into()];
     let (now, owner) = (now.to_string(), "me".to_string());
-    plan(
-        store,
-        CLAIM_DUE,
-        &[&now, &0i64, &owner, &1000i64, &10i64, &skip],
-    )
-    .await
+    plan(store, CLAIM_DUE, &[&now, &owner, &1000i64, &10i64, &skip]).await
 }
 
 /// Every node of the plan, depth first.

@@ -13,10 +13,21 @@ use tokio_postgres::types::ToSql;
 
 macro_rules! instance_cols {
     () => {
-        "id, workflow, status, \
-         (SELECT source FROM definitions d WHERE d.hash = instances.definition_hash), definition_hash, \
-         workflow_path, base_dir, inputs, state, error, wake_at, waiting_event, lease_owner, lease_expires_ms, \
-         created_at, updated_at"
+        concat!(
+            "id, workflow, status, \
+             (SELECT source FROM definitions d WHERE d.hash = instances.definition_hash), definition_hash, \
+             workflow_path, base_dir, inputs, state, error, wake_at, waiting_event, lease_owner, ",
+            lease_left!(),
+            ", created_at, updated_at"
+        )
+    };
+}
+
+/// A lease's time left by the server's clock (ms, negative once expired);
+/// [`lease_expiry`] turns it into an expiry by this process's clock.
+macro_rules! lease_left {
+    () => {
+        concat!("lease_expires_ms - ", server_ms!())
     };
 }
 
@@ -53,7 +64,9 @@ pub(super) const UNEXPORTED_SPANS: &str = concat!(
 );
 
 pub(super) const DUE_INSTANCES: &str = concat!(
-    "SELECT id, status, lease_owner, lease_expires_ms FROM instances WHERE ",
+    "SELECT id, status, lease_owner, ",
+    lease_left!(),
+    " FROM instances WHERE ",
     due_sql!(),
     " ORDER BY created_at, seq"
 );
@@ -71,8 +84,9 @@ pub(super) fn list_sql(f: &ListFilter) -> &'static str {
         ($($cond:literal),*) => {
             concat!(
                 "SELECT id, workflow, status, '', definition_hash, \
-                 workflow_path, base_dir, inputs, state, error, wake_at, waiting_event, lease_owner, \
-                 lease_expires_ms, created_at, updated_at FROM instances WHERE true",
+                 workflow_path, base_dir, inputs, state, error, wake_at, waiting_event, lease_owner, ",
+                lease_left!(),
+                ", created_at, updated_at FROM instances WHERE true",
                 $(" AND ", $cond,)*
                 " ORDER BY created_at DESC, seq DESC LIMIT $1"
             )
@@ -119,6 +133,14 @@ pub(super) fn json(r: &Row, i: usize) -> Result<Value> {
         .unwrap_or(Value::Null))
 }
 
+/// A lease's expiry by this process's clock, from its time left by the
+/// server's ([`lease_left`]): what wf compares with its own clock (`wf list`
+/// showing a dead holder's instance as interrupted, a worker's look for
+/// orphans) then means what the server means.
+pub(super) fn lease_expiry(left_ms: Option<i64>) -> Option<i64> {
+    left_ms.map(|left| chrono::Utc::now().timestamp_millis().saturating_add(left))
+}
+
 pub(super) fn instance_row(r: &Row) -> Result<InstanceRow> {
     Ok(InstanceRow {
         id: get(r, 0)?,
@@ -134,7 +156,7 @@ pub(super) fn instance_row(r: &Row) -> Result<InstanceRow> {
         wake_at: get(r, 10)?,
         waiting_event: get(r, 11)?,
         lease_owner: get(r, 12)?,
-        lease_expires_ms: get(r, 13)?,
+        lease_expires_ms: lease_expiry(get(r, 13)?),
         created_at: get(r, 14)?,
         updated_at: get(r, 15)?,
     })
@@ -449,7 +471,7 @@ impl PgStore {
                     id: get(r, 0)?,
                     status: get(r, 1)?,
                     lease_owner: get(r, 2)?,
-                    lease_expires_ms: get(r, 3)?,
+                    lease_expires_ms: lease_expiry(get(r, 3)?),
                 })
             })
             .collect()
@@ -556,12 +578,17 @@ pub(super) fn insert_definition(
 }
 
 /// Inserts an instance whose definition is pinned (nothing if the id is taken).
+/// The lease `i` holds (its expiry by this process's clock) is stored as the
+/// same time left by the server's clock.
 pub(super) fn insert_instance(i: &InstanceRow) -> Op {
     Op::Exec(
-        "INSERT INTO instances (id, workflow, status, definition_hash, workflow_path, base_dir, \
+        concat!(
+            "INSERT INTO instances (id, workflow, status, definition_hash, workflow_path, base_dir, \
          inputs, state, error, wake_at, waiting_event, lease_owner, lease_expires_ms, created_at, \
-         updated_at) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15) \
-         ON CONFLICT (id) DO NOTHING",
+         updated_at) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,",
+            server_ms!(),
+            " + $13,$14,$15) ON CONFLICT (id) DO NOTHING"
+        ),
         vec![
             p(i.id.clone()),
             p(i.workflow.clone()),
@@ -575,7 +602,8 @@ pub(super) fn insert_instance(i: &InstanceRow) -> Op {
             p(i.wake_at.clone()),
             p(i.waiting_event.clone()),
             p(i.lease_owner.clone()),
-            p(i.lease_expires_ms),
+            p(i.lease_expires_ms
+                .map(|at| at - chrono::Utc::now().timestamp_millis())),
             p(i.created_at.clone()),
             p(i.updated_at.clone()),
         ],
