@@ -20,12 +20,17 @@
 /// event arrived or timed out, a cancel was asked of it while it slept or
 /// waited, or it is running (its holder may be gone).
 /// The same for `claim_due` (`owner`) and `due_instances` (`records`).
+///
+/// `waiting_event` is the comma-separated list of the names awaited (a
+/// `wait_for_event.name` holds no comma): an event matches when its name
+/// equals one of them, case included, as the engine matches it; no pattern
+/// operator touches a name, and a name holding a comma equals none of them.
 macro_rules! due_sql {
     () => {
         "((status = 'sleeping' AND (wake_at IS NULL OR wake_at <= $1 OR cancel_requested > 0)) \
           OR (status = 'waiting' AND (cancel_requested > 0 OR (wake_at IS NOT NULL AND wake_at <= $1) OR EXISTS ( \
               SELECT 1 FROM events e WHERE e.instance_id = instances.id AND e.consumed_by IS NULL \
-              AND (',' || instances.waiting_event || ',') LIKE ('%,' || e.name || ',%')))) \
+              AND e.name = ANY (string_to_array(instances.waiting_event, ','))))) \
           OR status = 'running')"
     };
 }
