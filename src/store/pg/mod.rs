@@ -45,6 +45,7 @@ mod records;
 mod schedules;
 mod schema;
 mod target;
+mod text;
 mod write;
 
 use super::{Result, StoreError};
