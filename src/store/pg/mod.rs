@@ -46,6 +46,7 @@ mod schedules;
 mod schema;
 mod target;
 mod text;
+mod url;
 mod write;
 
 use super::{Result, StoreError};
@@ -175,12 +176,11 @@ impl PgStore {
             reason,
         };
         let schema = &self.target.schema;
+        // Quoted: a keyword (`select`, `user`) is a schema name too.
+        let q = target::quoted(schema);
         let version = match self
             .client
-            .query_one(
-                &format!("SELECT max(version) FROM {schema}.migrations"),
-                &[],
-            )
+            .query_one(&format!("SELECT max(version) FROM {q}.migrations"), &[])
             .await
         {
             Ok(row) => row.get::<_, Option<i64>>(0).unwrap_or(0),
@@ -207,8 +207,8 @@ impl PgStore {
                 .await?;
             self.client
                 .batch_execute(&format!(
-                    "CREATE SCHEMA IF NOT EXISTS {schema}; \
-                     CREATE TABLE IF NOT EXISTS {schema}.migrations \
+                    "CREATE SCHEMA IF NOT EXISTS {q}; \
+                     CREATE TABLE IF NOT EXISTS {q}.migrations \
                      (version BIGINT PRIMARY KEY, applied_at TIMESTAMPTZ NOT NULL DEFAULT now())"
                 ))
                 .await?;
@@ -216,7 +216,7 @@ impl PgStore {
             let now: i64 = self
                 .client
                 .query_one(
-                    &format!("SELECT COALESCE(max(version), 0) FROM {schema}.migrations"),
+                    &format!("SELECT COALESCE(max(version), 0) FROM {q}.migrations"),
                     &[],
                 )
                 .await?
@@ -229,7 +229,7 @@ impl PgStore {
                 self.client.batch_execute(sql).await?;
                 self.client
                     .execute(
-                        &format!("INSERT INTO {schema}.migrations (version) VALUES ($1)"),
+                        &format!("INSERT INTO {q}.migrations (version) VALUES ($1)"),
                         &[&(i as i64 + 1)],
                     )
                     .await?;
@@ -379,7 +379,8 @@ impl PgStore {
     pub async fn wait_for_work(&self, timeout: std::time::Duration) {
         use std::sync::atomic::Ordering;
         if !self.listening.swap(true, Ordering::Relaxed) {
-            let listen = format!("LISTEN wf_{}", self.target.schema);
+            // `pg_notify('wf_' || current_schema(), …)`'s channel.
+            let listen = format!("LISTEN \"wf_{}\"", self.target.schema);
             if self.client.batch_execute(&listen).await.is_err() {
                 self.listening.store(false, Ordering::Relaxed);
             }
