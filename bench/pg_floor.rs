@@ -70,7 +70,7 @@ const SPANS: &str = "INSERT INTO spans (instance_seq, run, start_ns, end_ns, spa
      parent_span_id, trace_id, name, attributes) \
      SELECT 1, 1, $10::int8 + n * 1000, $10::int8 + n * 1000 + 500, $11::int8 * 4 + n, 9, \
        '\\x07070707070707070707070707070707'::bytea, name, attributes \
-     FROM (VALUES (0, 'wf.postgresql.commit', '{}'), \
+     FROM (VALUES (0, 'wf.commit', '{}'), \
        (1, 'process', '{\"process.command\":\"/bin/true\",\"process.pid\":17629,\"process.exit.code\":0}'), \
        (2, 'bench/s', '{\"workflow.step.id\":\"s\",\"workflow.step.attempt\":1,\"workflow.step.outcome\":\"ok\"}')) \
        AS v(n, name, attributes)";

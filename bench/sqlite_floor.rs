@@ -61,7 +61,7 @@ const SCHEMA: &str = "
 /// The spans a `/bin/true` step of wf ends with: its commit, its process and
 /// its attempt.
 const SPANS: [(&str, &str); 3] = [
-    ("wf.sqlite.commit", "{}"),
+    ("wf.commit", "{}"),
     (
         "process",
         r#"{"process.command":"/bin/true","process.pid":17629,"process.exit.code":0}"#,

@@ -46,7 +46,13 @@ Exit codes:
 )]
 pub struct Cli {
     /// SQLite file or postgres:// URL (default: $WF_DB, else $XDG_DATA_HOME/wf/wf.db)
-    #[arg(long, global = true, env = "WF_DB", value_name = "PATH|URL")]
+    #[arg(
+        long,
+        global = true,
+        env = "WF_DB",
+        hide_env_values = true,
+        value_name = "PATH|URL"
+    )]
     pub db: Option<PathBuf>,
     /// Print no progress or diagnostics (errors still go to stderr)
     #[arg(long, short, global = true)]

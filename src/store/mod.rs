@@ -95,6 +95,16 @@ pub enum Store {
     Postgres(Box<pg::PgStore>),
 }
 
+impl Store {
+    /// The backend as OpenTelemetry's `db.system.name` names it.
+    pub fn system(&self) -> &'static str {
+        match self {
+            Store::Sqlite(_) => "sqlite",
+            Store::Postgres(_) => "postgresql",
+        }
+    }
+}
+
 /// Calls the same method on whichever backend, awaiting PostgreSQL's.
 macro_rules! each {
     ($self:ident . $method:ident ( $($arg:expr),* )) => {
@@ -211,7 +221,8 @@ impl Store {
     async fn restore_spans(&self, id: &str, rows: &mut [SpanRow]) -> Result<()> {
         if rows.iter().any(SpanRow::is_slim) {
             let workflow = self.instance(id).await?.workflow;
-            rows.iter_mut().for_each(|r| r.restore(&workflow));
+            let system = self.system();
+            rows.iter_mut().for_each(|r| r.restore(&workflow, system));
         }
         Ok(())
     }
@@ -229,8 +240,9 @@ impl Store {
             Err(StoreError::NotFound(_)) => String::new(),
             Err(e) => return Err(e.into()),
         };
+        let system = self.system();
         let f = |mut row: SpanRow| {
-            row.restore(&workflow);
+            row.restore(&workflow, system);
             f(row)
         };
         each!(self.each_span(id, f))

@@ -278,11 +278,32 @@ pub struct SpanRow {
 const SPAN_WORKFLOW: &str = "workflow.name";
 const SPAN_INSTANCE: &str = "workflow.instance.id";
 
+/// The name of a state commit's span, the same on both backends; its
+/// `db.system.name` says which (OpenTelemetry's semantic conventions).
+pub const COMMIT_SPAN: &str = "wf.commit";
+
+/// The values of `db.system.name` wf writes.
+const SYSTEMS: [&str; 2] = ["sqlite", "postgresql"];
+
 /// The attributes a slimmed span's name implies, which follow the two
 /// above: a state commit's database and operation, the same on every one
-/// (57 bytes of a shell step's).
-fn implied_by_name(name: &str) -> &'static [(&'static str, &'static str)] {
+/// (57 bytes of a shell step's). A `wf.commit` span's database is the one
+/// it is stored in (`system`): a commit span is written by the commit it
+/// times, into that commit's database, and never copied to another one.
+/// The two older names (one per backend) are still read.
+fn implied_by_name<'a>(name: &str, system: &'a str) -> &'a [(&'static str, &'a str)] {
     match name {
+        COMMIT_SPAN => match system {
+            "sqlite" => &[
+                ("db.system.name", "sqlite"),
+                ("db.operation.name", "COMMIT"),
+            ],
+            "postgresql" => &[
+                ("db.system.name", "postgresql"),
+                ("db.operation.name", "COMMIT"),
+            ],
+            _ => &[],
+        },
         "wf.sqlite.commit" => &[
             ("db.system.name", "sqlite"),
             ("db.operation.name", "COMMIT"),
@@ -314,7 +335,13 @@ impl SpanRow {
         if !slimmable {
             return;
         }
-        let implied = implied_by_name(&self.name);
+        // The database a commit span names is the one it goes to.
+        let system = m
+            .get("db.system.name")
+            .and_then(Value::as_str)
+            .and_then(|s| SYSTEMS.into_iter().find(|k| *k == s))
+            .unwrap_or_default();
+        let implied = implied_by_name(&self.name, system);
         let follows = !implied.is_empty()
             && m.len() >= 2 + implied.len()
             && m.iter()
@@ -325,11 +352,12 @@ impl SpanRow {
         *m = std::mem::take(m).into_iter().skip(drop).collect();
     }
 
-    /// Puts back what [`SpanRow::slim`] dropped. Every stored span names its
-    /// instance (a span of none is not kept), so one without
+    /// Puts back what [`SpanRow::slim`] dropped, for a span read from the
+    /// database `system` (`sqlite`, `postgresql`). Every stored span names
+    /// its instance (a span of none is not kept), so one without
     /// `workflow.instance.id` was slimmed; spans stored whole are left as
     /// they are.
-    pub fn restore(&mut self, workflow: &str) {
+    pub fn restore(&mut self, workflow: &str, system: &str) {
         let Value::Object(m) = &mut self.attributes else {
             return;
         };
@@ -339,7 +367,7 @@ impl SpanRow {
         let mut whole = serde_json::Map::new();
         whole.insert(SPAN_WORKFLOW.into(), workflow.into());
         whole.insert(SPAN_INSTANCE.into(), self.instance_id.clone().into());
-        let implied = implied_by_name(&self.name);
+        let implied = implied_by_name(&self.name, system);
         if !implied.is_empty() && implied.iter().all(|(k, _)| !m.contains_key(*k)) {
             for (k, v) in implied {
                 whole.insert((*k).into(), (*v).into());
@@ -473,7 +501,7 @@ mod tests {
         row.slim("wf");
         assert_eq!(row.attributes, json!({"workflow.step.id": "s", "a": 1}));
         assert!(row.is_slim());
-        row.restore("wf");
+        row.restore("wf", "sqlite");
         assert_eq!(
             serde_json::to_string(&row.attributes).unwrap(),
             serde_json::to_string(&whole).unwrap()
@@ -483,6 +511,9 @@ mod tests {
     #[test]
     fn a_commit_span_is_stored_without_what_its_name_implies() {
         for (name, system) in [
+            ("wf.commit", "sqlite"),
+            ("wf.commit", "postgresql"),
+            // Names older databases hold.
             ("wf.sqlite.commit", "sqlite"),
             ("wf.postgresql.commit", "postgresql"),
         ] {
@@ -492,32 +523,44 @@ mod tests {
             row.name = name.into();
             row.slim("wf");
             assert_eq!(row.attributes, json!({}), "{name}");
-            row.restore("wf");
+            row.restore("wf", system);
             assert_eq!(
                 serde_json::to_string(&row.attributes).unwrap(),
                 serde_json::to_string(&whole).unwrap()
             );
         }
-        // Other values, or in another order, are kept as they are.
+        // Other values, or in another order, are kept as they are (in a
+        // SQLite database: a `wf.commit` span naming PostgreSQL cannot be
+        // in one, but one with the older SQLite name can).
+        let legacy = json!({"db.system.name": "postgresql", "db.operation.name": "COMMIT"});
         for rest in [
-            json!({"db.system.name": "postgresql", "db.operation.name": "COMMIT"}),
+            legacy.clone(),
             json!({"db.operation.name": "COMMIT", "db.system.name": "sqlite"}),
             json!({"db.system.name": "sqlite"}),
             json!({"db.system.name": "sqlite", "db.operation.name": "COMMIT", "x": 1}),
+            json!({"db.system.name": "mysql", "db.operation.name": "COMMIT"}),
         ] {
             let mut whole = json!({"workflow.name": "wf", "workflow.instance.id": "i1"});
             whole
                 .as_object_mut()
                 .unwrap()
                 .extend(rest.as_object().unwrap().clone());
-            let mut row = span(whole.clone());
-            row.name = "wf.sqlite.commit".into();
-            row.slim("wf");
-            row.restore("wf");
-            assert_eq!(
-                serde_json::to_string(&row.attributes).unwrap(),
-                serde_json::to_string(&whole).unwrap()
-            );
+            let names = if rest == legacy {
+                &["wf.sqlite.commit"][..]
+            } else {
+                &["wf.commit", "wf.sqlite.commit"]
+            };
+            for name in names {
+                let mut row = span(whole.clone());
+                row.name = name.to_string();
+                row.slim("wf");
+                row.restore("wf", "sqlite");
+                assert_eq!(
+                    serde_json::to_string(&row.attributes).unwrap(),
+                    serde_json::to_string(&whole).unwrap(),
+                    "{name}"
+                );
+            }
         }
     }
 
@@ -532,7 +575,7 @@ mod tests {
             let mut row = span(whole.clone());
             row.slim("wf");
             assert_eq!(row.attributes, whole);
-            row.restore("wf");
+            row.restore("wf", "sqlite");
             assert_eq!(
                 serde_json::to_string(&row.attributes).unwrap(),
                 serde_json::to_string(&whole).unwrap()

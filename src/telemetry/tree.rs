@@ -385,7 +385,7 @@ mod tests {
             json!({"workflow.step.id": "charge-card", "workflow.step.attempt": 2,
                    "workflow.step.outcome": "ok"}),
         );
-        let c = span("c", Some("a2"), 3, "wf.sqlite.commit", 8, json!({}));
+        let c = span("c", Some("a2"), 3, "wf.commit", 8, json!({}));
         let lines = render("order-flow", &[], &[a1, root2, c, a2, root3]);
         assert_eq!(
             lines,
@@ -394,7 +394,7 @@ mod tests {
                 "└── order-flow/charge-card      +1ms   10ms ▕ ███████████▏  attempt=1  outcome=retry  ERROR  error.type=user.card_declined",
                 "order-flow/workflow             +0ms   10ms ▕██████████  ▏  run 3  link -> run 2  outcome=completed  trace=00000000000000000000000000000003",
                 "└── order-flow/charge-card      +1ms   10ms ▕███████████ ▏  attempt=2  outcome=ok",
-                "    └── wf.sqlite.commit        +3ms   10ms ▕  ██████████▏",
+                "    └── wf.commit               +3ms   10ms ▕  ██████████▏",
             ]
         );
     }

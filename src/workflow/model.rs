@@ -225,6 +225,8 @@ pub struct RawHttp {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawWait {
+    /// The event's exact name (case-sensitive), without a comma or a control character.
+    #[schemars(regex(pattern = r"^[^,\u0000-\u001F\u007F-\u009F]+$"))]
     pub name: String,
     #[serde(default)]
     pub timeout: Option<String>,

@@ -559,6 +559,109 @@ steps:
 }
 
 #[test]
+fn only_an_events_exact_name_makes_a_waiting_instance_due() {
+    let t = Test::new();
+    // Two waits at once: the instance waits for `approved` and `x`.
+    let (id, ran) = t.run_yaml(
+        "wf.yaml",
+        r#"
+name: exact
+steps:
+  - id: approval
+    wait_for_event: { name: approved }
+  - id: other
+    needs: []
+    wait_for_event: { name: x }
+  - id: apply
+    needs: [approval]
+    run: echo applied >> side.log
+"#,
+        &[],
+    );
+    ran.code(3);
+    assert_eq!(t.inspect(&id)["waiting_event"], "approved,x");
+
+    // Names a pattern would take for `approved` (or `approved,x`), a name in
+    // another case, and names holding a comma: none is awaited, so none
+    // makes the instance due, and a worker finds nothing to run.
+    for name in [
+        "approve_",
+        "%",
+        "APPROVED",
+        "approved_x",
+        "_pproved",
+        "appr%",
+        "approved,x",
+        "x,approved",
+    ] {
+        t.wf(&["signal", &id, name]).code(0);
+        let worker = t.wf(&["worker", "--once", "--json"]);
+        worker.code(0);
+        assert_eq!(
+            worker.stdout.trim(),
+            "",
+            "the event `{name}` made the instance due\n{}",
+            worker.stderr
+        );
+        let v = t.inspect(&id);
+        assert_eq!(v["status"], "waiting", "after `{name}`");
+        assert_eq!(run_outcomes(&v), ["waiting"], "after `{name}`: a new run");
+        assert_eq!(listed_status(&t, &id), "waiting");
+    }
+    assert_eq!(t.read("side.log"), "");
+
+    // The exact name does, once.
+    t.wf(&["signal", &id, "approved"]).code(0);
+    let worker = t.wf(&["worker", "--once", "--json"]);
+    worker.code(0);
+    let outcomes: Vec<Value> = worker
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).expect("a JSON line")["outcome"].clone())
+        .collect();
+    assert_eq!(outcomes, [json!("waiting")], "{}", worker.stderr);
+    let v = t.inspect(&id);
+    assert_eq!(run_outcomes(&v), ["waiting", "waiting"]);
+    assert_eq!(Test::step(&v, "approval")["status"], "completed");
+    assert_eq!(v["waiting_event"], "x");
+    assert_eq!(lines(&t, "side.log"), ["applied"]);
+    t.wf(&["worker", "--once", "--json"]).code(0);
+    assert_eq!(t.inspect(&id)["status"], "waiting", "nothing new for it");
+    assert_eq!(run_outcomes(&t.inspect(&id)).len(), 2);
+
+    t.wf(&["signal", &id, "x"]).code(0);
+    t.wf(&["worker", "--once", "--json"]).code(0);
+    let v = t.inspect(&id);
+    assert_eq!(v["status"], "completed");
+    assert_eq!(run_outcomes(&v), ["waiting", "waiting", "completed"]);
+}
+
+#[test]
+fn a_wait_for_an_event_name_holding_a_comma_or_a_nul_is_a_definition_error() {
+    let t = Test::new();
+    // (`\0` is YAML's escape: the name holds a NUL, which no `wf signal`
+    // can send.)
+    for name in [r#""a,b""#, r#"",""#, r#""ev\0""#, r#""a\tb""#] {
+        let file = t.write(
+            "wf.yaml",
+            &format!(
+                "name: odd\nsteps:\n  - id: approval\n    wait_for_event: {{ name: {name} }}\n"
+            ),
+        );
+        let ran = t.wf(&["run", file.to_str().unwrap()]);
+        ran.code(2);
+        assert!(
+            ran.stderr.contains("wf.yaml:4:")
+                && ran.stderr.contains("comma or a control character")
+                && ran.stderr.lines().count() == 1,
+            "{name}: {}",
+            ran.stderr
+        );
+        assert!(!t.database_written(), "{name}");
+    }
+}
+
+#[test]
 fn an_event_sent_before_the_step_is_reached_is_kept_and_used() {
     let t = Test::new();
     let (id, ran) = t.run_yaml(

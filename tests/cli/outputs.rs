@@ -2,9 +2,11 @@
 //! `output.json`, keys written to `$WF_OUTPUT` (plain and heredoc form), the
 //! output size cap, and how expressions render outputs: a whole-value
 //! expression keeps its JSON type, inside a longer string it becomes text.
+//! A NUL byte in any of them, in a step's error or in an event's payload is
+//! kept, on PostgreSQL as on SQLite.
 
 use crate::Test;
-use serde_json::json;
+use serde_json::{Value, json};
 
 #[test]
 fn stdout_and_exit_code_reach_later_steps() {
@@ -558,4 +560,83 @@ fn left_in(dir: &std::path::Path) -> Vec<String> {
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .collect()
+}
+
+#[test]
+fn nul_bytes_in_outputs_errors_and_payloads_are_kept_on_every_backend() {
+    let t = Test::new();
+    let (id, ran) = t.run_yaml(
+        "wf.yaml",
+        r#"
+name: nul
+steps:
+  - id: print
+    run: printf 'a\0b'; printf 'c\0d' >&2
+  - id: approval
+    wait_for_event: { name: go }
+    set_state: { got: "${{ output.json.v }}" }
+  - id: exits
+    run: printf 'x\0y\n' >&2; exit 3
+    retry: { max_attempts: 1 }
+    continue_on_error: true
+  - id: outfile
+    run: printf 'bad\0line\n' >> "$WF_OUTPUT"
+"#,
+        &[],
+    );
+    ran.code(3);
+    t.wf(&["signal", &id, "go", "--data", r#"{"v": "x\u0000y"}"#])
+        .code(0);
+    let resumed = t.wf(&["resume", &id]);
+    // The step's errors hold the NUL (PostgreSQL's TEXT cannot, as such):
+    // the run ends `failed` as it should, never `interrupted`.
+    resumed.code(1);
+    let exit_message = "exited with code 3: x\0y";
+    let outfile_message =
+        "$WF_OUTPUT line 1: expected KEY=VALUE or KEY<<DELIMITER, got `bad\0line`";
+    for text in [exit_message, outfile_message] {
+        assert!(
+            resumed.stderr.contains(text),
+            "{text:?} in\n{}",
+            resumed.stderr
+        );
+    }
+
+    let v = t.inspect(&id);
+    assert_eq!(v["status"], "failed");
+    assert_eq!(
+        Test::step(&v, "print")["output"]["stdout"],
+        "a\u{0}b",
+        "{v:#}"
+    );
+    assert_eq!(
+        Test::step(&v, "approval")["output"]["json"],
+        json!({ "v": "x\u{0}y" })
+    );
+    assert_eq!(v["state"], json!({ "got": "x\u{0}y" }));
+    assert_eq!(Test::step(&v, "exits")["error_type"], "exit.3");
+    assert_eq!(Test::step(&v, "outfile")["error_type"], "output.invalid");
+    let listed = t.wf(&["list", "--json"]).code(0).json();
+    assert_eq!(listed[0]["status"], "failed", "{listed:#}");
+
+    let logs = t.wf(&["logs", &id, "print", "--json"]).code(0).json();
+    assert_eq!(logs["logs"][0]["stdout"], "a\u{0}b");
+    assert_eq!(logs["logs"][0]["stderr"], "c\u{0}d");
+    let result = t.wf(&["result", &id, "--json"]).json();
+    let error = result["error"].as_str().unwrap_or_default();
+    assert!(error.contains(outfile_message), "{result:#}");
+
+    // The attempts' spans carry the messages whole.
+    let runs = t.wf(&["trace", &id, "--format", "json"]).code(0).json();
+    let message = |name: &str| -> Value {
+        runs.as_array()
+            .into_iter()
+            .flatten()
+            .flat_map(|r| r["spans"].as_array().cloned().unwrap_or_default())
+            .find(|s| s["name"] == name)
+            .map(|s| s["status_message"].clone())
+            .unwrap_or_else(|| panic!("no span {name} in {runs:#}"))
+    };
+    assert_eq!(message("nul/exits"), exit_message);
+    assert_eq!(message("nul/outfile"), outfile_message);
 }

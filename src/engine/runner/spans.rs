@@ -1,7 +1,6 @@
 //! The run's spans: its root, one per attempt (started before the attempt
-//! is recorded, so its id can travel with the attempt), `wf.sqlite.commit`
-//! (`wf.postgresql.commit`)
-//! under the attempts a commit makes durable, and the ended spans turned into
+//! is recorded, so its id can travel with the attempt), `wf.commit` under
+//! the attempts a commit makes durable, and the ended spans turned into
 //! writes with secrets masked.
 
 use super::*;
@@ -17,32 +16,22 @@ impl<'o> Runner<'o> {
         Ok(())
     }
 
-    /// A `wf.sqlite.commit` (or `wf.postgresql.commit`) span under each
-    /// attempt the coming commit makes durable; they end when the caller
-    /// drops them, after the commit.
+    /// A `wf.commit` span under each attempt the coming commit makes
+    /// durable, its `db.system.name` naming the backend (`sqlite`,
+    /// `postgresql`); they end when the caller drops them, after the commit.
     pub(super) fn commit_spans(&mut self, postgres: bool) -> Vec<tracing::Span> {
+        let system = if postgres { "postgresql" } else { "sqlite" };
         std::mem::take(&mut self.committing)
             .into_iter()
             .map(|parent| {
-                let span = if postgres {
-                    tracing::info_span!(
-                        parent: None,
-                        "wf.postgresql.commit",
-                        workflow.name = self.wf.name.as_str(),
-                        workflow.instance.id = self.id.as_str(),
-                        db.system.name = "postgresql",
-                        db.operation.name = "COMMIT",
-                    )
-                } else {
-                    tracing::info_span!(
-                        parent: None,
-                        "wf.sqlite.commit",
-                        workflow.name = self.wf.name.as_str(),
-                        workflow.instance.id = self.id.as_str(),
-                        db.system.name = "sqlite",
-                        db.operation.name = "COMMIT",
-                    )
-                };
+                let span = tracing::info_span!(
+                    parent: None,
+                    "wf.commit",
+                    workflow.name = self.wf.name.as_str(),
+                    workflow.instance.id = self.id.as_str(),
+                    db.system.name = system,
+                    db.operation.name = "COMMIT",
+                );
                 let _ = span.set_parent(recorder::parent_context(&self.trace.0, &parent, false));
                 span
             })

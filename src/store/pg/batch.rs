@@ -11,6 +11,7 @@
 //! bash loop (server CPU and wake-ups per request, not SQL, were the cost).
 
 use super::records::{opt_json, p};
+use super::text::{escape, escape_opt};
 use super::write::write_op;
 use super::{Op, Param};
 use crate::store::Write;
@@ -383,14 +384,14 @@ fn span_columns(spans: &[&SpanRow]) -> Vec<Param> {
             .map(|s| s.parent_span_id.clone())
             .collect::<Vec<_>>()),
         p(spans.iter().map(|s| s.run).collect::<Vec<_>>()),
-        p(col(&|s| s.name.clone())),
+        p(col(&|s| escape(&s.name))),
         p(col(&|s| s.kind.clone())),
         p(spans.iter().map(|s| s.start_ns).collect::<Vec<_>>()),
         p(spans.iter().map(|s| s.end_ns).collect::<Vec<_>>()),
         p(col(&|s| s.status.clone())),
         p(spans
             .iter()
-            .map(|s| s.status_message.clone())
+            .map(|s| escape_opt(&s.status_message))
             .collect::<Vec<_>>()),
         p(col(&|s| s.attributes.to_string())),
         p(col(&|s| s.links.to_string())),
@@ -408,7 +409,7 @@ fn step_columns(steps: &[&StepRow], patches: &[&Value]) -> Vec<Param> {
         p(steps.iter().map(|s| s.attempts).collect::<Vec<_>>()),
         p(text(&|s| s.outcome.clone())),
         p(text(&|s| s.error_type.clone())),
-        p(text(&|s| s.error_message.clone())),
+        p(text(&|s| escape_opt(&s.error_message))),
         p(text(&|s| opt_json(&s.output))),
         p(text(&|s| s.started_at.clone())),
         p(text(&|s| s.finished_at.clone())),
@@ -445,7 +446,7 @@ fn attempt_columns(attempts: &[NewAttempt]) -> Vec<Param> {
         p(attempts.iter().map(|a| a.started_ns).collect::<Vec<_>>()),
         p(end(&|e| Some(e.outcome.clone()))),
         p(end(&|e| e.error_type.clone())),
-        p(end(&|e| e.error_message.clone())),
+        p(end(&|e| escape_opt(&e.error_message))),
         p(attempts
             .iter()
             .map(|a| a.end.and_then(|e| e.exit_code))
@@ -472,7 +473,7 @@ fn end_params(end: Option<(&str, i64, &AttemptEnd)>) -> Vec<Param> {
         p(end.map(|(_, attempt, _)| attempt)),
         text(&|e| Some(e.outcome.clone())),
         text(&|e| e.error_type.clone()),
-        text(&|e| e.error_message.clone()),
+        text(&|e| escape_opt(&e.error_message)),
         p(end.and_then(|(_, _, e)| e.exit_code)),
         text(&|e| Some(e.finished_at.clone())),
         bytes(&|e| e.stdout.clone()),

@@ -20,12 +20,17 @@
 /// event arrived or timed out, a cancel was asked of it while it slept or
 /// waited, or it is running (its holder may be gone).
 /// The same for `claim_due` (`owner`) and `due_instances` (`records`).
+///
+/// `waiting_event` is the comma-separated list of the names awaited (a
+/// `wait_for_event.name` holds no comma): an event matches when its name
+/// equals one of them, case included, as the engine matches it; no pattern
+/// operator touches a name, and a name holding a comma equals none of them.
 macro_rules! due_sql {
     () => {
         "((status = 'sleeping' AND (wake_at IS NULL OR wake_at <= $1 OR cancel_requested > 0)) \
           OR (status = 'waiting' AND (cancel_requested > 0 OR (wake_at IS NOT NULL AND wake_at <= $1) OR EXISTS ( \
               SELECT 1 FROM events e WHERE e.instance_id = instances.id AND e.consumed_by IS NULL \
-              AND (',' || instances.waiting_event || ',') LIKE ('%,' || e.name || ',%')))) \
+              AND e.name = ANY (string_to_array(instances.waiting_event, ','))))) \
           OR status = 'running')"
     };
 }
@@ -49,6 +54,8 @@ mod records;
 mod schedules;
 mod schema;
 mod target;
+mod text;
+mod url;
 mod write;
 
 use super::{Result, StoreError};
@@ -178,12 +185,11 @@ impl PgStore {
             reason,
         };
         let schema = &self.target.schema;
+        // Quoted: a keyword (`select`, `user`) is a schema name too.
+        let q = target::quoted(schema);
         let version = match self
             .client
-            .query_one(
-                &format!("SELECT max(version) FROM {schema}.migrations"),
-                &[],
-            )
+            .query_one(&format!("SELECT max(version) FROM {q}.migrations"), &[])
             .await
         {
             Ok(row) => row.get::<_, Option<i64>>(0).unwrap_or(0),
@@ -210,8 +216,8 @@ impl PgStore {
                 .await?;
             self.client
                 .batch_execute(&format!(
-                    "CREATE SCHEMA IF NOT EXISTS {schema}; \
-                     CREATE TABLE IF NOT EXISTS {schema}.migrations \
+                    "CREATE SCHEMA IF NOT EXISTS {q}; \
+                     CREATE TABLE IF NOT EXISTS {q}.migrations \
                      (version BIGINT PRIMARY KEY, applied_at TIMESTAMPTZ NOT NULL DEFAULT now())"
                 ))
                 .await?;
@@ -219,7 +225,7 @@ impl PgStore {
             let now: i64 = self
                 .client
                 .query_one(
-                    &format!("SELECT COALESCE(max(version), 0) FROM {schema}.migrations"),
+                    &format!("SELECT COALESCE(max(version), 0) FROM {q}.migrations"),
                     &[],
                 )
                 .await?
@@ -232,7 +238,7 @@ impl PgStore {
                 self.client.batch_execute(sql).await?;
                 self.client
                     .execute(
-                        &format!("INSERT INTO {schema}.migrations (version) VALUES ($1)"),
+                        &format!("INSERT INTO {q}.migrations (version) VALUES ($1)"),
                         &[&(i as i64 + 1)],
                     )
                     .await?;
@@ -382,7 +388,8 @@ impl PgStore {
     pub async fn wait_for_work(&self, timeout: std::time::Duration) {
         use std::sync::atomic::Ordering;
         if !self.listening.swap(true, Ordering::Relaxed) {
-            let listen = format!("LISTEN wf_{}", self.target.schema);
+            // `pg_notify('wf_' || current_schema(), …)`'s channel.
+            let listen = format!("LISTEN \"wf_{}\"", self.target.schema);
             if self.client.batch_execute(&listen).await.is_err() {
                 self.listening.store(false, Ordering::Relaxed);
             }

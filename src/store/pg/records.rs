@@ -4,6 +4,7 @@
 //! (`store/sqlite/records.rs`), in PostgreSQL's dialect. What a runner
 //! writes under its lease is in `owner` and `write`.
 
+use super::text::{escape_opt, unescape, unescape_opt};
 use super::{Op, Param, PgStore};
 use crate::store::rows::*;
 use crate::store::{Result, StoreError};
@@ -152,7 +153,7 @@ pub(super) fn instance_row(r: &Row) -> Result<InstanceRow> {
         base_dir: get(r, 6)?,
         inputs: json(r, 7)?,
         state: json(r, 8)?,
-        error: get(r, 9)?,
+        error: unescape_opt(get(r, 9)?),
         wake_at: get(r, 10)?,
         waiting_event: get(r, 11)?,
         lease_owner: get(r, 12)?,
@@ -171,7 +172,7 @@ pub(super) fn step_row(r: &Row) -> Result<StepRow> {
         budget_base: get(r, 4)?,
         outcome: get(r, 5)?,
         error_type: get(r, 6)?,
-        error_message: get(r, 7)?,
+        error_message: unescape_opt(get(r, 7)?),
         output: json(r, 8)?,
         started_at: get(r, 9)?,
         finished_at: get(r, 10)?,
@@ -190,12 +191,12 @@ pub(super) fn span_row(r: &Row) -> Result<SpanRow> {
         parent_span_id: get(r, 2)?,
         instance_id: get(r, 3)?,
         run: get(r, 4)?,
-        name: get(r, 5)?,
+        name: unescape(get(r, 5)?),
         kind: get(r, 6)?,
         start_ns: get(r, 7)?,
         end_ns: get(r, 8)?,
         status: get(r, 9)?,
-        status_message: get(r, 10)?,
+        status_message: unescape_opt(get(r, 10)?),
         attributes: json(r, 11)?,
         links: json(r, 12)?,
     })
@@ -331,7 +332,7 @@ impl PgStore {
                     run: get(r, 2)?,
                     outcome: get(r, 3)?,
                     error_type: get(r, 4)?,
-                    error_message: get(r, 5)?,
+                    error_message: unescape_opt(get(r, 5)?),
                     exit_code: get(r, 6)?,
                     started_at: get(r, 7)?,
                     finished_at: get(r, 8)?,
@@ -598,7 +599,7 @@ pub(super) fn insert_instance(i: &InstanceRow) -> Op {
             p(i.base_dir.clone()),
             p(i.inputs.to_string()),
             p(i.state.to_string()),
-            p(i.error.clone()),
+            p(escape_opt(&i.error)),
             p(i.wake_at.clone()),
             p(i.waiting_event.clone()),
             p(i.lease_owner.clone()),

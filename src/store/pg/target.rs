@@ -47,22 +47,35 @@ impl PgTarget {
         lower.starts_with("postgres://") || lower.starts_with("postgresql://")
     }
 
-    /// Parses a URL; the error names the URL without its password.
+    /// Parses a URL (see `url`); the error names the URL without its
+    /// password.
     pub fn parse(url: &str) -> Result<PgTarget> {
-        let fail = |reason: String| StoreError::Open {
-            path: strip_password(url),
-            reason,
+        let parts = super::url::parse(url).map_err(|reason| StoreError::Open {
+            path: hidden(url),
+            reason: format!("not a valid PostgreSQL URL: {reason}"),
+        })?;
+        let mut shown = Shown {
+            user: parts.user.clone(),
+            host: parts.hosts.first().cloned(),
+            dbname: parts.dbname.clone(),
         };
-        // tokio-postgres takes three sslmodes; wf takes libpq's six, and
-        // sslrootcert, so those two are read here and taken out.
-        let (base, query) = url.split_once('?').unwrap_or((url, ""));
+        let (mut user, mut password, mut dbname) = (parts.user, parts.password, parts.dbname);
+        let mut hosts: Vec<String> = parts.hosts.iter().map(|(h, _)| h.clone()).collect();
+        let mut ports: Vec<Option<u16>> = parts.hosts.iter().map(|(_, p)| *p).collect();
+        // wf reads libpq's six sslmodes and sslrootcert, and (as libpq)
+        // the parameters that name what the URL's parts name; every other
+        // parameter goes to tokio-postgres as it was given.
         let mut tls = Tls::Prefer;
         let mut root_cert = None;
-        let mut rest = form_urlencoded::Serializer::new(String::new());
-        for (k, v) in form_urlencoded::parse(query.as_bytes()) {
-            match &*k {
+        let mut given = String::new();
+        for (k, v) in parts.params {
+            let fail = |reason: String| StoreError::Open {
+                path: shown.text(),
+                reason,
+            };
+            match k.as_str() {
                 "sslmode" => {
-                    tls = match &*v {
+                    tls = match v.as_str() {
                         "disable" => Tls::Disable,
                         "allow" => Tls::Allow,
                         "prefer" => Tls::Prefer,
@@ -76,72 +89,119 @@ impl PgTarget {
                         }
                     }
                 }
-                "sslrootcert" => root_cert = Some(PathBuf::from(&*v)),
-                _ => {
-                    rest.append_pair(&k, &v);
+                "sslrootcert" => root_cert = Some(PathBuf::from(v)),
+                "user" => user = Some(v),
+                "password" => password = Some(v.into_bytes()),
+                "dbname" => dbname = Some(v),
+                "host" => hosts = v.split(',').map(str::to_string).collect(),
+                "port" => {
+                    ports = v
+                        .split(',')
+                        .map(|p| match p {
+                            "" => Ok(None),
+                            p => super::url::port_number(p).map(Some),
+                        })
+                        .collect::<std::result::Result<_, _>>()
+                        .map_err(fail)?
+                }
+                name if name.is_empty()
+                    || name.contains(|c: char| c.is_whitespace() || c == '=' || c == '\'') =>
+                {
+                    return Err(fail("a URL parameter's name is not a word".into()));
+                }
+                name => {
+                    // tokio-postgres's `key='value'` form, which takes any
+                    // value (a backslash escapes a quote or a backslash).
+                    let value = v.replace('\\', "\\\\").replace('\'', "\\'");
+                    given.push_str(&format!("{name}='{value}' "));
                 }
             }
         }
-        let rest = rest.finish();
-        let text = if rest.is_empty() {
-            base.to_string()
-        } else {
-            format!("{base}?{rest}")
+        shown.user = user.clone();
+        shown.dbname = dbname.clone();
+        let fail = |reason: String| StoreError::Open {
+            path: shown.text(),
+            reason,
         };
-        let mut config = tokio_postgres::Config::from_str(&text)
-            .map_err(|e| fail(format!("not a valid PostgreSQL URL: {}", one_line(&e))))?;
+        let mut config = if given.is_empty() {
+            tokio_postgres::Config::new()
+        } else {
+            tokio_postgres::Config::from_str(&given)
+                .map_err(|e| fail(format!("not a valid PostgreSQL URL: {}", one_line(&e))))?
+        };
         let env = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
-        if config.get_hosts().is_empty() {
-            match env("PGHOST") {
-                Some(h) if h.starts_with('/') => config.host_path(h),
-                Some(h) => config.host(&h),
+        hosts.retain(|h| !h.is_empty());
+        if hosts.is_empty() {
+            hosts.push(match env("PGHOST") {
+                Some(h) => h,
                 None if std::path::Path::new("/var/run/postgresql").is_dir() => {
-                    config.host_path("/var/run/postgresql")
+                    "/var/run/postgresql".into()
                 }
-                None => config.host("localhost"),
-            };
+                None => "localhost".into(),
+            });
         }
-        if config.get_ports().is_empty()
-            && let Some(p) = env("PGPORT").and_then(|p| p.parse::<u16>().ok())
-        {
-            config.port(p);
+        for h in &hosts {
+            if h.starts_with('/') {
+                config.host_path(h);
+            } else {
+                config.host(h);
+            }
         }
-        if config.get_user().is_none() {
-            let user = env("PGUSER").unwrap_or_else(os_user);
-            config.user(&user);
+        // A port per host, or one for all; what is missing is PGPORT's, or
+        // 5432.
+        let default_port = env("PGPORT")
+            .and_then(|p| super::url::port_number(&p).ok())
+            .unwrap_or(5432);
+        if ports.len() > 1 || ports.iter().any(Option::is_some) {
+            for p in &ports {
+                config.port(p.unwrap_or(default_port));
+            }
+        } else {
+            config.port(default_port);
         }
-        if config.get_password().is_none()
-            && let Some(p) = env("PGPASSWORD")
-        {
-            config.password(p);
-        }
-        if config.get_dbname().is_none() {
-            let db = env("PGDATABASE")
-                .or_else(|| config.get_user().map(str::to_string))
-                .unwrap_or_default();
-            config.dbname(&db);
-        }
+        match user {
+            Some(u) => config.user(&u),
+            None => config.user(env("PGUSER").unwrap_or_else(os_user)),
+        };
+        match password.or_else(|| env("PGPASSWORD").map(String::into_bytes)) {
+            Some(p) => config.password(p),
+            None => &mut config,
+        };
+        let db = dbname
+            .or_else(|| env("PGDATABASE"))
+            .or_else(|| config.get_user().map(str::to_string))
+            .unwrap_or_default();
+        config.dbname(&db);
         if config.get_connect_timeout().is_none() {
             config.connect_timeout(Duration::from_secs(10));
         }
         if config.get_application_name().is_none() {
             config.application_name("wf");
         }
-        let schema = std::env::var("WF_PG_SCHEMA").unwrap_or_else(|_| "wf".into());
-        let valid = !schema.is_empty()
-            && schema.len() <= 63
-            && !schema.starts_with(|c: char| c.is_ascii_digit())
-            && schema
-                .chars()
-                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
-        if !valid {
-            return Err(fail(format!(
-                "WF_PG_SCHEMA `{schema}` is not a schema name wf takes: use 1 to 63 lowercase letters, digits and _, not starting with a digit"
-            )));
+        // libpq ignores sslmode over Unix-domain sockets (PostgreSQL has no
+        // TLS there).
+        if !config.get_hosts().is_empty()
+            && config.get_hostaddrs().is_empty()
+            && config
+                .get_hosts()
+                .iter()
+                .all(|h| matches!(h, Host::Unix(_)))
+        {
+            tls = Tls::Disable;
         }
+        let shown = describe(&config);
+        let fail = |reason: String| StoreError::Open {
+            path: shown.clone(),
+            reason,
+        };
+        let schema = std::env::var("WF_PG_SCHEMA")
+            .ok()
+            .filter(|s| !s.is_empty())
+            .unwrap_or_else(|| "wf".into());
+        check_schema(&schema).map_err(fail)?;
         // Every connection works in the schema, and commits as WF_DURABILITY says.
         let mut options = config.get_options().unwrap_or_default().to_string();
-        options.push_str(&format!(" -c search_path={schema}"));
+        options.push_str(&format!(" -c search_path={}", quoted(&schema)));
         // A runner stalled inside a transaction (SIGSTOP, a paused VM) holds
         // its instance's row lock: the server ends such a session after the
         // lease TTL, so that another runner can take the instance over.
@@ -162,7 +222,6 @@ impl PgTarget {
             Tls::Allow | Tls::Prefer => SslMode::Prefer,
             _ => SslMode::Require,
         });
-        let shown = describe(&config);
         Ok(PgTarget {
             config,
             tls,
@@ -177,8 +236,8 @@ impl PgTarget {
     #[cfg(test)]
     pub(super) fn in_schema(mut self, schema: &str) -> PgTarget {
         let options = self.config.get_options().unwrap_or_default().replace(
-            &format!("search_path={}", self.schema),
-            &format!("search_path={schema}"),
+            &format!("search_path={}", quoted(&self.schema)),
+            &format!("search_path={}", quoted(schema)),
         );
         self.config.options(&options);
         self.schema = schema.to_string();
@@ -198,6 +257,8 @@ impl PgTarget {
         };
         let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
         let roots = match &self.root_cert {
+            // (No TLS: over a Unix socket, sslrootcert is ignored too.)
+            _ if self.tls == Tls::Disable => None,
             None => None,
             Some(path) => {
                 let mut roots = rustls::RootCertStore::empty();
@@ -243,28 +304,80 @@ impl PgTarget {
     }
 }
 
-/// The URL as messages may show it.
-fn strip_password(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else {
-        return url.to_string();
-    };
-    let end = rest.find(['/', '?']).unwrap_or(rest.len());
-    let (authority, tail) = rest.split_at(end);
-    match authority.rsplit_once('@') {
-        Some((userinfo, host)) => {
-            let user = userinfo.split(':').next().unwrap_or_default();
-            format!("{scheme}://{user}@{host}{tail}")
-                .split('?')
-                .next()
-                .unwrap_or_default()
-                .to_string()
-        }
-        None => format!("{scheme}://{authority}{tail}")
-            .split('?')
-            .next()
-            .unwrap_or_default()
-            .to_string(),
+/// How an error names a URL that did not parse: its scheme alone, since
+/// any other part may hold a piece of a password that was not
+/// percent-encoded.
+fn hidden(url: &str) -> String {
+    let scheme = url
+        .split("://")
+        .next()
+        .unwrap_or_default()
+        .to_ascii_lowercase();
+    format!("{scheme}://…")
+}
+
+/// What an error names before the configuration is whole: the URL's user,
+/// first host and database (never its password).
+struct Shown {
+    user: Option<String>,
+    host: Option<(String, Option<u16>)>,
+    dbname: Option<String>,
+}
+
+impl Shown {
+    fn text(&self) -> String {
+        let (host, port) = match &self.host {
+            Some((h, p)) if h.contains(':') => (format!("[{h}]"), *p),
+            Some((h, p)) => (h.clone(), *p),
+            None => (String::new(), None),
+        };
+        format!(
+            "postgres://{}@{host}{}/{}",
+            self.user.as_deref().unwrap_or_default(),
+            port.map(|p| format!(":{p}")).unwrap_or_default(),
+            self.dbname.as_deref().unwrap_or_default()
+        )
     }
+}
+
+/// The longest schema name: wf's notification channel is `wf_<schema>`,
+/// and PostgreSQL's names hold at most 63 bytes (longer ones are cut, and
+/// `pg_notify` refuses them).
+const SCHEMA_MAX: usize = 63 - "wf_".len();
+
+/// Whether wf takes `schema` as `WF_PG_SCHEMA`: lowercase letters, digits
+/// and `_`, not starting with a digit, at most [`SCHEMA_MAX`] bytes, and not
+/// one of PostgreSQL's own. SQL keywords (`select`, `user`) are fine: wf
+/// quotes the name wherever it writes it.
+fn check_schema(schema: &str) -> std::result::Result<(), String> {
+    let word = !schema.is_empty()
+        && schema.len() <= SCHEMA_MAX
+        && !schema.starts_with(|c: char| c.is_ascii_digit())
+        && schema
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
+    let shown: String = schema
+        .chars()
+        .take(80)
+        .collect::<String>()
+        .escape_default()
+        .to_string();
+    if !word {
+        return Err(format!(
+            "WF_PG_SCHEMA `{shown}` is not a schema name wf takes: use 1 to {SCHEMA_MAX} lowercase letters, digits and _, not starting with a digit"
+        ));
+    }
+    if schema.starts_with("pg_") || schema == "information_schema" {
+        return Err(format!(
+            "WF_PG_SCHEMA `{schema}` is one of PostgreSQL's own schemas (pg_*, information_schema): name another"
+        ));
+    }
+    Ok(())
+}
+
+/// `schema` as a quoted SQL identifier (a checked name holds no `"`).
+pub(super) fn quoted(schema: &str) -> String {
+    format!("\"{schema}\"")
 }
 
 fn describe(config: &tokio_postgres::Config) -> String {
@@ -410,15 +523,73 @@ mod tests {
 
     #[test]
     fn passwords_are_never_shown() {
-        assert_eq!(
-            strip_password("postgres://wf:s3cret@db:5433/hist?sslmode=require"),
-            "postgres://wf@db:5433/hist"
-        );
         let t = PgTarget::parse("postgresql://wf:s3cret@db.example:5433/hist").unwrap();
         assert_eq!(t.describe(), "postgres://wf@db.example:5433/hist");
         assert!(!format!("{t:?}").contains("s3cret"));
         let e = PgTarget::parse("postgres://wf:s3cret@db/x?sslmode=sometimes").unwrap_err();
         assert!(!e.to_string().contains("s3cret"), "{e}");
         assert!(e.to_string().contains("sslmode `sometimes`"), "{e}");
+        assert!(e.to_string().contains("postgres://wf@db/x"), "{e}");
+        let e = PgTarget::parse("postgres://wf:s3c@ret@db/x").unwrap_err();
+        assert_eq!(
+            e.to_string().split(':').take(2).collect::<Vec<_>>(),
+            ["database postgres", "//…"]
+        );
+        assert!(!e.to_string().contains("ret"), "{e}");
+    }
+
+    #[test]
+    fn parameters_are_passed_as_given() {
+        let t = PgTarget::parse(
+            "postgres://wf@h/d?options=-c%20statement_timeout%3D5&application_name=a+b%27c\\&connect_timeout=3",
+        )
+        .unwrap();
+        assert!(
+            t.config
+                .get_options()
+                .unwrap()
+                .starts_with("-c statement_timeout=5 -c search_path="),
+            "{:?}",
+            t.config.get_options()
+        );
+        assert_eq!(t.config.get_application_name(), Some("a+b'c\\"));
+        assert_eq!(
+            t.config.get_connect_timeout(),
+            Some(&Duration::from_secs(3))
+        );
+        let e = PgTarget::parse("postgres://wf@h/d?no_such_thing=1").unwrap_err();
+        assert!(e.to_string().contains("no_such_thing"), "{e}");
+    }
+
+    #[test]
+    fn sslmode_is_ignored_over_unix_sockets() {
+        let t = PgTarget::parse("postgres://wf@%2Ftmp%2Fsock/d?sslmode=verify-ca").unwrap();
+        assert_eq!(t.tls, Tls::Disable);
+        let t = PgTarget::parse("postgres://wf@/d?host=/tmp/sock&sslmode=require").unwrap();
+        assert_eq!(t.tls, Tls::Disable);
+        let t = PgTarget::parse("postgres://wf@h/d?sslmode=require").unwrap();
+        assert_eq!(t.tls, Tls::Require);
+    }
+
+    #[test]
+    fn schema_names() {
+        for ok in ["wf", "select", "user", "a_1", &"s".repeat(SCHEMA_MAX)] {
+            assert_eq!(check_schema(ok), Ok(()), "{ok}");
+        }
+        for bad in [
+            "",
+            "1a",
+            "Wf",
+            "a-b",
+            "a\"b",
+            &"s".repeat(SCHEMA_MAX + 1),
+            "pg_catalog",
+            "pg_toast",
+            "pg_x",
+            "information_schema",
+        ] {
+            let e = check_schema(bad).expect_err(bad);
+            assert!(e.starts_with("WF_PG_SCHEMA"), "{e}");
+        }
     }
 }

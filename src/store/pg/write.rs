@@ -3,6 +3,7 @@
 
 use super::Op;
 use super::records::{opt_json, p};
+use super::text::escape_opt;
 use crate::store::Write;
 use crate::store::rows::now;
 
@@ -45,7 +46,7 @@ pub(super) fn write_op(id: &str, w: &Write) -> Op {
                 p(*attempt),
                 p(end.outcome.clone()),
                 p(end.error_type.clone()),
-                p(end.error_message.clone()),
+                p(escape_opt(&end.error_message)),
                 p(end.exit_code),
                 p(end.finished_at.clone()),
                 p(end.stdout.clone()),
@@ -82,7 +83,7 @@ pub(super) fn write_op(id: &str, w: &Write) -> Op {
                 p(s.attempts),
                 p(s.outcome.clone()),
                 p(s.error_type.clone()),
-                p(s.error_message.clone()),
+                p(escape_opt(&s.error_message)),
                 p(opt_json(&s.output)),
                 p(s.started_at.clone()),
                 p(s.finished_at.clone()),
@@ -115,7 +116,7 @@ pub(super) fn write_op(id: &str, w: &Write) -> Op {
                 p(status.clone()),
                 p(wake_at.clone()),
                 p(waiting_event.clone()),
-                p(error.clone()),
+                p(escape_opt(error)),
                 p(now()),
             ],
         ),

@@ -105,12 +105,20 @@ pub(super) fn release_lease(c: &Connection, fence: &Fence) -> Result<()> {
 /// it slept or waited (`overlap: cancel_previous`, an interrupted `wf
 /// cancel`), or it is running (its holder may be gone). The same for
 /// `claim_due` and `due_instances`.
+///
+/// `waiting_event` is the comma-separated list of the names awaited (a
+/// `wait_for_event.name` holds no comma): an event matches when its name is
+/// one of them exactly, case included, as the engine matches it. No pattern
+/// operator (`LIKE`, `GLOB`) touches a name: `approve_`, `%` or `APPROVED`
+/// never wakes an instance waiting for `approved`, and a name holding a
+/// comma (which no step can wait for) never matches two listed names.
 macro_rules! due_sql {
     () => {
         "((status = 'sleeping' AND (wake_at IS NULL OR wake_at <= ?1 OR cancel_requested > 0)) \
           OR (status = 'waiting' AND (cancel_requested > 0 OR (wake_at IS NOT NULL AND wake_at <= ?1) OR EXISTS ( \
               SELECT 1 FROM events e WHERE e.instance_id = instances.id AND e.consumed_by IS NULL \
-              AND (',' || instances.waiting_event || ',') LIKE ('%,' || e.name || ',%')))) \
+              AND instr(e.name, ',') = 0 \
+              AND instr(',' || instances.waiting_event || ',', ',' || e.name || ',') > 0))) \
           OR status = 'running')"
     };
 }

@@ -98,6 +98,18 @@ impl Checker<'_> {
             if w.name.trim().is_empty() {
                 return Err(self.err(wait.into(), "`wait_for_event.name` is empty"));
             }
+            // An instance records the names it waits for as one
+            // comma-separated list, and events are matched against it.
+            // (`wf signal` cannot send a control character either.)
+            if w.name.contains(',') || w.name.contains(char::is_control) {
+                return Err(self.err(
+                    wait.into(),
+                    format!(
+                        "`wait_for_event.name` {:?} contains a comma or a control character",
+                        w.name
+                    ),
+                ));
+            }
             let timeout = w
                 .timeout
                 .as_ref()
