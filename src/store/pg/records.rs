@@ -563,22 +563,27 @@ pub(super) fn insert_instance(i: &InstanceRow) -> Op {
          inputs, state, error, wake_at, waiting_event, lease_owner, lease_expires_ms, created_at, \
          updated_at) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15) \
          ON CONFLICT (id) DO NOTHING",
-        vec![
-            p(i.id.clone()),
-            p(i.workflow.clone()),
-            p(i.status.clone()),
-            p(i.definition_hash.clone()),
-            p(i.workflow_path.clone()),
-            p(i.base_dir.clone()),
-            p(i.inputs.to_string()),
-            p(i.state.to_string()),
-            p(escape_opt(&i.error)),
-            p(i.wake_at.clone()),
-            p(i.waiting_event.clone()),
-            p(i.lease_owner.clone()),
-            p(i.lease_expires_ms),
-            p(i.created_at.clone()),
-            p(i.updated_at.clone()),
-        ],
+        instance_params(i),
     )
+}
+
+/// The parameters of [`insert_instance`], in its order.
+pub(super) fn instance_params(i: &InstanceRow) -> Vec<Param> {
+    vec![
+        p(i.id.clone()),
+        p(i.workflow.clone()),
+        p(i.status.clone()),
+        p(i.definition_hash.clone()),
+        p(i.workflow_path.clone()),
+        p(i.base_dir.clone()),
+        p(i.inputs.to_string()),
+        p(i.state.to_string()),
+        p(escape_opt(&i.error)),
+        p(i.wake_at.clone()),
+        p(i.waiting_event.clone()),
+        p(i.lease_owner.clone()),
+        p(i.lease_expires_ms),
+        p(i.created_at.clone()),
+        p(i.updated_at.clone()),
+    ]
 }
