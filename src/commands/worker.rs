@@ -306,6 +306,15 @@ fn log_fire(printer: &Printer, f: &Fired) {
             name(workflow, *idx),
             super::short_id(previous)
         )),
+        Fired::AlreadyStarted {
+            workflow,
+            idx,
+            fire_ms,
+        } => printer.info(&format!(
+            "schedule {}: fire time {} already started an instance: skipped",
+            name(workflow, *idx),
+            crate::store::fmt_ms(*fire_ms)
+        )),
         Fired::Broken {
             workflow,
             idx,

@@ -159,9 +159,17 @@ pub fn schedule_of(row: &ScheduleRow) -> Result<Schedule, String> {
     })
 }
 
+/// How many times `register` reads the entries again when workers kept
+/// firing them between its read and its write.
+const REGISTER_TRIES: usize = 100;
+
 /// Registers the `on.schedule` of `wf` (read from `path`), replacing what
-/// was registered for it. An entry whose spec is unchanged keeps its next
-/// fire time, so registering again does not skip or repeat one.
+/// was registered for it. An entry whose spec is unchanged keeps its
+/// cursor (next fire time, buffered fire time, last instance), so
+/// registering again does not skip or repeat a fire time; a changed one
+/// starts after both now and its last fire time. The write happens only if
+/// the entries are still as read (a worker's fire in between makes it read
+/// them again), so a registration never undoes a fire.
 pub async fn register(
     store: &mut Store,
     wf: &Workflow,
@@ -173,15 +181,42 @@ pub async fn register(
             path.display()
         )));
     }
+    let def = DefinitionRow {
+        hash: wf.hash.clone(),
+        source: wf.source.clone(),
+        step_ids: wf.steps.iter().map(|s| s.id.clone()).collect(),
+        compiled: wf.compiled(),
+    };
+    for _ in 0..REGISTER_TRIES {
+        let old: Vec<ScheduleRow> = store
+            .schedules()
+            .await?
+            .into_iter()
+            .filter(|r| r.workflow == wf.name)
+            .collect();
+        let rows = entries(wf, path, &old)?;
+        if store
+            .register_schedules(&wf.name, &rows, &def, &old)
+            .await?
+        {
+            return Ok(rows);
+        }
+    }
+    Err(EngineError::Input(format!(
+        "the schedules of {} changed {REGISTER_TRIES} times while they were registered; try again",
+        wf.name
+    )))
+}
+
+/// The entries `register` writes for `wf`, given those registered (`old`).
+fn entries(
+    wf: &Workflow,
+    path: &Path,
+    old: &[ScheduleRow],
+) -> Result<Vec<ScheduleRow>, EngineError> {
     let abs = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
     let base_dir = abs.parent().map(Path::to_path_buf).unwrap_or_default();
     let now_ms = chrono::Utc::now().timestamp_millis();
-    let old: Vec<ScheduleRow> = store
-        .schedules()
-        .await?
-        .into_iter()
-        .filter(|r| r.workflow == wf.name)
-        .collect();
     let mut rows = Vec::new();
     for (i, s) in wf.schedules.iter().enumerate() {
         let inputs = resolve_inputs(wf, s.inputs.clone())?;
@@ -201,9 +236,15 @@ pub async fn register(
             definition_hash: wf.hash.clone(),
             workflow_path: abs.display().to_string(),
             base_dir: base_dir.display().to_string(),
+            // A new spec's first fire time is after the last one started:
+            // a fire time is started once (another machine's clock may be
+            // ahead of this one's).
             next_fire_ms: match same {
                 Some(r) => r.next_fire_ms,
-                None => s.next_after(now_ms).unwrap_or(i64::MAX),
+                None => {
+                    let after = now_ms.max(prev.and_then(|r| r.last_fire_ms).unwrap_or(i64::MIN));
+                    s.next_after(after).unwrap_or(i64::MAX)
+                }
             },
             buffered_ms: same.and_then(|r| r.buffered_ms),
             last_instance: prev.and_then(|r| r.last_instance.clone()),
@@ -212,13 +253,6 @@ pub async fn register(
             registered_at: store::now(),
         });
     }
-    let def = DefinitionRow {
-        hash: wf.hash.clone(),
-        source: wf.source.clone(),
-        step_ids: wf.steps.iter().map(|s| s.id.clone()).collect(),
-        compiled: wf.compiled(),
-    };
-    store.register_schedules(&wf.name, &rows, &def).await?;
     Ok(rows)
 }
 
@@ -256,6 +290,14 @@ pub enum Fired {
         workflow: String,
         idx: i64,
         previous: String,
+    },
+    /// A fire time that had already started an instance (an entry
+    /// registered again after its instances were pruned, a clock behind
+    /// another machine's): skipped, the cursor moved on.
+    AlreadyStarted {
+        workflow: String,
+        idx: i64,
+        fire_ms: i64,
     },
     /// An entry that cannot be read (written by a newer wf, say).
     Broken {
@@ -366,9 +408,9 @@ async fn apply(
         starts,
         cancel: cancel.clone(),
     };
-    if !store.fire_schedule(&fire).await? {
+    let Some(started) = store.fire_schedule(&fire).await? else {
         return Ok(());
-    }
+    };
     let (workflow, idx) = (row.workflow.clone(), row.idx);
     if p.missed > 0 {
         out.push(Fired::Missed {
@@ -405,12 +447,19 @@ async fn apply(
             previous,
         });
     }
-    for (inst, t) in &fire.starts {
-        out.push(Fired::Started {
-            workflow: workflow.clone(),
-            idx,
-            fire_ms: *t,
-            id: inst.id.clone(),
+    for ((inst, t), new) in fire.starts.iter().zip(started) {
+        out.push(match new {
+            true => Fired::Started {
+                workflow: workflow.clone(),
+                idx,
+                fire_ms: *t,
+                id: inst.id.clone(),
+            },
+            false => Fired::AlreadyStarted {
+                workflow: workflow.clone(),
+                idx,
+                fire_ms: *t,
+            },
         });
     }
     Ok(())

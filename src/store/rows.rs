@@ -399,7 +399,7 @@ pub struct DueInstance {
 
 /// One registered `on.schedule` entry (`wf schedule add`), with where it is:
 /// the next fire time not yet taken, and what `overlap` keeps.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct ScheduleRow {
     pub workflow: String,
     /// Position in the workflow's `on.schedule`.

@@ -6,14 +6,19 @@ use super::{Result, Store};
 
 impl Store {
     /// Replaces the registered entries of `workflow` with `rows` (none:
-    /// removes them), pinning the definition they run, in one transaction.
+    /// removes them), pinning the definition they run, in one transaction,
+    /// if its entries are still `read` (what `rows` was made from): false,
+    /// with nothing written, when a worker fired one of them (or another
+    /// registration replaced them) since. A worker's fire does the same
+    /// compare-and-set, so neither undoes the other.
     pub async fn register_schedules(
         &mut self,
         workflow: &str,
         rows: &[ScheduleRow],
         def: &DefinitionRow,
-    ) -> Result<()> {
-        each!(self.register_schedules(workflow, rows, def))
+        read: &[ScheduleRow],
+    ) -> Result<bool> {
+        each!(self.register_schedules(workflow, rows, def, read))
     }
 
     /// Removes the entries of `workflow`; how many there were.
@@ -27,9 +32,12 @@ impl Store {
     }
 
     /// Applies a worker's decision for one entry (new instances, the moved
-    /// cursor, a cancel) if the entry is still where it was read; false,
-    /// with nothing written, if another worker got there first.
-    pub async fn fire_schedule(&mut self, fire: &Fire) -> Result<bool> {
+    /// cursor, a cancel) if the entry is still where it was read: for each
+    /// of `fire.starts`, whether it started an instance (a fire time that
+    /// already started one, in an earlier life of the entry, starts none:
+    /// it is skipped, never an error). `None`, with nothing written, if
+    /// another worker got there first.
+    pub async fn fire_schedule(&mut self, fire: &Fire) -> Result<Option<Vec<bool>>> {
         each!(self.fire_schedule(fire))
     }
 

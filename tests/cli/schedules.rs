@@ -433,3 +433,158 @@ fn the_nightly_example_registers() {
     assert_eq!(rows[1]["inputs"]["scope"], "quick");
     assert_eq!(rows[0]["inputs"]["scope"], "full");
 }
+
+/// Sets a flag when dropped (also when a test panics), so that helper
+/// threads stop.
+struct StopOnDrop<'a>(&'a std::sync::atomic::AtomicBool);
+
+impl Drop for StopOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+/// Every fire record: (entry, fire time, instance), by entry and fire time.
+fn fires(t: &Test) -> Vec<(i64, i64, String)> {
+    t.sql("SELECT idx, fire_ms, instance_id FROM schedule_fires ORDER BY idx, fire_ms")
+        .lines()
+        .map(|l| {
+            let f: Vec<&str> = l.split('|').collect();
+            (
+                f[0].parse().unwrap(),
+                f[1].parse().unwrap(),
+                f[2].to_string(),
+            )
+        })
+        .collect()
+}
+
+/// `wf schedule add` of the same file again and again, two at a time, while
+/// three workers fire its four entries (issue 34). A registration used to read the
+/// entry before the transaction that wrote it back: a fire in between was
+/// undone (the cursor put back), and the next fire of that time failed on
+/// a duplicate key, stopping every worker. Now no worker stops, every
+/// registration succeeds, each fire time starts one instance, in order,
+/// and after a prune no fire time starts again.
+#[test]
+fn registering_again_while_workers_fire_never_undoes_a_fire() {
+    let t = Test::new();
+    let wf = t.write(
+        "tick.yaml",
+        &format!(
+            "name: tick\non:\n  schedule:\n{}steps:\n  - id: mark\n",
+            "    - every: 1s\n      overlap: allow\n".repeat(4)
+        ),
+    );
+    let path = wf.to_str().unwrap().to_string();
+    t.wf(&["schedule", "add", &path]).code(0);
+    let mut workers: Vec<_> = (0..3)
+        .map(|_| spawn(&t, &["worker", "--poll", "20ms"]))
+        .collect();
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let registrations = std::thread::scope(|s| {
+        let registrars: Vec<_> = (0..2)
+            .map(|_| {
+                s.spawn(|| {
+                    let mut n = 0;
+                    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                        let ran = t.wf(&["schedule", "add", &path]);
+                        if ran.code != 0 {
+                            stop.store(true, std::sync::atomic::Ordering::Relaxed);
+                            panic!("wf schedule add failed: {}", ran.stderr);
+                        }
+                        n += 1;
+                    }
+                    n
+                })
+            })
+            .collect();
+        let _stop = StopOnDrop(&stop);
+        eventually("32 fire times to start", || {
+            stop.load(std::sync::atomic::Ordering::Relaxed) || fires(&t).len() >= 32
+        });
+        drop(_stop);
+        registrars
+            .into_iter()
+            .map(|r| r.join().expect("a registrar failed"))
+            .sum::<usize>()
+    });
+    assert!(registrations > 10, "{registrations} registrations");
+    for w in &mut workers {
+        assert!(!w.exited(), "a worker stopped");
+    }
+    for w in workers {
+        w.signal("TERM");
+        let ran = w.finish();
+        // (Stopped by the signal: 130, or 0 when it was idle.)
+        assert!(matches!(ran.code, 0 | 130), "{}: {}", ran.code, ran.stderr);
+        assert!(!ran.stderr.contains("error"), "{}", ran.stderr);
+        // No registration put a cursor back on a fire time it had passed.
+        assert!(!ran.stderr.contains("already started"), "{}", ran.stderr);
+    }
+    // Each fire time of each entry once, every second, none skipped
+    // (overlap: allow), and one instance each.
+    let before = fires(&t);
+    for pair in before.windows(2).filter(|p| p[0].0 == p[1].0) {
+        assert_eq!(pair[1].1 - pair[0].1, 1000, "{before:?}");
+    }
+    let instances = t.wf(&["list", "--json", "--limit", "10000"]).code(0).json();
+    assert_eq!(instances.as_array().map(Vec::len), Some(before.len()));
+
+    // Pruned, the instances take their fire records with them; the cursor
+    // is past them, so none of those fire times starts again.
+    let last = |idx: i64| before.iter().filter(|f| f.0 == idx).map(|f| f.1).max();
+    t.wf(&["prune", "--older-than", "0s"]).code(0);
+    until_due(&t);
+    sweep(&t);
+    let old: std::collections::HashSet<&String> = before.iter().map(|(_, _, id)| id).collect();
+    let new: Vec<(i64, i64, String)> = fires(&t)
+        .into_iter()
+        .filter(|(_, _, id)| !old.contains(id))
+        .collect();
+    assert!(!new.is_empty());
+    for (idx, ms, _) in &new {
+        assert!(Some(*ms) > last(*idx), "entry {idx}: {ms} after {before:?}");
+    }
+}
+
+/// A fire time that already started an instance (the entry's cursor put
+/// back on it, as a registration could before issue 34) is skipped with a
+/// line saying so: never an error that stops the worker.
+#[test]
+fn a_fire_time_started_before_is_skipped_never_an_error() {
+    let t = Test::new();
+    let wf = t.write(
+        "tick.yaml",
+        "name: tick\non:\n  schedule:\n    - every: 1s\n      overlap: allow\nsteps:\n  - id: mark\n",
+    );
+    t.wf(&["schedule", "add", wf.to_str().unwrap()]).code(0);
+    until_due(&t);
+    sweep(&t);
+    let first = fires(&t);
+    assert_eq!(first.len(), 1, "{first:?}");
+    let (_, at, id) = first[0].clone();
+    t.sql(&format!(
+        "UPDATE schedules SET next_fire_ms = {at} WHERE workflow = 'tick'"
+    ));
+    let log = sweep(&t);
+    assert!(
+        log.contains(&format!(
+            "fire time {} already started an instance: skipped",
+            chrono::DateTime::<chrono::Utc>::from_timestamp_millis(at)
+                .unwrap()
+                .to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+        )),
+        "{log}"
+    );
+    let after = fires(&t);
+    assert_eq!(after.iter().filter(|f| f.1 == at).count(), 1);
+    assert_eq!(after.iter().find(|f| f.1 == at).unwrap().2, id);
+    let instances = t.wf(&["list", "--json"]).code(0).json();
+    assert_eq!(instances.as_array().map(Vec::len), Some(after.len()));
+    assert!(ms(schedules(&t)[0]["next_fire_at"].as_str().unwrap()) > at);
+    // The worker goes on: the next fire time starts.
+    until_due(&t);
+    sweep(&t);
+    assert!(fires(&t).len() > after.len());
+}

@@ -590,23 +590,29 @@ pub(super) fn insert_instance(i: &InstanceRow) -> Op {
             server_ms!(),
             " + $13,$14,$15) ON CONFLICT (id) DO NOTHING"
         ),
-        vec![
-            p(i.id.clone()),
-            p(i.workflow.clone()),
-            p(i.status.clone()),
-            p(i.definition_hash.clone()),
-            p(i.workflow_path.clone()),
-            p(i.base_dir.clone()),
-            p(i.inputs.to_string()),
-            p(i.state.to_string()),
-            p(escape_opt(&i.error)),
-            p(i.wake_at.clone()),
-            p(i.waiting_event.clone()),
-            p(i.lease_owner.clone()),
-            p(i.lease_expires_ms
-                .map(|at| at - chrono::Utc::now().timestamp_millis())),
-            p(i.created_at.clone()),
-            p(i.updated_at.clone()),
-        ],
+        instance_params(i),
     )
+}
+
+/// The parameters of [`insert_instance`], in its order; `$13` is the
+/// lease's time left in ms (the statement adds the server's clock).
+pub(super) fn instance_params(i: &InstanceRow) -> Vec<Param> {
+    vec![
+        p(i.id.clone()),
+        p(i.workflow.clone()),
+        p(i.status.clone()),
+        p(i.definition_hash.clone()),
+        p(i.workflow_path.clone()),
+        p(i.base_dir.clone()),
+        p(i.inputs.to_string()),
+        p(i.state.to_string()),
+        p(escape_opt(&i.error)),
+        p(i.wake_at.clone()),
+        p(i.waiting_event.clone()),
+        p(i.lease_owner.clone()),
+        p(i.lease_expires_ms
+            .map(|at| at - chrono::Utc::now().timestamp_millis())),
+        p(i.created_at.clone()),
+        p(i.updated_at.clone()),
+    ]
 }

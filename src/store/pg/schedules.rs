@@ -1,13 +1,30 @@
 //! Schedules on PostgreSQL, as on SQLite (`store/sqlite/schedules.rs`). A
 //! worker locks the entry it fires with `FOR UPDATE SKIP LOCKED`, only if it
 //! is still where the worker read it: a worker that comes second finds
-//! nothing to lock and moves on, without waiting on the first.
+//! nothing to lock and moves on, without waiting on the first. A
+//! registration locks the workflow's entries (`FOR UPDATE`, after an
+//! advisory lock on the workflow's name that orders registrations) and
+//! writes only if they are still what it read.
 
-use super::records::{NOTIFY, get, insert_definition, insert_instance, json, p};
+use super::records::{NOTIFY, get, insert_definition, instance_params, json, p};
 use super::{Op, Out, PgStore};
 use crate::store::Result;
 use crate::store::rows::*;
 use tokio_postgres::Row;
+
+/// A scheduled instance (`$1`–`$15`, as `records::insert_instance`) and its
+/// fire record (`$16`–`$20`: workflow, entry, fire time, spec, zone),
+/// inserted only if that fire time has none yet.
+const START_ONCE: &str = concat!(
+    "WITH f AS (INSERT INTO schedule_fires (workflow, idx, fire_ms, instance_id, spec, timezone) \
+     VALUES ($16, $17, $18, $1, $19, $20) ON CONFLICT (workflow, idx, fire_ms) DO NOTHING RETURNING 1) \
+     INSERT INTO instances (id, workflow, status, definition_hash, workflow_path, base_dir, \
+     inputs, state, error, wake_at, waiting_event, lease_owner, lease_expires_ms, created_at, \
+     updated_at) SELECT $1::text, $2::text, $3::text, $4::text, $5::text, $6::text, $7::text, \
+     $8::text, $9::text, $10::text, $11::text, $12::text, ",
+    server_ms!(),
+    " + $13::bigint, $14::text, $15::text FROM f"
+);
 
 macro_rules! cols {
     () => {
@@ -45,10 +62,41 @@ impl PgStore {
         workflow: &str,
         rows: &[ScheduleRow],
         def: &DefinitionRow,
-    ) -> Result<()> {
+        read: &[ScheduleRow],
+    ) -> Result<bool> {
+        let outs = self
+            .pipeline(vec![
+                Op::Simple("BEGIN"),
+                Op::Query(
+                    "SELECT pg_advisory_xact_lock(hashtext('wf schedules ' || $1::text))",
+                    vec![p(workflow.to_string())],
+                ),
+                Op::Query(
+                    concat!(
+                        "SELECT ",
+                        cols!(),
+                        " FROM schedules WHERE workflow = $1 ORDER BY idx FOR UPDATE"
+                    ),
+                    vec![p(workflow.to_string())],
+                ),
+            ])
+            .await?;
+        let now = outs
+            .into_iter()
+            .nth(2)
+            .map(Out::rows)
+            .unwrap_or_default()
+            .iter()
+            .map(schedule_row)
+            .collect::<Result<Vec<_>>>();
+        if now.as_deref().ok() != Some(read) {
+            // A worker fired an entry (or another registration replaced
+            // them) since they were read.
+            self.pipeline(vec![Op::Simple("ROLLBACK")]).await?;
+            return now.map(|_| false);
+        }
         let ids: Vec<&str> = def.step_ids.iter().map(String::as_str).collect();
         let mut ops = vec![
-            Op::Simple("BEGIN"),
             insert_definition(&def.hash, &def.source, &ids, def.compiled.as_deref()),
             Op::Exec(
                 "DELETE FROM schedules WHERE workflow = $1",
@@ -86,8 +134,11 @@ impl PgStore {
         // Workers waiting for work look at schedules again.
         ops.push(Op::Query(NOTIFY, vec![]));
         ops.push(Op::Simple("COMMIT"));
-        self.pipeline(ops).await?;
-        Ok(())
+        if let Err(e) = self.pipeline(ops).await {
+            let _ = self.pipeline(vec![Op::Simple("ROLLBACK")]).await;
+            return Err(e);
+        }
+        Ok(true)
     }
 
     pub async fn remove_schedules(&self, workflow: &str) -> Result<u64> {
@@ -105,7 +156,7 @@ impl PgStore {
         rows.iter().map(schedule_row).collect()
     }
 
-    pub async fn fire_schedule(&self, fire: &Fire) -> Result<bool> {
+    pub async fn fire_schedule(&self, fire: &Fire) -> Result<Option<Vec<bool>>> {
         let outs = self
             .pipeline(vec![
                 Op::Simple("BEGIN"),
@@ -127,40 +178,42 @@ impl PgStore {
         let Some(row) = row.first() else {
             // Taken, replaced or removed meanwhile.
             self.pipeline(vec![Op::Simple("ROLLBACK")]).await?;
-            return Ok(false);
+            return Ok(None);
         };
         let spec: String = get(row, 0)?;
         let timezone: Option<String> = get(row, 1)?;
         let last = fire.starts.last();
-        let mut ops = vec![Op::Exec(
+        let mut ops = Vec::new();
+        // A fire time is started once: one that already started an
+        // instance starts none now (the instance is inserted only with its
+        // fire record). Each statement's count says which.
+        for (inst, fire_ms) in &fire.starts {
+            let mut params = instance_params(inst);
+            params.extend([
+                p(fire.workflow.clone()),
+                p(fire.idx),
+                p(*fire_ms),
+                p(spec.clone()),
+                p(timezone.clone()),
+            ]);
+            ops.push(Op::Exec(START_ONCE, params));
+        }
+        // The instance the last fire time started (now, or before).
+        ops.push(Op::Exec(
             "UPDATE schedules SET next_fire_ms = $1, buffered_ms = $2, skipped = skipped + $3, \
-             last_instance = COALESCE($4, last_instance), last_fire_ms = COALESCE($5, last_fire_ms) \
-             WHERE workflow = $6 AND idx = $7",
+             last_instance = COALESCE((SELECT instance_id FROM schedule_fires \
+               WHERE workflow = $5 AND idx = $6 AND fire_ms = $4), last_instance), \
+             last_fire_ms = COALESCE($4, last_fire_ms) \
+             WHERE workflow = $5 AND idx = $6",
             vec![
                 p(fire.next_fire_ms),
                 p(fire.buffered_ms),
                 p(fire.skipped),
-                p(last.map(|(i, _)| i.id.clone())),
                 p(last.map(|(_, t)| *t)),
                 p(fire.workflow.clone()),
                 p(fire.idx),
             ],
-        )];
-        for (inst, fire_ms) in &fire.starts {
-            ops.push(insert_instance(inst));
-            ops.push(Op::Exec(
-                "INSERT INTO schedule_fires (workflow, idx, fire_ms, instance_id, spec, timezone) \
-                 VALUES ($1, $2, $3, $4, $5, $6)",
-                vec![
-                    p(fire.workflow.clone()),
-                    p(fire.idx),
-                    p(*fire_ms),
-                    p(inst.id.clone()),
-                    p(spec.clone()),
-                    p(timezone.clone()),
-                ],
-            ));
-        }
+        ));
         if let Some(id) = &fire.cancel {
             ops.push(Op::Exec(
                 "UPDATE instances SET cancel_requested = GREATEST(cancel_requested, 1), updated_at = $2 \
@@ -172,11 +225,19 @@ impl PgStore {
             ops.push(Op::Query(NOTIFY, vec![]));
         }
         ops.push(Op::Simple("COMMIT"));
-        if let Err(e) = self.pipeline(ops).await {
-            let _ = self.pipeline(vec![Op::Simple("ROLLBACK")]).await;
-            return Err(e);
-        }
-        Ok(true)
+        let outs = match self.pipeline(ops).await {
+            Ok(outs) => outs,
+            Err(e) => {
+                let _ = self.pipeline(vec![Op::Simple("ROLLBACK")]).await;
+                return Err(e);
+            }
+        };
+        Ok(Some(
+            outs.iter()
+                .take(fire.starts.len())
+                .map(|o| o.count() == 1)
+                .collect(),
+        ))
     }
 
     pub async fn instance_fire(&self, id: &str) -> Result<Option<FireRecord>> {

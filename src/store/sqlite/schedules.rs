@@ -66,14 +66,26 @@ fn insert_schedule(c: &Connection, s: &ScheduleRow) -> Result<()> {
 }
 
 impl SqliteStore {
-    /// Replaces the entries of `workflow` with `rows`, pinning `def`.
+    /// Replaces the entries of `workflow` with `rows`, pinning `def`, if
+    /// they are still `read` (the write lock, taken first, keeps workers
+    /// out until the commit); false if they are not.
     pub fn register_schedules(
         &mut self,
         workflow: &str,
         rows: &[ScheduleRow],
         def: &DefinitionRow,
-    ) -> Result<()> {
+        read: &[ScheduleRow],
+    ) -> Result<bool> {
         let tx = self.write()?;
+        let now: Vec<ScheduleRow> = tx
+            .prepare_cached(&format!(
+                "SELECT {COLS} FROM schedules WHERE workflow = ?1 ORDER BY idx"
+            ))?
+            .query_map([workflow], schedule_from_row)?
+            .collect::<rusqlite::Result<_>>()?;
+        if now != read {
+            return Ok(false);
+        }
         let ids: Vec<&str> = def.step_ids.iter().map(String::as_str).collect();
         records::insert_definition(&tx, &def.hash, &def.source, &ids, def.compiled.as_deref())?;
         tx.execute("DELETE FROM schedules WHERE workflow = ?1", [workflow])?;
@@ -81,7 +93,7 @@ impl SqliteStore {
             insert_schedule(&tx, row)?;
         }
         tx.commit()?;
-        Ok(())
+        Ok(true)
     }
 
     /// Removes the entries of `workflow`; how many there were.
@@ -106,19 +118,18 @@ impl SqliteStore {
     /// Applies `fire` if its entry is still where the decision saw it;
     /// false (nothing written) if another worker moved it first or the
     /// entry was replaced or removed.
-    pub fn fire_schedule(&mut self, fire: &Fire) -> Result<bool> {
+    pub fn fire_schedule(&mut self, fire: &Fire) -> Result<Option<Vec<bool>>> {
         let tx = self.write()?;
         let last = fire.starts.last();
         let moved = tx.execute(
             "UPDATE schedules SET next_fire_ms = ?1, buffered_ms = ?2, skipped = skipped + ?3, \
-             last_instance = COALESCE(?4, last_instance), last_fire_ms = COALESCE(?5, last_fire_ms) \
-             WHERE workflow = ?6 AND idx = ?7 AND next_fire_ms = ?8 AND buffered_ms IS ?9 \
-             AND definition_hash = ?10",
+             last_fire_ms = COALESCE(?4, last_fire_ms) \
+             WHERE workflow = ?5 AND idx = ?6 AND next_fire_ms = ?7 AND buffered_ms IS ?8 \
+             AND definition_hash = ?9",
             params![
                 fire.next_fire_ms,
                 fire.buffered_ms,
                 fire.skipped,
-                last.map(|(i, _)| &i.id),
                 last.map(|(_, t)| t),
                 fire.workflow,
                 fire.idx,
@@ -128,19 +139,34 @@ impl SqliteStore {
             ],
         )?;
         if moved == 0 {
-            return Ok(false);
+            return Ok(None);
         }
         let (spec, timezone): (String, Option<String>) = tx.query_row(
             "SELECT spec, timezone FROM schedules WHERE workflow = ?1 AND idx = ?2",
             params![fire.workflow, fire.idx],
             |r| Ok((r.get(0)?, r.get(1)?)),
         )?;
+        let mut started = Vec::with_capacity(fire.starts.len());
         for (inst, fire_ms) in &fire.starts {
-            records::insert_instance_row(&tx, inst)?;
-            tx.execute(
+            // A fire time is started once: one that already started an
+            // instance starts none now.
+            let new = tx.execute(
                 "INSERT INTO schedule_fires (workflow, idx, fire_ms, instance_id, spec, timezone) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT (workflow, idx, fire_ms) DO NOTHING",
                 params![fire.workflow, fire.idx, fire_ms, inst.id, spec, timezone],
+            )? == 1;
+            if new {
+                records::insert_instance_row(&tx, inst)?;
+            }
+            started.push(new);
+        }
+        if let Some((_, t)) = last {
+            // The instance the last fire time started (now, or before).
+            tx.execute(
+                "UPDATE schedules SET last_instance = COALESCE((SELECT instance_id FROM schedule_fires \
+                 WHERE workflow = ?1 AND idx = ?2 AND fire_ms = ?3), last_instance) \
+                 WHERE workflow = ?1 AND idx = ?2",
+                params![fire.workflow, fire.idx, t],
             )?;
         }
         if let Some(id) = &fire.cancel {
@@ -151,7 +177,7 @@ impl SqliteStore {
             )?;
         }
         tx.commit()?;
-        Ok(true)
+        Ok(Some(started))
     }
 
     /// The schedule entry and fire time that started instance `id`, if one did.
