@@ -17,6 +17,8 @@ pub enum ExitStatus {
     Canceled,
     /// The instance is held by another process.
     Held,
+    /// The database could not be reached (after `WF_DB_RETRY`).
+    Unreachable,
     Interrupted,
 }
 
@@ -29,6 +31,7 @@ impl ExitStatus {
             ExitStatus::Suspended => 3,
             ExitStatus::Canceled => 4,
             ExitStatus::Held => 5,
+            ExitStatus::Unreachable => 6,
             ExitStatus::Interrupted => 130,
         }
     }
@@ -50,6 +53,7 @@ impl ExitStatus {
                     | EngineError::Restart(_) => ExitStatus::Usage,
                     EngineError::Store(s) => Self::for_store(s),
                     EngineError::NotResumable(_) | EngineError::Internal(_) => ExitStatus::Failure,
+                    EngineError::Exists(_) => ExitStatus::Usage,
                 };
             }
             if let Some(s) = cause.downcast_ref::<StoreError>() {
@@ -62,6 +66,7 @@ impl ExitStatus {
     fn for_store(e: &StoreError) -> ExitStatus {
         match e {
             StoreError::NotFound(_) | StoreError::Ambiguous { .. } => ExitStatus::Usage,
+            StoreError::Unreachable { .. } => ExitStatus::Unreachable,
             _ => ExitStatus::Failure,
         }
     }

@@ -49,8 +49,32 @@ pub async fn run(args: Args, db: Option<PathBuf>, printer: &Printer) -> anyhow::
 
     let mut store = super::open(db).await?;
     let owner = engine::lease::owner_name();
-    let id = engine::create_instance(&mut store, &wf, &args.file, inputs, args.id.clone(), &owner)
-        .await?;
+    // The id is known before anything is written, so that it can be named
+    // whatever happens from here (a database lost mid-way: exit 6).
+    let id = args.id.clone().unwrap_or_else(engine::new_instance_id);
+    let created = engine::create_instance(
+        &mut store,
+        &wf,
+        &args.file,
+        inputs,
+        Some(id.clone()),
+        &owner,
+    )
+    .await;
+    match created {
+        Err(engine::EngineError::Exists(existing)) => {
+            return Ok(exists(printer, &existing, args.ending.json));
+        }
+        Err(e) => {
+            let file = args.file.display();
+            return Err(unreachable_names(e, || {
+                format!(
+                    "instance {id} may or may not have been created, `wf run {file} --id {id}` starts it or says what became of it"
+                )
+            }));
+        }
+        Ok(_) => {}
+    }
     let opts = RunOptions {
         owner: Some(owner),
         inline_wait: args.ending.inline_wait,
@@ -63,9 +87,52 @@ pub async fn run(args: Args, db: Option<PathBuf>, printer: &Printer) -> anyhow::
     let started = std::time::Instant::now();
     let outcome = engine::drive::drive(&mut store, &id, opts, &progress).await;
     progress.finish();
-    let outcome = outcome?;
+    let short = &id[..id.len().min(12)];
+    let outcome = outcome.map_err(|e| {
+        unreachable_names(e, || {
+            format!(
+                "instance {id} stopped (what was recorded stays), `wf resume {short}` continues it once the database is back"
+            )
+        })
+    })?;
     summarize(printer, &store, &id, started.elapsed()).await;
     Ok(report(printer, &id, &outcome, args.ending.json))
+}
+
+/// `e`, with `what` said first when it is the database out of reach (exit
+/// 6): the id, and how to go on once it is back.
+fn unreachable_names(e: engine::EngineError, what: impl FnOnce() -> String) -> anyhow::Error {
+    let unreachable = matches!(
+        e,
+        engine::EngineError::Store(crate::store::StoreError::Unreachable { .. })
+    );
+    let e = anyhow::Error::from(e);
+    if unreachable { e.context(what()) } else { e }
+}
+
+/// `wf run --id ID` of an instance that exists with the same definition and
+/// inputs: a no-op that says what became of it, with the exit code of its
+/// status (0 completed, 1 failed, 3 suspended, 4 canceled or skipped, 5
+/// running under another process, 130 interrupted).
+fn exists(printer: &Printer, existing: &crate::store::InstanceRow, json: bool) -> ExitStatus {
+    let status = super::display_status(existing);
+    let code = match status.as_str() {
+        "completed" => ExitStatus::Success,
+        "failed" => ExitStatus::Failure,
+        "sleeping" | "waiting" | "queued" => ExitStatus::Suspended,
+        "canceled" | "skipped" => ExitStatus::Canceled,
+        "running" => ExitStatus::Held,
+        _ => ExitStatus::Interrupted,
+    };
+    if json {
+        printer.json(&json!({ "id": existing.id, "status": status, "exit_code": code.code() }));
+    } else {
+        printer.data(&format!(
+            "instance {} exists already, with the same definition and inputs: {status}",
+            existing.id
+        ));
+    }
+    code
 }
 
 /// One line on stderr when a run ends: how long it took and how its steps

@@ -93,7 +93,13 @@ async fn work(args: Args, db: Option<PathBuf>, printer: &Printer) -> anyhow::Res
             && (next_fire.is_none_or(|t| t <= now_ms)
                 || last_fired.is_none_or(|t| t.elapsed() >= args.poll))
         {
-            let (fired, ahead) = fire::fire_due(&mut store, now_ms).await?;
+            let (fired, ahead) = match fire::fire_due(&mut store, now_ms).await {
+                Ok(f) => f,
+                Err(e) => {
+                    database_trouble(printer, args.once, e.into())?;
+                    (Vec::new(), next_fire)
+                }
+            };
             next_fire = ahead;
             last_fired = Some(Instant::now());
             for f in &fired {
@@ -117,20 +123,34 @@ async fn work(args: Args, db: Option<PathBuf>, printer: &Printer) -> anyhow::Res
                         .map(|(id, _)| id.clone()),
                 )
                 .collect();
-            let mut ids = store
+            let mut ids = match store
                 .claim_due(
                     &owner,
                     engine::lease::ttl_ms(ttl),
                     args.concurrency - active.len(),
                     &skip,
                 )
-                .await?;
+                .await
+            {
+                Ok(ids) => ids,
+                Err(e) => {
+                    database_trouble(printer, args.once, e.into())?;
+                    Vec::new()
+                }
+            };
             // Runs whose holder died on this host before its lease expired
             // (killed with SIGKILL, say): looked for at each poll.
             let room = active.len() + ids.len() < args.concurrency;
             if room && (args.once || last_scan.is_none_or(|t| t.elapsed() >= args.poll)) {
                 last_scan = Some(now);
-                for id in orphaned(&store).await? {
+                let found = match orphaned(&store).await {
+                    Ok(found) => found,
+                    Err(e) => {
+                        database_trouble(printer, args.once, e)?;
+                        Vec::new()
+                    }
+                };
+                for id in found {
                     if active.len() + ids.len() < args.concurrency
                         && !skip.contains(&id)
                         && !ids.contains(&id)
@@ -222,6 +242,17 @@ async fn work(args: Args, db: Option<PathBuf>, printer: &Printer) -> anyhow::Res
     } else {
         ExitStatus::Success
     })
+}
+
+/// A database error between runs (the store already tried to reconnect
+/// for `WF_DB_RETRY`): a worker says so and goes on polling, since the
+/// database coming back is what it waits for; `--once` ends with it.
+fn database_trouble(printer: &Printer, once: bool, e: anyhow::Error) -> anyhow::Result<()> {
+    if once {
+        return Err(e);
+    }
+    printer.error(&format!("{e:#}; trying again"));
+    Ok(())
 }
 
 /// How long to wait for work: the poll interval, or less when a schedule

@@ -309,11 +309,17 @@ pub async fn drive(
     }
     observer.run_started(id, &wf.name, run, wf.steps.len());
     let outcome = runner.main_loop(store).await;
-    if let Err(e) = &outcome
-        && fenced_holder(e).is_some()
-    {
-        // Another process owns the instance now: stop our steps, write nothing.
+    if outcome.is_err() {
+        // Whatever stopped the run, its steps' processes (their whole
+        // groups) end with it: no exit path leaves one behind.
         runner.abandon().await;
+    }
+    if let Err(e) = &outcome
+        && (fenced_holder(e).is_some()
+            || matches!(e, EngineError::Store(StoreError::Unreachable { .. })))
+    {
+        // Another process owns the instance now, or the database is out of
+        // reach: write nothing (it resumes from what was recorded).
         return Err(lost_lease(
             id,
             outcome.err().unwrap_or_else(|| unreachable!()),

@@ -44,6 +44,10 @@ pub enum EngineError {
     LeaseLost { id: String, holder: String },
     #[error("{0}")]
     NotResumable(String),
+    /// `wf run --id` of an instance that exists with the same definition
+    /// and inputs: nothing to do but say what became of it.
+    #[error("instance {} exists already, with the same definition and inputs: {}", .0.id, .0.status)]
+    Exists(Box<store::InstanceRow>),
     #[error(transparent)]
     Restart(#[from] restart::RestartError),
     #[error("{0}")]
@@ -218,6 +222,14 @@ pub fn check_id(id: &str) -> Result<(), EngineError> {
 /// Creates a new instance row pinning `wf`'s definition, leased to `owner`
 /// (who drives it next: no worker may claim it first). Nothing is written
 /// unless the inputs check out.
+///
+/// `id`: the caller's (`wf run` makes one with [`new_instance_id`] when
+/// none is given, so that it can name it whatever happens).
+/// A new random instance id: 32 hex digits.
+pub fn new_instance_id() -> String {
+    uuid::Uuid::new_v4().simple().to_string()
+}
+
 pub async fn create_instance(
     store: &mut Store,
     wf: &Workflow,
@@ -235,7 +247,7 @@ pub async fn create_instance(
             check_id(&id)?;
             id
         }
-        None => uuid::Uuid::new_v4().simple().to_string(),
+        None => new_instance_id(),
     };
     let abs = std::path::absolute(workflow_path).unwrap_or_else(|_| workflow_path.to_path_buf());
     let base_dir = abs.parent().map(Path::to_path_buf).unwrap_or_default();
@@ -263,8 +275,17 @@ pub async fn create_instance(
         .create_instance(&row, &step_ids, wf.compiled().as_deref())
         .await?
     {
+        let existing = store.instance(&id).await?;
+        // Leased to this process: the creation's reply was lost, and the
+        // store sent it again (PostgreSQL). It is this run's instance.
+        if existing.lease_owner.as_deref() == Some(owner) {
+            return Ok(id);
+        }
+        if existing.definition_hash == row.definition_hash && existing.inputs == row.inputs {
+            return Err(EngineError::Exists(Box::new(existing)));
+        }
         return Err(EngineError::Input(format!(
-            "an instance with id `{id}` already exists"
+            "an instance with id `{id}` already exists, of another definition or with other inputs"
         )));
     }
     Ok(id)

@@ -47,6 +47,18 @@ pub enum StoreError {
     Sql(String),
     #[error("corrupt record in database: {0}")]
     Corrupt(String),
+    /// The connection was lost and could not be made again within
+    /// `WF_DB_RETRY` (exit 6): what was recorded stays.
+    #[error("database {path} unreachable for {}: {reason}", crate::workflow::duration::format(.after.as_millis() as u64))]
+    Unreachable {
+        path: String,
+        after: std::time::Duration,
+        reason: String,
+    },
+    /// A commit sent again after its reply was lost was in already
+    /// (PostgreSQL): the store takes it for success; it never leaves it.
+    #[error("the commit was applied already")]
+    Committed,
     /// A runner's write was refused: another process took the instance over.
     #[error("lost instance {id} to {}", .holder.as_deref().unwrap_or("another process"))]
     Fenced { id: String, holder: Option<String> },

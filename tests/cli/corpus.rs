@@ -496,7 +496,7 @@ fn bad_flags_are_rejected_with_one_line_and_change_nothing() {
         // --id
         case(
             "--id taken",
-            &["run", "good.yaml", "--id", "done-1"],
+            &["run", "waiter.yaml", "--id", "done-1"],
             2,
             "already exists",
         ),

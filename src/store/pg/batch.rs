@@ -186,10 +186,11 @@ pub(super) enum Commit {
     Pipeline(Vec<Op>),
 }
 
-/// The commit of `writes` to instance `id` by the runner holding `epoch`.
-pub(super) fn commit(id: &str, epoch: i64, writes: &[Write]) -> Commit {
+/// The commit of `writes` to instance `id` by the runner holding `epoch`;
+/// `commit` is its id (`one_statement`; a pipeline's is in its fence).
+pub(super) fn commit(id: &str, epoch: i64, commit: i64, writes: &[Write]) -> Commit {
     let g = group(writes);
-    match one_statement(id, epoch, writes, &g) {
+    match one_statement(id, epoch, commit, writes, &g) {
         Some(op) => Commit::One(op),
         None => Commit::Pipeline(ops(id, writes, &g)),
     }
@@ -238,7 +239,7 @@ fn ops(id: &str, writes: &[Write], g: &Grouped) -> Vec<Op> {
 /// The end is one attempt, looked up by its primary key: an `UPDATE` joined
 /// to `unnest` got a generic plan that scanned every attempt of the
 /// instance, which made a run of N steps O(N²).
-fn one_statement(id: &str, epoch: i64, writes: &[Write], g: &Grouped) -> Option<Op> {
+fn one_statement(id: &str, epoch: i64, commit: i64, writes: &[Write], g: &Grouped) -> Option<Op> {
     let mut ends = g.updates.iter().map(|w| match w {
         Write::EndAttempt { key, attempt, end }
             if !g.started.contains_key(&(key.as_str(), *attempt)) =>
@@ -267,6 +268,7 @@ fn one_statement(id: &str, epoch: i64, writes: &[Write], g: &Grouped) -> Option<
     params.extend(span_columns(&g.spans));
     params.push(p(g.last_state.map(|v| v.to_string())));
     params.push(p(now()));
+    params.push(p(commit));
     Some(Op::Query(&STEP_COMMIT, params))
 }
 
@@ -331,7 +333,10 @@ const FENCED: &str = " WHERE (SELECT held FROM f)";
 
 /// `one_statement`'s SQL: `$1` the instance, `$2` the epoch, then the
 /// columns of new attempts, attempt ends, step rows and spans, the state
-/// (null: unchanged) and the time it changed.
+/// (null: unchanged), the time it changed and the commit's id. The commit
+/// is `held` when the epoch is the runner's and the id is not in the
+/// instance's `last_commit` yet; it is `done` when it is (sent again after
+/// its reply was lost: it writes nothing, and succeeds).
 static STEP_COMMIT: LazyLock<String> = LazyLock::new(|| {
     let a = 3;
     let e = a + ATTEMPT_TYPES.len();
@@ -339,8 +344,9 @@ static STEP_COMMIT: LazyLock<String> = LazyLock::new(|| {
     let sp = s + STEP_TYPES.len();
     let st = sp + SPAN_TYPES.len();
     format!(
-        "WITH f AS (SELECT lease_epoch = $2 AS held, lease_owner, seq FROM instances WHERE id = $1 \
-           FOR UPDATE), \
+        "WITH f AS (SELECT lease_epoch = $2 AND last_commit IS DISTINCT FROM ${c} AS held, \
+           lease_owner, seq, last_commit IS NOT DISTINCT FROM ${c} AS done FROM instances \
+           WHERE id = $1 FOR UPDATE), \
          a AS ({attempts}), \
          e AS (UPDATE attempts SET outcome=${o}, error_type=${et}, error_message=${em}, \
            exit_code=${x}, finished_at=${fa}, stdout=${so}, stderr=${se}, \
@@ -349,9 +355,10 @@ static STEP_COMMIT: LazyLock<String> = LazyLock::new(|| {
              AND (SELECT held FROM f)), \
          s AS ({steps}), \
          p AS ({spans}), \
-         i AS (UPDATE instances SET state=${st}, updated_at=${now} \
-           WHERE id=$1 AND ${st}::text IS NOT NULL AND (SELECT held FROM f)) \
-         SELECT held, lease_owner FROM f",
+         i AS (UPDATE instances SET state=COALESCE(${st}::text, state), \
+           updated_at=CASE WHEN ${st}::text IS NULL THEN updated_at ELSE ${now} END, last_commit=${c} \
+           WHERE id=$1 AND (SELECT held FROM f)) \
+         SELECT held, lease_owner, done FROM f",
         attempts = insert_attempts(a, FENCED),
         ea = e + 1,
         o = e + 2,
@@ -364,6 +371,7 @@ static STEP_COMMIT: LazyLock<String> = LazyLock::new(|| {
         steps = upsert_steps(s, FENCED),
         spans = insert_spans(sp, "(SELECT seq FROM f)", FENCED),
         now = st + 1,
+        c = st + 2,
     )
 });
 

@@ -45,6 +45,7 @@ macro_rules! server_ms {
 }
 
 mod batch;
+mod conn;
 mod copy;
 mod owner;
 #[cfg(test)]
@@ -59,21 +60,21 @@ mod url;
 mod write;
 
 use super::{Result, StoreError};
-use futures_util::StreamExt;
 use std::collections::HashMap;
 use std::future::Future;
 use std::path::PathBuf;
 use std::pin::Pin;
 use std::sync::Mutex;
 use std::task::Poll;
-use tokio::sync::mpsc;
 use tokio_postgres::types::ToSql;
-use tokio_postgres::{AsyncMessage, Client, Row, Statement};
+use tokio_postgres::{Client, Row, Statement};
 
 pub use target::PgTarget;
 
 /// The SQLSTATE `check_fence` raises.
 const FENCED: &str = "WF001";
+/// The SQLSTATE `check_commit` raises for a commit that is in already.
+const COMMITTED: &str = "WF002";
 
 /// A statement parameter, owned so that a pipeline can outlive its builder.
 pub(super) type Param = Box<dyn ToSql + Sync + Send>;
@@ -112,51 +113,38 @@ impl Out {
 }
 
 pub struct PgStore {
-    client: std::sync::Arc<Client>,
+    conn: conn::Conn,
     target: PgTarget,
-    statements: Mutex<HashMap<Sql, Statement>>,
-    notifications: tokio::sync::Mutex<Option<mpsc::UnboundedReceiver<()>>>,
-    listening: std::sync::atomic::AtomicBool,
+    /// The statements prepared on the connection of this generation.
+    statements: Mutex<(u64, HashMap<Sql, Statement>)>,
 }
 
 impl PgStore {
     /// Connects and brings the schema up to date.
     pub async fn open(target: &PgTarget) -> Result<PgStore> {
-        let fail = |reason: String| StoreError::Open {
-            path: target.describe(),
-            reason,
-        };
-        let (client, mut connection) = target
-            .config
-            .connect(target.connector()?)
+        let conn = conn::Conn::open(target)
             .await
-            .map_err(|e| fail(connect_reason(&e)))?;
-        let (tx, rx) = mpsc::unbounded_channel();
-        tokio::spawn(async move {
-            let mut messages = futures_util::stream::poll_fn(move |cx| connection.poll_message(cx));
-            while let Some(message) = messages.next().await {
-                match message {
-                    Ok(AsyncMessage::Notification(_)) => {
-                        let _ = tx.send(());
-                    }
-                    Ok(_) => {}
-                    Err(_) => break,
-                }
-            }
-        });
+            .map_err(|reason| StoreError::Open {
+                path: target.describe(),
+                reason,
+            })?;
         let store = PgStore {
-            client: std::sync::Arc::new(client),
+            conn,
             target: target.clone(),
-            statements: Mutex::new(HashMap::new()),
-            notifications: tokio::sync::Mutex::new(Some(rx)),
-            listening: false.into(),
+            statements: Mutex::new((0, HashMap::new())),
         };
         store.migrate().await?;
         Ok(store)
     }
 
     pub fn is_usable(&self) -> bool {
-        !self.client.is_closed()
+        !self.conn.is_closed()
+    }
+
+    /// The connection now (it may be replaced after a failure: see
+    /// `conn`). For what is not sent again when it fails.
+    pub(super) fn client(&self) -> std::sync::Arc<Client> {
+        self.conn.current().1
     }
 
     pub fn target(&self) -> &PgTarget {
@@ -179,6 +167,7 @@ impl PgStore {
     }
 
     async fn migrate(&self) -> Result<()> {
+        let client = self.client();
         let known = schema::MIGRATIONS.len() as i64;
         let fail = |reason: String| StoreError::Open {
             path: self.target.describe(),
@@ -187,8 +176,7 @@ impl PgStore {
         let schema = &self.target.schema;
         // Quoted: a keyword (`select`, `user`) is a schema name too.
         let q = target::quoted(schema);
-        let version = match self
-            .client
+        let version = match client
             .query_one(&format!("SELECT max(version) FROM {q}.migrations"), &[])
             .await
         {
@@ -207,14 +195,14 @@ impl PgStore {
             return Ok(());
         }
         let applied = async {
-            self.client.batch_execute("BEGIN").await?;
-            self.client
+            client.batch_execute("BEGIN").await?;
+            client
                 .execute(
                     "SELECT pg_advisory_xact_lock(hashtext('wf migrations ' || $1::text))",
                     &[schema],
                 )
                 .await?;
-            self.client
+            client
                 .batch_execute(&format!(
                     "CREATE SCHEMA IF NOT EXISTS {q}; \
                      CREATE TABLE IF NOT EXISTS {q}.migrations \
@@ -222,8 +210,7 @@ impl PgStore {
                 ))
                 .await?;
             // Another process may have migrated while we waited for the lock.
-            let now: i64 = self
-                .client
+            let now: i64 = client
                 .query_one(
                     &format!("SELECT COALESCE(max(version), 0) FROM {q}.migrations"),
                     &[],
@@ -231,19 +218,19 @@ impl PgStore {
                 .await?
                 .get(0);
             if now > known {
-                self.client.batch_execute("ROLLBACK").await?;
+                client.batch_execute("ROLLBACK").await?;
                 return Ok(Some(now));
             }
             for (i, sql) in schema::MIGRATIONS.iter().enumerate().skip(now as usize) {
-                self.client.batch_execute(sql).await?;
-                self.client
+                client.batch_execute(sql).await?;
+                client
                     .execute(
                         &format!("INSERT INTO {q}.migrations (version) VALUES ($1)"),
                         &[&(i as i64 + 1)],
                     )
                     .await?;
             }
-            self.client.batch_execute("COMMIT").await?;
+            client.batch_execute("COMMIT").await?;
             Ok::<_, tokio_postgres::Error>(None)
         }
         .await;
@@ -255,7 +242,7 @@ impl PgStore {
                 known,
             }),
             Err(e) => {
-                let _ = self.client.batch_execute("ROLLBACK").await;
+                let _ = client.batch_execute("ROLLBACK").await;
                 Err(fail(format!(
                     "cannot create the schema: {}",
                     sql_reason(&e)
@@ -264,75 +251,150 @@ impl PgStore {
         }
     }
 
-    /// The prepared form of `sql` on this connection.
-    async fn statement(&self, sql: &'static str) -> Result<Statement> {
-        if let Some(s) = self
-            .statements
-            .lock()
-            .ok()
-            .and_then(|m| m.get(&Sql(sql)).cloned())
-        {
+    /// The prepared form of `sql` on `client`, the connection of generation
+    /// `generation`.
+    async fn statement(
+        &self,
+        generation: u64,
+        client: &Client,
+        sql: &'static str,
+    ) -> std::result::Result<Statement, tokio_postgres::Error> {
+        if let Some(s) = self.prepared(generation, |m| m.get(&Sql(sql)).cloned()) {
             return Ok(s);
         }
-        let s = self.client.prepare(sql).await.map_err(|e| self.fail(e))?;
-        if let Ok(mut m) = self.statements.lock() {
-            m.insert(Sql(sql), s.clone());
-        }
+        let s = client.prepare(sql).await?;
+        self.prepared(generation, |m| m.insert(Sql(sql), s.clone()));
         Ok(s)
     }
 
-    /// One query, its rows.
+    /// `f` on the statements prepared on the connection of `generation`
+    /// (none yet if it is new).
+    fn prepared<T>(
+        &self,
+        generation: u64,
+        f: impl FnOnce(&mut HashMap<Sql, Statement>) -> Option<T>,
+    ) -> Option<T> {
+        let mut m = self.statements.lock().ok()?;
+        if m.0 != generation {
+            *m = (generation, HashMap::new());
+        }
+        f(&mut m.1)
+    }
+
+    /// After `e` on the connection of `generation`: `Ok` to send the request
+    /// again on a new connection (the old one is gone, see `conn`), or the
+    /// error to report. `since`: when the first failure of this request was.
+    async fn recover(
+        &self,
+        e: tokio_postgres::Error,
+        generation: u64,
+        since: &mut Option<std::time::Instant>,
+    ) -> Result<()> {
+        if !conn::transient(&e) {
+            return Err(self.fail(e));
+        }
+        let since = *since.get_or_insert_with(std::time::Instant::now);
+        self.conn
+            .reconnect(&self.target, generation, since, sql_reason(&e))
+            .await
+    }
+
+    /// One query, its rows; sent again on a new connection if the one it
+    /// went on is lost (every query wf sends is a read, or a write that
+    /// is the same when applied twice: a claim, a renewal).
     pub(super) async fn query(
         &self,
         sql: &'static str,
         params: &[&(dyn ToSql + Sync)],
     ) -> Result<Vec<Row>> {
-        let stmt = self.statement(sql).await?;
-        self.client
-            .query(&stmt, params)
-            .await
-            .map_err(|e| self.fail(e))
+        let mut since = None;
+        loop {
+            let (generation, client) = self.conn.current();
+            let sent = match self.statement(generation, &client, sql).await {
+                Ok(stmt) => client.query(&stmt, params).await,
+                Err(e) => Err(e),
+            };
+            match sent {
+                Ok(rows) => return Ok(rows),
+                Err(e) => self.recover(e, generation, &mut since).await?,
+            }
+        }
     }
 
-    /// One statement, its row count.
+    /// One statement, its row count; sent again as [`PgStore::query`] is
+    /// (the statements are idempotent: a renewal, a cancel request, a
+    /// removal).
     pub(super) async fn exec(
         &self,
         sql: &'static str,
         params: &[&(dyn ToSql + Sync)],
     ) -> Result<u64> {
-        let stmt = self.statement(sql).await?;
-        self.client
-            .execute(&stmt, params)
-            .await
-            .map_err(|e| self.fail(e))
+        let mut since = None;
+        loop {
+            let (generation, client) = self.conn.current();
+            let sent = match self.statement(generation, &client, sql).await {
+                Ok(stmt) => client.execute(&stmt, params).await,
+                Err(e) => Err(e),
+            };
+            match sent {
+                Ok(n) => return Ok(n),
+                Err(e) => self.recover(e, generation, &mut since).await?,
+            }
+        }
     }
 
     /// Sends every request without waiting for the replies in between (one
     /// round trip for all), then collects the replies. The first error is
     /// returned; a transaction the pipeline began is rolled back.
+    ///
+    /// On a lost connection, a pipeline that is a whole transaction from
+    /// its BEGIN (or one statement) is sent again on a new one: its first
+    /// sending either committed whole or not at all, and wf's are
+    /// idempotent (a fenced commit carries an id the server checks, see
+    /// `owner`). A pipeline that continues a transaction is not: that
+    /// transaction is gone, and the error is reported.
     pub(super) async fn pipeline(&self, ops: Vec<Op>) -> Result<Vec<Out>> {
-        let statements = self.prepare_all(&ops).await?;
+        let whole = matches!(ops.first(), Some(Op::Simple("BEGIN")))
+            || matches!(ops.as_slice(), [Op::Exec(..) | Op::Query(..)]);
         let began = matches!(ops.first(), Some(Op::Simple("BEGIN")));
-        let (outs, error) = send_pipeline(&self.client, &ops, &statements).await;
-        match error {
-            None => Ok(outs),
-            Some(e) => {
-                if began {
-                    let _ = self.client.batch_execute("ROLLBACK").await;
-                }
-                Err(self.fail(e))
+        let mut since = None;
+        loop {
+            let (generation, client) = self.conn.current();
+            let (outs, error) = match self.prepare_all(generation, &client, &ops).await {
+                Ok(statements) => send_pipeline(&client, &ops, &statements).await,
+                Err(e) => (Vec::new(), Some(e)),
+            };
+            let Some(e) = error else {
+                return Ok(outs);
+            };
+            if whole && conn::transient(&e) {
+                self.recover(e, generation, &mut since).await?;
+                continue;
             }
+            if began {
+                let _ = client.batch_execute("ROLLBACK").await;
+            }
+            return Err(self.fail(e));
         }
     }
 
     /// Sends a pipeline that ends its own transaction (…, COMMIT) and
     /// returns once its requests are queued on the connection, before the
     /// replies: whatever is sent next on this connection runs after it. Its
-    /// errors are not reported here: a refused fence or a lost connection
-    /// fails the next synchronous commit anyway.
+    /// errors are not reported here, nor is it sent again once sent: what
+    /// it records need not outlive a lost connection (a process group's
+    /// record; a runner finds an unrecorded group by its processes'
+    /// variables).
     pub(super) async fn pipeline_in_background(&self, ops: Vec<Op>) -> Result<()> {
-        let statements = self.prepare_all(&ops).await?;
-        let client = self.client.clone();
+        // Preparing is waited for, and made again on a new connection.
+        let mut since = None;
+        let (client, statements) = loop {
+            let (generation, client) = self.conn.current();
+            match self.prepare_all(generation, &client, &ops).await {
+                Ok(statements) => break (client, statements),
+                Err(e) => self.recover(e, generation, &mut since).await?,
+            }
+        };
         let mut sent = Box::pin(async move {
             let _ = send_pipeline(&client, &ops, &statements).await;
         });
@@ -350,9 +412,14 @@ impl PgStore {
 
     /// The prepared statements `ops` use (preparing, pipelined, those this
     /// connection has not seen yet).
-    async fn prepare_all(&self, ops: &[Op]) -> Result<HashMap<Sql, Statement>> {
+    async fn prepare_all(
+        &self,
+        generation: u64,
+        client: &Client,
+        ops: &[Op],
+    ) -> std::result::Result<HashMap<Sql, Statement>, tokio_postgres::Error> {
         let mut missing: Vec<Sql> = Vec::new();
-        if let Ok(m) = self.statements.lock() {
+        self.prepared(generation, |m| {
             for op in ops {
                 if let Op::Exec(sql, _) | Op::Query(sql, _) = op
                     && !m.contains_key(&Sql(sql))
@@ -361,15 +428,15 @@ impl PgStore {
                     missing.push(Sql(sql));
                 }
             }
-        }
+            Some(())
+        });
         let prepared =
-            futures_util::future::join_all(missing.iter().map(|sql| self.client.prepare(sql.0)))
-                .await;
+            futures_util::future::join_all(missing.iter().map(|sql| client.prepare(sql.0))).await;
         let mut statements = HashMap::new();
         for (sql, s) in missing.iter().zip(prepared) {
-            statements.insert(*sql, s.map_err(|e| self.fail(e))?);
+            statements.insert(*sql, s?);
         }
-        if let Ok(mut m) = self.statements.lock() {
+        self.prepared(generation, |m| {
             for (sql, s) in &statements {
                 m.insert(*sql, s.clone());
             }
@@ -380,28 +447,35 @@ impl PgStore {
                     statements.insert(Sql(sql), s.clone());
                 }
             }
-        }
+            Some(())
+        });
         Ok(statements)
     }
 
     /// Waits for a notification on this schema's channel, or `timeout`.
     pub async fn wait_for_work(&self, timeout: std::time::Duration) {
         use std::sync::atomic::Ordering;
-        if !self.listening.swap(true, Ordering::Relaxed) {
-            // `pg_notify('wf_' || current_schema(), …)`'s channel.
+        if !self.conn.listening.swap(true, Ordering::Relaxed) {
             let listen = format!("LISTEN \"wf_{}\"", self.target.schema);
-            if self.client.batch_execute(&listen).await.is_err() {
-                self.listening.store(false, Ordering::Relaxed);
+            if self.client().batch_execute(&listen).await.is_err() {
+                self.conn.listening.store(false, Ordering::Relaxed);
             }
         }
-        let mut guard = self.notifications.lock().await;
+        let mut guard = self.conn.notifications().await;
         let Some(rx) = guard.as_mut() else {
             tokio::time::sleep(timeout).await;
             return;
         };
-        if let Ok(Some(())) = tokio::time::timeout(timeout, rx.recv()).await {
+        match tokio::time::timeout(timeout, rx.recv()).await {
             // One wake-up for a burst of notifications.
-            while rx.try_recv().is_ok() {}
+            Ok(Some(())) => while rx.try_recv().is_ok() {},
+            // The connection is gone: its next request makes a new one.
+            Ok(None) => {
+                *guard = None;
+                drop(guard);
+                tokio::time::sleep(timeout).await;
+            }
+            Err(_) => {}
         }
     }
 }
@@ -522,6 +596,11 @@ impl PgStore {
     /// (never the password); the fence's refusal is [`StoreError::Fenced`]
     /// (the caller fills in the id).
     pub(super) fn fail(&self, e: tokio_postgres::Error) -> StoreError {
+        if let Some(db) = e.as_db_error()
+            && db.code().code() == COMMITTED
+        {
+            return StoreError::Committed;
+        }
         if let Some(db) = e.as_db_error()
             && db.code().code() == FENCED
         {

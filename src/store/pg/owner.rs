@@ -111,7 +111,7 @@ impl PgStore {
         };
         let rows = outs.into_iter().nth(2).map(Out::rows).unwrap_or_default();
         let Some(r) = rows.first() else {
-            let _ = self.client.batch_execute("ROLLBACK").await;
+            let _ = self.client().batch_execute("ROLLBACK").await;
             return Err(StoreError::NotFound(id.into()));
         };
         let holder: Option<String> = get(r, 0)?;
@@ -123,7 +123,7 @@ impl PgStore {
             && expires.unwrap_or(0) > now_ms
             && holder_alive(&h)
         {
-            let _ = self.client.batch_execute("ROLLBACK").await;
+            let _ = self.client().batch_execute("ROLLBACK").await;
             return Ok(Err(h));
         }
         let mut ops = vec![Op::Exec(
@@ -139,7 +139,7 @@ impl PgStore {
         let outs = match self.pipeline(ops).await {
             Ok(o) => o,
             Err(e) => {
-                let _ = self.client.batch_execute("ROLLBACK").await;
+                let _ = self.client().batch_execute("ROLLBACK").await;
                 return Err(e);
             }
         };
@@ -224,11 +224,30 @@ impl PgStore {
         self.fenced(fence, ops).await
     }
 
+    /// Applies `writes` under the fence. The commit carries an id of its
+    /// own (kept in `last_commit`): sent again after the connection was
+    /// lost (`PgStore::pipeline`), a commit the server applied already
+    /// writes nothing and succeeds, so a lost reply is never taken for a
+    /// failure nor applied twice.
     pub async fn commit(&self, fence: &Fence, writes: &[Write]) -> Result<()> {
         use super::batch::Commit;
-        let result = match super::batch::commit(&fence.instance, fence.epoch, writes) {
+        let id = commit_id();
+        let result = match super::batch::commit(&fence.instance, fence.epoch, id, writes) {
             Commit::One(op) => self.pipeline(vec![op]).await.and_then(fence_held),
-            Commit::Pipeline(ops) => self.fenced(fence, ops).await,
+            Commit::Pipeline(ops) => {
+                let mut all = Vec::with_capacity(ops.len() + 3);
+                all.push(Op::Simple("BEGIN"));
+                all.push(Op::Query(
+                    CHECK_COMMIT,
+                    vec![p(fence.instance.clone()), p(fence.epoch), p(id)],
+                ));
+                all.extend(ops);
+                all.push(Op::Simple("COMMIT"));
+                match self.pipeline(all).await {
+                    Err(StoreError::Committed) => Ok(()),
+                    other => other.map(|_| ()),
+                }
+            }
         };
         result.map_err(|e| named(e, fence))
     }
@@ -266,15 +285,26 @@ impl PgStore {
     }
 }
 
-/// What a statement with the fence inlined returned (`held`, the holder):
-/// refused unless its epoch was the runner's. A missing row (the instance
-/// is gone) is refused too.
+/// A commit's id: random, so that no two commits of any runner share one.
+fn commit_id() -> i64 {
+    uuid::Uuid::new_v4().as_u64_pair().0 as i64
+}
+
+/// The fence of a commit sent as a pipeline (`$1` the instance, `$2` the
+/// epoch, `$3` the commit's id): raises WF002 if the commit is in already.
+const CHECK_COMMIT: &str = "SELECT check_commit($1, $2, $3)";
+
+/// What a statement with the fence inlined returned (`held`, the holder,
+/// `done`): refused unless its epoch was the runner's, or the commit was
+/// in already (`done`: its reply was lost, and it was sent again). A
+/// missing row (the instance is gone) is refused too.
 fn fence_held(outs: Vec<Out>) -> Result<()> {
     let row = outs.into_iter().next().map(Out::rows).unwrap_or_default();
-    let held = row
-        .first()
-        .and_then(|r| r.try_get::<_, Option<bool>>(0).ok().flatten());
-    if held == Some(true) {
+    let flag = |i: usize| {
+        row.first()
+            .and_then(|r| r.try_get::<_, Option<bool>>(i).ok().flatten())
+    };
+    if flag(0) == Some(true) || flag(2) == Some(true) {
         return Ok(());
     }
     let holder = row

@@ -75,10 +75,10 @@ async fn store(name: &str, fill: &str) -> Option<PgStore> {
         .await
         .expect("drop");
     let store = PgStore::open(&target).await.expect("open");
-    store.client.batch_execute(fill).await.expect("fill");
+    store.client().batch_execute(fill).await.expect("fill");
     // Price out what must not be needed.
     store
-        .client
+        .client()
         .batch_execute("SET enable_seqscan = off")
         .await
         .expect("set");
@@ -88,7 +88,7 @@ async fn store(name: &str, fill: &str) -> Option<PgStore> {
 /// The plan of `sql` with `params`, as JSON.
 async fn plan(store: &PgStore, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Value {
     let rows = store
-        .client
+        .client()
         .query(&format!("EXPLAIN (FORMAT JSON) {sql}"), params)
         .await
         .unwrap_or_else(|e| panic!("{e}: {sql}"));
@@ -185,7 +185,7 @@ fn wf_list_reads_the_newest_instances_off_an_index() {
             return;
         };
         store
-            .client
+            .client()
             .batch_execute("SET enable_sort = off")
             .await
             .expect("set");

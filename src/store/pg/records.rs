@@ -396,9 +396,14 @@ impl PgStore {
         mut f: impl FnMut(SpanRow) -> std::result::Result<(), E>,
     ) -> std::result::Result<(), E> {
         use futures_util::TryStreamExt;
-        let stmt = self.statement(SELECT_SPANS).await?;
-        let rows = self
-            .client
+        // Not sent again if the connection is lost: the rows already given
+        // to `f` would be given twice.
+        let (generation, client) = self.conn.current();
+        let stmt = self
+            .statement(generation, &client, SELECT_SPANS)
+            .await
+            .map_err(|e| self.fail(e))?;
+        let rows = client
             .query_raw(&stmt, [id])
             .await
             .map_err(|e| self.fail(e))?;

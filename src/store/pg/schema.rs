@@ -244,4 +244,32 @@ pub const MIGRATIONS: &[&str] = &[
     ALTER TABLE spans_v6 RENAME TO spans;
     CREATE INDEX spans_by_instance ON spans(instance_seq, run, start_ns);
     "#,
+    // 7: a commit whose reply was lost is looked up, never guessed (SPEC
+    // §7). Each fenced commit of a runner carries an id of its own, kept in
+    // `last_commit` by the commit itself; sent again after the connection
+    // was lost, a commit whose id is already there writes nothing and
+    // succeeds. `check_commit` is `check_fence` that also does that: it
+    // raises WF002 (the transaction is rolled back, and the store takes it
+    // for success) when the commit is already in.
+    r#"
+    ALTER TABLE instances ADD COLUMN last_commit BIGINT;
+    CREATE FUNCTION check_commit(p_id TEXT, p_epoch BIGINT, p_commit BIGINT) RETURNS BIGINT
+    LANGUAGE plpgsql AS $$
+    DECLARE
+        e BIGINT;
+        h TEXT;
+        c BIGINT;
+    BEGIN
+        SELECT lease_epoch, lease_owner, last_commit INTO e, h, c FROM instances
+            WHERE id = p_id FOR UPDATE;
+        IF c IS NOT DISTINCT FROM p_commit THEN
+            RAISE EXCEPTION USING ERRCODE = 'WF002', MESSAGE = 'committed already';
+        END IF;
+        IF e IS DISTINCT FROM p_epoch THEN
+            RAISE EXCEPTION USING ERRCODE = 'WF001', MESSAGE = COALESCE(h, '');
+        END IF;
+        UPDATE instances SET last_commit = p_commit WHERE id = p_id;
+        RETURN e;
+    END $$;
+    "#,
 ];

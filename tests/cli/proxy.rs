@@ -1,0 +1,191 @@
+//! A TCP proxy in front of the test's PostgreSQL server that can lose a
+//! reply: armed with a piece of SQL, it lets the next request that runs a
+//! statement holding that text reach the server, waits for the server's
+//! reply (so the server has applied it), drops that reply and cuts the
+//! connection. The client sees a lost connection for a commit that is in:
+//! an ambiguous commit, as a network failure makes one.
+//!
+//! It reads the frontend protocol just enough: `Parse` names a prepared
+//! statement and gives its text, `Bind` runs one by name. TLS is not
+//! proxied (the tests' URL says `sslmode=disable`).
+
+use std::collections::HashMap;
+use std::io::{Read, Write};
+use std::net::{Shutdown, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+pub struct Proxy {
+    pub port: u16,
+    shared: Arc<Shared>,
+}
+
+#[derive(Default)]
+struct Shared {
+    /// The SQL whose next run loses its reply (consumed by the cut).
+    armed: Mutex<Option<String>>,
+    /// Replies dropped so far.
+    cuts: AtomicUsize,
+}
+
+impl Proxy {
+    /// Listens on a loopback port, forwarding to `upstream` (`host:port`).
+    pub fn start(upstream: &str) -> Proxy {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind the proxy");
+        let port = listener.local_addr().expect("its port").port();
+        let shared = Arc::new(Shared::default());
+        let upstream = upstream.to_string();
+        let s = shared.clone();
+        std::thread::spawn(move || {
+            for client in listener.incoming().flatten() {
+                let Ok(server) = TcpStream::connect(&upstream) else {
+                    continue;
+                };
+                let s = s.clone();
+                std::thread::spawn(move || relay(client, server, s));
+            }
+        });
+        Proxy { port, shared }
+    }
+
+    /// The next run of a statement whose text holds `sql` loses its reply.
+    pub fn arm(&self, sql: &str) {
+        *self.shared.armed.lock().expect("lock") = Some(sql.to_string());
+    }
+
+    pub fn cuts(&self) -> usize {
+        self.shared.cuts.load(Ordering::SeqCst)
+    }
+
+    /// `url` (the test server's) pointing at this proxy instead.
+    pub fn url(&self, url: &str) -> String {
+        let (head, rest) = url.split_once('@').expect("a URL with a user");
+        let (_, tail) = rest.split_once('/').expect("a URL with a database");
+        format!("{head}@127.0.0.1:{}/{tail}", self.port)
+    }
+}
+
+/// One connection: the client's requests go through, read as they pass; the
+/// server's replies go back unless a cut is due.
+fn relay(mut client: TcpStream, mut server: TcpStream, shared: Arc<Shared>) {
+    let cut = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let (mut c_read, mut s_write) = (
+        client.try_clone().expect("clone"),
+        server.try_clone().expect("clone"),
+    );
+    let up_cut = cut.clone();
+    let up_shared = shared.clone();
+    let up = std::thread::spawn(move || {
+        let mut reader = Frames::default();
+        let mut buf = [0u8; 16384];
+        loop {
+            let n = match c_read.read(&mut buf) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => n,
+            };
+            for (kind, body) in reader.push(&buf[..n]) {
+                let armed = up_shared.armed.lock().expect("lock").clone();
+                if reader.runs(kind, &body, armed.as_deref()) {
+                    up_cut.store(true, Ordering::SeqCst);
+                }
+            }
+            if s_write.write_all(&buf[..n]).is_err() {
+                break;
+            }
+        }
+        let _ = s_write.shutdown(Shutdown::Write);
+    });
+    let mut buf = [0u8; 16384];
+    loop {
+        let n = match server.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        if cut.load(Ordering::SeqCst) {
+            // The server answered: the request is applied. Its reply is lost.
+            *shared.armed.lock().expect("lock") = None;
+            shared.cuts.fetch_add(1, Ordering::SeqCst);
+            let _ = client.shutdown(Shutdown::Both);
+            let _ = server.shutdown(Shutdown::Both);
+            break;
+        }
+        if client.write_all(&buf[..n]).is_err() {
+            break;
+        }
+    }
+    let _ = client.shutdown(Shutdown::Both);
+    let _ = up.join();
+}
+
+/// The client's messages, framed: the first (startup) has no type byte.
+#[derive(Default)]
+struct Frames {
+    pending: Vec<u8>,
+    started: bool,
+    /// Prepared statements by name: their text.
+    statements: HashMap<String, String>,
+}
+
+impl Frames {
+    fn push(&mut self, bytes: &[u8]) -> Vec<(u8, Vec<u8>)> {
+        self.pending.extend_from_slice(bytes);
+        let mut out = Vec::new();
+        loop {
+            let head = if self.started { 5 } else { 4 };
+            if self.pending.len() < head {
+                break;
+            }
+            let at = head - 4;
+            let len = u32::from_be_bytes(self.pending[at..at + 4].try_into().expect("4")) as usize;
+            if self.pending.len() < at + len {
+                break;
+            }
+            let kind = if self.started { self.pending[0] } else { 0 };
+            let body = self.pending[head..at + len].to_vec();
+            self.pending.drain(..at + len);
+            if !self.started {
+                // An SSLRequest or GSSENCRequest is answered with one byte
+                // and followed by the real startup: still unframed.
+                let code = body
+                    .get(..4)
+                    .map(|c| u32::from_be_bytes(c.try_into().expect("4")));
+                self.started = !matches!(code, Some(80877103 | 80877104));
+            }
+            out.push((kind, body));
+        }
+        out
+    }
+
+    /// Whether message `kind` runs a statement whose text holds `sql`
+    /// (recording the statements that `Parse` names as it goes, armed or
+    /// not).
+    fn runs(&mut self, kind: u8, body: &[u8], sql: Option<&str>) -> bool {
+        let holds = |text: &str| sql.is_some_and(|sql| text.contains(sql));
+        let cstr = |at: usize| -> (String, usize) {
+            let end = body[at..]
+                .iter()
+                .position(|b| *b == 0)
+                .map_or(body.len(), |e| at + e);
+            (
+                String::from_utf8_lossy(&body[at..end]).into_owned(),
+                end + 1,
+            )
+        };
+        match kind {
+            b'P' => {
+                let (name, at) = cstr(0);
+                let (text, _) = cstr(at);
+                let hit = name.is_empty() && holds(&text);
+                self.statements.insert(name, text);
+                hit
+            }
+            b'B' => {
+                let (_portal, at) = cstr(0);
+                let (name, _) = cstr(at);
+                self.statements.get(&name).is_some_and(|t| holds(t))
+            }
+            b'Q' => holds(&cstr(0).0),
+            _ => false,
+        }
+    }
+}
