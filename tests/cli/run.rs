@@ -622,3 +622,44 @@ steps:
         "{summary}"
     );
 }
+
+/// `wf run --id ID` of an instance that exists (SPEC §4): with the same
+/// definition and inputs nothing runs again and it says what became of the
+/// instance, with the exit code of its status; anything else is refused.
+#[test]
+fn run_with_an_existing_id_is_a_no_op_for_the_same_definition_and_inputs() {
+    let t = Test::new();
+    let yaml = "name: once\ninputs:\n  who: { default: ana }\nsteps:\n  - id: a\n    run: echo ${{ inputs.who }} >> side.log\n  - id: b\n    run: exit 3\n";
+    let path = t.write("once.yaml", yaml);
+    let file = path.to_str().expect("utf-8");
+    t.wf(&["run", file, "--id", "x"]).code(1);
+    // Again: the same definition and inputs. Nothing runs; it failed.
+    let again = t.wf(&["run", file, "--id", "x"]);
+    again.code(1);
+    assert!(
+        again.stdout.contains("instance x exists already") && again.stdout.contains("failed"),
+        "{}",
+        again.stdout
+    );
+    let json = t.wf(&["run", file, "--id", "x", "--json"]);
+    json.code(1);
+    assert_eq!(
+        json.json(),
+        json!({ "id": "x", "status": "failed", "exit_code": 1 })
+    );
+    assert_eq!(t.read("side.log"), "ana\n", "nothing ran again");
+    assert_eq!(t.inspect("x")["runs"].as_array().map(Vec::len), Some(1));
+    // Other inputs, or another definition: refused, nothing written.
+    let other = t.wf(&["run", file, "--id", "x", "--input", "who=bo"]);
+    other.code(2);
+    assert!(other.stderr.contains("already exists"), "{}", other.stderr);
+    t.write("once.yaml", &yaml.replace("exit 3", "exit 0"));
+    t.wf(&["run", file, "--id", "x"]).code(2);
+    assert_eq!(t.read("side.log"), "ana\n");
+    // A completed one says so, exit 0.
+    t.wf(&["run", file, "--id", "y"]).code(0);
+    let done = t.wf(&["run", file, "--id", "y"]);
+    done.code(0);
+    assert!(done.stdout.contains("completed"), "{}", done.stdout);
+    assert_eq!(t.read("side.log"), "ana\nana\n");
+}
