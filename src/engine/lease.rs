@@ -171,7 +171,17 @@ impl Heartbeat {
                 let Some(s) = &store else { continue };
                 let mut renewed = Ok(());
                 block_on(std::pin::pin!(async {
-                    renewed = s.renew(&fence, ttl_ms(ttl)).await
+                    // No longer than until the next one: a lost connection
+                    // is made again by the next renewal, and the runner
+                    // waits for none of it when it stops.
+                    renewed = match &runtime {
+                        Some(_) => tokio::time::timeout(every, s.renew(&fence, ttl_ms(ttl)))
+                            .await
+                            .unwrap_or_else(|_| {
+                                Err(StoreError::Sql("the renewal took too long".into()))
+                            }),
+                        None => s.renew(&fence, ttl_ms(ttl)).await,
+                    }
                 }));
                 match renewed {
                     Ok(()) => {}

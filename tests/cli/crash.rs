@@ -118,6 +118,20 @@ impl Recording {
         log.write_all(&rec).expect("write the log");
     }
 
+    /// Instance `waiter`, recorded, waiting for the event `go` (then
+    /// running the steps `more` lists).
+    fn waiter(&self, more: &str) {
+        let wait = self.t.write(
+            "wait.yaml",
+            &format!("name: wait\nsteps:\n  - id: go\n    wait_for_event: {{ name: go }}\n{more}"),
+        );
+        self.wf(
+            &["run", wait.to_str().expect("utf-8"), "--id", "waiter"],
+            false,
+        )
+        .code(3);
+    }
+
     /// A `wf run FILE --id ID --json` that must complete: recorded, and its
     /// completion marked once it exited.
     fn run_completed(&self, file: &Path, id: &str, inputs: &[&str], normal: bool) {
@@ -568,15 +582,7 @@ fn overlapping_runs_with_list_signal_and_a_worker_survive_any_power_loss() {
     }
     let rec = Recording::new(Test::new(), SETUP);
     let long = rec.t.write("long.yaml", &chain("long", 30));
-    let wait = rec.t.write(
-        "wait.yaml",
-        "name: wait\nsteps:\n  - id: go\n    wait_for_event: { name: go }\n  - id: after\n    run: \"true\"\n",
-    );
-    rec.wf(
-        &["run", wait.to_str().expect("utf-8"), "--id", "waiter"],
-        false,
-    )
-    .code(3);
+    rec.waiter("  - id: after\n    run: \"true\"\n");
     std::thread::scope(|s| {
         for lane in 0..2 {
             let (rec, long) = (&rec, &long);
@@ -610,6 +616,8 @@ fn overlapping_runs_with_list_signal_and_a_worker_survive_any_power_loss() {
     let seed = seed();
     let done = replay(&rec, seed);
     eprintln!("{done:?} (seed {seed})");
+    // 4 runs of 30 steps and their ends, the event.
+    assert!(done.acks > 4 * 31, "{done:?}");
 }
 
 /// A writer set to `synchronous=NORMAL` (a `WF_DURABILITY=normal` wf, as a
@@ -623,15 +631,7 @@ fn a_normal_writer_beside_full_runs_never_corrupts_the_file() {
     }
     let rec = Recording::new(Test::new(), SETUP);
     let short = rec.t.write("short.yaml", &chain("short", 2));
-    let wait = rec.t.write(
-        "wait.yaml",
-        "name: wait\nsteps:\n  - id: go\n    wait_for_event: { name: go }\n",
-    );
-    rec.wf(
-        &["run", wait.to_str().expect("utf-8"), "--id", "waiter"],
-        false,
-    )
-    .code(3);
+    rec.waiter("");
     // In turn: each NORMAL writer's close is then the last connection's,
     // whose checkpoint copies that writer's unsynced frames; the long runs
     // cross autocheckpoints, so the WAL starts over between them and those

@@ -196,14 +196,8 @@ fn a_run_gives_up_after_wf_db_retry_with_exit_6_and_no_step_left_running() {
     assert_eq!(side, ["long", "quick", "quick"]);
 }
 
-/// A commit's reply lost after the server applied it (SPEC §7, issue 34,
-/// item 4): the commit that holds `b`'s result and `c`'s start is in, its
-/// acknowledgement never arrives. wf reconnects and sends it again; the
-/// server finds its id in and applies nothing twice; `c` (at most once)
-/// runs once and is never taken for crashed.
-#[test]
-fn a_commit_whose_reply_was_lost_is_looked_up_not_guessed() {
-    let Some(mut t) = pg_test() else { return };
+/// `t` reaching the test's server through a proxy that can lose a reply.
+fn behind_proxy(t: &mut Test) -> crate::proxy::Proxy {
     let (url, schema) = t.pg.clone().expect("a PostgreSQL run");
     let upstream = url
         .split_once('@')
@@ -212,6 +206,18 @@ fn a_commit_whose_reply_was_lost_is_looked_up_not_guessed() {
         .expect("host:port in the URL");
     let proxy = crate::proxy::Proxy::start(&upstream);
     t.pg = Some((proxy.url(&url), schema));
+    proxy
+}
+
+/// A commit's reply lost after the server applied it (SPEC §7, issue 34,
+/// item 4): the commit that holds `b`'s result and `c`'s start is in, its
+/// acknowledgement never arrives. wf reconnects and sends it again; the
+/// server finds its id in and applies nothing twice; `c` (at most once)
+/// runs once and is never taken for crashed.
+#[test]
+fn a_commit_whose_reply_was_lost_is_looked_up_not_guessed() {
+    let Some(mut t) = pg_test() else { return };
+    let proxy = behind_proxy(&mut t);
     // No renewal while the test runs: the cut is the commit's.
     let t = t.env("WF_LEASE_TTL", "60s");
     let path = t.write(
@@ -234,16 +240,9 @@ fn a_commit_whose_reply_was_lost_is_looked_up_not_guessed() {
 #[test]
 fn a_run_whose_creation_reply_was_lost_runs_its_instance_once() {
     let Some(mut t) = pg_test() else { return };
-    let (url, schema) = t.pg.clone().expect("a PostgreSQL run");
-    let upstream = url
-        .split_once('@')
-        .and_then(|(_, rest)| rest.split_once('/'))
-        .map(|(host, _)| host.to_string())
-        .expect("host:port in the URL");
     // Migrated first, so that the creation is the first thing armed.
     t.wf(&["list"]).code(0);
-    let proxy = crate::proxy::Proxy::start(&upstream);
-    t.pg = Some((proxy.url(&url), schema));
+    let proxy = behind_proxy(&mut t);
     let path = t.write(
         "three.yaml",
         &THREE.replace("while [ ! -f release ]; do sleep 0.05; done; ", ""),
