@@ -434,6 +434,20 @@ async fn close_run(
             None,
         ),
         RunOutcome::Canceled => ("canceled", None, None, None),
+        // Stopped while it only waited for a timer or an event: it stays
+        // sleeping or waiting, as it was.
+        RunOutcome::Interrupted if runner.idle_when_stopped => {
+            match runner.suspend_outcome(runner.next_wake()) {
+                RunOutcome::Waiting(event) => (
+                    "waiting",
+                    runner.next_wake().map(store::fmt_time),
+                    Some(event),
+                    None,
+                ),
+                RunOutcome::Sleeping(wake) => ("sleeping", Some(wake), None, None),
+                _ => ("running", None, None, None),
+            }
+        }
         // Left `running` without a lease: `wf list` shows it as interrupted, `wf resume` continues it.
         RunOutcome::Interrupted => ("running", None, None, None),
     };

@@ -695,6 +695,66 @@ steps:
     assert_eq!(lines(&t, "side.log"), ["n=7"]);
 }
 
+/// An event signalled while an earlier step still runs is taken when the
+/// run reaches its `wait_for_event`, in the same run (SPEC §3 Events).
+#[test]
+fn an_event_signalled_while_an_earlier_step_runs_is_taken_in_the_same_run() {
+    let t = Test::new();
+    let path = t.write(
+        "wf.yaml",
+        &format!(
+            "name: during\nsteps:\n  - id: work\n    run: '{}'\n  - id: approval\n    \
+             wait_for_event: {{ name: approved }}\n  - id: after\n    \
+             run: echo \"by=${{{{ steps.approval.output.json.by }}}}\" >> side.log\n",
+            blocking_step("started")
+        ),
+    );
+    let run = spawn(&t, &["run", path.to_str().unwrap(), "--id", "ev"]);
+    eventually("the first step to start", || {
+        t.path().join("started").exists()
+    });
+    t.wf(&["signal", "ev", "approved", "--data", r#"{"by": "ana"}"#])
+        .code(0);
+    std::fs::write(t.path().join("release"), "").unwrap();
+    run.finish().code(0);
+    let v = t.inspect("ev");
+    assert_eq!(v["status"], "completed", "{v:#}");
+    assert_eq!(run_outcomes(&v), ["completed"]);
+    assert_eq!(lines(&t, "side.log"), ["by=ana"]);
+}
+
+/// Ctrl-C of a `wf resume` that only waits for a timer: nothing ran, so the
+/// instance stays sleeping until the same time (SPEC §3 Statuses stay
+/// true); the process still says it was interrupted (exit 130).
+#[test]
+fn interrupting_a_resume_that_only_waits_for_a_timer_leaves_it_sleeping() {
+    let t = Test::new();
+    let (id, ran) = t.run_yaml(
+        "wf.yaml",
+        "name: nap\nsteps:\n  - id: nap\n    sleep: 2h\n  - id: after\n    run: echo after >> side.log\n",
+        &[],
+    );
+    ran.code(3);
+    let wake_sql = format!(
+        "SELECT i.wake_at || ' ' || s.retry_at FROM instances i JOIN steps s ON s.instance_id = i.id \
+         WHERE i.id = '{id}' AND s.key = 'nap'"
+    );
+    let wake = t.sql(&wake_sql);
+    assert!(wake.len() > 20, "a wake-up time is stored: {wake}");
+    let resume = spawn(&t, &["resume", &id]);
+    eventually("the resume to hold the instance", || {
+        listed_status(&t, &id) == "running"
+    });
+    resume.signal("INT");
+    resume.finish().code(130);
+    let v = t.inspect(&id);
+    assert_eq!(v["status"], "sleeping", "{v:#}");
+    assert_eq!(listed_status(&t, &id), "sleeping");
+    assert_eq!(t.sql(&wake_sql), wake, "the same wake-up time");
+    assert_eq!(run_outcomes(&v), ["sleeping", "interrupted"]);
+    assert!(lines(&t, "side.log").is_empty());
+}
+
 #[test]
 fn a_wait_times_out_when_no_event_arrives() {
     let t = Test::new();
@@ -1277,7 +1337,7 @@ fn sigterm_interrupts_the_run_and_leaves_it_resumable() {
 }
 
 #[test]
-fn a_signal_during_an_inline_sleep_interrupts_the_run() {
+fn a_signal_during_an_inline_sleep_stops_the_run_and_leaves_it_sleeping() {
     let t = Test::new();
     let path = t.write(
         "wf.yaml",
@@ -1289,7 +1349,8 @@ fn a_signal_during_an_inline_sleep_interrupts_the_run() {
     });
     runner.signal("INT");
     runner.finish().code(130);
-    assert_eq!(listed_status(&t, "nap"), "interrupted");
+    // Nothing ran but the timer: the instance sleeps on (SPEC §3).
+    assert_eq!(listed_status(&t, "nap"), "sleeping");
     t.wf(&["resume", "nap", "--now"]).code(0);
     assert_eq!(lines(&t, "side.log"), ["after"]);
 }

@@ -299,6 +299,9 @@ pub(super) struct Runner<'o> {
     /// Why the workflow failed, once a unit failed for good.
     failed: Option<String>,
     stop: Option<Stop>,
+    /// A signal stopped the run while nothing ran but timers and waits
+    /// (`drive` then leaves the instance sleeping or waiting).
+    pub(in crate::engine) idle_when_stopped: bool,
     interrupt_tx: watch::Sender<bool>,
     http: Option<reqwest::Client>,
     redactor: Redactor,
@@ -495,6 +498,7 @@ impl<'o> Runner<'o> {
             seq,
             failed,
             stop: None,
+            idle_when_stopped: false,
             interrupt_tx,
             http: None,
             redactor,
@@ -631,6 +635,13 @@ impl<'o> Runner<'o> {
                     (*t - Utc::now()).to_std().unwrap_or_default() <= self.opts.inline_wait
                 });
                 let Some(timer) = within else {
+                    // An event delivered while earlier steps ran (or a
+                    // cancel asked meanwhile) is looked for once more
+                    // before the run suspends for it.
+                    let stop_before = self.stop;
+                    if self.poll_external(store).await? || self.stop != stop_before {
+                        continue;
+                    }
                     return Ok(self.suspend_outcome(next));
                 };
                 let until = next.map_or(timer, |n| n.min(timer));
@@ -644,7 +655,12 @@ impl<'o> Runner<'o> {
                     }
                     tokio::select! {
                         _ = tokio::time::sleep(wait.min(POLL_EVERY)) => {}
-                        _ = signals.recv() => self.stop(Stop::Signal),
+                        _ = signals.recv() => {
+                            // Nothing runs: the instance stays as it was,
+                            // sleeping or waiting, not interrupted.
+                            self.idle_when_stopped = true;
+                            self.stop(Stop::Signal);
+                        }
                         holder = lost(&mut self.lost) => return Err(self.fenced(holder)),
                     }
                     if self.poll_external(store).await? {

@@ -321,7 +321,7 @@ impl<'o> Runner<'o> {
         all_done.then_some(RunOutcome::Completed)
     }
 
-    pub(super) fn suspend_outcome(&self, next: Option<DateTime<Utc>>) -> RunOutcome {
+    pub(in crate::engine) fn suspend_outcome(&self, next: Option<DateTime<Utc>>) -> RunOutcome {
         let mut waiting: Vec<String> = Vec::new();
         for rec in self.records.values().filter(|r| r.status == "waiting") {
             if let Some(Action::WaitForEvent { name, .. }) =
