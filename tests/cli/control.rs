@@ -832,6 +832,21 @@ fn cancel_suspended(how: &str, status: &str) {
     assert_eq!(outcomes(comp), ["ok"]);
     assert!(!has_step(&i, "after:compensate"));
     assert_ne!(Test::step(&i, "after")["status"], "completed");
+    // The timer or the wait is over: canceled, with no wake-up time left.
+    let open = if how == "sleep" { "nap" } else { "approval" };
+    assert_eq!(Test::step(&i, open)["status"], "canceled", "{i:#}");
+    assert_eq!(
+        t.sql(&format!(
+            "SELECT count(*) FROM steps WHERE instance_id = '{id}' AND retry_at IS NOT NULL"
+        )),
+        "0"
+    );
+    assert_eq!(
+        t.sql(&format!(
+            "SELECT count(*) FROM instances WHERE id = '{id}' AND wake_at IS NOT NULL"
+        )),
+        "0"
+    );
 
     let resumed = t.wf(&["resume", &id]);
     assert_ne!(resumed.code, 0, "resume of a canceled instance must fail");
@@ -1570,4 +1585,29 @@ steps:
     assert_eq!(Test::step(&v, "notify")["status"], "completed", "{v:#}");
     // Each item once, one at a time, in order.
     assert_eq!(t.read("told.log"), "tell ops\ntell dev\ntell qa\n");
+}
+
+/// The workflow's `timeout` while a step sleeps: the instance fails and the
+/// sleep ends canceled, with no wake-up time left (SPEC §3).
+#[test]
+fn a_workflow_timeout_ends_a_sleeping_step_canceled() {
+    let t = Test::new();
+    let (id, ran) = t.run_yaml(
+        "wf.yaml",
+        "name: late\ntimeout: 1s\nsteps:\n  - id: nap\n    sleep: 1h\n  - id: after\n    run: echo after >> ledger.log\n",
+        &["--inline-wait", "0s"],
+    );
+    ran.code(3);
+    // The resume waits for the deadline, the instance's next wake-up.
+    t.wf(&["resume", &id]).code(1);
+    let i = t.inspect(&id);
+    assert_eq!(i["status"], "failed", "{i:#}");
+    assert_eq!(Test::step(&i, "nap")["status"], "canceled", "{i:#}");
+    assert_eq!(
+        t.sql(&format!(
+            "SELECT count(*) FROM steps WHERE instance_id = '{id}' AND retry_at IS NOT NULL"
+        )),
+        "0"
+    );
+    assert_eq!(t.read("ledger.log"), "");
 }

@@ -9,6 +9,7 @@ impl<'o> Runner<'o> {
     /// Steps still waiting for a retry when the instance fails or is
     /// canceled will not get it: they end as `status`, their last error kept.
     /// (`wf resume --retry-failed` gives a failed one a fresh budget.)
+    /// Steps sleeping or waiting for an event end `canceled`.
     pub(in crate::engine) fn abandon_retries(
         &mut self,
         status: &str,
@@ -23,6 +24,20 @@ impl<'o> Runner<'o> {
                 Some(m) => format!("{m} (not retried: {why})"),
                 None => format!("not retried: {why}"),
             });
+            self.writes.push(Write::Step(Box::new(rec.clone())));
+        }
+        // A timer or a wait that will never be kept: it ends canceled, with
+        // no wake-up time left (SPEC §3, statuses stay true).
+        for rec in self
+            .records
+            .values_mut()
+            .filter(|r| matches!(r.status.as_str(), "sleeping" | "waiting"))
+        {
+            rec.status = "canceled".into();
+            rec.retry_at = None;
+            rec.finished_at = Some(now.clone());
+            rec.error_type = Some("canceled".into());
+            rec.error_message = Some(format!("not continued: {why}"));
             self.writes.push(Write::Step(Box::new(rec.clone())));
         }
         Ok(())
