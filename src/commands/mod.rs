@@ -46,13 +46,9 @@ Exit codes:
 )]
 pub struct Cli {
     /// SQLite file or postgres:// URL (default: $WF_DB, else $XDG_DATA_HOME/wf/wf.db)
-    #[arg(
-        long,
-        global = true,
-        env = "WF_DB",
-        hide_env_values = true,
-        value_name = "PATH|URL"
-    )]
+    // `$WF_DB` is read by `db_location`, not by clap: clap takes an empty
+    // variable for a missing value, and SPEC §4 says an empty one is unset.
+    #[arg(long, global = true, value_name = "PATH|URL")]
     pub db: Option<PathBuf>,
     /// Print no progress or diagnostics (errors still go to stderr)
     #[arg(long, short, global = true)]
@@ -130,10 +126,18 @@ pub async fn execute(cli: Cli, printer: &Printer) -> anyhow::Result<ExitStatus> 
 }
 
 /// Where the history is: `--db`, else `$WF_DB` (a path or a `postgres://`
-/// URL), else the XDG data dir.
+/// URL), else the XDG data dir. Empty values count as unset, and a path
+/// starting with `~/` is in `$HOME`, as a shell would have expanded it.
 pub fn db_location(db: Option<PathBuf>) -> anyhow::Result<Location> {
-    if let Some(p) = db.filter(|p| !p.as_os_str().is_empty()) {
-        return Ok(Location::parse(p.as_os_str())?);
+    let given = db
+        .map(PathBuf::into_os_string)
+        .filter(|p| !p.is_empty())
+        .or_else(|| std::env::var_os("WF_DB").filter(|p| !p.is_empty()));
+    if let Some(p) = given {
+        return Ok(match Location::parse(&p)? {
+            Location::Sqlite(path) => Location::Sqlite(expand_home(path)?),
+            url => url,
+        });
     }
     let data = match std::env::var_os("XDG_DATA_HOME").filter(|v| !v.is_empty()) {
         Some(d) => PathBuf::from(d),
@@ -147,6 +151,24 @@ pub fn db_location(db: Option<PathBuf>) -> anyhow::Result<Location> {
         },
     };
     Ok(Location::Sqlite(data.join("wf").join("wf.db")))
+}
+
+/// `~/x.db` as `$HOME/x.db` (a quoted `~` reaches wf unexpanded; a folder
+/// named `~` is never what was meant). Other paths are left as they are.
+fn expand_home(path: PathBuf) -> anyhow::Result<PathBuf> {
+    // By components: `~user/x` and `~x` are not `~`, and stay as they are.
+    let rest = match path.strip_prefix("~") {
+        Ok(rest) if !rest.as_os_str().is_empty() => rest,
+        _ => return Ok(path),
+    };
+    match std::env::var_os("HOME").filter(|h| !h.is_empty()) {
+        Some(home) => Ok(PathBuf::from(home).join(rest)),
+        None => Err(UsageError(format!(
+            "database path {}: HOME is not set, so `~` cannot be expanded",
+            path.display()
+        ))
+        .into()),
+    }
 }
 
 pub async fn open(db: Option<PathBuf>) -> anyhow::Result<Store> {

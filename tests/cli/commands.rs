@@ -820,6 +820,60 @@ fn an_empty_xdg_data_home_is_ignored() {
     assert_private(&t.path().join("home/.local/share/wf/wf.db"));
 }
 
+/// SPEC §4: an empty variable (as CI leaves an unset one) counts as unset,
+/// with `--db` given or not, and so does an empty `WF_LEASE_TTL`.
+#[test]
+fn empty_environment_variables_count_as_unset() {
+    let t = Test::new();
+    let empty = || {
+        let mut c = t.cmd();
+        c.env("WF_DB", "").env("WF_LEASE_TTL", "");
+        c
+    };
+    run_and_list(&t, empty(), empty());
+    if t.on_pg() {
+        return;
+    }
+    // Without --db: the default location, as if WF_DB were not there.
+    let with_empty = || {
+        let mut c = bare_wf(&t);
+        c.env("WF_DB", "");
+        c
+    };
+    run_and_list(&t, with_empty(), with_empty());
+    assert_private(&t.path().join("home/.local/share/wf/wf.db"));
+}
+
+/// A quoted `~/x.db` (in `WF_DB`, or `--db '~/x.db'`) is in `$HOME`, as a
+/// shell would have expanded it; no folder named `~` appears.
+#[test]
+fn a_leading_tilde_in_the_database_path_is_home() {
+    let t = Test::new();
+    if t.sqlite_only("a database file path") {
+        return;
+    }
+    let home = t.path().join("home");
+    std::fs::create_dir(&home).expect("mkdir");
+    let from_env = || {
+        let mut c = bare_wf(&t);
+        c.env("WF_DB", "~/env.db");
+        c
+    };
+    run_and_list(&t, from_env(), from_env());
+    assert_private(&home.join("env.db"));
+    let from_flag = || {
+        let mut c = bare_wf(&t);
+        c.args(["--db", "~/flag.db"]);
+        c
+    };
+    run_and_list(&t, from_flag(), from_flag());
+    assert_private(&home.join("flag.db"));
+    assert!(
+        !t.path().join("~").exists(),
+        "a folder named `~` was created"
+    );
+}
+
 // ---------------------------------------------------------------- wf run
 
 #[test]
