@@ -541,6 +541,90 @@ fn logs_of_a_failed_step() {
     assert_eq!(ran.stdout, "going down\n");
 }
 
+/// In the listing of every step, an output that does not end its line (an
+/// HTTP body, a `printf`) still ends before the next header; one step's logs
+/// stay byte for byte as captured.
+#[test]
+fn logs_end_each_shown_output_with_a_newline() {
+    let t = Test::new();
+    let yaml = r#"name: unterminated
+steps:
+  - id: a
+    run: printf 'no newline'
+  - id: b
+    run: printf x; printf err >&2
+"#;
+    let id = run_ok(&t, "unterminated.yaml", yaml, &[], 0);
+    let all = t.wf(&["logs", &id]);
+    all.code(0);
+    assert_eq!(
+        all.stdout,
+        "==> a (attempt 1, ok) <==\nno newline\n\
+         ==> b (attempt 1, ok) <==\nx\n--- stderr ---\nerr\n"
+    );
+    let one = t.wf(&["logs", &id, "a"]);
+    one.code(0);
+    assert_eq!(one.stdout, "no newline");
+}
+
+/// An attempt whose runner was killed captured nothing: `wf logs` says so
+/// on stderr rather than printing nothing at all.
+#[test]
+fn logs_of_a_crashed_attempt_say_it_crashed() {
+    let t = Test::new();
+    let yaml = r#"name: crashy
+steps:
+  - id: fragile
+    run: 'test -e crashed.once || { touch crashed.once; kill -9 $PPID; sleep 5; }; echo fine'
+"#;
+    let path = t.write("crashy.yaml", yaml);
+    let killed = t.wf(&["run", path.to_str().expect("utf-8"), "--id", "k"]);
+    assert_eq!(killed.code, -1, "wf was not killed: {}", killed.stderr);
+    t.wf(&["resume", "k"]).code(0);
+    let first = t.wf(&["logs", "k", "fragile", "--attempt", "1"]);
+    first.code(0);
+    assert_eq!(first.stdout, "");
+    assert!(
+        first.stderr.contains("attempt 1 of step `fragile` crashed")
+            && first.stderr.contains("captured nothing")
+            && first.stderr.lines().count() == 1,
+        "{}",
+        first.stderr
+    );
+    let second = t.wf(&["logs", "k", "fragile"]);
+    second.code(0);
+    assert_eq!(
+        (second.stdout.as_str(), second.stderr.as_str()),
+        ("fine\n", "")
+    );
+}
+
+/// The steps an unknown STEP is checked against are the workflow's, from
+/// its pinned definition: those that never ran too.
+#[test]
+fn logs_of_an_unknown_step_name_every_step_of_the_workflow() {
+    let t = Test::new();
+    let yaml = r#"name: stops-early
+steps:
+  - id: first
+    run: exit 3
+  - id: never-ran
+    run: echo no
+  - id: handler
+    if: ${{ failure() }}
+    needs: [never-ran]
+    run: echo no
+"#;
+    let id = run_ok(&t, "stops-early.yaml", yaml, &[], 1);
+    let ran = t.wf(&["logs", &id, "nope"]);
+    usage_error(&ran, &["`nope`", "first", "never-ran", "handler"]);
+    // A step of the workflow that has not run: no attempts, not "no step".
+    usage_error(
+        &t.wf(&["logs", &id, "never-ran"]),
+        &["`never-ran`", "no attempts"],
+    );
+}
+
 // ---------------------------------------------------------------- database
 
 /// A `wf` command with no `--db` and nothing of the caller's environment that
