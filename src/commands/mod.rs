@@ -104,7 +104,8 @@ pub enum Command {
 
 pub async fn execute(cli: Cli, printer: &Printer) -> anyhow::Result<ExitStatus> {
     let db = cli.db;
-    match cli.command {
+    let location = db.clone();
+    let result = match cli.command {
         Command::Run(args) => run::run(args, db, printer).await,
         Command::Resume(args) => resume::run(args, db, printer).await,
         Command::Restart(args) => restart::run(args, db, printer).await,
@@ -122,6 +123,32 @@ pub async fn execute(cli: Cli, printer: &Printer) -> anyhow::Result<ExitStatus> 
         Command::Completions(args) => completions::run(args, printer),
         Command::Man(args) => man::run(args, printer),
         Command::Schema(args) => schema::run(args, printer),
+    };
+    result.map_err(|e| name_read_only(e, location))
+}
+
+/// A write SQLite refused because the database is read-only (a read-only
+/// mount, a read-only file) names the file: the reason alone
+/// (`attempt to write a readonly database`) does not say which.
+fn name_read_only(err: anyhow::Error, db: Option<PathBuf>) -> anyhow::Error {
+    use crate::engine::EngineError;
+    use crate::store::StoreError;
+    let read_only = err.chain().any(|cause| {
+        let store = cause.downcast_ref::<StoreError>().or_else(|| {
+            match cause.downcast_ref::<EngineError>() {
+                Some(EngineError::Store(s)) => Some(s),
+                _ => None,
+            }
+        });
+        matches!(store, Some(StoreError::ReadOnly(_)))
+    });
+    match db_location(db) {
+        Ok(location) if read_only => anyhow::anyhow!(
+            "database {} is read-only: cannot write to it (is it on a read-only mount, or not \
+             writable by this user?)",
+            location.describe()
+        ),
+        _ => err,
     }
 }
 

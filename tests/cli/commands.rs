@@ -244,6 +244,49 @@ fn list_status_filter() {
     assert!(!table.stdout.contains("broken"), "{}", table.stdout);
 }
 
+/// SPEC §4: `wf list` shows the newest 50 by default and says on stderr
+/// how many more there are; `--limit N` shows N, `--limit 0` all.
+#[test]
+fn list_shows_50_by_default_and_says_how_many_more() {
+    let t = Test::new();
+    let path = t.write(
+        "tiny.yaml",
+        "name: tiny\nsteps:\n  - id: a\n    set_state: { x: 1 }\n",
+    );
+    let path = path.to_str().expect("utf-8");
+    for n in 0..53 {
+        t.wf(&["run", path, "-q", "--id", &format!("i{n:02}")])
+            .code(0);
+    }
+    let listed = t.wf(&["list"]);
+    listed.code(0);
+    let rows: Vec<&str> = listed.stdout.lines().skip(1).collect();
+    assert_eq!(rows.len(), 50, "{}", listed.stdout);
+    assert!(
+        rows[0].contains("i52") && rows[49].contains("i03"),
+        "{}",
+        listed.stdout
+    );
+    assert_eq!(
+        listed.stderr,
+        "… and 3 more; --limit N shows N (--limit 0 shows all)\n"
+    );
+    let json = t.wf(&["list", "--json"]);
+    json.code(0);
+    assert_eq!(json.json().as_array().map(Vec::len), Some(50));
+    assert!(json.stderr.contains("and 3 more"), "{}", json.stderr);
+    let all = t.wf(&["list", "--json", "--limit", "0"]);
+    assert_eq!(all.code(0).json().as_array().map(Vec::len), Some(53));
+    assert_eq!(all.stderr, "");
+    let two = t.wf(&["list", "--status", "completed", "--limit", "2"]);
+    two.code(0);
+    assert_eq!(two.stdout.lines().count(), 3, "{}", two.stdout);
+    assert!(two.stderr.contains("and 51 more"), "{}", two.stderr);
+    let enough = t.wf(&["list", "--limit", "53"]);
+    assert_eq!(enough.code(0).stderr, "");
+    assert_eq!(t.wf(&["list", "-q"]).code(0).stderr, "", "-q says nothing");
+}
+
 #[test]
 fn list_rejects_an_unknown_status() {
     let t = Test::new();
@@ -822,6 +865,72 @@ fn a_read_command_on_a_missing_database_says_so_and_creates_nothing() {
         .expect("run wf");
     assert_eq!(out.status.code(), Some(1));
     assert!(!t.path().join("typo").exists(), "a folder was created");
+}
+
+/// A write to a database on a read-only mount names the database file
+/// (SQLite's own reason names none); reading it still works. The mount is
+/// made read-only in a user and mount namespace of its own (`unshare`),
+/// where the machine allows one.
+#[test]
+fn a_write_to_a_read_only_database_names_the_file() {
+    let t = Test::new();
+    if t.sqlite_only("a database file on a read-only mount") {
+        return;
+    }
+    let dir = t.path().display().to_string();
+    let probe = Command::new("unshare")
+        .args([
+            "-rm",
+            "sh",
+            "-c",
+            "mount --bind \"$1\" \"$1\" && mount -o remount,bind,ro \"$1\"",
+        ])
+        .args(["sh", &dir])
+        .output();
+    if !probe.is_ok_and(|o| o.status.success()) {
+        eprintln!("cannot make a read-only mount here (unshare -rm): the test is not run");
+        return;
+    }
+    let id = run_ok(&t, "orders.yaml", ORDERS, &[], 0);
+    // `wf ARGS` with the test dir mounted read-only.
+    let read_only = |args: &[&str]| {
+        let wf = t.cmd();
+        let mut cmd = Command::new("unshare");
+        cmd.args(["-rm", "sh", "-c"])
+            .arg("mount --bind \"$1\" \"$1\" && mount -o remount,bind,ro \"$1\" && shift && exec \"$@\"")
+            .args(["sh", &dir])
+            .arg(wf.get_program())
+            .args(wf.get_args())
+            .args(args)
+            .current_dir(t.path());
+        for (k, v) in wf.get_envs() {
+            match v {
+                Some(v) => cmd.env(k, v),
+                None => cmd.env_remove(k),
+            };
+        }
+        Ran::from(cmd.output().expect("run wf"))
+    };
+    let ran = read_only(&["run", "orders.yaml"]);
+    ran.code(1);
+    assert!(
+        ran.stderr.starts_with("error: ")
+            && ran.stderr.contains(&t.db.display().to_string())
+            && ran.stderr.contains("read-only")
+            && ran.stderr.lines().count() == 1,
+        "{}",
+        ran.stderr
+    );
+    let cancel = read_only(&["prune", "--older-than", "0s"]);
+    cancel.code(1);
+    assert!(
+        cancel.stderr.contains(&t.db.display().to_string()),
+        "{}",
+        cancel.stderr
+    );
+    let listed = read_only(&["list", "--json"]);
+    listed.code(0);
+    assert_eq!(listed.json()[0]["id"], id.as_str());
 }
 
 /// Creates the test's database, with no instance in it, the way a user
