@@ -20,12 +20,38 @@ pub use model::Object;
 
 /// A definition error: what is wrong, and where (`file:line:col`).
 #[derive(Debug, Clone, thiserror::Error)]
-#[error("{file}:{line}:{col}: {message}")]
+#[error("{file}:{line}:{col}: {message}{}", more_note(.more))]
 pub struct DefinitionError {
     pub file: String,
     pub line: u32,
     pub col: u32,
     pub message: String,
+    /// The other errors found in the same pass, in file order (`wf
+    /// validate` prints each; the message above is the first).
+    pub more: Vec<DefinitionError>,
+}
+
+/// What a one-line error adds when the pass found more (`wf validate`
+/// prints them all).
+fn more_note(more: &[DefinitionError]) -> String {
+    match more.len() {
+        0 => String::new(),
+        1 => " (and 1 more error; `wf validate` lists every one)".into(),
+        n => format!(" (and {n} more errors; `wf validate` lists every one)"),
+    }
+}
+
+impl DefinitionError {
+    /// This error and those found with it, in file order, each without the
+    /// others.
+    pub fn all(&self) -> Vec<DefinitionError> {
+        let mut all = vec![DefinitionError {
+            more: Vec::new(),
+            ..self.clone()
+        }];
+        all.extend(self.more.iter().cloned());
+        all
+    }
 }
 
 /// The version of [`Workflow::compiled`]'s format: this crate's version, so a
@@ -377,6 +403,7 @@ impl Workflow {
             line: 1,
             col: 1,
             message,
+            more: Vec::new(),
         };
         if is_stdin(path) {
             let mut bytes = Vec::new();
@@ -420,6 +447,7 @@ impl Workflow {
             line: 1,
             col: 1,
             message,
+            more: Vec::new(),
         };
         if bytes.len() > validate::MAX_FILE_BYTES {
             return Err(at_start(format!(
@@ -436,6 +464,7 @@ impl Workflow {
                 line: pos.line,
                 col: pos.col,
                 message: "file is not valid UTF-8".into(),
+                more: Vec::new(),
             }
         })?;
         validate::parse_source(&source, label)
