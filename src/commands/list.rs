@@ -16,6 +16,9 @@ const STATUSES: &[&str] = &[
     "canceled",
 ];
 
+/// How many instances `wf list` shows without `--limit` (SPEC §4).
+const DEFAULT_LIMIT: usize = 50;
+
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// Only instances with this status
@@ -27,7 +30,7 @@ pub struct Args {
     /// Only instances created within this long (`1h`, `7d`)
     #[arg(long, value_name = "DURATION", value_parser = super::parse_duration_flag)]
     pub since: Option<std::time::Duration>,
-    /// At most this many instances (the newest)
+    /// At most this many instances, the newest (default 50; 0: all)
     #[arg(long, value_name = "N")]
     pub limit: Option<usize>,
     /// JSON on stdout
@@ -57,13 +60,18 @@ pub async fn run(args: Args, store: &Store, printer: &Printer) -> anyhow::Result
     });
     // `interrupted` is told from `running` after the query: limit after it.
     let limit_in_query = args.status.as_deref() != Some("interrupted");
-    let filter = ListFilter {
+    let limit = match args.limit.unwrap_or(DEFAULT_LIMIT) {
+        0 => usize::MAX,
+        n => n,
+    };
+    let mut filter = ListFilter {
         status: stored.map(String::from),
         workflow: args.workflow.clone(),
         since,
-        limit: args.limit.filter(|_| limit_in_query),
+        // One more than shown tells whether there are more.
+        limit: Some(limit.saturating_add(1)).filter(|_| limit_in_query),
     };
-    let rows: Vec<_> = store
+    let mut rows: Vec<_> = store
         .list_instances(&filter)
         .await?
         .into_iter()
@@ -72,8 +80,24 @@ pub async fn run(args: Args, store: &Store, printer: &Printer) -> anyhow::Result
             (i, status)
         })
         .filter(|(_, status)| args.status.as_deref().is_none_or(|s| s == status))
-        .take(args.limit.unwrap_or(usize::MAX))
         .collect();
+    let more = if rows.len() <= limit {
+        0
+    } else if limit_in_query {
+        filter.limit = None;
+        (store.count_instances(&filter).await? as usize).saturating_sub(limit)
+    } else {
+        rows.len() - limit
+    };
+    rows.truncate(limit);
+    // After the data, on stderr: what was left out.
+    let say_more = || {
+        if more > 0 {
+            printer.info(&format!(
+                "… and {more} more; --limit N shows N (--limit 0 shows all)"
+            ));
+        }
+    };
     if args.json {
         let items: Vec<_> = rows
             .iter()
@@ -88,6 +112,7 @@ pub async fn run(args: Args, store: &Store, printer: &Printer) -> anyhow::Result
             })
             .collect();
         printer.json(&json!(items));
+        say_more();
         return Ok(ExitStatus::Success);
     }
     if rows.is_empty() {
@@ -107,5 +132,6 @@ pub async fn run(args: Args, store: &Store, printer: &Printer) -> anyhow::Result
     }
     printer.keep_columns(&mut table, Some(1));
     printer.data(&table.to_string());
+    say_more();
     Ok(ExitStatus::Success)
 }

@@ -122,6 +122,50 @@ fn log_json(
     })
 }
 
+/// Captured text as the multi-step listing shows it: ending with a newline
+/// when it has any text at all.
+fn with_newline(mut text: Vec<u8>) -> Vec<u8> {
+    if text.last().is_some_and(|&b| b != b'\n') {
+        text.push(b'\n');
+    }
+    text
+}
+
+/// Why `wf logs ID STEP` has nothing to show: no such attempt, a step of the
+/// workflow that has none yet, or no such step (naming every step of the
+/// instance's pinned definition, and the items and compensations it ran).
+async fn no_attempt(
+    store: &Store,
+    id: &str,
+    step: &str,
+    attempt: Option<i64>,
+) -> anyhow::Result<UsageError> {
+    let known: Vec<String> = store.steps(id).await?.into_iter().map(|s| s.key).collect();
+    let inst = store.instance(id).await?;
+    let defined = store
+        .definition_step_ids(&inst.definition_hash)
+        .await?
+        .unwrap_or_default();
+    let base = step.split(['[', ':']).next().unwrap_or(step);
+    let exists = known.iter().any(|k| k == step) || defined.iter().any(|d| d == step);
+    Ok(UsageError(match attempt {
+        Some(n) if exists => format!("step `{step}` of instance {id} has no attempt {n}"),
+        _ if exists || (step != base && defined.iter().any(|d| d == base)) => {
+            format!("step `{step}` of instance {id} has no attempts")
+        }
+        _ => {
+            let mut names = defined;
+            names.extend(known.into_iter().filter(|k| k.contains(['[', ':'])));
+            let mut seen = std::collections::HashSet::new();
+            names.retain(|n| seen.insert(n.clone()));
+            format!(
+                "instance {id} has no step `{step}` (steps: {})",
+                names.join(", ")
+            )
+        }
+    }))
+}
+
 pub async fn run(args: Args, store: &Store, printer: &Printer) -> anyhow::Result<ExitStatus> {
     let id = store.resolve_id(&args.id).await?;
     if let (true, Some(step)) = (args.follow, &args.step) {
@@ -129,33 +173,17 @@ pub async fn run(args: Args, store: &Store, printer: &Printer) -> anyhow::Result
     }
     match &args.step {
         Some(step) => {
-            let Some((_, stdout, stderr)) = store.attempt_logs(&id, step, args.attempt).await?
+            let Some((n, stdout, stderr)) = store.attempt_logs(&id, step, args.attempt).await?
             else {
-                let known: Vec<String> =
-                    store.steps(&id).await?.into_iter().map(|s| s.key).collect();
-                return Err(UsageError(match args.attempt {
-                    Some(n) => format!("step `{step}` of instance {id} has no attempt {n}"),
-                    None if known.contains(step) => {
-                        format!("step `{step}` of instance {id} has no attempts")
-                    }
-                    None => format!(
-                        "instance {id} has no step `{step}` (steps: {})",
-                        known.join(", ")
-                    ),
-                })
-                .into());
+                return Err(no_attempt(store, &id, step, args.attempt).await?.into());
             };
+            let outcome = store
+                .attempts(&id)
+                .await?
+                .into_iter()
+                .find(|a| a.step_key == *step && a.attempt == n)
+                .and_then(|a| a.outcome);
             if args.json {
-                let (n, _, _) = store
-                    .attempt_logs(&id, step, args.attempt)
-                    .await?
-                    .unwrap_or((0, Vec::new(), Vec::new()));
-                let outcome = store
-                    .attempts(&id)
-                    .await?
-                    .into_iter()
-                    .find(|a| a.step_key == *step && a.attempt == n)
-                    .and_then(|a| a.outcome);
                 printer.json(&serde_json::json!({
                     "id": id,
                     "logs": [log_json(step, n, outcome.as_deref(), &stdout, &stderr)],
@@ -165,6 +193,11 @@ pub async fn run(args: Args, store: &Store, printer: &Printer) -> anyhow::Result
             printer.raw(&stdout);
             if !stderr.is_empty() {
                 eprint!("{}", String::from_utf8_lossy(&stderr));
+            }
+            if stdout.is_empty() && stderr.is_empty() && outcome.as_deref() == Some("crashed") {
+                printer.info(&format!(
+                    "attempt {n} of step `{step}` crashed (its runner died): it captured nothing"
+                ));
             }
         }
         None => {
@@ -195,10 +228,11 @@ pub async fn run(args: Args, store: &Store, printer: &Printer) -> anyhow::Result
                     a.attempt,
                     a.outcome.as_deref().unwrap_or("running")
                 ));
-                printer.raw(&stdout);
+                // Each output ends its line, so the next header starts one.
+                printer.raw(&with_newline(stdout));
                 if !stderr.is_empty() {
                     printer.data("--- stderr ---");
-                    printer.raw(&stderr);
+                    printer.raw(&with_newline(stderr));
                 }
             }
             if args.json {

@@ -46,13 +46,9 @@ Exit codes:
 )]
 pub struct Cli {
     /// SQLite file or postgres:// URL (default: $WF_DB, else $XDG_DATA_HOME/wf/wf.db)
-    #[arg(
-        long,
-        global = true,
-        env = "WF_DB",
-        hide_env_values = true,
-        value_name = "PATH|URL"
-    )]
+    // `$WF_DB` is read by `db_location`, not by clap: clap takes an empty
+    // variable for a missing value, and SPEC §4 says an empty one is unset.
+    #[arg(long, global = true, value_name = "PATH|URL")]
     pub db: Option<PathBuf>,
     /// Print no progress or diagnostics (errors still go to stderr)
     #[arg(long, short, global = true)]
@@ -108,7 +104,8 @@ pub enum Command {
 
 pub async fn execute(cli: Cli, printer: &Printer) -> anyhow::Result<ExitStatus> {
     let db = cli.db;
-    match cli.command {
+    let location = db.clone();
+    let result = match cli.command {
         Command::Run(args) => run::run(args, db, printer).await,
         Command::Resume(args) => resume::run(args, db, printer).await,
         Command::Restart(args) => restart::run(args, db, printer).await,
@@ -126,14 +123,48 @@ pub async fn execute(cli: Cli, printer: &Printer) -> anyhow::Result<ExitStatus> 
         Command::Completions(args) => completions::run(args, printer),
         Command::Man(args) => man::run(args, printer),
         Command::Schema(args) => schema::run(args, printer),
+    };
+    result.map_err(|e| name_read_only(e, location))
+}
+
+/// A write SQLite refused because the database is read-only (a read-only
+/// mount, a read-only file) names the file: the reason alone
+/// (`attempt to write a readonly database`) does not say which.
+fn name_read_only(err: anyhow::Error, db: Option<PathBuf>) -> anyhow::Error {
+    use crate::engine::EngineError;
+    use crate::store::StoreError;
+    let read_only = err.chain().any(|cause| {
+        let store = cause.downcast_ref::<StoreError>().or_else(|| {
+            match cause.downcast_ref::<EngineError>() {
+                Some(EngineError::Store(s)) => Some(s),
+                _ => None,
+            }
+        });
+        matches!(store, Some(StoreError::ReadOnly(_)))
+    });
+    match db_location(db) {
+        Ok(location) if read_only => anyhow::anyhow!(
+            "database {} is read-only: cannot write to it (is it on a read-only mount, or not \
+             writable by this user?)",
+            location.describe()
+        ),
+        _ => err,
     }
 }
 
 /// Where the history is: `--db`, else `$WF_DB` (a path or a `postgres://`
-/// URL), else the XDG data dir.
+/// URL), else the XDG data dir. Empty values count as unset, and a path
+/// starting with `~/` is in `$HOME`, as a shell would have expanded it.
 pub fn db_location(db: Option<PathBuf>) -> anyhow::Result<Location> {
-    if let Some(p) = db.filter(|p| !p.as_os_str().is_empty()) {
-        return Ok(Location::parse(p.as_os_str())?);
+    let given = db
+        .map(PathBuf::into_os_string)
+        .filter(|p| !p.is_empty())
+        .or_else(|| std::env::var_os("WF_DB").filter(|p| !p.is_empty()));
+    if let Some(p) = given {
+        return Ok(match Location::parse(&p)? {
+            Location::Sqlite(path) => Location::Sqlite(expand_home(path)?),
+            url => url,
+        });
     }
     let data = match std::env::var_os("XDG_DATA_HOME").filter(|v| !v.is_empty()) {
         Some(d) => PathBuf::from(d),
@@ -147,6 +178,24 @@ pub fn db_location(db: Option<PathBuf>) -> anyhow::Result<Location> {
         },
     };
     Ok(Location::Sqlite(data.join("wf").join("wf.db")))
+}
+
+/// `~/x.db` as `$HOME/x.db` (a quoted `~` reaches wf unexpanded; a folder
+/// named `~` is never what was meant). Other paths are left as they are.
+fn expand_home(path: PathBuf) -> anyhow::Result<PathBuf> {
+    // By components: `~user/x` and `~x` are not `~`, and stay as they are.
+    let rest = match path.strip_prefix("~") {
+        Ok(rest) if !rest.as_os_str().is_empty() => rest,
+        _ => return Ok(path),
+    };
+    match std::env::var_os("HOME").filter(|h| !h.is_empty()) {
+        Some(home) => Ok(PathBuf::from(home).join(rest)),
+        None => Err(UsageError(format!(
+            "database path {}: HOME is not set, so `~` cannot be expanded",
+            path.display()
+        ))
+        .into()),
+    }
 }
 
 pub async fn open(db: Option<PathBuf>) -> anyhow::Result<Store> {

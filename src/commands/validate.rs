@@ -1,5 +1,6 @@
 //! `wf validate FILE`: check a workflow file without running it. Silent and 0
-//! when valid; one `file:line:col: message` line and exit 2 otherwise.
+//! when valid; otherwise a `file:line:col: message` line for every error
+//! found in one pass, and exit 2.
 
 use crate::exit::ExitStatus;
 use crate::printer::Printer;
@@ -28,15 +29,24 @@ pub fn run(args: Args, printer: &Printer) -> anyhow::Result<ExitStatus> {
             }
             Ok(ExitStatus::Success)
         }
-        Err(e) if args.json => {
-            printer.json(&json!({
-                "file": file,
-                "valid": false,
-                "error": { "line": e.line, "col": e.col, "message": e.message },
-            }));
-            printer.error(&e.to_string());
+        Err(e) => {
+            let all = e.all();
+            if args.json {
+                let errors: Vec<_> = all
+                    .iter()
+                    .map(|e| json!({ "line": e.line, "col": e.col, "message": e.message }))
+                    .collect();
+                printer.json(&json!({
+                    "file": file,
+                    "valid": false,
+                    "error": errors[0],
+                    "errors": errors,
+                }));
+            }
+            for e in &all {
+                printer.error(&e.to_string());
+            }
             Ok(ExitStatus::Usage)
         }
-        Err(e) => Err(e.into()),
     }
 }

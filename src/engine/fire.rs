@@ -214,8 +214,7 @@ fn entries(
     path: &Path,
     old: &[ScheduleRow],
 ) -> Result<Vec<ScheduleRow>, EngineError> {
-    let abs = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
-    let base_dir = abs.parent().map(Path::to_path_buf).unwrap_or_default();
+    let (recorded_path, base_dir) = crate::workflow::origin(path);
     let now_ms = chrono::Utc::now().timestamp_millis();
     let mut rows = Vec::new();
     for (i, s) in wf.schedules.iter().enumerate() {
@@ -234,7 +233,7 @@ fn entries(
             inputs,
             state: Value::Object(wf.state.clone()),
             definition_hash: wf.hash.clone(),
-            workflow_path: abs.display().to_string(),
+            workflow_path: recorded_path.clone(),
             base_dir: base_dir.display().to_string(),
             // A new spec's first fire time is after the last one started:
             // a fire time is started once (another machine's clock may be

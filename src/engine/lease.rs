@@ -17,10 +17,12 @@ use tokio::sync::watch;
 /// The lease's time to live when `WF_LEASE_TTL` is not set.
 pub const DEFAULT_TTL: Duration = Duration::from_secs(30);
 
-/// The lease TTL: `WF_LEASE_TTL` (a duration such as `30s`), else 30 s.
+/// The lease TTL: `WF_LEASE_TTL` (a duration such as `30s`), else 30 s
+/// (an empty variable counts as unset, SPEC §4).
 pub fn ttl() -> Result<Duration, String> {
     match std::env::var("WF_LEASE_TTL") {
         Err(_) => Ok(DEFAULT_TTL),
+        Ok(text) if text.trim().is_empty() => Ok(DEFAULT_TTL),
         Ok(text) => match crate::workflow::duration::parse(text.trim()) {
             Ok(d) if d >= Duration::from_millis(300) => Ok(d),
             Ok(_) => Err(format!(

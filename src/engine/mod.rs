@@ -249,8 +249,7 @@ pub async fn create_instance(
         }
         None => new_instance_id(),
     };
-    let abs = std::path::absolute(workflow_path).unwrap_or_else(|_| workflow_path.to_path_buf());
-    let base_dir = abs.parent().map(Path::to_path_buf).unwrap_or_default();
+    let (recorded_path, base_dir) = crate::workflow::origin(workflow_path);
     let now = store::now();
     let row = InstanceRow {
         id: id.clone(),
@@ -258,7 +257,7 @@ pub async fn create_instance(
         status: "running".into(),
         definition: wf.source.clone(),
         definition_hash: wf.hash.clone(),
-        workflow_path: abs.display().to_string(),
+        workflow_path: recorded_path.clone(),
         base_dir: base_dir.display().to_string(),
         inputs,
         state: Value::Object(wf.state.clone()),

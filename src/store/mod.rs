@@ -45,6 +45,10 @@ pub enum StoreError {
     /// A statement failed; the text is one line, the backend's reason.
     #[error("database error: {0}")]
     Sql(String),
+    /// SQLite refused a write: the file, or the mount it is on, is
+    /// read-only. `commands::execute` names the file.
+    #[error("database error: {0}")]
+    ReadOnly(String),
     #[error("corrupt record in database: {0}")]
     Corrupt(String),
     /// The connection was lost and could not be made again within
@@ -184,6 +188,12 @@ impl Store {
     /// Instances, newest first, as `filter` says.
     pub async fn list_instances(&self, filter: &ListFilter) -> Result<Vec<InstanceRow>> {
         each!(self.list_instances(filter))
+    }
+
+    /// How many instances `filter` matches, whatever its `limit` (`wf list`
+    /// says how many it did not show).
+    pub async fn count_instances(&self, filter: &ListFilter) -> Result<u64> {
+        each!(self.count_instances(filter))
     }
 
     pub async fn runs(&self, id: &str) -> Result<Vec<RunRow>> {

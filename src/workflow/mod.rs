@@ -20,12 +20,38 @@ pub use model::Object;
 
 /// A definition error: what is wrong, and where (`file:line:col`).
 #[derive(Debug, Clone, thiserror::Error)]
-#[error("{file}:{line}:{col}: {message}")]
+#[error("{file}:{line}:{col}: {message}{}", more_note(.more))]
 pub struct DefinitionError {
     pub file: String,
     pub line: u32,
     pub col: u32,
     pub message: String,
+    /// The other errors found in the same pass, in file order (`wf
+    /// validate` prints each; the message above is the first).
+    pub more: Vec<DefinitionError>,
+}
+
+/// What a one-line error adds when the pass found more (`wf validate`
+/// prints them all).
+fn more_note(more: &[DefinitionError]) -> String {
+    match more.len() {
+        0 => String::new(),
+        1 => " (and 1 more error; `wf validate` lists every one)".into(),
+        n => format!(" (and {n} more errors; `wf validate` lists every one)"),
+    }
+}
+
+impl DefinitionError {
+    /// This error and those found with it, in file order, each without the
+    /// others.
+    pub fn all(&self) -> Vec<DefinitionError> {
+        let mut all = vec![DefinitionError {
+            more: Vec::new(),
+            ..self.clone()
+        }];
+        all.extend(self.more.iter().cloned());
+        all
+    }
 }
 
 /// The version of [`Workflow::compiled`]'s format: this crate's version, so a
@@ -341,16 +367,54 @@ pub fn error_matches(pattern: &str, error_type: &str) -> bool {
     }
 }
 
+/// How messages and an instance's record name a workflow read from stdin
+/// (`wf run -`).
+pub const STDIN_LABEL: &str = "<stdin>";
+
+/// Whether `FILE` is `-`: the workflow comes from stdin.
+pub fn is_stdin(path: &Path) -> bool {
+    path.as_os_str() == "-"
+}
+
+/// Where an instance (or a schedule) records its workflow as coming from,
+/// and the folder its relative `dir:` and commands resolve against: the
+/// file's absolute path and folder, or for stdin `<stdin>` and the current
+/// directory.
+pub fn origin(path: &Path) -> (String, std::path::PathBuf) {
+    if is_stdin(path) {
+        let cwd = std::env::current_dir().unwrap_or_default();
+        return (STDIN_LABEL.to_string(), cwd);
+    }
+    let abs = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+    let base_dir = abs.parent().map(Path::to_path_buf).unwrap_or_default();
+    (abs.display().to_string(), base_dir)
+}
+
 impl Workflow {
-    /// Reads and validates a workflow file. Errors name the file as given.
+    /// Reads and validates a workflow file (`-`: stdin). Errors name the
+    /// file as given (stdin as `<stdin>`).
     pub fn load(path: &Path) -> Result<Workflow, DefinitionError> {
-        let label = path.display().to_string();
+        let label = match is_stdin(path) {
+            true => STDIN_LABEL.to_string(),
+            false => path.display().to_string(),
+        };
         let at_start = |message: String| DefinitionError {
             file: label.clone(),
             line: 1,
             col: 1,
             message,
+            more: Vec::new(),
         };
+        if is_stdin(path) {
+            let mut bytes = Vec::new();
+            use std::io::Read as _;
+            std::io::stdin()
+                .lock()
+                .take(validate::MAX_FILE_BYTES as u64 + 1)
+                .read_to_end(&mut bytes)
+                .map_err(|e| at_start(format!("cannot read stdin: {}", io_reason(&e))))?;
+            return Self::from_bytes(bytes, &label);
+        }
         let meta = std::fs::metadata(path)
             .map_err(|e| at_start(format!("cannot read workflow file: {}", io_reason(&e))))?;
         if meta.is_dir() {
@@ -373,6 +437,18 @@ impl Workflow {
                     .read_to_end(&mut bytes)
             })
             .map_err(|e| at_start(format!("cannot read workflow file: {}", io_reason(&e))))?;
+        Self::from_bytes(bytes, &label)
+    }
+
+    /// Validates a workflow file's bytes (at most one over the limit).
+    fn from_bytes(bytes: Vec<u8>, label: &str) -> Result<Workflow, DefinitionError> {
+        let at_start = |message: String| DefinitionError {
+            file: label.to_string(),
+            line: 1,
+            col: 1,
+            message,
+            more: Vec::new(),
+        };
         if bytes.len() > validate::MAX_FILE_BYTES {
             return Err(at_start(format!(
                 "file is over {} bytes; workflow files are limited to that",
@@ -384,13 +460,14 @@ impl Workflow {
             let text = String::from_utf8_lossy(&e.as_bytes()[..valid]).into_owned();
             let pos = validate::pos_of(&text, text.len());
             DefinitionError {
-                file: label.clone(),
+                file: label.to_string(),
                 line: pos.line,
                 col: pos.col,
                 message: "file is not valid UTF-8".into(),
+                more: Vec::new(),
             }
         })?;
-        validate::parse_source(&source, &label)
+        validate::parse_source(&source, label)
     }
 
     /// Re-parses a pinned definition (as stored by an instance).

@@ -400,7 +400,8 @@ fn random_sigkills_of_a_fifty_step_fan_out_never_break_the_guarantees() {
         // (PostgreSQL checks its own pages.)
         assert_eq!(integrity_check(&t.db), "ok");
     }
-    let list = t.wf(&["list", "--json"]).code(0).json();
+    // Every instance (WF_CHAOS_KILLS may make more than list's default 50).
+    let list = t.wf(&["list", "--json", "--limit", "0"]).code(0).json();
     assert!(
         list.as_array().is_some_and(
             |l| l.len() == instances.len() && l.iter().all(|i| i["status"] == "completed")

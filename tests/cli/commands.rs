@@ -244,6 +244,49 @@ fn list_status_filter() {
     assert!(!table.stdout.contains("broken"), "{}", table.stdout);
 }
 
+/// SPEC §4: `wf list` shows the newest 50 by default and says on stderr
+/// how many more there are; `--limit N` shows N, `--limit 0` all.
+#[test]
+fn list_shows_50_by_default_and_says_how_many_more() {
+    let t = Test::new();
+    let path = t.write(
+        "tiny.yaml",
+        "name: tiny\nsteps:\n  - id: a\n    set_state: { x: 1 }\n",
+    );
+    let path = path.to_str().expect("utf-8");
+    for n in 0..53 {
+        t.wf(&["run", path, "-q", "--id", &format!("i{n:02}")])
+            .code(0);
+    }
+    let listed = t.wf(&["list"]);
+    listed.code(0);
+    let rows: Vec<&str> = listed.stdout.lines().skip(1).collect();
+    assert_eq!(rows.len(), 50, "{}", listed.stdout);
+    assert!(
+        rows[0].contains("i52") && rows[49].contains("i03"),
+        "{}",
+        listed.stdout
+    );
+    assert_eq!(
+        listed.stderr,
+        "… and 3 more; --limit N shows N (--limit 0 shows all)\n"
+    );
+    let json = t.wf(&["list", "--json"]);
+    json.code(0);
+    assert_eq!(json.json().as_array().map(Vec::len), Some(50));
+    assert!(json.stderr.contains("and 3 more"), "{}", json.stderr);
+    let all = t.wf(&["list", "--json", "--limit", "0"]);
+    assert_eq!(all.code(0).json().as_array().map(Vec::len), Some(53));
+    assert_eq!(all.stderr, "");
+    let two = t.wf(&["list", "--status", "completed", "--limit", "2"]);
+    two.code(0);
+    assert_eq!(two.stdout.lines().count(), 3, "{}", two.stdout);
+    assert!(two.stderr.contains("and 51 more"), "{}", two.stderr);
+    let enough = t.wf(&["list", "--limit", "53"]);
+    assert_eq!(enough.code(0).stderr, "");
+    assert_eq!(t.wf(&["list", "-q"]).code(0).stderr, "", "-q says nothing");
+}
+
 #[test]
 fn list_rejects_an_unknown_status() {
     let t = Test::new();
@@ -541,6 +584,90 @@ fn logs_of_a_failed_step() {
     assert_eq!(ran.stdout, "going down\n");
 }
 
+/// In the listing of every step, an output that does not end its line (an
+/// HTTP body, a `printf`) still ends before the next header; one step's logs
+/// stay byte for byte as captured.
+#[test]
+fn logs_end_each_shown_output_with_a_newline() {
+    let t = Test::new();
+    let yaml = r#"name: unterminated
+steps:
+  - id: a
+    run: printf 'no newline'
+  - id: b
+    run: printf x; printf err >&2
+"#;
+    let id = run_ok(&t, "unterminated.yaml", yaml, &[], 0);
+    let all = t.wf(&["logs", &id]);
+    all.code(0);
+    assert_eq!(
+        all.stdout,
+        "==> a (attempt 1, ok) <==\nno newline\n\
+         ==> b (attempt 1, ok) <==\nx\n--- stderr ---\nerr\n"
+    );
+    let one = t.wf(&["logs", &id, "a"]);
+    one.code(0);
+    assert_eq!(one.stdout, "no newline");
+}
+
+/// An attempt whose runner was killed captured nothing: `wf logs` says so
+/// on stderr rather than printing nothing at all.
+#[test]
+fn logs_of_a_crashed_attempt_say_it_crashed() {
+    let t = Test::new();
+    let yaml = r#"name: crashy
+steps:
+  - id: fragile
+    run: 'test -e crashed.once || { touch crashed.once; kill -9 $PPID; sleep 5; }; echo fine'
+"#;
+    let path = t.write("crashy.yaml", yaml);
+    let killed = t.wf(&["run", path.to_str().expect("utf-8"), "--id", "k"]);
+    assert_eq!(killed.code, -1, "wf was not killed: {}", killed.stderr);
+    t.wf(&["resume", "k"]).code(0);
+    let first = t.wf(&["logs", "k", "fragile", "--attempt", "1"]);
+    first.code(0);
+    assert_eq!(first.stdout, "");
+    assert!(
+        first.stderr.contains("attempt 1 of step `fragile` crashed")
+            && first.stderr.contains("captured nothing")
+            && first.stderr.lines().count() == 1,
+        "{}",
+        first.stderr
+    );
+    let second = t.wf(&["logs", "k", "fragile"]);
+    second.code(0);
+    assert_eq!(
+        (second.stdout.as_str(), second.stderr.as_str()),
+        ("fine\n", "")
+    );
+}
+
+/// The steps an unknown STEP is checked against are the workflow's, from
+/// its pinned definition: those that never ran too.
+#[test]
+fn logs_of_an_unknown_step_name_every_step_of_the_workflow() {
+    let t = Test::new();
+    let yaml = r#"name: stops-early
+steps:
+  - id: first
+    run: exit 3
+  - id: never-ran
+    run: echo no
+  - id: handler
+    if: ${{ failure() }}
+    needs: [never-ran]
+    run: echo no
+"#;
+    let id = run_ok(&t, "stops-early.yaml", yaml, &[], 1);
+    let ran = t.wf(&["logs", &id, "nope"]);
+    usage_error(&ran, &["`nope`", "first", "never-ran", "handler"]);
+    // A step of the workflow that has not run: no attempts, not "no step".
+    usage_error(
+        &t.wf(&["logs", &id, "never-ran"]),
+        &["`never-ran`", "no attempts"],
+    );
+}
+
 // ---------------------------------------------------------------- database
 
 /// A `wf` command with no `--db` and nothing of the caller's environment that
@@ -740,6 +867,72 @@ fn a_read_command_on_a_missing_database_says_so_and_creates_nothing() {
     assert!(!t.path().join("typo").exists(), "a folder was created");
 }
 
+/// A write to a database on a read-only mount names the database file
+/// (SQLite's own reason names none); reading it still works. The mount is
+/// made read-only in a user and mount namespace of its own (`unshare`),
+/// where the machine allows one.
+#[test]
+fn a_write_to_a_read_only_database_names_the_file() {
+    let t = Test::new();
+    if t.sqlite_only("a database file on a read-only mount") {
+        return;
+    }
+    let dir = t.path().display().to_string();
+    let probe = Command::new("unshare")
+        .args([
+            "-rm",
+            "sh",
+            "-c",
+            "mount --bind \"$1\" \"$1\" && mount -o remount,bind,ro \"$1\"",
+        ])
+        .args(["sh", &dir])
+        .output();
+    if !probe.is_ok_and(|o| o.status.success()) {
+        eprintln!("cannot make a read-only mount here (unshare -rm): the test is not run");
+        return;
+    }
+    let id = run_ok(&t, "orders.yaml", ORDERS, &[], 0);
+    // `wf ARGS` with the test dir mounted read-only.
+    let read_only = |args: &[&str]| {
+        let wf = t.cmd();
+        let mut cmd = Command::new("unshare");
+        cmd.args(["-rm", "sh", "-c"])
+            .arg("mount --bind \"$1\" \"$1\" && mount -o remount,bind,ro \"$1\" && shift && exec \"$@\"")
+            .args(["sh", &dir])
+            .arg(wf.get_program())
+            .args(wf.get_args())
+            .args(args)
+            .current_dir(t.path());
+        for (k, v) in wf.get_envs() {
+            match v {
+                Some(v) => cmd.env(k, v),
+                None => cmd.env_remove(k),
+            };
+        }
+        Ran::from(cmd.output().expect("run wf"))
+    };
+    let ran = read_only(&["run", "orders.yaml"]);
+    ran.code(1);
+    assert!(
+        ran.stderr.starts_with("error: ")
+            && ran.stderr.contains(&t.db.display().to_string())
+            && ran.stderr.contains("read-only")
+            && ran.stderr.lines().count() == 1,
+        "{}",
+        ran.stderr
+    );
+    let cancel = read_only(&["prune", "--older-than", "0s"]);
+    cancel.code(1);
+    assert!(
+        cancel.stderr.contains(&t.db.display().to_string()),
+        "{}",
+        cancel.stderr
+    );
+    let listed = read_only(&["list", "--json"]);
+    listed.code(0);
+    assert_eq!(listed.json()[0]["id"], id.as_str());
+}
+
 /// Creates the test's database, with no instance in it, the way a user
 /// would: a command that writes (here a cancel of an id that matches nothing).
 pub fn empty_database(t: &Test) {
@@ -818,6 +1011,60 @@ fn an_empty_xdg_data_home_is_ignored() {
     };
     run_and_list(&t, with_empty(), with_empty());
     assert_private(&t.path().join("home/.local/share/wf/wf.db"));
+}
+
+/// SPEC §4: an empty variable (as CI leaves an unset one) counts as unset,
+/// with `--db` given or not, and so does an empty `WF_LEASE_TTL`.
+#[test]
+fn empty_environment_variables_count_as_unset() {
+    let t = Test::new();
+    let empty = || {
+        let mut c = t.cmd();
+        c.env("WF_DB", "").env("WF_LEASE_TTL", "");
+        c
+    };
+    run_and_list(&t, empty(), empty());
+    if t.on_pg() {
+        return;
+    }
+    // Without --db: the default location, as if WF_DB were not there.
+    let with_empty = || {
+        let mut c = bare_wf(&t);
+        c.env("WF_DB", "");
+        c
+    };
+    run_and_list(&t, with_empty(), with_empty());
+    assert_private(&t.path().join("home/.local/share/wf/wf.db"));
+}
+
+/// A quoted `~/x.db` (in `WF_DB`, or `--db '~/x.db'`) is in `$HOME`, as a
+/// shell would have expanded it; no folder named `~` appears.
+#[test]
+fn a_leading_tilde_in_the_database_path_is_home() {
+    let t = Test::new();
+    if t.sqlite_only("a database file path") {
+        return;
+    }
+    let home = t.path().join("home");
+    std::fs::create_dir(&home).expect("mkdir");
+    let from_env = || {
+        let mut c = bare_wf(&t);
+        c.env("WF_DB", "~/env.db");
+        c
+    };
+    run_and_list(&t, from_env(), from_env());
+    assert_private(&home.join("env.db"));
+    let from_flag = || {
+        let mut c = bare_wf(&t);
+        c.args(["--db", "~/flag.db"]);
+        c
+    };
+    run_and_list(&t, from_flag(), from_flag());
+    assert_private(&home.join("flag.db"));
+    assert!(
+        !t.path().join("~").exists(),
+        "a folder named `~` was created"
+    );
 }
 
 // ---------------------------------------------------------------- wf run

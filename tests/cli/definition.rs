@@ -921,3 +921,68 @@ fn typos_get_the_nearest_name_and_needs_takes_one_id() {
         ran.stderr
     );
 }
+
+/// An unquoted expression inside a flow mapping breaks the YAML with a bare
+/// `did not find expected ','`: the message says to quote the value.
+#[test]
+fn an_unquoted_expression_in_a_flow_mapping_says_to_quote_it() {
+    let message = rejected(
+        "name: demo\nsteps:\n  - id: a\n    run: \"true\"\n    compensate: { run: echo \"x ${{ inputs.dir }}\" }\n",
+        5,
+        33,
+    );
+    assert_mentions(
+        &message,
+        &["did not find expected ','", "quote", "expression"],
+    );
+}
+
+/// Step ids are ASCII: the message says so, not just "letters".
+#[test]
+fn a_non_ascii_step_id_asks_for_ascii_letters() {
+    let message = rejected(
+        "name: demo\nsteps:\n  - id: café\n    run: \"true\"\n",
+        3,
+        9,
+    );
+    assert_mentions(&message, &["`café`", "ASCII letters, digits, `-` and `_`"]);
+}
+
+/// `wf validate` reports every error it finds in one pass, a line each
+/// with its `file:line:col`, in file order (exit 2); `wf run` keeps to one
+/// line, saying how many more there are, and writes nothing.
+#[test]
+fn validate_reports_every_error_in_one_pass() {
+    let t = Test::new();
+    t.write(
+        "bad.yaml",
+        "name: Bad Name\nsteps:\n  - id: a\n    timeout: 5 parsecs\n    run: \"true\"\n  - id: a\n    run: \"true\"\n  - id: c\n    needs: [nope]\n    run: \"true\"\n",
+    );
+    let ran = t.wf(&["validate", "bad.yaml"]);
+    ran.code(2);
+    let lines: Vec<&str> = ran.stderr.lines().collect();
+    assert_eq!(lines.len(), 4, "{}", ran.stderr);
+    for (line, (at, words)) in lines.iter().zip([
+        ("bad.yaml:1:7: ", &["`Bad Name`"][..]),
+        ("bad.yaml:4:14: ", &["`5 parsecs`"][..]),
+        ("bad.yaml:6:9: ", &["duplicate step id `a`"][..]),
+        ("bad.yaml:9:13: ", &["`nope`"][..]),
+    ]) {
+        let message = line
+            .strip_prefix(&format!("error: {at}"))
+            .unwrap_or_else(|| panic!("not at {at}: {line}"));
+        assert_mentions(message, words);
+    }
+    let json = t.wf(&["validate", "bad.yaml", "--json"]);
+    json.code(2);
+    let v = json.json();
+    assert_eq!(v["errors"].as_array().map(Vec::len), Some(4), "{v:#}");
+    assert_eq!(v["error"], v["errors"][0]);
+    let run = t.wf(&["run", "bad.yaml"]);
+    let message = one_line_error(&run, "bad.yaml:1:7: ");
+    assert_mentions(
+        &message,
+        &["`Bad Name`", "and 3 more errors", "wf validate"],
+    );
+    assert_no_database(&t);
+}

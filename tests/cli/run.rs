@@ -663,3 +663,74 @@ fn run_with_an_existing_id_is_a_no_op_for_the_same_definition_and_inputs() {
     assert!(done.stdout.contains("completed"), "{}", done.stdout);
     assert_eq!(t.read("side.log"), "ana\nana\n");
 }
+
+/// SPEC §4: `wf run -` reads the workflow from stdin. Its relative `dir:`
+/// and commands resolve against the current directory (there is no file
+/// folder), the instance records `<stdin>` as its workflow path, and a
+/// definition error names `<stdin>` with the line and column.
+#[test]
+fn run_dash_reads_the_workflow_from_stdin() {
+    use std::io::Write as _;
+    use std::process::Stdio;
+    let t = Test::new();
+    t.write(
+        "tools/hello.sh",
+        "#!/bin/sh\necho \"hello from $(basename \"$PWD\")\"\n",
+    );
+    let from_stdin = |yaml: &str| {
+        let mut child = t
+            .cmd()
+            .args(["run", "-", "--json"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("run wf");
+        let mut stdin = child.stdin.take().expect("stdin");
+        stdin.write_all(yaml.as_bytes()).expect("write stdin");
+        drop(stdin);
+        crate::Ran::from(child.wait_with_output().expect("wait for wf"))
+    };
+    let ran = from_stdin(
+        r#"name: piped
+steps:
+  - id: here
+    run: ./tools/hello.sh
+  - id: there
+    dir: tools
+    run: ./hello.sh
+"#,
+    );
+    ran.code(0);
+    let id = ran.json()["id"].as_str().expect("an id").to_string();
+    let logs = t.wf(&["logs", &id]);
+    let dir = t
+        .path()
+        .file_name()
+        .and_then(|n| n.to_str())
+        .expect("a name");
+    assert!(
+        logs.stdout.contains(&format!("hello from {dir}\n"))
+            && logs.stdout.contains("hello from tools\n"),
+        "{}",
+        logs.stdout
+    );
+    let base = std::fs::canonicalize(t.path()).expect("canonical test dir");
+    let recorded = t.sql(&format!(
+        "SELECT workflow_path, base_dir FROM instances WHERE id = '{id}'"
+    ));
+    let (path, base_dir) = recorded.split_once('|').expect("two columns");
+    assert_eq!(path, "<stdin>");
+    assert_eq!(
+        std::fs::canonicalize(base_dir).expect("base dir exists"),
+        base
+    );
+    // A mistake is named at `<stdin>:line:col`, and nothing is written.
+    let bad = from_stdin("name: piped\nsteps:\n  - id: x\n    rnu: echo\n");
+    bad.code(2);
+    assert!(
+        bad.stderr.starts_with("error: <stdin>:4:5: ") && bad.stderr.contains("`rnu`"),
+        "{}",
+        bad.stderr
+    );
+}

@@ -107,6 +107,27 @@ pub(super) fn list_sql(f: &ListFilter) -> &'static str {
     }
 }
 
+/// `list_sql`'s count: how many instances its filters match, the limit aside.
+pub(super) fn count_sql(f: &ListFilter) -> &'static str {
+    macro_rules! count_sql {
+        ($($cond:literal),*) => {
+            concat!("SELECT count(*) FROM instances WHERE true", $(" AND ", $cond,)*)
+        };
+    }
+    match (&f.status, &f.workflow, &f.since) {
+        (None, None, None) => count_sql!(),
+        (Some(_), None, None) => count_sql!("status = $1"),
+        (None, Some(_), None) => count_sql!("workflow = $1"),
+        (None, None, Some(_)) => count_sql!("created_at >= $1"),
+        (Some(_), Some(_), None) => count_sql!("status = $1", "workflow = $2"),
+        (Some(_), None, Some(_)) => count_sql!("status = $1", "created_at >= $2"),
+        (None, Some(_), Some(_)) => count_sql!("workflow = $1", "created_at >= $2"),
+        (Some(_), Some(_), Some(_)) => {
+            count_sql!("status = $1", "workflow = $2", "created_at >= $3")
+        }
+    }
+}
+
 /// A span id's 16 hex digits as the `BIGINT` the spans table holds them in
 /// (the same 8 bytes; `to_hex` gives them back).
 pub(super) fn span_id_bits(hex: &str) -> Result<i64> {
@@ -274,6 +295,20 @@ impl PgStore {
         );
         let rows = self.query(sql, &params).await?;
         rows.iter().map(instance_row).collect()
+    }
+
+    pub async fn count_instances(&self, f: &ListFilter) -> Result<u64> {
+        let params: Vec<&(dyn ToSql + Sync)> = [&f.status, &f.workflow, &f.since]
+            .into_iter()
+            .flatten()
+            .map(|v| v as &(dyn ToSql + Sync))
+            .collect();
+        let rows = self.query(count_sql(f), &params).await?;
+        let n: i64 = match rows.first() {
+            Some(r) => get(r, 0)?,
+            None => 0,
+        };
+        Ok(n.max(0) as u64)
     }
 
     pub async fn runs(&self, id: &str) -> Result<Vec<RunRow>> {

@@ -69,7 +69,12 @@ use std::path::{Path, PathBuf};
 /// the SQLite error (`…: database is locked: Error code 5: …`).
 impl From<rusqlite::Error> for StoreError {
     fn from(e: rusqlite::Error) -> Self {
-        StoreError::Sql(sqlite_reason(&e))
+        match &e {
+            rusqlite::Error::SqliteFailure(f, _) if f.code == rusqlite::ErrorCode::ReadOnly => {
+                StoreError::ReadOnly(sqlite_reason(&e))
+            }
+            _ => StoreError::Sql(sqlite_reason(&e)),
+        }
     }
 }
 
@@ -207,7 +212,7 @@ impl SqliteStore {
         };
         store.configure(store.durability).map_err(|e| {
             err(match e {
-                StoreError::Sql(s) => s,
+                StoreError::Sql(s) | StoreError::ReadOnly(s) => s,
                 other => other.to_string(),
             })
         })?;
@@ -384,6 +389,10 @@ impl SqliteStore {
     /// Instances, newest first, as `filter` says.
     pub fn list_instances(&self, filter: &ListFilter) -> Result<Vec<InstanceRow>> {
         records::list_instances(&self.conn, filter)
+    }
+
+    pub fn count_instances(&self, filter: &ListFilter) -> Result<u64> {
+        records::count_instances(&self.conn, filter)
     }
 
     pub fn runs(&self, id: &str) -> Result<Vec<RunRow>> {

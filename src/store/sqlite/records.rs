@@ -188,6 +188,26 @@ pub(super) fn list_instances(c: &Connection, f: &ListFilter) -> Result<Vec<Insta
     Ok(rows.collect::<Result<_, _>>()?)
 }
 
+/// How many instances the filters of `f` match (its limit aside).
+pub(super) fn count_instances(c: &Connection, f: &ListFilter) -> Result<u64> {
+    let mut sql = String::from("SELECT count(*) FROM instances WHERE true");
+    let mut values: Vec<&str> = Vec::new();
+    for (cond, value) in [
+        ("status = ", &f.status),
+        ("workflow = ", &f.workflow),
+        ("created_at >= ", &f.since),
+    ] {
+        if let Some(v) = value {
+            values.push(v);
+            sql.push_str(&format!(" AND {cond}?{}", values.len()));
+        }
+    }
+    let n: i64 = c
+        .prepare_cached(&sql)?
+        .query_row(rusqlite::params_from_iter(values), |r| r.get(0))?;
+    Ok(n.max(0) as u64)
+}
+
 /// Updates an instance's status and the suspension details that go with it.
 pub(super) fn set_instance_status(
     c: &Connection,

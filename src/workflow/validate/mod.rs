@@ -56,6 +56,7 @@ pub fn parse_source(source: &str, label: &str) -> Result<Workflow, DefinitionErr
         line: pos.line,
         col: pos.col,
         message,
+        more: Vec::new(),
     };
     if source.len() > MAX_FILE_BYTES {
         return Err(err_at(
@@ -127,6 +128,15 @@ fn yaml_message(e: &serde_saphyr::Error) -> String {
         );
     }
     let msg = msg.trim_end_matches('.');
+    // Inside `{ … }` or `[ … ]`, `,`, `{` and `}` end a plain value: an
+    // unquoted expression (`{ run: echo ${{ x }} }`) breaks the mapping.
+    if msg.contains("while parsing a flow mapping") || msg.contains("while parsing a flow sequence")
+    {
+        return format!(
+            "{msg} (inside `{{ … }}` or `[ … ]`, quote a value that holds an expression, `{{`, \
+             `}}` or `,`: {{ run: 'echo \"x ${{{{ inputs.dir }}}}\"' }})"
+        );
+    }
     // serde names the keys it knows: point at the one that was meant.
     if let Some(rest) = msg.strip_prefix("unknown field `")
         && let Some((typed, known)) = rest.split_once("`, expected one of ")
@@ -179,6 +189,7 @@ impl Checker<'_> {
             line: pos.line,
             col: pos.col,
             message: message.into(),
+            more: Vec::new(),
         }
     }
 

@@ -5,14 +5,19 @@
 use super::*;
 
 impl Checker<'_> {
+    /// Checks every part it can, gathering one error per part (a key, an
+    /// input, a secret, a step, a schedule) rather than stopping at the
+    /// first; the graph checks need every step, so they run only when the
+    /// rest is sound. The first error carries the others ([`gathered`]).
     pub(super) fn check(mut self, mut raw: RawWorkflow) -> Result<Workflow, DefinitionError> {
+        let mut errors: Vec<DefinitionError> = Vec::new();
         let name = raw.name.value.clone();
         if name.is_empty()
             || !name
                 .chars()
                 .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '-')
         {
-            return Err(self.err(
+            errors.push(self.err(
                 (&raw.name).into(),
                 format!(
                     "invalid workflow name `{name}`: use lowercase letters, digits, `_` and `-`"
@@ -24,7 +29,8 @@ impl Checker<'_> {
         if let Some(spanned) = &raw.inputs {
             for (key, input) in &spanned.value {
                 if !is_ident(key) {
-                    return Err(self.err(spanned.into(), format!("invalid input name `{key}`")));
+                    errors.push(self.err(spanned.into(), format!("invalid input name `{key}`")));
+                    continue;
                 }
                 inputs.insert(
                     key.clone(),
@@ -40,16 +46,18 @@ impl Checker<'_> {
         let mut secrets = Vec::new();
         for s in &raw.secrets {
             if !is_env_name(&s.value) {
-                return Err(self.err(
+                errors.push(self.err(
                     s.into(),
                     format!(
                         "invalid secret name `{}`: must be an environment variable name",
                         s.value
                     ),
                 ));
+                continue;
             }
             if secrets.contains(&s.value) {
-                return Err(self.err(s.into(), format!("secret `{}` is listed twice", s.value)));
+                errors.push(self.err(s.into(), format!("secret `{}` is listed twice", s.value)));
+                continue;
             }
             secrets.push(s.value.clone());
         }
@@ -59,13 +67,16 @@ impl Checker<'_> {
             Some(s) => match &s.value {
                 Value::Object(m) => m.clone(),
                 Value::Null => Object::new(),
-                _ => return Err(self.err(s.into(), "`state` must be a mapping (a JSON object)")),
+                _ => {
+                    errors.push(self.err(s.into(), "`state` must be a mapping (a JSON object)"));
+                    Object::new()
+                }
             },
         };
 
         let steps_pos: Pos = (&raw.steps).into();
         if raw.steps.value.is_empty() {
-            return Err(self.err(
+            errors.push(self.err(
                 steps_pos,
                 "`steps` is empty: a workflow needs at least one step",
             ));
@@ -78,43 +89,70 @@ impl Checker<'_> {
                     .chars()
                     .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
             {
-                return Err(self.err(
+                errors.push(self.err(
                     id.into(),
                     format!(
-                        "invalid step id `{}`: use letters, digits, `_` and `-`",
+                        "invalid step id `{}`: use ASCII letters, digits, `-` and `_`",
                         id.value
                     ),
                 ));
             }
-            if self.step_ids.insert(id.value.clone(), i).is_some() {
-                return Err(self.err(id.into(), format!("duplicate step id `{}`", id.value)));
+            if self.step_ids.contains_key(&id.value) {
+                errors.push(self.err(id.into(), format!("duplicate step id `{}`", id.value)));
+            } else {
+                self.step_ids.insert(id.value.clone(), i);
             }
         }
 
         let top = Pos { line: 1, col: 1 };
-        let env = self.env_map(&raw.env, top, PLAIN, &inputs, &secrets)?;
+        let env = self
+            .env_map(&raw.env, top, PLAIN, &inputs, &secrets)
+            .unwrap_or_else(|e| {
+                errors.push(e);
+                Default::default()
+            });
 
         let has_default_retry = raw.defaults.as_ref().is_some_and(|d| d.retry.is_some());
         let (default_timeout, default_retry) = match &raw.defaults {
             None => (None, RawRetry::default()),
             Some(d) => (
-                d.timeout.as_ref().map(|t| self.duration(t)).transpose()?,
+                d.timeout
+                    .as_ref()
+                    .map(|t| self.duration(t))
+                    .transpose()
+                    .unwrap_or_else(|e| {
+                        errors.push(e);
+                        None
+                    }),
                 d.retry
                     .as_ref()
                     .map(|r| r.value.clone())
                     .unwrap_or_default(),
             ),
         };
-        if let Some(r) = raw.defaults.as_ref().and_then(|d| d.retry.as_ref()) {
-            self.retry(&default_retry, &RawRetry::default(), r.into())?;
+        if let Some(r) = raw.defaults.as_ref().and_then(|d| d.retry.as_ref())
+            && let Err(e) = self.retry(&default_retry, &RawRetry::default(), r.into())
+        {
+            errors.push(e);
         }
 
         let concurrency = match &raw.concurrency {
             None => 8,
             Some(c) if c.value >= 1 && c.value <= 10_000 => c.value as usize,
-            Some(c) => return Err(self.err(c.into(), "`concurrency` must be between 1 and 10000")),
+            Some(c) => {
+                errors.push(self.err(c.into(), "`concurrency` must be between 1 and 10000"));
+                8
+            }
         };
-        let timeout = raw.timeout.as_ref().map(|t| self.duration(t)).transpose()?;
+        let timeout = raw
+            .timeout
+            .as_ref()
+            .map(|t| self.duration(t))
+            .transpose()
+            .unwrap_or_else(|e| {
+                errors.push(e);
+                None
+            });
 
         let outputs = match &raw.outputs {
             None => None,
@@ -126,8 +164,13 @@ impl Checker<'_> {
                     scope: PLAIN,
                     step: None,
                 };
-                self.tree(&tree, o.into(), &ctx)?;
-                Some(tree)
+                match self.tree(&tree, o.into(), &ctx) {
+                    Ok(_) => Some(tree),
+                    Err(e) => {
+                        errors.push(e);
+                        None
+                    }
+                }
             }
         };
 
@@ -136,20 +179,26 @@ impl Checker<'_> {
             Some(on) => on
                 .schedule
                 .iter()
-                .map(|s| self.schedule(s, &inputs))
-                .collect::<Result<_, _>>()?,
+                .filter_map(|s| self.schedule(s, &inputs).map_err(|e| errors.push(e)).ok())
+                .collect(),
         };
 
         let mut steps = Vec::with_capacity(raw.steps.value.len());
         for (i, spanned) in raw.steps.value.iter_mut().enumerate() {
-            steps.push(self.step(
+            match self.step(
                 i,
                 spanned,
                 &inputs,
                 &secrets,
                 default_timeout,
                 (&default_retry, has_default_retry),
-            )?);
+            ) {
+                Ok(step) => steps.push(step),
+                Err(e) => errors.push(e),
+            }
+        }
+        if !errors.is_empty() {
+            return Err(gathered(errors));
         }
         self.check_cycles(&raw.steps.value, &steps)?;
         self.check_upstream(&steps)?;
@@ -174,4 +223,13 @@ impl Checker<'_> {
             hash: hash_source(self.source),
         })
     }
+}
+
+/// Errors found in one pass as one: the first in file order, carrying the
+/// others in `more`.
+fn gathered(mut errors: Vec<DefinitionError>) -> DefinitionError {
+    errors.sort_by_key(|e| (e.line, e.col));
+    let mut first = errors.remove(0);
+    first.more = errors;
+    first
 }
