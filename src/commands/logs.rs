@@ -38,12 +38,7 @@ async fn follow(
     printer: &Printer,
 ) -> anyhow::Result<ExitStatus> {
     use std::io::{Read as _, Seek as _, SeekFrom, Write as _};
-    let known: Vec<String> = store.steps(id).await?.into_iter().map(|s| s.key).collect();
-    let inst = store.instance(id).await?;
-    let defined = store
-        .definition_step_ids(&inst.definition_hash)
-        .await?
-        .unwrap_or_default();
+    let (known, defined) = step_names(store, id).await?;
     let base = step.split(['[', ':']).next().unwrap_or(step);
     if !known.iter().any(|k| k == step) && !defined.iter().any(|d| d == base) {
         return Err(UsageError(format!("instance {id} has no step `{step}`")).into());
@@ -140,12 +135,7 @@ async fn no_attempt(
     step: &str,
     attempt: Option<i64>,
 ) -> anyhow::Result<UsageError> {
-    let known: Vec<String> = store.steps(id).await?.into_iter().map(|s| s.key).collect();
-    let inst = store.instance(id).await?;
-    let defined = store
-        .definition_step_ids(&inst.definition_hash)
-        .await?
-        .unwrap_or_default();
+    let (known, defined) = step_names(store, id).await?;
     let base = step.split(['[', ':']).next().unwrap_or(step);
     let exists = known.iter().any(|k| k == step) || defined.iter().any(|d| d == step);
     Ok(UsageError(match attempt {
@@ -241,4 +231,16 @@ pub async fn run(args: Args, store: &Store, printer: &Printer) -> anyhow::Result
         }
     }
     Ok(ExitStatus::Success)
+}
+
+/// The keys of the steps the instance has rows for (items and
+/// compensations included), and the step ids of its pinned definition.
+async fn step_names(store: &Store, id: &str) -> anyhow::Result<(Vec<String>, Vec<String>)> {
+    let known = store.steps(id).await?.into_iter().map(|s| s.key).collect();
+    let inst = store.instance(id).await?;
+    let defined = store
+        .definition_step_ids(&inst.definition_hash)
+        .await?
+        .unwrap_or_default();
+    Ok((known, defined))
 }
