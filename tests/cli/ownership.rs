@@ -201,7 +201,8 @@ steps:
     );
     let mut run = spawn(&t, &["run", path.to_str().unwrap(), "--id", "orph1"]);
     eventually("the grandchild to start", || {
-        t.path().join("grandchild.pid").exists() && t.path().join("sh.1.pid").exists()
+        // Written whole (the shell creates the file before it writes it).
+        t.read("grandchild.pid").ends_with('\n') && t.read("sh.1.pid").ends_with('\n')
     });
     let shell = pid_in(&t, "sh.1.pid");
     let grandchild = pid_in(&t, "grandchild.pid");
@@ -322,7 +323,7 @@ steps:
 "#,
     );
     let run: Bg = spawn(&t, &["run", path.to_str().unwrap(), "--id", "hup1"]);
-    eventually("the step to start", || t.path().join("child.pid").exists());
+    eventually("the step to start", || t.read("child.pid").ends_with('\n'));
     let child = pid_in(&t, "child.pid");
     run.signal("HUP");
     let ran = run.finish();
