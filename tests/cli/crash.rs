@@ -393,8 +393,16 @@ struct Replayed {
     acks: usize,
 }
 
-/// Replays `rec`'s log: every crash state at every sync and at the end.
-fn replay(rec: &Recording, seed: u64) -> Replayed {
+/// Replays `rec`'s log: every crash state at every sync and at the end,
+/// random choices from `WF_CRASH_SEED` or the clock (said on stderr).
+fn replay(rec: &Recording) -> Replayed {
+    let seed = seed();
+    let done = replay_with(rec, seed);
+    eprintln!("{done:?} (seed {seed})");
+    done
+}
+
+fn replay_with(rec: &Recording, seed: u64) -> Replayed {
     let ops = read_log(&rec.log);
     let scratch = tempfile::tempdir().expect("temp dir");
     let mut rng = XorShift(seed | 1);
@@ -568,9 +576,7 @@ fn sequential_runs_across_autocheckpoints_survive_any_power_loss() {
         rec.run_completed(&long, &format!("long{i}"), &[], false);
         rec.run_completed(&short, &format!("short{i}"), &[], false);
     }
-    let seed = seed();
-    let done = replay(&rec, seed);
-    eprintln!("{done:?} (seed {seed})");
+    let done = replay(&rec);
     assert!(done.acks >= 3 * 63, "every step was acknowledged: {done:?}");
 }
 
@@ -613,9 +619,7 @@ fn overlapping_runs_with_list_signal_and_a_worker_survive_any_power_loss() {
         let _ = worker.kill();
         let _ = worker.wait();
     });
-    let seed = seed();
-    let done = replay(&rec, seed);
-    eprintln!("{done:?} (seed {seed})");
+    let done = replay(&rec);
     // 4 runs of 30 steps and their ends, the event.
     assert!(done.acks > 4 * 31, "{done:?}");
 }
@@ -662,8 +666,6 @@ fn a_normal_writer_beside_full_runs_never_corrupts_the_file() {
             rec.run_completed(short, &format!("full{i}"), &[], false);
         }
     });
-    let seed = seed();
-    let done = replay(&rec, seed);
-    eprintln!("{done:?} (seed {seed})");
+    let done = replay(&rec);
     assert!(done.acks >= 6 * 46 + 12 * 3, "{done:?}");
 }

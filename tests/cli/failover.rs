@@ -199,12 +199,7 @@ fn a_run_gives_up_after_wf_db_retry_with_exit_6_and_no_step_left_running() {
 /// `t` reaching the test's server through a proxy that can lose a reply.
 fn behind_proxy(t: &mut Test) -> crate::proxy::Proxy {
     let (url, schema) = t.pg.clone().expect("a PostgreSQL run");
-    let upstream = url
-        .split_once('@')
-        .and_then(|(_, rest)| rest.split_once('/'))
-        .map(|(host, _)| host.to_string())
-        .expect("host:port in the URL");
-    let proxy = crate::proxy::Proxy::start(&upstream);
+    let proxy = crate::proxy::Proxy::start(crate::pg::host_port(&url));
     t.pg = Some((proxy.url(&url), schema));
     proxy
 }

@@ -54,6 +54,13 @@ fn with_env_of(t: &Test, cmd: &mut Command) {
     }
 }
 
+/// The `host:port` of a `postgres://user@host:port/db` URL.
+pub(crate) fn host_port(url: &str) -> &str {
+    url.split_once('@')
+        .and_then(|(_, rest)| rest.split('/').next())
+        .expect("host:port in the URL")
+}
+
 /// `wf --db URL ARGS…` with the test's schema.
 fn wf_at(t: &Test, url: &str, args: &[&str]) -> crate::Ran {
     crate::Ran::from(
@@ -91,7 +98,7 @@ fn wrong_credentials_and_a_missing_database_are_one_line_naming_host_and_databas
         "CREATE ROLE {role} LOGIN PASSWORD 'right-horse-battery'; GRANT CREATE ON DATABASE postgres TO {role}"
     ));
     let (url, _) = t.pg.as_ref().unwrap();
-    let host = url.split('@').nth(1).unwrap().split('/').next().unwrap();
+    let host = host_port(url);
 
     let wrong = url_with(
         &t,
@@ -173,13 +180,7 @@ fn tls_modes_verify_what_they_say() {
     let other = ca.with_file_name("other-ca.pem");
     t.write("hello.yaml", HELLO);
     let (url, _) = t.pg.as_ref().unwrap();
-    let port = url
-        .split('@')
-        .nth(1)
-        .unwrap()
-        .split(['/', ':'])
-        .nth(1)
-        .unwrap();
+    let port = host_port(url).split(':').nth(1).expect("a port in the URL");
     // The server's certificate names `localhost`, not 127.0.0.1.
     let at = |host: &str, query: String| format!("postgres://wf@{host}:{port}/postgres?{query}");
     let trusting = |mode: &str, root: &std::path::Path| {
@@ -799,13 +800,7 @@ fn sslmode_is_ignored_over_a_unix_socket_as_libpq_does() {
         return;
     };
     let (url, _) = t.pg.as_ref().unwrap();
-    let port = url
-        .split('@')
-        .nth(1)
-        .unwrap()
-        .split(['/', ':'])
-        .nth(1)
-        .unwrap();
+    let port = host_port(url).split(':').nth(1).expect("a port in the URL");
     let dir = dir.to_string_lossy().replace('/', "%2F");
     t.write("hello.yaml", HELLO);
     for mode in ["require", "verify-ca", "verify-full"] {

@@ -217,6 +217,18 @@ impl Checker<'_> {
         duration::parse(&s.value).map_err(|m| self.err(s.into(), m))
     }
 
+    /// An optional duration; a bad one is added to `errors` (and is none).
+    fn optional_duration(
+        &self,
+        s: Option<&Spanned<String>>,
+        errors: &mut Vec<DefinitionError>,
+    ) -> Option<Duration> {
+        s.map(|s| self.duration(s)).transpose().unwrap_or_else(|e| {
+            errors.push(e);
+            None
+        })
+    }
+
     fn duration_at(&self, text: &str, pos: Pos) -> Result<Duration, DefinitionError> {
         duration::parse(text).map_err(|m| self.err(self.locate(text, pos), m))
     }

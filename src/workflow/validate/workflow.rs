@@ -116,14 +116,7 @@ impl Checker<'_> {
         let (default_timeout, default_retry) = match &raw.defaults {
             None => (None, RawRetry::default()),
             Some(d) => (
-                d.timeout
-                    .as_ref()
-                    .map(|t| self.duration(t))
-                    .transpose()
-                    .unwrap_or_else(|e| {
-                        errors.push(e);
-                        None
-                    }),
+                self.optional_duration(d.timeout.as_ref(), &mut errors),
                 d.retry
                     .as_ref()
                     .map(|r| r.value.clone())
@@ -144,15 +137,7 @@ impl Checker<'_> {
                 8
             }
         };
-        let timeout = raw
-            .timeout
-            .as_ref()
-            .map(|t| self.duration(t))
-            .transpose()
-            .unwrap_or_else(|e| {
-                errors.push(e);
-                None
-            });
+        let timeout = self.optional_duration(raw.timeout.as_ref(), &mut errors);
 
         let outputs = match &raw.outputs {
             None => None,
