@@ -147,6 +147,13 @@ impl Printer {
         }
     }
 
+    /// A warning on stderr: something worked, but likely not as meant
+    /// (printed even with `--quiet`).
+    pub fn warn(&self, text: &str) {
+        let prefix = self.paint("warning:", "1;33");
+        eline(&format!("{prefix} {text}"));
+    }
+
     pub fn error(&self, text: &str) {
         let prefix = self.paint("error:", "1;31");
         // One line: a multi-line cause is folded so scripts can grep it.
@@ -182,6 +189,86 @@ impl Printer {
         }
         t.set_content_arrangement(comfy_table::ContentArrangement::Dynamic);
         t
+    }
+
+    /// The terminal's width when stdout is one (tables and one-line texts
+    /// fit it); None when piped (nothing is cut).
+    pub fn width(&self) -> Option<usize> {
+        if !std::io::stdout().is_terminal() {
+            return None;
+        }
+        comfy_table::Table::new().width().map(usize::from)
+    }
+
+    /// A table of `header` and `rows` that fits the terminal: every column
+    /// but `flexible` keeps its content's width (ids, times and step names
+    /// never break), `flexible` wraps but stays at least `min` wide, and
+    /// while that does not fit, the columns in `drop` are left out, in that
+    /// order. Returns the table and which columns it kept.
+    pub fn fitted(
+        &self,
+        header: &[&str],
+        rows: &[Vec<comfy_table::Cell>],
+        flexible: Option<usize>,
+        min: usize,
+        drop: &[usize],
+    ) -> (comfy_table::Table, Vec<bool>) {
+        let mut kept = vec![true; header.len()];
+        let build = |kept: &[bool]| {
+            let pick = |cells: Vec<comfy_table::Cell>| -> Vec<comfy_table::Cell> {
+                cells
+                    .into_iter()
+                    .zip(kept)
+                    .filter_map(|(c, k)| k.then_some(c))
+                    .collect()
+            };
+            let mut table = self.table();
+            table.set_header(pick(header.iter().map(comfy_table::Cell::new).collect()));
+            for row in rows {
+                table.add_row(pick(row.clone()));
+            }
+            // `flexible`'s place among the kept columns.
+            let flex = flexible
+                .filter(|f| kept.get(*f) == Some(&true))
+                .map(|f| kept[..f].iter().filter(|k| **k).count());
+            self.keep_columns(&mut table, flex);
+            (table, flex)
+        };
+        let mut drop = drop.iter();
+        loop {
+            let (table, flex) = build(&kept);
+            if self.fits(&table, flex, min) {
+                return (table, kept);
+            }
+            match drop.next() {
+                Some(&d) if d < kept.len() => kept[d] = false,
+                Some(_) => {}
+                None => return (table, kept),
+            }
+        }
+    }
+
+    /// Whether `table` fits the terminal with column `flexible` at least
+    /// `min` wide (always, when piped: nothing wraps).
+    fn fits(&self, table: &comfy_table::Table, flexible: Option<usize>, min: usize) -> bool {
+        let Some(width) = self.width() else {
+            return true;
+        };
+        let widths = table.column_max_content_widths();
+        let content: usize = widths
+            .iter()
+            .enumerate()
+            .map(|(i, w)| {
+                if Some(i) == flexible {
+                    min.min(usize::from(*w))
+                } else {
+                    usize::from(*w)
+                }
+            })
+            .sum();
+        // A border each side of every column, one space of padding each side.
+        let frame = widths.len() + 1 + 2 * widths.len();
+        content + frame <= width
     }
 
     /// Keeps every column but `flexible` at its content's width, so that on

@@ -24,8 +24,15 @@ pub struct Args {
 
 pub async fn run(args: Args, store: &Store, printer: &Printer) -> anyhow::Result<ExitStatus> {
     let id = store.resolve_id(&args.id).await?;
-    let inst = store.instance(&id).await?;
-    let runs = store.runs(&id).await?;
+    // One snapshot: a step's row and the state its commit patched together.
+    let store::InstanceView {
+        instance: inst,
+        runs,
+        steps,
+        attempts,
+        events,
+        fire,
+    } = store.view(&id, args.attempts).await?;
     // Step order comes from the pinned definition's step list (no YAML parse needed).
     let step_ids = match store.definition_step_ids(&inst.definition_hash).await? {
         Some(ids) => ids,
@@ -33,20 +40,12 @@ pub async fn run(args: Args, store: &Store, printer: &Printer) -> anyhow::Result
             .map(|wf| wf.steps.into_iter().map(|s| s.id).collect())
             .unwrap_or_default(),
     };
-    let steps = ordered_steps(&step_ids, store.steps(&id).await?);
-    // Every attempt row is only needed for `--attempts`.
-    let attempts = if args.attempts {
-        store.attempts(&id).await?
-    } else {
-        Vec::new()
-    };
-
-    // The schedule entry and fire time that started it, if one did.
-    let fire = store.instance_fire(&id).await?;
+    let steps = ordered_steps(&step_ids, steps);
 
     if args.json {
         let mut v = to_json(&inst, &runs, &steps, &attempts, args.attempts);
         v["schedule"] = json!(fire);
+        v["events"] = events_json(&events);
         printer.json(&v);
         return Ok(ExitStatus::Success);
     }
@@ -92,8 +91,15 @@ pub async fn run(args: Args, store: &Store, printer: &Printer) -> anyhow::Result
         }
     }
     if let Some(err) = &inst.error {
-        // One line on an 80-column terminal; the whole text is in --json.
-        header.push(("Error", super::cut(err, 66)));
+        // One line on a terminal (the whole text is in --json); whole when
+        // piped.
+        header.push((
+            "Error",
+            match printer.width() {
+                Some(w) => super::cut(err, w.saturating_sub(HEADER_WIDTH).max(20)),
+                None => err.split_whitespace().collect::<Vec<_>>().join(" "),
+            },
+        ));
     }
     header.push(("Inputs", compact(&inst.inputs)));
     header.push(("State", compact(&inst.state)));
@@ -116,49 +122,142 @@ pub async fn run(args: Args, store: &Store, printer: &Printer) -> anyhow::Result
             .join(", "),
     ));
     for (k, v) in header {
-        printer.data(&format!("{:<13}{v}", format!("{k}:")));
+        printer.data(&format!("{:<HEADER_WIDTH$}{v}", format!("{k}:")));
     }
     printer.data("");
 
-    let mut table = printer.table();
     // The last outcome is in STATUS and ERROR (and every one in --attempts).
-    table.set_header(["STEP", "STATUS", "TRIES", "ERROR", "TOOK"]);
-    for s in &steps {
-        table.add_row(vec![
-            Cell::new(&s.key),
-            printer.status_cell(&s.status),
-            Cell::new(s.attempts),
-            Cell::new(s.error_type.as_deref().unwrap_or("-")),
-            Cell::new(duration(s.started_at.as_deref(), s.finished_at.as_deref())),
-        ]);
-    }
-    printer.keep_columns(&mut table, Some(3));
+    // On a narrow terminal, a long step name leaves out TOOK, then TRIES.
+    let rows: Vec<Vec<Cell>> = steps
+        .iter()
+        .map(|s| {
+            vec![
+                Cell::new(&s.key),
+                printer.status_cell(&s.status),
+                Cell::new(s.attempts),
+                Cell::new(s.error_type.as_deref().unwrap_or("-")),
+                Cell::new(duration(s.started_at.as_deref(), s.finished_at.as_deref())),
+            ]
+        })
+        .collect();
+    let (table, _) = printer.fitted(
+        &["STEP", "STATUS", "TRIES", "ERROR", "TOOK"],
+        &rows,
+        Some(3),
+        12,
+        &[4, 2],
+    );
     printer.data(&table.to_string());
 
     if args.attempts {
         printer.data("");
+        print_attempts(printer, &attempts);
+    }
+    if !events.is_empty() {
+        printer.data("");
         let mut table = printer.table();
-        // The exit code is in the error type (`exit.9`) and in --json.
-        table.set_header(["STEP", "TRY", "RUN", "OUTCOME", "ERROR", "STARTED", "TOOK"]);
-        for a in &attempts {
+        table.set_header(["EVENT", "RECEIVED", "TAKEN BY"]);
+        for e in &events {
             table.add_row(vec![
+                Cell::new(&e.name),
+                Cell::new(printer.when(&e.received_at)),
+                Cell::new(e.consumed_by.as_deref().unwrap_or("-")),
+            ]);
+        }
+        printer.keep_columns(&mut table, None);
+        printer.data(&table.to_string());
+    }
+    Ok(ExitStatus::Success)
+}
+
+/// Width of the header's labels (`Times out at:` and a space).
+const HEADER_WIDTH: usize = 14;
+
+/// The narrowest the attempts table's error column may be before other
+/// columns make room or the errors move below the table.
+const MIN_ERROR_WIDTH: usize = 16;
+
+/// Every attempt, one row each. The error column takes what the other
+/// columns leave of the terminal; when that is too narrow (long step names
+/// on 80 columns), RUN and STARTED are left out, then the errors move under
+/// the table (one letter per line helps nobody).
+fn print_attempts(printer: &Printer, attempts: &[AttemptRow]) {
+    let error = |a: &AttemptRow| match (&a.error_type, &a.error_message) {
+        (Some(t), Some(m)) if m != t => Some(format!("{t}: {m}")),
+        (Some(t), _) => Some(t.clone()),
+        _ => None,
+    };
+    // The exit code is in the error type (`exit.9`) and in --json.
+    let rows: Vec<Vec<Cell>> = attempts
+        .iter()
+        .map(|a| {
+            vec![
                 Cell::new(&a.step_key),
                 Cell::new(a.attempt),
                 Cell::new(a.run),
                 printer.status_cell(a.outcome.as_deref().unwrap_or("running")),
-                Cell::new(match (&a.error_type, &a.error_message) {
-                    (Some(t), Some(m)) => super::cut(&format!("{t}: {m}"), 24),
-                    (Some(t), None) => t.clone(),
-                    _ => "-".into(),
-                }),
+                Cell::new(error(a).map_or_else(|| "-".into(), |e| super::cut(&e, 60))),
                 Cell::new(printer.when(&a.started_at)),
                 Cell::new(duration(Some(&a.started_at), a.finished_at.as_deref())),
-            ]);
-        }
-        printer.keep_columns(&mut table, Some(4));
-        printer.data(&table.to_string());
+            ]
+        })
+        .collect();
+    let (table, kept) = printer.fitted(
+        &["STEP", "TRY", "RUN", "OUTCOME", "ERROR", "STARTED", "TOOK"],
+        &rows,
+        Some(4),
+        MIN_ERROR_WIDTH,
+        &[2, 5, 4, 6],
+    );
+    printer.data(&table.to_string());
+    if kept[4] {
+        return;
     }
-    Ok(ExitStatus::Success)
+    // Whole, word-wrapped under the attempt it belongs to.
+    let width = printer.width().unwrap_or(usize::MAX);
+    for a in attempts {
+        if let Some(e) = error(a) {
+            printer.data(&format!("{} #{}:", a.step_key, a.attempt));
+            for line in wrap(&e, width.saturating_sub(2).max(MIN_ERROR_WIDTH)) {
+                printer.data(&format!("  {line}"));
+            }
+        }
+    }
+}
+
+/// `text` in lines of at most `width` characters, broken between words
+/// (a word longer than that has a line of its own).
+fn wrap(text: &str, width: usize) -> Vec<String> {
+    let mut lines = Vec::new();
+    let mut line = String::new();
+    for word in text.split_whitespace() {
+        if !line.is_empty() && line.chars().count() + 1 + word.chars().count() > width {
+            lines.push(std::mem::take(&mut line));
+        }
+        if !line.is_empty() {
+            line.push(' ');
+        }
+        line.push_str(word);
+    }
+    if !line.is_empty() {
+        lines.push(line);
+    }
+    lines
+}
+
+/// Delivered events for `--json`: name, payload, when, which step took it.
+fn events_json(events: &[store::DeliveredEvent]) -> Value {
+    events
+        .iter()
+        .map(|e| {
+            json!({
+                "name": e.name,
+                "data": serde_json::from_str::<Value>(&e.payload).unwrap_or(Value::Null),
+                "received_at": e.received_at,
+                "consumed_by": e.consumed_by,
+            })
+        })
+        .collect()
 }
 
 /// Steps in definition order (pending ones included), then any rows the
@@ -191,9 +290,17 @@ fn ordered_steps(step_ids: &[String], rows: Vec<StepRow>) -> Vec<StepRow> {
         out.extend(own);
         rest.extend(others);
     }
-    // Compensations, and rows of steps the definition no longer names.
+    // Compensations (in the order they ran: the reverse of their steps'),
+    // and rows of steps the definition no longer names; those not started
+    // last.
     rest.extend(by_step.into_values().flatten());
-    rest.sort_by(|a, b| a.key.cmp(&b.key));
+    rest.sort_by(|a, b| {
+        (a.started_at.is_none(), &a.started_at, &a.key).cmp(&(
+            b.started_at.is_none(),
+            &b.started_at,
+            &b.key,
+        ))
+    });
     out.extend(rest);
     out
 }

@@ -6,6 +6,7 @@ use crate::engine::{self, redact::Redactor};
 use crate::exit::{ExitStatus, UsageError};
 use crate::printer::Printer;
 use crate::store::Store;
+use crate::workflow::Action;
 use serde_json::Value;
 
 #[derive(Debug, clap::Args)]
@@ -46,6 +47,36 @@ pub async fn run(args: Args, store: &mut Store, printer: &Printer) -> anyhow::Re
     let mut payload = payload;
     if let Ok(wf) = engine::drive::pinned_workflow(store, &inst).await {
         Redactor::for_secrets(&wf.secrets).value(&mut payload);
+        // Names match exactly: a misspelt one would wait in the store for
+        // ever. It is kept (a restart or a later step may want it), but said.
+        let mut waits: Vec<&str> = wf
+            .steps
+            .iter()
+            .filter_map(|s| match &s.action {
+                Action::WaitForEvent { name, .. } => Some(name.as_str()),
+                _ => None,
+            })
+            .collect();
+        let mut seen = std::collections::HashSet::new();
+        waits.retain(|n| seen.insert(*n));
+        if !waits.contains(&args.event.as_str()) {
+            printer.warn(&match waits.as_slice() {
+                [] => format!(
+                    "workflow {} never waits for an event; `{}` is stored but no step will take it",
+                    wf.name, args.event
+                ),
+                names => format!(
+                    "workflow {} never waits for `{}` (it waits for {}); the event is stored",
+                    wf.name,
+                    args.event,
+                    names
+                        .iter()
+                        .map(|n| format!("`{n}`"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            });
+        }
     }
     // A waiting instance becomes due at once for `wf worker`.
     let wakes = inst.status == "waiting"

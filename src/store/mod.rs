@@ -185,6 +185,12 @@ impl Store {
         each!(self.instance(id))
     }
 
+    /// What a read command shows of one instance (with every attempt when
+    /// `attempts`), in one snapshot ([`InstanceView`]).
+    pub async fn view(&self, id: &str, attempts: bool) -> Result<InstanceView> {
+        each!(self.view(id, attempts))
+    }
+
     /// Instances, newest first, as `filter` says.
     pub async fn list_instances(&self, filter: &ListFilter) -> Result<Vec<InstanceRow>> {
         each!(self.list_instances(filter))

@@ -471,6 +471,33 @@ pub struct FireRecord {
     pub fire_at: String,
 }
 
+/// An event delivered to an instance, as `wf inspect` lists it.
+#[derive(Debug, Clone)]
+pub struct DeliveredEvent {
+    pub name: String,
+    /// The payload, JSON text (`{}` when `wf signal` gave none).
+    pub payload: String,
+    pub received_at: String,
+    /// The step (key) whose `wait_for_event` took it; None while none has.
+    pub consumed_by: Option<String>,
+}
+
+/// What a read command shows of one instance, read in one snapshot: a
+/// step's row and the state its commit patched are seen together or not at
+/// all (separate reads could see one commit's step row and miss its state).
+#[derive(Debug, Clone)]
+pub struct InstanceView {
+    pub instance: InstanceRow,
+    pub runs: Vec<RunRow>,
+    pub steps: Vec<StepRow>,
+    /// Every attempt, when asked for ([`Store::view`](super::Store::view)).
+    pub attempts: Vec<AttemptRow>,
+    /// Every event delivered, in the order received.
+    pub events: Vec<DeliveredEvent>,
+    /// The schedule entry and fire time that started it, if one did.
+    pub fire: Option<FireRecord>,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

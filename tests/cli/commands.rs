@@ -1449,24 +1449,6 @@ fn json_on_every_command_that_prints_data() {
     assert_eq!(v["logs"].as_array().map(Vec::len), Some(2));
 }
 
-/// Runs `wf ARGS…` on a pseudo-terminal of 80 columns (util-linux `script`);
-/// its output with line ends normalised.
-fn on_an_80_column_terminal(t: &Test, args: &[&str]) -> String {
-    let wf = assert_cmd::cargo::cargo_bin("wf");
-    let mut command = format!("stty cols 80 rows 60; exec {}", t.shell_wf(&wf));
-    for a in args {
-        command.push(' ');
-        command.push_str(a);
-    }
-    let out = Command::new("script")
-        .args(["-qec", &command, "/dev/null"])
-        .env("NO_COLOR", "1")
-        .current_dir(t.path())
-        .output()
-        .expect("script (util-linux) runs wf on a pseudo-terminal");
-    String::from_utf8_lossy(&out.stdout).replace("\r\n", "\n")
-}
-
 #[test]
 fn tables_fit_80_columns_without_breaking_names_ids_or_times() {
     let t = Test::new();
@@ -1485,7 +1467,7 @@ fn tables_fit_80_columns_without_breaking_names_ids_or_times() {
         vec!["inspect", &id],
         vec!["inspect", &id, "--attempts"],
     ] {
-        let out = on_an_80_column_terminal(&t, &args);
+        let out = t.on_terminal(80, &args).stdout;
         for line in out.lines() {
             assert!(
                 line.chars().count() <= 80,

@@ -16,6 +16,7 @@ mod failover;
 mod holders;
 mod http;
 mod injection;
+mod inspect;
 mod leaks;
 mod outputs;
 mod ownership;
@@ -154,6 +155,40 @@ impl Test {
             }
             None => format!("{} --db {}", wf.display(), self.db.display()),
         }
+    }
+
+    /// `wf ARGS…` on a pseudo terminal `cols` wide (util-linux `script`),
+    /// with this test's database and environment; its output with the
+    /// terminal's carriage returns taken out.
+    pub fn on_terminal(&self, cols: u16, args: &[&str]) -> Ran {
+        let cmd = self.cmd();
+        let quote =
+            |s: &std::ffi::OsStr| format!("'{}'", s.to_string_lossy().replace('\'', "'\\''"));
+        let mut line = format!(
+            "stty cols {cols} rows 60; exec {}",
+            quote(cmd.get_program())
+        );
+        for a in cmd.get_args().chain(args.iter().map(std::ffi::OsStr::new)) {
+            line.push(' ');
+            line.push_str(&quote(a));
+        }
+        let mut script = Command::new("script");
+        script
+            .args(["-qec", &line, "/dev/null"])
+            .current_dir(self.path())
+            .stdin(std::process::Stdio::null());
+        for (k, v) in cmd.get_envs() {
+            match v {
+                Some(v) => script.env(k, v),
+                None => script.env_remove(k),
+            };
+        }
+        let out = script
+            .output()
+            .expect("script (util-linux) runs wf on a pseudo terminal");
+        let mut ran = Ran::from(out);
+        ran.stdout = ran.stdout.replace('\r', "");
+        ran
     }
 
     /// Runs `sql` with psql in this test's schema; its output (`-At`).

@@ -354,9 +354,8 @@ impl PgStore {
     /// `owner`). A pipeline that continues a transaction is not: that
     /// transaction is gone, and the error is reported.
     pub(super) async fn pipeline(&self, ops: Vec<Op>) -> Result<Vec<Out>> {
-        let whole = matches!(ops.first(), Some(Op::Simple("BEGIN")))
-            || matches!(ops.as_slice(), [Op::Exec(..) | Op::Query(..)]);
-        let began = matches!(ops.first(), Some(Op::Simple("BEGIN")));
+        let began = matches!(ops.first(), Some(Op::Simple(s)) if s.starts_with("BEGIN"));
+        let whole = began || matches!(ops.as_slice(), [Op::Exec(..) | Op::Query(..)]);
         let mut since = None;
         loop {
             let (generation, client) = self.conn.current();

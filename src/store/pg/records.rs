@@ -223,6 +223,30 @@ pub(super) fn span_row(r: &Row) -> Result<SpanRow> {
     })
 }
 
+fn run_row(r: &Row) -> Result<RunRow> {
+    Ok(RunRow {
+        number: get(r, 0)?,
+        outcome: get(r, 1)?,
+        started_at: get(r, 2)?,
+        finished_at: get(r, 3)?,
+        restart_from: get(r, 4)?,
+    })
+}
+
+fn attempt_row(r: &Row) -> Result<AttemptRow> {
+    Ok(AttemptRow {
+        step_key: get(r, 0)?,
+        attempt: get(r, 1)?,
+        run: get(r, 2)?,
+        outcome: get(r, 3)?,
+        error_type: get(r, 4)?,
+        error_message: unescape_opt(get(r, 5)?),
+        exit_code: get(r, 6)?,
+        started_at: get(r, 7)?,
+        finished_at: get(r, 8)?,
+    })
+}
+
 pub(super) fn event_row(r: &Row) -> Result<EventRow> {
     Ok(EventRow {
         id: get(r, 0)?,
@@ -270,6 +294,12 @@ pub(super) const STEPS: &str = "SELECT key, step_id, status, attempts, budget_ba
      output, started_at, finished_at, retry_at, seq, items FROM steps WHERE instance_id=$1";
 pub(super) const EVENTS_AFTER: &str = "SELECT id, name, payload, traceparent FROM events WHERE instance_id=$1 \
      AND consumed_by IS NULL AND id > $2 ORDER BY id";
+const RUNS: &str = "SELECT number, outcome, started_at, finished_at, restart_from FROM runs WHERE instance_id=$1 \
+     ORDER BY number";
+const ATTEMPTS: &str = "SELECT step_key, attempt, run, outcome, error_type, error_message, exit_code, started_at, \
+     finished_at FROM attempts WHERE instance_id=$1 ORDER BY started_at, step_key, attempt";
+const DELIVERED_EVENTS: &str =
+    "SELECT name, payload, received_at, consumed_by FROM events WHERE instance_id=$1 ORDER BY id";
 pub(super) const CANCEL_REQUESTED: &str = "SELECT cancel_requested FROM instances WHERE id=$1";
 pub(super) const FENCE: &str = "SELECT check_fence($1, $2)";
 pub(super) const NOTIFY: &str = "SELECT pg_notify('wf_' || current_schema(), '')";
@@ -312,23 +342,10 @@ impl PgStore {
     }
 
     pub async fn runs(&self, id: &str) -> Result<Vec<RunRow>> {
-        let rows = self
-            .query(
-                "SELECT number, outcome, started_at, finished_at, restart_from FROM runs WHERE instance_id=$1 \
-                 ORDER BY number",
-                &[&id],
-            )
-            .await?;
-        rows.iter()
-            .map(|r| {
-                Ok(RunRow {
-                    number: get(r, 0)?,
-                    outcome: get(r, 1)?,
-                    started_at: get(r, 2)?,
-                    finished_at: get(r, 3)?,
-                    restart_from: get(r, 4)?,
-                })
-            })
+        self.query(RUNS, &[&id])
+            .await?
+            .iter()
+            .map(run_row)
             .collect()
     }
 
@@ -352,28 +369,68 @@ impl PgStore {
     }
 
     pub async fn attempts(&self, id: &str) -> Result<Vec<AttemptRow>> {
-        let rows = self
-            .query(
-                "SELECT step_key, attempt, run, outcome, error_type, error_message, exit_code, started_at, \
-                 finished_at FROM attempts WHERE instance_id=$1 ORDER BY started_at, step_key, attempt",
-                &[&id],
-            )
-            .await?;
-        rows.iter()
+        self.query(ATTEMPTS, &[&id])
+            .await?
+            .iter()
+            .map(attempt_row)
+            .collect()
+    }
+
+    /// The instance, its runs, steps, events, fire time and (when
+    /// `attempts`) its attempts, in one REPEATABLE READ transaction (one
+    /// snapshot), sent as one pipeline (one round trip).
+    pub async fn view(&self, id: &str, attempts: bool) -> Result<InstanceView> {
+        let key = || p(id.to_string());
+        let mut ops = vec![
+            Op::Simple("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"),
+            Op::Query(INSTANCE, vec![key()]),
+            Op::Query(RUNS, vec![key()]),
+            Op::Query(STEPS, vec![key()]),
+            Op::Query(DELIVERED_EVENTS, vec![key()]),
+            Op::Query(super::schedules::INSTANCE_FIRE, vec![key()]),
+        ];
+        if attempts {
+            ops.push(Op::Query(ATTEMPTS, vec![key()]));
+        }
+        ops.push(Op::Simple("COMMIT"));
+        let mut outs = self
+            .pipeline(ops)
+            .await?
+            .into_iter()
+            .skip(1)
+            .map(|o| o.rows());
+        let mut next = || outs.next().unwrap_or_default();
+        let instance = match next().first() {
+            Some(r) => instance_row(r)?,
+            None => return Err(StoreError::NotFound(id.into())),
+        };
+        let runs = next().iter().map(run_row).collect::<Result<_>>()?;
+        let steps = next().iter().map(step_row).collect::<Result<_>>()?;
+        let events = next()
+            .iter()
             .map(|r| {
-                Ok(AttemptRow {
-                    step_key: get(r, 0)?,
-                    attempt: get(r, 1)?,
-                    run: get(r, 2)?,
-                    outcome: get(r, 3)?,
-                    error_type: get(r, 4)?,
-                    error_message: unescape_opt(get(r, 5)?),
-                    exit_code: get(r, 6)?,
-                    started_at: get(r, 7)?,
-                    finished_at: get(r, 8)?,
+                Ok(DeliveredEvent {
+                    name: get(r, 0)?,
+                    payload: get(r, 1)?,
+                    received_at: get(r, 2)?,
+                    consumed_by: get(r, 3)?,
                 })
             })
-            .collect()
+            .collect::<Result<_>>()?;
+        let fire = next().first().map(super::schedules::fire_row).transpose()?;
+        let attempts = if attempts {
+            next().iter().map(attempt_row).collect::<Result<_>>()?
+        } else {
+            Vec::new()
+        };
+        Ok(InstanceView {
+            instance,
+            runs,
+            steps,
+            attempts,
+            events,
+            fire,
+        })
     }
 
     pub async fn attempt_logs(

@@ -241,23 +241,23 @@ impl PgStore {
     }
 
     pub async fn instance_fire(&self, id: &str) -> Result<Option<FireRecord>> {
-        let rows = self
-            .query(
-                "SELECT workflow, idx, spec, timezone, fire_ms FROM schedule_fires WHERE instance_id = $1",
-                &[&id],
-            )
-            .await?;
-        let Some(r) = rows.first() else {
-            return Ok(None);
-        };
-        let fire_ms: i64 = get(r, 4)?;
-        Ok(Some(FireRecord {
-            workflow: get(r, 0)?,
-            index: get(r, 1)?,
-            spec: get(r, 2)?,
-            timezone: get(r, 3)?,
-            fire_ms,
-            fire_at: fmt_ms(fire_ms),
-        }))
+        let rows = self.query(INSTANCE_FIRE, &[&id]).await?;
+        rows.first().map(fire_row).transpose()
     }
+}
+
+pub(super) const INSTANCE_FIRE: &str =
+    "SELECT workflow, idx, spec, timezone, fire_ms FROM schedule_fires WHERE instance_id = $1";
+
+/// A row of [`INSTANCE_FIRE`].
+pub(super) fn fire_row(r: &tokio_postgres::Row) -> Result<FireRecord> {
+    let fire_ms: i64 = get(r, 4)?;
+    Ok(FireRecord {
+        workflow: get(r, 0)?,
+        index: get(r, 1)?,
+        spec: get(r, 2)?,
+        timezone: get(r, 3)?,
+        fire_ms,
+        fire_at: fmt_ms(fire_ms),
+    })
 }

@@ -386,6 +386,27 @@ impl SqliteStore {
         records::instance(&self.conn, id)
     }
 
+    /// The instance, its runs, steps, events, fire time and (when
+    /// `attempts`) its attempts, in one read transaction: one snapshot of
+    /// the WAL, whatever commits meanwhile.
+    pub fn view(&self, id: &str, attempts: bool) -> Result<InstanceView> {
+        let tx = self.conn.unchecked_transaction()?;
+        let view = InstanceView {
+            instance: records::instance(&tx, id)?,
+            runs: records::runs(&tx, id)?,
+            steps: records::steps(&tx, id)?,
+            attempts: if attempts {
+                records::attempts(&tx, id)?
+            } else {
+                Vec::new()
+            },
+            events: records::delivered_events(&tx, id)?,
+            fire: schedules::instance_fire(&tx, id)?,
+        };
+        tx.commit()?;
+        Ok(view)
+    }
+
     /// Instances, newest first, as `filter` says.
     pub fn list_instances(&self, filter: &ListFilter) -> Result<Vec<InstanceRow>> {
         records::list_instances(&self.conn, filter)

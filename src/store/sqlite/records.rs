@@ -286,6 +286,22 @@ pub(super) fn events_after(c: &Connection, id: &str, after: i64) -> Result<Vec<E
     Ok(rows.collect::<Result<_, _>>()?)
 }
 
+/// Every event delivered to an instance, in the order received.
+pub(super) fn delivered_events(c: &Connection, id: &str) -> Result<Vec<DeliveredEvent>> {
+    let mut stmt = c.prepare_cached(
+        "SELECT name, payload, received_at, consumed_by FROM events WHERE instance_id=?1 ORDER BY id",
+    )?;
+    let rows = stmt.query_map([id], |r| {
+        Ok(DeliveredEvent {
+            name: r.get(0)?,
+            payload: r.get(1)?,
+            received_at: r.get(2)?,
+            consumed_by: r.get(3)?,
+        })
+    })?;
+    Ok(rows.collect::<Result<_, _>>()?)
+}
+
 /// Marks an event taken by the step (key) that waited for it.
 pub(super) fn take_event(c: &Connection, event: i64, key: &str) -> Result<()> {
     cached(

@@ -182,23 +182,26 @@ impl SqliteStore {
 
     /// The schedule entry and fire time that started instance `id`, if one did.
     pub fn instance_fire(&self, id: &str) -> Result<Option<FireRecord>> {
-        Ok(self
-            .conn
-            .query_row(
-                "SELECT workflow, idx, spec, timezone, fire_ms FROM schedule_fires WHERE instance_id = ?1",
-                [id],
-                |r| {
-                    let fire_ms: i64 = r.get(4)?;
-                    Ok(FireRecord {
-                        workflow: r.get(0)?,
-                        index: r.get(1)?,
-                        spec: r.get(2)?,
-                        timezone: r.get(3)?,
-                        fire_ms,
-                        fire_at: fmt_ms(fire_ms),
-                    })
-                },
-            )
-            .optional()?)
+        instance_fire(&self.conn, id)
     }
+}
+
+/// [`SqliteStore::instance_fire`] on `c` (in a read snapshot's transaction).
+pub(super) fn instance_fire(c: &Connection, id: &str) -> Result<Option<FireRecord>> {
+    Ok(c.query_row(
+        "SELECT workflow, idx, spec, timezone, fire_ms FROM schedule_fires WHERE instance_id = ?1",
+        [id],
+        |r| {
+            let fire_ms: i64 = r.get(4)?;
+            Ok(FireRecord {
+                workflow: r.get(0)?,
+                index: r.get(1)?,
+                spec: r.get(2)?,
+                timezone: r.get(3)?,
+                fire_ms,
+                fire_at: fmt_ms(fire_ms),
+            })
+        },
+    )
+    .optional()?)
 }
