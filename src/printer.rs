@@ -482,9 +482,23 @@ impl Observer for Progress {
         ));
     }
 
-    fn step_retrying(&self, key: &str, next_attempt: i64, max_attempts: u32, delay: Duration) {
+    fn step_retrying(
+        &self,
+        key: &str,
+        next_attempt: i64,
+        try_n: i64,
+        max_attempts: u32,
+        delay: Duration,
+    ) {
+        // A fresh budget (`--retry-failed`, a restart) counts from 1 again,
+        // and interrupted attempts do not count; history's numbers go on.
+        let count = if try_n == next_attempt {
+            format!("attempt {next_attempt}/{max_attempts}")
+        } else {
+            format!("attempt {next_attempt}, try {try_n}/{max_attempts}")
+        };
         self.line(&format!(
-            "  {key}: {} (attempt {next_attempt}/{max_attempts})",
+            "  {key}: {} ({count})",
             self.paint(&format!("retrying in {}", human(delay)), "33")
         ));
     }

@@ -261,8 +261,26 @@ fn events_json(events: &[store::DeliveredEvent]) -> Value {
 }
 
 /// Steps in definition order (pending ones included), then any rows the
-/// definition no longer names.
+/// definition no longer names. Rows a restart (or a `--retry-failed` that
+/// ran compensated steps again) left as placeholders are not shown: the
+/// compensation of a step run again, until it is needed again, and the
+/// items of a `for_each` list that shrank. They only carry attempt numbers
+/// (their attempts stay in `--attempts`).
 fn ordered_steps(step_ids: &[String], rows: Vec<StepRow>) -> Vec<StepRow> {
+    let lists: std::collections::HashMap<String, usize> = rows
+        .iter()
+        .filter(|r| r.key == r.step_id)
+        .filter_map(|r| Some((r.key.clone(), r.items.as_array()?.len())))
+        .collect();
+    let rows = rows.into_iter().filter(|r| {
+        let placeholder_compensation = r.key.ends_with(":compensate") && r.status == "pending";
+        let dropped_item = r.key != r.step_id
+            && !r.key.contains(':')
+            && lists
+                .get(&r.step_id)
+                .is_some_and(|&len| item_index(&r.key) >= len);
+        !placeholder_compensation && !dropped_item
+    });
     // Rows by the step they belong to: the step itself, its for_each items, its compensations.
     let mut by_step: std::collections::HashMap<String, Vec<StepRow>> =
         std::collections::HashMap::new();

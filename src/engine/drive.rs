@@ -72,6 +72,7 @@ pub async fn drive(
         },
     };
     // What a restart resets, decided on the history read under the lease.
+    let mut retry_note = None;
     let restart_plan = match &opts.restart {
         Some(from) => match restart::fill_patches(store, id, &mut history.steps)
             .await
@@ -84,6 +85,41 @@ pub async fn drive(
                 return Err(e);
             }
         },
+        // `--retry-failed` after compensations ran: what they undid runs
+        // again too (said when the run starts).
+        None if opts.retry_failed
+            && history.instance.status == "failed"
+            && history
+                .steps
+                .iter()
+                .any(|r| r.key.ends_with(COMPENSATE_SUFFIX) && r.status != "pending") =>
+        {
+            match restart::fill_patches(store, id, &mut history.steps)
+                .await
+                .map_err(EngineError::from)
+                .and_then(|()| Ok(restart::retry_plan(&wf, &history.steps)?))
+            {
+                Ok(Some((plan, compensated))) => {
+                    let quoted = |ids: &[String]| {
+                        ids.iter()
+                            .map(|s| format!("`{s}`"))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    };
+                    retry_note = Some(format!(
+                        "--retry-failed: running {} again: the failure's compensations undid {}",
+                        quoted(&plan.reset_steps),
+                        quoted(&compensated)
+                    ));
+                    Some(plan)
+                }
+                Ok(None) => None,
+                Err(e) => {
+                    store.release(&fence).await?;
+                    return Err(e);
+                }
+            }
+        }
         None => None,
     };
     let (heartbeat, lost) = Heartbeat::start(store.location(), fence.clone(), ttl);
@@ -308,6 +344,9 @@ pub async fn drive(
         runner.stop(Stop::Cancel);
     }
     observer.run_started(id, &wf.name, run, wf.steps.len());
+    if let Some(note) = &retry_note {
+        observer.message(note);
+    }
     let outcome = runner.main_loop(store).await;
     if outcome.is_err() {
         // Whatever stopped the run, its steps' processes (their whole

@@ -120,8 +120,18 @@ pub trait Observer: Send + Sync {
     ) {
     }
     fn step_skipped(&self, _key: &str) {}
-    /// A failed attempt will be retried after `delay`.
-    fn step_retrying(&self, _key: &str, _next_attempt: i64, _max_attempts: u32, _delay: Duration) {}
+    /// A failed attempt will be retried after `delay`: attempt number
+    /// `next_attempt` (in history), try `try_n` of the budget of
+    /// `max_attempts` (they differ after `--retry-failed` or a restart).
+    fn step_retrying(
+        &self,
+        _key: &str,
+        _next_attempt: i64,
+        _try_n: i64,
+        _max_attempts: u32,
+        _delay: Duration,
+    ) {
+    }
     /// A `for_each` step whose items all ended.
     fn fan_out_finished(&self, _key: &str, _items: usize) {}
     fn steps_replayed(&self, _count: usize) {}

@@ -68,6 +68,34 @@ pub async fn fill_patches(
     Ok(())
 }
 
+/// What `wf resume --retry-failed` of a failed instance must run again
+/// besides its failed steps: when compensations ran, the steps they undid
+/// and what depends on them, as a restart would (an instance never ends
+/// `completed` with work undone). None when no compensation ran; else the
+/// plan and the ids of the steps whose compensation ran, in definition
+/// order.
+pub fn retry_plan(
+    wf: &Workflow,
+    rows: &[StepRow],
+) -> Result<Option<(Plan, Vec<String>)>, RestartError> {
+    let compensated: Vec<String> = wf
+        .steps
+        .iter()
+        .filter(|s| {
+            rows.iter().any(|r| {
+                r.step_id == s.id && r.key.ends_with(COMPENSATE_SUFFIX) && r.status != "pending"
+            })
+        })
+        .map(|s| s.id.clone())
+        .collect();
+    let Some(first) = compensated.first() else {
+        return Ok(None);
+    };
+    // Every step the plan resets is downstream of a seed; starting from the
+    // first compensated one adds nothing the seeds do not.
+    Ok(Some((plan(wf, rows, first)?, compensated)))
+}
+
 /// Why `status` cannot be restarted (None: it can).
 pub fn check_ended(id: &str, status: &str) -> Result<(), RestartError> {
     let hint = match status {

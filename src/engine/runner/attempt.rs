@@ -661,9 +661,11 @@ impl<'o> Runner<'o> {
                     attempt,
                     end: std::mem::take(&mut end),
                 });
+                // The backoff starts again with a fresh budget: the next
+                // try's place in it, not its attempt number, decides.
                 let delay = exec
                     .retry
-                    .delay_before(attempt as u32 + 1)
+                    .delay_before(u32::try_from(used + 1).unwrap_or(u32::MAX))
                     .max(result.retry_after.unwrap_or_default());
                 let rec = self.record(unit);
                 rec.outcome = Some(outcome.into());
@@ -685,8 +687,13 @@ impl<'o> Runner<'o> {
                 self.observer
                     .step_finished(&key, attempt, outcome, Some(&failure), elapsed);
                 if will_retry {
-                    self.observer
-                        .step_retrying(&key, attempt + 1, exec.retry.max_attempts, delay);
+                    self.observer.step_retrying(
+                        &key,
+                        attempt + 1,
+                        used + 1,
+                        exec.retry.max_attempts,
+                        delay,
+                    );
                 }
                 if !will_retry && !unit.compensation {
                     if unit.item.is_none() {

@@ -143,6 +143,11 @@ impl<'o> Runner<'o> {
     /// (A `for_each` handler that expanded offers its items.)
     pub(super) fn ready_handlers(&self) -> Vec<Unit> {
         let mut out = Vec::new();
+        // `wf cancel --terminate` runs nothing more of the workflow's, its
+        // `cancelled()` and `always()` handlers included.
+        if self.terminate {
+            return out;
+        }
         for &idx in &self.handlers {
             let step = &self.wf.steps[idx];
             if self.ended(idx) || !step.needs.iter().all(|&d| self.settled_for_handler(d)) {
