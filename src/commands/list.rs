@@ -64,31 +64,38 @@ pub async fn run(args: Args, store: &Store, printer: &Printer) -> anyhow::Result
         0 => usize::MAX,
         n => n,
     };
-    let mut filter = ListFilter {
+    let filter = ListFilter {
         status: stored.map(String::from),
         workflow: args.workflow.clone(),
         since,
         // One more than shown tells whether there are more.
         limit: Some(limit.saturating_add(1)).filter(|_| limit_in_query),
     };
-    let mut rows: Vec<_> = store
-        .list_instances(&filter)
-        .await?
-        .into_iter()
-        .map(|i| {
-            let status = display_status(&i);
-            (i, status)
+    // The rows and the count of the rest, of one moment.
+    let (mut rows, more) = store
+        .snapshot(async |store: &Store| -> anyhow::Result<_> {
+            let rows: Vec<_> = store
+                .list_instances(&filter)
+                .await?
+                .into_iter()
+                .map(|i| {
+                    let status = display_status(&i);
+                    (i, status)
+                })
+                .filter(|(_, status)| args.status.as_deref().is_none_or(|s| s == status))
+                .collect();
+            let more = if rows.len() <= limit {
+                0
+            } else if limit_in_query {
+                let mut all = filter.clone();
+                all.limit = None;
+                (store.count_instances(&all).await? as usize).saturating_sub(limit)
+            } else {
+                rows.len() - limit
+            };
+            Ok((rows, more))
         })
-        .filter(|(_, status)| args.status.as_deref().is_none_or(|s| s == status))
-        .collect();
-    let more = if rows.len() <= limit {
-        0
-    } else if limit_in_query {
-        filter.limit = None;
-        (store.count_instances(&filter).await? as usize).saturating_sub(limit)
-    } else {
-        rows.len() - limit
-    };
+        .await?;
     rows.truncate(limit);
     // After the data, on stderr: what was left out.
     let say_more = || {

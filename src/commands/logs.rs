@@ -161,75 +161,81 @@ pub async fn run(args: Args, store: &Store, printer: &Printer) -> anyhow::Result
     if let (true, Some(step)) = (args.follow, &args.step) {
         return follow(store, &id, step, args.attempt, printer).await;
     }
-    match &args.step {
-        Some(step) => {
-            let Some((n, stdout, stderr)) = store.attempt_logs(&id, step, args.attempt).await?
-            else {
-                return Err(no_attempt(store, &id, step, args.attempt).await?.into());
-            };
-            let outcome = store
-                .attempts(&id)
-                .await?
-                .into_iter()
-                .find(|a| a.step_key == *step && a.attempt == n)
-                .and_then(|a| a.outcome);
-            if args.json {
-                printer.json(&serde_json::json!({
-                    "id": id,
-                    "logs": [log_json(step, n, outcome.as_deref(), &stdout, &stderr)],
-                }));
-                return Ok(ExitStatus::Success);
-            }
-            printer.raw(&stdout);
-            if !stderr.is_empty() {
-                eprint!("{}", String::from_utf8_lossy(&stderr));
-            }
-            if stdout.is_empty() && stderr.is_empty() && outcome.as_deref() == Some("crashed") {
-                printer.info(&format!(
-                    "attempt {n} of step `{step}` crashed (its runner died): it captured nothing"
-                ));
-            }
-        }
-        None => {
-            if args.attempt.is_some() {
-                return Err(UsageError("--attempt needs a STEP".into()).into());
-            }
-            let mut all = Vec::new();
-            for a in store.attempts(&id).await? {
-                let Some((_, stdout, stderr)) = store
-                    .attempt_logs(&id, &a.step_key, Some(a.attempt))
-                    .await?
-                else {
-                    continue;
-                };
-                if args.json {
-                    all.push(log_json(
-                        &a.step_key,
-                        a.attempt,
-                        a.outcome.as_deref(),
-                        &stdout,
-                        &stderr,
-                    ));
-                    continue;
+    // What is printed was all true at one moment.
+    store
+        .snapshot(async |store: &Store| -> anyhow::Result<()> {
+            match &args.step {
+                Some(step) => {
+                    let Some((n, stdout, stderr)) = store.attempt_logs(&id, step, args.attempt).await?
+                    else {
+                        return Err(no_attempt(store, &id, step, args.attempt).await?.into());
+                    };
+                    let outcome = store
+                        .attempts(&id)
+                        .await?
+                        .into_iter()
+                        .find(|a| a.step_key == *step && a.attempt == n)
+                        .and_then(|a| a.outcome);
+                    if args.json {
+                        printer.json(&serde_json::json!({
+                            "id": id,
+                            "logs": [log_json(step, n, outcome.as_deref(), &stdout, &stderr)],
+                        }));
+                        return Ok(());
+                    }
+                    printer.raw(&stdout);
+                    if !stderr.is_empty() {
+                        eprint!("{}", String::from_utf8_lossy(&stderr));
+                    }
+                    if stdout.is_empty() && stderr.is_empty() && outcome.as_deref() == Some("crashed") {
+                        printer.info(&format!(
+                            "attempt {n} of step `{step}` crashed (its runner died): it captured nothing"
+                        ));
+                    }
                 }
-                printer.data(&format!(
-                    "==> {} (attempt {}, {}) <==",
-                    a.step_key,
-                    a.attempt,
-                    a.outcome.as_deref().unwrap_or("running")
-                ));
-                // Each output ends its line, so the next header starts one.
-                printer.raw(&with_newline(stdout));
-                if !stderr.is_empty() {
-                    printer.data("--- stderr ---");
-                    printer.raw(&with_newline(stderr));
+                None => {
+                    if args.attempt.is_some() {
+                        return Err(UsageError("--attempt needs a STEP".into()).into());
+                    }
+                    let mut all = Vec::new();
+                    for a in store.attempts(&id).await? {
+                        let Some((_, stdout, stderr)) = store
+                            .attempt_logs(&id, &a.step_key, Some(a.attempt))
+                            .await?
+                        else {
+                            continue;
+                        };
+                        if args.json {
+                            all.push(log_json(
+                                &a.step_key,
+                                a.attempt,
+                                a.outcome.as_deref(),
+                                &stdout,
+                                &stderr,
+                            ));
+                            continue;
+                        }
+                        printer.data(&format!(
+                            "==> {} (attempt {}, {}) <==",
+                            a.step_key,
+                            a.attempt,
+                            a.outcome.as_deref().unwrap_or("running")
+                        ));
+                        // Each output ends its line, so the next header starts one.
+                        printer.raw(&with_newline(stdout));
+                        if !stderr.is_empty() {
+                            printer.data("--- stderr ---");
+                            printer.raw(&with_newline(stderr));
+                        }
+                    }
+                    if args.json {
+                        printer.json(&serde_json::json!({ "id": id, "logs": all }));
+                    }
                 }
             }
-            if args.json {
-                printer.json(&serde_json::json!({ "id": id, "logs": all }));
-            }
-        }
-    }
+            Ok(())
+        })
+        .await?;
     Ok(ExitStatus::Success)
 }
 

@@ -28,23 +28,31 @@ const WAIT_EVERY: Duration = Duration::from_millis(200);
 
 pub async fn run(args: Args, store: &Store, printer: &Printer) -> anyhow::Result<ExitStatus> {
     let id = store.resolve_id(&args.id).await?;
-    let inst = loop {
+    loop {
         let inst = store.instance(&id).await?;
         let ended = matches!(inst.status.as_str(), "completed" | "failed" | "canceled");
         if ended || !args.wait {
-            break inst;
+            break;
         }
         tokio::select! {
             _ = store.wait_for_work(WAIT_EVERY) => {}
             _ = tokio::signal::ctrl_c() => return Ok(ExitStatus::Interrupted),
         }
-    };
+    }
+    // The status and the outputs of one moment (a restart in between
+    // clears the outputs).
+    let (inst, outputs) = store
+        .snapshot(async |s: &Store| -> anyhow::Result<_> {
+            let inst = s.instance(&id).await?;
+            let outputs = if inst.status == "completed" {
+                s.outputs(&id).await?.unwrap_or_else(|| json!({}))
+            } else {
+                serde_json::Value::Null
+            };
+            Ok((inst, outputs))
+        })
+        .await?;
     let status = display_status(&inst);
-    let outputs = if inst.status == "completed" {
-        store.outputs(&id).await?.unwrap_or_else(|| json!({}))
-    } else {
-        serde_json::Value::Null
-    };
     if args.json {
         printer.json(&json!({
             "id": id,

@@ -99,14 +99,25 @@ pub async fn run(args: Args, store: &Store, printer: &Printer) -> anyhow::Result
         }
         Ok(traced)
     };
+    // Each format reads in one snapshot: a run is shown with the spans it
+    // had at one moment.
     match args.format {
-        Format::Tree => print_tree(&load().await?, args.all, printer),
+        Format::Tree => {
+            let traced = store.snapshot(async |_: &Store| load().await).await?;
+            print_tree(&traced, args.all, printer)
+        }
         Format::Json => {
-            let traced = load().await?;
-            let mut runs = Vec::new();
-            for t in &traced {
-                runs.extend(runs_json(store, t).await?);
-            }
+            let runs = store
+                .snapshot(async |_: &Store| -> anyhow::Result<Vec<Value>> {
+                    let mut runs = Vec::new();
+                    for t in &load().await? {
+                        for run in runs_json(store, t).await? {
+                            runs.push(serde_json::to_value(run)?);
+                        }
+                    }
+                    Ok(runs)
+                })
+                .await?;
             let mut out = printer.data_writer();
             let written = serde_json::to_writer_pretty(&mut out, &runs)
                 .map_err(std::io::Error::from)
@@ -118,7 +129,11 @@ pub async fn run(args: Args, store: &Store, printer: &Printer) -> anyhow::Result
                 other => other?,
             }
         }
-        Format::Otlp => return print_otlp(store, &ids, printer).await,
+        Format::Otlp => {
+            return store
+                .snapshot(async |_: &Store| print_otlp(store, &ids, printer).await)
+                .await;
+        }
     }
     Ok(ExitStatus::Success)
 }

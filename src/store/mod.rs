@@ -191,6 +191,48 @@ impl Store {
         each!(self.view(id, attempts))
     }
 
+    /// Runs the reads of `f` in one snapshot of the database, so that what
+    /// a read command prints was all true at one moment (a step's row with
+    /// the state its commit patched, a run with its spans). On SQLite, one
+    /// read transaction; on PostgreSQL, one REPEATABLE READ transaction on
+    /// the store's connection, read again whole if the connection was
+    /// replaced meanwhile. For a store used by one task at a time (the read
+    /// commands): another task's statements would run in the transaction.
+    pub async fn snapshot<T, E: From<StoreError>>(
+        &self,
+        f: impl AsyncFn(&Store) -> std::result::Result<T, E>,
+    ) -> std::result::Result<T, E> {
+        match self {
+            Store::Sqlite(s) => {
+                let began = s.begin_snapshot()?;
+                let out = f(self).await;
+                if began {
+                    s.end_snapshot();
+                }
+                out
+            }
+            Store::Postgres(p) => {
+                let mut tries = 0;
+                loop {
+                    let generation = p.begin_snapshot().await?;
+                    let out = f(self).await;
+                    tries += 1;
+                    if p.end_snapshot(generation).await || out.is_err() {
+                        return out;
+                    }
+                    if tries >= 5 {
+                        // Never a torn read: say so instead.
+                        return Err(StoreError::Sql(format!(
+                            "the connection to {} was replaced {tries} times while reading; try again",
+                            self.describe()
+                        ))
+                        .into());
+                    }
+                }
+            }
+        }
+    }
+
     /// Instances, newest first, as `filter` says.
     pub async fn list_instances(&self, filter: &ListFilter) -> Result<Vec<InstanceRow>> {
         each!(self.list_instances(filter))

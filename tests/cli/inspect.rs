@@ -57,6 +57,51 @@ fn inspect_never_shows_a_completed_step_without_its_state_patch() {
     assert_eq!(v["state"][format!("s{n}")], n);
 }
 
+#[test]
+fn logs_never_show_a_running_attempt_with_the_output_of_its_end() {
+    let t = Test::new();
+    // `wf logs` lists the attempts, then reads each one's output: both of
+    // one moment, or an attempt read as running comes with its output.
+    let mut yaml = String::from("name: chain\nsteps:\n");
+    for k in 1..=120 {
+        yaml.push_str(&format!("  - id: s{k}\n    run: echo out-{k}\n"));
+        if k > 1 {
+            yaml.push_str(&format!("    needs: [s{}]\n", k - 1));
+        }
+    }
+    let file = t.write("chain.yaml", &yaml);
+    let mut run = t
+        .cmd()
+        .args(["run", file.to_str().expect("utf-8"), "--id", "chain-2"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start wf run");
+    let (mut reads, mut torn) = (0, Vec::new());
+    loop {
+        let ended = run.try_wait().expect("wait").is_some();
+        let ran = t.wf(&["logs", "chain-2", "--json"]);
+        if ran.code == 0 {
+            let v: Value = serde_json::from_str(&ran.stdout).expect("logs json");
+            reads += 1;
+            for log in v["logs"].as_array().expect("logs") {
+                if log["outcome"].is_null() && log["stdout"] != "" {
+                    torn.push(log["step"].to_string());
+                }
+            }
+        }
+        if ended {
+            break;
+        }
+    }
+    assert!(run.wait().expect("wait").success());
+    assert!(reads > 1, "only {reads} read(s)");
+    assert!(
+        torn.is_empty(),
+        "running attempts with their end's output: {torn:?}"
+    );
+}
+
 const WAITS: &str = r#"
 name: gate
 steps:

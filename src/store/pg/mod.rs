@@ -343,6 +343,33 @@ impl PgStore {
         }
     }
 
+    /// Begins a read-only REPEATABLE READ transaction on the current
+    /// connection, for [`Store::snapshot`](crate::store::Store::snapshot);
+    /// returns the connection's generation.
+    pub(super) async fn begin_snapshot(&self) -> Result<u64> {
+        let mut since = None;
+        loop {
+            let (generation, client) = self.conn.current();
+            match client
+                .batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+                .await
+            {
+                Ok(()) => return Ok(generation),
+                Err(e) => self.recover(e, generation, &mut since).await?,
+            }
+        }
+    }
+
+    /// Ends the transaction [`PgStore::begin_snapshot`] began; false when
+    /// the connection was replaced meanwhile (some reads ran outside it).
+    pub(super) async fn end_snapshot(&self, generation: u64) -> bool {
+        let (now, client) = self.conn.current();
+        if now != generation {
+            return false;
+        }
+        client.batch_execute("COMMIT").await.is_ok()
+    }
+
     /// Sends every request without waiting for the replies in between (one
     /// round trip for all), then collects the replies. The first error is
     /// returned; a transaction the pipeline began is rolled back.

@@ -407,6 +407,24 @@ impl SqliteStore {
         Ok(view)
     }
 
+    /// Begins a read transaction (its snapshot is taken by the first read)
+    /// for [`Store::snapshot`](crate::store::Store::snapshot); false when
+    /// one is open already (the reads then belong to it).
+    pub fn begin_snapshot(&self) -> Result<bool> {
+        if !self.conn.is_autocommit() {
+            return Ok(false);
+        }
+        self.conn.execute_batch("BEGIN DEFERRED")?;
+        Ok(true)
+    }
+
+    /// Ends what [`SqliteStore::begin_snapshot`] began.
+    pub fn end_snapshot(&self) {
+        if !self.conn.is_autocommit() {
+            let _ = self.conn.execute_batch("COMMIT");
+        }
+    }
+
     /// Instances, newest first, as `filter` says.
     pub fn list_instances(&self, filter: &ListFilter) -> Result<Vec<InstanceRow>> {
         records::list_instances(&self.conn, filter)
