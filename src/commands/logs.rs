@@ -161,12 +161,18 @@ pub async fn run(args: Args, store: &Store, printer: &Printer) -> anyhow::Result
     if let (true, Some(step)) = (args.follow, &args.step) {
         return follow(store, &id, step, args.attempt, printer).await;
     }
-    // What is printed was all true at one moment.
-    store
-        .snapshot(async |store: &Store| -> anyhow::Result<()> {
+    if args.step.is_none() && args.attempt.is_some() {
+        return Err(UsageError("--attempt needs a STEP".into()).into());
+    }
+    // What is printed was all true at one moment; it is read first and
+    // printed after, so that no pager holds the read open.
+    let logs = store
+        .snapshot(async |store: &Store| -> anyhow::Result<Vec<Logged>> {
+            let mut logs = Vec::new();
             match &args.step {
                 Some(step) => {
-                    let Some((n, stdout, stderr)) = store.attempt_logs(&id, step, args.attempt).await?
+                    let Some((n, stdout, stderr)) =
+                        store.attempt_logs(&id, step, args.attempt).await?
                     else {
                         return Err(no_attempt(store, &id, step, args.attempt).await?.into());
                     };
@@ -176,67 +182,91 @@ pub async fn run(args: Args, store: &Store, printer: &Printer) -> anyhow::Result
                         .into_iter()
                         .find(|a| a.step_key == *step && a.attempt == n)
                         .and_then(|a| a.outcome);
-                    if args.json {
-                        printer.json(&serde_json::json!({
-                            "id": id,
-                            "logs": [log_json(step, n, outcome.as_deref(), &stdout, &stderr)],
-                        }));
-                        return Ok(());
-                    }
-                    printer.raw(&stdout);
-                    if !stderr.is_empty() {
-                        eprint!("{}", String::from_utf8_lossy(&stderr));
-                    }
-                    if stdout.is_empty() && stderr.is_empty() && outcome.as_deref() == Some("crashed") {
-                        printer.info(&format!(
-                            "attempt {n} of step `{step}` crashed (its runner died): it captured nothing"
-                        ));
-                    }
+                    logs.push(Logged {
+                        key: step.clone(),
+                        attempt: n,
+                        outcome,
+                        stdout,
+                        stderr,
+                    });
                 }
                 None => {
-                    if args.attempt.is_some() {
-                        return Err(UsageError("--attempt needs a STEP".into()).into());
-                    }
-                    let mut all = Vec::new();
                     for a in store.attempts(&id).await? {
-                        let Some((_, stdout, stderr)) = store
+                        if let Some((_, stdout, stderr)) = store
                             .attempt_logs(&id, &a.step_key, Some(a.attempt))
                             .await?
-                        else {
-                            continue;
-                        };
-                        if args.json {
-                            all.push(log_json(
-                                &a.step_key,
-                                a.attempt,
-                                a.outcome.as_deref(),
-                                &stdout,
-                                &stderr,
-                            ));
-                            continue;
+                        {
+                            logs.push(Logged {
+                                key: a.step_key,
+                                attempt: a.attempt,
+                                outcome: a.outcome,
+                                stdout,
+                                stderr,
+                            });
                         }
-                        printer.data(&format!(
-                            "==> {} (attempt {}, {}) <==",
-                            a.step_key,
-                            a.attempt,
-                            a.outcome.as_deref().unwrap_or("running")
-                        ));
-                        // Each output ends its line, so the next header starts one.
-                        printer.raw(&with_newline(stdout));
-                        if !stderr.is_empty() {
-                            printer.data("--- stderr ---");
-                            printer.raw(&with_newline(stderr));
-                        }
-                    }
-                    if args.json {
-                        printer.json(&serde_json::json!({ "id": id, "logs": all }));
                     }
                 }
             }
-            Ok(())
+            Ok(logs)
         })
         .await?;
+    if args.json {
+        let logs: Vec<_> = logs
+            .iter()
+            .map(|l| {
+                log_json(
+                    &l.key,
+                    l.attempt,
+                    l.outcome.as_deref(),
+                    &l.stdout,
+                    &l.stderr,
+                )
+            })
+            .collect();
+        printer.json(&serde_json::json!({ "id": id, "logs": logs }));
+        return Ok(ExitStatus::Success);
+    }
+    if args.step.is_some() {
+        // One attempt: its streams as they were, stderr to stderr.
+        for l in logs {
+            printer.raw(&l.stdout);
+            if !l.stderr.is_empty() {
+                eprint!("{}", String::from_utf8_lossy(&l.stderr));
+            }
+            if l.stdout.is_empty() && l.stderr.is_empty() && l.outcome.as_deref() == Some("crashed")
+            {
+                printer.info(&format!(
+                    "attempt {} of step `{}` crashed (its runner died): it captured nothing",
+                    l.attempt, l.key
+                ));
+            }
+        }
+        return Ok(ExitStatus::Success);
+    }
+    for l in logs {
+        printer.data(&format!(
+            "==> {} (attempt {}, {}) <==",
+            l.key,
+            l.attempt,
+            l.outcome.as_deref().unwrap_or("running")
+        ));
+        // Each output ends its line, so the next header starts one.
+        printer.raw(&with_newline(l.stdout));
+        if !l.stderr.is_empty() {
+            printer.data("--- stderr ---");
+            printer.raw(&with_newline(l.stderr));
+        }
+    }
     Ok(ExitStatus::Success)
+}
+
+/// One attempt's captured output, as read.
+struct Logged {
+    key: String,
+    attempt: i64,
+    outcome: Option<String>,
+    stdout: Vec<u8>,
+    stderr: Vec<u8>,
 }
 
 /// The keys of the steps the instance has rows for (items and
