@@ -4,6 +4,7 @@
 //! [`Runner`] drive it, close it, export its spans, release the lease. Every
 //! write here is a batch of [`Write`]s committed under the fence.
 
+use super::advice::{self, Remedy};
 use super::lease::{self, Heartbeat};
 use super::redact::Redactor;
 use super::runner::{COMPENSATE_SUFFIX, RunOptions, RunOutcome, RunStart, Runner, Stop};
@@ -38,7 +39,7 @@ pub async fn drive(
     let mut wf = None;
     if !claimed {
         let inst = store.instance(id).await?;
-        check_resumable(&inst, &opts)?;
+        check_resumable(store, &inst, &opts).await?;
         wf = Some(workflow_of(store, &inst, &opts).await?);
     }
 
@@ -57,7 +58,7 @@ pub async fn drive(
         }
     };
     // Again under the lease: another process may have finished it meanwhile.
-    if let Err(e) = check_resumable(&history.instance, &opts) {
+    if let Err(e) = check_resumable(store, &history.instance, &opts).await {
         store.release(&fence).await?;
         return Err(e);
     }
@@ -270,13 +271,7 @@ pub async fn drive(
     let deadline_from = if opts.restart.is_some() {
         Some(store::now())
     } else if wf.timeout.is_some() && last_run > 0 {
-        store
-            .runs(id)
-            .await?
-            .into_iter()
-            .rev()
-            .find(|r| r.restart_from.is_some())
-            .map(|r| r.started_at)
+        advice::deadline_start(&store.runs(id).await?).cloned()
     } else {
         None
     };
@@ -530,8 +525,14 @@ pub async fn pinned_workflow(
 }
 
 /// Whether `inst` may be driven with `opts` (completed and canceled instances
-/// never; failed ones only with `--retry-failed`).
-fn check_resumable(inst: &store::InstanceRow, opts: &RunOptions) -> Result<(), EngineError> {
+/// never; failed ones only with `--retry-failed`, and not once the
+/// workflow's `timeout` passed: the run would time out at once). A refusal
+/// of a failed instance says what can change its result ([`advice`]).
+async fn check_resumable(
+    store: &Store,
+    inst: &store::InstanceRow,
+    opts: &RunOptions,
+) -> Result<(), EngineError> {
     let id = &inst.id;
     if opts.restart.is_some() {
         return Ok(restart::check_ended(id, &inst.status)?);
@@ -546,13 +547,21 @@ fn check_resumable(inst: &store::InstanceRow, opts: &RunOptions) -> Result<(), E
         "failed" if opts.cancel => Err(EngineError::NotResumable(format!(
             "instance {id} already failed; there is nothing to cancel"
         ))),
-        "failed" if !opts.retry_failed => Err(EngineError::NotResumable(format!(
-            "instance {id} failed{}; resume it with --retry-failed to give failed steps a fresh attempt budget",
-            inst.error
-                .as_deref()
-                .map(|e| format!(" ({e})"))
-                .unwrap_or_default()
-        ))),
+        "failed" => {
+            let remedy = advice::remedy_of(store, inst).await?;
+            let refused = !opts.retry_failed || matches!(remedy, Remedy::DeadlinePassed { .. });
+            if !refused {
+                return Ok(());
+            }
+            Err(EngineError::NotResumable(format!(
+                "instance {id} failed{}; {}",
+                inst.error
+                    .as_deref()
+                    .map(|e| format!(" ({e})"))
+                    .unwrap_or_default(),
+                remedy.advice(&id[..id.len().min(12)], &inst.workflow_path)
+            )))
+        }
         _ => Ok(()),
     }
 }

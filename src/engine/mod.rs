@@ -3,9 +3,10 @@
 //! and `http` are the step executors (the side effects), `context` builds what
 //! `${{ }}` expressions see, `lease` keeps two processes from driving the
 //! same instance at once (fencing the one that lost it), `procs` ends what a
-//! crashed attempt left running, and `restart` decides what `wf restart`
-//! runs again.
+//! crashed attempt left running, `restart` decides what `wf restart`
+//! runs again, and `advice` what can change a failed instance's result.
 
+pub mod advice;
 pub mod context;
 pub mod drive;
 pub mod fire;
