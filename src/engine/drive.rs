@@ -40,7 +40,9 @@ pub async fn drive(
     if !claimed {
         let inst = store.instance(id).await?;
         check_resumable(store, &inst, &opts).await?;
-        wf = Some(workflow_of(store, &inst, &opts).await?);
+        let pinned = workflow_of(store, &inst, &opts).await?;
+        super::check_secrets(&pinned)?;
+        wf = Some(pinned);
     }
 
     // Take the lease (raising the epoch: whoever held it can write no more),
@@ -72,6 +74,37 @@ pub async fn drive(
             }
         },
     };
+    // Claimed (by a worker: `wf run` checked the secrets before it created
+    // the instance) without a secret it needs.
+    if let Some(name) = super::missing_secret(&wf) {
+        if history.last_run > 0 {
+            // It ran elsewhere: left as it is, for a process that has the secret.
+            store.release(&fence).await?;
+            return Err(super::unset_secret(name));
+        }
+        // Nothing of it ran (a scheduled or detached instance): it fails,
+        // so that it does not stay due (nor hold its schedule's `overlap`)
+        // forever.
+        let why = format!(
+            "secret `{name}` is not set in the environment of the worker that claimed it ({owner}): export {name} where `wf worker` runs; `wf resume {} --retry-failed` then runs the instance",
+            &id[..id.len().min(12)]
+        );
+        store
+            .commit(
+                &fence,
+                &[
+                    Write::Status {
+                        status: "failed".into(),
+                        wake_at: None,
+                        waiting_event: None,
+                        error: Some(why.clone()),
+                    },
+                    Write::Release,
+                ],
+            )
+            .await?;
+        return Ok(RunOutcome::Failed(why));
+    }
     // What a restart resets, decided on the history read under the lease.
     let restart_plan = match &opts.restart {
         Some(from) => match restart::fill_patches(store, id, &mut history.steps)
@@ -492,7 +525,7 @@ pub(super) fn ended_spans(
 }
 
 /// The workflow `inst` runs: the caller's when it is the pinned one, else
-/// the pinned definition; its secrets must be set.
+/// the pinned definition.
 async fn workflow_of(
     store: &Store,
     inst: &store::InstanceRow,
@@ -502,7 +535,6 @@ async fn workflow_of(
         Some(wf) if wf.hash == inst.definition_hash => wf.clone(),
         _ => Arc::new(pinned_workflow(store, inst).await?),
     };
-    super::check_secrets(&wf)?;
     Ok(wf)
 }
 
