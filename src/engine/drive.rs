@@ -428,19 +428,6 @@ async fn close_run(
             return Err(e);
         }
     };
-    // A completed instance's result is rendered now, from its final state
-    // and step outputs; one that cannot be rendered fails the instance.
-    let outcome = match outcome {
-        RunOutcome::Completed => match runner.render_outputs() {
-            Ok(Some(v)) => {
-                runner.writes.push(Write::Outputs(v));
-                RunOutcome::Completed
-            }
-            Ok(None) => RunOutcome::Completed,
-            Err(e) => RunOutcome::Failed(format!("`outputs`: {e}")),
-        },
-        other => other,
-    };
     let failure = match &outcome {
         RunOutcome::Failed(reason) => Some(reason.as_str()),
         _ => None,

@@ -625,6 +625,22 @@ impl<'o> Runner<'o> {
 
             if self.running.is_empty() && self.tasks.is_empty() {
                 if let Some(outcome) = self.final_outcome() {
+                    // A completed instance's result is rendered now, from its
+                    // final state and step outputs. One that cannot be
+                    // rendered fails the instance as a failed step does: the
+                    // compensations of its completed steps run first.
+                    if outcome == RunOutcome::Completed {
+                        match self.render_outputs() {
+                            Ok(Some(v)) => self.writes.push(Write::Outputs(v)),
+                            Ok(None) => {}
+                            Err(e) => {
+                                let why = self.redactor.text(&format!("`outputs`: {e}"));
+                                self.observer.message(&format!("{why}: the workflow fails"));
+                                self.failed = Some(why);
+                                continue;
+                            }
+                        }
+                    }
                     return Ok(outcome);
                 }
                 // Only timers and events left. Short waits happen here; an
