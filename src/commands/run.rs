@@ -188,18 +188,19 @@ pub async fn summarize(printer: &Printer, store: &crate::store::Store, id: &str,
             .map_or(0, |ids| ids.len()),
         Err(_) => 0,
     };
-    let (mut ok, mut failed, mut skipped) = (0, 0, 0);
+    let (mut ok, mut failed, mut canceled, mut skipped) = (0, 0, 0, 0);
     for s in steps.iter().filter(|s| !s.key.contains(['[', ':'])) {
         match s.status.as_str() {
             "completed" => ok += 1,
-            "failed" | "canceled" => failed += 1,
+            "failed" => failed += 1,
+            "canceled" => canceled += 1,
             "skipped" => skipped += 1,
             _ => {}
         }
     }
-    let not_run = total.saturating_sub(ok + failed + skipped);
+    let not_run = total.saturating_sub(ok + failed + canceled + skipped);
     printer.info(&format!(
-        "run took {}: {ok} step(s) ok, {failed} failed, {skipped} skipped, {not_run} not run",
+        "run took {}: {ok} step(s) ok, {failed} failed, {canceled} canceled, {skipped} skipped, {not_run} not run",
         crate::workflow::duration::human(took)
     ));
 }
