@@ -146,10 +146,12 @@ pub async fn run(args: Args, store: &Store, printer: &Printer) -> anyhow::Result
                 Cell::new(a.attempt),
                 Cell::new(a.run),
                 printer.status_cell(a.outcome.as_deref().unwrap_or("running")),
-                Cell::new(match (&a.error_type, &a.error_message) {
-                    (Some(t), Some(m)) => super::cut(&format!("{t}: {m}"), 24),
-                    (Some(t), None) => t.clone(),
-                    _ => "-".into(),
+                Cell::new(match &a.error_type {
+                    Some(t) => super::cut(
+                        &crate::printer::error_text(t, a.error_message.as_deref()),
+                        24,
+                    ),
+                    None => "-".into(),
                 }),
                 Cell::new(printer.when(&a.started_at)),
                 Cell::new(duration(Some(&a.started_at), a.finished_at.as_deref())),
