@@ -435,13 +435,12 @@ impl Observer for Progress {
             "interrupted" => self.paint("interrupted", "33"),
             other => self.paint(other, "31"),
         };
-        // `interrupted: interrupted` says it once.
         let detail = error
             .map(|e| {
-                if e.message == e.error_type || e.message == outcome {
+                if e.message == outcome {
                     format!("  {}", e.error_type)
                 } else {
-                    format!("  {}: {}", e.error_type, e.message)
+                    format!("  {}", error_text(&e.error_type, Some(&e.message)))
                 }
             })
             .filter(|d| d.trim() != outcome)
@@ -517,4 +516,13 @@ fn eline(text: &str) {
     line.push_str(text);
     line.push('\n');
     let _ = std::io::stderr().lock().write_all(line.as_bytes());
+}
+
+/// An error as `type: message`, or the type alone when the message only
+/// says it again (`interrupted: interrupted` says it once) or there is none.
+pub fn error_text(error_type: &str, message: Option<&str>) -> String {
+    match message {
+        Some(m) if m != error_type && !m.is_empty() => format!("{error_type}: {m}"),
+        _ => error_type.to_string(),
+    }
 }

@@ -44,7 +44,7 @@ pub async fn run(args: Args, db: Option<PathBuf>, printer: &Printer) -> anyhow::
     progress.finish();
     match outcome {
         Ok(outcome) => {
-            report(printer, &id, &outcome, args.json);
+            report(printer, &id, &outcome, args.json, None);
             Ok(ExitStatus::Success)
         }
         Err(EngineError::Held { holder, .. }) => {

@@ -182,10 +182,10 @@ const MIN_ERROR_WIDTH: usize = 16;
 /// on 80 columns), RUN and STARTED are left out, then the errors move under
 /// the table (one letter per line helps nobody).
 fn print_attempts(printer: &Printer, attempts: &[AttemptRow]) {
-    let error = |a: &AttemptRow| match (&a.error_type, &a.error_message) {
-        (Some(t), Some(m)) if m != t => Some(format!("{t}: {m}")),
-        (Some(t), _) => Some(t.clone()),
-        _ => None,
+    let error = |a: &AttemptRow| {
+        a.error_type
+            .as_deref()
+            .map(|t| crate::printer::error_text(t, a.error_message.as_deref()))
     };
     // The exit code is in the error type (`exit.9`) and in --json.
     let rows: Vec<Vec<Cell>> = attempts

@@ -6,7 +6,7 @@
 
 use super::{
     display_status,
-    run::{Ending, report},
+    run::{Ending, finish},
 };
 use crate::engine::{self, EngineError, RunOptions, restart};
 use crate::exit::{ExitStatus, UsageError};
@@ -80,6 +80,13 @@ pub async fn run(args: Args, db: Option<PathBuf>, printer: &Printer) -> anyhow::
     let outcome = engine::drive::drive(&mut store, &target, opts, &progress).await;
     progress.finish();
     let outcome = outcome?;
-    super::run::summarize(printer, &store, &target, started.elapsed()).await;
-    Ok(report(printer, &target, &outcome, args.ending.json))
+    Ok(finish(
+        printer,
+        &store,
+        &target,
+        &outcome,
+        started.elapsed(),
+        args.ending.json,
+    )
+    .await)
 }

@@ -1,7 +1,7 @@
 //! `wf resume ID`: continue an interrupted, sleeping or waiting instance from
 //! its history, running its pinned definition.
 
-use super::run::{Ending, report};
+use super::run::{Ending, finish};
 use crate::engine::{self, RunOptions};
 use crate::exit::ExitStatus;
 use crate::printer::Printer;
@@ -55,10 +55,15 @@ pub async fn run(args: Args, db: Option<PathBuf>, printer: &Printer) -> anyhow::
     let outcome = engine::drive::drive(&mut store, &id, opts, &progress).await;
     progress.finish();
     match outcome {
-        Ok(outcome) => {
-            super::run::summarize(printer, &store, &id, started.elapsed()).await;
-            Ok(report(printer, &id, &outcome, args.ending.json))
-        }
+        Ok(outcome) => Ok(finish(
+            printer,
+            &store,
+            &id,
+            &outcome,
+            started.elapsed(),
+            args.ending.json,
+        )
+        .await),
         // Completed already, or by another process while we waited for the lease.
         Err(engine::EngineError::NotResumable(_))
             if store.instance(&id).await?.status == "completed" =>

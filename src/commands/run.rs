@@ -95,8 +95,42 @@ pub async fn run(args: Args, db: Option<PathBuf>, printer: &Printer) -> anyhow::
             )
         })
     })?;
-    summarize(printer, &store, &id, started.elapsed()).await;
-    Ok(report(printer, &id, &outcome, args.ending.json))
+    Ok(finish(
+        printer,
+        &store,
+        &id,
+        &outcome,
+        started.elapsed(),
+        args.ending.json,
+    )
+    .await)
+}
+
+/// How `run`, `resume` and `restart` end: the summary line, then how the
+/// run ended (a failure with what can change its result), and the exit
+/// status.
+pub async fn finish(
+    printer: &Printer,
+    store: &crate::store::Store,
+    id: &str,
+    outcome: &RunOutcome,
+    took: Duration,
+    json: bool,
+) -> ExitStatus {
+    summarize(printer, store, id, took).await;
+    let advice = match outcome {
+        RunOutcome::Failed(_) if !json => failure_advice(store, id).await,
+        _ => None,
+    };
+    report(printer, id, outcome, json, advice.as_deref())
+}
+
+/// What can change the result of failed instance `id` (`engine::advice`);
+/// `None` if it cannot be read.
+async fn failure_advice(store: &crate::store::Store, id: &str) -> Option<String> {
+    let inst = store.instance(id).await.ok()?;
+    let remedy = engine::advice::remedy_of(store, &inst).await.ok()?;
+    Some(remedy.advice(super::short_id(id), &inst.workflow_path))
 }
 
 /// `e`, with `what` said first when it is the database out of reach (exit
@@ -154,24 +188,32 @@ pub async fn summarize(printer: &Printer, store: &crate::store::Store, id: &str,
             .map_or(0, |ids| ids.len()),
         Err(_) => 0,
     };
-    let (mut ok, mut failed, mut skipped) = (0, 0, 0);
+    let (mut ok, mut failed, mut canceled, mut skipped) = (0, 0, 0, 0);
     for s in steps.iter().filter(|s| !s.key.contains(['[', ':'])) {
         match s.status.as_str() {
             "completed" => ok += 1,
-            "failed" | "canceled" => failed += 1,
+            "failed" => failed += 1,
+            "canceled" => canceled += 1,
             "skipped" => skipped += 1,
             _ => {}
         }
     }
-    let not_run = total.saturating_sub(ok + failed + skipped);
+    let not_run = total.saturating_sub(ok + failed + canceled + skipped);
     printer.info(&format!(
-        "run took {}: {ok} step(s) ok, {failed} failed, {skipped} skipped, {not_run} not run",
+        "run took {}: {ok} step(s) ok, {failed} failed, {canceled} canceled, {skipped} skipped, {not_run} not run",
         crate::workflow::duration::human(took)
     ));
 }
 
-/// Prints how a run ended and returns the matching exit status.
-pub fn report(printer: &Printer, id: &str, outcome: &RunOutcome, json: bool) -> ExitStatus {
+/// Prints how a run ended (a failure followed by `advice`, what to do
+/// about it) and returns the matching exit status.
+pub fn report(
+    printer: &Printer,
+    id: &str,
+    outcome: &RunOutcome,
+    json: bool,
+    advice: Option<&str>,
+) -> ExitStatus {
     let status = outcome_status(outcome);
     if json {
         printer.json(&json!({ "id": id, "status": outcome.as_str(), "exit_code": status.code() }));
@@ -180,9 +222,10 @@ pub fn report(printer: &Printer, id: &str, outcome: &RunOutcome, json: bool) -> 
     let short = &id[..id.len().min(12)];
     let line = match outcome {
         RunOutcome::Completed => format!("instance {id} completed"),
-        RunOutcome::Failed(reason) => format!(
-            "instance {id} failed: {reason}\nsee the output with `wf logs {short}`; give the failed steps a fresh attempt budget with `wf resume {short} --retry-failed`"
-        ),
+        RunOutcome::Failed(reason) => match advice {
+            Some(advice) => format!("instance {id} failed: {reason}\n{advice}"),
+            None => format!("instance {id} failed: {reason}"),
+        },
         RunOutcome::Sleeping(wake) => {
             format!(
                 "instance {id} sleeping until {wake}; continue with `wf resume {short}` (or `wf worker`)"

@@ -47,6 +47,25 @@ pub async fn run(args: Args, db: Option<PathBuf>, printer: &Printer) -> anyhow::
             let wf = Workflow::load(&file)?;
             let mut store = super::open(db).await?;
             let rows = fire::register(&mut store, &wf, &file).await?;
+            if !wf.secrets.is_empty() {
+                let unset: Vec<&str> = wf
+                    .secrets
+                    .iter()
+                    .filter(|s| std::env::var_os(s).is_none())
+                    .map(String::as_str)
+                    .collect();
+                printer.info(&format!(
+                    "note: its instances read the secret{} {} from the environment of `wf worker`: export {} where the worker runs (an instance started without one fails){}",
+                    if wf.secrets.len() == 1 { "" } else { "s" },
+                    wf.secrets.iter().map(|s| format!("`{s}`")).collect::<Vec<_>>().join(", "),
+                    if wf.secrets.len() == 1 { "it" } else { "them" },
+                    if unset.is_empty() {
+                        String::new()
+                    } else {
+                        format!("; not set here: {}", unset.join(", "))
+                    }
+                ));
+            }
             if json {
                 let items = entries(&store, &rows).await?;
                 printer.json(&json!({ "workflow": wf.name, "schedules": items }));

@@ -4,6 +4,7 @@
 //! [`Runner`] drive it, close it, export its spans, release the lease. Every
 //! write here is a batch of [`Write`]s committed under the fence.
 
+use super::advice::{self, Remedy};
 use super::lease::{self, Heartbeat};
 use super::redact::Redactor;
 use super::runner::{COMPENSATE_SUFFIX, RunOptions, RunOutcome, RunStart, Runner, Stop};
@@ -38,8 +39,10 @@ pub async fn drive(
     let mut wf = None;
     if !claimed {
         let inst = store.instance(id).await?;
-        check_resumable(&inst, &opts)?;
-        wf = Some(workflow_of(store, &inst, &opts).await?);
+        check_resumable(store, &inst, &opts).await?;
+        let pinned = workflow_of(store, &inst, &opts).await?;
+        super::check_secrets(&pinned)?;
+        wf = Some(pinned);
     }
 
     // Take the lease (raising the epoch: whoever held it can write no more),
@@ -57,7 +60,7 @@ pub async fn drive(
         }
     };
     // Again under the lease: another process may have finished it meanwhile.
-    if let Err(e) = check_resumable(&history.instance, &opts) {
+    if let Err(e) = check_resumable(store, &history.instance, &opts).await {
         store.release(&fence).await?;
         return Err(e);
     }
@@ -71,6 +74,37 @@ pub async fn drive(
             }
         },
     };
+    // Claimed (by a worker: `wf run` checked the secrets before it created
+    // the instance) without a secret it needs.
+    if let Some(name) = super::missing_secret(&wf) {
+        if history.last_run > 0 {
+            // It ran elsewhere: left as it is, for a process that has the secret.
+            store.release(&fence).await?;
+            return Err(super::unset_secret(name));
+        }
+        // Nothing of it ran (a scheduled or detached instance): it fails,
+        // so that it does not stay due (nor hold its schedule's `overlap`)
+        // forever.
+        let why = format!(
+            "secret `{name}` is not set in the environment of the worker that claimed it ({owner}): export {name} where `wf worker` runs; `wf resume {} --retry-failed` then runs the instance",
+            &id[..id.len().min(12)]
+        );
+        store
+            .commit(
+                &fence,
+                &[
+                    Write::Status {
+                        status: "failed".into(),
+                        wake_at: None,
+                        waiting_event: None,
+                        error: Some(why.clone()),
+                    },
+                    Write::Release,
+                ],
+            )
+            .await?;
+        return Ok(RunOutcome::Failed(why));
+    }
     // What a restart resets, decided on the history read under the lease.
     let mut retry_note = None;
     let restart_plan = match &opts.restart {
@@ -306,13 +340,7 @@ pub async fn drive(
     let deadline_from = if opts.restart.is_some() {
         Some(store::now())
     } else if wf.timeout.is_some() && last_run > 0 {
-        store
-            .runs(id)
-            .await?
-            .into_iter()
-            .rev()
-            .find(|r| r.restart_from.is_some())
-            .map(|r| r.started_at)
+        advice::deadline_start(&store.runs(id).await?).cloned()
     } else {
         None
     };
@@ -439,19 +467,6 @@ async fn close_run(
             return Err(e);
         }
     };
-    // A completed instance's result is rendered now, from its final state
-    // and step outputs; one that cannot be rendered fails the instance.
-    let outcome = match outcome {
-        RunOutcome::Completed => match runner.render_outputs() {
-            Ok(Some(v)) => {
-                runner.writes.push(Write::Outputs(v));
-                RunOutcome::Completed
-            }
-            Ok(None) => RunOutcome::Completed,
-            Err(e) => RunOutcome::Failed(format!("`outputs`: {e}")),
-        },
-        other => other,
-    };
     let failure = match &outcome {
         RunOutcome::Failed(reason) => Some(reason.as_str()),
         _ => None,
@@ -536,7 +551,7 @@ pub(super) fn ended_spans(
 }
 
 /// The workflow `inst` runs: the caller's when it is the pinned one, else
-/// the pinned definition; its secrets must be set.
+/// the pinned definition.
 async fn workflow_of(
     store: &Store,
     inst: &store::InstanceRow,
@@ -546,7 +561,6 @@ async fn workflow_of(
         Some(wf) if wf.hash == inst.definition_hash => wf.clone(),
         _ => Arc::new(pinned_workflow(store, inst).await?),
     };
-    super::check_secrets(&wf)?;
     Ok(wf)
 }
 
@@ -569,8 +583,14 @@ pub async fn pinned_workflow(
 }
 
 /// Whether `inst` may be driven with `opts` (completed and canceled instances
-/// never; failed ones only with `--retry-failed`).
-fn check_resumable(inst: &store::InstanceRow, opts: &RunOptions) -> Result<(), EngineError> {
+/// never; failed ones only with `--retry-failed`, and not once the
+/// workflow's `timeout` passed: the run would time out at once). A refusal
+/// of a failed instance says what can change its result ([`advice`]).
+async fn check_resumable(
+    store: &Store,
+    inst: &store::InstanceRow,
+    opts: &RunOptions,
+) -> Result<(), EngineError> {
     let id = &inst.id;
     if opts.restart.is_some() {
         return Ok(restart::check_ended(id, &inst.status)?);
@@ -585,13 +605,21 @@ fn check_resumable(inst: &store::InstanceRow, opts: &RunOptions) -> Result<(), E
         "failed" if opts.cancel => Err(EngineError::NotResumable(format!(
             "instance {id} already failed; there is nothing to cancel"
         ))),
-        "failed" if !opts.retry_failed => Err(EngineError::NotResumable(format!(
-            "instance {id} failed{}; resume it with --retry-failed to give failed steps a fresh attempt budget",
-            inst.error
-                .as_deref()
-                .map(|e| format!(" ({e})"))
-                .unwrap_or_default()
-        ))),
+        "failed" => {
+            let remedy = advice::remedy_of(store, inst).await?;
+            let refused = !opts.retry_failed || matches!(remedy, Remedy::DeadlinePassed { .. });
+            if !refused {
+                return Ok(());
+            }
+            Err(EngineError::NotResumable(format!(
+                "instance {id} failed{}; {}",
+                inst.error
+                    .as_deref()
+                    .map(|e| format!(" ({e})"))
+                    .unwrap_or_default(),
+                remedy.advice(&id[..id.len().min(12)], &inst.workflow_path)
+            )))
+        }
         _ => Ok(()),
     }
 }

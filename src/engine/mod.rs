@@ -3,9 +3,10 @@
 //! and `http` are the step executors (the side effects), `context` builds what
 //! `${{ }}` expressions see, `lease` keeps two processes from driving the
 //! same instance at once (fencing the one that lost it), `procs` ends what a
-//! crashed attempt left running, and `restart` decides what `wf restart`
-//! runs again.
+//! crashed attempt left running, `restart` decides what `wf restart`
+//! runs again, and `advice` what can change a failed instance's result.
 
+pub mod advice;
 pub mod context;
 pub mod drive;
 pub mod fire;
@@ -204,14 +205,25 @@ pub fn resolve_inputs(wf: &Workflow, given: Map<String, Value>) -> Result<Value,
 
 /// Checks that every secret the workflow names is set in our environment.
 pub fn check_secrets(wf: &Workflow) -> Result<(), EngineError> {
-    for name in &wf.secrets {
-        if std::env::var_os(name).is_none() {
-            return Err(EngineError::Input(format!(
-                "secret `{name}` is not set: export {name} in the environment of wf"
-            )));
-        }
+    match missing_secret(wf) {
+        Some(name) => Err(unset_secret(name)),
+        None => Ok(()),
     }
-    Ok(())
+}
+
+/// The error of a secret not set in our environment.
+pub fn unset_secret(name: &str) -> EngineError {
+    EngineError::Input(format!(
+        "secret `{name}` is not set: export {name} in the environment of wf"
+    ))
+}
+
+/// The first secret the workflow names that is not set in our environment.
+pub fn missing_secret(wf: &Workflow) -> Option<&str> {
+    wf.secrets
+        .iter()
+        .find(|name| std::env::var_os(name).is_none())
+        .map(String::as_str)
 }
 
 /// Checks an instance id given by the user (`--id`, `--as`).

@@ -1337,6 +1337,43 @@ fn sigterm_interrupts_the_run_and_leaves_it_resumable() {
 }
 
 #[test]
+fn an_interrupted_attempt_is_shown_interrupted_once() {
+    let t = Test::new();
+    let yaml = format!(
+        "name: stop\nsteps:\n  - id: block\n    run: '{}'\n",
+        blocking_step("started")
+    );
+    let path = t.write("wf.yaml", &yaml);
+    let runner = spawn(&t, &["run", path.to_str().unwrap(), "--id", "stop"]);
+    eventually("the step to start", || t.path().join("started").exists());
+    runner.signal("INT");
+    let ran = runner.finish();
+    ran.code(130);
+    assert!(
+        !ran.stderr.contains("interrupted: interrupted"),
+        "{}",
+        ran.stderr
+    );
+    let shown = t
+        .wf(&["inspect", "stop", "--attempts"])
+        .code(0)
+        .stdout
+        .clone();
+    // The attempts table: the row after its header.
+    let row = shown
+        .lines()
+        .skip_while(|l| !l.contains(" TRY "))
+        .nth(1)
+        .unwrap_or_else(|| panic!("no attempt row:\n{shown}"));
+    assert_eq!(
+        row.matches("interrupted").count(),
+        2,
+        "outcome and error: {row}"
+    );
+    assert!(!shown.contains("interrupted: interrupted"), "{shown}");
+}
+
+#[test]
 fn a_signal_during_an_inline_sleep_stops_the_run_and_leaves_it_sleeping() {
     let t = Test::new();
     let path = t.write(

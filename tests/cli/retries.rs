@@ -656,3 +656,91 @@ steps:
         "{flaky:#}"
     );
 }
+
+// ------------------------------------------------- what a failure advises
+
+/// `wf run FILE --id ID` without `--json`: the lines saying how it ended.
+fn run_plain(t: &Test, yaml: &str, id: &str) -> crate::Ran {
+    let path = t.write(&format!("{id}.yaml"), yaml);
+    t.wf(&["run", path.to_str().unwrap(), "--id", id])
+}
+
+#[test]
+fn a_failure_advises_retry_failed_only_when_a_retry_can_change_the_result() {
+    let t = Test::new();
+    // A step's exit code: a new attempt may not repeat it.
+    let ran = run_plain(
+        &t,
+        "name: exits\nsteps:\n  - id: a\n    run: exit 3\n",
+        "exits",
+    );
+    ran.code(1);
+    assert!(
+        ran.stdout.contains("`wf resume exits --retry-failed`"),
+        "{}",
+        ran.stdout
+    );
+
+    // An expression of the pinned definition: a resume evaluates it the same way.
+    let ran = run_plain(
+        &t,
+        r#"
+name: expr
+steps:
+  - id: a
+    run: echo not-json
+  - id: b
+    run: echo "${{ fromJSON(steps.a.output.stdout).x }}"
+"#,
+        "expr",
+    );
+    ran.code(1);
+    assert!(!ran.stdout.contains("--retry-failed"), "{}", ran.stdout);
+    assert!(
+        ran.stdout.contains("fix the workflow") && ran.stdout.contains("`wf run "),
+        "{}",
+        ran.stdout
+    );
+    let refused = t.wf(&["resume", "expr"]);
+    refused.code(1);
+    assert!(
+        !refused.stderr.contains("--retry-failed") && refused.stderr.contains("fix the workflow"),
+        "{}",
+        refused.stderr
+    );
+}
+
+#[test]
+fn a_passed_workflow_timeout_advises_a_restart_and_retry_failed_refuses() {
+    let t = Test::new();
+    let ran = run_plain(
+        &t,
+        "name: late\ntimeout: 1s\nsteps:\n  - id: a\n    run: 'true'\n  \
+         - id: slow\n    needs: [a]\n    run: sleep 30\n",
+        "late",
+    );
+    ran.code(1);
+    assert!(!ran.stdout.contains("--retry-failed"), "{}", ran.stdout);
+    assert!(
+        ran.stdout.contains("deadline") && ran.stdout.contains("`wf restart late --from slow`"),
+        "{}",
+        ran.stdout
+    );
+    // A resume would time out at once: refused, with nothing recorded.
+    let before = t.inspect("late");
+    let refused = t.wf(&["resume", "late", "--retry-failed"]);
+    refused.code(1);
+    assert!(
+        refused.stderr.contains("deadline")
+            && refused.stderr.contains("`wf restart late --from slow`"),
+        "{}",
+        refused.stderr
+    );
+    let after = t.inspect("late");
+    assert_eq!(after["runs"], before["runs"], "no run was started");
+    assert_eq!(after["steps"], before["steps"], "no step was reset");
+    // The restart it names runs (under a fresh timeout, which `slow` outlasts again).
+    let restarted = t.wf(&["restart", "late", "--from", "slow"]);
+    assert_eq!(restarted.code, 1, "{}", restarted.stderr);
+    assert_eq!(t.inspect("late")["runs"].as_array().unwrap().len(), 2);
+}

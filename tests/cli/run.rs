@@ -618,7 +618,35 @@ steps:
         .find(|l| l.starts_with("run took "))
         .unwrap_or_else(|| panic!("no summary line:\n{}", ran.stderr));
     assert!(
-        summary.ends_with(": 2 step(s) ok, 0 failed, 1 skipped, 0 not run"),
+        summary.ends_with(": 2 step(s) ok, 0 failed, 0 canceled, 1 skipped, 0 not run"),
+        "{summary}"
+    );
+}
+
+/// The summary line of a run's stderr.
+fn summary_line(stderr: &str) -> &str {
+    stderr
+        .lines()
+        .find(|l| l.starts_with("run took "))
+        .unwrap_or_else(|| panic!("no summary line:\n{stderr}"))
+}
+
+#[test]
+fn the_summary_counts_a_canceled_step_apart_from_failed_ones() {
+    let t = Test::new();
+    // The workflow's timeout ends the sleeping step `canceled`; none failed.
+    let (id, ran) = t.run_yaml(
+        "cut.yaml",
+        "name: cut\ntimeout: 1s\nsteps:\n  - id: first\n    run: 'true'\n  \
+         - id: nap\n    needs: [first]\n    sleep: 1h\n  \
+         - id: after\n    needs: [nap]\n    run: 'true'\n",
+        &[],
+    );
+    ran.code(1);
+    assert_eq!(Test::step(&t.inspect(&id), "nap")["status"], "canceled");
+    let summary = summary_line(&ran.stderr);
+    assert!(
+        summary.ends_with(": 1 step(s) ok, 0 failed, 1 canceled, 0 skipped, 1 not run"),
         "{summary}"
     );
 }

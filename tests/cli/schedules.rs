@@ -588,3 +588,57 @@ fn a_fire_time_started_before_is_skipped_never_an_error() {
     sweep(&t);
     assert!(fires(&t).len() > after.len());
 }
+
+#[test]
+fn a_scheduled_instance_whose_secret_the_worker_lacks_fails_and_blocks_nothing() {
+    let t = Test::new();
+    let secret = "WF_TEST_SCHEDULED_TOKEN";
+    let wf = t.write(
+        "secretive.yaml",
+        &format!(
+            "name: secretive\nsecrets: [{secret}]\non:\n  schedule:\n    - every: 1s\n      \
+             overlap: skip\nsteps:\n  - id: use\n    run: echo \"${{{{ secrets.{secret} }}}}\" > used.txt\n"
+        ),
+    );
+    // Registering says what the worker's environment will need.
+    let added = t.wf(&["schedule", "add", wf.to_str().unwrap()]);
+    added.code(0);
+    assert!(
+        added.stderr.contains(&format!("`{secret}`")) && added.stderr.contains("`wf worker`"),
+        "{}",
+        added.stderr
+    );
+
+    // The worker lacks it: the instance fails, naming it, with nothing run.
+    until_due(&t);
+    sweep(&t);
+    let first = list(&t);
+    assert_eq!(first.len(), 1, "{first:?}");
+    let id = first[0]["id"].as_str().unwrap().to_string();
+    let i = t.inspect(&id);
+    assert_eq!(i["status"], "failed", "{i:#}");
+    let error = i["error"].as_str().unwrap_or_default();
+    assert!(
+        error.contains(&format!("secret `{secret}` is not set")) && error.contains("worker"),
+        "{i:#}"
+    );
+    assert_eq!(t.read("used.txt"), "");
+
+    // The next fire time is not skipped behind it (`overlap: skip`).
+    until_due(&t);
+    let log = sweep(&t);
+    assert!(!log.contains("still open"), "{log}");
+    assert_eq!(list(&t).len(), 2, "{log}");
+
+    // Where the secret is set, it runs.
+    let resumed = crate::Ran::from(
+        t.cmd()
+            .env(secret, "s3cret")
+            .args(["resume", &id, "--retry-failed"])
+            .output()
+            .unwrap(),
+    );
+    resumed.code(0);
+    assert_eq!(t.read("used.txt"), "s3cret\n");
+    assert_eq!(t.inspect(&id)["status"], "completed");
+}

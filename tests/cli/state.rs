@@ -402,3 +402,46 @@ steps:
     let bad = t.write("bad.yaml", "name: b\noutputs: { x: \"${{ steps.nope.output }}\" }\nsteps:\n  - id: a\n    run: 'true'\n");
     t.wf(&["validate", bad.to_str().unwrap()]).code(2);
 }
+
+#[test]
+fn outputs_that_cannot_be_rendered_fail_the_instance_after_its_compensations() {
+    let t = Test::new();
+    let path = t.write(
+        "o.yaml",
+        r#"
+name: unrenderable
+outputs:
+  x: "${{ fromJSON(steps.a.output.stdout) }}"
+steps:
+  - id: a
+    run: echo not-json; echo a >> ledger.log
+    compensate: { run: echo undo-a >> ledger.log }
+  - id: b
+    needs: [a]
+    run: echo b >> ledger.log
+    compensate: { run: echo undo-b >> ledger.log }
+"#,
+    );
+    let ran = t.wf(&["run", path.to_str().unwrap(), "--id", "o"]);
+    ran.code(1);
+    // As after a failed step: the completed steps are compensated, newest first.
+    assert_eq!(
+        t.read("ledger.log").lines().collect::<Vec<_>>(),
+        ["a", "b", "undo-b", "undo-a"]
+    );
+    let i = t.inspect("o");
+    assert_eq!(i["status"], "failed");
+    assert!(
+        i["error"]
+            .as_str()
+            .is_some_and(|e| e.starts_with("`outputs`: ")),
+        "{i:#}"
+    );
+    assert_eq!(Test::step(&i, "b:compensate")["status"], "completed");
+    // No step failed: a fresh attempt budget would change nothing.
+    assert!(!ran.stdout.contains("--retry-failed"), "{}", ran.stdout);
+    assert!(ran.stdout.contains("fix the workflow"), "{}", ran.stdout);
+    let r = t.wf(&["result", "o", "--json"]);
+    r.code(1);
+    assert_eq!(r.json()["outputs"], Value::Null);
+}

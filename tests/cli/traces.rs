@@ -140,9 +140,9 @@ fn trace_tree_shows_the_runs_of_a_retried_step() {
             "└── order-flow/charge-card attempt=1  outcome=retry  ERROR  error.type=user.card_declined",
             "    └── process exit.code=3  ERROR",
             "order-flow/workflow run 2  link -> run 1  outcome=completed",
-            "└── order-flow/charge-card attempt=2  outcome=ok",
-            "    ├── process exit.code=0",
-            "    └── wf.commit",
+            "├── order-flow/charge-card attempt=2  outcome=ok",
+            "│   └── process exit.code=0",
+            "└── wf.commit step=charge-card",
         ],
         "{}",
         ran.stdout
@@ -155,6 +155,20 @@ fn trace_tree_shows_the_runs_of_a_retried_step() {
     assert_eq!(commit["attributes"]["db.system.name"], system, "{commit:#}");
     assert_eq!(commit["attributes"]["db.operation.name"], "COMMIT");
     assert_eq!(commit["attributes"]["workflow.instance.id"], "card1");
+    // A child of the run's root (the commit is the run's), linked to the
+    // attempt it made durable.
+    assert_eq!(commit["parent_span_id"], runs[1]["spans"][0]["span_id"]);
+    let attempt = spans
+        .iter()
+        .find(|s| {
+            s["name"] == "order-flow/charge-card" && s["attributes"]["workflow.step.attempt"] == 2
+        })
+        .expect("attempt 2");
+    assert_eq!(commit["links"][0]["span_id"], attempt["span_id"]);
+    assert_eq!(
+        commit["links"][0]["attributes"]["workflow.step.id"],
+        "charge-card"
+    );
     // JSON carries the same timing.
     let first = &runs[0]["spans"].as_array().unwrap()[0];
     assert!(first["offset_ms"].is_number() && runs[1]["duration_ms"].as_f64().unwrap() > 0.0);
@@ -665,8 +679,9 @@ fn sent_span_ids(got: &Received) -> Vec<String> {
 fn a_long_run_is_exported_in_batches_each_span_once() {
     let t = Test::new();
     let (endpoint, got) = otlp_receiver();
-    // 300 steps: 300 attempt spans, 300 commits and the root, over 512.
-    let steps: String = (0..300)
+    // 520 steps: 520 attempt spans, the commits (one per 128 steps that
+    // settle without a process) and the root, over 512.
+    let steps: String = (0..520)
         .map(|i| format!("  - id: s{i}\n    set_state: {{ n: {i} }}\n"))
         .collect();
     run_flow(
@@ -683,7 +698,7 @@ fn a_long_run_is_exported_in_batches_each_span_once() {
         .iter()
         .map(|s| s["span_id"].as_str().unwrap().to_string())
         .collect();
-    assert_eq!(stored.len(), 601);
+    assert!(stored.len() > 520, "{}", stored.len());
     sent.sort();
     stored.sort();
     assert_eq!(sent, stored);
@@ -1099,4 +1114,92 @@ fn a_set_user_id_program_is_started_after_its_commit_with_one_process_span() {
         parents, attempts,
         "one process span under each attempt: {spans:#?}"
     );
+}
+
+/// Every span of `runs` (one instance's) lies within its parent's interval,
+/// its parent among them; the spans, for a message.
+#[track_caller]
+fn assert_nested(runs: &[Value]) {
+    let spans = all_spans(runs);
+    let by_id: std::collections::HashMap<&str, &Value> = spans
+        .iter()
+        .filter_map(|s| Some((s["span_id"].as_str()?, s)))
+        .collect();
+    let ns = |s: &Value, f: &str| s[f].as_i64().unwrap_or_else(|| panic!("no {f} in {s:#}"));
+    for s in &spans {
+        let Some(parent) = s["parent_span_id"].as_str() else {
+            continue;
+        };
+        let p = by_id
+            .get(parent)
+            .unwrap_or_else(|| panic!("no parent {parent} of {s:#}"));
+        assert!(
+            ns(s, "start_ns") >= ns(p, "start_ns") && ns(s, "end_ns") <= ns(p, "end_ns"),
+            "{} ({} .. {}) is not within its parent {} ({} .. {})",
+            s["name"],
+            s["start_time"],
+            s["end_time"],
+            p["name"],
+            p["start_time"],
+            p["end_time"]
+        );
+    }
+}
+
+#[test]
+fn every_span_lies_within_its_parent() {
+    let t = Test::new();
+    // Parallel and sequential steps, an inline retry, a run suspended by a
+    // sleep and its resume.
+    let ran = run_flow(
+        &t,
+        "nested",
+        r#"
+name: nested
+steps:
+  - id: a
+    run: echo a
+  - id: b
+    run: echo b
+  - id: c
+    needs: [a, b]
+    retry: { max_attempts: 2, interval: 10ms }
+    run: '[ "$WF_ATTEMPT" = 2 ]'
+  - id: nap
+    needs: [c]
+    sleep: 1h
+  - id: d
+    needs: [nap]
+    set_state: { done: true }
+    run: echo d
+"#,
+        &["--inline-wait", "1s"],
+        &[],
+    );
+    ran.code(3);
+    wf(&t, &["resume", "nested", "--now"]).code(0);
+    let runs = trace_json(&t, "nested");
+    assert_eq!(runs.len(), 2);
+    // Commits in both runs (how many depends on what ends together).
+    for run in &runs {
+        assert!(
+            !spans_named(run["spans"].as_array().unwrap(), "wf.commit").is_empty(),
+            "{run:#}"
+        );
+    }
+    assert_nested(&runs);
+
+    // A failure: the compensation's own commit.
+    let ran = run_flow(
+        &t,
+        "undone",
+        "name: undone\nsteps:\n  - id: a\n    run: echo a\n    compensate: { run: echo undo }\n  \
+         - id: boom\n    needs: [a]\n    run: exit 1\n",
+        &[],
+        &[],
+    );
+    ran.code(1);
+    let runs = trace_json(&t, "undone");
+    assert_eq!(spans_named(&all_spans(&runs), "wf.commit").len(), 2);
+    assert_nested(&runs);
 }

@@ -606,7 +606,7 @@ impl<'o> Runner<'o> {
                     self.ctx.set_step_result(&key, "completed", &output);
                 }
                 let span = self.write_attempt_span(&key, attempt, "ok", None)?;
-                self.committing.push(span);
+                self.committing.push((key.clone(), span));
                 self.observer
                     .step_finished(&key, attempt, "ok", None, elapsed);
             }

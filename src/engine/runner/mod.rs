@@ -327,8 +327,9 @@ pub(super) struct Runner<'o> {
     handlers: Vec<usize>,
     /// Attempt spans in flight: unit key -> (span, its id, start ns).
     attempt_spans: HashMap<String, (tracing::Span, String, i64)>,
-    /// Attempts whose success the next commit makes durable (for `wf.commit`).
-    committing: Vec<String>,
+    /// Attempts whose success the next commit makes durable (for `wf.commit`):
+    /// their keys and span ids.
+    committing: Vec<(String, String)>,
     /// This run's claim on the instance: every write checks it.
     pub(super) fence: Fence,
     /// The heartbeat's word that another process took the instance over.
@@ -625,6 +626,22 @@ impl<'o> Runner<'o> {
 
             if self.running.is_empty() && self.tasks.is_empty() {
                 if let Some(outcome) = self.final_outcome() {
+                    // A completed instance's result is rendered now, from its
+                    // final state and step outputs. One that cannot be
+                    // rendered fails the instance as a failed step does: the
+                    // compensations of its completed steps run first.
+                    if outcome == RunOutcome::Completed {
+                        match self.render_outputs() {
+                            Ok(Some(v)) => self.writes.push(Write::Outputs(v)),
+                            Ok(None) => {}
+                            Err(e) => {
+                                let why = self.redactor.text(&format!("`outputs`: {e}"));
+                                self.observer.message(&format!("{why}: the workflow fails"));
+                                self.failed = Some(why);
+                                continue;
+                            }
+                        }
+                    }
                     return Ok(outcome);
                 }
                 // Only timers and events left. Short waits happen here; an

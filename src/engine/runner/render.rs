@@ -192,7 +192,7 @@ impl<'o> Runner<'o> {
 
     /// The workflow's `outputs:`, rendered from the final state and step
     /// outputs, secrets masked; None when it declares none.
-    pub(in crate::engine) fn render_outputs(&mut self) -> Result<Option<Value>, String> {
+    pub(super) fn render_outputs(&mut self) -> Result<Option<Value>, String> {
         let Some(outputs) = self.wf.outputs.clone() else {
             return Ok(None);
         };

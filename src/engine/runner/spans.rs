@@ -1,7 +1,7 @@
 //! The run's spans: its root, one per attempt (started before the attempt
-//! is recorded, so its id can travel with the attempt), `wf.commit` under
-//! the attempts a commit makes durable, and the ended spans turned into
-//! writes with secrets masked.
+//! is recorded, so its id can travel with the attempt), `wf.commit` for a
+//! commit that makes attempts durable (under the root, linked to them), and
+//! the ended spans turned into writes with secrets masked.
 
 use super::*;
 
@@ -16,26 +16,37 @@ impl<'o> Runner<'o> {
         Ok(())
     }
 
-    /// A `wf.commit` span under each attempt the coming commit makes
-    /// durable, its `db.system.name` naming the backend (`sqlite`,
-    /// `postgresql`); they end when the caller drops them, after the commit.
+    /// The `wf.commit` span of the coming commit, when it makes attempts
+    /// durable: a child of the run's root, since the commit is the run's
+    /// (one transaction, made after those attempts ended, and possibly for
+    /// several of them), with a link to each attempt's span (link attribute
+    /// `workflow.step.id`). `db.system.name` names the backend (`sqlite`,
+    /// `postgresql`). It ends when the caller drops it, after the commit.
     pub(super) fn commit_spans(&mut self, postgres: bool) -> Vec<tracing::Span> {
+        let committing = std::mem::take(&mut self.committing);
+        if committing.is_empty() {
+            return Vec::new();
+        }
         let system = if postgres { "postgresql" } else { "sqlite" };
-        std::mem::take(&mut self.committing)
-            .into_iter()
-            .map(|parent| {
-                let span = tracing::info_span!(
-                    parent: None,
-                    "wf.commit",
-                    workflow.name = self.wf.name.as_str(),
-                    workflow.instance.id = self.id.as_str(),
-                    db.system.name = system,
-                    db.operation.name = "COMMIT",
-                );
-                let _ = span.set_parent(recorder::parent_context(&self.trace.0, &parent, false));
-                span
-            })
-            .collect()
+        let span = tracing::info_span!(
+            parent: None,
+            "wf.commit",
+            workflow.name = self.wf.name.as_str(),
+            workflow.instance.id = self.id.as_str(),
+            db.system.name = system,
+            db.operation.name = "COMMIT",
+        );
+        let _ = span.set_parent(recorder::parent_context(
+            &self.trace.0,
+            &self.trace.1,
+            false,
+        ));
+        for (key, attempt_span) in committing {
+            if let Some(sc) = recorder::span_context(&self.trace.0, &attempt_span, false) {
+                span.add_link_with_attributes(sc, vec![KeyValue::new("workflow.step.id", key)]);
+            }
+        }
+        vec![span]
     }
 
     /// Ends the run's root span and stores it with whatever spans are pending.
