@@ -187,6 +187,7 @@ pub async fn drive(
         last_run,
         traces,
         uncounted,
+        unspanned,
         events,
         cancel_requested,
     } = history;
@@ -200,6 +201,7 @@ pub async fn drive(
 
     // Recover whatever a dead (or stalled) predecessor left behind.
     let mut writes = Vec::new();
+    rebuild_spans(id, &wf, &unspanned, &traces, &mut writes);
     recover_crashed(
         id,
         &wf,
@@ -231,6 +233,7 @@ pub async fn drive(
                 ],
                 links,
                 error: "the process running this run died",
+                end_ns: None,
             });
             writes.extend(ended_spans((trace, id, crashed), &wf.name, None, &[]));
         }
@@ -624,6 +627,57 @@ async fn check_resumable(
     }
 }
 
+/// The spans of finished attempts that a predecessor died before storing
+/// (a successful attempt's span is stored by the commit after its result's):
+/// rebuilt from the attempts' rows, with their ids, times and outcomes.
+fn rebuild_spans(
+    id: &str,
+    wf: &Workflow,
+    unspanned: &[store::UnspannedAttempt],
+    traces: &std::collections::BTreeMap<i64, store::RunTrace>,
+    writes: &mut Vec<Write>,
+) {
+    for a in unspanned {
+        let Some((trace, root, _, _)) = traces.get(&a.run) else {
+            continue;
+        };
+        let mut attributes = vec![
+            KeyValue::new("workflow.name", wf.name.clone()),
+            KeyValue::new("workflow.instance.id", id.to_string()),
+            KeyValue::new("workflow.step.id", a.key.clone()),
+            KeyValue::new("workflow.step.attempt", a.attempt),
+            KeyValue::new("workflow.step.outcome", a.outcome.clone()),
+        ];
+        if let Some(t) = &a.error_type {
+            attributes.push(KeyValue::new("error.type", t.clone()));
+        }
+        let error = match (&a.error_type, &a.error_message) {
+            (Some(_), Some(m)) => m.as_str(),
+            (Some(t), None) => t.as_str(),
+            _ => "",
+        };
+        recorder::rebuild(recorder::Rebuilt {
+            trace_id: trace,
+            span_id: &a.span_id,
+            parent: Some(root),
+            name: format!("{}/{}", wf.name, a.key),
+            start_ns: a.started_ns,
+            attributes,
+            links: Vec::new(),
+            error,
+            // Stored to the millisecond: the end of that millisecond, so
+            // that what it did (its process) lies within it.
+            end_ns: a
+                .finished_at
+                .as_deref()
+                .and_then(store::parse_time)
+                .and_then(|t| t.timestamp_nanos_opt())
+                .map(|ns| ns + 999_999),
+        });
+        writes.extend(ended_spans((trace, id, a.run), &wf.name, None, &[]));
+    }
+}
+
 /// Attempts that never got an outcome belong to a process that died (or lost
 /// the instance): they become `crashed` (counted towards `max_attempts`), with
 /// their spans rebuilt, and their unit is retried or fails.
@@ -670,6 +724,7 @@ fn recover_crashed(
                 ],
                 links: Vec::new(),
                 error: message,
+                end_ns: None,
             });
             writes.extend(ended_spans((trace, id, a.run), &wf.name, None, &[]));
         }

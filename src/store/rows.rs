@@ -98,6 +98,8 @@ pub struct History {
     pub last_run: i64,
     pub traces: std::collections::BTreeMap<i64, RunTrace>,
     pub uncounted: Vec<(String, i64)>,
+    /// Finished attempts of abandoned runs whose span was never stored.
+    pub unspanned: Vec<UnspannedAttempt>,
     pub events: Vec<EventRow>,
     /// 0: none; 1: cancel; 2: terminate (see `cancel_requested`).
     pub cancel_requested: i64,
@@ -242,6 +244,23 @@ pub struct OpenAttempt {
     /// Its span's id and start, when it has a span.
     pub span: Option<(String, i64)>,
     pub process: Option<ProcessTag>,
+}
+
+/// A finished attempt of a run that never closed whose span was never
+/// stored: a successful attempt's span is stored by the commit after the
+/// one that made its result durable, and wf may have died in between. The
+/// next run rebuilds the span from this.
+#[derive(Debug, Clone)]
+pub struct UnspannedAttempt {
+    pub key: String,
+    pub attempt: i64,
+    pub run: i64,
+    pub span_id: String,
+    pub started_ns: i64,
+    pub finished_at: Option<String>,
+    pub outcome: String,
+    pub error_type: Option<String>,
+    pub error_message: Option<String>,
 }
 
 /// An attempt's number with its captured stdout and stderr.

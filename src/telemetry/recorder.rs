@@ -193,12 +193,15 @@ pub struct Rebuilt<'a> {
     pub start_ns: i64,
     pub attributes: Vec<KeyValue>,
     pub links: Vec<Link>,
+    /// Its ERROR status message; empty: no error.
     pub error: &'a str,
+    /// When it ended, if known (else now).
+    pub end_ns: Option<i64>,
 }
 
 /// Builds and ends `span` through the SDK with its original ids and start
-/// time, ended now with an ERROR status. It is recorded like any other span
-/// ([`take`] returns it).
+/// time, ended at `end_ns` (or now), with an ERROR status unless `error` is
+/// empty. It is recorded like any other span ([`take`] returns it).
 pub fn rebuild(span: Rebuilt<'_>) {
     let Some(tracer) = TRACER.get() else {
         return;
@@ -225,8 +228,13 @@ pub fn rebuild(span: Rebuilt<'_>) {
     PINNED_TRACE.set(None);
     PINNED_SPAN.set(None);
     use opentelemetry::trace::Span as _;
-    built.set_status(Status::error(span.error.to_string()));
-    built.end();
+    if !span.error.is_empty() {
+        built.set_status(Status::error(span.error.to_string()));
+    }
+    match span.end_ns {
+        Some(ns) => built.end_with_timestamp(time(ns)),
+        None => built.end(),
+    }
 }
 
 fn time(ns: i64) -> SystemTime {
@@ -427,6 +435,7 @@ mod tests {
             ],
             links: Vec::new(),
             error: "died",
+            end_ns: None,
         });
         rebuild(Rebuilt {
             trace_id: trace,
@@ -437,6 +446,7 @@ mod tests {
             attributes: vec![KeyValue::new("workflow.instance.id", instance)],
             links: Vec::new(),
             error: "died",
+            end_ns: None,
         });
         assert!(take(trace, "another-instance").is_empty());
         let rows: Vec<SpanRow> = take(trace, instance).iter().map(|s| row(s, 3)).collect();

@@ -261,19 +261,6 @@ fn details(s: &SpanRow) -> Vec<String> {
             d.push("ERROR".into());
             d.extend(message);
         }
-    } else if attr(s, "db.operation.name").as_deref() == Some("COMMIT") {
-        // The attempts the commit made durable: its links.
-        let steps: Vec<String> = s
-            .links
-            .as_array()
-            .map(Vec::as_slice)
-            .unwrap_or(&[])
-            .iter()
-            .filter_map(|l| l["attributes"].get("workflow.step.id").map(text))
-            .collect();
-        if !steps.is_empty() {
-            d.push(format!("step={}", steps.join(",")));
-        }
     } else {
         let code = attr(s, "process.exit.code");
         if let Some(code) = &code {

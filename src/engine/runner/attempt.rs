@@ -605,8 +605,7 @@ impl<'o> Runner<'o> {
                 if unit.item.is_none() && !unit.compensation {
                     self.ctx.set_step_result(&key, "completed", &output);
                 }
-                let span = self.write_attempt_span(&key, attempt, "ok", None)?;
-                self.committing.push((key.clone(), span));
+                self.write_attempt_span(&key, attempt, "ok", None)?;
                 self.observer
                     .step_finished(&key, attempt, "ok", None, elapsed);
             }

@@ -327,9 +327,9 @@ pub(super) struct Runner<'o> {
     handlers: Vec<usize>,
     /// Attempt spans in flight: unit key -> (span, its id, start ns).
     attempt_spans: HashMap<String, (tracing::Span, String, i64)>,
-    /// Attempts whose success the next commit makes durable (for `wf.commit`):
-    /// their keys and span ids.
-    committing: Vec<(String, String)>,
+    /// Attempts whose success the next commit makes durable: their span ids
+    /// and spans, open until that commit returned (`commit_spans`).
+    committing: Vec<(String, tracing::Span)>,
     /// This run's claim on the instance: every write checks it.
     pub(super) fence: Fence,
     /// The heartbeat's word that another process took the instance over.

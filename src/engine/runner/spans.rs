@@ -1,7 +1,13 @@
 //! The run's spans: its root, one per attempt (started before the attempt
-//! is recorded, so its id can travel with the attempt), `wf.commit` for a
-//! commit that makes attempts durable (under the root, linked to them), and
-//! the ended spans turned into writes with secrets masked.
+//! is recorded, so its id can travel with the attempt), `wf.commit` under
+//! the attempts a commit makes durable, and the ended spans turned into
+//! writes with secrets masked.
+//!
+//! A successful attempt's span stays open until the commit that makes its
+//! result durable has returned: that commit is part of the attempt, and
+//! its `wf.commit` span lies within it (SPEC §5). The attempt's span is
+//! then stored by the next commit; if wf dies before that one, the next
+//! run rebuilds the span from the attempt's row (`drive::rebuild_spans`).
 
 use super::*;
 
@@ -16,37 +22,31 @@ impl<'o> Runner<'o> {
         Ok(())
     }
 
-    /// The `wf.commit` span of the coming commit, when it makes attempts
-    /// durable: a child of the run's root, since the commit is the run's
-    /// (one transaction, made after those attempts ended, and possibly for
-    /// several of them), with a link to each attempt's span (link attribute
-    /// `workflow.step.id`). `db.system.name` names the backend (`sqlite`,
-    /// `postgresql`). It ends when the caller drops it, after the commit.
+    /// A `wf.commit` span under each attempt the coming commit makes
+    /// durable, its `db.system.name` naming the backend (`sqlite`,
+    /// `postgresql`), followed by those attempts' own spans, still open:
+    /// dropped in that order once the commit returned, each commit span
+    /// ends before its attempt's.
     pub(super) fn commit_spans(&mut self, postgres: bool) -> Vec<tracing::Span> {
-        let committing = std::mem::take(&mut self.committing);
-        if committing.is_empty() {
-            return Vec::new();
-        }
         let system = if postgres { "postgresql" } else { "sqlite" };
-        let span = tracing::info_span!(
-            parent: None,
-            "wf.commit",
-            workflow.name = self.wf.name.as_str(),
-            workflow.instance.id = self.id.as_str(),
-            db.system.name = system,
-            db.operation.name = "COMMIT",
-        );
-        let _ = span.set_parent(recorder::parent_context(
-            &self.trace.0,
-            &self.trace.1,
-            false,
-        ));
-        for (key, attempt_span) in committing {
-            if let Some(sc) = recorder::span_context(&self.trace.0, &attempt_span, false) {
-                span.add_link_with_attributes(sc, vec![KeyValue::new("workflow.step.id", key)]);
-            }
-        }
-        vec![span]
+        let committing = std::mem::take(&mut self.committing);
+        let mut spans: Vec<tracing::Span> = committing
+            .iter()
+            .map(|(span_id, _)| {
+                let span = tracing::info_span!(
+                    parent: None,
+                    "wf.commit",
+                    workflow.name = self.wf.name.as_str(),
+                    workflow.instance.id = self.id.as_str(),
+                    db.system.name = system,
+                    db.operation.name = "COMMIT",
+                );
+                let _ = span.set_parent(recorder::parent_context(&self.trace.0, span_id, false));
+                span
+            })
+            .collect();
+        spans.extend(committing.into_iter().map(|(_, attempt)| attempt));
+        spans
     }
 
     /// Ends the run's root span and stores it with whatever spans are pending.
@@ -90,14 +90,16 @@ impl<'o> Runner<'o> {
     }
 
     /// Ends the span of one finished attempt and stores it, with the spans of
-    /// what it did (its process or HTTP call) beneath it.
+    /// what it did (its process or HTTP call) beneath it. A successful one
+    /// (`outcome` `ok`) is not ended here: it waits for the commit that makes
+    /// its result durable ([`Runner::commit_spans`]).
     pub(super) fn write_attempt_span(
         &mut self,
         key: &str,
         attempt: i64,
         outcome: &str,
         failure: Option<&Failure>,
-    ) -> Result<String, EngineError> {
+    ) -> Result<(), EngineError> {
         let (span, span_id) = match self.attempt_spans.remove(key) {
             Some((span, span_id, _)) => (span, span_id),
             None => {
@@ -112,9 +114,12 @@ impl<'o> Runner<'o> {
             span.set_attribute("error.type", f.error_type.clone());
             span.set_status(Status::error(f.message.clone()));
         }
-        drop(span);
-        self.flush_spans(&[])?;
-        Ok(span_id)
+        if outcome == "ok" {
+            self.committing.push((span_id, span));
+        } else {
+            drop(span);
+        }
+        self.flush_spans(&[])
     }
 
     /// The span id (and start) of the attempt about to begin; its span starts

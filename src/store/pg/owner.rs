@@ -3,6 +3,7 @@
 //! the lease, and commit batches of writes behind the fence.
 
 use super::records::*;
+use super::text::unescape_opt;
 use super::write::write_op;
 use super::{Op, Out, PgStore};
 use crate::store::rows::*;
@@ -388,6 +389,18 @@ fn history_reads(id: &str) -> Vec<Op> {
         ),
         Op::Query(EVENTS_AFTER, vec![key(), p(0i64)]),
         Op::Query(CANCEL_REQUESTED, vec![key()]),
+        // Finished attempts of runs without an outcome whose span was
+        // never stored (`UnspannedAttempt`).
+        Op::Query(
+            "SELECT a.step_key, a.attempt, a.run, a.span_id, COALESCE(a.started_ns, 0), a.finished_at, \
+             a.outcome, a.error_type, a.error_message FROM attempts a WHERE a.instance_id=$1 \
+             AND a.outcome IS NOT NULL AND a.span_id IS NOT NULL \
+             AND a.run IN (SELECT number FROM runs WHERE instance_id=$1 AND outcome IS NULL) \
+             AND NOT EXISTS (SELECT 1 FROM spans s WHERE \
+               s.instance_seq=(SELECT seq FROM instances WHERE id=$1) AND s.run=a.run \
+               AND s.span_id=('x' || a.span_id)::bit(64)::int8)",
+            vec![key()],
+        ),
     ]
 }
 
@@ -443,6 +456,24 @@ fn history(id: &str, mut outs: impl Iterator<Item = Vec<tokio_postgres::Row>>) -
         Some(r) => get(r, 0)?,
         None => 0,
     };
+    let unspanned = outs
+        .next()
+        .unwrap_or_default()
+        .iter()
+        .map(|r| {
+            Ok(UnspannedAttempt {
+                key: get(r, 0)?,
+                attempt: get(r, 1)?,
+                run: get(r, 2)?,
+                span_id: get(r, 3)?,
+                started_ns: get(r, 4)?,
+                finished_at: get(r, 5)?,
+                outcome: get(r, 6)?,
+                error_type: get(r, 7)?,
+                error_message: unescape_opt(get(r, 8)?),
+            })
+        })
+        .collect::<Result<_>>()?;
     Ok(History {
         instance,
         steps,
@@ -451,6 +482,7 @@ fn history(id: &str, mut outs: impl Iterator<Item = Vec<tokio_postgres::Row>>) -
         last_run,
         traces,
         uncounted,
+        unspanned,
         events,
         cancel_requested,
     })

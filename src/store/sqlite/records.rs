@@ -341,6 +341,11 @@ pub(super) fn history(c: &Connection, id: &str) -> Result<History> {
         .filter_map(|n| n.parse().ok())
         .collect();
     abandoned_runs.sort_unstable();
+    let unspanned = if abandoned_runs.is_empty() {
+        Vec::new()
+    } else {
+        unspanned_attempts(c, id)?
+    };
     Ok(History {
         steps: steps(c, id)?,
         open: open_attempts(c, id)?,
@@ -348,6 +353,7 @@ pub(super) fn history(c: &Connection, id: &str) -> Result<History> {
         last_run,
         traces: run_traces(c, id)?,
         uncounted: uncounted_attempts(c, id)?,
+        unspanned,
         events: events_after(c, id, 0)?,
         cancel_requested: cancel_requested(c, id)?,
         instance,
@@ -627,6 +633,33 @@ pub(super) fn open_attempts(c: &Connection, instance_id: &str) -> Result<Vec<Ope
 
 /// Attempts that do not count towards `max_attempts` (interrupted or
 /// canceled): (step key, attempt).
+/// [`UnspannedAttempt`]s: finished attempts of runs without an outcome
+/// that have no span row.
+fn unspanned_attempts(c: &Connection, id: &str) -> Result<Vec<UnspannedAttempt>> {
+    let mut stmt = c.prepare(
+        "SELECT step_key, attempt, run, span_id, COALESCE(started_ns, 0), finished_at, outcome, \
+         error_type, error_message FROM attempts a WHERE instance_id=?1 AND outcome IS NOT NULL \
+         AND span_id IS NOT NULL \
+         AND run IN (SELECT number FROM runs WHERE instance_id=?1 AND outcome IS NULL) \
+         AND NOT EXISTS (SELECT 1 FROM spans s WHERE s.instance_id=?1 AND s.run=a.run \
+           AND s.span_id=a.span_id)",
+    )?;
+    let rows = stmt.query_map([id], |r| {
+        Ok(UnspannedAttempt {
+            key: r.get(0)?,
+            attempt: r.get(1)?,
+            run: r.get(2)?,
+            span_id: r.get(3)?,
+            started_ns: r.get(4)?,
+            finished_at: r.get(5)?,
+            outcome: r.get(6)?,
+            error_type: r.get(7)?,
+            error_message: r.get(8)?,
+        })
+    })?;
+    Ok(rows.collect::<Result<_, _>>()?)
+}
+
 pub(super) fn uncounted_attempts(c: &Connection, instance_id: &str) -> Result<Vec<(String, i64)>> {
     let mut stmt = c.prepare(
         "SELECT step_key, attempt FROM attempts WHERE instance_id=?1 \
