@@ -1,6 +1,7 @@
 //! `wf validate FILE`: check a workflow file without running it. Silent and 0
-//! when valid; otherwise a `file:line:col: message` line for every error
-//! found in one pass, and exit 2.
+//! when valid (but for warnings of expressions whose meaning changed when wf
+//! took GitHub's rules exactly); otherwise a `file:line:col: message` line
+//! for every error found in one pass, and exit 2.
 
 use crate::exit::ExitStatus;
 use crate::printer::Printer;
@@ -23,9 +24,18 @@ pub fn run(args: Args, printer: &Printer) -> anyhow::Result<ExitStatus> {
     match Workflow::load(&args.file) {
         Ok(wf) => {
             if args.json {
+                let warnings: Vec<_> = wf
+                    .warnings
+                    .iter()
+                    .map(|w| json!({ "line": w.line, "col": w.col, "message": w.message }))
+                    .collect();
                 printer.json(&json!({
                     "file": file, "valid": true, "workflow": wf.name, "steps": wf.steps.len(),
+                    "warnings": warnings,
                 }));
+            }
+            for w in &wf.warnings {
+                printer.warn(&w.to_string());
             }
             Ok(ExitStatus::Success)
         }

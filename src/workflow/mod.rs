@@ -56,7 +56,7 @@ impl DefinitionError {
 
 /// The version of [`Workflow::compiled`]'s format: this crate's version, so a
 /// new wf never reads what an older one compiled (it parses the YAML instead).
-pub const COMPILED_FORMAT: &str = concat!("wf ", env!("CARGO_PKG_VERSION"), " compiled 5");
+pub const COMPILED_FORMAT: &str = concat!("wf ", env!("CARGO_PKG_VERSION"), " compiled 6");
 
 #[derive(serde::Serialize)]
 struct Compiled<'a> {
@@ -108,6 +108,10 @@ pub struct Workflow {
     /// SHA-256 of `source`, hex.
     #[serde(skip)]
     pub hash: String,
+    /// What validation found valid but likely not meant (`wf validate`
+    /// prints them): expressions whose meaning changed with GitHub's rules.
+    #[serde(skip)]
+    pub warnings: Vec<DefinitionError>,
 }
 
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]

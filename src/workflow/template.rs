@@ -44,14 +44,11 @@ pub fn contains_expr(s: &str) -> bool {
     s.contains(OPEN)
 }
 
-/// A value as text: strings as themselves, `null` as nothing, anything else as
-/// compact JSON.
+/// A JSON value as text, as GitHub renders a value inside a string:
+/// strings as themselves, `null` as nothing, numbers as JavaScript writes
+/// them, booleans `true`/`false`, arrays `Array` and objects `Object`.
 pub fn value_to_text(v: &Value) -> String {
-    match v {
-        Value::String(s) => s.clone(),
-        Value::Null => String::new(),
-        other => other.to_string(),
-    }
+    expr::text_of(v)
 }
 
 impl Template {
@@ -98,6 +95,12 @@ impl Template {
         self.exprs().next().is_none()
     }
 
+    /// Whether its expressions are rendered as text (it is not one whole
+    /// expression, whose value keeps its type).
+    pub fn renders_as_text(&self) -> bool {
+        !self.whole
+    }
+
     /// The template's expressions, in order.
     pub fn exprs(&self) -> impl Iterator<Item = &Expr> {
         self.parts.iter().filter_map(|p| match p {
@@ -118,16 +121,28 @@ impl Template {
         self.render_text(ctx).map(Value::String)
     }
 
-    /// Renders to text, each expression's value by [`value_to_text`].
+    /// Renders to text, each expression's value as text
+    /// ([`Expr::eval_text`]).
     pub fn render_text(&self, ctx: &Value) -> Result<String, ExprError> {
         let mut out = String::with_capacity(self.source.len());
         for part in &self.parts {
             match part {
                 Part::Text(t) => out.push_str(t),
-                Part::Expr(e) => out.push_str(&value_to_text(&e.eval(ctx)?)),
+                Part::Expr(e) => out.push_str(&e.eval_text(ctx)?),
             }
         }
         Ok(out)
+    }
+
+    /// Whether the template is truthy (an `if:`): a whole expression by its
+    /// value (so `NaN` is false), anything else by its text.
+    pub fn truthy(&self, ctx: &Value) -> Result<bool, ExprError> {
+        if self.whole
+            && let Some(e) = self.exprs().next()
+        {
+            return e.eval_truthy(ctx);
+        }
+        Ok(!self.render_text(ctx)?.is_empty())
     }
 
     /// Renders a `sh -c` command line without ever splicing a value into it:
@@ -164,7 +179,7 @@ impl Template {
             .parts
             .iter()
             .filter_map(|p| match p {
-                Part::Expr(e) => Some(e.eval(ctx).map(|v| value_to_text(&v))),
+                Part::Expr(e) => Some(e.eval_text(ctx)),
                 Part::Text(_) => None,
             })
             .collect::<Result<Vec<String>, ExprError>>()?;
@@ -408,14 +423,15 @@ fn push_text(parts: &mut Vec<Part>, text: &str) {
 /// at `from`; a `}}` inside a quoted string literal does not count.
 fn find_close(s: &str, open: usize, from: usize) -> Result<usize, TemplateError> {
     let bytes = s.as_bytes();
+    // Strings are in single quotes, `''` being a quote (two strings back
+    // to back, as far as finding the end goes); backslashes are literal.
     let mut quote: Option<(u8, usize)> = None;
     let mut i = from;
     while let Some(&b) = bytes.get(i) {
         match quote {
-            Some(_) if b == b'\\' => i += 1,
             Some((q, _)) if b == q => quote = None,
             Some(_) => {}
-            None if b == b'\'' || b == b'"' => quote = Some((b, i)),
+            None if b == b'\'' => quote = Some((b, i)),
             None if b == b'}' && bytes.get(i + 1) == Some(&b'}') => return Ok(i),
             None => {}
         }
@@ -441,6 +457,7 @@ pub fn render_tree(v: &Value, ctx: &Value) -> Result<Value, ExprError> {
             let t = Template::parse(s).map_err(|e| ExprError::Syntax {
                 pos: e.offset,
                 message: e.message,
+                hint: None,
             })?;
             t.render_value(ctx)?
         }
@@ -542,7 +559,7 @@ mod tests {
         assert_eq!(value("[${{ inputs.nothing }}]"), json!("[]"));
         assert_eq!(
             value("${{ output.json.tags }} ${{ output.json.meta }}"),
-            json!(r#"["a","b"] {"k":"v"}"#)
+            json!("Array Object")
         );
         assert_eq!(text("${{ output.json.id }}"), "42");
         assert_eq!(text("Bearer ${{ inputs.order_id }}"), "Bearer A-1");
@@ -561,24 +578,22 @@ mod tests {
         assert_eq!(value_to_text(&json!(1)), "1");
         assert_eq!(value_to_text(&json!(2.5)), "2.5");
         assert_eq!(value_to_text(&json!(false)), "false");
-        assert_eq!(value_to_text(&json!([1, "a", null])), r#"[1,"a",null]"#);
-        assert_eq!(
-            value_to_text(&json!({ "a": { "b": [] } })),
-            r#"{"a":{"b":[]}}"#
-        );
+        assert_eq!(value_to_text(&json!(120.0)), "120");
+        assert_eq!(value_to_text(&json!([1, "a", null])), "Array");
+        assert_eq!(value_to_text(&json!({ "a": { "b": [] } })), "Object");
     }
 
     #[test]
     fn close_inside_string_literal() {
         let t = tpl("${{ 'a}}b' }}");
         assert_eq!(t.render_value(&ctx()), Ok(json!("a}}b")));
-        let t = tpl(r#"pre ${{ "x}}" == 'y}}' }} post"#);
+        let t = tpl("pre ${{ 'x}}' == 'y}}' }} post");
         assert_eq!(t.render_text(&ctx()).as_deref(), Ok("pre false post"));
-        // Escaped quotes do not end the literal.
-        let t = tpl(r#"${{ 'it\'s }}' }}"#);
+        // `''` is a quote inside the literal; backslashes are literal.
+        let t = tpl("${{ 'it''s }}' }}");
         assert_eq!(t.render_value(&ctx()), Ok(json!("it's }}")));
-        let t = tpl(r#"${{ "\\" }}}"#);
-        assert_eq!(t.render_text(&ctx()).as_deref(), Ok("\\}"));
+        let t = tpl(r"${{ 'C:\temp\' }}}");
+        assert_eq!(t.render_text(&ctx()).as_deref(), Ok(r"C:\temp\}"));
     }
 
     #[test]
@@ -596,26 +611,32 @@ mod tests {
             (17, "unterminated `${{`: no closing `}}`".into())
         );
         assert_eq!(err("x ${{ 'abc }}"), (6, "unterminated string".into()));
-        assert_eq!(err("x ${{ }}"), (5, "empty expression".into()));
+        assert_eq!(err("x ${{ }}"), (5, "An expression was expected".into()));
         //                0123456789012
         assert_eq!(
             err("id ${{ a && }}"),
             (
-                12,
-                "expected an expression after `&&`, found end of expression".into()
+                9,
+                "Unexpected end of expression: '&&' (a value is missing at the end)".into()
             )
         );
         assert_eq!(
             err("${{ a ) }}"),
-            (6, "unexpected `)` with nothing to close".into())
+            (6, "Unexpected symbol: ')' (it has nothing to close)".into())
         );
-        assert_eq!(err("é${{ a b }}"), (8, "trailing input `b`".into()));
         assert_eq!(
-            err("${{ ${{ a }} }}"),
-            (4, "unexpected character `$`".into())
+            err("é${{ a b }}"),
+            (
+                8,
+                "Unexpected symbol: 'b' (an operator is missing before it)".into()
+            )
         );
+        assert_eq!(err("${{ ${{ a }} }}").1, "Unexpected symbol: '${{'");
         let deep = format!("${{{{ {}a }}}}", "!".repeat(100));
-        assert_eq!(err(&deep).1, "expression nests more than 64 levels deep");
+        assert!(
+            err(&deep).1.starts_with("Exceeded max expression depth 50"),
+            "{deep}"
+        );
         assert_eq!(
             Template::parse("${{ a").map_err(|e| e.to_string()),
             Err("unterminated `${{`: no closing `}}` at offset 0".into())
@@ -641,11 +662,13 @@ mod tests {
 
     #[test]
     fn eval_errors_surface() {
-        let t = tpl("n=${{ 'a' < 1 }}");
+        let t = tpl("n=${{ format('{0}') }}");
         assert_eq!(
             t.render_text(&ctx()),
             Err(ExprError::Eval {
-                message: "cannot compare string with number using `<`".into()
+                message:
+                    "The following format string references more arguments than were supplied: {0}"
+                        .into()
             })
         );
         assert!(t.render_value(&ctx()).is_err());
@@ -728,7 +751,7 @@ mod tests {
         );
         assert_eq!(
             env.get(4),
-            Some(&("WF_EXPR_3".to_string(), r#"["a","b"]"#.to_string()))
+            Some(&("WF_EXPR_3".to_string(), "Array".to_string()))
         );
     }
 
@@ -745,7 +768,7 @@ mod tests {
 
     #[test]
     fn render_shell_leaves_env_alone_on_error() {
-        let t = tpl("a ${{ item.sku }} b ${{ 1 < 'x' }}");
+        let t = tpl("a ${{ item.sku }} b ${{ fromJSON('x') }}");
         let mut env = vec![("WF_EXPR_0".to_string(), "old".to_string())];
         assert!(t.render_shell(&ctx(), &mut env).is_err());
         assert_eq!(env.len(), 1);
@@ -772,7 +795,7 @@ mod tests {
         let bad = json!({ "ok": "fine", "list": [1, { "x": "v=${{ a && }}" }] });
         assert!(matches!(
             render_tree(&bad, &ctx()),
-            Err(ExprError::Syntax { pos: 11, .. })
+            Err(ExprError::Syntax { pos: 8, .. })
         ));
     }
 

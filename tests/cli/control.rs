@@ -392,7 +392,7 @@ fn a_workflow_env_that_cannot_be_evaluated_fails_the_instance_and_closes_its_run
 name: bad-env
 inputs:
   n: { default: 5 }
-env: { X: "${{ inputs.n < 'a' }}" }
+env: { X: "${{ fromJSON('not json') }}" }
 steps:
   - id: a
     run: echo ran >> never.log
@@ -406,7 +406,7 @@ steps:
     assert!(
         i["error"]
             .as_str()
-            .is_some_and(|e| e.starts_with("workflow env `X`: cannot compare")),
+            .is_some_and(|e| e.starts_with("workflow env `X`: Error parsing JSON")),
         "{i:#}"
     );
     assert_eq!(i["runs"][0]["outcome"], "failed", "{i:#}");

@@ -345,8 +345,8 @@ steps:
 
 #[test]
 fn bad_expression_syntax() {
-    // Points at the `}}` where the right operand of `&&` is missing.
-    let msg = rejected(BAD_SYNTAX, 6, 32);
+    // Points at the `&&` whose right operand is missing, as GitHub does.
+    let msg = rejected(BAD_SYNTAX, 6, 29);
     assert_mentions(&msg, &["&&"]);
     insta::assert_snapshot!(error_line(BAD_SYNTAX));
 }
@@ -364,8 +364,8 @@ steps:
     run: \"true\"
 ",
         6,
-        // The quoted scalar's text starts at column 10; the error is at `}}`.
-        32,
+        // The quoted scalar's text starts at column 10; the error is at `==`.
+        29,
     );
     assert_mentions(&msg, &["=="]);
 }

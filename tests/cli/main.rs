@@ -13,6 +13,7 @@ mod corpus;
 mod crash;
 mod definition;
 mod durable;
+mod expressions;
 mod failover;
 mod holders;
 mod http;

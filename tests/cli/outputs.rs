@@ -51,7 +51,8 @@ steps:
         &[],
     );
     ran.code(0);
-    assert_eq!(t.read("got.txt"), "2|ann|[1,2]|true");
+    // An array inside a string is `Array`, as in GitHub Actions.
+    assert_eq!(t.read("got.txt"), "2|ann|Array|true");
     let a = Test::step(&t.inspect(&id), "a").clone();
     assert_eq!(
         a["output"]["json"],
@@ -246,7 +247,7 @@ steps:
     assert_eq!(state["code"], json!(0));
     assert_eq!(state["text_n"], json!("n=5"));
     assert_eq!(state["text_ok"], json!("ok: true"));
-    assert_eq!(state["text_list"], json!("list [1,\"two\"]"));
+    assert_eq!(state["text_list"], json!("list Array"));
     assert_eq!(state["two"], json!("55"));
 }
 
@@ -291,14 +292,16 @@ steps:
   - id: b
     env:
       OBJ: "${{ steps.a.output.json.obj }}"
+      JSON: "${{ toJSON(steps.a.output.json.obj.k) }}"
       N: "${{ steps.a.output.json.n }}"
       MISSING: "${{ steps.a.output.json.nope }}"
-    run: printf '%s|%s|[%s]' "$OBJ" "$N" "$MISSING" > got.txt
+    run: printf '%s|%s|%s|[%s]' "$OBJ" "$JSON" "$N" "$MISSING" > got.txt
 "#,
         &[],
     );
     ran.code(0);
-    assert_eq!(t.read("got.txt"), r#"{"k":[1,2]}|3|[]"#);
+    // An object is `Object` as text, as in GitHub Actions; toJSON gives JSON.
+    assert_eq!(t.read("got.txt"), "Object|[\n  1,\n  2\n]|3|[]");
 }
 
 #[test]
@@ -321,7 +324,7 @@ steps:
         &[],
     );
     ran.code(0);
-    assert_eq!(t.read("args.txt"), "2\ntwo words\nitems=[1,2]\n");
+    assert_eq!(t.read("args.txt"), "2\ntwo words\nitems=Array\n");
 }
 
 #[test]
@@ -548,7 +551,7 @@ steps:
     let ran = t.wf(&["validate", path.to_str().unwrap()]);
     ran.code(2);
     assert!(
-        ran.stderr.contains("unknown function `upper` (functions: contains, startsWith, endsWith, format, join, toJSON, fromJSON, success, failure, always, cancelled)"),
+        ran.stderr.contains("Unrecognized function: 'upper' (functions: contains, startsWith, endsWith, format, join, toJSON, fromJSON, case, success, failure, always, cancelled)"),
         "{}",
         ran.stderr
     );

@@ -6,14 +6,11 @@ use super::*;
 
 impl<'o> Runner<'o> {
     pub(super) fn eval_condition(&self, cond: &Condition) -> Result<bool, String> {
-        let v = match cond {
-            Condition::Literal(b) => return Ok(*b),
-            Condition::Template(t) => t
-                .render_value(self.ctx.value())
-                .map_err(|e| e.to_string())?,
-            Condition::Expr(e) => e.eval(self.ctx.value()).map_err(|e| e.to_string())?,
-        };
-        Ok(expr::truthy(&v))
+        match cond {
+            Condition::Literal(b) => Ok(*b),
+            Condition::Template(t) => t.truthy(self.ctx.value()).map_err(|e| e.to_string()),
+            Condition::Expr(e) => e.eval_truthy(self.ctx.value()).map_err(|e| e.to_string()),
+        }
     }
 
     pub(super) fn unit_env(

@@ -10,7 +10,10 @@ impl Expr {
     pub fn calls_handler_function(&self) -> bool {
         match self {
             Expr::Call { name, args } => {
-                (STATUS_FUNCTIONS.contains(&name.as_str()) && name != "success")
+                (STATUS_FUNCTIONS
+                    .iter()
+                    .any(|f| f.eq_ignore_ascii_case(name))
+                    && !name.eq_ignore_ascii_case("success"))
                     || args.iter().any(Expr::calls_handler_function)
             }
             Expr::Access { base, path } => {
@@ -27,14 +30,15 @@ impl Expr {
             Expr::And(items) | Expr::Or(items) | Expr::Array(items) => {
                 items.iter().any(Expr::calls_handler_function)
             }
-            Expr::Literal(_) | Expr::Ident(_) => false,
+            Expr::Literal(_) | Expr::Context(_) => false,
         }
     }
 
-    /// Every static access path starting at a root name, e.g.
-    /// `steps.charge-card.output.json.id` gives
-    /// `["steps", "charge-card", "output", "json", "id"]`. A dynamic index ends
-    /// the path there; the index expression's own paths are listed too.
+    /// Every static access path starting at a context name, as written,
+    /// e.g. `steps.charge-card.output.json.id` gives
+    /// `["steps", "charge-card", "output", "json", "id"]`. A dynamic index or
+    /// a `*` ends the path there; the index expression's own paths are
+    /// listed too. (Names are looked up ignoring case.)
     pub fn references(&self) -> Vec<Vec<String>> {
         let mut out = Vec::new();
         self.collect_refs(&mut out);
@@ -44,10 +48,10 @@ impl Expr {
     fn collect_refs(&self, out: &mut Vec<Vec<String>>) {
         match self {
             Expr::Literal(_) => {}
-            Expr::Ident(name) => out.push(vec![name.clone()]),
+            Expr::Context(name) => out.push(vec![name.clone()]),
             Expr::Access { base, path } => {
                 let mut stat = match base.as_ref() {
-                    Expr::Ident(name) => Some(vec![name.clone()]),
+                    Expr::Context(name) => Some(vec![name.clone()]),
                     other => {
                         other.collect_refs(out);
                         None
@@ -56,9 +60,11 @@ impl Expr {
                 for acc in path {
                     let key = match acc {
                         Accessor::Field(name) => Some(name.clone()),
-                        Accessor::Index(Expr::Literal(Value::String(s))) => Some(s.clone()),
-                        Accessor::Index(Expr::Literal(Value::Number(n))) => Some(n.to_string()),
-                        Accessor::Index(_) => None,
+                        Accessor::Index(Expr::Literal(Literal::String(s))) => Some(s.clone()),
+                        Accessor::Index(Expr::Literal(Literal::Number(bits))) => {
+                            Some(super::value::number_text(f64::from_bits(*bits)))
+                        }
+                        Accessor::Index(_) | Accessor::Star => None,
                     };
                     match (key, stat.as_mut()) {
                         (Some(k), Some(p)) => p.push(k),
@@ -91,5 +97,97 @@ impl Expr {
                 }
             }
         }
+    }
+
+    /// What in this expression means something else than it did before wf
+    /// followed GitHub's rules exactly, as far as can be told without
+    /// running it (`wf validate` warns of each): a comparison with a string
+    /// literal that has capitals (strings compare ignoring case now), and a
+    /// string literal with a backslash (backslashes are literal now).
+    pub fn meaning_changes(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        self.collect_changes(&mut out);
+        out.dedup();
+        out
+    }
+
+    fn collect_changes(&self, out: &mut Vec<String>) {
+        let mut literal = |l: &Literal| {
+            if let Literal::String(s) = l
+                && s.contains('\\')
+            {
+                out.push(format!(
+                    "backslashes in strings are literal now (as in GitHub Actions): `'{s}'` keeps each `\\` as it is"
+                ));
+            }
+        };
+        match self {
+            Expr::Literal(l) => literal(l),
+            Expr::Context(_) => {}
+            Expr::Access { base, path } => {
+                base.collect_changes(out);
+                for a in path {
+                    if let Accessor::Index(e) = a {
+                        e.collect_changes(out);
+                    }
+                }
+            }
+            Expr::Not(e) => e.collect_changes(out),
+            Expr::Chain { first, rest } => {
+                first.collect_changes(out);
+                let mut left = first.as_ref();
+                for (op, right) in rest {
+                    right.collect_changes(out);
+                    for (a, b) in [(left, right), (right, left)] {
+                        if let Expr::Literal(Literal::String(s)) = a
+                            && !matches!(b, Expr::Literal(_))
+                            && s.chars().any(char::is_uppercase)
+                        {
+                            out.push(format!(
+                                "`{}` compares strings ignoring case now (as in GitHub Actions): `'{s}'` also matches `'{}'`",
+                                op_symbol(*op),
+                                s.to_lowercase()
+                            ));
+                        }
+                    }
+                    left = right;
+                }
+            }
+            Expr::And(items) | Expr::Or(items) | Expr::Array(items) => {
+                for e in items {
+                    e.collect_changes(out);
+                }
+            }
+            Expr::Call { args, .. } => {
+                for e in args {
+                    e.collect_changes(out);
+                }
+            }
+        }
+    }
+
+    /// Whether the value is likely an object or an array: a bare context,
+    /// or a path ending at a step's `output`, its `json` or `headers`. In
+    /// a longer string such a value renders as `Object` or `Array` now.
+    pub fn likely_object(&self) -> bool {
+        match self {
+            Expr::Context(name) => !matches!(name.to_ascii_lowercase().as_str(), "item" | "index"),
+            Expr::Access { path, .. } => matches!(
+                path.last(),
+                Some(Accessor::Field(f)) if matches!(f.to_ascii_lowercase().as_str(), "output" | "json" | "headers")
+            ),
+            _ => false,
+        }
+    }
+}
+
+fn op_symbol(op: BinOp) -> &'static str {
+    match op {
+        BinOp::Eq => "==",
+        BinOp::Ne => "!=",
+        BinOp::Lt => "<",
+        BinOp::Le => "<=",
+        BinOp::Gt => ">",
+        BinOp::Ge => ">=",
     }
 }

@@ -1,194 +1,261 @@
-//! Evaluation: an [`Expr`] against a JSON context, with GitHub-Actions
-//! truthiness, `null` for missing fields and comparisons by value.
+//! Evaluation: an [`Expr`] against a JSON context, as GitHub's evaluator
+//! (`evaluator.ts`) does it: missing properties are `null`, `&&`/`||`
+//! return an operand, comparisons coerce, `*` makes filtered arrays that
+//! later accesses apply to element-wise.
 
 use super::functions::call;
+use super::value::{Kind, Val, equals, ordered};
 use super::*;
-use serde_json::Number;
 use std::borrow::Cow;
-use std::cmp::Ordering;
 
-/// GitHub-Actions truthiness: `false`, `null`, `0` and `""` are falsy,
-/// everything else (empty arrays and objects too) is truthy.
+/// GitHub's truthiness of a JSON value: `false`, `null`, `0` and `""` are
+/// falsy; everything else (empty arrays and objects too) is truthy.
 pub fn truthy(v: &Value) -> bool {
-    match v {
-        Value::Null => false,
-        Value::Bool(b) => *b,
-        Value::Number(n) => n.as_f64().is_some_and(|f| f != 0.0),
-        Value::String(s) => !s.is_empty(),
-        Value::Array(_) | Value::Object(_) => true,
+    Val::of(v).truthy()
+}
+
+/// The most memory the values one evaluation makes may take, counted as
+/// GitHub's runner counts it (text in UTF-16, 2 bytes a unit): a
+/// `format` of a `toJSON` of a `format`… cannot grow without bound.
+const MEMORY: usize = 1 << 20;
+
+/// What a made value costs besides its contents.
+const STRING_OVERHEAD: usize = 26;
+
+impl Expr {
+    /// Evaluates against `ctx`, a JSON object keyed by context name. `NaN`
+    /// (which JSON cannot hold) comes out as null, the infinities as text.
+    pub fn eval(&self, ctx: &Value) -> Result<Value, ExprError> {
+        Ok(self.eval_val(ctx)?.into_json())
+    }
+
+    /// Evaluates to text, as a value inside a longer string is rendered:
+    /// null as nothing, numbers as GitHub writes them, arrays `Array` and
+    /// objects `Object`.
+    pub fn eval_text(&self, ctx: &Value) -> Result<String, ExprError> {
+        Ok(self.eval_val(ctx)?.text().into_owned())
+    }
+
+    /// Evaluates to its truthiness (what `if:` decides by).
+    pub fn eval_truthy(&self, ctx: &Value) -> Result<bool, ExprError> {
+        Ok(self.eval_val(ctx)?.truthy())
+    }
+
+    /// The value's kind as GitHub names it (`Null`, `Boolean`, `Number`,
+    /// `String`, `Array`, `Object`) and the value as JavaScript's
+    /// `JSON.stringify` sees it (non-finite numbers are null): what GitHub's
+    /// conformance data states results as (`tests/expressions.rs`).
+    #[doc(hidden)]
+    pub fn eval_for_conformance(&self, ctx: &Value) -> Result<(&'static str, Value), ExprError> {
+        fn plain(v: Val<'_>) -> Value {
+            match v {
+                Val::Num(n) if !n.is_finite() => Value::Null,
+                Val::List { items, .. } => Value::Array(items.into_iter().map(plain).collect()),
+                other => other.into_json(),
+            }
+        }
+        let v = self.eval_val(ctx)?;
+        let kind = match v.kind() {
+            Kind::Null => "Null",
+            Kind::Boolean => "Boolean",
+            Kind::Number => "Number",
+            Kind::String => "String",
+            Kind::Array => "Array",
+            Kind::Object => "Object",
+        };
+        Ok((kind, plain(v)))
+    }
+
+    fn eval_val<'a>(&'a self, ctx: &'a Value) -> Result<Val<'a>, ExprError> {
+        let mut e = Evaluator { ctx, made: 0 };
+        e.eval(self)
     }
 }
 
-static NULL: Value = Value::Null;
+struct Evaluator<'a> {
+    ctx: &'a Value,
+    /// Bytes of text and elements made so far ([`MEMORY`]).
+    made: usize,
+}
 
-impl Expr {
-    /// Evaluates against `ctx`, a JSON object keyed by context name.
-    pub fn eval(&self, ctx: &Value) -> Result<Value, ExprError> {
-        self.eval_cow(ctx).map(Cow::into_owned)
-    }
-
-    /// Evaluation borrowing from the context (and the tree) where it can, so
-    /// `steps.a.output.json.id` does not copy the whole `steps` object.
-    fn eval_cow<'a>(&'a self, ctx: &'a Value) -> Result<Cow<'a, Value>, ExprError> {
-        Ok(match self {
-            Expr::Literal(v) => Cow::Borrowed(v),
-            Expr::Ident(name) => Cow::Borrowed(ctx.get(name.as_str()).unwrap_or(&NULL)),
+impl<'a> Evaluator<'a> {
+    fn eval(&mut self, e: &'a Expr) -> Result<Val<'a>, ExprError> {
+        Ok(match e {
+            Expr::Literal(l) => match l {
+                Literal::Null => Val::Null,
+                Literal::Bool(b) => Val::Bool(*b),
+                Literal::Number(bits) => Val::Num(f64::from_bits(*bits)),
+                Literal::String(s) => Val::Str(Cow::Borrowed(s)),
+            },
+            Expr::Context(name) => Val::of(self.context(name)),
             Expr::Access { base, path } => {
-                let mut cur = base.eval_cow(ctx)?;
+                let mut cur = self.eval(base)?;
                 for acc in path {
                     cur = match acc {
-                        Accessor::Field(name) => descend(cur, |v| field(v, name)),
-                        Accessor::Index(e) => {
-                            let key = e.eval_cow(ctx)?;
-                            descend(cur, |v| index(v, &key))
+                        Accessor::Field(name) => access(cur, &Index::key(name)),
+                        Accessor::Star => access(cur, &Index::Star),
+                        Accessor::Index(i) => {
+                            let i = self.eval(i)?;
+                            access(cur, &Index::of(&i))
                         }
                     };
                 }
                 cur
             }
-            Expr::Not(e) => Cow::Owned(Value::Bool(!truthy(e.eval_cow(ctx)?.as_ref()))),
+            Expr::Not(e) => Val::Bool(!self.eval(e)?.truthy()),
             Expr::Chain { first, rest } => {
-                let mut acc = first.eval_cow(ctx)?;
+                let mut acc = self.eval(first)?;
                 for (op, e) in rest {
-                    let rhs = e.eval_cow(ctx)?;
-                    acc = Cow::Owned(Value::Bool(apply(*op, &acc, &rhs)?));
+                    let r = self.eval(e)?;
+                    acc = Val::Bool(match op {
+                        BinOp::Eq => equals(&acc, &r),
+                        BinOp::Ne => !equals(&acc, &r),
+                        BinOp::Gt => ordered(&acc, &r, false),
+                        BinOp::Ge => equals(&acc, &r) || ordered(&acc, &r, false),
+                        BinOp::Lt => ordered(&acc, &r, true),
+                        BinOp::Le => equals(&acc, &r) || ordered(&acc, &r, true),
+                    });
                 }
                 acc
             }
             Expr::And(items) => {
-                let mut last = Cow::Borrowed(&NULL);
+                let mut last = Val::Null;
                 for e in items {
-                    last = e.eval_cow(ctx)?;
-                    if !truthy(&last) {
+                    last = self.eval(e)?;
+                    if !last.truthy() {
                         break;
                     }
                 }
                 last
             }
             Expr::Or(items) => {
-                let mut last = Cow::Borrowed(&NULL);
+                let mut last = Val::Null;
                 for e in items {
-                    last = e.eval_cow(ctx)?;
-                    if truthy(&last) {
+                    last = self.eval(e)?;
+                    if last.truthy() {
                         break;
                     }
                 }
                 last
             }
-            Expr::Array(items) => Cow::Owned(Value::Array(
-                items
+            Expr::Array(items) => {
+                let items = items
                     .iter()
-                    .map(|e| e.eval(ctx))
-                    .collect::<Result<_, _>>()?,
-            )),
+                    .map(|e| self.eval(e))
+                    .collect::<Result<Vec<_>, _>>()?;
+                self.count(8 * items.len() + STRING_OVERHEAD)?;
+                Val::List {
+                    items,
+                    filtered: false,
+                }
+            }
             Expr::Call { name, args } => {
-                let values: Vec<Value> =
-                    args.iter().map(|e| e.eval(ctx)).collect::<Result<_, _>>()?;
-                Cow::Owned(call(name, &values, ctx)?)
+                let args = args
+                    .iter()
+                    .map(|e| self.eval(e))
+                    .collect::<Result<Vec<_>, _>>()?;
+                let out = call(name, args, self.ctx)?;
+                match &out {
+                    // As GitHub's runner counts: UTF-16, and an overhead.
+                    Val::Str(Cow::Owned(s)) => {
+                        self.count(2 * s.encode_utf16().count() + STRING_OVERHEAD)?;
+                    }
+                    Val::Json(Cow::Owned(_)) | Val::List { .. } => self.count(STRING_OVERHEAD)?,
+                    _ => {}
+                }
+                out
             }
         })
     }
-}
 
-/// Steps from `cur` to the child `pick` selects, or to `null`.
-fn descend<'a>(
-    cur: Cow<'a, Value>,
-    pick: impl for<'v> Fn(&'v Value) -> Option<&'v Value>,
-) -> Cow<'a, Value> {
-    match cur {
-        Cow::Borrowed(v) => Cow::Borrowed(pick(v).unwrap_or(&NULL)),
-        Cow::Owned(v) => Cow::Owned(pick(&v).cloned().unwrap_or(Value::Null)),
+    /// A context by name, ignoring case (`Inputs` is `inputs`).
+    fn context(&self, name: &str) -> &'a Value {
+        static NULL: Value = Value::Null;
+        let Some(m) = self.ctx.as_object() else {
+            return &NULL;
+        };
+        m.get(name)
+            .or_else(|| {
+                m.iter()
+                    .find(|(k, _)| k.eq_ignore_ascii_case(name))
+                    .map(|(_, v)| v)
+            })
+            .unwrap_or(&NULL)
     }
-}
 
-fn field<'v>(v: &'v Value, name: &str) -> Option<&'v Value> {
-    match v {
-        Value::Object(m) => m.get(name),
-        _ => None,
-    }
-}
-
-fn index<'v>(v: &'v Value, key: &Value) -> Option<&'v Value> {
-    match (v, key) {
-        (Value::Object(m), Value::String(k)) => m.get(k.as_str()),
-        (Value::Object(m), Value::Number(n)) => m.get(n.to_string().as_str()),
-        (Value::Array(items), Value::Number(n)) => array_index(n).and_then(|i| items.get(i)),
-        _ => None,
-    }
-}
-
-/// A non-negative whole number as an array index (`2` and `2.0` alike).
-fn array_index(n: &Number) -> Option<usize> {
-    if let Some(u) = n.as_u64() {
-        return usize::try_from(u).ok();
-    }
-    let f = n.as_f64()?;
-    // Float-to-int `as` saturates, so the bound check keeps it exact.
-    (f >= 0.0 && f.fract() == 0.0 && f < u32::MAX as f64).then_some(f as usize)
-}
-
-fn apply(op: BinOp, a: &Value, b: &Value) -> Result<bool, ExprError> {
-    if op.is_equality() {
-        let eq = loose_eq(a, b);
-        return Ok(if op == BinOp::Eq { eq } else { !eq });
-    }
-    let ord = match (a, b) {
-        (Value::Number(x), Value::Number(y)) => num_cmp(x, y),
-        (Value::String(x), Value::String(y)) => Some(x.cmp(y)),
-        _ => None,
-    };
-    let Some(ord) = ord else {
-        return Err(ExprError::eval(format!(
-            "cannot compare {} with {} using `{}`",
-            type_name(a),
-            type_name(b),
-            op.symbol()
-        )));
-    };
-    Ok(match op {
-        BinOp::Lt => ord == Ordering::Less,
-        BinOp::Le => ord != Ordering::Greater,
-        BinOp::Gt => ord == Ordering::Greater,
-        BinOp::Ge => ord != Ordering::Less,
-        BinOp::Eq | BinOp::Ne => false,
-    })
-}
-
-/// JSON equality in which numbers compare by value (`1 == 1.0`).
-pub(super) fn loose_eq(a: &Value, b: &Value) -> bool {
-    match (a, b) {
-        (Value::Number(x), Value::Number(y)) => num_cmp(x, y) == Some(Ordering::Equal),
-        (Value::Array(x), Value::Array(y)) => {
-            x.len() == y.len() && x.iter().zip(y).all(|(p, q)| loose_eq(p, q))
+    fn count(&mut self, bytes: usize) -> Result<(), ExprError> {
+        self.made = self.made.saturating_add(bytes);
+        if self.made > MEMORY {
+            return Err(ExprError::eval(
+                "The maximum allowed memory size was exceeded",
+            ));
         }
-        (Value::Object(x), Value::Object(y)) => {
-            x.len() == y.len()
-                && x.iter()
-                    .all(|(k, v)| y.get(k).is_some_and(|w| loose_eq(v, w)))
+        Ok(())
+    }
+}
+
+/// What an access asks for (GitHub's `idxHelper`): every element, or a
+/// key (a primitive's text) and, for arrays, a whole non-negative index.
+enum Index {
+    Star,
+    At {
+        key: Option<String>,
+        int: Option<usize>,
+    },
+}
+
+impl Index {
+    fn key(name: &str) -> Index {
+        Index::At {
+            key: Some(name.to_string()),
+            int: None,
         }
-        _ => a == b,
+    }
+
+    fn of(v: &Val<'_>) -> Index {
+        let f = v.number();
+        Index::At {
+            key: v.primitive().then(|| v.text().into_owned()),
+            int: (f.is_finite() && f >= 0.0).then(|| {
+                // Saturates: an index past any array is as good as absent.
+                f.floor() as usize
+            }),
+        }
     }
 }
 
-/// Numeric ordering, exact for integers and by `f64` otherwise.
-fn num_cmp(a: &Number, b: &Number) -> Option<Ordering> {
-    match (a.as_i64(), b.as_i64(), a.as_u64(), b.as_u64()) {
-        (Some(x), Some(y), _, _) => Some(x.cmp(&y)),
-        (_, _, Some(x), Some(y)) => Some(x.cmp(&y)),
-        // One fits in i64, the other is a u64 above i64::MAX.
-        (Some(_), None, _, Some(_)) => Some(Ordering::Less),
-        (None, Some(_), Some(_), _) => Some(Ordering::Greater),
-        _ => a.as_f64()?.partial_cmp(&b.as_f64()?),
+fn access<'a>(base: Val<'a>, idx: &Index) -> Val<'a> {
+    if let Val::List {
+        items,
+        filtered: true,
+    } = &base
+    {
+        // Each element's match, flattened one level for `*`.
+        let mut out = Vec::new();
+        for item in items {
+            match (item.kind(), idx) {
+                (Kind::Object | Kind::Array, Index::Star) => out.extend(item.elements()),
+                (Kind::Object, Index::At { key: Some(k), .. }) => out.extend(item.property(k)),
+                (Kind::Array, Index::At { int: Some(i), .. }) => out.extend(item.element(*i)),
+                _ => {}
+            }
+        }
+        return Val::List {
+            items: out,
+            filtered: true,
+        };
     }
-}
-
-fn type_name(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "boolean",
-        Value::Number(_) => "number",
-        Value::String(_) => "string",
-        Value::Array(_) => "array",
-        Value::Object(_) => "object",
+    match (base.kind(), idx) {
+        (Kind::Array | Kind::Object, Index::Star) => Val::List {
+            items: base.elements(),
+            filtered: true,
+        },
+        (_, Index::Star) => Val::List {
+            items: Vec::new(),
+            filtered: true,
+        },
+        (Kind::Array, Index::At { int: Some(i), .. }) => base.element(*i).unwrap_or(Val::Null),
+        (Kind::Object, Index::At { key: Some(k), .. }) => base.property(k).unwrap_or(Val::Null),
+        _ => Val::Null,
     }
 }

@@ -1,24 +1,31 @@
-//! The lexer: expression text into tokens (names, numbers, quoted strings,
-//! operators), each with its byte offsets for error positions.
+//! The lexer: expression text into tokens, as GitHub's (`lexer.ts`) cuts
+//! it. A number or a name runs to the next boundary character, so `1.2.3`,
+//! `0xZZ` or `a'b` is one bad token, not several good ones; `''` in a
+//! string is a quote and backslashes are literal. Positions are byte
+//! offsets.
 
+use super::value::{is_js_space, parse_number};
 use super::*;
-use serde_json::Number;
 
 #[derive(Debug, Clone, PartialEq)]
 pub(super) enum Tok {
-    Ident(String),
-    Num(Number),
-    Str(String),
     LParen,
     RParen,
     LBracket,
     RBracket,
-    Dot,
     Comma,
+    Dot,
     Bang,
     Op(BinOp),
     And,
     Or,
+    Star,
+    Num(f64),
+    Str(String),
+    Ident,
+    True,
+    False,
+    Null,
 }
 
 #[derive(Debug, Clone)]
@@ -28,158 +35,194 @@ pub(super) struct Token {
     pub(super) end: usize,
 }
 
-fn is_ident_start(b: u8) -> bool {
-    b.is_ascii_alphabetic() || b == b'_'
+/// Characters that end a number or a name.
+fn is_boundary(c: char) -> bool {
+    matches!(
+        c,
+        '(' | '[' | ')' | ']' | ',' | '.' | '!' | '>' | '<' | '=' | '&' | '|'
+    ) || is_js_space(c)
 }
 
-fn is_ident_char(b: u8) -> bool {
-    b.is_ascii_alphanumeric() || b == b'_' || b == b'-'
+/// A name: a letter or `_`, then letters, digits, `_` and `-` (ASCII).
+fn is_legal_name(s: &str) -> bool {
+    let mut chars = s.chars();
+    chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
 }
 
 pub(super) fn lex(src: &str) -> Result<Vec<Token>, ExprError> {
-    let bytes = src.as_bytes();
-    let at = |i: usize| bytes.get(i).copied();
-    let mut toks = Vec::new();
-    let mut i = 0;
-    while let Some(b) = at(i) {
-        let pos = i;
-        let next = at(i + 1);
-        let (tok, len) = match b {
-            b' ' | b'\t' | b'\n' | b'\r' => {
-                i += 1;
-                continue;
-            }
-            b'(' => (Tok::LParen, 1),
-            b')' => (Tok::RParen, 1),
-            b'[' => (Tok::LBracket, 1),
-            b']' => (Tok::RBracket, 1),
-            b'.' => (Tok::Dot, 1),
-            b',' => (Tok::Comma, 1),
-            b'!' if next == Some(b'=') => (Tok::Op(BinOp::Ne), 2),
-            b'!' => (Tok::Bang, 1),
-            b'=' if next == Some(b'=') => (Tok::Op(BinOp::Eq), 2),
-            b'<' if next == Some(b'=') => (Tok::Op(BinOp::Le), 2),
-            b'<' => (Tok::Op(BinOp::Lt), 1),
-            b'>' if next == Some(b'=') => (Tok::Op(BinOp::Ge), 2),
-            b'>' => (Tok::Op(BinOp::Gt), 1),
-            b'&' if next == Some(b'&') => (Tok::And, 2),
-            b'|' if next == Some(b'|') => (Tok::Or, 2),
-            b'=' | b'&' | b'|' => {
-                let c = char::from(b);
-                return Err(ExprError::syntax(
-                    pos,
-                    format!("unexpected `{c}` (did you mean `{c}{c}`?)"),
-                ));
-            }
-            b'\'' | b'"' => {
-                let (s, end) = lex_string(src, pos)?;
-                toks.push(Token {
-                    tok: Tok::Str(s),
-                    pos,
-                    end,
-                });
-                i = end;
-                continue;
-            }
-            b'-' if !next.is_some_and(|n| n.is_ascii_digit()) => {
-                return Err(ExprError::syntax(pos, "unexpected `-`"));
-            }
-            b'-' | b'0'..=b'9' => {
-                let end = scan_number(bytes, pos);
-                let text = src.get(pos..end).unwrap_or_default();
-                let n: Number = text
-                    .parse()
-                    .map_err(|_| ExprError::syntax(pos, format!("invalid number `{text}`")))?;
-                (Tok::Num(n), end - pos)
-            }
-            b if is_ident_start(b) => {
-                let mut end = pos + 1;
-                while at(end).is_some_and(is_ident_char) {
-                    end += 1;
-                }
-                let name = src.get(pos..end).unwrap_or_default().to_string();
-                (Tok::Ident(name), end - pos)
-            }
-            _ => {
-                let c = src.get(pos..).and_then(|s| s.chars().next()).unwrap_or('?');
-                return Err(ExprError::syntax(
-                    pos,
-                    format!("unexpected character `{c}`"),
-                ));
-            }
-        };
-        i = pos + len;
-        toks.push(Token { tok, pos, end: i });
+    if src.encode_utf16().count() > MAX_LENGTH {
+        return Err(ExprError::syntax(
+            0,
+            format!("Exceeded max expression length {MAX_LENGTH}"),
+        ));
     }
-    Ok(toks)
-}
-
-/// End of the number starting at `start`: `-?digits(.digits)?([eE][+-]?digits)?`.
-fn scan_number(bytes: &[u8], start: usize) -> usize {
-    let digit = |i: usize| bytes.get(i).is_some_and(u8::is_ascii_digit);
-    let digits = |mut i: usize| {
-        while digit(i) {
-            i += 1;
-        }
-        i
+    let mut lexer = Lexer {
+        src,
+        offset: 0,
+        toks: Vec::new(),
     };
-    let mut i = start;
-    if bytes.get(i) == Some(&b'-') {
-        i += 1;
-    }
-    i = digits(i);
-    if bytes.get(i) == Some(&b'.') && digit(i + 1) {
-        i = digits(i + 1);
-    }
-    if matches!(bytes.get(i), Some(b'e' | b'E')) {
-        let sign = usize::from(matches!(bytes.get(i + 1), Some(b'+' | b'-')));
-        if digit(i + 1 + sign) {
-            i = digits(i + 1 + sign);
+    while let Some(c) = lexer.peek() {
+        let start = lexer.offset;
+        lexer.offset += c.len_utf8();
+        match c {
+            '(' => lexer.push(Tok::LParen, start),
+            ')' => lexer.push(Tok::RParen, start),
+            '[' => lexer.push(Tok::LBracket, start),
+            ']' => lexer.push(Tok::RBracket, start),
+            ',' => lexer.push(Tok::Comma, start),
+            '.' => {
+                // After a name, `]`, `)` or `*` it is an access; else a
+                // number such as `.5` starts.
+                let access = matches!(
+                    lexer.previous(),
+                    Some(Tok::Ident | Tok::RBracket | Tok::RParen | Tok::Star)
+                );
+                if access {
+                    lexer.push(Tok::Dot, start);
+                } else {
+                    lexer.number(start)?;
+                }
+            }
+            '-' | '+' => lexer.number(start)?,
+            '!' if lexer.eat('=') => lexer.push(Tok::Op(BinOp::Ne), start),
+            '!' => lexer.push(Tok::Bang, start),
+            '=' if lexer.eat('=') => lexer.push(Tok::Op(BinOp::Eq), start),
+            '<' if lexer.eat('=') => lexer.push(Tok::Op(BinOp::Le), start),
+            '<' => lexer.push(Tok::Op(BinOp::Lt), start),
+            '>' if lexer.eat('=') => lexer.push(Tok::Op(BinOp::Ge), start),
+            '>' => lexer.push(Tok::Op(BinOp::Gt), start),
+            '&' if lexer.eat('&') => lexer.push(Tok::And, start),
+            '|' if lexer.eat('|') => lexer.push(Tok::Or, start),
+            '*' => lexer.push(Tok::Star, start),
+            ' ' | '\r' | '\t' | '\n' => {}
+            '\'' => lexer.string(start)?,
+            c if c.is_ascii_digit() => lexer.number(start)?,
+            // `=`, `&` or `|` alone, `"`, and anything else: a name, which
+            // is refused unless it is a legal one.
+            _ => lexer.name(start)?,
         }
     }
-    i
+    Ok(lexer.toks)
 }
 
-/// A quoted string starting at `start`; returns its value and the end offset.
-fn lex_string(src: &str, start: usize) -> Result<(String, usize), ExprError> {
-    let bytes = src.as_bytes();
-    let quote = bytes.get(start).copied().unwrap_or(b'"');
-    let mut out = String::new();
-    let mut seg = start + 1;
-    let mut i = seg;
-    loop {
-        match bytes.get(i) {
-            None => return Err(ExprError::syntax(start, "unterminated string")),
-            Some(&b) if b == quote => {
-                out.push_str(src.get(seg..i).unwrap_or_default());
-                return Ok((out, i + 1));
-            }
-            Some(b'\\') => {
-                out.push_str(src.get(seg..i).unwrap_or_default());
-                let c = match bytes.get(i + 1) {
-                    Some(b'\\') => '\\',
-                    Some(b'\'') => '\'',
-                    Some(b'"') => '"',
-                    Some(b'n') => '\n',
-                    Some(b't') => '\t',
-                    Some(b'r') => '\r',
-                    None => return Err(ExprError::syntax(start, "unterminated string")),
-                    Some(_) => {
-                        let shown: String =
-                            src.get(i..).unwrap_or_default().chars().take(2).collect();
-                        return Err(ExprError::syntax(
-                            i,
-                            format!(
-                                "unknown escape `{shown}` (use \\\\, \\', \\\", \\n, \\t or \\r)"
-                            ),
-                        ));
-                    }
-                };
-                out.push(c);
-                i += 2;
-                seg = i;
-            }
-            Some(_) => i += 1,
+struct Lexer<'a> {
+    src: &'a str,
+    offset: usize,
+    toks: Vec<Token>,
+}
+
+impl Lexer<'_> {
+    fn peek(&self) -> Option<char> {
+        self.src.get(self.offset..)?.chars().next()
+    }
+
+    fn eat(&mut self, c: char) -> bool {
+        if self.peek() == Some(c) {
+            self.offset += c.len_utf8();
+            return true;
         }
+        false
+    }
+
+    fn previous(&self) -> Option<&Tok> {
+        self.toks.last().map(|t| &t.tok)
+    }
+
+    fn push(&mut self, tok: Tok, pos: usize) {
+        self.toks.push(Token {
+            tok,
+            pos,
+            end: self.offset,
+        });
+    }
+
+    fn lexeme(&self, start: usize) -> &str {
+        self.src.get(start..self.offset).unwrap_or_default()
+    }
+
+    fn unexpected(&self, start: usize, text: &str) -> ExprError {
+        let mut e = ExprError::syntax(start, format!("Unexpected symbol: '{text}'"));
+        if let ExprError::Syntax { hint, .. } = &mut e {
+            *hint = match text.chars().next() {
+                Some('"') => Some("strings are in single quotes, with '' for a quote".into()),
+                Some('=') => Some("compare with `==`".into()),
+                Some('&') => Some("and is `&&`".into()),
+                Some('|') => Some("or is `||`".into()),
+                _ => None,
+            };
+        }
+        e
+    }
+
+    /// The rest of a number (up to a boundary; a `.` is part of it).
+    fn number(&mut self, start: usize) -> Result<(), ExprError> {
+        while let Some(c) = self.peek() {
+            if is_boundary(c) && c != '.' {
+                break;
+            }
+            self.offset += c.len_utf8();
+        }
+        let text = self.lexeme(start);
+        let n = parse_number(text);
+        if n.is_nan() {
+            return Err(self.unexpected(start, text));
+        }
+        self.push(Tok::Num(n), start);
+        Ok(())
+    }
+
+    /// A string after its opening quote: `''` is a quote, nothing else is
+    /// special.
+    fn string(&mut self, start: usize) -> Result<(), ExprError> {
+        let mut value = String::new();
+        loop {
+            let Some(c) = self.peek() else {
+                let rest = self.src.get(start..).unwrap_or_default().to_string();
+                let mut e = self.unexpected(start, &rest);
+                if let ExprError::Syntax { hint, .. } = &mut e {
+                    *hint = Some("unterminated string".into());
+                }
+                return Err(e);
+            };
+            self.offset += c.len_utf8();
+            if c == '\'' {
+                if self.eat('\'') {
+                    value.push('\'');
+                    continue;
+                }
+                break;
+            }
+            value.push(c);
+        }
+        self.push(Tok::Str(value), start);
+        Ok(())
+    }
+
+    /// A name or keyword (up to a boundary).
+    fn name(&mut self, start: usize) -> Result<(), ExprError> {
+        while let Some(c) = self.peek() {
+            if is_boundary(c) {
+                break;
+            }
+            self.offset += c.len_utf8();
+        }
+        let text = self.lexeme(start);
+        let keyword = !matches!(self.previous(), Some(Tok::Dot));
+        let tok = match text {
+            "true" if keyword => Tok::True,
+            "false" if keyword => Tok::False,
+            "null" if keyword => Tok::Null,
+            "NaN" if keyword => Tok::Num(f64::NAN),
+            "Infinity" if keyword => Tok::Num(f64::INFINITY),
+            _ => Tok::Ident,
+        };
+        if !is_legal_name(text) {
+            return Err(self.unexpected(start, text));
+        }
+        self.push(tok, start);
+        Ok(())
     }
 }

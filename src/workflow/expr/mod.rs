@@ -1,19 +1,26 @@
-//! The `${{ … }}` expression language (SPEC §2).
+//! The `${{ … }}` expression language (SPEC §2): GitHub Actions'
+//! expressions, with their semantics exactly.
 //!
 //! Workflow files compute values from the run's context (`inputs`, `state`,
-//! `steps.<id>.output`, …) with small GitHub-Actions-style expressions. This
-//! module parses the text inside the delimiters into an [`Expr`], evaluates it
-//! against a JSON context, and lists the static access paths it uses so the
-//! validator can reject unknown names before anything runs.
+//! `steps.<id>.output`, …) with the expressions people copy from their
+//! GitHub workflows, so they must mean what they mean there: literals
+//! (`0xff`, `.5`, `NaN`, `'it''s'`), case-insensitive string comparison
+//! and property lookup, `null`/boolean/string coercions, `.*` filters,
+//! function names in any case, JavaScript's number formatting. GitHub's own
+//! implementation (actions/languageservices, `expressions/src`) is ported
+//! here piece by piece, and its cross-language conformance data is run
+//! through this module by `tests/expressions.rs`. wf adds array literals
+//! `[1, 'a']` and the status functions of `if:`.
 //!
 //! Parsing never panics, whatever the input: positions are byte offsets into
-//! the expression text, nesting is capped at [`MAX_DEPTH`], and operator chains
-//! are stored flat, so neither parsing, evaluation nor dropping a tree can
-//! recurse deeper than that cap.
+//! the expression text, nesting is capped at [`MAX_DEPTH`] as GitHub caps
+//! it, and operator chains are stored flat, so neither parsing, evaluation
+//! nor dropping a tree recurses deeper than that cap.
 //!
 //! This file holds the syntax tree and its errors; `lexer` and `parser` turn
-//! text into an [`Expr`], `eval` evaluates one, `functions` are what it can
-//! call, and `analysis` reads what it refers to without running it.
+//! text into an [`Expr`], `value` is what evaluation computes with, `eval`
+//! evaluates, `functions` are what it can call, and `analysis` reads what
+//! an expression refers to without running it.
 
 mod analysis;
 mod eval;
@@ -22,25 +29,40 @@ mod lexer;
 mod parser;
 #[cfg(test)]
 mod tests;
+mod value;
 
 use serde_json::Value;
 
 pub use eval::truthy;
-pub use functions::FUNCTIONS;
-pub use parser::parse;
 
-/// Most levels of nesting (parentheses, `[…]` indexes and `!`) an expression may have.
-pub const MAX_DEPTH: usize = 64;
+/// A JSON value as text, as an expression's value inside a string is
+/// rendered (see [`Expr::eval_text`]).
+pub fn text_of(v: &Value) -> String {
+    value::Val::of(v).text().into_owned()
+}
+pub use functions::FUNCTIONS;
+pub use parser::{parse, parse_in};
+
+/// Most levels of nesting an expression may have (GitHub's
+/// `MAX_PARSER_DEPTH`): groups, function calls, `!`, `&&`/`||` chains and
+/// each property or index access count.
+pub const MAX_DEPTH: usize = 50;
+
+/// The longest expression, in UTF-16 code units (GitHub's
+/// `MAX_EXPRESSION_LENGTH`).
+pub const MAX_LENGTH: usize = 21_000;
 
 /// A parse or evaluation error.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ExprError {
     /// The expression text is malformed; `pos` is a byte offset into it.
-    #[error("{message} at offset {pos}")]
-    Syntax { pos: usize, message: String },
-    /// The expression nests more than [`MAX_DEPTH`] levels deep.
-    #[error("expression nests more than {MAX_DEPTH} levels deep at offset {pos}")]
-    TooDeep { pos: usize },
+    /// `message` is GitHub's; `hint` what wf adds to help.
+    #[error("{message}{} at offset {pos}", .hint.as_deref().map(|h| format!(" ({h})")).unwrap_or_default())]
+    Syntax {
+        pos: usize,
+        message: String,
+        hint: Option<String>,
+    },
     /// The expression is well-formed but cannot be evaluated on this context.
     #[error("{message}")]
     Eval { message: String },
@@ -50,18 +72,27 @@ impl ExprError {
     /// Byte offset of a parse error inside the expression text.
     pub fn pos(&self) -> Option<usize> {
         match self {
-            ExprError::Syntax { pos, .. } | ExprError::TooDeep { pos } => Some(*pos),
+            ExprError::Syntax { pos, .. } => Some(*pos),
             ExprError::Eval { .. } => None,
         }
     }
 
-    /// The message without the "at offset N" suffix.
+    /// The message (with wf's hint) without the "at offset N" suffix.
     pub fn message(&self) -> String {
         match self {
+            ExprError::Syntax {
+                message,
+                hint: Some(h),
+                ..
+            } => format!("{message} ({h})"),
             ExprError::Syntax { message, .. } | ExprError::Eval { message } => message.clone(),
-            ExprError::TooDeep { .. } => {
-                format!("expression nests more than {MAX_DEPTH} levels deep")
-            }
+        }
+    }
+
+    /// The message as GitHub words it (no hint), for the conformance test.
+    pub fn github_message(&self) -> &str {
+        match self {
+            ExprError::Syntax { message, .. } | ExprError::Eval { message } => message,
         }
     }
 
@@ -69,6 +100,7 @@ impl ExprError {
         ExprError::Syntax {
             pos,
             message: message.into(),
+            hint: None,
         }
     }
 
@@ -82,11 +114,10 @@ impl ExprError {
 /// A parsed expression.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub enum Expr {
-    /// `null`, `true`, `false`, a number or a string.
-    Literal(Value),
-    /// A root name such as `inputs` or `steps`.
-    Ident(String),
-    /// `base.name`, `base[expr]`, … applied left to right.
+    Literal(Literal),
+    /// A context name (`inputs`, `steps`, …), as written.
+    Context(String),
+    /// `base.name`, `base[expr]`, `base.*`, … applied left to right.
     Access {
         base: Box<Expr>,
         path: Vec<Accessor>,
@@ -103,10 +134,29 @@ pub enum Expr {
     And(Vec<Expr>),
     /// `a || b || …`: the first truthy operand, or the last one.
     Or(Vec<Expr>),
-    /// `[a, b, …]`
+    /// `[a, b, …]` (wf's addition).
     Array(Vec<Expr>),
-    /// `name(a, b, …)`, one of [`FUNCTIONS`].
-    Call { name: String, args: Vec<Expr> },
+    /// `name(a, b, …)`, one of [`FUNCTIONS`] in any case; `name` as written.
+    Call {
+        name: String,
+        args: Vec<Expr>,
+    },
+}
+
+/// A literal: `null`, `true`, `false`, a number or a string.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub enum Literal {
+    Null,
+    Bool(bool),
+    /// Kept as its bits: JSON has no `NaN` nor `Infinity`.
+    Number(u64),
+    String(String),
+}
+
+impl Literal {
+    fn number(n: f64) -> Literal {
+        Literal::Number(n.to_bits())
+    }
 }
 
 /// One step of an access path.
@@ -116,6 +166,8 @@ pub enum Accessor {
     Field(String),
     /// `[expr]`
     Index(Expr),
+    /// `.*` or `[*]`: every element (or property value), as a filtered array.
+    Star,
 }
 
 /// Comparison and equality operators.
@@ -127,23 +179,6 @@ pub enum BinOp {
     Le,
     Gt,
     Ge,
-}
-
-impl BinOp {
-    fn symbol(self) -> &'static str {
-        match self {
-            BinOp::Eq => "==",
-            BinOp::Ne => "!=",
-            BinOp::Lt => "<",
-            BinOp::Le => "<=",
-            BinOp::Gt => ">",
-            BinOp::Ge => ">=",
-        }
-    }
-
-    fn is_equality(self) -> bool {
-        matches!(self, BinOp::Eq | BinOp::Ne)
-    }
 }
 
 /// Pseudo-random inputs for the no-panic tests of this module and `template`.

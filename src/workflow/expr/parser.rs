@@ -1,38 +1,33 @@
-//! The parser: tokens into an [`Expr`], one function per precedence level,
-//! lowest first, with nesting capped at [`MAX_DEPTH`].
+//! The parser: tokens into an [`Expr`], as GitHub's (`parser.ts`) builds
+//! its tree: one function per precedence level, lowest first (`||`, `&&`,
+//! `==`/`!=`, `<`/`<=`/`>`/`>=`, `!`, access), its depth rule, its error
+//! messages. Only a context name, a call or a group may be indexed. wf adds
+//! array literals `[a, b]` where a value may start.
 
+use super::functions::signature;
 use super::lexer::{Tok, Token, lex};
 use super::*;
 
 /// Parses the text between `${{` and `}}` (surrounding whitespace allowed).
+/// Context names are not checked here (the validator checks them, knowing
+/// where the expression stands).
 pub fn parse(src: &str) -> Result<Expr, ExprError> {
-    let toks = lex(src)?;
-    let mut p = Parser {
-        src,
-        toks,
-        i: 0,
-        depth: 0,
-    };
-    let e = p.parse_or()?;
-    match p.peek() {
-        None => Ok(e),
-        Some(t) if matches!(t.tok, Tok::RParen | Tok::RBracket) => {
-            let text = p.text(t);
-            Err(ExprError::syntax(
-                t.pos,
-                format!("unexpected `{text}` with nothing to close"),
-            ))
-        }
-        Some(t) => {
-            let rest = src.get(t.pos..).unwrap_or_default().trim_end();
-            let shown: String = rest.chars().take(32).collect();
-            let ellipsis = if shown.len() < rest.len() { "…" } else { "" };
-            Err(ExprError::syntax(
-                t.pos,
-                format!("trailing input `{shown}{ellipsis}`"),
-            ))
-        }
-    }
+    Parser::new(src, None)?.parse()
+}
+
+/// Parses with the context names that exist (any case), refusing others
+/// as GitHub does (`Unrecognized named-value`).
+pub fn parse_in(src: &str, contexts: &[&str]) -> Result<Expr, ExprError> {
+    let names = contexts.iter().map(|c| c.to_lowercase()).collect();
+    Parser::new(src, Some(names))?.parse()
+}
+
+/// Why a token is where it cannot be (GitHub's `ErrorType`).
+enum Error {
+    UnexpectedSymbol,
+    UnexpectedEnd,
+    MaxDepth,
+    UnrecognizedContext,
 }
 
 struct Parser<'a> {
@@ -40,38 +35,108 @@ struct Parser<'a> {
     toks: Vec<Token>,
     i: usize,
     depth: usize,
+    contexts: Option<Vec<String>>,
 }
 
-impl Parser<'_> {
-    fn peek(&self) -> Option<&Token> {
-        self.toks.get(self.i)
+impl<'a> Parser<'a> {
+    fn new(src: &'a str, contexts: Option<Vec<String>>) -> Result<Parser<'a>, ExprError> {
+        Ok(Parser {
+            src,
+            toks: lex(src)?,
+            i: 0,
+            depth: 0,
+            contexts,
+        })
     }
 
-    fn peek_tok(&self) -> Option<&Tok> {
-        self.peek().map(|t| &t.tok)
-    }
-
-    fn bump(&mut self) -> Option<Token> {
-        let t = self.toks.get(self.i).cloned();
-        if t.is_some() {
-            self.i += 1;
+    fn parse(mut self) -> Result<Expr, ExprError> {
+        if self.toks.is_empty() {
+            return Err(ExprError::syntax(0, "An expression was expected"));
         }
-        t
+        let e = self.expression()?;
+        if let Some(t) = self.toks.get(self.i) {
+            let hint = match t.tok {
+                Tok::RParen | Tok::RBracket => "it has nothing to close",
+                _ => "an operator is missing before it",
+            };
+            return Err(with_hint(self.error(Error::UnexpectedSymbol, self.i), hint));
+        }
+        Ok(e)
     }
 
-    fn text(&self, t: &Token) -> &str {
-        self.src.get(t.pos..t.end).unwrap_or_default()
+    // ---- tokens ----
+
+    fn check(&self, tok: &Tok) -> bool {
+        self.toks.get(self.i).is_some_and(|t| t.tok == *tok)
     }
 
-    /// Offset of the next token, or the end of the input.
-    fn here(&self) -> usize {
-        self.peek().map_or(self.src.len(), |t| t.pos)
+    fn at_end(&self) -> bool {
+        self.i >= self.toks.len()
     }
 
-    fn enter(&mut self, pos: usize) -> Result<(), ExprError> {
+    fn eat(&mut self, tok: &Tok) -> bool {
+        if self.check(tok) {
+            self.i += 1;
+            return true;
+        }
+        false
+    }
+
+    fn eat_op(&mut self, ops: &[BinOp]) -> Option<BinOp> {
+        match self.toks.get(self.i).map(|t| &t.tok) {
+            Some(Tok::Op(op)) if ops.contains(op) => {
+                let op = *op;
+                self.i += 1;
+                Some(op)
+            }
+            _ => None,
+        }
+    }
+
+    fn consume(&mut self, tok: &Tok) -> Result<(), ExprError> {
+        if self.eat(tok) {
+            return Ok(());
+        }
+        Err(self.error(Error::UnexpectedSymbol, self.i))
+    }
+
+    fn text(&self, i: usize) -> &str {
+        self.toks
+            .get(i)
+            .and_then(|t| self.src.get(t.pos..t.end))
+            .unwrap_or_default()
+    }
+
+    /// An error at token `i` (past the end: the end of the expression),
+    /// worded as GitHub words it: `Unexpected symbol: ')'`.
+    fn error(&self, kind: Error, i: usize) -> ExprError {
+        let (shown, pos) = match self.toks.get(i) {
+            None => ("EOF".to_string(), self.src.len()),
+            Some(t) => (
+                match &t.tok {
+                    Tok::Str(s) => s.clone(),
+                    _ => self.text(i).to_string(),
+                },
+                t.pos,
+            ),
+        };
+        let what = match kind {
+            Error::UnexpectedSymbol => "Unexpected symbol".to_string(),
+            Error::UnexpectedEnd => "Unexpected end of expression".to_string(),
+            Error::MaxDepth => format!("Exceeded max expression depth {MAX_DEPTH}"),
+            Error::UnrecognizedContext => "Unrecognized named-value".to_string(),
+        };
+        let e = ExprError::syntax(pos, format!("{what}: '{shown}'"));
+        match kind {
+            Error::UnexpectedEnd => with_hint(e, "a value is missing at the end"),
+            _ => e,
+        }
+    }
+
+    fn enter(&mut self) -> Result<(), ExprError> {
         self.depth += 1;
         if self.depth > MAX_DEPTH {
-            return Err(ExprError::TooDeep { pos });
+            return Err(self.error(Error::MaxDepth, self.i));
         }
         Ok(())
     }
@@ -80,254 +145,211 @@ impl Parser<'_> {
         self.depth = self.depth.saturating_sub(1);
     }
 
-    fn parse_or(&mut self) -> Result<Expr, ExprError> {
-        let mut items = vec![self.parse_and()?];
-        while self.peek_tok() == Some(&Tok::Or) {
-            self.bump();
-            items.push(self.parse_and()?);
+    // ---- grammar ----
+
+    fn expression(&mut self) -> Result<Expr, ExprError> {
+        self.enter()?;
+        let e = self.or();
+        self.leave();
+        e
+    }
+
+    fn or(&mut self) -> Result<Expr, ExprError> {
+        let first = self.and()?;
+        if !self.check(&Tok::Or) {
+            return Ok(first);
         }
-        Ok(flatten(items, Expr::Or))
-    }
-
-    fn parse_and(&mut self) -> Result<Expr, ExprError> {
-        let mut items = vec![self.parse_equality()?];
-        while self.peek_tok() == Some(&Tok::And) {
-            self.bump();
-            items.push(self.parse_equality()?);
+        self.enter()?;
+        let mut items = vec![first];
+        while self.eat(&Tok::Or) {
+            items.push(self.and()?);
         }
-        Ok(flatten(items, Expr::And))
+        self.leave();
+        Ok(Expr::Or(items))
     }
 
-    fn parse_equality(&mut self) -> Result<Expr, ExprError> {
-        self.parse_chain(true)
+    fn and(&mut self) -> Result<Expr, ExprError> {
+        let first = self.equality()?;
+        if !self.check(&Tok::And) {
+            return Ok(first);
+        }
+        self.enter()?;
+        let mut items = vec![first];
+        while self.eat(&Tok::And) {
+            items.push(self.equality()?);
+        }
+        self.leave();
+        Ok(Expr::And(items))
     }
 
-    fn parse_comparison(&mut self) -> Result<Expr, ExprError> {
-        self.parse_chain(false)
+    fn equality(&mut self) -> Result<Expr, ExprError> {
+        let first = self.comparison()?;
+        let mut rest = Vec::new();
+        while let Some(op) = self.eat_op(&[BinOp::Ne, BinOp::Eq]) {
+            rest.push((op, self.comparison()?));
+        }
+        Ok(chain(first, rest))
     }
 
-    /// `operand (op operand)*` for the equality or the comparison level.
-    fn parse_chain(&mut self, equality: bool) -> Result<Expr, ExprError> {
-        let operand = |p: &mut Self| {
-            if equality {
-                p.parse_comparison()
+    fn comparison(&mut self) -> Result<Expr, ExprError> {
+        let first = self.unary()?;
+        let mut rest = Vec::new();
+        while let Some(op) = self.eat_op(&[BinOp::Gt, BinOp::Ge, BinOp::Lt, BinOp::Le]) {
+            rest.push((op, self.unary()?));
+        }
+        Ok(chain(first, rest))
+    }
+
+    fn unary(&mut self) -> Result<Expr, ExprError> {
+        if self.eat(&Tok::Bang) {
+            self.enter()?;
+            let operand = self.unary()?;
+            self.leave();
+            return Ok(Expr::Not(Box::new(operand)));
+        }
+        self.access()
+    }
+
+    /// Accesses after a context name, a call or a group: `.name`, `.*`,
+    /// `[expr]`, `[*]`; each is a level of depth.
+    fn access(&mut self) -> Result<Expr, ExprError> {
+        let (base, indexable) = self.call()?;
+        if !indexable {
+            return Ok(base);
+        }
+        let mut path = Vec::new();
+        let mut levels = 0;
+        let out = loop {
+            if self.eat(&Tok::LBracket) {
+                let index = if self.eat(&Tok::Star) {
+                    Accessor::Star
+                } else {
+                    Accessor::Index(self.expression()?)
+                };
+                self.consume(&Tok::RBracket)?;
+                self.enter()?;
+                levels += 1;
+                path.push(index);
+            } else if self.eat(&Tok::Dot) {
+                self.enter()?;
+                levels += 1;
+                if self.eat(&Tok::Ident) {
+                    path.push(Accessor::Field(self.text(self.i - 1).to_string()));
+                } else if self.eat(&Tok::Star) {
+                    path.push(Accessor::Star);
+                } else {
+                    return Err(self.error(Error::UnexpectedSymbol, self.i));
+                }
             } else {
-                p.parse_unary()
+                break if path.is_empty() {
+                    base
+                } else {
+                    Expr::Access {
+                        base: Box::new(base),
+                        path,
+                    }
+                };
             }
         };
-        let first = operand(self)?;
-        let mut rest = Vec::new();
-        while let Some(&Tok::Op(op)) = self.peek_tok() {
-            if op.is_equality() != equality {
-                break;
-            }
-            self.bump();
-            rest.push((op, operand(self)?));
-        }
-        Ok(if rest.is_empty() {
-            first
-        } else {
-            Expr::Chain {
-                first: Box::new(first),
-                rest,
-            }
-        })
-    }
-
-    fn parse_unary(&mut self) -> Result<Expr, ExprError> {
-        if self.peek_tok() == Some(&Tok::Bang) {
-            let pos = self.here();
-            self.bump();
-            self.enter(pos)?;
-            let inner = self.parse_unary()?;
+        for _ in 0..levels {
             self.leave();
-            return Ok(Expr::Not(Box::new(inner)));
         }
-        self.parse_postfix()
+        Ok(out)
     }
 
-    fn parse_postfix(&mut self) -> Result<Expr, ExprError> {
-        let base = self.parse_primary()?;
-        let mut path = Vec::new();
-        loop {
-            match self.peek_tok() {
-                Some(Tok::Dot) => {
-                    self.bump();
-                    match self.peek_tok() {
-                        Some(Tok::Ident(name)) => {
-                            path.push(Accessor::Field(name.clone()));
-                            self.bump();
+    /// A context name or a call (indexable), else a primary.
+    fn call(&mut self) -> Result<(Expr, bool), ExprError> {
+        if !self.check(&Tok::Ident) {
+            return self.primary();
+        }
+        let at = self.i;
+        self.i += 1;
+        let name = self.text(at).to_string();
+        if !self.eat(&Tok::LParen) {
+            if let Some(known) = &self.contexts
+                && !known.contains(&name.to_lowercase())
+            {
+                return Err(self.error(Error::UnrecognizedContext, at));
+            }
+            return Ok((Expr::Context(name), true));
+        }
+        let mut args = Vec::new();
+        while !self.eat(&Tok::RParen) {
+            args.push(self.expression()?);
+            if !self.check(&Tok::RParen) {
+                self.consume(&Tok::Comma)?;
+            }
+        }
+        let pos = self.toks.get(at).map_or(0, |t| t.pos);
+        signature(&name, args.len()).map_err(|(message, hint)| ExprError::Syntax {
+            pos,
+            message,
+            hint,
+        })?;
+        Ok((Expr::Call { name, args }, true))
+    }
+
+    fn primary(&mut self) -> Result<(Expr, bool), ExprError> {
+        let Some(t) = self.toks.get(self.i) else {
+            return Err(self.error(Error::UnexpectedEnd, self.i.saturating_sub(1)));
+        };
+        let literal = match &t.tok {
+            Tok::False => Literal::Bool(false),
+            Tok::True => Literal::Bool(true),
+            Tok::Null => Literal::Null,
+            Tok::Num(n) => Literal::number(*n),
+            Tok::Str(s) => Literal::String(s.clone()),
+            Tok::LParen => {
+                self.i += 1;
+                let inner = self.expression()?;
+                if self.at_end() {
+                    return Err(self.error(Error::UnexpectedEnd, self.i - 1));
+                }
+                self.consume(&Tok::RParen)?;
+                return Ok((inner, true));
+            }
+            Tok::LBracket => {
+                // wf's array literal.
+                self.i += 1;
+                self.enter()?;
+                let mut items = Vec::new();
+                if !self.eat(&Tok::RBracket) {
+                    loop {
+                        items.push(self.expression()?);
+                        if self.eat(&Tok::Comma) {
+                            continue;
                         }
-                        _ => return Err(self.expected("a property name after `.`")),
+                        if self.at_end() {
+                            return Err(self.error(Error::UnexpectedEnd, self.i - 1));
+                        }
+                        self.consume(&Tok::RBracket)?;
+                        break;
                     }
                 }
-                Some(Tok::LBracket) => {
-                    let open = self.here();
-                    self.bump();
-                    self.enter(open)?;
-                    let idx = self.parse_or()?;
-                    self.close(&Tok::RBracket, "]", "[", open)?;
-                    self.leave();
-                    path.push(Accessor::Index(idx));
-                }
-                _ => break,
-            }
-        }
-        Ok(if path.is_empty() {
-            base
-        } else {
-            Expr::Access {
-                base: Box::new(base),
-                path,
-            }
-        })
-    }
-
-    fn parse_primary(&mut self) -> Result<Expr, ExprError> {
-        let Some(t) = self.peek().cloned() else {
-            return Err(self.missing_operand());
-        };
-        let e = match t.tok {
-            Tok::Ident(name)
-                if matches!(self.toks.get(self.i + 1).map(|t| &t.tok), Some(Tok::LParen)) =>
-            {
-                return self.parse_call(name, t.pos);
-            }
-            Tok::Ident(name) => match name.as_str() {
-                "null" => Expr::Literal(Value::Null),
-                "true" => Expr::Literal(Value::Bool(true)),
-                "false" => Expr::Literal(Value::Bool(false)),
-                _ => Expr::Ident(name),
-            },
-            Tok::LBracket => {
-                self.bump();
-                self.enter(t.pos)?;
-                let items = self.parse_list(&Tok::RBracket, "]", "[", t.pos)?;
                 self.leave();
-                return Ok(Expr::Array(items));
+                return Ok((Expr::Array(items), false));
             }
-            Tok::Num(n) => Expr::Literal(Value::Number(n)),
-            Tok::Str(s) => Expr::Literal(Value::String(s)),
-            Tok::LParen => {
-                self.bump();
-                self.enter(t.pos)?;
-                let inner = self.parse_or()?;
-                self.close(&Tok::RParen, ")", "(", t.pos)?;
-                self.leave();
-                return Ok(inner);
-            }
-            _ => return Err(self.missing_operand()),
+            _ => return Err(self.error(Error::UnexpectedSymbol, self.i)),
         };
-        self.bump();
-        Ok(e)
-    }
-
-    /// `name(args)`: a known function with the right number of arguments.
-    fn parse_call(&mut self, name: String, pos: usize) -> Result<Expr, ExprError> {
-        let Some(&(_, min, max)) = FUNCTIONS.iter().find(|(f, _, _)| *f == name) else {
-            let known: Vec<&str> = FUNCTIONS.iter().map(|(f, _, _)| *f).collect();
-            let near = crate::workflow::nearest(&name, known.iter().copied())
-                .map(|n| format!("; did you mean `{n}`?"))
-                .unwrap_or_default();
-            return Err(ExprError::syntax(
-                pos,
-                format!(
-                    "unknown function `{name}`{near} (functions: {})",
-                    known.join(", ")
-                ),
-            ));
-        };
-        self.bump(); // name
-        let open = self.here();
-        self.bump(); // (
-        self.enter(open)?;
-        let args = self.parse_list(&Tok::RParen, ")", "(", open)?;
-        self.leave();
-        if args.len() < min || args.len() > max {
-            let wants = match (min, max) {
-                (a, b) if a == b => format!("{a}"),
-                (a, usize::MAX) => format!("at least {a}"),
-                (a, b) => format!("{a} or {b}"),
-            };
-            return Err(ExprError::syntax(
-                pos,
-                format!("`{name}` takes {wants} argument(s), not {}", args.len()),
-            ));
-        }
-        Ok(Expr::Call { name, args })
-    }
-
-    /// Comma-separated expressions up to the closing token (empty allowed).
-    fn parse_list(
-        &mut self,
-        tok: &Tok,
-        close: &str,
-        opener: &str,
-        open: usize,
-    ) -> Result<Vec<Expr>, ExprError> {
-        let mut items = Vec::new();
-        if self.peek_tok() == Some(tok) {
-            self.bump();
-            return Ok(items);
-        }
-        loop {
-            items.push(self.parse_or()?);
-            if self.peek_tok() == Some(&Tok::Comma) {
-                self.bump();
-                continue;
-            }
-            self.close(tok, close, opener, open)?;
-            return Ok(items);
-        }
-    }
-
-    /// Consumes the closing token of a group opened at `open`.
-    fn close(
-        &mut self,
-        tok: &Tok,
-        close: &str,
-        opener: &str,
-        open: usize,
-    ) -> Result<(), ExprError> {
-        if self.peek_tok() == Some(tok) {
-            self.bump();
-            return Ok(());
-        }
-        Err(self.expected(&format!(
-            "`{close}` to close the `{opener}` at offset {open}"
-        )))
-    }
-
-    /// "expected X" at the next token (naming it) or at the end of input.
-    fn expected(&self, what: &str) -> ExprError {
-        match self.peek() {
-            Some(t) => {
-                ExprError::syntax(t.pos, format!("expected {what}, found `{}`", self.text(t)))
-            }
-            None => ExprError::syntax(
-                self.src.len(),
-                format!("expected {what}, found end of expression"),
-            ),
-        }
-    }
-
-    /// An operand was expected at the current token; name the operator before it.
-    fn missing_operand(&self) -> ExprError {
-        let prev = self.i.checked_sub(1).and_then(|j| self.toks.get(j));
-        match (prev, self.peek()) {
-            (None, None) => ExprError::syntax(0, "empty expression"),
-            (None, Some(t)) => ExprError::syntax(t.pos, format!("unexpected `{}`", self.text(t))),
-            (Some(p), _) => self.expected(&format!("an expression after `{}`", self.text(p))),
-        }
+        self.i += 1;
+        Ok((Expr::Literal(literal), false))
     }
 }
 
-/// A one-element operator list is just its element.
-fn flatten(mut items: Vec<Expr>, wrap: fn(Vec<Expr>) -> Expr) -> Expr {
-    if items.len() == 1
-        && let Some(only) = items.pop()
-    {
-        return only;
+fn with_hint(mut e: ExprError, text: &str) -> ExprError {
+    if let ExprError::Syntax { hint, .. } = &mut e {
+        *hint = Some(text.to_string());
     }
-    wrap(items)
+    e
+}
+
+fn chain(first: Expr, rest: Vec<(BinOp, Expr)>) -> Expr {
+    if rest.is_empty() {
+        first
+    } else {
+        Expr::Chain {
+            first: Box::new(first),
+            rest,
+        }
+    }
 }

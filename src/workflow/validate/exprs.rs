@@ -32,6 +32,7 @@ impl Checker<'_> {
                     )
                 })?;
                 self.references(&e, s, pos, ctx)?;
+                self.warn_changes(&e, false, s, pos);
                 Ok(Condition::Expr(e))
             }
             _ => Err(self.err(pos, "`if` must be an expression or a boolean")),
@@ -116,8 +117,26 @@ impl Checker<'_> {
         })?;
         for e in t.exprs() {
             self.references(e, s, pos, ctx)?;
+            self.warn_changes(e, t.renders_as_text(), s, pos);
         }
         Ok(t)
+    }
+
+    /// Warns of what in `e` means something else than before wf followed
+    /// GitHub's rules exactly (`Expr::meaning_changes`), and of a value
+    /// that is likely an object or array rendered inside a string.
+    fn warn_changes(&self, e: &Expr, as_text: bool, text: &str, pos: Pos) {
+        let mut found = e.meaning_changes();
+        if as_text && e.likely_object() {
+            found.push(
+                "an object or array inside a string renders as `Object` or `Array` now (as in GitHub Actions); use toJSON(…) for its JSON"
+                    .into(),
+            );
+        }
+        let at = self.locate(text, pos);
+        self.warnings
+            .borrow_mut()
+            .extend(found.into_iter().map(|m| self.err(at, m)));
     }
 
     fn references(
@@ -127,7 +146,38 @@ impl Checker<'_> {
         pos: Pos,
         ctx: &ExprCtx,
     ) -> Result<(), DefinitionError> {
-        for path in e.references() {
+        for mut path in e.references() {
+            // Names are looked up ignoring case, as GitHub's are: checked
+            // here by their canonical spelling.
+            if let Some(root) = path.first_mut()
+                && let Some(known) = ROOTS.iter().find(|r| r.eq_ignore_ascii_case(root))
+            {
+                *root = (*known).to_string();
+            }
+            let root_name = path.first().cloned().unwrap_or_default();
+            if let Some(name) = path.get_mut(1) {
+                let canonical = match root_name.as_str() {
+                    "steps" => self
+                        .step_ids
+                        .keys()
+                        .find(|k| k.eq_ignore_ascii_case(name))
+                        .cloned(),
+                    "inputs" => ctx
+                        .inputs
+                        .keys()
+                        .find(|k| k.eq_ignore_ascii_case(name))
+                        .cloned(),
+                    "secrets" => ctx
+                        .secrets
+                        .iter()
+                        .find(|k| k.eq_ignore_ascii_case(name))
+                        .cloned(),
+                    _ => None,
+                };
+                if let Some(c) = canonical {
+                    *name = c;
+                }
+            }
             let Some(root) = path.first() else { continue };
             let at = || {
                 let value = self.locate(text, pos);

@@ -95,6 +95,7 @@ pub fn parse_source(source: &str, label: &str) -> Result<Workflow, DefinitionErr
         step_ids: HashMap::new(),
         step_refs: Default::default(),
         results_read: std::cell::RefCell::new(Some(Default::default())),
+        warnings: Default::default(),
     }
     .check(raw)
 }
@@ -161,6 +162,8 @@ struct Checker<'a> {
     /// anywhere, `outputs:` included); `None` once one reads `steps` whole
     /// or through a dynamic index.
     results_read: std::cell::RefCell<Option<std::collections::BTreeSet<String>>>,
+    /// What is valid but likely not meant ([`Workflow::warnings`]).
+    warnings: std::cell::RefCell<Vec<DefinitionError>>,
 }
 
 struct StepRef {

@@ -99,6 +99,19 @@ impl Checker<'_> {
             }
             if self.step_ids.contains_key(&id.value) {
                 errors.push(self.err(id.into(), format!("duplicate step id `{}`", id.value)));
+            } else if let Some(other) = self
+                .step_ids
+                .keys()
+                .find(|k| k.eq_ignore_ascii_case(&id.value))
+            {
+                // Expressions look names up ignoring case, as GitHub's do.
+                errors.push(self.err(
+                    id.into(),
+                    format!(
+                        "step id `{}` differs from `{other}` only in case: expressions could not tell them apart",
+                        id.value
+                    ),
+                ));
             } else {
                 self.step_ids.insert(id.value.clone(), i);
             }
@@ -206,6 +219,11 @@ impl Checker<'_> {
             steps,
             source: self.source.to_string(),
             hash: hash_source(self.source),
+            warnings: {
+                let mut w = self.warnings.take();
+                w.sort_by_key(|w| (w.line, w.col));
+                w
+            },
         })
     }
 }
