@@ -208,13 +208,12 @@ impl Printer {
     pub fn fitted(
         &self,
         header: &[&str],
-        rows: &[Vec<comfy_table::Cell>],
+        rows: Vec<Vec<comfy_table::Cell>>,
         flexible: Option<usize>,
         min: usize,
         drop: &[usize],
     ) -> (comfy_table::Table, Vec<bool>) {
-        let mut kept = vec![true; header.len()];
-        let build = |kept: &[bool]| {
+        let build = |kept: &[bool], rows: Vec<Vec<comfy_table::Cell>>| {
             let pick = |cells: Vec<comfy_table::Cell>| -> Vec<comfy_table::Cell> {
                 cells
                     .into_iter()
@@ -225,7 +224,7 @@ impl Printer {
             let mut table = self.table();
             table.set_header(pick(header.iter().map(comfy_table::Cell::new).collect()));
             for row in rows {
-                table.add_row(pick(row.clone()));
+                table.add_row(pick(row));
             }
             // `flexible`'s place among the kept columns.
             let flex = flexible
@@ -234,9 +233,15 @@ impl Printer {
             self.keep_columns(&mut table, flex);
             (table, flex)
         };
+        let mut kept = vec![true; header.len()];
+        if self.width().is_none() {
+            // Piped: nothing wraps, every column stays; the rows are moved
+            // in, not copied (10,000 steps' rows are megabytes).
+            return (build(&kept, rows).0, kept);
+        }
         let mut drop = drop.iter();
         loop {
-            let (table, flex) = build(&kept);
+            let (table, flex) = build(&kept, rows.clone());
             if self.fits(&table, flex, min) {
                 return (table, kept);
             }

@@ -142,7 +142,7 @@ pub async fn run(args: Args, store: &Store, printer: &Printer) -> anyhow::Result
         .collect();
     let (table, _) = printer.fitted(
         &["STEP", "STATUS", "TRIES", "ERROR", "TOOK"],
-        &rows,
+        rows,
         Some(3),
         12,
         &[4, 2],
@@ -204,7 +204,7 @@ fn print_attempts(printer: &Printer, attempts: &[AttemptRow]) {
         .collect();
     let (table, kept) = printer.fitted(
         &["STEP", "TRY", "RUN", "OUTCOME", "ERROR", "STARTED", "TOOK"],
-        &rows,
+        rows,
         Some(4),
         MIN_ERROR_WIDTH,
         &[2, 5, 4, 6],

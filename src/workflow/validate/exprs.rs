@@ -157,12 +157,10 @@ impl Checker<'_> {
             let root_name = path.first().cloned().unwrap_or_default();
             if let Some(name) = path.get_mut(1) {
                 let canonical = match root_name.as_str() {
-                    "steps" => self
-                        .step_ids
-                        .keys()
-                        .find(|k| k.eq_ignore_ascii_case(name))
-                        .cloned(),
-                    "inputs" => ctx
+                    "steps" if !self.step_ids.contains_key(name.as_str()) => {
+                        self.folded_ids.get(&name.to_ascii_lowercase()).cloned()
+                    }
+                    "inputs" if !ctx.inputs.contains_key(name.as_str()) => ctx
                         .inputs
                         .keys()
                         .find(|k| k.eq_ignore_ascii_case(name))

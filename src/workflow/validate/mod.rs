@@ -93,6 +93,7 @@ pub fn parse_source(source: &str, label: &str) -> Result<Workflow, DefinitionErr
         source,
         label,
         step_ids: HashMap::new(),
+        folded_ids: HashMap::new(),
         step_refs: Default::default(),
         results_read: std::cell::RefCell::new(Some(Default::default())),
         warnings: Default::default(),
@@ -155,6 +156,9 @@ struct Checker<'a> {
     source: &'a str,
     label: &'a str,
     step_ids: HashMap<String, usize>,
+    /// Step ids in lower case -> as written (expressions look them up
+    /// ignoring case).
+    folded_ids: HashMap<String, String>,
     /// `steps.X` references made in steps (which step, in its compensation
     /// or not, X, where), checked against `needs` once every step is read.
     step_refs: std::cell::RefCell<Vec<StepRef>>,

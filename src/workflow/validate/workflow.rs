@@ -99,11 +99,7 @@ impl Checker<'_> {
             }
             if self.step_ids.contains_key(&id.value) {
                 errors.push(self.err(id.into(), format!("duplicate step id `{}`", id.value)));
-            } else if let Some(other) = self
-                .step_ids
-                .keys()
-                .find(|k| k.eq_ignore_ascii_case(&id.value))
-            {
+            } else if let Some(other) = self.folded_ids.get(&id.value.to_ascii_lowercase()) {
                 // Expressions look names up ignoring case, as GitHub's do.
                 errors.push(self.err(
                     id.into(),
@@ -114,6 +110,8 @@ impl Checker<'_> {
                 ));
             } else {
                 self.step_ids.insert(id.value.clone(), i);
+                self.folded_ids
+                    .insert(id.value.to_ascii_lowercase(), id.value.clone());
             }
         }
 
