@@ -241,9 +241,39 @@ fn every_span_names_its_workflow_and_instance_and_replays_are_not_traced() {
     assert_eq!(root2["links"][0]["attributes"]["workflow.run"], 1);
 }
 
+/// `wf run FILE --id ID`, SIGKILLed once its step wrote its pid to
+/// `started`; then that step's process group and shell (which outlived
+/// their runner) are killed too, not left behind.
+fn kill_when_started(t: &Test, path: &std::path::Path, id: &str) {
+    use std::os::unix::process::ExitStatusExt;
+    let mut child = cmd(t)
+        .args(["run", path.to_str().unwrap(), "--id", id])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("spawn wf run");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !t.path().join("started").exists() {
+        assert!(Instant::now() < deadline, "the step never started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.kill().expect("SIGKILL wf run");
+    let status = child.wait().expect("wait");
+    assert_eq!(status.signal(), Some(9), "wf run was killed by SIGKILL");
+    let pid = t.read("started").trim().to_string();
+    // Its process group (steps run in their own), then the shell itself.
+    let _ = Command::new("kill")
+        .args(["-9", "--", &format!("-{pid}")])
+        .stderr(std::process::Stdio::null())
+        .status();
+    let _ = Command::new("kill")
+        .args(["-9", &pid])
+        .stderr(std::process::Stdio::null())
+        .status();
+}
+
 #[test]
 fn a_successful_attempts_span_survives_a_crash_before_it_was_stored() {
-    use std::os::unix::process::ExitStatusExt;
     let t = Test::new();
     // `first`'s span is stored by the commit after the one that made its
     // result durable, which never comes: wf is killed while `second` runs.
@@ -259,24 +289,7 @@ steps:
     run: 'if [ "$WF_ATTEMPT" = 1 ]; then echo $$ > started.tmp; mv started.tmp started; exec sleep 30; fi; echo two'
 "#,
     );
-    let mut child = cmd(&t)
-        .args(["run", path.to_str().unwrap(), "--id", "lost1"])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .expect("spawn wf run");
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !t.path().join("started").exists() {
-        assert!(Instant::now() < deadline, "the step never started");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    child.kill().expect("SIGKILL wf run");
-    assert_eq!(child.wait().expect("wait").signal(), Some(9));
-    let pid = t.read("started").trim().to_string();
-    let _ = Command::new("kill")
-        .args(["-9", &pid])
-        .stderr(std::process::Stdio::null())
-        .status();
+    kill_when_started(&t, &path, "lost1");
 
     wf(&t, &["resume", "lost1"]).code(0);
     let runs = trace_json(&t, "lost1");
@@ -297,7 +310,6 @@ steps:
 
 #[test]
 fn a_crashed_attempt_shows_as_crashed() {
-    use std::os::unix::process::ExitStatusExt;
     let t = Test::new();
     let path = t.write(
         "flow.yaml",
@@ -309,31 +321,7 @@ steps:
     retry: { max_attempts: 2, interval: 250ms }
 "#,
     );
-    let mut child = cmd(&t)
-        .args(["run", path.to_str().unwrap(), "--id", "crash1"])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .expect("spawn wf run");
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !t.path().join("started").exists() {
-        assert!(Instant::now() < deadline, "the step never started");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    child.kill().expect("SIGKILL wf run");
-    let status = child.wait().expect("wait");
-    assert_eq!(status.signal(), Some(9), "wf run was killed by SIGKILL");
-    // The step's shell outlived its runner; don't leave it behind.
-    let pid = t.read("started").trim().to_string();
-    // Its process group (steps run in their own), then the shell itself.
-    let _ = Command::new("kill")
-        .args(["-9", "--", &format!("-{pid}")])
-        .stderr(std::process::Stdio::null())
-        .status();
-    let _ = Command::new("kill")
-        .args(["-9", &pid])
-        .stderr(std::process::Stdio::null())
-        .status();
+    kill_when_started(&t, &path, "crash1");
 
     wf(&t, &["resume", "crash1"]).code(0);
     let inspect = t.inspect("crash1");
