@@ -390,21 +390,26 @@ impl SqliteStore {
     /// `attempts`) its attempts, in one read transaction: one snapshot of
     /// the WAL, whatever commits meanwhile.
     pub fn view(&self, id: &str, attempts: bool) -> Result<InstanceView> {
-        let tx = self.conn.unchecked_transaction()?;
-        let view = InstanceView {
-            instance: records::instance(&tx, id)?,
-            runs: records::runs(&tx, id)?,
-            steps: records::steps(&tx, id)?,
-            attempts: if attempts {
-                records::attempts(&tx, id)?
-            } else {
-                Vec::new()
-            },
-            events: records::delivered_events(&tx, id)?,
-            fire: schedules::instance_fire(&tx, id)?,
-        };
-        tx.commit()?;
-        Ok(view)
+        let began = self.begin_snapshot()?;
+        let c = &self.conn;
+        let view = (|| {
+            Ok(InstanceView {
+                instance: records::instance(c, id)?,
+                runs: records::runs(c, id)?,
+                steps: records::steps(c, id)?,
+                attempts: if attempts {
+                    records::attempts(c, id)?
+                } else {
+                    Vec::new()
+                },
+                events: records::delivered_events(c, id)?,
+                fire: schedules::instance_fire(c, id)?,
+            })
+        })();
+        if began {
+            self.end_snapshot();
+        }
+        view
     }
 
     /// Begins a read transaction (its snapshot is taken by the first read)
