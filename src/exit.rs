@@ -1,4 +1,4 @@
-//! Typed exit status: the codes of SPEC §4, and which error maps to which.
+//! Typed exit status: the codes of docs/commands.md, and which error maps to which.
 
 use crate::engine::EngineError;
 use crate::store::StoreError;

@@ -33,7 +33,7 @@ fn main() -> std::process::ExitCode {
 }
 
 /// A command line clap rejects. clap's own rendering spans several lines (a
-/// tip, the usage, a hint); SPEC §6 wants one `error:` line, so the message
+/// tip, the usage, a hint); docs/secrets.md wants one `error:` line, so the message
 /// (its lines up to the first blank one) is folded onto one. Help and version
 /// output, including the help shown for a bare `wf`, print as clap renders them.
 fn usage_error(e: clap::Error) -> std::process::ExitCode {

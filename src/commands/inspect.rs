@@ -1,6 +1,6 @@
 //! `wf inspect ID`: the instance header (workflow, status, inputs, state,
 //! runs) and a table of its steps; `--attempts` adds every attempt, `--json`
-//! gives the same for scripts in the stable shape of SPEC §4.
+//! gives the same for scripts in the stable shape of docs/commands.md.
 
 use super::display_status;
 use crate::exit::ExitStatus;

@@ -16,7 +16,7 @@ const STATUSES: &[&str] = &[
     "canceled",
 ];
 
-/// How many instances `wf list` shows without `--limit` (SPEC §4).
+/// How many instances `wf list` shows without `--limit` (docs/commands.md).
 const DEFAULT_LIMIT: usize = 50;
 
 #[derive(Debug, clap::Args)]

@@ -47,7 +47,7 @@ Exit codes:
 pub struct Cli {
     /// SQLite file or postgres:// URL (default: $WF_DB, else $XDG_DATA_HOME/wf/wf.db)
     // `$WF_DB` is read by `db_location`, not by clap: clap takes an empty
-    // variable for a missing value, and SPEC §4 says an empty one is unset.
+    // variable for a missing value, and docs/commands.md says an empty one is unset.
     #[arg(long, global = true, value_name = "PATH|URL")]
     pub db: Option<PathBuf>,
     /// Print no progress or diagnostics (errors still go to stderr)

@@ -194,7 +194,7 @@ async fn last_status(store: &Store, r: &ScheduleRow) -> anyhow::Result<Option<St
     }
 }
 
-/// The JSON of `wf schedule list --json` (SPEC §4), with a few more fields.
+/// The JSON of `wf schedule list --json` (docs/commands.md), with a few more fields.
 async fn entries(store: &Store, rows: &[ScheduleRow]) -> anyhow::Result<Vec<serde_json::Value>> {
     let mut out = Vec::new();
     for r in rows {

@@ -2,7 +2,7 @@
 //! an instance (the latest one by default, every one with `--all`), read from
 //! the spans stored with the results they describe.
 //!
-//! - `tree`: per run, the root span and the spans beneath it (SPEC §5).
+//! - `tree`: per run, the root span and the spans beneath it (docs/traces.md).
 //! - `json`: an array of runs, each `{instance_id, workflow, run, outcome,
 //!   trace_id, span_id, parent_span_id, started_at, finished_at, spans}` where
 //!   each span is `{trace_id, span_id, parent_span_id, name, kind, start_ns,

@@ -18,7 +18,7 @@ use tokio::sync::watch;
 pub const DEFAULT_TTL: Duration = Duration::from_secs(30);
 
 /// The lease TTL: `WF_LEASE_TTL` (a duration such as `30s`), else 30 s
-/// (an empty variable counts as unset, SPEC §4).
+/// (an empty variable counts as unset, docs/commands.md).
 pub fn ttl() -> Result<Duration, String> {
     match std::env::var("WF_LEASE_TTL") {
         Err(_) => Ok(DEFAULT_TTL),

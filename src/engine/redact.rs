@@ -3,7 +3,7 @@
 //! attributes, error messages — before it reaches the database (and so
 //! `inspect`, `logs`, traces and OTLP, which all read from there).
 //!
-//! A secret is masked in every form it takes in what wf writes (SPEC §6):
+//! A secret is masked in every form it takes in what wf writes (docs/secrets.md):
 //! raw; JSON-escaped (as serde writes it, and with non-ASCII as `\uXXXX`, as
 //! Python's `json.dumps` does); percent-encoded as a URL path, a query, user
 //! info or a form body encode it (upper- and lower-case hex); and in object

@@ -1,5 +1,5 @@
 //! Starting a step's process, the way `posix_spawn` does it, with the one
-//! hook wf needs that `posix_spawn` lacks: a parent-death signal (SPEC §3: a
+//! hook wf needs that `posix_spawn` lacks: a parent-death signal (docs/execution.md: a
 //! step's direct child dies with wf). std's `Command` (and tokio's) falls back
 //! from `posix_spawn` to `fork` as soon as a `pre_exec` hook is set, and
 //! `fork` copies wf's page tables: measured here at ~0.4 ms a step, half the

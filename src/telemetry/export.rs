@@ -202,7 +202,7 @@ fn warn(targets: &Targets, reason: &str) {
 
 /// Points this process's stdout at its stderr until dropped. The console
 /// exporter (opentelemetry-stdout) prints with `println!`, and stdout is for
-/// data (SPEC §4: `wf run --json` must stay one JSON document); a span dump is
+/// data (docs/commands.md: `wf run --json` must stay one JSON document); a span dump is
 /// a diagnostic.
 struct StdoutToStderr(Option<std::os::fd::OwnedFd>);
 

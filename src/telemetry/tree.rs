@@ -1,6 +1,6 @@
 //! The `wf trace` tree: per run, in order, the run's root span and the spans
 //! beneath it, children by start time, each with the few attributes a person
-//! looks for (SPEC §5):
+//! looks for (docs/traces.md):
 //!
 //! ```text
 //! order-flow/workflow          +0ms   1.2s ▕████████████▏  run 2  link -> run 1  outcome=sleeping  trace=4bf9…

@@ -203,7 +203,7 @@ pub struct HttpSpec {
 }
 
 /// Which redirects an HTTP step follows. Whatever this says, a cross-origin
-/// redirect is never followed by a request that carries a secret (SPEC §6).
+/// redirect is never followed by a request that carries a secret (docs/secrets.md).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Redirects {
     /// Any redirect (`follow_redirects: true`, the default).
@@ -270,7 +270,7 @@ pub struct RetryPolicy {
 }
 
 /// One attempt; were it retried: exponential backoff from 1 s, doubling, at
-/// most 1 h apart (SPEC §3).
+/// most 1 h apart (docs/execution.md).
 impl Default for RetryPolicy {
     fn default() -> Self {
         RetryPolicy {

@@ -1,4 +1,4 @@
-//! Strings with embedded `${{ … }}` expressions (SPEC §2).
+//! Strings with embedded `${{ … }}` expressions (docs/expressions.md).
 //!
 //! Almost every string of a workflow file may compute parts of itself from the
 //! run's context. A [`Template`] is such a string, parsed once: literal text

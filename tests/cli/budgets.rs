@@ -1,5 +1,5 @@
 //! Fresh budgets and true records after `wf resume --retry-failed` and `wf
-//! restart` (SPEC §3 Fresh budgets, Statuses stay true): a retry of an
+//! restart` (docs/execution.md Fresh budgets, Statuses stay true): a retry of an
 //! instance whose compensations ran runs the undone steps again (and says
 //! so), a fresh budget counts `n/max` and backs off from the first interval
 //! again, a restart leaves no placeholder rows `pending` on a completed

@@ -1,4 +1,4 @@
-//! Chaos (SPEC §3, issue 7): a 50-step workflow with parallel branches is
+//! Chaos (docs/execution.md, issue 7): a 50-step workflow with parallel branches is
 //! SIGKILLed at random moments many times and resumed each time (one kill in
 //! four is a stall instead: SIGSTOP past the lease, a takeover by a new
 //! runner, SIGCONT; the stalled runner must exit 5); afterwards

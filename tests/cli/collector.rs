@@ -1,4 +1,4 @@
-//! End to end with a real OpenTelemetry collector (SPEC §5): `rotel`, from
+//! End to end with a real OpenTelemetry collector (docs/traces.md): `rotel`, from
 //! the PyPI package of that name (`scripts/test` installs it), receives a run's
 //! spans live over OTLP/HTTP (protobuf) and accepts `wf trace --format otlp`
 //! POSTed as OTLP/JSON; its debug log must show every span `wf trace` shows,

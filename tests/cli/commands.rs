@@ -1,4 +1,4 @@
-//! SPEC §4 commands: `wf list`, `wf inspect`, `wf logs`, `wf run --json`, id
+//! docs/commands.md commands: `wf list`, `wf inspect`, `wf logs`, `wf run --json`, id
 //! prefixes, where the database lives (`--db`, `$WF_DB`, XDG, `~/.local/share`)
 //! and its 0600 mode, exit codes, and plain progress lines on a non-terminal.
 
@@ -244,7 +244,7 @@ fn list_status_filter() {
     assert!(!table.stdout.contains("broken"), "{}", table.stdout);
 }
 
-/// SPEC §4: `wf list` shows the newest 50 by default and says on stderr
+/// docs/commands.md: `wf list` shows the newest 50 by default and says on stderr
 /// how many more there are; `--limit N` shows N, `--limit 0` all.
 #[test]
 fn list_shows_50_by_default_and_says_how_many_more() {
@@ -1013,7 +1013,7 @@ fn an_empty_xdg_data_home_is_ignored() {
     assert_private(&t.path().join("home/.local/share/wf/wf.db"));
 }
 
-/// SPEC §4: an empty variable (as CI leaves an unset one) counts as unset,
+/// docs/commands.md: an empty variable (as CI leaves an unset one) counts as unset,
 /// with `--db` given or not, and so does an empty `WF_LEASE_TTL`.
 #[test]
 fn empty_environment_variables_count_as_unset() {

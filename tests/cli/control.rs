@@ -1,5 +1,5 @@
-//! Control flow (SPEC §1 `if`, `for_each`, `max_parallel`, `continue_on_error`,
-//! `compensate`, `timeout`; §3; §4 `wf cancel`), each through the real binary:
+//! Control flow (docs/workflow-file.md `if`, `for_each`, `max_parallel`, `continue_on_error`,
+//! `compensate`, `timeout`; docs/execution.md; docs/commands.md `wf cancel`), each through the real binary:
 //! conditions that skip steps, fan-outs with stable item keys, a throttle that
 //! is never exceeded, a crash in the middle of a fan-out, sagas whose
 //! compensations run in reverse completion order (durably, across a crash),
@@ -1588,7 +1588,7 @@ steps:
 }
 
 /// The workflow's `timeout` while a step sleeps: the instance fails and the
-/// sleep ends canceled, with no wake-up time left (SPEC §3).
+/// sleep ends canceled, with no wake-up time left (docs/execution.md).
 #[test]
 fn a_workflow_timeout_ends_a_sleeping_step_canceled() {
     let t = Test::new();

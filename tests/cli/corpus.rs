@@ -1,6 +1,6 @@
-//! The bad-input corpus (SPEC §6, issue 7): bad input of any kind gets a
+//! The bad-input corpus (docs/secrets.md, issue 7): bad input of any kind gets a
 //! clear one-line error (exactly one stderr line, starting `error: `), the
-//! exit code of SPEC §4 (2 for usage and definition errors, 1 for database
+//! exit code of docs/commands.md (2 for usage and definition errors, 1 for database
 //! errors), never a panic, and never changes what the database already holds.
 //!
 //! - Workflow files: every file in `tests/corpus/` (its README describes the

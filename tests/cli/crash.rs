@@ -1,5 +1,5 @@
 //! Crash-state replay: what a power loss may leave of a SQLite history, and
-//! whether wf's promises hold on every such state (SPEC §3 Durability: a
+//! whether wf's promises hold on every such state (docs/execution.md Durability: a
 //! completed step survives a power loss whatever other processes do with the
 //! file; the database is never left malformed).
 //!

@@ -1,4 +1,4 @@
-//! SPEC §1 rules and `wf validate`: every way a workflow file can be wrong is
+//! docs/workflow-file.md rules and `wf validate`: every way a workflow file can be wrong is
 //! found before anything runs. Each bad file gets exit 2, exactly one stderr
 //! line `error: FILE:LINE:COL: message` pointing at the offending spot, and
 //! nothing is written: `wf run` does not even create the database. Valid files
@@ -831,7 +831,7 @@ fn every_example_workflow_validates_silently() {
 
 #[test]
 fn spec_example_validates() {
-    // The annotated example of SPEC §1 (steps reference scripts that do not
+    // The annotated example of docs/workflow-file.md (steps reference scripts that do not
     // exist, which validation does not care about).
     let t = Test::new();
     t.write(

@@ -1,4 +1,4 @@
-//! Durable execution (SPEC §3, issue 3) with real processes and real kills:
+//! Durable execution (docs/execution.md, issue 3) with real processes and real kills:
 //! durable timers and retry backoffs that suspend a run, events delivered
 //! with `wf signal`, `wf resume` replaying history, leases between processes,
 //! crash recovery after SIGKILL at random moments, SIGINT/SIGTERM, and
@@ -696,7 +696,7 @@ steps:
 }
 
 /// An event signalled while an earlier step still runs is taken when the
-/// run reaches its `wait_for_event`, in the same run (SPEC §3 Events).
+/// run reaches its `wait_for_event`, in the same run (docs/execution.md Events).
 #[test]
 fn an_event_signalled_while_an_earlier_step_runs_is_taken_in_the_same_run() {
     let t = Test::new();
@@ -724,7 +724,7 @@ fn an_event_signalled_while_an_earlier_step_runs_is_taken_in_the_same_run() {
 }
 
 /// Ctrl-C of a `wf resume` that only waits for a timer: nothing ran, so the
-/// instance stays sleeping until the same time (SPEC §3 Statuses stay
+/// instance stays sleeping until the same time (docs/execution.md Statuses stay
 /// true); the process still says it was interrupted (exit 130).
 #[test]
 fn interrupting_a_resume_that_only_waits_for_a_timer_leaves_it_sleeping() {
@@ -1386,7 +1386,7 @@ fn a_signal_during_an_inline_sleep_stops_the_run_and_leaves_it_sleeping() {
     });
     runner.signal("INT");
     runner.finish().code(130);
-    // Nothing ran but the timer: the instance sleeps on (SPEC §3).
+    // Nothing ran but the timer: the instance sleeps on (docs/execution.md).
     assert_eq!(listed_status(&t, "nap"), "sleeping");
     t.wf(&["resume", "nap", "--now"]).code(0);
     assert_eq!(lines(&t, "side.log"), ["after"]);
@@ -1731,7 +1731,7 @@ fn resume_runs_the_compiled_definition_else_the_pinned_yaml() {
     }
 }
 
-/// SPEC §3: every attempt is recorded before it starts. While another
+/// docs/execution.md: every attempt is recorded before it starts. While another
 /// process holds the database's write lock (SQLite) or the instance's row
 /// (PostgreSQL), the commit that records the `probe` attempt waits; the
 /// probe's first act is to read its own attempt from another process, and it

@@ -1,4 +1,4 @@
-//! Expressions mean what they mean in GitHub Actions (SPEC §2), through the
+//! Expressions mean what they mean in GitHub Actions (docs/expressions.md), through the
 //! real binary: conditions copied from GitHub workflows decide as they do
 //! there, values reach steps as GitHub renders them, and `wf validate` warns
 //! where a workflow written for the older rules may now mean something

@@ -1,4 +1,4 @@
-//! The database going away is not a workflow failure (SPEC §7, issue 34,
+//! The database going away is not a workflow failure (docs/postgres.md, issue 34,
 //! item 3): runs and workers ride out a restarted server (`pg_ctl restart`
 //! `-m fast` and `-m immediate`) and a killed backend
 //! (`pg_terminate_backend`), reconnecting while their steps keep running;
@@ -204,7 +204,7 @@ fn behind_proxy(t: &mut Test) -> crate::proxy::Proxy {
     proxy
 }
 
-/// A commit's reply lost after the server applied it (SPEC §7, issue 34,
+/// A commit's reply lost after the server applied it (docs/postgres.md, issue 34,
 /// item 4): the commit that holds `b`'s result and `c`'s start is in, its
 /// acknowledgement never arrives. wf reconnects and sends it again; the
 /// server finds its id in and applies nothing twice; `c` (at most once)

@@ -1,4 +1,4 @@
-//! Who holds a lease, judged the same way from anywhere (SPEC §7): on
+//! Who holds a lease, judged the same way from anywhere (docs/postgres.md): on
 //! PostgreSQL by the server's clock, never a client's, and a holder named by
 //! host, boot, pid namespace and pid, so that a worker whose clock runs
 //! ahead, or a runner in another container sharing the host name, never

@@ -1,4 +1,4 @@
-//! HTTP steps (SPEC §1 `http:`, §2 outputs, §3 retries, §6 secrets), driven
+//! HTTP steps (docs/workflow-file.md `http:`, docs/expressions.md outputs, docs/execution.md retries, docs/secrets.md secrets), driven
 //! through the real binary against a real HTTP/1.1 server on 127.0.0.1 that
 //! records every request it gets (method, target, headers, body, time).
 //!

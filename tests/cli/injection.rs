@@ -1,4 +1,4 @@
-//! Injection safety (SPEC §2): a value from an output, an input or state is
+//! Injection safety (docs/expressions.md): a value from an output, an input or state is
 //! only ever data. Spliced into a `run:` string, an argv element or a step
 //! `env:` value, shell metacharacters (`;`, `#`, `$( )`, backticks, quotes)
 //! run nothing, and the later step still receives the exact text.

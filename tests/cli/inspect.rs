@@ -1,4 +1,4 @@
-//! `wf inspect` and `wf signal` tell what happened (SPEC §3 Events, §4): one
+//! `wf inspect` and `wf signal` tell what happened (docs/execution.md Events, docs/commands.md): one
 //! snapshot per read (a step's row never without the state its commit
 //! patched), delivered events listed with the step that took them, a
 //! misspelt event name warned about, compensations in the order they ran,

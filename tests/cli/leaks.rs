@@ -1,4 +1,4 @@
-//! Secrets and outputs (SPEC §2, §6, issue 12): nothing leaks in any
+//! Secrets and outputs (docs/expressions.md, docs/secrets.md, issue 12): nothing leaks in any
 //! encoding, nothing is silently lost. Secrets as object keys and in event
 //! payloads, secrets a step does not reference, redirects to another origin
 //! (a real loopback server logging raw requests), `$WF_OUTPUT` that is not

@@ -1,4 +1,4 @@
-//! Step outputs (SPEC §2): `output.stdout`, `output.exit_code`,
+//! Step outputs (docs/expressions.md): `output.stdout`, `output.exit_code`,
 //! `output.json`, keys written to `$WF_OUTPUT` (plain and heredoc form), the
 //! output size cap, and how expressions render outputs: a whole-value
 //! expression keeps its JSON type, inside a longer string it becomes text.

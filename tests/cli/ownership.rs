@@ -1,4 +1,4 @@
-//! One owner at a time (SPEC §3, issue 11): fenced leases, no orphaned step
+//! One owner at a time (docs/execution.md, issue 11): fenced leases, no orphaned step
 //! processes, crash recovery that finishes by default, SIGHUP, timeouts that
 //! hold against a descendant that left the process group, and suspension on
 //! events. Real processes and real signals (SIGSTOP/SIGCONT, SIGKILL,

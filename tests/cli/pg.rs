@@ -1,4 +1,4 @@
-//! What only PostgreSQL has (SPEC §7, issue 13): its errors (wrong
+//! What only PostgreSQL has (docs/postgres.md, issue 13): its errors (wrong
 //! credentials, a missing database, TLS the server does not offer, a schema
 //! from a newer wf, a server restarted mid-run), migrations under concurrent
 //! first starts, the schema of `WF_PG_SCHEMA` (keywords, the longest name,

@@ -1,4 +1,4 @@
-//! `wf restart ID --from STEP [--as NEWID]` (SPEC §3 "Restart from a step"):
+//! `wf restart ID --from STEP [--as NEWID]` (docs/execution.md "Restart from a step"):
 //! STEP and every step downstream of it run again in a new run, the other
 //! completed steps keep their results (their commands do not run again), the
 //! state is the initial state with the kept steps' patches, attempt numbers

@@ -1,4 +1,4 @@
-//! Retries, error types and timeouts (SPEC §3): `max_attempts` (step and
+//! Retries, error types and timeouts (docs/execution.md): `max_attempts` (step and
 //! `defaults`), fixed and exponential backoff, `errors:` mapping exit codes to
 //! `user.<name>`, `non_retryable`, the `exit.<code>` and `spawn` error types,
 //! and `timeout` killing the step's whole process group.

@@ -1,4 +1,4 @@
-//! Execution of `run:` steps and of the step graph (SPEC §1, §3): the shell
+//! Execution of `run:` steps and of the step graph (docs/workflow-file.md, docs/execution.md): the shell
 //! string and argv forms, the working directory, workflow and step `env:`,
 //! `needs` ordering, parallelism and `concurrency`, failure stopping the
 //! graph, and how inputs are given, defaulted and rejected.
@@ -651,7 +651,7 @@ fn the_summary_counts_a_canceled_step_apart_from_failed_ones() {
     );
 }
 
-/// `wf run --id ID` of an instance that exists (SPEC §4): with the same
+/// `wf run --id ID` of an instance that exists (docs/commands.md): with the same
 /// definition and inputs nothing runs again and it says what became of the
 /// instance, with the exit code of its status; anything else is refused.
 #[test]
@@ -692,7 +692,7 @@ fn run_with_an_existing_id_is_a_no_op_for_the_same_definition_and_inputs() {
     assert_eq!(t.read("side.log"), "ana\nana\n");
 }
 
-/// SPEC §4: `wf run -` reads the workflow from stdin. Its relative `dir:`
+/// docs/commands.md: `wf run -` reads the workflow from stdin. Its relative `dir:`
 /// and commands resolve against the current directory (there is no file
 /// folder), the instance records `<stdin>` as its workflow path, and a
 /// definition error names `<stdin>` with the line and column.

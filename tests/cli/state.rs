@@ -1,4 +1,4 @@
-//! Workflow state and commit-on-success (SPEC §1 `state`/`set_state`, §3):
+//! Workflow state and commit-on-success (docs/workflow-file.md `state`/`set_state`, docs/execution.md):
 //! a step's `set_state` patch is applied only when the step succeeds, so a
 //! retry sees the state from before the failed attempt and a step that fails
 //! for good leaves state untouched; patches are JSON merge patches (RFC
@@ -307,7 +307,7 @@ steps:
 #[test]
 fn set_state_sees_the_state_committed_when_its_step_started() {
     // `slow` starts before `fast` commits `b`, and finishes after it: its
-    // `set_state` must still see the state from its own start (SPEC §2).
+    // `set_state` must still see the state from its own start (docs/expressions.md).
     let t = Test::new();
     let (id, ran) = t.run_yaml(
         "wf.yaml",

@@ -1,4 +1,4 @@
-//! Traces (SPEC §5): `wf trace` as a tree, JSON and OTLP/JSON (parsed by the
+//! Traces (docs/traces.md): `wf trace` as a tree, JSON and OTLP/JSON (parsed by the
 //! official protobuf definitions), live OTLP/HTTP export to a real receiver,
 //! spans after a crash, and W3C trace context propagation (TRACEPARENT in,
 //! TRACEPARENT to step processes, `traceparent` on HTTP calls, `wf signal`
@@ -109,7 +109,7 @@ fn trace_tree_shows_the_runs_of_a_retried_step() {
     let ran = wf(&t, &["trace", "card1"]);
     ran.code(0);
     // Every span has its offset, duration and waterfall bar; each run's root
-    // its trace id. Without those, the tree is the SPEC's.
+    // its trace id. Without those, the tree is the one docs/traces.md shows.
     let runs = trace_json(&t, "card1");
     let mut structure = Vec::new();
     for line in ran.stdout.lines() {
@@ -155,7 +155,7 @@ fn trace_tree_shows_the_runs_of_a_retried_step() {
     assert_eq!(commit["attributes"]["db.system.name"], system, "{commit:#}");
     assert_eq!(commit["attributes"]["db.operation.name"], "COMMIT");
     assert_eq!(commit["attributes"]["workflow.instance.id"], "card1");
-    // A child of the attempt it made durable, within it (SPEC §5).
+    // A child of the attempt it made durable, within it (docs/traces.md).
     let attempt = spans
         .iter()
         .find(|s| {

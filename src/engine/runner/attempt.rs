@@ -27,7 +27,7 @@ impl<'o> Runner<'o> {
             self.writes.push(Write::Step(Box::new(rec.clone())));
         }
         // A timer or a wait that will never be kept: it ends canceled, with
-        // no wake-up time left (SPEC §3, statuses stay true).
+        // no wake-up time left (docs/execution.md, statuses stay true).
         for rec in self
             .records
             .values_mut()

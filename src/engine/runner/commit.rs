@@ -2,7 +2,7 @@
 //! attempts it records. Split from the loop because the two overlap: the
 //! processes are loaded while the commit is under way and held at their exec
 //! until it returned (`spawn::hold`), so that a step pays for the longer of
-//! the two rather than for both (SPEC §3: nothing of an attempt runs before
+//! the two rather than for both (docs/execution.md: nothing of an attempt runs before
 //! its record is durable).
 //!
 //! The commit must leave wf's thread free meanwhile: on PostgreSQL it is

@@ -1,4 +1,4 @@
-//! When the process group of a started attempt is recorded (SPEC §3: the
+//! When the process group of a started attempt is recorded (docs/execution.md: the
 //! next runner on this host ends what a crashed attempt left running).
 //!
 //! A group is recorded once its attempt has run [`RECORD_AFTER`], not as it

@@ -130,7 +130,7 @@ pub(super) enum Stop {
 }
 
 /// How often a run looks for a cancel request or an awaited event while it
-/// waits (SPEC §3: they take effect within 200 ms).
+/// waits (docs/execution.md: they take effect within 200 ms).
 const POLL_EVERY: Duration = Duration::from_millis(100);
 
 /// The signals that interrupt a run: Ctrl-C, SIGTERM, SIGHUP.

@@ -5,7 +5,7 @@
 //!
 //! A successful attempt's span stays open until the commit that makes its
 //! result durable has returned: that commit is part of the attempt, and
-//! its `wf.commit` span lies within it (SPEC §5). The attempt's span is
+//! its `wf.commit` span lies within it (docs/traces.md). The attempt's span is
 //! then stored by the next commit; if wf dies before that one, the next
 //! run rebuilds the span from the attempt's row (`drive::rebuild_spans`).
 

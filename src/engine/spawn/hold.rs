@@ -1,6 +1,6 @@
 //! Holding a step's process at its `execve` while its attempt commits.
 //!
-//! SPEC §3 asks that an attempt be durable before its command can have any
+//! docs/execution.md asks that an attempt be durable before its command can have any
 //! effect. Started only after the commit returns, a step pays for the commit
 //! (on SQLite its transaction and WAL sync; on PostgreSQL a round trip) and
 //! then for its process's clone and exec, one after the other. Held, it pays

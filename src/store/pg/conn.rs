@@ -1,7 +1,7 @@
 //! The connection to the server, and getting it back when it is lost.
 //!
 //! A restart or a failover of the server, or `pg_terminate_backend`, ends
-//! the connection; that is not a workflow failure (SPEC §7). Every statement
+//! the connection; that is not a workflow failure (docs/postgres.md). Every statement
 //! the store sends goes through [`Conn::current`], and an error that says the
 //! connection is gone ([`transient`]) makes the store connect again with
 //! backoff ([`Conn::reconnect`]) and send the request again, for as long as

@@ -244,8 +244,8 @@ pub const MIGRATIONS: &[&str] = &[
     ALTER TABLE spans_v6 RENAME TO spans;
     CREATE INDEX spans_by_instance ON spans(instance_seq, run, start_ns);
     "#,
-    // 7: a commit whose reply was lost is looked up, never guessed (SPEC
-    // §7). Each fenced commit of a runner carries an id of its own, kept in
+    // 7: a commit whose reply was lost is looked up, never guessed
+    // (docs/postgres.md). Each fenced commit of a runner carries an id of its own, kept in
     // `last_commit` by the commit itself; sent again after the connection
     // was lost, a commit whose id is already there writes nothing and
     // succeeds. `check_commit` is `check_fence` that also does that: it

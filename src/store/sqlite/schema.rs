@@ -140,7 +140,7 @@ pub const MIGRATIONS: &[&str] = &[
     r#"
     DROP INDEX spans_by_id;
     "#,
-    // 6: one owner at a time (SPEC §3). `lease_epoch` is the fencing token:
+    // 6: one owner at a time (docs/execution.md). `lease_epoch` is the fencing token:
     // every takeover raises it, and every write of a runner is refused unless
     // it carries the current one. An attempt's process group is recorded with
     // the host it runs on, so the next runner on that host can end what a

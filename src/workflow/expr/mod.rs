@@ -1,4 +1,4 @@
-//! The `${{ … }}` expression language (SPEC §2): GitHub Actions'
+//! The `${{ … }}` expression language (docs/expressions.md): GitHub Actions'
 //! expressions, with their semantics exactly.
 //!
 //! Workflow files compute values from the run's context (`inputs`, `state`,

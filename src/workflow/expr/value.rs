@@ -1,5 +1,5 @@
 //! Values as GitHub Actions' expression language sees them, and its
-//! coercions (SPEC §2). JSON from the context is read in place (borrowed);
+//! coercions (docs/expressions.md). JSON from the context is read in place (borrowed);
 //! what evaluation makes (numbers such as `NaN`, filtered arrays, array
 //! literals, `fromJSON` results) is owned.
 //!

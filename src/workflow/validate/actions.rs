@@ -154,7 +154,7 @@ impl Checker<'_> {
                 None => default_timeout,
             },
             // An undo must survive a crash of wf: compensations default to 3
-            // attempts (a crashed attempt counts, SPEC §3), not 1.
+            // attempts (a crashed attempt counts, docs/execution.md), not 1.
             retry: self.retry(
                 c.retry.as_ref().unwrap_or(&RawRetry::default()),
                 &RawRetry {

@@ -1,4 +1,4 @@
-//! Turns the raw YAML shape into a checked [`Workflow`]: every rule of SPEC §1
+//! Turns the raw YAML shape into a checked [`Workflow`]: every rule of docs/workflow-file.md
 //! (unique ids, known `needs`, no cycles, durations, expressions, one action per
 //! step) is enforced here, before anything runs or anything is written, and each
 //! violation is reported with the file, line and column it comes from.

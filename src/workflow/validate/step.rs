@@ -146,7 +146,7 @@ impl Checker<'_> {
                 retry_pos,
             )?
         } else {
-            // No `retry:` anywhere: only a crash of wf is retried (SPEC §3),
+            // No `retry:` anywhere: only a crash of wf is retried (docs/execution.md),
             // so `wf resume` after a kill -9 finishes the instance.
             RetryPolicy::crash_recovery()
         };
