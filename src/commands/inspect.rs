@@ -97,7 +97,7 @@ pub async fn run(args: Args, store: &Store, printer: &Printer) -> anyhow::Result
             "Error",
             match printer.width() {
                 Some(w) => super::cut(err, w.saturating_sub(HEADER_WIDTH).max(20)),
-                None => err.split_whitespace().collect::<Vec<_>>().join(" "),
+                None => super::cut(err, usize::MAX),
             },
         ));
     }

@@ -105,9 +105,20 @@ pub async fn drive(
             .await?;
         return Ok(RunOutcome::Failed(why));
     }
-    // What a restart resets, decided on the history read under the lease.
-    let mut retry_note = None;
-    let restart_plan = match &opts.restart {
+    // What a restart resets, decided on the history read under the lease:
+    // from its step; for `--retry-failed` after compensations ran, from the
+    // first step they undid (what they undid runs again too, said when the
+    // run starts).
+    let compensated = if opts.retry_failed && history.instance.status == "failed" {
+        restart::compensated(&wf, &history.steps)
+    } else {
+        Vec::new()
+    };
+    let restart_plan = match opts
+        .restart
+        .as_deref()
+        .or(compensated.first().map(String::as_str))
+    {
         Some(from) => match restart::fill_patches(store, id, &mut history.steps)
             .await
             .map_err(EngineError::from)
@@ -119,42 +130,23 @@ pub async fn drive(
                 return Err(e);
             }
         },
-        // `--retry-failed` after compensations ran: what they undid runs
-        // again too (said when the run starts).
-        None if opts.retry_failed
-            && history.instance.status == "failed"
-            && history
-                .steps
-                .iter()
-                .any(|r| r.key.ends_with(COMPENSATE_SUFFIX) && r.status != "pending") =>
-        {
-            match restart::fill_patches(store, id, &mut history.steps)
-                .await
-                .map_err(EngineError::from)
-                .and_then(|()| Ok(restart::retry_plan(&wf, &history.steps)?))
-            {
-                Ok(Some((plan, compensated))) => {
-                    let quoted = |ids: &[String]| {
-                        ids.iter()
-                            .map(|s| format!("`{s}`"))
-                            .collect::<Vec<_>>()
-                            .join(", ")
-                    };
-                    retry_note = Some(format!(
-                        "--retry-failed: running {} again: the failure's compensations undid {}",
-                        quoted(&plan.reset_steps),
-                        quoted(&compensated)
-                    ));
-                    Some(plan)
-                }
-                Ok(None) => None,
-                Err(e) => {
-                    store.release(&fence).await?;
-                    return Err(e);
-                }
-            }
-        }
         None => None,
+    };
+    let retry_note = match (&restart_plan, compensated.is_empty()) {
+        (Some(plan), false) => {
+            let quoted = |ids: &[String]| {
+                ids.iter()
+                    .map(|s| format!("`{s}`"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            };
+            Some(format!(
+                "--retry-failed: running {} again: the failure's compensations undid {}",
+                quoted(&plan.reset_steps),
+                quoted(&compensated)
+            ))
+        }
+        _ => None,
     };
     let (heartbeat, lost) = Heartbeat::start(store.location(), fence.clone(), ttl);
     // What unfinished attempts left running on this host ends before
@@ -638,44 +630,59 @@ fn rebuild_spans(
     writes: &mut Vec<Write>,
 ) {
     for a in unspanned {
-        let Some((trace, root, _, _)) = traces.get(&a.run) else {
-            continue;
-        };
-        let mut attributes = vec![
-            KeyValue::new("workflow.name", wf.name.clone()),
-            KeyValue::new("workflow.instance.id", id.to_string()),
-            KeyValue::new("workflow.step.id", a.key.clone()),
-            KeyValue::new("workflow.step.attempt", a.attempt),
-            KeyValue::new("workflow.step.outcome", a.outcome.clone()),
-        ];
-        if let Some(t) = &a.error_type {
-            attributes.push(KeyValue::new("error.type", t.clone()));
-        }
-        let error = match (&a.error_type, &a.error_message) {
-            (Some(_), Some(m)) => m.as_str(),
-            (Some(t), None) => t.as_str(),
-            _ => "",
-        };
-        recorder::rebuild(recorder::Rebuilt {
-            trace_id: trace,
-            span_id: &a.span_id,
-            parent: Some(root),
-            name: format!("{}/{}", wf.name, a.key),
-            start_ns: a.started_ns,
-            attributes,
-            links: Vec::new(),
-            error,
-            // Stored to the millisecond: the end of that millisecond, so
-            // that what it did (its process) lies within it.
-            end_ns: a
-                .finished_at
-                .as_deref()
-                .and_then(store::parse_time)
-                .and_then(|t| t.timestamp_nanos_opt())
-                .map(|ns| ns + 999_999),
-        });
-        writes.extend(ended_spans((trace, id, a.run), &wf.name, None, &[]));
+        // Stored to the millisecond: the end of that millisecond, so that
+        // what it did (its process) lies within it.
+        let end_ns = a
+            .finished_at
+            .as_deref()
+            .and_then(store::parse_time)
+            .and_then(|t| t.timestamp_nanos_opt())
+            .map(|ns| ns + 999_999);
+        rebuild_attempt_span(id, wf, traces, a, end_ns, writes);
     }
+}
+
+/// Rebuilds the span of attempt `a` under its run's root from what its row
+/// holds (id, start, outcome, error), ended at `end_ns` (else now), and
+/// stores it.
+fn rebuild_attempt_span(
+    id: &str,
+    wf: &Workflow,
+    traces: &std::collections::BTreeMap<i64, store::RunTrace>,
+    a: &store::UnspannedAttempt,
+    end_ns: Option<i64>,
+    writes: &mut Vec<Write>,
+) {
+    let Some((trace, root, _, _)) = traces.get(&a.run) else {
+        return;
+    };
+    let mut attributes = vec![
+        KeyValue::new("workflow.name", wf.name.clone()),
+        KeyValue::new("workflow.instance.id", id.to_string()),
+        KeyValue::new("workflow.step.id", a.key.clone()),
+        KeyValue::new("workflow.step.attempt", a.attempt),
+        KeyValue::new("workflow.step.outcome", a.outcome.clone()),
+    ];
+    if let Some(t) = &a.error_type {
+        attributes.push(KeyValue::new("error.type", t.clone()));
+    }
+    let error = match (&a.error_type, &a.error_message) {
+        (Some(_), Some(m)) => m.as_str(),
+        (Some(t), None) => t.as_str(),
+        _ => "",
+    };
+    recorder::rebuild(recorder::Rebuilt {
+        trace_id: trace,
+        span_id: &a.span_id,
+        parent: Some(root),
+        name: format!("{}/{}", wf.name, a.key),
+        start_ns: a.started_ns,
+        attributes,
+        links: Vec::new(),
+        error,
+        end_ns,
+    });
+    writes.extend(ended_spans((trace, id, a.run), &wf.name, None, &[]));
 }
 
 /// Attempts that never got an outcome belong to a process that died (or lost
@@ -705,28 +712,19 @@ fn recover_crashed(
             attempt: a.attempt,
             end: end.clone(),
         });
-        if let Some((span_id, start_ns)) = &a.span
-            && let Some((trace, root, _, _)) = traces.get(&a.run)
-        {
-            recorder::rebuild(recorder::Rebuilt {
-                trace_id: trace,
-                span_id,
-                parent: Some(root),
-                name: format!("{}/{key}", wf.name),
-                start_ns: *start_ns,
-                attributes: vec![
-                    KeyValue::new("workflow.name", wf.name.clone()),
-                    KeyValue::new("workflow.instance.id", id.to_string()),
-                    KeyValue::new("workflow.step.id", key.clone()),
-                    KeyValue::new("workflow.step.attempt", a.attempt),
-                    KeyValue::new("workflow.step.outcome", "crashed"),
-                    KeyValue::new("error.type", "crashed"),
-                ],
-                links: Vec::new(),
-                error: message,
-                end_ns: None,
-            });
-            writes.extend(ended_spans((trace, id, a.run), &wf.name, None, &[]));
+        if let Some((span_id, started_ns)) = &a.span {
+            let crashed = store::UnspannedAttempt {
+                key: key.clone(),
+                attempt: a.attempt,
+                run: a.run,
+                span_id: span_id.clone(),
+                started_ns: *started_ns,
+                finished_at: None,
+                outcome: "crashed".into(),
+                error_type: Some("crashed".into()),
+                error_message: Some(message.into()),
+            };
+            rebuild_attempt_span(id, wf, traces, &crashed, None, writes);
         }
         let Some(rec) = records.get_mut(&key) else {
             continue;

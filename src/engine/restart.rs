@@ -68,18 +68,14 @@ pub async fn fill_patches(
     Ok(())
 }
 
-/// What `wf resume --retry-failed` of a failed instance must run again
-/// besides its failed steps: when compensations ran, the steps they undid
-/// and what depends on them, as a restart would (an instance never ends
-/// `completed` with work undone). None when no compensation ran; else the
-/// plan and the ids of the steps whose compensation ran, in definition
-/// order.
-pub fn retry_plan(
-    wf: &Workflow,
-    rows: &[StepRow],
-) -> Result<Option<(Plan, Vec<String>)>, RestartError> {
-    let compensated: Vec<String> = wf
-        .steps
+/// The steps whose compensation ran, in definition order: what
+/// `wf resume --retry-failed` must run again besides the failed steps, with
+/// what depends on them, as a restart from the first of them would (an
+/// instance never ends `completed` with work undone; every step such a
+/// plan resets is downstream of one of its seeds, so starting from the
+/// first adds nothing).
+pub fn compensated(wf: &Workflow, rows: &[StepRow]) -> Vec<String> {
+    wf.steps
         .iter()
         .filter(|s| {
             rows.iter().any(|r| {
@@ -87,13 +83,7 @@ pub fn retry_plan(
             })
         })
         .map(|s| s.id.clone())
-        .collect();
-    let Some(first) = compensated.first() else {
-        return Ok(None);
-    };
-    // Every step the plan resets is downstream of a seed; starting from the
-    // first compensated one adds nothing the seeds do not.
-    Ok(Some((plan(wf, rows, first)?, compensated)))
+        .collect()
 }
 
 /// Why `status` cannot be restarted (None: it can).

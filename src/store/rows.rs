@@ -246,10 +246,11 @@ pub struct OpenAttempt {
     pub process: Option<ProcessTag>,
 }
 
-/// A finished attempt of a run that never closed whose span was never
-/// stored: a successful attempt's span is stored by the commit after the
-/// one that made its result durable, and wf may have died in between. The
-/// next run rebuilds the span from this.
+/// An attempt whose span the next run rebuilds from its row: a finished
+/// attempt of a run that never closed whose span was never stored (a
+/// successful attempt's span is stored by the commit after the one that
+/// made its result durable, and wf may have died in between), or one that
+/// crashed.
 #[derive(Debug, Clone)]
 pub struct UnspannedAttempt {
     pub key: String,

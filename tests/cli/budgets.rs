@@ -56,7 +56,7 @@ fn retry_failed_after_compensations_runs_the_undone_steps_again_and_says_so() {
         ["reserve", "charge", "refund", "unreserve"]
     );
 
-    std::fs::write(t.path().join("carrier.ok"), "").expect("write");
+    t.write("carrier.ok", "");
     let retried = t.wf(&["resume", &id, "--retry-failed"]);
     retried.code(0);
     assert!(
@@ -108,7 +108,7 @@ fn retry_failed_without_compensations_runs_only_the_failed_step() {
         .replace("    compensate: { run: echo refund >> ledger.log }\n", "");
     let (id, ran) = t.run_yaml("order.yaml", &plain, &[]);
     ran.code(1);
-    std::fs::write(t.path().join("carrier.ok"), "").expect("write");
+    t.write("carrier.ok", "");
     let retried = t.wf(&["resume", &id, "--retry-failed"]);
     retried.code(0);
     assert!(!retried.stderr.contains("again:"), "{}", retried.stderr);
@@ -120,7 +120,7 @@ fn restart_leaves_no_compensation_pending_on_a_completed_instance() {
     let t = Test::new();
     let (id, ran) = t.run_yaml("order.yaml", SAGA, &[]);
     ran.code(1);
-    std::fs::write(t.path().join("carrier.ok"), "").expect("write");
+    t.write("carrier.ok", "");
     t.wf(&["restart", &id, "--from", "ship"]).code(0);
     let v = t.inspect(&id);
     assert_eq!(v["status"], "completed");
@@ -152,7 +152,7 @@ fn restart_leaves_no_compensation_pending_on_a_completed_instance() {
 #[test]
 fn a_restart_that_shrinks_a_for_each_leaves_no_dropped_item_pending() {
     let t = Test::new();
-    std::fs::write(t.path().join("list.json"), r#"["a","b","c"]"#).expect("write");
+    t.write("list.json", r#"["a","b","c"]"#);
     let (id, ran) = t.run_yaml(
         "fan.yaml",
         r#"
@@ -171,8 +171,8 @@ steps:
         &[],
     );
     ran.code(1);
-    std::fs::write(t.path().join("list.json"), r#"["z"]"#).expect("write");
-    std::fs::write(t.path().join("last.ok"), "").expect("write");
+    t.write("list.json", r#"["z"]"#);
+    t.write("last.ok", "");
     t.wf(&["restart", &id, "--from", "list"]).code(0);
     // (The first three items ran in parallel.)
     let log = t.read("items.log");

@@ -144,17 +144,14 @@ impl Lexer<'_> {
     }
 
     fn unexpected(&self, start: usize, text: &str) -> ExprError {
-        let mut e = ExprError::syntax(start, format!("Unexpected symbol: '{text}'"));
-        if let ExprError::Syntax { hint, .. } = &mut e {
-            *hint = match text.chars().next() {
-                Some('"') => Some("strings are in single quotes, with '' for a quote".into()),
-                Some('=') => Some("compare with `==`".into()),
-                Some('&') => Some("and is `&&`".into()),
-                Some('|') => Some("or is `||`".into()),
-                _ => None,
-            };
+        let e = ExprError::syntax(start, format!("Unexpected symbol: '{text}'"));
+        match text.chars().next() {
+            Some('"') => e.with_hint("strings are in single quotes, with '' for a quote"),
+            Some('=') => e.with_hint("compare with `==`"),
+            Some('&') => e.with_hint("and is `&&`"),
+            Some('|') => e.with_hint("or is `||`"),
+            _ => e,
         }
-        e
     }
 
     /// The rest of a number (up to a boundary; a `.` is part of it).
@@ -180,12 +177,10 @@ impl Lexer<'_> {
         let mut value = String::new();
         loop {
             let Some(c) = self.peek() else {
-                let rest = self.src.get(start..).unwrap_or_default().to_string();
-                let mut e = self.unexpected(start, &rest);
-                if let ExprError::Syntax { hint, .. } = &mut e {
-                    *hint = Some("unterminated string".into());
-                }
-                return Err(e);
+                let rest = self.src.get(start..).unwrap_or_default();
+                return Err(self
+                    .unexpected(start, rest)
+                    .with_hint("unterminated string"));
             };
             self.offset += c.len_utf8();
             if c == '\'' {

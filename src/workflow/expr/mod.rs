@@ -104,6 +104,14 @@ impl ExprError {
         }
     }
 
+    /// The same error with wf's `hint` (a syntax error's; others have none).
+    fn with_hint(mut self, text: &str) -> Self {
+        if let ExprError::Syntax { hint, .. } = &mut self {
+            *hint = Some(text.to_string());
+        }
+        self
+    }
+
     fn eval(message: impl Into<String>) -> Self {
         ExprError::Eval {
             message: message.into(),

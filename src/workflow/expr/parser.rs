@@ -59,7 +59,7 @@ impl<'a> Parser<'a> {
                 Tok::RParen | Tok::RBracket => "it has nothing to close",
                 _ => "an operator is missing before it",
             };
-            return Err(with_hint(self.error(Error::UnexpectedSymbol, self.i), hint));
+            return Err(self.error(Error::UnexpectedSymbol, self.i).with_hint(hint));
         }
         Ok(e)
     }
@@ -128,7 +128,7 @@ impl<'a> Parser<'a> {
         };
         let e = ExprError::syntax(pos, format!("{what}: '{shown}'"));
         match kind {
-            Error::UnexpectedEnd => with_hint(e, "a value is missing at the end"),
+            Error::UnexpectedEnd => e.with_hint("a value is missing at the end"),
             _ => e,
         }
     }
@@ -334,13 +334,6 @@ impl<'a> Parser<'a> {
         self.i += 1;
         Ok((Expr::Literal(literal), false))
     }
-}
-
-fn with_hint(mut e: ExprError, text: &str) -> ExprError {
-    if let ExprError::Syntax { hint, .. } = &mut e {
-        *hint = Some(text.to_string());
-    }
-    e
 }
 
 fn chain(first: Expr, rest: Vec<(BinOp, Expr)>) -> Expr {
