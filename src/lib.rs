@@ -8,4 +8,5 @@ pub mod exit;
 pub mod printer;
 pub mod store;
 pub mod telemetry;
+pub mod vocab;
 pub mod workflow;

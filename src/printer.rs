@@ -4,6 +4,7 @@
 //! on a terminal, plain lines elsewhere.
 
 use crate::engine::{Failure, Observer};
+use crate::vocab::{AttemptOutcome, UnitKey};
 use crate::workflow::duration::human;
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::collections::HashMap;
@@ -423,10 +424,11 @@ impl Observer for Progress {
         &self,
         key: &str,
         attempt: i64,
-        outcome: &str,
+        outcome: AttemptOutcome,
         error: Option<&Failure>,
         elapsed: Duration,
     ) {
+        let outcome = outcome.as_str();
         if let Some(l) = &self.live
             && let Ok(mut bars) = l.bars.lock()
             && let Some(bar) = bars.remove(key)
@@ -445,7 +447,7 @@ impl Observer for Progress {
                 if e.message == outcome {
                     format!("  {}", e.error_type)
                 } else {
-                    format!("  {}", error_text(&e.error_type, Some(&e.message)))
+                    format!("  {}", error_text(&e.error_type.text(), Some(&e.message)))
                 }
             })
             .filter(|d| d.trim() != outcome)
@@ -456,7 +458,7 @@ impl Observer for Progress {
         ));
         // The counter counts steps: for_each items and compensations are parts of one.
         if outcome == "ok"
-            && !key.contains(['[', ':'])
+            && UnitKey::parse(key).is_step()
             && let Some(l) = &self.live
         {
             l.counter.inc(1);

@@ -7,6 +7,7 @@ use super::run::report;
 use crate::engine::{self, EngineError, RunOptions};
 use crate::exit::{ExitStatus, UsageError};
 use crate::printer::Printer;
+use crate::vocab::{CancelRequest, InstanceStatus};
 use std::path::PathBuf;
 
 #[derive(Debug, clap::Args)]
@@ -25,7 +26,10 @@ pub async fn run(args: Args, db: Option<PathBuf>, printer: &Printer) -> anyhow::
     let mut store = super::open(db).await?;
     let id = store.resolve_id(&args.id).await?;
     let inst = store.instance(&id).await?;
-    if matches!(inst.status.as_str(), "completed" | "failed" | "canceled") {
+    if matches!(
+        inst.status,
+        InstanceStatus::Completed | InstanceStatus::Failed | InstanceStatus::Canceled
+    ) {
         return Err(UsageError(format!(
             "instance {id} is already {}; there is nothing to cancel",
             inst.status
@@ -33,7 +37,12 @@ pub async fn run(args: Args, db: Option<PathBuf>, printer: &Printer) -> anyhow::
         .into());
     }
     // Ask first, so a process running the instance right now stops too.
-    store.request_cancel(&id, args.terminate).await?;
+    let ask = if args.terminate {
+        CancelRequest::Terminate
+    } else {
+        CancelRequest::Cancel
+    };
+    store.request_cancel(&id, ask).await?;
     let opts = RunOptions {
         cancel: true,
         terminate: args.terminate,

@@ -6,6 +6,7 @@ use super::display_status;
 use crate::exit::ExitStatus;
 use crate::printer::Printer;
 use crate::store::{self, AttemptRow, InstanceRow, StepRow, Store};
+use crate::vocab::{ErrorType, InstanceStatus, StepStatus, UnitKey};
 use crate::workflow::{Workflow, duration::human};
 use comfy_table::Cell;
 use serde_json::{Value, json};
@@ -78,12 +79,12 @@ pub async fn run(args: Args, store: &Store, printer: &Printer) -> anyhow::Result
         ));
     }
     if let Some(wake) = &inst.wake_at
-        && inst.status == "sleeping"
+        && inst.status == InstanceStatus::Sleeping
     {
         header.push(("Wakes at", wake.clone()));
     }
     if let Some(event) = &inst.waiting_event
-        && inst.status == "waiting"
+        && inst.status == InstanceStatus::Waiting
     {
         header.push(("Waiting for", format!("event `{event}`")));
         if let Some(wake) = &inst.wake_at {
@@ -111,7 +112,7 @@ pub async fn run(args: Args, store: &Store, printer: &Printer) -> anyhow::Result
                 format!(
                     "#{} {}{}",
                     r.number,
-                    r.outcome.as_deref().unwrap_or("running"),
+                    r.outcome.map_or("running", |o| o.as_str()),
                     r.restart_from
                         .as_deref()
                         .map(|s| format!(" (restart from {s})"))
@@ -133,9 +134,9 @@ pub async fn run(args: Args, store: &Store, printer: &Printer) -> anyhow::Result
         .map(|s| {
             vec![
                 Cell::new(&s.key),
-                printer.status_cell(&s.status),
+                printer.status_cell(s.status.as_str()),
                 Cell::new(s.attempts),
-                Cell::new(s.error_type.as_deref().unwrap_or("-")),
+                Cell::new(s.error_type.as_ref().map_or("-".into(), ErrorType::text)),
                 Cell::new(duration(s.started_at.as_deref(), s.finished_at.as_deref())),
             ]
         })
@@ -184,8 +185,8 @@ const MIN_ERROR_WIDTH: usize = 16;
 fn print_attempts(printer: &Printer, attempts: &[AttemptRow]) {
     let error = |a: &AttemptRow| {
         a.error_type
-            .as_deref()
-            .map(|t| crate::printer::error_text(t, a.error_message.as_deref()))
+            .as_ref()
+            .map(|t| crate::printer::error_text(&t.text(), a.error_message.as_deref()))
     };
     // The exit code is in the error type (`exit.9`) and in --json.
     let rows: Vec<Vec<Cell>> = attempts
@@ -195,7 +196,7 @@ fn print_attempts(printer: &Printer, attempts: &[AttemptRow]) {
                 Cell::new(&a.step_key),
                 Cell::new(a.attempt),
                 Cell::new(a.run),
-                printer.status_cell(a.outcome.as_deref().unwrap_or("running")),
+                printer.status_cell(a.outcome.map_or("running", |o| o.as_str())),
                 Cell::new(error(a).map_or_else(|| "-".into(), |e| super::cut(&e, 60))),
                 Cell::new(printer.when(&a.started_at)),
                 Cell::new(duration(Some(&a.started_at), a.finished_at.as_deref())),
@@ -273,12 +274,12 @@ fn ordered_steps(step_ids: &[String], rows: Vec<StepRow>) -> Vec<StepRow> {
         .filter_map(|r| Some((r.key.clone(), r.items.as_array()?.len())))
         .collect();
     let rows = rows.into_iter().filter(|r| {
-        let placeholder_compensation = r.key.ends_with(":compensate") && r.status == "pending";
-        let dropped_item = r.key != r.step_id
-            && !r.key.contains(':')
-            && lists
-                .get(&r.step_id)
-                .is_some_and(|&len| item_index(&r.key) >= len);
+        let key = UnitKey::parse(&r.key);
+        let placeholder_compensation = key.compensation && r.status == StepStatus::Pending;
+        let dropped_item = !key.compensation
+            && key
+                .item
+                .is_some_and(|i| lists.get(&r.step_id).is_some_and(|&len| i >= len));
         !placeholder_compensation && !dropped_item
     });
     // Rows by the step they belong to: the step itself, its for_each items, its compensations.
@@ -291,16 +292,14 @@ fn ordered_steps(step_ids: &[String], rows: Vec<StepRow>) -> Vec<StepRow> {
     let mut rest = Vec::new();
     for id in step_ids {
         let group = by_step.remove(id).unwrap_or_default();
-        let item_prefix = format!("{id}[");
-        let (mut own, others): (Vec<StepRow>, Vec<StepRow>) = group.into_iter().partition(|r| {
-            r.key == *id || (r.key.starts_with(&item_prefix) && !r.key.contains(':'))
-        });
+        // The step's own row first, then its items in order.
+        let (mut own, others): (Vec<StepRow>, Vec<StepRow>) = group
+            .into_iter()
+            .partition(|r| !UnitKey::parse(&r.key).compensation);
         own.sort_by_key(|r| {
-            if r.key == *id {
-                0
-            } else {
-                item_index(&r.key).saturating_add(1)
-            }
+            UnitKey::parse(&r.key)
+                .item
+                .map_or(0, |i| i.saturating_add(1))
         });
         if own.first().is_none_or(|r| r.key != *id) {
             out.push(StepRow::pending(id, id));
@@ -321,12 +320,6 @@ fn ordered_steps(step_ids: &[String], rows: Vec<StepRow>) -> Vec<StepRow> {
     });
     out.extend(rest);
     out
-}
-
-fn item_index(key: &str) -> usize {
-    key.rsplit_once('[')
-        .and_then(|(_, n)| n.trim_end_matches(']').parse().ok())
-        .unwrap_or(usize::MAX)
 }
 
 fn compact(v: &Value) -> String {
@@ -379,7 +372,10 @@ fn to_json(
                 "output": s.output,
             });
             if s.retry_at.is_some()
-                && matches!(s.status.as_str(), "retrying" | "sleeping" | "waiting")
+                && matches!(
+                    s.status,
+                    StepStatus::Retrying | StepStatus::Sleeping | StepStatus::Waiting
+                )
             {
                 v["wake_at"] = json!(s.retry_at);
             }

@@ -4,6 +4,7 @@ use super::{display_status, short_id};
 use crate::exit::{ExitStatus, UsageError};
 use crate::printer::Printer;
 use crate::store::{ListFilter, Store};
+use crate::vocab::InstanceStatus;
 use serde_json::json;
 
 const STATUSES: &[&str] = &[
@@ -50,8 +51,8 @@ pub async fn run(args: Args, store: &Store, printer: &Printer) -> anyhow::Result
     }
     // `interrupted` is a display status of `running` rows; filter after computing it.
     let stored = match args.status.as_deref() {
-        Some("interrupted") => Some("running"),
-        other => other,
+        Some("interrupted") => Some(InstanceStatus::Running),
+        other => other.and_then(|s| s.parse().ok()),
     };
     let since = args.since.map(|d| {
         crate::store::fmt_time(
@@ -65,7 +66,7 @@ pub async fn run(args: Args, store: &Store, printer: &Printer) -> anyhow::Result
         n => n,
     };
     let filter = ListFilter {
-        status: stored.map(String::from),
+        status: stored,
         workflow: args.workflow.clone(),
         since,
         // One more than shown tells whether there are more.

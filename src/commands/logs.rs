@@ -5,6 +5,7 @@
 use crate::exit::{ExitStatus, UsageError};
 use crate::printer::Printer;
 use crate::store::Store;
+use crate::vocab::{AttemptOutcome, InstanceStatus, UnitKey};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -39,7 +40,7 @@ async fn follow(
 ) -> anyhow::Result<ExitStatus> {
     use std::io::{Read as _, Seek as _, SeekFrom, Write as _};
     let (known, defined) = step_names(store, id).await?;
-    let base = step.split(['[', ':']).next().unwrap_or(step);
+    let base = UnitKey::parse(step).step;
     if !known.iter().any(|k| k == step) && !defined.iter().any(|d| d == base) {
         return Err(UsageError(format!("instance {id} has no step `{step}`")).into());
     }
@@ -55,8 +56,8 @@ async fn follow(
         let Some(a) = attempts.iter().max_by_key(|a| a.attempt) else {
             // Not started yet: wait for it, unless the instance is over.
             if matches!(
-                store.instance(id).await?.status.as_str(),
-                "completed" | "failed" | "canceled"
+                store.instance(id).await?.status,
+                InstanceStatus::Completed | InstanceStatus::Failed | InstanceStatus::Canceled
             ) {
                 return Err(
                     UsageError(format!("step `{step}` of instance {id} has no attempts")).into(),
@@ -136,7 +137,7 @@ async fn no_attempt(
     attempt: Option<i64>,
 ) -> anyhow::Result<UsageError> {
     let (known, defined) = step_names(store, id).await?;
-    let base = step.split(['[', ':']).next().unwrap_or(step);
+    let base = UnitKey::parse(step).step;
     let exists = known.iter().any(|k| k == step) || defined.iter().any(|d| d == step);
     Ok(UsageError(match attempt {
         Some(n) if exists => format!("step `{step}` of instance {id} has no attempt {n}"),
@@ -145,7 +146,7 @@ async fn no_attempt(
         }
         _ => {
             let mut names = defined;
-            names.extend(known.into_iter().filter(|k| k.contains(['[', ':'])));
+            names.extend(known.into_iter().filter(|k| !UnitKey::parse(k).is_step()));
             let mut seen = std::collections::HashSet::new();
             names.retain(|n| seen.insert(n.clone()));
             format!(
@@ -217,7 +218,7 @@ pub async fn run(args: Args, store: &Store, printer: &Printer) -> anyhow::Result
                 log_json(
                     &l.key,
                     l.attempt,
-                    l.outcome.as_deref(),
+                    l.outcome.map(AttemptOutcome::as_str),
                     &l.stdout,
                     &l.stderr,
                 )
@@ -233,7 +234,9 @@ pub async fn run(args: Args, store: &Store, printer: &Printer) -> anyhow::Result
             if !l.stderr.is_empty() {
                 eprint!("{}", String::from_utf8_lossy(&l.stderr));
             }
-            if l.stdout.is_empty() && l.stderr.is_empty() && l.outcome.as_deref() == Some("crashed")
+            if l.stdout.is_empty()
+                && l.stderr.is_empty()
+                && l.outcome == Some(AttemptOutcome::Crashed)
             {
                 printer.info(&format!(
                     "attempt {} of step `{}` crashed (its runner died): it captured nothing",
@@ -248,7 +251,7 @@ pub async fn run(args: Args, store: &Store, printer: &Printer) -> anyhow::Result
             "==> {} (attempt {}, {}) <==",
             l.key,
             l.attempt,
-            l.outcome.as_deref().unwrap_or("running")
+            l.outcome.map_or("running", AttemptOutcome::as_str)
         ));
         // Each output ends its line, so the next header starts one.
         printer.raw(&with_newline(l.stdout));
@@ -264,7 +267,7 @@ pub async fn run(args: Args, store: &Store, printer: &Printer) -> anyhow::Result
 struct Logged {
     key: String,
     attempt: i64,
-    outcome: Option<String>,
+    outcome: Option<AttemptOutcome>,
     stdout: Vec<u8>,
     stderr: Vec<u8>,
 }

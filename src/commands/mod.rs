@@ -22,6 +22,7 @@ mod worker;
 use crate::exit::{ExitStatus, UsageError};
 use crate::printer::Printer;
 use crate::store::{Location, Store};
+use crate::vocab::InstanceStatus;
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
 
@@ -246,7 +247,7 @@ pub fn cut(text: &str, max: usize) -> String {
 /// The status shown to people: a `running` instance whose lease holder is gone
 /// is `interrupted`.
 pub fn display_status(inst: &crate::store::InstanceRow) -> String {
-    if inst.status == "running" {
+    if inst.status == InstanceStatus::Running {
         let now = chrono::Utc::now().timestamp_millis();
         let alive = match (&inst.lease_owner, inst.lease_expires_ms) {
             (Some(owner), Some(exp)) => exp > now && crate::engine::lease::holder_alive(owner),
@@ -256,7 +257,7 @@ pub fn display_status(inst: &crate::store::InstanceRow) -> String {
             return "interrupted".into();
         }
     }
-    inst.status.clone()
+    inst.status.to_string()
 }
 
 /// Maps how a run ended to the process exit status.

@@ -7,6 +7,7 @@ use super::display_status;
 use crate::exit::ExitStatus;
 use crate::printer::Printer;
 use crate::store::Store;
+use crate::vocab::InstanceStatus;
 use serde_json::json;
 use std::time::Duration;
 
@@ -30,7 +31,10 @@ pub async fn run(args: Args, store: &Store, printer: &Printer) -> anyhow::Result
     let id = store.resolve_id(&args.id).await?;
     loop {
         let inst = store.instance(&id).await?;
-        let ended = matches!(inst.status.as_str(), "completed" | "failed" | "canceled");
+        let ended = matches!(
+            inst.status,
+            InstanceStatus::Completed | InstanceStatus::Failed | InstanceStatus::Canceled
+        );
         if ended || !args.wait {
             break;
         }
@@ -44,7 +48,7 @@ pub async fn run(args: Args, store: &Store, printer: &Printer) -> anyhow::Result
     let (inst, outputs) = store
         .snapshot(async |s: &Store| -> anyhow::Result<_> {
             let inst = s.instance(&id).await?;
-            let outputs = if inst.status == "completed" {
+            let outputs = if inst.status == InstanceStatus::Completed {
                 s.outputs(&id).await?.unwrap_or_else(|| json!({}))
             } else {
                 serde_json::Value::Null
@@ -61,21 +65,21 @@ pub async fn run(args: Args, store: &Store, printer: &Printer) -> anyhow::Result
             "error": inst.error,
         }));
     }
-    Ok(match inst.status.as_str() {
-        "completed" => {
+    Ok(match inst.status {
+        InstanceStatus::Completed => {
             if !args.json {
                 printer.json(&outputs);
             }
             ExitStatus::Success
         }
-        "failed" => {
+        InstanceStatus::Failed => {
             printer.error(&format!(
                 "instance {id} failed: {}",
                 inst.error.as_deref().unwrap_or("(no reason recorded)")
             ));
             ExitStatus::Failure
         }
-        "canceled" => {
+        InstanceStatus::Canceled => {
             printer.info(&format!("instance {id} was canceled; it has no result"));
             ExitStatus::Canceled
         }

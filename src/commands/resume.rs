@@ -6,6 +6,7 @@ use crate::engine::{self, RunOptions};
 use crate::exit::ExitStatus;
 use crate::printer::Printer;
 use crate::store;
+use crate::vocab::InstanceStatus;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -29,7 +30,7 @@ pub async fn run(args: Args, db: Option<PathBuf>, printer: &Printer) -> anyhow::
     let inst = store.instance(&id).await?;
     let mut inline_wait = args.ending.inline_wait;
     // A sleeping instance is resumed when its timer is due: wait for it here.
-    if inst.status == "sleeping"
+    if inst.status == InstanceStatus::Sleeping
         && !args.now
         && let Some(wake) = inst.wake_at.as_deref().and_then(store::parse_time)
     {
@@ -66,7 +67,7 @@ pub async fn run(args: Args, db: Option<PathBuf>, printer: &Printer) -> anyhow::
         .await),
         // Completed already, or by another process while we waited for the lease.
         Err(engine::EngineError::NotResumable(_))
-            if store.instance(&id).await?.status == "completed" =>
+            if store.instance(&id).await?.status == InstanceStatus::Completed =>
         {
             printer.info(&format!("instance {id} already completed; nothing to do"));
             Ok(ExitStatus::Success)

@@ -5,6 +5,7 @@ use super::{outcome_status, parse_duration_flag};
 use crate::engine::{self, RunOptions, RunOutcome};
 use crate::exit::{ExitStatus, UsageError};
 use crate::printer::Printer;
+use crate::vocab::{StepStatus, UnitKey};
 use crate::workflow::{Workflow, io_reason};
 use anyhow::Context as _;
 use serde_json::{Map, Value, json};
@@ -189,12 +190,12 @@ pub async fn summarize(printer: &Printer, store: &crate::store::Store, id: &str,
         Err(_) => 0,
     };
     let (mut ok, mut failed, mut canceled, mut skipped) = (0, 0, 0, 0);
-    for s in steps.iter().filter(|s| !s.key.contains(['[', ':'])) {
-        match s.status.as_str() {
-            "completed" => ok += 1,
-            "failed" => failed += 1,
-            "canceled" => canceled += 1,
-            "skipped" => skipped += 1,
+    for s in steps.iter().filter(|s| UnitKey::parse(&s.key).is_step()) {
+        match s.status {
+            StepStatus::Completed => ok += 1,
+            StepStatus::Failed => failed += 1,
+            StepStatus::Canceled => canceled += 1,
+            StepStatus::Skipped => skipped += 1,
             _ => {}
         }
     }

@@ -6,6 +6,7 @@ use crate::engine::{self, redact::Redactor};
 use crate::exit::{ExitStatus, UsageError};
 use crate::printer::Printer;
 use crate::store::Store;
+use crate::vocab::InstanceStatus;
 use crate::workflow::Action;
 use serde_json::Value;
 
@@ -34,7 +35,10 @@ pub async fn run(args: Args, store: &mut Store, printer: &Printer) -> anyhow::Re
     };
     let id = store.resolve_id(&args.id).await?;
     let inst = store.instance(&id).await?;
-    if matches!(inst.status.as_str(), "completed" | "failed" | "canceled") {
+    if matches!(
+        inst.status,
+        InstanceStatus::Completed | InstanceStatus::Failed | InstanceStatus::Canceled
+    ) {
         return Err(UsageError(format!(
             "instance {id} is {}; it takes no more events",
             inst.status
@@ -79,7 +83,7 @@ pub async fn run(args: Args, store: &mut Store, printer: &Printer) -> anyhow::Re
         }
     }
     // A waiting instance becomes due at once for `wf worker`.
-    let wakes = inst.status == "waiting"
+    let wakes = inst.status == InstanceStatus::Waiting
         && inst
             .waiting_event
             .as_deref()

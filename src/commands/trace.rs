@@ -249,11 +249,14 @@ async fn runs_json<'a>(store: &Store, t: &'a Traced) -> anyhow::Result<Vec<RunJs
             ),
             (None, None) => (None, None, None),
         };
-        let outcome = run.and_then(|r| r.outcome.clone()).or_else(|| {
-            root.and_then(|r| r.attributes.get("workflow.outcome"))
-                .and_then(Value::as_str)
-                .map(String::from)
-        });
+        let outcome = run
+            .and_then(|r| r.outcome)
+            .map(|o| o.to_string())
+            .or_else(|| {
+                root.and_then(|r| r.attributes.get("workflow.outcome"))
+                    .and_then(Value::as_str)
+                    .map(String::from)
+            });
         out.push(RunJson {
             instance_id: &t.instance.id,
             workflow: &t.instance.workflow,

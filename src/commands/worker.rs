@@ -8,6 +8,7 @@ use crate::engine::{self, EngineError, RunOptions, RunOutcome};
 use crate::exit::{ExitStatus, UsageError};
 use crate::printer::Printer;
 use crate::store::Store;
+use crate::vocab::InstanceStatus;
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -373,7 +374,7 @@ async fn orphaned(store: &Store) -> anyhow::Result<Vec<String>> {
     let mut ids = Vec::new();
     for row in store.due_instances().await? {
         if let (true, Some(owner), Some(expires)) = (
-            row.status == "running",
+            row.status == InstanceStatus::Running,
             &row.lease_owner,
             row.lease_expires_ms,
         ) && expires > now_ms

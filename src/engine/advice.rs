@@ -9,6 +9,7 @@
 
 use super::EngineError;
 use crate::store::{self, InstanceRow, RunRow, StepRow, Store};
+use crate::vocab::{ErrorType, StepStatus, UnitKey};
 use crate::workflow::Workflow;
 use chrono::{DateTime, Utc};
 
@@ -55,9 +56,9 @@ pub fn remedy(wf: &Workflow, inst: &InstanceRow, runs: &[RunRow], steps: &[StepR
             .steps
             .iter()
             .find(|s| {
-                !steps
-                    .iter()
-                    .any(|r| r.key == s.id && matches!(r.status.as_str(), "completed" | "skipped"))
+                !steps.iter().any(|r| {
+                    r.key == s.id && matches!(r.status, StepStatus::Completed | StepStatus::Skipped)
+                })
             })
             .map(|s| s.id.clone());
         return Remedy::DeadlinePassed {
@@ -72,11 +73,11 @@ pub fn remedy(wf: &Workflow, inst: &InstanceRow, runs: &[RunRow], steps: &[StepR
     // A compensation's failure does not fail the instance: only the steps'.
     let failed: Vec<&StepRow> = steps
         .iter()
-        .filter(|r| r.status == "failed" && !r.key.ends_with(super::runner::COMPENSATE_SUFFIX))
+        .filter(|r| r.status == StepStatus::Failed && !UnitKey::parse(&r.key).compensation)
         .collect();
     if failed
         .iter()
-        .any(|r| r.error_type.as_deref() != Some("expression"))
+        .any(|r| r.error_type != Some(ErrorType::Expression))
     {
         Remedy::RetryFailed
     } else {

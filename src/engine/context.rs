@@ -2,6 +2,7 @@
 //! steps complete (instead of rebuilt per step), so evaluating an expression
 //! costs the same at step 10,000 as at step 1.
 
+use crate::vocab::StepStatus;
 use serde_json::{Map, Value, json};
 
 pub struct Context {
@@ -50,14 +51,14 @@ impl Context {
         }
     }
 
-    pub fn set_step_result(&mut self, id: &str, status: &str, output: &Value) {
+    pub fn set_step_result(&mut self, id: &str, status: StepStatus, output: &Value) {
         if self.results_read.as_ref().is_some_and(|r| !r.contains(id)) {
             return;
         }
         if let Some(Value::Object(steps)) = self.root.get_mut("steps") {
             steps.insert(
                 id.to_string(),
-                json!({ "status": status, "output": output }),
+                json!({ "status": status.as_str(), "output": output }),
             );
         }
     }

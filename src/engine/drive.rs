@@ -7,10 +7,13 @@
 use super::advice::{self, Remedy};
 use super::lease::{self, Heartbeat};
 use super::redact::Redactor;
-use super::runner::{COMPENSATE_SUFFIX, RunOptions, RunOutcome, RunStart, Runner, Stop};
+use super::runner::{RunOptions, RunOutcome, RunStart, Runner, Stop};
 use super::{EngineError, Observer, procs, restart, shell};
 use crate::store::{self, AttemptEnd, StepRow, Store, StoreError, Write};
 use crate::telemetry::{self, recorder};
+use crate::vocab::{
+    AttemptOutcome, CancelRequest, ErrorType, InstanceStatus, RunEnd, StepStatus, UnitKey,
+};
 use crate::workflow::Workflow;
 use opentelemetry::KeyValue;
 use opentelemetry::trace::Link;
@@ -94,7 +97,7 @@ pub async fn drive(
                 &fence,
                 &[
                     Write::Status {
-                        status: "failed".into(),
+                        status: InstanceStatus::Failed,
                         wake_at: None,
                         waiting_event: None,
                         error: Some(why.clone()),
@@ -109,7 +112,7 @@ pub async fn drive(
     // from its step; for `--retry-failed` after compensations ran, from the
     // first step they undid (what they undid runs again too, said when the
     // run starts).
-    let compensated = if opts.retry_failed && history.instance.status == "failed" {
+    let compensated = if opts.retry_failed && history.instance.status == InstanceStatus::Failed {
         restart::compensated(&wf, &history.steps)
     } else {
         Vec::new()
@@ -301,22 +304,25 @@ pub async fn drive(
         writes.push(Write::State(plan.state.clone()));
         writes.push(Write::Reopen);
         inst.state = plan.state;
-        cancel_requested = 0;
+        cancel_requested = CancelRequest::None;
     }
     if opts.retry_failed {
-        for rec in records.values_mut().filter(|r| r.status == "failed") {
-            rec.status = "pending".into();
+        for rec in records
+            .values_mut()
+            .filter(|r| r.status == StepStatus::Failed)
+        {
+            rec.status = StepStatus::Pending;
             rec.budget_base = rec.attempts;
             rec.retry_at = None;
             rec.finished_at = None;
             writes.push(Write::Step(Box::new(rec.clone())));
         }
     }
-    let cancel = opts.cancel || cancel_requested > 0;
-    let terminate = (opts.cancel && opts.terminate) || cancel_requested == 2;
+    let cancel = opts.cancel || cancel_requested.is_asked();
+    let terminate = (opts.cancel && opts.terminate) || cancel_requested == CancelRequest::Terminate;
     // Committed with the run's first decisions (`Runner::opening`).
     writes.push(Write::Status {
-        status: "running".into(),
+        status: InstanceStatus::Running,
         wake_at: None,
         waiting_event: None,
         error: None,
@@ -324,7 +330,9 @@ pub async fn drive(
 
     if opts.fire_timers {
         for rec in records.values_mut() {
-            if rec.retry_at.is_some() && matches!(rec.status.as_str(), "sleeping" | "retrying") {
+            if rec.retry_at.is_some()
+                && matches!(rec.status, StepStatus::Sleeping | StepStatus::Retrying)
+            {
                 rec.retry_at = Some(store::now());
             }
         }
@@ -449,10 +457,10 @@ async fn close_run(
         Ok(o) => o,
         Err(e) => {
             runner.writes.truncate(runner.opening);
-            runner.write_root_span("failed", Some(&e.to_string()))?;
+            runner.write_root_span(RunEnd::Failed, Some(&e.to_string()))?;
             runner.writes.push(Write::FinishRun {
                 run,
-                outcome: "failed".into(),
+                outcome: RunEnd::Failed,
             });
             if release {
                 runner.writes.push(Write::Release);
@@ -467,48 +475,53 @@ async fn close_run(
         _ => None,
     };
     match &outcome {
-        RunOutcome::Failed(_) => runner.abandon_retries("failed", "the workflow failed")?,
-        RunOutcome::Canceled => runner.abandon_retries("canceled", "the instance was canceled")?,
+        RunOutcome::Failed(_) => {
+            runner.abandon_retries(StepStatus::Failed, "the workflow failed")?
+        }
+        RunOutcome::Canceled => {
+            runner.abandon_retries(StepStatus::Canceled, "the instance was canceled")?
+        }
         _ => {}
     }
-    runner.write_root_span(outcome.as_str(), failure)?;
+    runner.write_root_span(outcome.end(), failure)?;
+    use InstanceStatus as S;
     let (status, wake_at, waiting_event, error) = match &outcome {
-        RunOutcome::Completed => ("completed", None, None, None),
-        RunOutcome::Failed(reason) => ("failed", None, None, Some(reason.clone())),
-        RunOutcome::Sleeping(wake) => ("sleeping", Some(wake.clone()), None, None),
+        RunOutcome::Completed => (S::Completed, None, None, None),
+        RunOutcome::Failed(reason) => (S::Failed, None, None, Some(reason.clone())),
+        RunOutcome::Sleeping(wake) => (S::Sleeping, Some(wake.clone()), None, None),
         RunOutcome::Waiting(event) => (
-            "waiting",
+            S::Waiting,
             runner.next_wake().map(store::fmt_time),
             Some(event.clone()),
             None,
         ),
-        RunOutcome::Canceled => ("canceled", None, None, None),
+        RunOutcome::Canceled => (S::Canceled, None, None, None),
         // Stopped while it only waited for a timer or an event: it stays
         // sleeping or waiting, as it was.
         RunOutcome::Interrupted if runner.idle_when_stopped => {
             match runner.suspend_outcome(runner.next_wake()) {
                 RunOutcome::Waiting(event) => (
-                    "waiting",
+                    S::Waiting,
                     runner.next_wake().map(store::fmt_time),
                     Some(event),
                     None,
                 ),
-                RunOutcome::Sleeping(wake) => ("sleeping", Some(wake), None, None),
-                _ => ("running", None, None, None),
+                RunOutcome::Sleeping(wake) => (S::Sleeping, Some(wake), None, None),
+                _ => (S::Running, None, None, None),
             }
         }
         // Left `running` without a lease: `wf list` shows it as interrupted, `wf resume` continues it.
-        RunOutcome::Interrupted => ("running", None, None, None),
+        RunOutcome::Interrupted => (S::Running, None, None, None),
     };
     runner.writes.push(Write::Status {
-        status: status.into(),
+        status,
         wake_at,
         waiting_event,
         error,
     });
     runner.writes.push(Write::FinishRun {
         run,
-        outcome: outcome.as_str().into(),
+        outcome: outcome.end(),
     });
     if release {
         runner.writes.push(Write::Release);
@@ -588,19 +601,19 @@ async fn check_resumable(
 ) -> Result<(), EngineError> {
     let id = &inst.id;
     if opts.restart.is_some() {
-        return Ok(restart::check_ended(id, &inst.status)?);
+        return Ok(restart::check_ended(id, inst.status.as_str())?);
     }
-    match inst.status.as_str() {
-        "completed" => Err(EngineError::NotResumable(format!(
+    match inst.status {
+        InstanceStatus::Completed => Err(EngineError::NotResumable(format!(
             "instance {id} already completed"
         ))),
-        "canceled" => Err(EngineError::NotResumable(format!(
+        InstanceStatus::Canceled => Err(EngineError::NotResumable(format!(
             "instance {id} was canceled; it cannot be resumed"
         ))),
-        "failed" if opts.cancel => Err(EngineError::NotResumable(format!(
+        InstanceStatus::Failed if opts.cancel => Err(EngineError::NotResumable(format!(
             "instance {id} already failed; there is nothing to cancel"
         ))),
-        "failed" => {
+        InstanceStatus::Failed => {
             let remedy = advice::remedy_of(store, inst).await?;
             let refused = !opts.retry_failed || matches!(remedy, Remedy::DeadlinePassed { .. });
             if !refused {
@@ -661,14 +674,15 @@ fn rebuild_attempt_span(
         KeyValue::new("workflow.instance.id", id.to_string()),
         KeyValue::new("workflow.step.id", a.key.clone()),
         KeyValue::new("workflow.step.attempt", a.attempt),
-        KeyValue::new("workflow.step.outcome", a.outcome.clone()),
+        KeyValue::new("workflow.step.outcome", a.outcome.as_str()),
     ];
     if let Some(t) = &a.error_type {
-        attributes.push(KeyValue::new("error.type", t.clone()));
+        attributes.push(KeyValue::new("error.type", t.text()));
     }
-    let error = match (&a.error_type, &a.error_message) {
+    let error_type = a.error_type.as_ref().map(ErrorType::text);
+    let error = match (&error_type, &a.error_message) {
         (Some(_), Some(m)) => m.as_str(),
-        (Some(t), None) => t.as_str(),
+        (Some(t), None) => t,
         _ => "",
     };
     recorder::rebuild(recorder::Rebuilt {
@@ -701,11 +715,13 @@ fn recover_crashed(
     for a in open {
         let key = a.key.clone();
         let end = AttemptEnd {
-            outcome: "crashed".into(),
-            error_type: Some("crashed".into()),
+            outcome: AttemptOutcome::Crashed,
+            error_type: Some(ErrorType::Crashed),
             error_message: Some(message.into()),
+            exit_code: None,
             finished_at: store::now(),
-            ..AttemptEnd::default()
+            stdout: Vec::new(),
+            stderr: Vec::new(),
         };
         writes.push(Write::EndAttempt {
             key: key.clone(),
@@ -720,8 +736,8 @@ fn recover_crashed(
                 span_id: span_id.clone(),
                 started_ns: *started_ns,
                 finished_at: None,
-                outcome: "crashed".into(),
-                error_type: Some("crashed".into()),
+                outcome: AttemptOutcome::Crashed,
+                error_type: Some(ErrorType::Crashed),
                 error_message: Some(message.into()),
             };
             rebuild_attempt_span(id, wf, traces, &crashed, None, writes);
@@ -732,7 +748,7 @@ fn recover_crashed(
         let Some(step) = wf.step(&rec.step_id) else {
             continue;
         };
-        let retry = if key.ends_with(COMPENSATE_SUFFIX) {
+        let retry = if UnitKey::parse(&key).compensation {
             step.compensate
                 .as_ref()
                 .map(|c| &c.retry)
@@ -740,23 +756,23 @@ fn recover_crashed(
         } else {
             &step.retry
         };
-        rec.outcome = Some("crashed".into());
-        rec.error_type = Some("crashed".into());
+        rec.outcome = Some(AttemptOutcome::Crashed);
+        rec.error_type = Some(ErrorType::Crashed);
         rec.error_message = end.error_message.clone();
         let base = rec.budget_base;
         let not_counted = uncounted
             .get(&key)
             .map_or(0, |v| v.iter().filter(|&&n| n > base).count() as i64);
         let used = rec.attempts.max(a.attempt) - base - not_counted;
-        if used >= retry.max_attempts as i64 || !retry.is_retryable("crashed") {
-            rec.status = "failed".into();
+        if used >= retry.max_attempts as i64 || !retry.is_retryable(&ErrorType::Crashed) {
+            rec.status = StepStatus::Failed;
             rec.finished_at = Some(end.finished_at.clone());
             rec.error_message = Some(format!(
                 "{message} ({used} of {} attempt(s) used; `wf resume {id} --retry-failed` gives it another)",
                 retry.max_attempts
             ));
         } else {
-            rec.status = "retrying".into();
+            rec.status = StepStatus::Retrying;
             rec.retry_at = None;
         }
         writes.push(Write::Step(Box::new(rec.clone())));

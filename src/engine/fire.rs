@@ -9,6 +9,7 @@
 
 use super::{EngineError, resolve_inputs};
 use crate::store::{self, DefinitionRow, Fire, InstanceRow, ScheduleRow, Store};
+use crate::vocab::InstanceStatus;
 use crate::workflow::Workflow;
 use crate::workflow::trigger::{GRACE, Overlap, Schedule, When};
 use serde_json::{Map, Value};
@@ -332,7 +333,12 @@ pub async fn fire_due(
             let prev_open = match &row.last_instance {
                 None => false,
                 Some(id) => match store.instance(id).await {
-                    Ok(i) => matches!(i.status.as_str(), "running" | "sleeping" | "waiting"),
+                    Ok(i) => matches!(
+                        i.status,
+                        InstanceStatus::Running
+                            | InstanceStatus::Sleeping
+                            | InstanceStatus::Waiting
+                    ),
                     Err(store::StoreError::NotFound(_)) => false,
                     Err(e) => return Err(e.into()),
                 },
@@ -372,7 +378,7 @@ async fn apply(
                 id: uuid::Uuid::new_v4().simple().to_string(),
                 workflow: row.workflow.clone(),
                 // Due at once: the first worker with room claims it.
-                status: "sleeping".into(),
+                status: InstanceStatus::Sleeping,
                 definition: String::new(),
                 definition_hash: row.definition_hash.clone(),
                 workflow_path: row.workflow_path.clone(),

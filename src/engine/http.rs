@@ -5,6 +5,7 @@
 
 use super::output;
 use super::{AttemptResult, Failure};
+use crate::vocab::ErrorType;
 use crate::workflow::Redirects;
 use opentelemetry::trace::Status;
 use serde_json::{Map, Value};
@@ -65,7 +66,7 @@ async fn send(
         Ok(m) => m,
         Err(_) => {
             return AttemptResult::failed(Failure::new(
-                "http.request",
+                ErrorType::HttpRequest,
                 format!("invalid method `{}`", job.method),
             ));
         }
@@ -74,13 +75,13 @@ async fn send(
         Ok(u) if matches!(u.scheme(), "http" | "https") => u,
         Ok(u) => {
             return AttemptResult::failed(Failure::new(
-                "http.request",
+                ErrorType::HttpRequest,
                 format!("unsupported URL scheme `{}` in {}", u.scheme(), job.url),
             ));
         }
         Err(e) => {
             return AttemptResult::failed(Failure::new(
-                "http.request",
+                ErrorType::HttpRequest,
                 format!("invalid URL `{}`: {e}", job.url),
             ));
         }
@@ -188,18 +189,18 @@ async fn send(
     let result = tokio::select! {
         r = exchange => r,
         _ = interrupt.wait_for(|v| *v) => {
-            return AttemptResult { interrupted: true, ..AttemptResult::failed(Failure::new("interrupted", "interrupted".into())) };
+            return AttemptResult { interrupted: true, ..AttemptResult::failed(Failure::new(ErrorType::Interrupted, "interrupted".into())) };
         }
     };
     let (status, headers, body, over) = match result {
         Ok(r) => r,
         Err(Exchange::Refused(message)) => {
-            return AttemptResult::failed(Failure::new("http.redirect", message));
+            return AttemptResult::failed(Failure::new(ErrorType::HttpRedirect, message));
         }
         Err(Exchange::Request(e)) => {
             let f = if e.is_timeout() {
                 Failure::new(
-                    "timeout",
+                    ErrorType::Timeout,
                     format!(
                         "no response within {}",
                         crate::workflow::duration::human(job.timeout.unwrap_or_default())
@@ -207,17 +208,17 @@ async fn send(
                 )
             } else if e.is_connect() {
                 Failure::new(
-                    "http.connect",
+                    ErrorType::HttpConnect,
                     format!("cannot connect to {}: {}", job.url, root_cause(&e)),
                 )
             } else if e.is_builder() || e.is_request() && e.status().is_none() && !e.is_body() {
                 Failure::new(
-                    "http.connect",
+                    ErrorType::HttpConnect,
                     format!("request to {} failed: {}", job.url, root_cause(&e)),
                 )
             } else {
                 Failure::new(
-                    "http.connect",
+                    ErrorType::HttpConnect,
                     format!(
                         "reading the response from {} failed: {}",
                         job.url,
@@ -235,7 +236,7 @@ async fn send(
     };
     if over {
         result.outcome = Err(Failure::new(
-            "output.limit",
+            ErrorType::OutputLimit,
             format!("response body exceeded the output limit of {limit} bytes"),
         ));
         return result;
@@ -276,7 +277,7 @@ async fn send(
         let snippet: String = String::from_utf8_lossy(&body).chars().take(200).collect();
         let snippet = snippet.split_whitespace().collect::<Vec<_>>().join(" ");
         result.outcome = Err(Failure::new(
-            &format!("http.{status}"),
+            ErrorType::Http(status),
             if snippet.is_empty() {
                 format!("{} {} returned {status}", job.method, job.url)
             } else {
@@ -311,18 +312,14 @@ pub async fn run(
             }
         }
         Err(f) => {
-            if let Some(code) = f
-                .error_type
-                .strip_prefix("http.")
-                .and_then(|c| c.parse::<i64>().ok())
-            {
-                span.set_attribute("http.response.status_code", code);
-            }
             // The HTTP conventions: a response status as the error type
             // (`503`); wf's own `http.503` stays on the attempt's span.
-            let error_type = match f.error_type.strip_prefix("http.") {
-                Some(code) if code.parse::<u16>().is_ok() => code.to_string(),
-                _ => f.error_type.clone(),
+            let error_type = match f.error_type {
+                ErrorType::Http(code) => {
+                    span.set_attribute("http.response.status_code", i64::from(code));
+                    code.to_string()
+                }
+                _ => f.error_type.to_string(),
             };
             span.set_attribute("error.type", error_type);
             span.set_status(Status::error(f.message.clone()));
@@ -348,17 +345,4 @@ fn root_cause(e: &(dyn std::error::Error + 'static)) -> String {
         cur = next;
     }
     cur.to_string()
-}
-
-/// Error types retryable by default for HTTP steps: 5xx, 429, connection
-/// failures and timeouts. Other 4xx are not.
-pub fn default_retryable(error_type: &str) -> bool {
-    match error_type.strip_prefix("http.") {
-        Some("connect") => true,
-        Some(code) => match code.parse::<u16>() {
-            Ok(c) => c == 429 || c >= 500,
-            Err(_) => false,
-        },
-        None => true,
-    }
 }

@@ -22,6 +22,7 @@ pub mod shell;
 pub mod spawn;
 
 use crate::store::{self, InstanceRow, Store, StoreError};
+use crate::vocab::{AttemptOutcome, ErrorType, InstanceStatus};
 use crate::workflow::{DefinitionError, Workflow};
 use serde_json::{Map, Value};
 use std::path::Path;
@@ -58,14 +59,14 @@ pub enum EngineError {
 /// Why an attempt did not succeed.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Failure {
-    pub error_type: String,
+    pub error_type: ErrorType,
     pub message: String,
 }
 
 impl Failure {
-    pub fn new(error_type: &str, message: String) -> Failure {
+    pub fn new(error_type: ErrorType, message: String) -> Failure {
         Failure {
-            error_type: error_type.to_string(),
+            error_type,
             message,
         }
     }
@@ -115,7 +116,7 @@ pub trait Observer: Send + Sync {
         &self,
         _key: &str,
         _attempt: i64,
-        _outcome: &str,
+        _outcome: AttemptOutcome,
         _error: Option<&Failure>,
         _elapsed: Duration,
     ) {
@@ -276,7 +277,7 @@ pub async fn create_instance(
     let row = InstanceRow {
         id: id.clone(),
         workflow: wf.name.clone(),
-        status: "running".into(),
+        status: InstanceStatus::Running,
         definition: wf.source.clone(),
         definition_hash: wf.hash.clone(),
         workflow_path: recorded_path.clone(),

@@ -3,6 +3,7 @@
 //! patch (RFC 7386) that `set_state` applies.
 
 use super::Failure;
+use crate::vocab::ErrorType;
 use serde_json::{Map, Value};
 
 /// Default cap on one step's output (and on each captured stream).
@@ -48,7 +49,10 @@ pub fn read_output_file(
 ) -> Result<Vec<(String, String)>, Failure> {
     use std::io::{BufRead, Read};
     let invalid = |n: usize, what: String| {
-        Failure::new("output.invalid", format!("$WF_OUTPUT line {n}: {what}"))
+        Failure::new(
+            ErrorType::OutputInvalid,
+            format!("$WF_OUTPUT line {n}: {what}"),
+        )
     };
     let mut reader = std::io::BufReader::new(reader);
     let mut out = Vec::new();
@@ -64,14 +68,19 @@ pub fn read_output_file(
         let got = (&mut reader)
             .take(room)
             .read_until(b'\n', &mut buf)
-            .map_err(|e| Failure::new("output.invalid", format!("cannot read $WF_OUTPUT: {e}")))?;
+            .map_err(|e| {
+                Failure::new(
+                    ErrorType::OutputInvalid,
+                    format!("cannot read $WF_OUTPUT: {e}"),
+                )
+            })?;
         if got == 0 {
             break;
         }
         read += got;
         if read > limit {
             return Err(Failure::new(
-                "output.limit",
+                ErrorType::OutputLimit,
                 format!("$WF_OUTPUT holds over {limit} bytes, the output limit"),
             ));
         }
@@ -184,7 +193,7 @@ mod tests {
         let err = |text: &[u8]| read_output_file(text, 1000).unwrap_err();
         let e = err(b"a=1\nb=\xff\n");
         assert_eq!(
-            (e.error_type.as_str(), e.message.as_str()),
+            (e.error_type.to_string().as_str(), e.message.as_str()),
             ("output.invalid", "$WF_OUTPUT line 2: not UTF-8 text")
         );
         let e = err(b"a=1\njust words\n");
@@ -201,7 +210,7 @@ mod tests {
             e.message
         );
         let e = read_output_file(&[b'k', b'='].repeat(600)[..], 1000).unwrap_err();
-        assert_eq!(e.error_type, "output.limit");
+        assert_eq!(e.error_type, ErrorType::OutputLimit);
         // Exactly at the limit is fine.
         assert_eq!(
             read_output_file(&b"k=12345678\n"[..], 11).unwrap(),

@@ -13,8 +13,8 @@
 //! committed, applied in their commit order (`seq`).
 
 use super::output::merge_patch;
-use super::runner::COMPENSATE_SUFFIX;
 use crate::store::StepRow;
+use crate::vocab::{StepStatus, UnitKey};
 use crate::workflow::Workflow;
 use serde_json::Value;
 use std::collections::HashMap;
@@ -79,7 +79,9 @@ pub fn compensated(wf: &Workflow, rows: &[StepRow]) -> Vec<String> {
         .iter()
         .filter(|s| {
             rows.iter().any(|r| {
-                r.step_id == s.id && r.key.ends_with(COMPENSATE_SUFFIX) && r.status != "pending"
+                r.step_id == s.id
+                    && UnitKey::parse(&r.key).compensation
+                    && r.status != StepStatus::Pending
             })
         })
         .map(|s| s.id.clone())
@@ -126,16 +128,16 @@ pub fn plan<'a>(
     let mut reset = vec![false; wf.steps.len()];
     let mut seeds = vec![start];
     for (i, step) in wf.steps.iter().enumerate() {
-        let done = rows
-            .iter()
-            .any(|r| r.key == step.id && matches!(r.status.as_str(), "completed" | "skipped"));
+        let done = rows.iter().any(|r| {
+            r.key == step.id && matches!(r.status, StepStatus::Completed | StepStatus::Skipped)
+        });
         if !done {
             seeds.push(i);
         }
     }
     for r in &rows {
-        if r.key.ends_with(COMPENSATE_SUFFIX)
-            && r.status != "pending"
+        if UnitKey::parse(&r.key).compensation
+            && r.status != StepStatus::Pending
             && let Some(&i) = index.get(r.step_id.as_str())
         {
             seeds.push(i);
@@ -174,7 +176,7 @@ pub fn plan<'a>(
     // The state: the initial one, then the kept units' patches in commit order.
     let mut committed: Vec<&StepRow> = kept
         .into_iter()
-        .filter(|r| r.status == "completed" && !r.key.ends_with(COMPENSATE_SUFFIX))
+        .filter(|r| r.status == StepStatus::Completed && !UnitKey::parse(&r.key).compensation)
         .collect();
     committed.sort_by_key(|r| r.seq.unwrap_or(0));
     let mut state = Value::Object(wf.state.clone());

@@ -6,6 +6,7 @@
 use super::outfile::{self, OutputFile, OutputFiles};
 use super::output::{self, shell_output};
 use super::{AttemptResult, Failure, spawn};
+use crate::vocab::ErrorType;
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 use opentelemetry::trace::Status;
@@ -129,7 +130,10 @@ pub fn start(
     let output_file = match files.take() {
         Ok(f) => f,
         Err(e) => {
-            let f = Failure::new("spawn", format!("cannot create $WF_OUTPUT file: {e}"));
+            let f = Failure::new(
+                ErrorType::Spawn,
+                format!("cannot create $WF_OUTPUT file: {e}"),
+            );
             return Err(failed(&span, f));
         }
     };
@@ -137,7 +141,10 @@ pub fn start(
         Some(text) => ("sh".as_ref(), vec!["-c".as_ref(), text.as_ref()]),
         None => {
             let Some(program) = job.argv.first() else {
-                return Err(failed(&span, Failure::new("spawn", "empty command".into())));
+                return Err(failed(
+                    &span,
+                    Failure::new(ErrorType::Spawn, "empty command".into()),
+                ));
             };
             (
                 program.as_ref(),
@@ -174,7 +181,7 @@ pub fn start(
             }
             Err(e) => {
                 let f = Failure::new(
-                    "spawn",
+                    ErrorType::Spawn,
                     format!("cannot hand a large value to the step: {e}"),
                 );
                 return Err(failed(&span, f));
@@ -220,7 +227,7 @@ pub fn start(
             } else {
                 format!("cannot start `{what}`: {}", crate::workflow::io_reason(&e))
             };
-            Err(failed(&span, Failure::new("spawn", reason)))
+            Err(failed(&span, Failure::new(ErrorType::Spawn, reason)))
         }
     }
 }
@@ -253,7 +260,7 @@ fn over_kernel_limits(
     for (i, a) in args.iter().enumerate() {
         if a.len() > limit {
             return Some(Failure::new(
-                "spawn",
+                ErrorType::Spawn,
                 format!(
                     "argument {} of `{}` is {} bytes, over the system's limit of {limit} bytes for one argument",
                     i + 1,
@@ -266,7 +273,7 @@ fn over_kernel_limits(
     for (k, v) in env {
         if k.len() + 1 + v.len() > limit {
             return Some(Failure::new(
-                "spawn",
+                ErrorType::Spawn,
                 format!(
                     "environment variable `{}` is {} bytes, over the system's limit of {limit} bytes for one variable",
                     k.to_string_lossy(),
@@ -289,7 +296,7 @@ fn over_kernel_limits(
         + inherited;
     (arg_max > 0 && total > arg_max as usize).then(|| {
         Failure::new(
-            "spawn",
+            ErrorType::Spawn,
             format!(
                 "the arguments and environment of the step are {total} bytes, over the system's limit of {arg_max} bytes"
             ),
@@ -365,7 +372,7 @@ async fn execute(
     let ended = tokio::select! {
         status = child.wait() => match status {
             Ok(s) => Ended::Exited(s),
-            Err(e) => return AttemptResult::failed(Failure::new("spawn", format!("waiting for the process failed: {e}"))),
+            Err(e) => return AttemptResult::failed(Failure::new(ErrorType::Spawn, format!("waiting for the process failed: {e}"))),
         },
         _ = &mut deadline => Ended::TimedOut,
         _ = wait_true(&mut interrupt) => Ended::Interrupted,
@@ -406,7 +413,7 @@ async fn execute(
             Ok(Some(f)) => output::read_output_file(f, limit),
             Ok(None) => Ok(Vec::new()),
             Err(e) => Err(Failure::new(
-                "output.invalid",
+                ErrorType::OutputInvalid,
                 format!("cannot read $WF_OUTPUT: {e}"),
             )),
         }
@@ -423,17 +430,17 @@ async fn execute(
         Ended::TimedOut => {
             let t = job.timeout.unwrap_or_default();
             result.outcome = Err(Failure::new(
-                "timeout",
+                ErrorType::Timeout,
                 format!("timed out after {}", crate::workflow::duration::human(t)),
             ));
         }
         Ended::Interrupted => {
             result.interrupted = true;
-            result.outcome = Err(Failure::new("interrupted", "interrupted".into()));
+            result.outcome = Err(Failure::new(ErrorType::Interrupted, "interrupted".into()));
         }
         Ended::OverLimit => {
             result.outcome = Err(Failure::new(
-                "output.limit",
+                ErrorType::OutputLimit,
                 format!("stdout exceeded the output limit of {limit} bytes; the step was stopped"),
             ));
         }
@@ -455,7 +462,7 @@ async fn execute(
                 let size = out.to_string().len();
                 result.outcome = if size > limit {
                     Err(Failure::new(
-                        "output.limit",
+                        ErrorType::OutputLimit,
                         format!("output is {size} bytes, over the limit of {limit} bytes"),
                     ))
                 } else {
@@ -463,11 +470,9 @@ async fn execute(
                 };
             } else {
                 let error_type = match job.errors.get(&code) {
-                    Some(t) => t.clone(),
-                    None if code == 127 || (code == 126 && job.shell.is_some()) => {
-                        "spawn".to_string()
-                    }
-                    None => format!("exit.{code}"),
+                    Some(t) => ErrorType::parse(t),
+                    None if code == 127 || (code == 126 && job.shell.is_some()) => ErrorType::Spawn,
+                    None => ErrorType::Exit(code),
                 };
                 let last = String::from_utf8_lossy(&result.stderr)
                     .lines()
@@ -476,7 +481,7 @@ async fn execute(
                     .map(|l| format!(": {}", l.trim()))
                     .unwrap_or_default();
                 result.outcome = Err(Failure::new(
-                    &error_type,
+                    error_type,
                     format!("exited with code {code}{last}"),
                 ));
             }

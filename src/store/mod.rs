@@ -340,7 +340,7 @@ impl Store {
     }
 
     /// 0: no cancel asked; 1: cancel; 2: terminate (no compensations).
-    pub async fn cancel_requested(&self, id: &str) -> Result<i64> {
+    pub async fn cancel_requested(&self, id: &str) -> Result<CancelRequest> {
         each!(self.cancel_requested(id))
     }
 
@@ -423,8 +423,8 @@ impl Store {
     }
 
     /// Asks whatever process drives the instance to cancel it.
-    pub async fn request_cancel(&mut self, id: &str, terminate: bool) -> Result<()> {
-        each!(self.request_cancel(id, terminate))
+    pub async fn request_cancel(&mut self, id: &str, ask: CancelRequest) -> Result<()> {
+        each!(self.request_cancel(id, ask))
     }
 
     /// Delivers an event (`wake`: the instance waits for it, make it due).

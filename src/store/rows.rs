@@ -1,6 +1,11 @@
 //! The rows of wf's history as the engine and the commands see them, the
 //! same whichever backend stores them.
 
+// The words rows are made of, for the backends that read and write them.
+pub use crate::vocab::{
+    AttemptOutcome, CancelRequest, ErrorType, InstanceId, InstanceStatus, RunEnd, StepStatus,
+    Timestamp, UnitKey,
+};
 use serde_json::Value;
 
 /// What `wf prune` removed (or, with `--dry-run`, would remove).
@@ -51,7 +56,7 @@ pub fn parse_time(s: &str) -> Option<chrono::DateTime<chrono::Utc>> {
 pub struct InstanceRow {
     pub id: String,
     pub workflow: String,
-    pub status: String,
+    pub status: InstanceStatus,
     pub definition: String,
     pub definition_hash: String,
     pub workflow_path: String,
@@ -70,7 +75,7 @@ pub struct InstanceRow {
 /// Which instances a listing shows.
 #[derive(Debug, Clone, Default)]
 pub struct ListFilter {
-    pub status: Option<String>,
+    pub status: Option<InstanceStatus>,
     pub workflow: Option<String>,
     /// Created at or after this time (RFC 3339).
     pub since: Option<String>,
@@ -101,8 +106,7 @@ pub struct History {
     /// Finished attempts of abandoned runs whose span was never stored.
     pub unspanned: Vec<UnspannedAttempt>,
     pub events: Vec<EventRow>,
-    /// 0: none; 1: cancel; 2: terminate (see `cancel_requested`).
-    pub cancel_requested: i64,
+    pub cancel_requested: CancelRequest,
 }
 
 /// A runner's claim on an instance: the epoch its lease was taken with. Every
@@ -117,7 +121,7 @@ pub struct Fence {
 #[derive(Debug, Clone)]
 pub struct RunRow {
     pub number: i64,
-    pub outcome: Option<String>,
+    pub outcome: Option<RunEnd>,
     pub started_at: String,
     pub finished_at: Option<String>,
     /// `wf restart --from STEP`: the run started STEP again.
@@ -149,11 +153,11 @@ impl From<Value> for Sparse {
 pub struct StepRow {
     pub key: String,
     pub step_id: String,
-    pub status: String,
+    pub status: StepStatus,
     pub attempts: i64,
     pub budget_base: i64,
-    pub outcome: Option<String>,
-    pub error_type: Option<String>,
+    pub outcome: Option<AttemptOutcome>,
+    pub error_type: Option<ErrorType>,
     pub error_message: Option<String>,
     pub output: Value,
     pub started_at: Option<String>,
@@ -172,7 +176,7 @@ impl StepRow {
         StepRow {
             key: key.into(),
             step_id: step_id.into(),
-            status: "pending".into(),
+            status: StepStatus::Pending,
             attempts: 0,
             budget_base: 0,
             outcome: None,
@@ -194,8 +198,8 @@ pub struct AttemptRow {
     pub step_key: String,
     pub attempt: i64,
     pub run: i64,
-    pub outcome: Option<String>,
-    pub error_type: Option<String>,
+    pub outcome: Option<AttemptOutcome>,
+    pub error_type: Option<ErrorType>,
     pub error_message: Option<String>,
     pub exit_code: Option<i64>,
     pub started_at: String,
@@ -213,10 +217,10 @@ pub struct NewAttempt<'a> {
 }
 
 /// The end of an attempt, as recorded.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct AttemptEnd {
-    pub outcome: String,
-    pub error_type: Option<String>,
+    pub outcome: AttemptOutcome,
+    pub error_type: Option<ErrorType>,
     pub error_message: Option<String>,
     pub exit_code: Option<i64>,
     pub finished_at: String,
@@ -259,8 +263,8 @@ pub struct UnspannedAttempt {
     pub span_id: String,
     pub started_ns: i64,
     pub finished_at: Option<String>,
-    pub outcome: String,
-    pub error_type: Option<String>,
+    pub outcome: AttemptOutcome,
+    pub error_type: Option<ErrorType>,
     pub error_message: Option<String>,
 }
 
@@ -412,7 +416,7 @@ pub type RunTrace = (String, String, Option<String>, i64);
 #[derive(Debug, Clone)]
 pub struct DueInstance {
     pub id: String,
-    pub status: String,
+    pub status: InstanceStatus,
     pub lease_owner: Option<String>,
     pub lease_expires_ms: Option<i64>,
 }

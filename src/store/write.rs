@@ -47,7 +47,7 @@ pub enum Write {
     },
     /// The instance's status and what it waits for.
     Status {
-        status: String,
+        status: InstanceStatus,
         wake_at: Option<String>,
         waiting_event: Option<String>,
         error: Option<String>,
@@ -67,7 +67,7 @@ pub enum Write {
     },
     FinishRun {
         run: i64,
-        outcome: String,
+        outcome: RunEnd,
     },
     /// The lease given up in the run's last commit, when nothing else is
     /// left to do under it (no live export): one commit fewer per run.

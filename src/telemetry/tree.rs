@@ -106,8 +106,8 @@ fn render_run(
         // The root is written when the run ends: this run is still going (or
         // its process died and nobody resumed it yet).
         let outcome = run
-            .and_then(|r| r.outcome.clone())
-            .unwrap_or_else(|| "running".into());
+            .and_then(|r| r.outcome)
+            .map_or("running", |o| o.as_str());
         out.push(Line {
             head: format!("{workflow}/workflow"),
             timing: None,

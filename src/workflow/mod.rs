@@ -10,6 +10,7 @@ pub mod template;
 pub mod trigger;
 pub mod validate;
 
+use crate::vocab::ErrorType;
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -328,14 +329,11 @@ impl RetryPolicy {
     }
 
     /// Whether an error of type `error_type` may be retried under this policy.
-    pub fn is_retryable(&self, error_type: &str) -> bool {
+    pub fn is_retryable(&self, error_type: &ErrorType) -> bool {
         if self.crash_only {
-            return error_type == "crashed";
+            return *error_type == ErrorType::Crashed;
         }
-        !self
-            .non_retryable
-            .iter()
-            .any(|p| error_matches(p, error_type))
+        !self.non_retryable.iter().any(|p| error_type.matches(p))
     }
 }
 
@@ -361,14 +359,6 @@ pub fn nearest<'a>(typed: &str, candidates: impl IntoIterator<Item = &'a str>) -
         .filter(|(d, c)| *d <= (c.len().max(typed.len()) / 3).max(1))
         .min_by_key(|(d, _)| *d)
         .map(|(_, c)| c)
-}
-
-/// `pattern` matches an error type exactly, or as `prefix.*`, or `*` for all.
-pub fn error_matches(pattern: &str, error_type: &str) -> bool {
-    match pattern.strip_suffix('*') {
-        Some(prefix) => error_type.starts_with(prefix),
-        None => pattern == error_type,
-    }
 }
 
 /// How messages and an instance's record name a workflow read from stdin

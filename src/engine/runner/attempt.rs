@@ -4,6 +4,7 @@
 //! retry or failure, compensation bookkeeping) into writes.
 
 use super::*;
+use crate::vocab::{AttemptOutcome, ErrorType, StepStatus};
 
 impl<'o> Runner<'o> {
     /// Steps still waiting for a retry when the instance fails or is
@@ -12,12 +13,16 @@ impl<'o> Runner<'o> {
     /// Steps sleeping or waiting for an event end `canceled`.
     pub(in crate::engine) fn abandon_retries(
         &mut self,
-        status: &str,
+        status: StepStatus,
         why: &str,
     ) -> Result<(), EngineError> {
         let now = store::now();
-        for rec in self.records.values_mut().filter(|r| r.status == "retrying") {
-            rec.status = status.into();
+        for rec in self
+            .records
+            .values_mut()
+            .filter(|r| r.status == StepStatus::Retrying)
+        {
+            rec.status = status;
             rec.retry_at = None;
             rec.finished_at = Some(now.clone());
             rec.error_message = Some(match rec.error_message.take() {
@@ -31,12 +36,12 @@ impl<'o> Runner<'o> {
         for rec in self
             .records
             .values_mut()
-            .filter(|r| matches!(r.status.as_str(), "sleeping" | "waiting"))
+            .filter(|r| matches!(r.status, StepStatus::Sleeping | StepStatus::Waiting))
         {
-            rec.status = "canceled".into();
+            rec.status = StepStatus::Canceled;
             rec.retry_at = None;
             rec.finished_at = Some(now.clone());
-            rec.error_type = Some("canceled".into());
+            rec.error_type = Some(ErrorType::Canceled);
             rec.error_message = Some(format!("not continued: {why}"));
             self.writes.push(Write::Step(Box::new(rec.clone())));
         }
@@ -53,7 +58,7 @@ impl<'o> Runner<'o> {
 
     pub(super) fn put(&mut self, unit: &Unit) -> Result<(), EngineError> {
         let rec = self.record(unit).clone();
-        if is_timed(&rec.status) && !self.timed.contains(&rec.key) {
+        if rec.status.is_timed() && !self.timed.contains(&rec.key) {
             self.timed.insert(rec.key.clone());
         }
         self.writes.push(Write::Step(Box::new(rec)));
@@ -101,7 +106,7 @@ impl<'o> Runner<'o> {
         // count): a retry or a resumed interrupted attempt keeps `started_at`.
         let first_time = {
             let rec = self.record(unit);
-            rec.status == "pending" && rec.started_at.is_none()
+            rec.status == StepStatus::Pending && rec.started_at.is_none()
         };
 
         if !unit.compensation && unit.item.is_none() {
@@ -121,7 +126,7 @@ impl<'o> Runner<'o> {
                         return Ok(Started::Settled);
                     }
                     Err(e) => {
-                        let f = Failure::new("expression", format!("`if`: {e}"));
+                        let f = Failure::new(ErrorType::Expression, format!("`if`: {e}"));
                         self.fail_now(unit, f)?;
                         return Ok(Started::Settled);
                     }
@@ -179,12 +184,13 @@ impl<'o> Runner<'o> {
         let now = store::now();
         let key = unit.key(&self.wf);
         let rec = self.record(unit);
-        rec.status = "skipped".into();
-        rec.outcome = Some("skipped".into());
+        rec.status = StepStatus::Skipped;
+        rec.outcome = Some(AttemptOutcome::Skipped);
         rec.started_at = Some(now.clone());
         rec.finished_at = Some(now);
         self.put(unit)?;
-        self.ctx.set_step_result(&key, "skipped", &Value::Null);
+        self.ctx
+            .set_step_result(&key, StepStatus::Skipped, &Value::Null);
         let span = self.attempt_span(&key);
         span.set_attribute("workflow.step.outcome", "skipped");
         drop(span);
@@ -216,13 +222,18 @@ impl<'o> Runner<'o> {
                         Value::Object(_) => "an object",
                         Value::Array(_) => "a list",
                     };
-                    let f =
-                        Failure::new("expression", format!("`for_each` gave {kind}, not a list"));
+                    let f = Failure::new(
+                        ErrorType::Expression,
+                        format!("`for_each` gave {kind}, not a list"),
+                    );
                     self.fail_now(unit, f)?;
                     return Ok(Started::Settled);
                 }
                 Err(e) => {
-                    self.fail_now(unit, Failure::new("expression", format!("`for_each`: {e}")))?;
+                    self.fail_now(
+                        unit,
+                        Failure::new(ErrorType::Expression, format!("`for_each`: {e}")),
+                    )?;
                     return Ok(Started::Settled);
                 }
             };
@@ -233,7 +244,7 @@ impl<'o> Runner<'o> {
             }
             let rec = self.record(unit);
             rec.items = Value::Array(items).into();
-            rec.status = "running".into();
+            rec.status = StepStatus::Running;
             rec.started_at = Some(now);
             self.put(unit)?;
             return Ok(Started::Settled);
@@ -244,9 +255,9 @@ impl<'o> Runner<'o> {
         for i in 0..items.len() {
             let key = format!("{}[{i}]", step.id);
             match self.records.get(&key) {
-                Some(r) if r.status == "completed" => outputs.push(r.output.clone()),
+                Some(r) if r.status == StepStatus::Completed => outputs.push(r.output.clone()),
                 Some(r) => {
-                    if r.status == "failed" && failed_item.is_none() {
+                    if r.status == StepStatus::Failed && failed_item.is_none() {
                         failed_item = Some((key.clone(), r.clone()));
                     }
                     outputs.push(Value::Null)
@@ -263,21 +274,21 @@ impl<'o> Runner<'o> {
         rec.attempts = rec.attempts.max(0);
         match &failed_item {
             None => {
-                rec.status = "completed".into();
-                rec.outcome = Some("ok".into());
+                rec.status = StepStatus::Completed;
+                rec.outcome = Some(AttemptOutcome::Ok);
                 rec.seq = Some(seq);
             }
             Some((_, r)) => {
-                rec.status = "failed".into();
-                rec.outcome = Some("failed".into());
+                rec.status = StepStatus::Failed;
+                rec.outcome = Some(AttemptOutcome::Failed);
                 rec.error_type = r.error_type.clone();
                 rec.error_message = r.error_message.clone();
             }
         }
-        let status = rec.status.clone();
+        let status = rec.status;
         let output = rec.output.clone();
         self.put(unit)?;
-        self.ctx.set_step_result(&step.id, &status, &output);
+        self.ctx.set_step_result(&step.id, status, &output);
         self.observer.fan_out_finished(&step.id, items.len());
         if let Some((key, r)) = failed_item
             && !step.continue_on_error
@@ -303,7 +314,7 @@ impl<'o> Runner<'o> {
         let key = unit.key(&self.wf);
         let rec = self.record(unit);
         rec.attempts += 1;
-        rec.status = "running".into();
+        rec.status = StepStatus::Running;
         rec.retry_at = None;
         if rec.started_at.is_none() {
             rec.started_at = Some(now.clone());
@@ -490,12 +501,15 @@ impl<'o> Runner<'o> {
         failure: &Failure,
         elapsed: Duration,
     ) -> Result<(), EngineError> {
-        let outcome = failure.error_type.as_str();
+        let outcome = match failure.error_type {
+            ErrorType::Canceled => AttemptOutcome::Canceled,
+            _ => AttemptOutcome::Interrupted,
+        };
         self.uncounted
             .entry(key.to_string())
             .or_default()
             .push(attempt);
-        end.outcome = outcome.into();
+        end.outcome = outcome;
         end.error_type = Some(failure.error_type.clone());
         end.error_message = Some(failure.message.clone());
         self.writes.push(Write::EndAttempt {
@@ -503,7 +517,7 @@ impl<'o> Runner<'o> {
             attempt,
             end,
         });
-        self.record(unit).outcome = Some(outcome.into());
+        self.record(unit).outcome = Some(outcome);
         self.write_attempt_span(key, attempt, outcome, Some(failure))?;
         self.observer
             .step_finished(key, attempt, outcome, Some(failure), elapsed);
@@ -550,34 +564,37 @@ impl<'o> Runner<'o> {
                     new_state = Some((s, p));
                 }
                 Err(e) => {
-                    result.outcome = Err(Failure::new("expression", format!("`set_state`: {e}")))
+                    result.outcome = Err(Failure::new(
+                        ErrorType::Expression,
+                        format!("`set_state`: {e}"),
+                    ))
                 }
             }
         }
 
         let mut end = AttemptEnd {
-            outcome: String::new(),
+            outcome: AttemptOutcome::Ok,
+            error_type: None,
+            error_message: None,
             exit_code: result.exit_code.map(i64::from),
             finished_at: now.clone(),
             stdout: std::mem::take(&mut result.stdout),
             stderr: std::mem::take(&mut result.stderr),
-            ..AttemptEnd::default()
         };
         // An attempt stopped by us takes its reason from why we stopped it.
         let stopped = if result.interrupted { self.stop } else { None };
         match result.outcome {
             Ok(output) => {
-                end.outcome = "ok".into();
                 self.writes.push(Write::EndAttempt {
                     key: key.clone(),
                     attempt,
-                    end: std::mem::take(&mut end),
+                    end,
                 });
                 self.seq += 1;
                 let seq = self.seq;
                 let rec = self.record(unit);
-                rec.status = "completed".into();
-                rec.outcome = Some("ok".into());
+                rec.status = StepStatus::Completed;
+                rec.outcome = Some(AttemptOutcome::Ok);
                 rec.error_type = None;
                 rec.error_message = None;
                 rec.output = output;
@@ -603,25 +620,26 @@ impl<'o> Runner<'o> {
                     self.ctx_state_current = false;
                 }
                 if unit.item.is_none() && !unit.compensation {
-                    self.ctx.set_step_result(&key, "completed", &output);
+                    self.ctx
+                        .set_step_result(&key, StepStatus::Completed, &output);
                 }
-                self.write_attempt_span(&key, attempt, "ok", None)?;
+                self.write_attempt_span(&key, attempt, AttemptOutcome::Ok, None)?;
                 self.observer
-                    .step_finished(&key, attempt, "ok", None, elapsed);
+                    .step_finished(&key, attempt, AttemptOutcome::Ok, None, elapsed);
             }
             // Stopped by us, not failed: the attempt does not count.
             Err(failure) if stopped == Some(Stop::Signal) => {
-                let failure = Failure::new("interrupted", failure.message);
+                let failure = Failure::new(ErrorType::Interrupted, failure.message);
                 self.stopped_attempt(unit, (&key, attempt), end, &failure, elapsed)?;
                 let rec = self.record(unit);
-                rec.status = "pending".into();
+                rec.status = StepStatus::Pending;
                 self.put(unit)?;
             }
             Err(_) if stopped == Some(Stop::Cancel) => {
-                let failure = Failure::new("canceled", "the instance was canceled".into());
+                let failure = Failure::new(ErrorType::Canceled, "the instance was canceled".into());
                 self.stopped_attempt(unit, (&key, attempt), end, &failure, elapsed)?;
                 let rec = self.record(unit);
-                rec.status = "canceled".into();
+                rec.status = StepStatus::Canceled;
                 rec.error_type = Some(failure.error_type.clone());
                 rec.finished_at = Some(now);
                 self.put(unit)?;
@@ -629,7 +647,7 @@ impl<'o> Runner<'o> {
             Err(failure) => {
                 let failure = if stopped == Some(Stop::Deadline) {
                     Failure::new(
-                        "timeout",
+                        ErrorType::Timeout,
                         "stopped: the workflow's timeout was reached".into(),
                     )
                 } else {
@@ -639,26 +657,26 @@ impl<'o> Runner<'o> {
                 // Counts this attempt too: it is recorded (outcome pending) already.
                 let used = self.budget_used(&key, budget_base);
                 let retryable = stopped.is_none()
-                    && failure.error_type != "expression"
+                    && failure.error_type != ErrorType::Expression
                     && exec.retry.is_retryable(&failure.error_type)
                     && (!matches!(exec.action, Action::Http(_))
-                        || http::default_retryable(&failure.error_type)
+                        || failure.error_type.http_default_retryable()
                         || explicitly_listed(exec.retry, &failure.error_type));
                 let will_retry = retryable && used < exec.retry.max_attempts as i64;
                 let outcome = if will_retry {
-                    "retry"
-                } else if failure.error_type == "timeout" {
-                    "timeout"
+                    AttemptOutcome::Retry
+                } else if failure.error_type == ErrorType::Timeout {
+                    AttemptOutcome::Timeout
                 } else {
-                    "failed"
+                    AttemptOutcome::Failed
                 };
-                end.outcome = outcome.into();
+                end.outcome = outcome;
                 end.error_type = Some(failure.error_type.clone());
                 end.error_message = Some(failure.message.clone());
                 self.writes.push(Write::EndAttempt {
                     key: key.clone(),
                     attempt,
-                    end: std::mem::take(&mut end),
+                    end,
                 });
                 // The backoff starts again with a fresh budget: the next
                 // try's place in it, not its attempt number, decides.
@@ -667,16 +685,16 @@ impl<'o> Runner<'o> {
                     .delay_before(u32::try_from(used + 1).unwrap_or(u32::MAX))
                     .max(result.retry_after.unwrap_or_default());
                 let rec = self.record(unit);
-                rec.outcome = Some(outcome.into());
+                rec.outcome = Some(outcome);
                 rec.error_type = Some(failure.error_type.clone());
                 rec.error_message = Some(failure.message.clone());
                 if will_retry {
-                    rec.status = "retrying".into();
+                    rec.status = StepStatus::Retrying;
                     rec.retry_at = Some(store::fmt_time(
                         Utc::now() + chrono::Duration::from_std(delay).unwrap_or_default(),
                     ));
                 } else {
-                    rec.status = "failed".into();
+                    rec.status = StepStatus::Failed;
                     rec.finished_at = Some(now);
                     rec.retry_at = None;
                 }
@@ -696,7 +714,8 @@ impl<'o> Runner<'o> {
                 }
                 if !will_retry && !unit.compensation {
                     if unit.item.is_none() {
-                        self.ctx.set_step_result(&key, "failed", &Value::Null);
+                        self.ctx
+                            .set_step_result(&key, StepStatus::Failed, &Value::Null);
                     }
                     if !step.continue_on_error {
                         if self.failed.is_none() {
@@ -706,13 +725,14 @@ impl<'o> Runner<'o> {
                         if unit.item.is_some() {
                             let parent = Unit::step(unit.idx);
                             let p = self.record(&parent);
-                            p.status = "failed".into();
-                            p.outcome = Some("failed".into());
+                            p.status = StepStatus::Failed;
+                            p.outcome = Some(AttemptOutcome::Failed);
                             p.error_type = rec.error_type.clone();
                             p.error_message = Some(format!("item {key} failed"));
                             p.finished_at = Some(store::now());
                             self.put(&parent)?;
-                            self.ctx.set_step_result(&step.id, "failed", &Value::Null);
+                            self.ctx
+                                .set_step_result(&step.id, StepStatus::Failed, &Value::Null);
                         }
                     }
                 }

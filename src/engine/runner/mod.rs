@@ -21,7 +21,6 @@ mod render;
 mod schedule;
 mod spans;
 mod suspend;
-use schedule::is_timed;
 
 use super::context::{self, Context};
 use super::outfile;
@@ -30,6 +29,7 @@ use super::redact::Redactor;
 use super::{AttemptResult, EngineError, Failure, Observer, http, shell};
 use crate::store::{self, AttemptEnd, Fence, StepRow, Store, Write};
 use crate::telemetry::{self, recorder};
+use crate::vocab::{CancelRequest, ErrorType, RunEnd, StepStatus, UnitKey};
 use crate::workflow::template::{self, Template};
 use crate::workflow::{
     Action, Condition, HttpSpec, RetryPolicy, RunCmd, SleepSpec, Step, Workflow, expr,
@@ -104,15 +104,20 @@ pub enum RunOutcome {
 }
 
 impl RunOutcome {
-    pub fn as_str(&self) -> &'static str {
+    /// How the run's record says it ended.
+    pub fn end(&self) -> RunEnd {
         match self {
-            RunOutcome::Completed => "completed",
-            RunOutcome::Failed(_) => "failed",
-            RunOutcome::Sleeping(_) => "sleeping",
-            RunOutcome::Waiting(_) => "waiting",
-            RunOutcome::Canceled => "canceled",
-            RunOutcome::Interrupted => "interrupted",
+            RunOutcome::Completed => RunEnd::Completed,
+            RunOutcome::Failed(_) => RunEnd::Failed,
+            RunOutcome::Sleeping(_) => RunEnd::Sleeping,
+            RunOutcome::Waiting(_) => RunEnd::Waiting,
+            RunOutcome::Canceled => RunEnd::Canceled,
+            RunOutcome::Interrupted => RunEnd::Interrupted,
         }
+    }
+
+    pub fn as_str(&self) -> &'static str {
+        self.end().as_str()
     }
 }
 
@@ -180,9 +185,6 @@ async fn lost(rx: &mut watch::Receiver<Option<String>>) -> String {
 /// Most units settled in one transaction without a process in between.
 const MAX_SETTLED_PER_COMMIT: usize = 128;
 
-/// Key suffix of a step's compensation unit.
-pub(super) const COMPENSATE_SUFFIX: &str = ":compensate";
-
 /// One schedulable thing: a step, one item of a `for_each` step, or the
 /// compensation of a completed step (or item).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -203,16 +205,12 @@ impl Unit {
 
     /// The key its rows are stored under: `id`, `id[3]`, `id:compensate`.
     fn key(&self, wf: &Workflow) -> String {
-        let id = &wf.steps[self.idx].id;
-        let base = match self.item {
-            Some(i) => format!("{id}[{i}]"),
-            None => id.clone(),
-        };
-        if self.compensation {
-            base + COMPENSATE_SUFFIX
-        } else {
-            base
+        UnitKey {
+            step: &wf.steps[self.idx].id,
+            item: self.item,
+            compensation: self.compensation,
         }
+        .to_string()
     }
 }
 
@@ -443,15 +441,19 @@ impl<'o> Runner<'o> {
         }
         for step in &wf.steps {
             if let Some(rec) = records.get(&step.id)
-                && matches!(rec.status.as_str(), "completed" | "skipped" | "failed")
+                && matches!(
+                    rec.status,
+                    StepStatus::Completed | StepStatus::Skipped | StepStatus::Failed
+                )
             {
-                ctx.set_step_result(&step.id, &rec.status, &rec.output);
+                ctx.set_step_result(&step.id, rec.status, &rec.output);
             }
         }
         let failed = env_failure.or_else(|| {
             wf.steps.iter().find_map(|s| {
                 let r = records.get(&s.id)?;
-                (r.status == "failed" && !s.continue_on_error).then(|| failure_reason(&s.id, r))
+                (r.status == StepStatus::Failed && !s.continue_on_error)
+                    .then(|| failure_reason(&s.id, r))
             })
         });
         let deadline = wf.timeout.and_then(|t| {
@@ -478,7 +480,7 @@ impl<'o> Runner<'o> {
         }
         let timed = records
             .iter()
-            .filter(|(_, r)| is_timed(&r.status))
+            .filter(|(_, r)| r.status.is_timed())
             .map(|(k, _)| k.clone())
             .collect();
         let mut runner = Runner {
@@ -538,7 +540,7 @@ impl<'o> Runner<'o> {
         let replayed = self
             .records
             .values()
-            .filter(|r| r.status == "completed" || r.status == "skipped")
+            .filter(|r| r.status == StepStatus::Completed || r.status == StepStatus::Skipped)
             .count();
         if replayed > 0 {
             self.observer.steps_replayed(replayed);
@@ -716,16 +718,16 @@ impl<'o> Runner<'o> {
     /// starts canceling) or an awaited event (true: a waiting step can go on).
     async fn poll_external(&mut self, store: &Store) -> Result<bool, EngineError> {
         let asked = store.cancel_requested(&self.id).await?;
-        if asked == 2 {
+        if asked == CancelRequest::Terminate {
             self.terminate = true;
         }
-        if self.stop.is_none() && asked > 0 {
+        if self.stop.is_none() && asked.is_asked() {
             self.stop(Stop::Cancel);
         }
         let awaited: Vec<&str> = self
             .records
             .values()
-            .filter(|r| r.status == "waiting")
+            .filter(|r| r.status == StepStatus::Waiting)
             .filter_map(|r| match self.wf.step(&r.step_id).map(|s| &s.action) {
                 Some(Action::WaitForEvent { name, .. }) => Some(name.as_str()),
                 _ => None,
@@ -781,7 +783,7 @@ impl<'o> Runner<'o> {
         // A compensation in flight (they run one at a time, after every forward
         // unit ended) is never cut short by a deadline or a cancel: only a
         // signal to this process stops it.
-        if why != Stop::Signal && self.running.keys().any(|k| k.ends_with(COMPENSATE_SUFFIX)) {
+        if why != Stop::Signal && self.running.keys().any(|k| UnitKey::parse(k).compensation) {
             if why == Stop::Cancel {
                 self.observer
                     .message("canceled: letting the running compensation finish");
@@ -821,11 +823,8 @@ fn ok(output: Value) -> AttemptResult {
 }
 
 /// An HTTP error type the user named in `retry` is retried even if it is a 4xx.
-fn explicitly_listed(retry: &RetryPolicy, error_type: &str) -> bool {
-    retry
-        .retryable
-        .iter()
-        .any(|p| crate::workflow::error_matches(p, error_type))
+fn explicitly_listed(retry: &RetryPolicy, error_type: &ErrorType) -> bool {
+    retry.retryable.iter().any(|p| error_type.matches(p))
 }
 
 fn failure_reason(key: &str, rec: &StepRow) -> String {

@@ -3,6 +3,7 @@
 //! never spliced in) and its HTTP request.
 
 use super::*;
+use crate::vocab::ErrorType;
 
 impl<'o> Runner<'o> {
     pub(super) fn eval_condition(&self, cond: &Condition) -> Result<bool, String> {
@@ -23,7 +24,7 @@ impl<'o> Runner<'o> {
         for (k, t) in exec.env {
             let v = t
                 .render_text(self.ctx.value())
-                .map_err(|e| Failure::new("expression", format!("env `{k}`: {e}")))?;
+                .map_err(|e| Failure::new(ErrorType::Expression, format!("env `{k}`: {e}")))?;
             out.push((k.clone(), v));
         }
         let key = unit.key(&self.wf);
@@ -44,7 +45,7 @@ impl<'o> Runner<'o> {
             .find(|(k, v)| k.contains('\0') || v.contains('\0'))
         {
             return Err(Failure::new(
-                "expression",
+                ErrorType::Expression,
                 format!("env `{k}` contains a NUL byte"),
             ));
         }
@@ -58,7 +59,8 @@ impl<'o> Runner<'o> {
         cmd: &RunCmd,
     ) -> Result<shell::ShellJob, Failure> {
         let ctx = self.ctx.value();
-        let expr_err = |e: expr::ExprError| Failure::new("expression", format!("`run`: {e}"));
+        let expr_err =
+            |e: expr::ExprError| Failure::new(ErrorType::Expression, format!("`run`: {e}"));
         let mut env = Vec::new();
         let mut files = Vec::new();
         self.unit_env(unit, exec, &mut env)?;
@@ -68,7 +70,7 @@ impl<'o> Runner<'o> {
                 let text = t.render_shell(ctx, &mut vars).map_err(expr_err)?;
                 if text.contains('\0') || vars.iter().any(|(_, v)| v.contains('\0')) {
                     return Err(Failure::new(
-                        "expression",
+                        ErrorType::Expression,
                         "`run`: a value contains a NUL byte".into(),
                     ));
                 }
@@ -95,7 +97,7 @@ impl<'o> Runner<'o> {
                     .map_err(expr_err)?;
                 if argv.iter().any(|a| a.contains('\0')) {
                     return Err(Failure::new(
-                        "expression",
+                        ErrorType::Expression,
                         "`run`: an argument contains a NUL byte".into(),
                     ));
                 }
@@ -129,7 +131,7 @@ impl<'o> Runner<'o> {
         let ctx = self.ctx.value();
         let text = |t: &Template, what: &str| {
             t.render_text(ctx)
-                .map_err(|e| Failure::new("expression", format!("`http.{what}`: {e}")))
+                .map_err(|e| Failure::new(ErrorType::Expression, format!("`http.{what}`: {e}")))
         };
         let url = text(&spec.url, "url")?;
         let mut headers = Vec::new();
@@ -148,8 +150,9 @@ impl<'o> Runner<'o> {
         }
         let body = match (&spec.json, &spec.body) {
             (Some(j), _) => {
-                let v = template::render_tree(j, ctx)
-                    .map_err(|e| Failure::new("expression", format!("`http.json`: {e}")))?;
+                let v = template::render_tree(j, ctx).map_err(|e| {
+                    Failure::new(ErrorType::Expression, format!("`http.json`: {e}"))
+                })?;
                 Some((v.to_string().into_bytes(), true))
             }
             (None, Some(b)) => Some((text(b, "body")?.into_bytes(), false)),

@@ -4,6 +4,7 @@
 //! something next becomes due.
 
 use super::*;
+use crate::vocab::{StepStatus, UnitKey};
 
 impl<'o> Runner<'o> {
     /// Whether the run is winding down: compensating after a failure or cancel.
@@ -34,8 +35,7 @@ impl<'o> Runner<'o> {
             let step = &wf.steps[idx];
             let key = step.id.clone();
             let rec = self.records.get(&key);
-            let status = rec.map(|r| r.status.as_str()).unwrap_or("pending");
-            if matches!(status, "completed" | "skipped" | "failed") {
+            if rec.is_some_and(|r| r.status.is_ended()) {
                 self.frontier.remove(&idx);
                 for &d in &self.dependents[idx] {
                     if !self.frontier.contains(&d) && self.deps_satisfied(d) && !self.ended(d) {
@@ -74,12 +74,7 @@ impl<'o> Runner<'o> {
                 compensation: false,
             };
             let k = unit.key(&self.wf);
-            let st = self
-                .records
-                .get(&k)
-                .map(|r| r.status.as_str())
-                .unwrap_or("pending");
-            if !matches!(st, "completed" | "skipped" | "failed") {
+            if !self.records.get(&k).is_some_and(|r| r.status.is_ended()) {
                 unfinished += 1;
             }
             if active >= limit || !self.unit_due(&k) {
@@ -101,9 +96,9 @@ impl<'o> Runner<'o> {
         }
         match self.records.get(key) {
             None => true,
-            Some(r) => match r.status.as_str() {
-                "completed" | "skipped" | "failed" => false,
-                "retrying" => r
+            Some(r) => match r.status {
+                StepStatus::Completed | StepStatus::Skipped | StepStatus::Failed => false,
+                StepStatus::Retrying => r
                     .retry_at
                     .as_deref()
                     .and_then(store::parse_time)
@@ -114,9 +109,12 @@ impl<'o> Runner<'o> {
     }
 
     pub(super) fn ended(&self, idx: usize) -> bool {
-        self.records
-            .get(&self.wf.steps[idx].id)
-            .is_some_and(|r| matches!(r.status.as_str(), "completed" | "skipped" | "failed"))
+        self.records.get(&self.wf.steps[idx].id).is_some_and(|r| {
+            matches!(
+                r.status,
+                StepStatus::Completed | StepStatus::Skipped | StepStatus::Failed
+            )
+        })
     }
 
     /// Whether step `idx` is a handler (see `handlers`).
@@ -169,7 +167,7 @@ impl<'o> Runner<'o> {
 
     pub(super) fn handler_running(&self) -> bool {
         self.running.keys().any(|k| {
-            let id = k.split(['[', ':']).next().unwrap_or(k);
+            let id = UnitKey::parse(k).step;
             self.handlers.iter().any(|&i| self.wf.steps[i].id == id)
         })
     }
@@ -188,7 +186,7 @@ impl<'o> Runner<'o> {
                 && self
                     .records
                     .get(&dep.id)
-                    .is_some_and(|r| r.status == "failed")
+                    .is_some_and(|r| r.status == StepStatus::Failed)
             {
                 return true;
             }
@@ -203,13 +201,11 @@ impl<'o> Runner<'o> {
         }
         self.wf.steps[idx].needs.iter().all(|&d| {
             let dep = &self.wf.steps[d];
-            self.records
-                .get(&dep.id)
-                .is_some_and(|r| match r.status.as_str() {
-                    "completed" | "skipped" => true,
-                    "failed" => dep.continue_on_error,
-                    _ => false,
-                })
+            self.records.get(&dep.id).is_some_and(|r| match r.status {
+                StepStatus::Completed | StepStatus::Skipped => true,
+                StepStatus::Failed => dep.continue_on_error,
+                _ => false,
+            })
         })
     }
 
@@ -242,7 +238,7 @@ impl<'o> Runner<'o> {
             }
             for u in units {
                 if let Some(r) = self.records.get(&u.key(&self.wf))
-                    && r.status == "completed"
+                    && r.status == StepStatus::Completed
                     && let Some(seq) = r.seq
                 {
                     done.push((seq, u));
@@ -256,8 +252,8 @@ impl<'o> Runner<'o> {
                 ..u
             };
             let key = comp.key(&self.wf);
-            match self.records.get(&key).map(|r| r.status.as_str()) {
-                Some("completed") | Some("failed") => continue,
+            match self.records.get(&key).map(|r| r.status) {
+                Some(StepStatus::Completed | StepStatus::Failed) => continue,
                 _ if self.unit_due(&key) => return Some(comp),
                 // Waiting out a retry backoff: nothing else starts before it.
                 _ => return None,
@@ -287,15 +283,14 @@ impl<'o> Runner<'o> {
                     let done = self
                         .records
                         .get(&u.key(&self.wf))
-                        .is_some_and(|r| r.status == "completed");
+                        .is_some_and(|r| r.status == StepStatus::Completed);
                     let comp = Unit {
                         compensation: true,
                         ..u
                     };
-                    let comp_ended = self
-                        .records
-                        .get(&comp.key(&self.wf))
-                        .is_some_and(|r| r.status == "completed" || r.status == "failed");
+                    let comp_ended = self.records.get(&comp.key(&self.wf)).is_some_and(|r| {
+                        r.status == StepStatus::Completed || r.status == StepStatus::Failed
+                    });
                     done && !comp_ended
                 })
             })
@@ -319,16 +314,23 @@ impl<'o> Runner<'o> {
             return self.failed.clone().map(RunOutcome::Failed);
         }
         let all_done = self.wf.steps.iter().all(|s| {
-            self.records
-                .get(&s.id)
-                .is_some_and(|r| matches!(r.status.as_str(), "completed" | "skipped" | "failed"))
+            self.records.get(&s.id).is_some_and(|r| {
+                matches!(
+                    r.status,
+                    StepStatus::Completed | StepStatus::Skipped | StepStatus::Failed
+                )
+            })
         });
         all_done.then_some(RunOutcome::Completed)
     }
 
     pub(in crate::engine) fn suspend_outcome(&self, next: Option<DateTime<Utc>>) -> RunOutcome {
         let mut waiting: Vec<String> = Vec::new();
-        for rec in self.records.values().filter(|r| r.status == "waiting") {
+        for rec in self
+            .records
+            .values()
+            .filter(|r| r.status == StepStatus::Waiting)
+        {
             if let Some(Action::WaitForEvent { name, .. }) =
                 self.wf.step(&rec.step_id).map(|s| &s.action)
                 && !waiting.contains(name)
@@ -347,16 +349,16 @@ impl<'o> Runner<'o> {
     /// The earliest time something becomes due: a retry, a sleep, an event
     /// timeout, or the workflow's deadline.
     pub(in crate::engine) fn next_wake(&self) -> Option<DateTime<Utc>> {
-        self.earliest(is_timed)
+        self.earliest(StepStatus::is_timed)
     }
 
     /// The earliest `retry_at` among the records whose status `timer`
     /// accepts, or the workflow's deadline if sooner.
-    fn earliest(&self, timer: fn(&str) -> bool) -> Option<DateTime<Utc>> {
+    fn earliest(&self, timer: fn(StepStatus) -> bool) -> Option<DateTime<Utc>> {
         self.timed
             .iter()
             .filter_map(|k| self.records.get(k))
-            .filter(|r| timer(&r.status))
+            .filter(|r| timer(r.status))
             .filter_map(|r| r.retry_at.as_deref().and_then(store::parse_time))
             .chain(self.deadline.filter(|_| self.stop.is_none()))
             .min()
@@ -378,11 +380,6 @@ impl<'o> Runner<'o> {
     /// the workflow's deadline (not an event's timeout: a run does not wait
     /// for events).
     pub(super) fn next_timer(&self) -> Option<DateTime<Utc>> {
-        self.earliest(|status| matches!(status, "retrying" | "sleeping"))
+        self.earliest(|status| matches!(status, StepStatus::Retrying | StepStatus::Sleeping))
     }
-}
-
-/// A status whose record carries a timer in `retry_at`.
-pub(super) fn is_timed(status: &str) -> bool {
-    matches!(status, "retrying" | "sleeping" | "waiting")
 }

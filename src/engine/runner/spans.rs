@@ -10,6 +10,7 @@
 //! run rebuilds the span from the attempt's row (`drive::rebuild_spans`).
 
 use super::*;
+use crate::vocab::{AttemptOutcome, RunEnd};
 
 impl<'o> Runner<'o> {
     /// Stores the spans of this run that ended since the last call (masking
@@ -52,11 +53,11 @@ impl<'o> Runner<'o> {
     /// Ends the run's root span and stores it with whatever spans are pending.
     pub(in crate::engine) fn write_root_span(
         &mut self,
-        outcome: &str,
+        outcome: RunEnd,
         error: Option<&str>,
     ) -> Result<(), EngineError> {
         self.root
-            .set_attribute("workflow.outcome", outcome.to_string());
+            .set_attribute("workflow.outcome", outcome.as_str());
         if let Some(e) = error {
             self.root.set_status(Status::error(e.to_string()));
         }
@@ -97,7 +98,7 @@ impl<'o> Runner<'o> {
         &mut self,
         key: &str,
         attempt: i64,
-        outcome: &str,
+        outcome: AttemptOutcome,
         failure: Option<&Failure>,
     ) -> Result<(), EngineError> {
         let (span, span_id) = match self.attempt_spans.remove(key) {
@@ -109,12 +110,12 @@ impl<'o> Runner<'o> {
             }
         };
         span.set_attribute("workflow.step.attempt", attempt);
-        span.set_attribute("workflow.step.outcome", outcome.to_string());
+        span.set_attribute("workflow.step.outcome", outcome.as_str());
         if let Some(f) = failure {
-            span.set_attribute("error.type", f.error_type.clone());
+            span.set_attribute("error.type", f.error_type.text());
             span.set_status(Status::error(f.message.clone()));
         }
-        if outcome == "ok" {
+        if outcome == AttemptOutcome::Ok {
             self.committing.push((span_id, span));
         } else {
             drop(span);

@@ -2,6 +2,7 @@
 //! `wait_for_event` takes a delivered event or waits (the run suspends).
 
 use super::*;
+use crate::vocab::{ErrorType, StepStatus};
 
 impl<'o> Runner<'o> {
     pub(super) fn start_sleep(
@@ -26,14 +27,14 @@ impl<'o> Runner<'o> {
                                     Ok(s) => format!("`sleep.until` `{s}` is not an RFC 3339 time"),
                                     Err(e) => format!("`sleep.until`: {e}"),
                                 };
-                                self.fail_now(unit, Failure::new("expression", msg))?;
+                                self.fail_now(unit, Failure::new(ErrorType::Expression, msg))?;
                                 return Ok(Started::Settled);
                             }
                         }
                     }
                 };
                 let rec = self.record(unit);
-                rec.status = "sleeping".into();
+                rec.status = StepStatus::Sleeping;
                 rec.started_at = Some(store::now());
                 rec.retry_at = Some(store::fmt_time(wake));
                 self.put(unit)?;
@@ -87,8 +88,8 @@ impl<'o> Runner<'o> {
             return Ok(Started::Settled);
         }
         let rec = self.record(unit);
-        if rec.status != "waiting" {
-            rec.status = "waiting".into();
+        if rec.status != StepStatus::Waiting {
+            rec.status = StepStatus::Waiting;
             rec.started_at = Some(store::now());
             rec.retry_at = timeout.map(|t| {
                 store::fmt_time(Utc::now() + chrono::Duration::from_std(t).unwrap_or_default())
@@ -100,7 +101,7 @@ impl<'o> Runner<'o> {
             && deadline <= Utc::now()
         {
             let f = Failure::new(
-                "timeout",
+                ErrorType::Timeout,
                 format!("no `{name}` event arrived before the timeout"),
             );
             self.fail_now(unit, f)?;

@@ -413,10 +413,10 @@ fn step_columns(steps: &[&StepRow], patches: &[&Value]) -> Vec<Param> {
     vec![
         p(steps.iter().map(|s| s.key.clone()).collect::<Vec<_>>()),
         p(steps.iter().map(|s| s.step_id.clone()).collect::<Vec<_>>()),
-        p(steps.iter().map(|s| s.status.clone()).collect::<Vec<_>>()),
+        p(steps.iter().map(|s| s.status.as_str()).collect::<Vec<_>>()),
         p(steps.iter().map(|s| s.attempts).collect::<Vec<_>>()),
-        p(text(&|s| s.outcome.clone())),
-        p(text(&|s| s.error_type.clone())),
+        p(text(&|s| s.outcome.map(|o| o.as_str().to_string()))),
+        p(text(&|s| s.error_type.as_ref().map(ToString::to_string))),
         p(text(&|s| escape_opt(&s.error_message))),
         p(text(&|s| opt_json(&s.output))),
         p(text(&|s| s.started_at.clone())),
@@ -452,8 +452,8 @@ fn attempt_columns(attempts: &[NewAttempt]) -> Vec<Param> {
             .map(|a| a.span_id.to_string())
             .collect::<Vec<_>>()),
         p(attempts.iter().map(|a| a.started_ns).collect::<Vec<_>>()),
-        p(end(&|e| Some(e.outcome.clone()))),
-        p(end(&|e| e.error_type.clone())),
+        p(end(&|e| Some(e.outcome.as_str().to_string()))),
+        p(end(&|e| e.error_type.as_ref().map(ToString::to_string))),
         p(end(&|e| escape_opt(&e.error_message))),
         p(attempts
             .iter()
@@ -479,8 +479,8 @@ fn end_params(end: Option<(&str, i64, &AttemptEnd)>) -> Vec<Param> {
     vec![
         p(end.map(|(key, _, _)| key.to_string())),
         p(end.map(|(_, attempt, _)| attempt)),
-        text(&|e| Some(e.outcome.clone())),
-        text(&|e| e.error_type.clone()),
+        text(&|e| Some(e.outcome.as_str().to_string())),
+        text(&|e| e.error_type.as_ref().map(ToString::to_string)),
         text(&|e| escape_opt(&e.error_message)),
         p(end.and_then(|(_, _, e)| e.exit_code)),
         text(&|e| Some(e.finished_at.clone())),

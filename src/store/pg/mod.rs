@@ -56,6 +56,7 @@ mod schedules;
 mod schema;
 mod target;
 mod text;
+mod types;
 mod url;
 mod write;
 

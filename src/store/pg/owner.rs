@@ -453,8 +453,8 @@ fn history(id: &str, mut outs: impl Iterator<Item = Vec<tokio_postgres::Row>>) -
         .map(event_row)
         .collect::<Result<_>>()?;
     let cancel_requested = match outs.next().unwrap_or_default().first() {
-        Some(r) => get(r, 0)?,
-        None => 0,
+        Some(r) => CancelRequest::from_i64(get(r, 0)?),
+        None => CancelRequest::None,
     };
     let unspanned = outs
         .next()

@@ -17,6 +17,7 @@ use super::prune::PRUNE_BATCH;
 use super::records::{DUE_INSTANCES, IDS_WITH_PREFIX, SELECT_SPANS, UNEXPORTED_SPANS, list_sql};
 use super::{PgStore, PgTarget};
 use crate::store::ListFilter;
+use crate::vocab::InstanceStatus;
 use serde_json::Value;
 use tokio_postgres::types::ToSql;
 
@@ -190,11 +191,11 @@ fn wf_list_reads_the_newest_instances_off_an_index() {
             .await
             .expect("set");
         let some = || Some("x".to_string());
-        for status in [None, some()] {
+        for status in [None, Some(InstanceStatus::Failed)] {
             for workflow in [None, some()] {
                 for since in [None, some()] {
                     let f = ListFilter {
-                        status: status.clone(),
+                        status,
                         workflow: workflow.clone(),
                         since: since.clone(),
                         limit: Some(50),
@@ -202,12 +203,7 @@ fn wf_list_reads_the_newest_instances_off_an_index() {
                     let what = format!("wf list {f:?}");
                     let limit = Some(50i64);
                     let mut params: Vec<&(dyn ToSql + Sync)> = vec![&limit];
-                    params.extend(
-                        [&status, &workflow, &since]
-                            .into_iter()
-                            .flatten()
-                            .map(|v| v as &(dyn ToSql + Sync)),
-                    );
+                    params.extend(super::records::filter_params(&f));
                     let p = plan(&store, list_sql(&f), &params).await;
                     assert_eq!(p["Node Type"], "Limit", "{what}: {p:#}");
                     // Unfiltered, the newest are the end of an index; a

@@ -80,6 +80,14 @@ pub(super) const IDS_WITH_PREFIX: &str =
 /// in a generic plan, while `status = $2` reads the newest matching rows
 /// off `instances_by_status_created` (as on SQLite, `records::list_sql`).
 /// `$1` is the limit, then status, workflow and since, those given.
+/// The parameters of the filters given, in the statement's order.
+pub(super) fn filter_params(f: &ListFilter) -> impl Iterator<Item = &(dyn ToSql + Sync)> {
+    let status = f.status.as_ref().map(|s| s as &(dyn ToSql + Sync));
+    let workflow = f.workflow.as_ref().map(|s| s as &(dyn ToSql + Sync));
+    let since = f.since.as_ref().map(|s| s as &(dyn ToSql + Sync));
+    [status, workflow, since].into_iter().flatten()
+}
+
 pub(super) fn list_sql(f: &ListFilter) -> &'static str {
     macro_rules! list_sql {
         ($($cond:literal),*) => {
@@ -317,22 +325,13 @@ impl PgStore {
         let sql = list_sql(f);
         let limit = f.limit.map(|n| n.min(i64::MAX as usize) as i64);
         let mut params: Vec<&(dyn ToSql + Sync)> = vec![&limit];
-        params.extend(
-            [&f.status, &f.workflow, &f.since]
-                .into_iter()
-                .flatten()
-                .map(|v| v as &(dyn ToSql + Sync)),
-        );
+        params.extend(filter_params(f));
         let rows = self.query(sql, &params).await?;
         rows.iter().map(instance_row).collect()
     }
 
     pub async fn count_instances(&self, f: &ListFilter) -> Result<u64> {
-        let params: Vec<&(dyn ToSql + Sync)> = [&f.status, &f.workflow, &f.since]
-            .into_iter()
-            .flatten()
-            .map(|v| v as &(dyn ToSql + Sync))
-            .collect();
+        let params: Vec<&(dyn ToSql + Sync)> = filter_params(f).collect();
         let rows = self.query(count_sql(f), &params).await?;
         let n: i64 = match rows.first() {
             Some(r) => get(r, 0)?,
@@ -546,9 +545,9 @@ impl PgStore {
         })
     }
 
-    pub async fn cancel_requested(&self, id: &str) -> Result<i64> {
+    pub async fn cancel_requested(&self, id: &str) -> Result<CancelRequest> {
         match self.query(CANCEL_REQUESTED, &[&id]).await?.first() {
-            Some(r) => get(r, 0),
+            Some(r) => Ok(CancelRequest::from_i64(get(r, 0)?)),
             None => Err(StoreError::NotFound(id.into())),
         }
     }
@@ -593,8 +592,8 @@ impl PgStore {
         Ok(outs[2].count() == 1)
     }
 
-    pub async fn request_cancel(&self, id: &str, terminate: bool) -> Result<()> {
-        let level: i64 = if terminate { 2 } else { 1 };
+    pub async fn request_cancel(&self, id: &str, ask: CancelRequest) -> Result<()> {
+        let level = ask.as_i64();
         self.exec(
             "UPDATE instances SET cancel_requested=GREATEST(cancel_requested, $3), updated_at=$2 WHERE id=$1",
             &[&id, &now(), &level],
@@ -697,7 +696,7 @@ pub(super) fn instance_params(i: &InstanceRow) -> Vec<Param> {
     vec![
         p(i.id.clone()),
         p(i.workflow.clone()),
-        p(i.status.clone()),
+        p(i.status),
         p(i.definition_hash.clone()),
         p(i.workflow_path.clone()),
         p(i.base_dir.clone()),

@@ -44,7 +44,7 @@ pub(super) fn write_op(id: &str, w: &Write) -> Op {
                 p(id),
                 p(key.clone()),
                 p(*attempt),
-                p(end.outcome.clone()),
+                p(end.outcome),
                 p(end.error_type.clone()),
                 p(escape_opt(&end.error_message)),
                 p(end.exit_code),
@@ -79,9 +79,9 @@ pub(super) fn write_op(id: &str, w: &Write) -> Op {
                 p(id),
                 p(s.key.clone()),
                 p(s.step_id.clone()),
-                p(s.status.clone()),
+                p(s.status),
                 p(s.attempts),
-                p(s.outcome.clone()),
+                p(s.outcome),
                 p(s.error_type.clone()),
                 p(escape_opt(&s.error_message)),
                 p(opt_json(&s.output)),
@@ -113,7 +113,7 @@ pub(super) fn write_op(id: &str, w: &Write) -> Op {
             "UPDATE instances SET status=$2, wake_at=$3, waiting_event=$4, error=$5, updated_at=$6 WHERE id=$1",
             vec![
                 p(id),
-                p(status.clone()),
+                p(*status),
                 p(wake_at.clone()),
                 p(waiting_event.clone()),
                 p(escape_opt(error)),
@@ -152,7 +152,7 @@ pub(super) fn write_op(id: &str, w: &Write) -> Op {
         ),
         Write::FinishRun { run, outcome } => Op::Exec(
             "UPDATE runs SET outcome=$3, finished_at=$4 WHERE instance_id=$1 AND number=$2",
-            vec![p(id), p(*run), p(outcome.clone()), p(now())],
+            vec![p(id), p(*run), p(*outcome), p(now())],
         ),
         // In a fenced transaction: the instance is ours. Idle workers are
         // woken, as by `release`, when it commits.

@@ -53,6 +53,7 @@ mod records;
 mod schedules;
 mod schema;
 mod spans;
+mod types;
 mod walbuf;
 mod write;
 
@@ -506,7 +507,7 @@ impl SqliteStore {
     }
 
     /// 0: no cancel asked; 1: cancel; 2: terminate (no compensations).
-    pub fn cancel_requested(&self, id: &str) -> Result<i64> {
+    pub fn cancel_requested(&self, id: &str) -> Result<CancelRequest> {
         records::cancel_requested(&self.conn, id)
     }
 
@@ -539,9 +540,9 @@ impl SqliteStore {
     }
 
     /// Asks whatever process drives the instance to cancel it.
-    pub fn request_cancel(&mut self, id: &str, terminate: bool) -> Result<()> {
+    pub fn request_cancel(&mut self, id: &str, ask: CancelRequest) -> Result<()> {
         let tx = self.write()?;
-        records::request_cancel(&tx, id, terminate)?;
+        records::request_cancel(&tx, id, ask)?;
         tx.commit()?;
         Ok(())
     }

@@ -12,6 +12,7 @@ use super::prune::chosen_batch;
 use super::records::list_sql;
 use super::{IDS_WITH_PREFIX_SQL, SqliteStore, prefix_end};
 use crate::store::ListFilter;
+use crate::vocab::InstanceStatus;
 
 fn store() -> (tempfile::TempDir, SqliteStore) {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -64,12 +65,13 @@ fn assert_no_sort(what: &str, lines: &[String]) {
 fn wf_list_reads_the_newest_instances_off_an_index() {
     let (_dir, store) = store();
     let some = || Some("x".to_string());
+    let status = Some(InstanceStatus::Failed);
     let filters = [
         ("wf list", ListFilter::default()),
         (
             "wf list --status",
             ListFilter {
-                status: some(),
+                status,
                 ..Default::default()
             },
         ),
@@ -83,7 +85,7 @@ fn wf_list_reads_the_newest_instances_off_an_index() {
         (
             "wf list --status --workflow",
             ListFilter {
-                status: some(),
+                status,
                 workflow: some(),
                 ..Default::default()
             },
@@ -98,7 +100,7 @@ fn wf_list_reads_the_newest_instances_off_an_index() {
         (
             "wf list --status --since",
             ListFilter {
-                status: some(),
+                status,
                 since: some(),
                 ..Default::default()
             },
@@ -110,8 +112,11 @@ fn wf_list_reads_the_newest_instances_off_an_index() {
         assert_no_sort(what, &lines);
         // A filter is a search of an index on it, not a walk over every
         // instance newest first until LIMIT rows match.
-        for (given, column) in [(&f.status, "status=?"), (&f.workflow, "workflow=?")] {
-            if given.is_some() && f.status.is_some() != f.workflow.is_some() {
+        for (given, column) in [
+            (f.status.is_some(), "status=?"),
+            (f.workflow.is_some(), "workflow=?"),
+        ] {
+            if given && f.status.is_some() != f.workflow.is_some() {
                 assert!(
                     lines
                         .iter()

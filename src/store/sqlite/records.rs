@@ -193,9 +193,9 @@ pub(super) fn count_instances(c: &Connection, f: &ListFilter) -> Result<u64> {
     let mut sql = String::from("SELECT count(*) FROM instances WHERE true");
     let mut values: Vec<&str> = Vec::new();
     for (cond, value) in [
-        ("status = ", &f.status),
-        ("workflow = ", &f.workflow),
-        ("created_at >= ", &f.since),
+        ("status = ", f.status.map(InstanceStatus::as_str)),
+        ("workflow = ", f.workflow.as_deref()),
+        ("created_at >= ", f.since.as_deref()),
     ] {
         if let Some(v) = value {
             values.push(v);
@@ -212,7 +212,7 @@ pub(super) fn count_instances(c: &Connection, f: &ListFilter) -> Result<u64> {
 pub(super) fn set_instance_status(
     c: &Connection,
     id: &str,
-    status: &str,
+    status: &InstanceStatus,
     wake_at: Option<&str>,
     waiting_event: Option<&str>,
     error: Option<&str>,
@@ -226,21 +226,20 @@ pub(super) fn set_instance_status(
 }
 
 /// Asks whatever process drives the instance to cancel it.
-pub(super) fn request_cancel(c: &Connection, id: &str, terminate: bool) -> Result<()> {
+pub(super) fn request_cancel(c: &Connection, id: &str, ask: CancelRequest) -> Result<()> {
     cached(
         c,
         "UPDATE instances SET cancel_requested=MAX(cancel_requested, ?3), updated_at=?2 WHERE id=?1",
-        params![id, now(), if terminate { 2 } else { 1 }],
+        params![id, now(), ask.as_i64()],
     )?;
     Ok(())
 }
 
-/// 0: no cancel asked; 1: cancel (compensations run); 2: terminate (none run).
-pub(super) fn cancel_requested(c: &Connection, id: &str) -> Result<i64> {
-    Ok(
-        c.prepare_cached("SELECT cancel_requested FROM instances WHERE id=?1")?
-            .query_row([id], |r| r.get::<_, i64>(0))?,
-    )
+pub(super) fn cancel_requested(c: &Connection, id: &str) -> Result<CancelRequest> {
+    let n = c
+        .prepare_cached("SELECT cancel_requested FROM instances WHERE id=?1")?
+        .query_row([id], |r| r.get::<_, i64>(0))?;
+    Ok(CancelRequest::from_i64(n))
 }
 
 /// Delivers an event to an instance; `wake` makes a waiting instance due
@@ -416,7 +415,7 @@ pub(super) fn start_run(
     Ok(())
 }
 
-pub(super) fn finish_run(c: &Connection, id: &str, number: i64, outcome: &str) -> Result<()> {
+pub(super) fn finish_run(c: &Connection, id: &str, number: i64, outcome: &RunEnd) -> Result<()> {
     cached(
         c,
         "UPDATE runs SET outcome=?3, finished_at=?4 WHERE instance_id=?1 AND number=?2",

@@ -1,0 +1,177 @@
+//! What names a thing the history holds: an instance's id, and the key of a
+//! unit (a step, one item of a `for_each` step, or a compensation), which
+//! is stored as `id`, `id[3]`, `id:compensate` or `id[3]:compensate`.
+//! The text is built and read here only; everything else asks the key.
+
+use std::fmt;
+
+/// An instance's id: 32 hex digits when `wf` made it, or the caller's
+/// (`wf run --id`, `wf restart --as`).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+pub struct InstanceId(String);
+
+impl InstanceId {
+    /// A new random id: 32 hex digits.
+    pub fn random() -> InstanceId {
+        InstanceId(uuid::Uuid::new_v4().simple().to_string())
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    pub fn into_string(self) -> String {
+        self.0
+    }
+}
+
+impl From<String> for InstanceId {
+    fn from(s: String) -> InstanceId {
+        InstanceId(s)
+    }
+}
+
+impl From<&str> for InstanceId {
+    fn from(s: &str) -> InstanceId {
+        InstanceId(s.to_string())
+    }
+}
+
+impl std::ops::Deref for InstanceId {
+    type Target = str;
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl AsRef<str> for InstanceId {
+    fn as_ref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl PartialEq<str> for InstanceId {
+    fn eq(&self, other: &str) -> bool {
+        self.0 == other
+    }
+}
+
+impl PartialEq<&str> for InstanceId {
+    fn eq(&self, other: &&str) -> bool {
+        self.0 == *other
+    }
+}
+
+impl fmt::Display for InstanceId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl serde::Serialize for InstanceId {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.0)
+    }
+}
+
+/// The suffix of a compensation's key.
+const COMPENSATE_SUFFIX: &str = ":compensate";
+
+/// A unit's key, parsed: which step, which item of it, and whether it is
+/// the compensation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct UnitKey<'a> {
+    pub step: &'a str,
+    pub item: Option<usize>,
+    pub compensation: bool,
+}
+
+impl<'a> UnitKey<'a> {
+    pub fn step(step: &'a str) -> UnitKey<'a> {
+        UnitKey {
+            step,
+            item: None,
+            compensation: false,
+        }
+    }
+
+    pub fn item(step: &'a str, item: usize) -> UnitKey<'a> {
+        UnitKey {
+            step,
+            item: Some(item),
+            compensation: false,
+        }
+    }
+
+    pub fn compensation(self) -> UnitKey<'a> {
+        UnitKey {
+            compensation: true,
+            ..self
+        }
+    }
+
+    /// Reads a stored key. Step ids hold no `[` or `:` (the validator allows
+    /// letters, digits, `-` and `_`), so every key reads one way.
+    pub fn parse(key: &'a str) -> UnitKey<'a> {
+        let (rest, compensation) = match key.strip_suffix(COMPENSATE_SUFFIX) {
+            Some(rest) => (rest, true),
+            None => (key, false),
+        };
+        let (step, item) = match rest
+            .strip_suffix(']')
+            .and_then(|r| r.rsplit_once('['))
+            .and_then(|(s, n)| Some((s, n.parse().ok()?)))
+        {
+            Some((s, n)) => (s, Some(n)),
+            None => (rest, None),
+        };
+        UnitKey {
+            step,
+            item,
+            compensation,
+        }
+    }
+
+    /// A step's own unit: neither an item nor a compensation.
+    pub fn is_step(&self) -> bool {
+        self.item.is_none() && !self.compensation
+    }
+}
+
+impl fmt::Display for UnitKey<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.step)?;
+        if let Some(i) = self.item {
+            write!(f, "[{i}]")?;
+        }
+        if self.compensation {
+            f.write_str(COMPENSATE_SUFFIX)?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_read_back_as_written() {
+        for (text, key) in [
+            ("build", UnitKey::step("build")),
+            ("build[3]", UnitKey::item("build", 3)),
+            ("build:compensate", UnitKey::step("build").compensation()),
+            (
+                "build[0]:compensate",
+                UnitKey::item("build", 0).compensation(),
+            ),
+            ("a-b_c", UnitKey::step("a-b_c")),
+        ] {
+            assert_eq!(UnitKey::parse(text), key, "{text}");
+            assert_eq!(key.to_string(), text);
+        }
+        assert!(UnitKey::parse("x").is_step());
+        assert!(!UnitKey::parse("x[1]").is_step());
+        assert!(!UnitKey::parse("x:compensate").is_step());
+    }
+}

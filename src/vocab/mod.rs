@@ -1,0 +1,23 @@
+//! The words every layer shares: the states of instances, steps, attempts
+//! and runs, what `wf cancel` asked, error types, instance ids, unit keys
+//! and timestamps. They are types here and text only at the edges: the
+//! database columns (`store`) and the JSON and tables the commands print.
+
+mod error_type;
+mod key;
+mod status;
+mod time;
+
+pub use error_type::ErrorType;
+pub use key::{InstanceId, UnitKey};
+pub use status::{AttemptOutcome, CancelRequest, InstanceStatus, RunEnd, StepStatus};
+pub use time::Timestamp;
+
+/// A stored word this build does not know: a corrupt row, or one written by
+/// a newer `wf`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown {what} `{word}`")]
+pub struct UnknownWord {
+    pub what: &'static str,
+    pub word: String,
+}
