@@ -4,7 +4,7 @@
 //! on a terminal, plain lines elsewhere.
 
 use crate::engine::{Failure, Observer};
-use crate::vocab::{AttemptOutcome, UnitKey};
+use crate::vocab::{AttemptOutcome, InstanceId, Timestamp, UnitKey};
 use crate::workflow::duration::human;
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::collections::HashMap;
@@ -66,10 +66,8 @@ impl Printer {
     }
 
     /// A time for a table cell, as `--time-format` says.
-    pub fn when(&self, rfc3339: &str) -> String {
-        let Some(t) = crate::store::parse_time(rfc3339) else {
-            return rfc3339.to_string();
-        };
+    pub fn when(&self, t: Timestamp) -> String {
+        let t = t.to_chrono();
         match self.times {
             TimeFormat::Iso => t.format("%Y-%m-%d %H:%M:%S").to_string(),
             TimeFormat::Relative => {
@@ -388,7 +386,7 @@ impl Progress {
 }
 
 impl Observer for Progress {
-    fn run_started(&self, instance: &str, workflow: &str, run: i64, total_steps: usize) {
+    fn run_started(&self, instance: &InstanceId, workflow: &str, run: i64, total_steps: usize) {
         if let Some(l) = &self.live {
             l.counter.set_length(total_steps as u64);
             l.counter.set_prefix(workflow.to_string());

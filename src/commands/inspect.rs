@@ -6,7 +6,7 @@ use super::display_status;
 use crate::exit::ExitStatus;
 use crate::printer::Printer;
 use crate::store::{self, AttemptRow, InstanceRow, StepRow, Store};
-use crate::vocab::{ErrorType, InstanceStatus, StepStatus, UnitKey};
+use crate::vocab::{ErrorType, InstanceStatus, StepStatus, Timestamp, UnitKey};
 use crate::workflow::{Workflow, duration::human};
 use comfy_table::Cell;
 use serde_json::{Value, json};
@@ -53,7 +53,7 @@ pub async fn run(args: Args, store: &Store, printer: &Printer) -> anyhow::Result
 
     let status = display_status(&inst);
     let mut header = vec![
-        ("Instance", inst.id.clone()),
+        ("Instance", inst.id.to_string()),
         (
             "Workflow",
             format!(
@@ -81,14 +81,14 @@ pub async fn run(args: Args, store: &Store, printer: &Printer) -> anyhow::Result
     if let Some(wake) = &inst.wake_at
         && inst.status == InstanceStatus::Sleeping
     {
-        header.push(("Wakes at", wake.clone()));
+        header.push(("Wakes at", wake.to_string()));
     }
     if let Some(event) = &inst.waiting_event
         && inst.status == InstanceStatus::Waiting
     {
         header.push(("Waiting for", format!("event `{event}`")));
         if let Some(wake) = &inst.wake_at {
-            header.push(("Times out at", wake.clone()));
+            header.push(("Times out at", wake.to_string()));
         }
     }
     if let Some(err) = &inst.error {
@@ -104,7 +104,7 @@ pub async fn run(args: Args, store: &Store, printer: &Printer) -> anyhow::Result
     }
     header.push(("Inputs", compact(&inst.inputs)));
     header.push(("State", compact(&inst.state)));
-    header.push(("Created", inst.created_at.clone()));
+    header.push(("Created", inst.created_at.to_string()));
     header.push((
         "Runs",
         runs.iter()
@@ -137,7 +137,7 @@ pub async fn run(args: Args, store: &Store, printer: &Printer) -> anyhow::Result
                 printer.status_cell(s.status.as_str()),
                 Cell::new(s.attempts),
                 Cell::new(s.error_type.as_ref().map_or("-".into(), ErrorType::text)),
-                Cell::new(duration(s.started_at.as_deref(), s.finished_at.as_deref())),
+                Cell::new(duration(s.started_at, s.finished_at)),
             ]
         })
         .collect();
@@ -161,7 +161,7 @@ pub async fn run(args: Args, store: &Store, printer: &Printer) -> anyhow::Result
         for e in &events {
             table.add_row(vec![
                 Cell::new(&e.name),
-                Cell::new(printer.when(&e.received_at)),
+                Cell::new(printer.when(e.received_at)),
                 Cell::new(e.consumed_by.as_deref().unwrap_or("-")),
             ]);
         }
@@ -198,8 +198,8 @@ fn print_attempts(printer: &Printer, attempts: &[AttemptRow]) {
                 Cell::new(a.run),
                 printer.status_cell(a.outcome.map_or("running", |o| o.as_str())),
                 Cell::new(error(a).map_or_else(|| "-".into(), |e| super::cut(&e, 60))),
-                Cell::new(printer.when(&a.started_at)),
-                Cell::new(duration(Some(&a.started_at), a.finished_at.as_deref())),
+                Cell::new(printer.when(a.started_at)),
+                Cell::new(duration(Some(a.started_at), a.finished_at)),
             ]
         })
         .collect();
@@ -331,16 +331,10 @@ fn compact(v: &Value) -> String {
     }
 }
 
-fn duration(start: Option<&str>, end: Option<&str>) -> String {
-    match (
-        start.and_then(store::parse_time),
-        end.and_then(store::parse_time),
-    ) {
-        (Some(s), Some(e)) => human((e - s).to_std().unwrap_or_default()),
-        (Some(s), None) => format!(
-            "{}…",
-            human((chrono::Utc::now() - s).to_std().unwrap_or_default())
-        ),
+fn duration(start: Option<Timestamp>, end: Option<Timestamp>) -> String {
+    match (start, end) {
+        (Some(s), Some(e)) => human(e.since(s)),
+        (Some(s), None) => format!("{}…", human(Timestamp::now().since(s))),
         _ => "-".into(),
     }
 }

@@ -4,7 +4,7 @@ use super::{display_status, short_id};
 use crate::exit::{ExitStatus, UsageError};
 use crate::printer::Printer;
 use crate::store::{ListFilter, Store};
-use crate::vocab::InstanceStatus;
+use crate::vocab::{InstanceStatus, Timestamp};
 use serde_json::json;
 
 const STATUSES: &[&str] = &[
@@ -55,9 +55,7 @@ pub async fn run(args: Args, store: &Store, printer: &Printer) -> anyhow::Result
         other => other.and_then(|s| s.parse().ok()),
     };
     let since = args.since.map(|d| {
-        crate::store::fmt_time(
-            chrono::Utc::now() - chrono::Duration::from_std(d).unwrap_or_default(),
-        )
+        Timestamp::from(chrono::Utc::now() - chrono::Duration::from_std(d).unwrap_or_default())
     });
     // `interrupted` is told from `running` after the query: limit after it.
     let limit_in_query = args.status.as_deref() != Some("interrupted");
@@ -134,8 +132,8 @@ pub async fn run(args: Args, store: &Store, printer: &Printer) -> anyhow::Result
             comfy_table::Cell::new(short_id(&i.id)),
             comfy_table::Cell::new(&i.workflow),
             printer.status_cell(status),
-            comfy_table::Cell::new(printer.when(&i.created_at)),
-            comfy_table::Cell::new(printer.when(&i.updated_at)),
+            comfy_table::Cell::new(printer.when(i.created_at)),
+            comfy_table::Cell::new(printer.when(i.updated_at)),
         ]);
     }
     printer.keep_columns(&mut table, Some(1));

@@ -5,7 +5,7 @@
 use crate::exit::{ExitStatus, UsageError};
 use crate::printer::Printer;
 use crate::store::Store;
-use crate::vocab::{AttemptOutcome, InstanceStatus, UnitKey};
+use crate::vocab::{AttemptOutcome, InstanceId, InstanceStatus, UnitKey};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -33,7 +33,7 @@ const FOLLOW_EVERY: std::time::Duration = std::time::Duration::from_millis(100);
 /// the stored logs (the same masked text).
 async fn follow(
     store: &Store,
-    id: &str,
+    id: &InstanceId,
     step: &str,
     attempt: Option<i64>,
     printer: &Printer,
@@ -132,7 +132,7 @@ fn with_newline(mut text: Vec<u8>) -> Vec<u8> {
 /// instance's pinned definition, and the items and compensations it ran).
 async fn no_attempt(
     store: &Store,
-    id: &str,
+    id: &InstanceId,
     step: &str,
     attempt: Option<i64>,
 ) -> anyhow::Result<UsageError> {
@@ -274,7 +274,7 @@ struct Logged {
 
 /// The keys of the steps the instance has rows for (items and
 /// compensations included), and the step ids of its pinned definition.
-async fn step_names(store: &Store, id: &str) -> anyhow::Result<(Vec<String>, Vec<String>)> {
+async fn step_names(store: &Store, id: &InstanceId) -> anyhow::Result<(Vec<String>, Vec<String>)> {
     let known = store.steps(id).await?.into_iter().map(|s| s.key).collect();
     let inst = store.instance(id).await?;
     let defined = store

@@ -7,6 +7,7 @@
 use crate::exit::{ExitStatus, UsageError};
 use crate::printer::Printer;
 use crate::store::Pruned;
+use crate::vocab::{InstanceStatus, Timestamp};
 use serde_json::json;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -53,23 +54,22 @@ pub async fn run(args: Args, db: Option<PathBuf>, printer: &Printer) -> anyhow::
         .ok()
         .and_then(|d| chrono::Utc::now().checked_sub_signed(d))
         .ok_or_else(|| UsageError(format!("--older-than {:?} is too long", args.older_than)))?;
-    let mut statuses: Vec<String> = if args.status.is_empty() {
+    let mut statuses: Vec<InstanceStatus> = if args.status.is_empty() {
         vec![Ended::Completed, Ended::Failed, Ended::Canceled]
     } else {
         args.status.clone()
     }
     .into_iter()
-    .map(|s| format!("{s:?}").to_lowercase())
+    .map(|s| match s {
+        Ended::Completed => InstanceStatus::Completed,
+        Ended::Failed => InstanceStatus::Failed,
+        Ended::Canceled => InstanceStatus::Canceled,
+    })
     .collect();
     statuses.dedup();
     let mut store = crate::store::Store::open(&location).await?;
     let pruned = store
-        .prune(
-            &crate::store::fmt_time(cutoff),
-            &statuses,
-            BATCH,
-            args.dry_run,
-        )
+        .prune(Timestamp::from(cutoff), &statuses, BATCH, args.dry_run)
         .await?;
     let vacuumed = if args.vacuum && !args.dry_run {
         store.vacuum().await?

@@ -12,6 +12,7 @@ use crate::engine::{self, EngineError, RunOptions, restart};
 use crate::exit::{ExitStatus, UsageError};
 use crate::printer::Printer;
 use crate::store;
+use crate::vocab::InstanceId;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -53,12 +54,13 @@ pub async fn run(args: Args, db: Option<PathBuf>, printer: &Printer) -> anyhow::
     let target = match &args.as_id {
         Some(new) => {
             engine::check_id(new)?;
-            if !store.copy_instance(&id, new, &store::now()).await? {
+            let new = InstanceId::from(new.as_str());
+            if !store.copy_instance(&id, &new, store::now()).await? {
                 return Err(
                     UsageError(format!("an instance with id `{new}` already exists")).into(),
                 );
             }
-            new.clone()
+            new
         }
         None => id.clone(),
     };

@@ -5,8 +5,8 @@ use super::run::{Ending, finish};
 use crate::engine::{self, RunOptions};
 use crate::exit::ExitStatus;
 use crate::printer::Printer;
-use crate::store;
-use crate::vocab::InstanceStatus;
+use crate::vocab::{InstanceStatus, Timestamp};
+
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -32,13 +32,13 @@ pub async fn run(args: Args, db: Option<PathBuf>, printer: &Printer) -> anyhow::
     // A sleeping instance is resumed when its timer is due: wait for it here.
     if inst.status == InstanceStatus::Sleeping
         && !args.now
-        && let Some(wake) = inst.wake_at.as_deref().and_then(store::parse_time)
+        && let Some(wake) = inst.wake_at
     {
-        let until = (wake - chrono::Utc::now()).to_std().unwrap_or_default();
+        let until = wake.since(Timestamp::now());
         if !until.is_zero() {
             printer.info(&format!(
                 "waiting until {} for the timer (use --now to fire it now)",
-                store::fmt_time(wake)
+                wake
             ));
             inline_wait = inline_wait.max(until + Duration::from_millis(50));
         }

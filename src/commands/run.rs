@@ -5,7 +5,7 @@ use super::{outcome_status, parse_duration_flag};
 use crate::engine::{self, RunOptions, RunOutcome};
 use crate::exit::{ExitStatus, UsageError};
 use crate::printer::Printer;
-use crate::vocab::{StepStatus, UnitKey};
+use crate::vocab::{InstanceId, StepStatus, UnitKey};
 use crate::workflow::{Workflow, io_reason};
 use anyhow::Context as _;
 use serde_json::{Map, Value, json};
@@ -52,7 +52,10 @@ pub async fn run(args: Args, db: Option<PathBuf>, printer: &Printer) -> anyhow::
     let owner = engine::lease::owner_name();
     // The id is known before anything is written, so that it can be named
     // whatever happens from here (a database lost mid-way: exit 6).
-    let id = args.id.clone().unwrap_or_else(engine::new_instance_id);
+    let id = args
+        .id
+        .clone()
+        .map_or_else(InstanceId::random, InstanceId::from);
     let created = engine::create_instance(
         &mut store,
         &wf,
@@ -113,7 +116,7 @@ pub async fn run(args: Args, db: Option<PathBuf>, printer: &Printer) -> anyhow::
 pub async fn finish(
     printer: &Printer,
     store: &crate::store::Store,
-    id: &str,
+    id: &InstanceId,
     outcome: &RunOutcome,
     took: Duration,
     json: bool,
@@ -128,7 +131,7 @@ pub async fn finish(
 
 /// What can change the result of failed instance `id` (`engine::advice`);
 /// `None` if it cannot be read.
-async fn failure_advice(store: &crate::store::Store, id: &str) -> Option<String> {
+async fn failure_advice(store: &crate::store::Store, id: &InstanceId) -> Option<String> {
     let inst = store.instance(id).await.ok()?;
     let remedy = engine::advice::remedy_of(store, &inst).await.ok()?;
     Some(remedy.advice(super::short_id(id), &inst.workflow_path))
@@ -172,7 +175,12 @@ fn exists(printer: &Printer, existing: &crate::store::InstanceRow, json: bool) -
 
 /// One line on stderr when a run ends: how long it took and how its steps
 /// stand (for_each items and compensations are parts of their step).
-pub async fn summarize(printer: &Printer, store: &crate::store::Store, id: &str, took: Duration) {
+pub async fn summarize(
+    printer: &Printer,
+    store: &crate::store::Store,
+    id: &InstanceId,
+    took: Duration,
+) {
     // Two queries, one of which reads the definition: not for nothing.
     if !printer.informs() {
         return;
@@ -210,7 +218,7 @@ pub async fn summarize(printer: &Printer, store: &crate::store::Store, id: &str,
 /// about it) and returns the matching exit status.
 pub fn report(
     printer: &Printer,
-    id: &str,
+    id: &InstanceId,
     outcome: &RunOutcome,
     json: bool,
     advice: Option<&str>,

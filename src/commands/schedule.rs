@@ -8,6 +8,7 @@ use crate::engine::fire;
 use crate::exit::{ExitStatus, UsageError};
 use crate::printer::Printer;
 use crate::store::{self, ScheduleRow, Store};
+use crate::vocab::Timestamp;
 use crate::workflow::Workflow;
 use serde_json::json;
 use std::path::PathBuf;
@@ -75,7 +76,7 @@ pub async fn run(args: Args, db: Option<PathBuf>, printer: &Printer) -> anyhow::
                         "schedule {}: {}; next fire {}",
                         entry_name(r),
                         describe(r),
-                        store::fmt_ms(r.next_fire_ms)
+                        Timestamp::from_ms(r.next_fire_ms)
                     ));
                 }
             }
@@ -139,9 +140,9 @@ pub async fn run(args: Args, db: Option<PathBuf>, printer: &Printer) -> anyhow::
                 let next = match r.buffered_ms {
                     Some(_) => format!(
                         "{} (+1 buffered)",
-                        printer.when(&store::fmt_ms(r.next_fire_ms))
+                        printer.when(Timestamp::from_ms(r.next_fire_ms))
                     ),
-                    None => printer.when(&store::fmt_ms(r.next_fire_ms)),
+                    None => printer.when(Timestamp::from_ms(r.next_fire_ms)),
                 };
                 table.add_row(vec![
                     entry_name(r),
@@ -207,11 +208,11 @@ async fn entries(store: &Store, rows: &[ScheduleRow]) -> anyhow::Result<Vec<serd
             "overlap": r.overlap,
             "catchup": engine_duration(r.catchup_ms),
             "inputs": r.inputs,
-            "next_fire_at": store::fmt_ms(r.next_fire_ms),
-            "buffered_fire_at": r.buffered_ms.map(store::fmt_ms),
+            "next_fire_at": Timestamp::from_ms(r.next_fire_ms),
+            "buffered_fire_at": r.buffered_ms.map(Timestamp::from_ms),
             "last_instance": r.last_instance,
             "last_instance_status": last_status,
-            "last_fire_at": r.last_fire_ms.map(store::fmt_ms),
+            "last_fire_at": r.last_fire_ms.map(Timestamp::from_ms),
             "skipped": r.skipped,
             "definition_hash": r.definition_hash,
             "workflow_path": r.workflow_path,

@@ -14,6 +14,7 @@ use crate::exit::{ExitStatus, UsageError};
 use crate::printer::Printer;
 use crate::store::{InstanceRow, RunRow, SpanRow, Store};
 use crate::telemetry::{otlp, tree};
+use crate::vocab::{InstanceId, Timestamp};
 use serde_json::Value;
 use std::io::Write as _;
 
@@ -50,7 +51,7 @@ struct Traced {
 /// `--format otlp`: the spans stream from the database to stdout.
 async fn print_otlp(
     store: &Store,
-    ids: &[String],
+    ids: &[InstanceId],
     printer: &Printer,
 ) -> anyhow::Result<ExitStatus> {
     let mut out = printer.data_writer();
@@ -73,7 +74,7 @@ async fn print_otlp(
 }
 
 pub async fn run(args: Args, store: &Store, printer: &Printer) -> anyhow::Result<ExitStatus> {
-    let ids: Vec<String> = if args.all {
+    let ids: Vec<InstanceId> = if args.all {
         let mut all = store.list_instances(&Default::default()).await?;
         all.reverse(); // oldest first, like the runs within an instance
         all.into_iter().map(|i| i.id).collect()
@@ -218,8 +219,8 @@ struct RunJson<'a> {
     trace_id: Option<String>,
     span_id: Option<String>,
     parent_span_id: Option<String>,
-    started_at: Option<&'a str>,
-    finished_at: Option<&'a str>,
+    started_at: Option<Timestamp>,
+    finished_at: Option<Timestamp>,
     /// The root span's duration: the run's total.
     duration_ms: Option<f64>,
     spans: Vec<SpanJson<'a>>,
@@ -265,8 +266,8 @@ async fn runs_json<'a>(store: &Store, t: &'a Traced) -> anyhow::Result<Vec<RunJs
             trace_id,
             span_id,
             parent_span_id: parent,
-            started_at: run.map(|r| r.started_at.as_str()),
-            finished_at: run.and_then(|r| r.finished_at.as_deref()),
+            started_at: run.map(|r| r.started_at),
+            finished_at: run.and_then(|r| r.finished_at),
             duration_ms: root.map(|r| (r.end_ns - r.start_ns).max(0) as f64 / 1e6),
             spans: spans.iter().map(|s| SpanJson::new(s, run_start)).collect(),
         });

@@ -8,7 +8,7 @@ use crate::engine::{self, EngineError, RunOptions, RunOutcome};
 use crate::exit::{ExitStatus, UsageError};
 use crate::printer::Printer;
 use crate::store::Store;
-use crate::vocab::InstanceStatus;
+use crate::vocab::{InstanceId, InstanceStatus, Timestamp};
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -54,8 +54,8 @@ async fn work(args: Args, db: Option<PathBuf>, printer: &Printer) -> anyhow::Res
     }
     let location = super::db_location(db)?;
     let mut store = Store::open(&location).await?;
-    let mut tasks: JoinSet<(String, Result<RunOutcome, EngineError>)> = JoinSet::new();
-    let mut active: Vec<String> = Vec::new();
+    let mut tasks: JoinSet<(InstanceId, Result<RunOutcome, EngineError>)> = JoinSet::new();
+    let mut active: Vec<InstanceId> = Vec::new();
     let mut sigint = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())?;
     let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
     let mut sighup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())?;
@@ -66,7 +66,7 @@ async fn work(args: Args, db: Option<PathBuf>, printer: &Printer) -> anyhow::Res
     // its pinned definition no longer parses); otherwise, one whose run ended
     // in an error, so a broken instance is retried after a pause instead of in
     // a hot loop.
-    let mut rest: HashMap<String, Instant> = HashMap::new();
+    let mut rest: HashMap<InstanceId, Instant> = HashMap::new();
     // Runs that ended in an error (not a workflow failure): `--once` exits 1.
     let mut errors = 0usize;
     printer.info(&format!(
@@ -115,7 +115,7 @@ async fn work(args: Args, db: Option<PathBuf>, printer: &Printer) -> anyhow::Res
         }
         if !stopping && active.len() < args.concurrency {
             let now = Instant::now();
-            let skip: Vec<String> = active
+            let skip: Vec<InstanceId> = active
                 .iter()
                 .cloned()
                 .chain(
@@ -208,7 +208,8 @@ async fn work(args: Args, db: Option<PathBuf>, printer: &Printer) -> anyhow::Res
                         Ok(outcome) => {
                             if args.json {
                                 let reason = match &outcome {
-                                    RunOutcome::Failed(r) | RunOutcome::Sleeping(r) | RunOutcome::Waiting(r) => Some(r.clone()),
+                                    RunOutcome::Failed(r) | RunOutcome::Waiting(r) => Some(r.clone()),
+                                    RunOutcome::Sleeping(t) => Some(t.to_string()),
                                     _ => None,
                                 };
                                 printer.data(&serde_json::json!({ "id": id, "outcome": outcome.as_str(), "reason": reason }).to_string());
@@ -271,7 +272,7 @@ fn until_fire(next_fire: Option<i64>, poll: Duration) -> Duration {
 /// A line of the worker's log for what a schedule did.
 fn log_fire(printer: &Printer, f: &Fired) {
     let name = fire::entry_name;
-    let short = |id: &Option<String>| {
+    let short = |id: &Option<InstanceId>| {
         id.as_deref()
             .map_or("-".to_string(), |i| super::short_id(i).to_string())
     };
@@ -285,7 +286,7 @@ fn log_fire(printer: &Printer, f: &Fired) {
         } => printer.info(&format!(
             "schedule {}: fire time {} started instance {}",
             name(workflow, *idx),
-            crate::store::fmt_ms(*fire_ms),
+            Timestamp::from_ms(*fire_ms),
             super::short_id(id)
         )),
         Fired::Missed {
@@ -302,8 +303,8 @@ fn log_fire(printer: &Printer, f: &Fired) {
             plural(*count),
             span.map_or(String::new(), |(a, b)| format!(
                 ", from {} until {}",
-                crate::store::fmt_ms(a),
-                crate::store::fmt_ms(b)
+                Timestamp::from_ms(a),
+                Timestamp::from_ms(b)
             )),
             crate::workflow::duration::format(*window_ms as u64),
         )),
@@ -326,7 +327,7 @@ fn log_fire(printer: &Printer, f: &Fired) {
         } => printer.info(&format!(
             "schedule {}: fire time {} waits for instance {} to end (overlap: buffer_one)",
             name(workflow, *idx),
-            crate::store::fmt_ms(*fire_ms),
+            Timestamp::from_ms(*fire_ms),
             short(previous)
         )),
         Fired::Canceled {
@@ -345,7 +346,7 @@ fn log_fire(printer: &Printer, f: &Fired) {
         } => printer.info(&format!(
             "schedule {}: fire time {} already started an instance: skipped",
             name(workflow, *idx),
-            crate::store::fmt_ms(*fire_ms)
+            Timestamp::from_ms(*fire_ms)
         )),
         Fired::Broken {
             workflow,
@@ -369,7 +370,7 @@ fn describe(o: &RunOutcome) -> String {
 
 /// Running instances whose holder was a process on this host that is gone,
 /// while its lease has not expired yet (others are claimed by `claim_due`).
-async fn orphaned(store: &Store) -> anyhow::Result<Vec<String>> {
+async fn orphaned(store: &Store) -> anyhow::Result<Vec<InstanceId>> {
     let now_ms = chrono::Utc::now().timestamp_millis();
     let mut ids = Vec::new();
     for row in store.due_instances().await? {

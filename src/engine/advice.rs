@@ -8,10 +8,9 @@
 //! [`Remedy::advice`] says what to do instead.
 
 use super::EngineError;
-use crate::store::{self, InstanceRow, RunRow, StepRow, Store};
-use crate::vocab::{ErrorType, StepStatus, UnitKey};
+use crate::store::{InstanceRow, RunRow, StepRow, Store};
+use crate::vocab::{ErrorType, StepStatus, Timestamp, UnitKey};
 use crate::workflow::Workflow;
-use chrono::{DateTime, Utc};
 
 /// What can change the result of a failed instance.
 #[derive(Debug, Clone, PartialEq)]
@@ -22,7 +21,7 @@ pub enum Remedy {
     /// once. `from`: the first step that did not complete.
     DeadlinePassed {
         timeout: std::time::Duration,
-        deadline: String,
+        deadline: Timestamp,
         from: Option<String>,
     },
     /// An expression of the pinned definition failed (a step's, or the
@@ -34,24 +33,24 @@ pub enum Remedy {
 
 /// When the workflow's `timeout` runs out for `inst`: counted from the
 /// newest `wf restart` (the run's start), else from the instance's creation.
-pub fn deadline(wf: &Workflow, inst: &InstanceRow, runs: &[RunRow]) -> Option<DateTime<Utc>> {
+pub fn deadline(wf: &Workflow, inst: &InstanceRow, runs: &[RunRow]) -> Option<Timestamp> {
     let timeout = wf.timeout?;
-    let from = deadline_start(runs).unwrap_or(&inst.created_at);
-    store::parse_time(from).map(|t| t + chrono::Duration::from_std(timeout).unwrap_or_default())
+    let from = deadline_start(runs).unwrap_or(inst.created_at);
+    Some(from.plus(timeout))
 }
 
 /// The start of the newest `wf restart` run, which gave the workflow's
-/// `timeout` a fresh start (RFC 3339).
-pub fn deadline_start(runs: &[RunRow]) -> Option<&String> {
+/// `timeout` a fresh start.
+pub fn deadline_start(runs: &[RunRow]) -> Option<Timestamp> {
     runs.iter()
         .rev()
         .find(|r| r.restart_from.is_some())
-        .map(|r| &r.started_at)
+        .map(|r| r.started_at)
 }
 
 /// What can change the result of the failed instance `inst` (running `wf`).
 pub fn remedy(wf: &Workflow, inst: &InstanceRow, runs: &[RunRow], steps: &[StepRow]) -> Remedy {
-    if let Some(deadline) = deadline(wf, inst, runs).filter(|d| *d <= Utc::now()) {
+    if let Some(deadline) = deadline(wf, inst, runs).filter(|d| *d <= Timestamp::now()) {
         let from = wf
             .steps
             .iter()
@@ -63,7 +62,7 @@ pub fn remedy(wf: &Workflow, inst: &InstanceRow, runs: &[RunRow], steps: &[StepR
             .map(|s| s.id.clone());
         return Remedy::DeadlinePassed {
             timeout: wf.timeout.unwrap_or_default(),
-            deadline: store::fmt_time(deadline),
+            deadline,
             from,
         };
     }

@@ -12,7 +12,8 @@ use super::{EngineError, Observer, procs, restart, shell};
 use crate::store::{self, AttemptEnd, StepRow, Store, StoreError, Write};
 use crate::telemetry::{self, recorder};
 use crate::vocab::{
-    AttemptOutcome, CancelRequest, ErrorType, InstanceStatus, RunEnd, StepStatus, UnitKey,
+    AttemptOutcome, CancelRequest, ErrorType, InstanceId, InstanceStatus, RunEnd, StepStatus,
+    UnitKey,
 };
 use crate::workflow::Workflow;
 use opentelemetry::KeyValue;
@@ -28,7 +29,7 @@ use tracing_opentelemetry::OpenTelemetrySpanExt as _;
 /// `telemetry::export`), and releases the instance.
 pub async fn drive(
     store: &mut Store,
-    id: &str,
+    id: &InstanceId,
     opts: RunOptions,
     observer: &dyn Observer,
 ) -> Result<RunOutcome, EngineError> {
@@ -57,7 +58,7 @@ pub async fn drive(
         Ok(taken) => taken,
         Err(holder) => {
             return Err(EngineError::Held {
-                id: id.into(),
+                id: id.clone(),
                 holder,
             });
         }
@@ -253,7 +254,7 @@ pub async fn drive(
         "workflow",
         otel.name = format!("{}/workflow", wf.name),
         workflow.name = wf.name.as_str(),
-        workflow.instance.id = id,
+        workflow.instance.id = id.as_str(),
         workflow.run = run,
     );
     if let Some(from) = &opts.restart {
@@ -343,7 +344,7 @@ pub async fn drive(
     let deadline_from = if opts.restart.is_some() {
         Some(store::now())
     } else if wf.timeout.is_some() && last_run > 0 {
-        advice::deadline_start(&store.runs(id).await?).cloned()
+        advice::deadline_start(&store.runs(id).await?)
     } else {
         None
     };
@@ -405,7 +406,7 @@ pub async fn drive(
     let closed = close_run(store, &mut runner, outcome, release_in_close).await;
     // The live copies of this run's attempts are gone: so is their folder.
     let live = store.live_dir();
-    let _ = std::fs::remove_dir(live.join(id));
+    let _ = std::fs::remove_dir(live.join(id.as_str()));
     let _ = std::fs::remove_dir(&live);
     if let Err(e) = closed {
         return Err(lost_lease(id, e));
@@ -488,24 +489,14 @@ async fn close_run(
     let (status, wake_at, waiting_event, error) = match &outcome {
         RunOutcome::Completed => (S::Completed, None, None, None),
         RunOutcome::Failed(reason) => (S::Failed, None, None, Some(reason.clone())),
-        RunOutcome::Sleeping(wake) => (S::Sleeping, Some(wake.clone()), None, None),
-        RunOutcome::Waiting(event) => (
-            S::Waiting,
-            runner.next_wake().map(store::fmt_time),
-            Some(event.clone()),
-            None,
-        ),
+        RunOutcome::Sleeping(wake) => (S::Sleeping, Some(*wake), None, None),
+        RunOutcome::Waiting(event) => (S::Waiting, runner.next_wake(), Some(event.clone()), None),
         RunOutcome::Canceled => (S::Canceled, None, None, None),
         // Stopped while it only waited for a timer or an event: it stays
         // sleeping or waiting, as it was.
         RunOutcome::Interrupted if runner.idle_when_stopped => {
             match runner.suspend_outcome(runner.next_wake()) {
-                RunOutcome::Waiting(event) => (
-                    S::Waiting,
-                    runner.next_wake().map(store::fmt_time),
-                    Some(event),
-                    None,
-                ),
+                RunOutcome::Waiting(event) => (S::Waiting, runner.next_wake(), Some(event), None),
                 RunOutcome::Sleeping(wake) => (S::Sleeping, Some(wake), None, None),
                 _ => (S::Running, None, None, None),
             }
@@ -647,10 +638,7 @@ fn rebuild_spans(
         // what it did (its process) lies within it.
         let end_ns = a
             .finished_at
-            .as_deref()
-            .and_then(store::parse_time)
-            .and_then(|t| t.timestamp_nanos_opt())
-            .map(|ns| ns + 999_999);
+            .map(|t| t.ms().saturating_mul(1_000_000) + 999_999);
         rebuild_attempt_span(id, wf, traces, a, end_ns, writes);
     }
 }
@@ -766,7 +754,7 @@ fn recover_crashed(
         let used = rec.attempts.max(a.attempt) - base - not_counted;
         if used >= retry.max_attempts as i64 || !retry.is_retryable(&ErrorType::Crashed) {
             rec.status = StepStatus::Failed;
-            rec.finished_at = Some(end.finished_at.clone());
+            rec.finished_at = Some(end.finished_at);
             rec.error_message = Some(format!(
                 "{message} ({used} of {} attempt(s) used; `wf resume {id} --retry-failed` gives it another)",
                 retry.max_attempts

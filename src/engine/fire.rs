@@ -9,7 +9,7 @@
 
 use super::{EngineError, resolve_inputs};
 use crate::store::{self, DefinitionRow, Fire, InstanceRow, ScheduleRow, Store};
-use crate::vocab::InstanceStatus;
+use crate::vocab::{InstanceId, InstanceStatus, Timestamp};
 use crate::workflow::Workflow;
 use crate::workflow::trigger::{GRACE, Overlap, Schedule, When};
 use serde_json::{Map, Value};
@@ -263,7 +263,7 @@ pub enum Fired {
         workflow: String,
         idx: i64,
         fire_ms: i64,
-        id: String,
+        id: InstanceId,
     },
     Missed {
         workflow: String,
@@ -278,18 +278,18 @@ pub enum Fired {
         workflow: String,
         idx: i64,
         count: u64,
-        previous: Option<String>,
+        previous: Option<InstanceId>,
     },
     Buffered {
         workflow: String,
         idx: i64,
         fire_ms: i64,
-        previous: Option<String>,
+        previous: Option<InstanceId>,
     },
     Canceled {
         workflow: String,
         idx: i64,
-        previous: String,
+        previous: InstanceId,
     },
     /// A fire time that had already started an instance (an entry
     /// registered again after its instances were pruned, a clock behind
@@ -375,7 +375,7 @@ async fn apply(
         .iter()
         .map(|&t| {
             let inst = InstanceRow {
-                id: uuid::Uuid::new_v4().simple().to_string(),
+                id: InstanceId::random(),
                 workflow: row.workflow.clone(),
                 // Due at once: the first worker with room claims it.
                 status: InstanceStatus::Sleeping,
@@ -386,12 +386,12 @@ async fn apply(
                 inputs: row.inputs.clone(),
                 state: row.state.clone(),
                 error: None,
-                wake_at: Some(store::fmt_ms(t)),
+                wake_at: Some(Timestamp::from_ms(t)),
                 waiting_event: None,
                 lease_owner: None,
                 lease_expires_ms: None,
-                created_at: now.clone(),
-                updated_at: now.clone(),
+                created_at: now,
+                updated_at: now,
             };
             (inst, t)
         })

@@ -22,7 +22,7 @@ pub mod shell;
 pub mod spawn;
 
 use crate::store::{self, InstanceRow, Store, StoreError};
-use crate::vocab::{AttemptOutcome, ErrorType, InstanceStatus};
+use crate::vocab::{AttemptOutcome, ErrorType, InstanceId, InstanceStatus};
 use crate::workflow::{DefinitionError, Workflow};
 use serde_json::{Map, Value};
 use std::path::Path;
@@ -39,11 +39,11 @@ pub enum EngineError {
     #[error("{0}")]
     Input(String),
     #[error("instance {id} is held by another process ({holder})")]
-    Held { id: String, holder: String },
+    Held { id: InstanceId, holder: String },
     #[error(
         "instance {id} was taken over by {holder} while this process was stalled past its lease; its steps were stopped and nothing more was recorded"
     )]
-    LeaseLost { id: String, holder: String },
+    LeaseLost { id: InstanceId, holder: String },
     #[error("{0}")]
     NotResumable(String),
     /// `wf run --id` of an instance that exists with the same definition
@@ -110,7 +110,8 @@ impl AttemptResult {
 /// Progress callbacks, so the command layer can show what the engine does
 /// without the engine knowing how it is shown.
 pub trait Observer: Send + Sync {
-    fn run_started(&self, _instance: &str, _workflow: &str, _run: i64, _total_steps: usize) {}
+    fn run_started(&self, _instance: &InstanceId, _workflow: &str, _run: i64, _total_steps: usize) {
+    }
     fn step_started(&self, _key: &str, _attempt: i64) {}
     fn step_finished(
         &self,
@@ -246,31 +247,26 @@ pub fn check_id(id: &str) -> Result<(), EngineError> {
 /// (who drives it next: no worker may claim it first). Nothing is written
 /// unless the inputs check out.
 ///
-/// `id`: the caller's (`wf run` makes one with [`new_instance_id`] when
+/// `id`: the caller's (`wf run` makes one with [`InstanceId::random`] when
 /// none is given, so that it can name it whatever happens).
-/// A new random instance id: 32 hex digits.
-pub fn new_instance_id() -> String {
-    uuid::Uuid::new_v4().simple().to_string()
-}
-
 pub async fn create_instance(
     store: &mut Store,
     wf: &Workflow,
     workflow_path: &Path,
     inputs: Value,
-    id: Option<String>,
+    id: Option<InstanceId>,
     owner: &str,
-) -> Result<String, EngineError> {
+) -> Result<InstanceId, EngineError> {
     let ttl = lease::ttl().map_err(EngineError::Input)?;
     // A secret's value given as an input is masked like everywhere else.
     let mut inputs = inputs;
     redact::Redactor::for_secrets(&wf.secrets).value(&mut inputs);
     let id = match id {
         Some(id) => {
-            check_id(&id)?;
+            check_id(id.as_str())?;
             id
         }
-        None => new_instance_id(),
+        None => InstanceId::random(),
     };
     let (recorded_path, base_dir) = crate::workflow::origin(workflow_path);
     let now = store::now();
@@ -289,7 +285,7 @@ pub async fn create_instance(
         waiting_event: None,
         lease_owner: Some(owner.to_string()),
         lease_expires_ms: Some(chrono::Utc::now().timestamp_millis() + lease::ttl_ms(ttl)),
-        created_at: now.clone(),
+        created_at: now,
         updated_at: now,
     };
     let step_ids: Vec<&str> = wf.steps.iter().map(|s| s.id.as_str()).collect();

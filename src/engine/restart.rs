@@ -14,7 +14,7 @@
 
 use super::output::merge_patch;
 use crate::store::StepRow;
-use crate::vocab::{StepStatus, UnitKey};
+use crate::vocab::{InstanceId, StepStatus, UnitKey};
 use crate::workflow::Workflow;
 use serde_json::Value;
 use std::collections::HashMap;
@@ -55,7 +55,7 @@ pub struct Plan {
 /// read leaves out (only a restart needs them).
 pub async fn fill_patches(
     store: &crate::store::Store,
-    id: &str,
+    id: &InstanceId,
     steps: &mut [StepRow],
 ) -> Result<(), crate::store::StoreError> {
     let mut patches: std::collections::HashMap<String, serde_json::Value> =

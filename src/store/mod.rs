@@ -65,7 +65,10 @@ pub enum StoreError {
     Committed,
     /// A runner's write was refused: another process took the instance over.
     #[error("lost instance {id} to {}", .holder.as_deref().unwrap_or("another process"))]
-    Fenced { id: String, holder: Option<String> },
+    Fenced {
+        id: InstanceId,
+        holder: Option<String>,
+    },
 }
 
 pub type Result<T, E = StoreError> = std::result::Result<T, E>;
@@ -181,13 +184,13 @@ impl Store {
         }
     }
 
-    pub async fn instance(&self, id: &str) -> Result<InstanceRow> {
+    pub async fn instance(&self, id: &InstanceId) -> Result<InstanceRow> {
         each!(self.instance(id))
     }
 
     /// What a read command shows of one instance (with every attempt when
     /// `attempts`), in one snapshot ([`InstanceView`]).
-    pub async fn view(&self, id: &str, attempts: bool) -> Result<InstanceView> {
+    pub async fn view(&self, id: &InstanceId, attempts: bool) -> Result<InstanceView> {
         each!(self.view(id, attempts))
     }
 
@@ -244,28 +247,28 @@ impl Store {
         each!(self.count_instances(filter))
     }
 
-    pub async fn runs(&self, id: &str) -> Result<Vec<RunRow>> {
+    pub async fn runs(&self, id: &InstanceId) -> Result<Vec<RunRow>> {
         each!(self.runs(id))
     }
 
     /// The `set_state` patch each step row committed (for `wf restart`;
     /// other reads leave `StepRow::state_patch` null).
-    pub async fn state_patches(&self, id: &str) -> Result<Vec<(String, Value)>> {
+    pub async fn state_patches(&self, id: &InstanceId) -> Result<Vec<(String, Value)>> {
         each!(self.state_patches(id))
     }
 
-    pub async fn steps(&self, id: &str) -> Result<Vec<StepRow>> {
+    pub async fn steps(&self, id: &InstanceId) -> Result<Vec<StepRow>> {
         each!(self.steps(id))
     }
 
-    pub async fn attempts(&self, id: &str) -> Result<Vec<AttemptRow>> {
+    pub async fn attempts(&self, id: &InstanceId) -> Result<Vec<AttemptRow>> {
         each!(self.attempts(id))
     }
 
     /// The logs of one attempt of `key` (the last when `attempt` is None).
     pub async fn attempt_logs(
         &self,
-        id: &str,
+        id: &InstanceId,
         key: &str,
         attempt: Option<i64>,
     ) -> Result<Option<AttemptLogs>> {
@@ -281,14 +284,14 @@ impl Store {
     }
 
     /// Every span of an instance, whole ([`SpanRow::restore`]).
-    pub async fn spans(&self, id: &str) -> Result<Vec<SpanRow>> {
+    pub async fn spans(&self, id: &InstanceId) -> Result<Vec<SpanRow>> {
         let mut rows = each!(self.spans(id))?;
         self.restore_spans(id, &mut rows).await?;
         Ok(rows)
     }
 
     /// Gives stored spans back the attributes they were stored without.
-    async fn restore_spans(&self, id: &str, rows: &mut [SpanRow]) -> Result<()> {
+    async fn restore_spans(&self, id: &InstanceId, rows: &mut [SpanRow]) -> Result<()> {
         if rows.iter().any(SpanRow::is_slim) {
             let workflow = self.instance(id).await?.workflow;
             let system = self.system();
@@ -301,7 +304,7 @@ impl Store {
     /// holding them all.
     pub async fn each_span<E: From<StoreError>>(
         &self,
-        id: &str,
+        id: &InstanceId,
         mut f: impl FnMut(SpanRow) -> std::result::Result<(), E>,
     ) -> std::result::Result<(), E> {
         // (No instance: no spans either.)
@@ -318,14 +321,14 @@ impl Store {
         each!(self.each_span(id, f))
     }
 
-    pub async fn run_trace(&self, id: &str, run: i64) -> Result<Option<RunTrace>> {
+    pub async fn run_trace(&self, id: &InstanceId, run: i64) -> Result<Option<RunTrace>> {
         each!(self.run_trace(id, run))
     }
 
     /// Up to `limit` spans not sent live yet, after `after`.
     pub async fn unexported_spans(
         &self,
-        id: &str,
+        id: &InstanceId,
         after: Option<&SpanRow>,
         limit: usize,
     ) -> Result<Vec<SpanRow>> {
@@ -335,17 +338,17 @@ impl Store {
     }
 
     /// The result of a completed instance (`outputs:`), if it has one.
-    pub async fn outputs(&self, id: &str) -> Result<Option<Value>> {
+    pub async fn outputs(&self, id: &InstanceId) -> Result<Option<Value>> {
         each!(self.outputs(id))
     }
 
     /// 0: no cancel asked; 1: cancel; 2: terminate (no compensations).
-    pub async fn cancel_requested(&self, id: &str) -> Result<CancelRequest> {
+    pub async fn cancel_requested(&self, id: &InstanceId) -> Result<CancelRequest> {
         each!(self.cancel_requested(id))
     }
 
     /// Events delivered and not taken, after event `after`.
-    pub async fn events_after(&self, id: &str, after: i64) -> Result<Vec<EventRow>> {
+    pub async fn events_after(&self, id: &InstanceId, after: i64) -> Result<Vec<EventRow>> {
         each!(self.events_after(id, after))
     }
 
@@ -367,22 +370,24 @@ impl Store {
         owner: &str,
         ttl_ms: i64,
         limit: usize,
-        skip: &[String],
-    ) -> Result<Vec<String>> {
+        skip: &[InstanceId],
+    ) -> Result<Vec<InstanceId>> {
         each!(self.claim_due(owner, ttl_ms, limit, skip))
     }
 
-    /// Deletes ended instances (of `statuses`) last changed before `before`
-    /// (RFC 3339), with everything that belongs to them, `batch` instances a
+    /// Deletes ended instances (of `statuses`) last changed before `before`,
+    /// with everything that belongs to them, `batch` instances a
     /// transaction; with `dry_run`, only counts them.
     pub async fn prune(
         &mut self,
-        before: &str,
-        statuses: &[String],
+        before: Timestamp,
+        statuses: &[InstanceStatus],
         batch: usize,
         dry_run: bool,
     ) -> Result<Pruned> {
-        each!(self.prune(before, statuses, batch, dry_run))
+        let before = before.text();
+        let statuses: Vec<String> = statuses.iter().map(|s| s.as_str().into()).collect();
+        each!(self.prune(&before, &statuses, batch, dry_run))
     }
 
     /// Gives the space of deleted rows back to the file system (SQLite);
@@ -418,19 +423,25 @@ impl Store {
     /// with their logs; not its events nor its spans) to a new instance `to`,
     /// created `now` and leased to no one; false (nothing written) when `to`
     /// is taken. `from` is only read.
-    pub async fn copy_instance(&mut self, from: &str, to: &str, now: &str) -> Result<bool> {
-        each!(self.copy_instance(from, to, now))
+    pub async fn copy_instance(
+        &mut self,
+        from: &InstanceId,
+        to: &InstanceId,
+        now: Timestamp,
+    ) -> Result<bool> {
+        let now = now.text();
+        each!(self.copy_instance(from, to, &now))
     }
 
     /// Asks whatever process drives the instance to cancel it.
-    pub async fn request_cancel(&mut self, id: &str, ask: CancelRequest) -> Result<()> {
+    pub async fn request_cancel(&mut self, id: &InstanceId, ask: CancelRequest) -> Result<()> {
         each!(self.request_cancel(id, ask))
     }
 
     /// Delivers an event (`wake`: the instance waits for it, make it due).
     pub async fn deliver_event(
         &mut self,
-        id: &str,
+        id: &InstanceId,
         name: &str,
         payload: &Value,
         traceparent: Option<&str>,
@@ -443,7 +454,7 @@ impl Store {
     /// holder has it (`Err(holder)`), and reads its history, atomically.
     pub async fn take_over(
         &mut self,
-        id: &str,
+        id: &InstanceId,
         owner: &str,
         ttl_ms: i64,
         holder_alive: impl Fn(&str) -> bool,
@@ -467,17 +478,17 @@ impl Store {
     }
 
     /// Resolves a unique instance id prefix to the full id.
-    pub async fn resolve_id(&self, prefix: &str) -> Result<String> {
+    pub async fn resolve_id(&self, prefix: &str) -> Result<InstanceId> {
         if prefix.is_empty() {
             return Err(StoreError::NotFound(prefix.into()));
         }
         let matches = each!(self.ids_with_prefix(prefix))?;
         if matches.iter().any(|m| m == prefix) {
-            return Ok(prefix.to_string());
+            return Ok(prefix.into());
         }
         match matches.len() {
             0 => Err(StoreError::NotFound(prefix.into())),
-            1 => Ok(matches.into_iter().next().unwrap_or_default()),
+            1 => Ok(matches.into_iter().next().unwrap_or_default().into()),
             _ => Err(StoreError::Ambiguous {
                 prefix: prefix.into(),
                 matches,
@@ -486,8 +497,8 @@ impl Store {
     }
 
     /// The most recently created instance, if any.
-    pub async fn latest_instance_id(&self) -> Result<Option<String>> {
-        each!(self.latest_instance_id())
+    pub async fn latest_instance_id(&self) -> Result<Option<InstanceId>> {
+        each!(self.latest_instance_id()).map(|id| id.map(InstanceId::from))
     }
 
     /// Applies `writes` in one transaction, refused (nothing applied) unless

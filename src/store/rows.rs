@@ -30,31 +30,14 @@ impl Pruned {
     }
 }
 
-/// Current time as stored everywhere: RFC 3339, UTC, millisecond precision.
-pub fn now() -> String {
-    fmt_time(chrono::Utc::now())
-}
-
-pub fn fmt_time(t: chrono::DateTime<chrono::Utc>) -> String {
-    t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
-}
-
-/// Unix milliseconds as stored times are written.
-pub fn fmt_ms(ms: i64) -> String {
-    chrono::DateTime::<chrono::Utc>::from_timestamp_millis(ms)
-        .map(fmt_time)
-        .unwrap_or_default()
-}
-
-pub fn parse_time(s: &str) -> Option<chrono::DateTime<chrono::Utc>> {
-    chrono::DateTime::parse_from_rfc3339(s)
-        .ok()
-        .map(|t| t.with_timezone(&chrono::Utc))
+/// The clock, as stored everywhere (UTC, millisecond precision).
+pub fn now() -> Timestamp {
+    Timestamp::now()
 }
 
 #[derive(Debug, Clone)]
 pub struct InstanceRow {
-    pub id: String,
+    pub id: InstanceId,
     pub workflow: String,
     pub status: InstanceStatus,
     pub definition: String,
@@ -64,12 +47,12 @@ pub struct InstanceRow {
     pub inputs: Value,
     pub state: Value,
     pub error: Option<String>,
-    pub wake_at: Option<String>,
+    pub wake_at: Option<Timestamp>,
     pub waiting_event: Option<String>,
     pub lease_owner: Option<String>,
     pub lease_expires_ms: Option<i64>,
-    pub created_at: String,
-    pub updated_at: String,
+    pub created_at: Timestamp,
+    pub updated_at: Timestamp,
 }
 
 /// Which instances a listing shows.
@@ -77,8 +60,8 @@ pub struct InstanceRow {
 pub struct ListFilter {
     pub status: Option<InstanceStatus>,
     pub workflow: Option<String>,
-    /// Created at or after this time (RFC 3339).
-    pub since: Option<String>,
+    /// Created at or after this time.
+    pub since: Option<Timestamp>,
     pub limit: Option<usize>,
 }
 
@@ -113,7 +96,7 @@ pub struct History {
 /// write of that runner checks it first ([`check_fence`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Fence {
-    pub instance: String,
+    pub instance: InstanceId,
     pub owner: String,
     pub epoch: i64,
 }
@@ -122,8 +105,8 @@ pub struct Fence {
 pub struct RunRow {
     pub number: i64,
     pub outcome: Option<RunEnd>,
-    pub started_at: String,
-    pub finished_at: Option<String>,
+    pub started_at: Timestamp,
+    pub finished_at: Option<Timestamp>,
     /// `wf restart --from STEP`: the run started STEP again.
     pub restart_from: Option<String>,
 }
@@ -160,9 +143,9 @@ pub struct StepRow {
     pub error_type: Option<ErrorType>,
     pub error_message: Option<String>,
     pub output: Value,
-    pub started_at: Option<String>,
-    pub finished_at: Option<String>,
-    pub retry_at: Option<String>,
+    pub started_at: Option<Timestamp>,
+    pub finished_at: Option<Timestamp>,
+    pub retry_at: Option<Timestamp>,
     pub seq: Option<i64>,
     /// For a `for_each` step: the list it fans out over, fixed when it started.
     pub items: Sparse,
@@ -202,8 +185,8 @@ pub struct AttemptRow {
     pub error_type: Option<ErrorType>,
     pub error_message: Option<String>,
     pub exit_code: Option<i64>,
-    pub started_at: String,
-    pub finished_at: Option<String>,
+    pub started_at: Timestamp,
+    pub finished_at: Option<Timestamp>,
 }
 
 /// An attempt about to start: which, in which run, and its span.
@@ -211,7 +194,7 @@ pub struct NewAttempt<'a> {
     pub key: &'a str,
     pub attempt: i64,
     pub run: i64,
-    pub started_at: &'a str,
+    pub started_at: Timestamp,
     pub span_id: &'a str,
     pub started_ns: i64,
 }
@@ -223,7 +206,7 @@ pub struct AttemptEnd {
     pub error_type: Option<ErrorType>,
     pub error_message: Option<String>,
     pub exit_code: Option<i64>,
-    pub finished_at: String,
+    pub finished_at: Timestamp,
     pub stdout: Vec<u8>,
     pub stderr: Vec<u8>,
 }
@@ -262,7 +245,7 @@ pub struct UnspannedAttempt {
     pub run: i64,
     pub span_id: String,
     pub started_ns: i64,
-    pub finished_at: Option<String>,
+    pub finished_at: Option<Timestamp>,
     pub outcome: AttemptOutcome,
     pub error_type: Option<ErrorType>,
     pub error_message: Option<String>,
@@ -277,7 +260,7 @@ pub struct SpanRow {
     pub trace_id: String,
     pub span_id: String,
     pub parent_span_id: Option<String>,
-    pub instance_id: String,
+    pub instance_id: InstanceId,
     pub run: i64,
     pub name: String,
     /// `internal` or `client`.
@@ -390,7 +373,7 @@ impl SpanRow {
         }
         let mut whole = serde_json::Map::new();
         whole.insert(SPAN_WORKFLOW.into(), workflow.into());
-        whole.insert(SPAN_INSTANCE.into(), self.instance_id.clone().into());
+        whole.insert(SPAN_INSTANCE.into(), self.instance_id.as_str().into());
         let implied = implied_by_name(&self.name, system);
         if !implied.is_empty() && implied.iter().all(|(k, _)| !m.contains_key(*k)) {
             for (k, v) in implied {
@@ -415,7 +398,7 @@ pub type RunTrace = (String, String, Option<String>, i64);
 /// An instance a worker may have to drive, with its lease.
 #[derive(Debug, Clone)]
 pub struct DueInstance {
-    pub id: String,
+    pub id: InstanceId,
     pub status: InstanceStatus,
     pub lease_owner: Option<String>,
     pub lease_expires_ms: Option<i64>,
@@ -446,12 +429,12 @@ pub struct ScheduleRow {
     /// `buffer_one`: a fire time waiting for the previous instance to end.
     pub buffered_ms: Option<i64>,
     /// The newest instance it started, and that one's fire time.
-    pub last_instance: Option<String>,
+    pub last_instance: Option<InstanceId>,
     pub last_fire_ms: Option<i64>,
     /// Fire times that started nothing (missed beyond `catchup`, or skipped
     /// by `overlap`).
     pub skipped: i64,
-    pub registered_at: String,
+    pub registered_at: Timestamp,
 }
 
 /// A workflow definition as pinned: its text, step ids and compiled form.
@@ -480,7 +463,7 @@ pub struct Fire {
     /// New instances (already due), each with the fire time it is for.
     pub starts: Vec<(InstanceRow, i64)>,
     /// An instance to ask to cancel (`overlap: cancel_previous`).
-    pub cancel: Option<String>,
+    pub cancel: Option<InstanceId>,
 }
 
 /// Which schedule entry and fire time started an instance.
@@ -492,7 +475,7 @@ pub struct FireRecord {
     pub timezone: Option<String>,
     #[serde(skip)]
     pub fire_ms: i64,
-    pub fire_at: String,
+    pub fire_at: Timestamp,
 }
 
 /// An event delivered to an instance, as `wf inspect` lists it.
@@ -501,7 +484,7 @@ pub struct DeliveredEvent {
     pub name: String,
     /// The payload, JSON text (`{}` when `wf signal` gave none).
     pub payload: String,
-    pub received_at: String,
+    pub received_at: Timestamp,
     /// The step (key) whose `wait_for_event` took it; None while none has.
     pub consumed_by: Option<String>,
 }

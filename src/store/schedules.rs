@@ -1,7 +1,7 @@
 //! The store's schedule interface (`wf schedule`, and the worker that
 //! starts scheduled instances), over both backends.
 
-use super::rows::{DefinitionRow, Fire, FireRecord, ScheduleRow};
+use super::rows::{DefinitionRow, Fire, FireRecord, InstanceId, ScheduleRow};
 use super::{Result, Store};
 
 impl Store {
@@ -42,7 +42,7 @@ impl Store {
     }
 
     /// The schedule entry and fire time that started instance `id`.
-    pub async fn instance_fire(&self, id: &str) -> Result<Option<FireRecord>> {
+    pub async fn instance_fire(&self, id: &InstanceId) -> Result<Option<FireRecord>> {
         each!(self.instance_fire(id))
     }
 }

@@ -16,7 +16,7 @@ pub enum Write {
         key: String,
         attempt: i64,
         run: i64,
-        started_at: String,
+        started_at: Timestamp,
         span_id: String,
         started_ns: i64,
     },
@@ -48,7 +48,7 @@ pub enum Write {
     /// The instance's status and what it waits for.
     Status {
         status: InstanceStatus,
-        wake_at: Option<String>,
+        wake_at: Option<Timestamp>,
         waiting_event: Option<String>,
         error: Option<String>,
     },

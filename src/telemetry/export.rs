@@ -165,7 +165,7 @@ async fn export_batches(
     fence: &store::Fence,
     targets: &Targets,
 ) -> Result<(), ExportError> {
-    let instance_id = fence.instance.as_str();
+    let instance_id = &fence.instance;
     let mut exporters: Option<Exporters> = None;
     let mut after: Option<SpanRow> = None;
     let result = loop {

@@ -298,7 +298,7 @@ pub fn row(span: &SpanData, run: i64) -> SpanRow {
         span_id: span.span_context.span_id().to_string(),
         parent_span_id: (span.parent_span_id != SpanId::INVALID)
             .then(|| span.parent_span_id.to_string()),
-        instance_id,
+        instance_id: instance_id.into(),
         run,
         name: span.name.to_string(),
         kind: match span.span_kind {

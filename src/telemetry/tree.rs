@@ -467,7 +467,7 @@ mod tests {
         let run = RunRow {
             number: 4,
             outcome: None,
-            started_at: String::new(),
+            started_at: crate::vocab::Timestamp::from_ms(0),
             finished_at: None,
             restart_from: None,
         };

@@ -50,6 +50,12 @@ impl AsRef<str> for InstanceId {
     }
 }
 
+impl AsRef<std::path::Path> for InstanceId {
+    fn as_ref(&self) -> &std::path::Path {
+        self.0.as_ref()
+    }
+}
+
 impl PartialEq<str> for InstanceId {
     fn eq(&self, other: &str) -> bool {
         self.0 == other

@@ -4,7 +4,7 @@
 //! retry or failure, compensation bookkeeping) into writes.
 
 use super::*;
-use crate::vocab::{AttemptOutcome, ErrorType, StepStatus};
+use crate::vocab::{AttemptOutcome, ErrorType, StepStatus, Timestamp};
 
 impl<'o> Runner<'o> {
     /// Steps still waiting for a retry when the instance fails or is
@@ -24,7 +24,7 @@ impl<'o> Runner<'o> {
         {
             rec.status = status;
             rec.retry_at = None;
-            rec.finished_at = Some(now.clone());
+            rec.finished_at = Some(now);
             rec.error_message = Some(match rec.error_message.take() {
                 Some(m) => format!("{m} (not retried: {why})"),
                 None => format!("not retried: {why}"),
@@ -40,7 +40,7 @@ impl<'o> Runner<'o> {
         {
             rec.status = StepStatus::Canceled;
             rec.retry_at = None;
-            rec.finished_at = Some(now.clone());
+            rec.finished_at = Some(now);
             rec.error_type = Some(ErrorType::Canceled);
             rec.error_message = Some(format!("not continued: {why}"));
             self.writes.push(Write::Step(Box::new(rec.clone())));
@@ -186,7 +186,7 @@ impl<'o> Runner<'o> {
         let rec = self.record(unit);
         rec.status = StepStatus::Skipped;
         rec.outcome = Some(AttemptOutcome::Skipped);
-        rec.started_at = Some(now.clone());
+        rec.started_at = Some(now);
         rec.finished_at = Some(now);
         self.put(unit)?;
         self.ctx
@@ -317,7 +317,7 @@ impl<'o> Runner<'o> {
         rec.status = StepStatus::Running;
         rec.retry_at = None;
         if rec.started_at.is_none() {
-            rec.started_at = Some(now.clone());
+            rec.started_at = Some(now);
         }
         let attempt = rec.attempts;
         self.writes.push(Write::StartAttempt {
@@ -577,7 +577,7 @@ impl<'o> Runner<'o> {
             error_type: None,
             error_message: None,
             exit_code: result.exit_code.map(i64::from),
-            finished_at: now.clone(),
+            finished_at: now,
             stdout: std::mem::take(&mut result.stdout),
             stderr: std::mem::take(&mut result.stderr),
         };
@@ -690,9 +690,7 @@ impl<'o> Runner<'o> {
                 rec.error_message = Some(failure.message.clone());
                 if will_retry {
                     rec.status = StepStatus::Retrying;
-                    rec.retry_at = Some(store::fmt_time(
-                        Utc::now() + chrono::Duration::from_std(delay).unwrap_or_default(),
-                    ));
+                    rec.retry_at = Some(Timestamp::now().plus(delay));
                 } else {
                     rec.status = StepStatus::Failed;
                     rec.finished_at = Some(now);

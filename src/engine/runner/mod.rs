@@ -29,12 +29,11 @@ use super::redact::Redactor;
 use super::{AttemptResult, EngineError, Failure, Observer, http, shell};
 use crate::store::{self, AttemptEnd, Fence, StepRow, Store, Write};
 use crate::telemetry::{self, recorder};
-use crate::vocab::{CancelRequest, ErrorType, RunEnd, StepStatus, UnitKey};
+use crate::vocab::{CancelRequest, ErrorType, InstanceId, RunEnd, StepStatus, Timestamp, UnitKey};
 use crate::workflow::template::{self, Template};
 use crate::workflow::{
     Action, Condition, HttpSpec, RetryPolicy, RunCmd, SleepSpec, Step, Workflow, expr,
 };
-use chrono::{DateTime, Utc};
 use opentelemetry::KeyValue;
 use opentelemetry::trace::Status;
 use serde_json::{Map, Value, json};
@@ -97,7 +96,7 @@ impl Default for RunOptions {
 pub enum RunOutcome {
     Completed,
     Failed(String),
-    Sleeping(String),
+    Sleeping(Timestamp),
     Waiting(String),
     Canceled,
     Interrupted,
@@ -275,7 +274,7 @@ struct Done {
 
 pub(super) struct Runner<'o> {
     wf: Arc<Workflow>,
-    pub(super) id: String,
+    pub(super) id: InstanceId,
     pub(super) run: i64,
     base_dir: PathBuf,
     opts: RunOptions,
@@ -304,7 +303,7 @@ pub(super) struct Runner<'o> {
     http: Option<reqwest::Client>,
     redactor: Redactor,
     /// When the workflow's `timeout` runs out.
-    deadline: Option<DateTime<Utc>>,
+    deadline: Option<Timestamp>,
     /// This run's trace: (trace_id, root span_id, parent span_id, start ns).
     trace: store::RunTrace,
     /// The run's root span, open until the run's final commit.
@@ -385,7 +384,7 @@ pub(super) struct RunStart<'o> {
     pub live_dir: Option<PathBuf>,
     /// What the workflow's `timeout` counts from: the newest `wf restart`
     /// (RFC 3339), else the instance's creation.
-    pub deadline_from: Option<String>,
+    pub deadline_from: Option<Timestamp>,
     /// The writes that open the run, for its first commit ([`Runner::opening`]).
     pub opening: Vec<Write>,
 }
@@ -456,10 +455,9 @@ impl<'o> Runner<'o> {
                     .then(|| failure_reason(&s.id, r))
             })
         });
-        let deadline = wf.timeout.and_then(|t| {
-            store::parse_time(deadline_from.as_deref().unwrap_or(&inst.created_at))
-                .map(|c| c + chrono::Duration::from_std(t).unwrap_or_default())
-        });
+        let deadline = wf
+            .timeout
+            .map(|t| deadline_from.unwrap_or(inst.created_at).plus(t));
         let (interrupt_tx, _) = watch::channel(false);
         let wf_handlers: Vec<usize> = wf
             .steps
@@ -549,7 +547,7 @@ impl<'o> Runner<'o> {
         let mut done: Vec<Done> = Vec::new();
         let mut last_poll = Instant::now();
         loop {
-            if self.deadline.is_some_and(|d| d <= Utc::now()) && self.stop.is_none() {
+            if self.deadline.is_some_and(|d| d <= Timestamp::now()) && self.stop.is_none() {
                 self.stop(Stop::Deadline);
             }
             // One transaction: results that came in, then every start they unblock.
@@ -650,9 +648,9 @@ impl<'o> Runner<'o> {
                 // event not yet delivered ends the run at once, unless a
                 // timer is due first within the inline wait.
                 let next = self.next_wake();
-                let within = self.next_timer().filter(|t| {
-                    (*t - Utc::now()).to_std().unwrap_or_default() <= self.opts.inline_wait
-                });
+                let within = self
+                    .next_timer()
+                    .filter(|t| t.since(Timestamp::now()) <= self.opts.inline_wait);
                 let Some(timer) = within else {
                     // An event delivered while earlier steps ran (or a
                     // cancel asked meanwhile) is looked for once more
@@ -668,7 +666,7 @@ impl<'o> Runner<'o> {
                 // process is seen within 200 ms.
                 let stop_before = self.stop;
                 loop {
-                    let wait = (until - Utc::now()).to_std().unwrap_or_default();
+                    let wait = until.since(Timestamp::now());
                     if wait.is_zero() || self.stop != stop_before {
                         break;
                     }
@@ -692,7 +690,7 @@ impl<'o> Runner<'o> {
             // Wake for a result, a due timer, a signal, or to look for a cancel request.
             let timer = self
                 .next_wake()
-                .map(|t| (t - Utc::now()).to_std().unwrap_or_default())
+                .map(|t| t.since(Timestamp::now()))
                 .unwrap_or(Duration::from_secs(3600))
                 .min(POLL_EVERY)
                 .min(self.next_group_due().unwrap_or(POLL_EVERY));

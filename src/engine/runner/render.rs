@@ -29,7 +29,7 @@ impl<'o> Runner<'o> {
         }
         let key = unit.key(&self.wf);
         let attempt = self.records.get(&key).map_or(1, |r| r.attempts + 1);
-        out.push(("WF_INSTANCE_ID".into(), self.id.clone()));
+        out.push(("WF_INSTANCE_ID".into(), self.id.to_string()));
         out.push(("WF_WORKFLOW".into(), self.wf.name.clone()));
         out.push(("WF_STEP_ID".into(), key));
         out.push(("WF_ATTEMPT".into(), attempt.to_string()));

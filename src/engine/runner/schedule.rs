@@ -4,7 +4,7 @@
 //! something next becomes due.
 
 use super::*;
-use crate::vocab::{StepStatus, UnitKey};
+use crate::vocab::{StepStatus, Timestamp, UnitKey};
 
 impl<'o> Runner<'o> {
     /// Whether the run is winding down: compensating after a failure or cancel.
@@ -98,11 +98,7 @@ impl<'o> Runner<'o> {
             None => true,
             Some(r) => match r.status {
                 StepStatus::Completed | StepStatus::Skipped | StepStatus::Failed => false,
-                StepStatus::Retrying => r
-                    .retry_at
-                    .as_deref()
-                    .and_then(store::parse_time)
-                    .is_none_or(|t| t <= Utc::now()),
+                StepStatus::Retrying => r.retry_at.is_none_or(|t| t <= Timestamp::now()),
                 _ => true,
             },
         }
@@ -324,7 +320,7 @@ impl<'o> Runner<'o> {
         all_done.then_some(RunOutcome::Completed)
     }
 
-    pub(in crate::engine) fn suspend_outcome(&self, next: Option<DateTime<Utc>>) -> RunOutcome {
+    pub(in crate::engine) fn suspend_outcome(&self, next: Option<Timestamp>) -> RunOutcome {
         let mut waiting: Vec<String> = Vec::new();
         for rec in self
             .records
@@ -342,24 +338,24 @@ impl<'o> Runner<'o> {
         if !waiting.is_empty() {
             RunOutcome::Waiting(waiting.join(","))
         } else {
-            RunOutcome::Sleeping(next.map(store::fmt_time).unwrap_or_else(store::now))
+            RunOutcome::Sleeping(next.unwrap_or_else(store::now))
         }
     }
 
     /// The earliest time something becomes due: a retry, a sleep, an event
     /// timeout, or the workflow's deadline.
-    pub(in crate::engine) fn next_wake(&self) -> Option<DateTime<Utc>> {
+    pub(in crate::engine) fn next_wake(&self) -> Option<Timestamp> {
         self.earliest(StepStatus::is_timed)
     }
 
     /// The earliest `retry_at` among the records whose status `timer`
     /// accepts, or the workflow's deadline if sooner.
-    fn earliest(&self, timer: fn(StepStatus) -> bool) -> Option<DateTime<Utc>> {
+    fn earliest(&self, timer: fn(StepStatus) -> bool) -> Option<Timestamp> {
         self.timed
             .iter()
             .filter_map(|k| self.records.get(k))
             .filter(|r| timer(r.status))
-            .filter_map(|r| r.retry_at.as_deref().and_then(store::parse_time))
+            .filter_map(|r| r.retry_at)
             .chain(self.deadline.filter(|_| self.stop.is_none()))
             .min()
     }
@@ -379,7 +375,7 @@ impl<'o> Runner<'o> {
     /// The earliest timer the run may wait for inline: a retry, a sleep, or
     /// the workflow's deadline (not an event's timeout: a run does not wait
     /// for events).
-    pub(super) fn next_timer(&self) -> Option<DateTime<Utc>> {
+    pub(super) fn next_timer(&self) -> Option<Timestamp> {
         self.earliest(|status| matches!(status, StepStatus::Retrying | StepStatus::Sleeping))
     }
 }

@@ -2,7 +2,7 @@
 //! `wait_for_event` takes a delivered event or waits (the run suspends).
 
 use super::*;
-use crate::vocab::{ErrorType, StepStatus};
+use crate::vocab::{ErrorType, StepStatus, Timestamp};
 
 impl<'o> Runner<'o> {
     pub(super) fn start_sleep(
@@ -10,17 +10,15 @@ impl<'o> Runner<'o> {
         unit: &Unit,
         spec: &SleepSpec,
     ) -> Result<Started, EngineError> {
-        let existing = self.record(unit).retry_at.clone();
-        let wake = match existing.as_deref().and_then(store::parse_time) {
+        let existing = self.record(unit).retry_at;
+        let wake = match existing {
             Some(t) => t,
             None => {
                 let wake = match spec {
-                    SleepSpec::For(d) => {
-                        Utc::now() + chrono::Duration::from_std(*d).unwrap_or_default()
-                    }
+                    SleepSpec::For(d) => Timestamp::now().plus(*d),
                     SleepSpec::Until(t) => {
                         let text = t.render_text(self.ctx.value()).map_err(|e| e.to_string());
-                        match text.as_deref().map(store::parse_time) {
+                        match text.as_deref().map(Timestamp::parse) {
                             Ok(Some(t)) => t,
                             Ok(None) | Err(_) => {
                                 let msg = match text {
@@ -36,14 +34,14 @@ impl<'o> Runner<'o> {
                 let rec = self.record(unit);
                 rec.status = StepStatus::Sleeping;
                 rec.started_at = Some(store::now());
-                rec.retry_at = Some(store::fmt_time(wake));
+                rec.retry_at = Some(wake);
                 self.put(unit)?;
                 wake
             }
         };
-        if wake <= Utc::now() {
+        if wake <= Timestamp::now() {
             let attempt = self.begin_attempt(unit, true)?;
-            let out = json!({ "slept_until": store::fmt_time(wake) });
+            let out = json!({ "slept_until": wake });
             self.settle_result(unit, attempt, ok(out), Duration::ZERO)?;
             Ok(Started::Settled)
         } else {
@@ -91,14 +89,12 @@ impl<'o> Runner<'o> {
         if rec.status != StepStatus::Waiting {
             rec.status = StepStatus::Waiting;
             rec.started_at = Some(store::now());
-            rec.retry_at = timeout.map(|t| {
-                store::fmt_time(Utc::now() + chrono::Duration::from_std(t).unwrap_or_default())
-            });
+            rec.retry_at = timeout.map(|t| Timestamp::now().plus(t));
             self.put(unit)?;
             return Ok(Started::Blocked);
         }
-        if let Some(deadline) = rec.retry_at.as_deref().and_then(store::parse_time)
-            && deadline <= Utc::now()
+        if let Some(deadline) = rec.retry_at
+            && deadline <= Timestamp::now()
         {
             let f = Failure::new(
                 ErrorType::Timeout,

@@ -16,6 +16,7 @@ use super::write::write_op;
 use super::{Op, Param};
 use crate::store::Write;
 use crate::store::rows::{AttemptEnd, SpanRow, StepRow, now};
+use crate::vocab::Timestamp;
 use serde_json::Value;
 use std::collections::HashMap;
 use std::sync::LazyLock;
@@ -75,7 +76,7 @@ struct NewAttempt<'a> {
     key: &'a str,
     attempt: i64,
     run: i64,
-    started_at: &'a str,
+    started_at: Timestamp,
     span_id: &'a str,
     started_ns: i64,
     end: Option<&'a AttemptEnd>,
@@ -132,7 +133,7 @@ fn group(writes: &[Write]) -> Grouped<'_> {
                     key,
                     attempt: *attempt,
                     run: *run,
-                    started_at,
+                    started_at: *started_at,
                     span_id,
                     started_ns: *started_ns,
                     end: None,
@@ -419,9 +420,9 @@ fn step_columns(steps: &[&StepRow], patches: &[&Value]) -> Vec<Param> {
         p(text(&|s| s.error_type.as_ref().map(ToString::to_string))),
         p(text(&|s| escape_opt(&s.error_message))),
         p(text(&|s| opt_json(&s.output))),
-        p(text(&|s| s.started_at.clone())),
-        p(text(&|s| s.finished_at.clone())),
-        p(text(&|s| s.retry_at.clone())),
+        p(text(&|s| s.started_at.map(Timestamp::text))),
+        p(text(&|s| s.finished_at.map(Timestamp::text))),
+        p(text(&|s| s.retry_at.map(Timestamp::text))),
         p(steps.iter().map(|s| s.seq).collect::<Vec<_>>()),
         p(steps.iter().map(|s| s.budget_base).collect::<Vec<_>>()),
         p(text(&|s| opt_json(&s.items))),
@@ -459,7 +460,7 @@ fn attempt_columns(attempts: &[NewAttempt]) -> Vec<Param> {
             .iter()
             .map(|a| a.end.and_then(|e| e.exit_code))
             .collect::<Vec<_>>()),
-        p(end(&|e| Some(e.finished_at.clone()))),
+        p(end(&|e| Some(e.finished_at.text()))),
         p(attempts
             .iter()
             .map(|a| a.end.map(|e| e.stdout.clone()))
@@ -483,7 +484,7 @@ fn end_params(end: Option<(&str, i64, &AttemptEnd)>) -> Vec<Param> {
         text(&|e| e.error_type.as_ref().map(ToString::to_string)),
         text(&|e| escape_opt(&e.error_message)),
         p(end.and_then(|(_, _, e)| e.exit_code)),
-        text(&|e| Some(e.finished_at.clone())),
+        text(&|e| Some(e.finished_at.text())),
         bytes(&|e| e.stdout.clone()),
         bytes(&|e| e.stderr.clone()),
     ]

@@ -61,6 +61,7 @@ mod url;
 mod write;
 
 use super::{Result, StoreError};
+use crate::vocab::InstanceId;
 use std::collections::HashMap;
 use std::future::Future;
 use std::path::PathBuf;
@@ -633,7 +634,7 @@ impl PgStore {
         {
             let holder = Some(db.message().to_string()).filter(|h| !h.is_empty());
             return StoreError::Fenced {
-                id: String::new(),
+                id: InstanceId::default(),
                 holder,
             };
         }

@@ -49,8 +49,8 @@ impl PgStore {
         owner: &str,
         ttl_ms: i64,
         limit: usize,
-        skip: &[String],
-    ) -> Result<Vec<String>> {
+        skip: &[InstanceId],
+    ) -> Result<Vec<InstanceId>> {
         let rows = self
             .query(
                 CLAIM_DUE,
@@ -313,7 +313,7 @@ fn fence_held(outs: Vec<Out>) -> Result<()> {
         .and_then(|r| r.try_get::<_, Option<String>>(1).ok().flatten())
         .filter(|h| !h.is_empty());
     Err(StoreError::Fenced {
-        id: String::new(),
+        id: InstanceId::default(),
         holder,
     })
 }

@@ -17,7 +17,7 @@ use super::prune::PRUNE_BATCH;
 use super::records::{DUE_INSTANCES, IDS_WITH_PREFIX, SELECT_SPANS, UNEXPORTED_SPANS, list_sql};
 use super::{PgStore, PgTarget};
 use crate::store::ListFilter;
-use crate::vocab::InstanceStatus;
+use crate::vocab::{InstanceStatus, Timestamp};
 use serde_json::Value;
 use tokio_postgres::types::ToSql;
 
@@ -193,11 +193,11 @@ fn wf_list_reads_the_newest_instances_off_an_index() {
         let some = || Some("x".to_string());
         for status in [None, Some(InstanceStatus::Failed)] {
             for workflow in [None, some()] {
-                for since in [None, some()] {
+                for since in [None, Some(Timestamp::from_ms(0))] {
                     let f = ListFilter {
                         status,
                         workflow: workflow.clone(),
-                        since: since.clone(),
+                        since,
                         limit: Some(50),
                     };
                     let what = format!("wf list {f:?}");

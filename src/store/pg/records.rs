@@ -621,7 +621,7 @@ impl PgStore {
                     p(name.to_string()),
                     p(payload.to_string()),
                     p(traceparent.map(str::to_string)),
-                    p(now.clone()),
+                    p(now),
                 ],
             ),
         ];
@@ -703,12 +703,12 @@ pub(super) fn instance_params(i: &InstanceRow) -> Vec<Param> {
         p(i.inputs.to_string()),
         p(i.state.to_string()),
         p(escape_opt(&i.error)),
-        p(i.wake_at.clone()),
+        p(i.wake_at),
         p(i.waiting_event.clone()),
         p(i.lease_owner.clone()),
         p(i.lease_expires_ms
             .map(|at| at - chrono::Utc::now().timestamp_millis())),
-        p(i.created_at.clone()),
-        p(i.updated_at.clone()),
+        p(i.created_at),
+        p(i.updated_at),
     ]
 }

@@ -127,7 +127,7 @@ impl PgStore {
                     p(s.last_instance.clone()),
                     p(s.last_fire_ms),
                     p(s.skipped),
-                    p(s.registered_at.clone()),
+                    p(s.registered_at),
                 ],
             ));
         }
@@ -258,6 +258,6 @@ pub(super) fn fire_row(r: &tokio_postgres::Row) -> Result<FireRecord> {
         spec: get(r, 2)?,
         timezone: get(r, 3)?,
         fire_ms,
-        fire_at: fmt_ms(fire_ms),
+        fire_at: Timestamp::from_ms(fire_ms),
     })
 }

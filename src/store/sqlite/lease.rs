@@ -139,8 +139,8 @@ pub(super) fn claim_due(
     owner: &str,
     ttl_ms: i64,
     limit: usize,
-    skip: &[String],
-) -> Result<Vec<String>> {
+    skip: &[InstanceId],
+) -> Result<Vec<InstanceId>> {
     let now_ms = chrono::Utc::now().timestamp_millis();
     let skip = serde_json::to_string(skip).unwrap_or_else(|_| "[]".into());
     let mut stmt = c.prepare_cached(CLAIM_DUE_SQL)?;

@@ -607,8 +607,8 @@ impl SqliteStore {
         owner: &str,
         ttl_ms: i64,
         limit: usize,
-        skip: &[String],
-    ) -> Result<Vec<String>> {
+        skip: &[InstanceId],
+    ) -> Result<Vec<InstanceId>> {
         let tx = self.write()?;
         let ids = lease::claim_due(&tx, owner, ttl_ms, limit, skip)?;
         tx.commit()?;

@@ -12,7 +12,7 @@ use super::prune::chosen_batch;
 use super::records::list_sql;
 use super::{IDS_WITH_PREFIX_SQL, SqliteStore, prefix_end};
 use crate::store::ListFilter;
-use crate::vocab::InstanceStatus;
+use crate::vocab::{InstanceStatus, Timestamp};
 
 fn store() -> (tempfile::TempDir, SqliteStore) {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -93,7 +93,7 @@ fn wf_list_reads_the_newest_instances_off_an_index() {
         (
             "wf list --since",
             ListFilter {
-                since: some(),
+                since: Some(Timestamp::from_ms(0)),
                 ..Default::default()
             },
         ),
@@ -101,7 +101,7 @@ fn wf_list_reads_the_newest_instances_off_an_index() {
             "wf list --status --since",
             ListFilter {
                 status,
-                since: some(),
+                since: Some(Timestamp::from_ms(0)),
                 ..Default::default()
             },
         ),

@@ -192,10 +192,11 @@ pub(super) fn list_instances(c: &Connection, f: &ListFilter) -> Result<Vec<Insta
 pub(super) fn count_instances(c: &Connection, f: &ListFilter) -> Result<u64> {
     let mut sql = String::from("SELECT count(*) FROM instances WHERE true");
     let mut values: Vec<&str> = Vec::new();
+    let since = f.since.map(Timestamp::text);
     for (cond, value) in [
         ("status = ", f.status.map(InstanceStatus::as_str)),
         ("workflow = ", f.workflow.as_deref()),
-        ("created_at >= ", f.since.as_deref()),
+        ("created_at >= ", since.as_deref()),
     ] {
         if let Some(v) = value {
             values.push(v);
@@ -213,7 +214,7 @@ pub(super) fn set_instance_status(
     c: &Connection,
     id: &str,
     status: &InstanceStatus,
-    wake_at: Option<&str>,
+    wake_at: Option<&Timestamp>,
     waiting_event: Option<&str>,
     error: Option<&str>,
 ) -> Result<()> {

@@ -199,7 +199,7 @@ pub(super) fn instance_fire(c: &Connection, id: &str) -> Result<Option<FireRecor
                 spec: r.get(2)?,
                 timezone: r.get(3)?,
                 fire_ms,
-                fire_at: fmt_ms(fire_ms),
+                fire_at: Timestamp::from_ms(fire_ms),
             })
         },
     )
