@@ -331,6 +331,8 @@ mod pipe;
 pub use pipe::PipeReader;
 use pipe::pipe;
 mod hold;
+mod write_lease;
+pub use write_lease::sole_writer;
 
 /// This process's pid, asked once (wf never forks: its children are cloned
 /// only to exec).
