@@ -28,6 +28,10 @@
 //! How: the `wf-wal` VFS (`walbuf`) gives main database files a copy of the
 //! default VFS's methods whose `xSync` does nothing while [`close`] runs on
 //! this thread.
+#![allow(
+    unsafe_code,
+    reason = "part of the SQLite VFS: a main database file's methods, and file controls (Cargo.toml's [lints])"
+)]
 
 use rusqlite::{Connection, ffi};
 use std::cell::Cell;
@@ -77,7 +81,7 @@ pub(super) unsafe fn wrap_main_db(file: *mut ffi::sqlite3_file) {
     if std::ptr::eq(methods.base, base) {
         // SAFETY: the copy lives forever; its methods are the base's but
         // for xSync, which calls the base's.
-        unsafe { (*file).pMethods = &methods.copy };
+        unsafe { (*file).pMethods = &raw const methods.copy };
     }
 }
 
@@ -88,13 +92,13 @@ unsafe extern "C" fn sync(file: *mut ffi::sqlite3_file, flags: c_int) -> c_int {
     let Some(methods) = METHODS.get() else {
         return ffi::SQLITE_IOERR_FSYNC;
     };
-    // SAFETY: only files given `copy` by `wrap_main_db` get here, and their
-    // base's xSync takes them as they are.
-    unsafe {
-        match (*methods.base).xSync {
-            Some(f) => f(file, flags),
-            None => ffi::SQLITE_IOERR_FSYNC,
-        }
+    // SAFETY: `base` is the default VFS's static method table.
+    let base_sync = unsafe { (*methods.base).xSync };
+    match base_sync {
+        // SAFETY: only files given `copy` by `wrap_main_db` get here, and
+        // their base's xSync takes them as they are.
+        Some(f) => unsafe { f(file, flags) },
+        None => ffi::SQLITE_IOERR_FSYNC,
     }
 }
 
@@ -136,7 +140,7 @@ fn wrapped(conn: &Connection) -> bool {
     }
     // SAFETY: a non-null file pointer from SQLite is an open file.
     let file_methods = unsafe { (*file).pMethods };
-    std::ptr::eq(file_methods, &methods.copy)
+    std::ptr::eq(file_methods, &raw const methods.copy)
 }
 
 /// `sqlite3_file_control` on `conn`'s main database file: operation `op`,
