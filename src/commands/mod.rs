@@ -163,7 +163,7 @@ pub fn db_location(db: Option<PathBuf>) -> anyhow::Result<Location> {
     if let Some(p) = given {
         return Ok(match Location::parse(&p)? {
             Location::Sqlite(path) => Location::Sqlite(expand_home(path)?),
-            url => url,
+            url @ Location::Postgres(_) => url,
         });
     }
     let data = match std::env::var_os("XDG_DATA_HOME").filter(|v| !v.is_empty()) {

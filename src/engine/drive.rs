@@ -748,7 +748,7 @@ fn recover_crashed(
             .get(&key)
             .map_or(0, |v| v.iter().filter(|&&n| n > base).count() as i64);
         let used = rec.attempts.max(a.attempt) - base - not_counted;
-        if used >= retry.max_attempts as i64 || !retry.is_retryable("crashed") {
+        if used >= i64::from(retry.max_attempts) || !retry.is_retryable("crashed") {
             rec.status = "failed".into();
             rec.finished_at = Some(end.finished_at.clone());
             rec.error_message = Some(format!(

@@ -141,7 +141,10 @@ pub fn start(
             };
             (
                 program.as_ref(),
-                job.argv[1..].iter().map(|a| a.as_ref()).collect(),
+                job.argv[1..]
+                    .iter()
+                    .map(std::convert::AsRef::as_ref)
+                    .collect(),
             )
         }
     };
@@ -185,7 +188,11 @@ pub fn start(
     if let Some(f) = over_kernel_limits(program, &args, &env) {
         return Err(failed(&span, f));
     }
-    let env_remove: Vec<&std::ffi::OsStr> = job.env_remove.iter().map(|k| k.as_ref()).collect();
+    let env_remove: Vec<&std::ffi::OsStr> = job
+        .env_remove
+        .iter()
+        .map(std::convert::AsRef::as_ref)
+        .collect();
     let spawned = spawn::spawn(&spawn::Spec {
         program,
         args: &args,

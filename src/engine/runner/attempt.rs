@@ -228,7 +228,7 @@ impl<'o> Runner<'o> {
             };
             let now = store::now();
             let mut items = items;
-            for v in items.iter_mut() {
+            for v in &mut items {
                 self.redactor.value(v);
             }
             let rec = self.record(unit);
@@ -249,7 +249,7 @@ impl<'o> Runner<'o> {
                     if r.status == "failed" && failed_item.is_none() {
                         failed_item = Some((key.clone(), r.clone()));
                     }
-                    outputs.push(Value::Null)
+                    outputs.push(Value::Null);
                 }
                 None => return Ok(Started::Blocked),
             }
@@ -550,7 +550,7 @@ impl<'o> Runner<'o> {
                     new_state = Some((s, p));
                 }
                 Err(e) => {
-                    result.outcome = Err(Failure::new("expression", format!("`set_state`: {e}")))
+                    result.outcome = Err(Failure::new("expression", format!("`set_state`: {e}")));
                 }
             }
         }
@@ -644,7 +644,7 @@ impl<'o> Runner<'o> {
                     && (!matches!(exec.action, Action::Http(_))
                         || http::default_retryable(&failure.error_type)
                         || explicitly_listed(exec.retry, &failure.error_type));
-                let will_retry = retryable && used < exec.retry.max_attempts as i64;
+                let will_retry = retryable && used < i64::from(exec.retry.max_attempts);
                 let outcome = if will_retry {
                     "retry"
                 } else if failure.error_type == "timeout" {

@@ -257,7 +257,7 @@ impl<'o> Runner<'o> {
             };
             let key = comp.key(&self.wf);
             match self.records.get(&key).map(|r| r.status.as_str()) {
-                Some("completed") | Some("failed") => continue,
+                Some("completed" | "failed") => continue,
                 _ if self.unit_due(&key) => return Some(comp),
                 // Waiting out a retry backoff: nothing else starts before it.
                 _ => return None,

@@ -409,7 +409,7 @@ unsafe extern "C" fn shm_lock(
 }
 
 unsafe extern "C" fn shm_barrier(file: *mut ffi::sqlite3_file) {
-    forward!(file, xShmBarrier, ())
+    forward!(file, xShmBarrier, ());
 }
 
 unsafe extern "C" fn shm_unmap(file: *mut ffi::sqlite3_file, delete: c_int) -> c_int {
