@@ -7,5 +7,6 @@ pub mod engine;
 pub mod exit;
 pub mod printer;
 pub mod store;
+pub mod switches;
 pub mod telemetry;
 pub mod workflow;

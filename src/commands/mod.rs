@@ -103,6 +103,7 @@ pub enum Command {
 }
 
 pub async fn execute(cli: Cli, printer: &Printer) -> anyhow::Result<ExitStatus> {
+    crate::switches::check().map_err(UsageError)?;
     let db = cli.db;
     let location = db.clone();
     let result = match cli.command {

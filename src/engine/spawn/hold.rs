@@ -20,6 +20,7 @@
 //! is started after the commit, as before. Nor is any step where ptrace is
 //! refused (a seccomp filter, Yama's `ptrace_scope` 3, wf itself being traced
 //! by a debugger): the first refusal is remembered for the rest of the run.
+//! `WF_NO_SPAWN_HOLD=1` takes that path from the start (`crate::switches`).
 //!
 //! The tracer is the thread that cloned the child, and only it may detach
 //! it: wf's runtime is one thread, which starts every step and releases it.
@@ -35,9 +36,10 @@ thread_local! {
     static REFUSED: Cell<bool> = const { Cell::new(false) };
 }
 
-/// Whether ptrace was refused to a child of this thread.
+/// Whether ptrace was refused to a child of this thread, or is not to be
+/// used (`WF_NO_SPAWN_HOLD`).
 pub(super) fn refused() -> bool {
-    REFUSED.get()
+    REFUSED.get() || crate::switches::get().no_spawn_hold
 }
 
 /// Remembers that ptrace is refused here.

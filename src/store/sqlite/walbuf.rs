@@ -12,7 +12,9 @@
 //! [`synced_commit`] runs on this thread, and written with one call when
 //! SQLite syncs the WAL, reads it, asks its size, truncates it, closes it,
 //! or writes somewhere that does not follow on. Outside such a commit,
-//! every write goes straight through.
+//! every write goes straight through. With `WF_NO_WAL_VFS=1`
+//! (`crate::switches`), connections are opened with SQLite's default VFS,
+//! as where this one could not be registered.
 //!
 //! Why that is safe: [`synced_commit`] is only used around the commit of a
 //! connection set to `synchronous=FULL`, and such a commit syncs the WAL
@@ -74,10 +76,14 @@ pub(super) fn synced_commit<T>(commit: impl FnOnce() -> T) -> T {
     commit()
 }
 
-/// The VFS to open connections with; `None` if it could not be registered
-/// (SQLite's default is used then, only slower).
+/// The VFS to open connections with; `None` if it could not be registered,
+/// or is not to be used (`WF_NO_WAL_VFS`): SQLite's default is used then,
+/// only slower.
 pub(super) fn vfs() -> Option<&'static CStr> {
     static REGISTERED: OnceLock<bool> = OnceLock::new();
+    if crate::switches::get().no_wal_vfs {
+        return None;
+    }
     REGISTERED.get_or_init(register).then_some(NAME)
 }
 
