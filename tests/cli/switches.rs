@@ -60,6 +60,7 @@ fn traced(t: &Test, options: &[&str], switch: Option<&str>) -> String {
 
 /// The clone calls that start a step's process (its flags hold
 /// `CLONE_VFORK`; a thread's do not), named by the call: `clone3` or `clone`.
+#[cfg(target_arch = "x86_64")]
 fn step_clones(trace: &str) -> Vec<&str> {
     trace
         .lines()
