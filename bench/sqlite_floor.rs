@@ -30,6 +30,10 @@
 //! Usage: `sqlite_floor [--overlap] STEPS DB [RUNG [PROGRAM]]` (DB is created afresh;
 //! PROGRAM defaults to `/bin/true`). Built by bench.py as a cargo example
 //! (`cargo build --release --example sqlite_floor`), with the same SQLite as wf.
+#![allow(
+    unsafe_code,
+    reason = "a benchmark of the floor of a step: its own pipes and pre_exec hook, outside wf (Cargo.toml's [lints])"
+)]
 
 use nix::libc;
 use rusqlite::{Connection, TransactionBehavior, params};
@@ -131,16 +135,16 @@ fn main() -> rusqlite::Result<()> {
                 // The child is forked while the commit is under way and
                 // waits on the gate, before its exec, until it is durable.
                 let (gate, open) = gate();
-                // SAFETY: the hook makes async-signal-safe calls only: it
-                // closes the child's copy of the write end (still open in
-                // the parent until `spawn` returned), so that a commit that
-                // failed (the program exits) reads as the pipe's end.
-                unsafe {
-                    command.pre_exec(move || {
-                        libc::close(open);
-                        wait_at(gate)
-                    })
+                // It closes the child's copy of the write end (still open
+                // in the parent until `spawn` returned), so that a commit
+                // that failed (the program exits) reads as the pipe's end.
+                let hook = move || {
+                    // SAFETY: the child's copy of our own descriptor.
+                    unsafe { libc::close(open) };
+                    wait_at(gate)
                 };
+                // SAFETY: the hook makes async-signal-safe calls only.
+                unsafe { command.pre_exec(hook) };
                 jobs.send(Box::new(move |conn| {
                     if let Err(e) = job(conn) {
                         eprintln!("sqlite_floor: commit: {e}");
@@ -153,10 +157,9 @@ fn main() -> rusqlite::Result<()> {
                 let child = command.spawn().expect("spawn");
                 // SAFETY: both ends, ours; the child has exec'd (its copies
                 // closed with it), and the commit has written its byte.
-                unsafe {
-                    libc::close(gate);
-                    libc::close(open);
-                }
+                unsafe { libc::close(gate) };
+                // SAFETY: as above.
+                unsafe { libc::close(open) };
                 child
             }
         };

@@ -7,6 +7,7 @@ pub mod engine;
 pub mod exit;
 pub mod printer;
 pub mod store;
+pub mod switches;
 pub mod telemetry;
 pub mod vocab;
 pub mod workflow;

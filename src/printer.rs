@@ -464,7 +464,7 @@ impl Observer for Progress {
     }
 
     fn fan_out_finished(&self, key: &str, items: usize) {
-        self.line(&format!("  {key}: {} item(s) done", items));
+        self.line(&format!("  {key}: {items} item(s) done"));
         if let Some(l) = &self.live {
             l.counter.inc(1);
         }

@@ -104,6 +104,7 @@ pub enum Command {
 }
 
 pub async fn execute(cli: Cli, printer: &Printer) -> anyhow::Result<ExitStatus> {
+    crate::switches::check().map_err(UsageError)?;
     let db = cli.db;
     let location = db.clone();
     let result = match cli.command {
@@ -164,7 +165,7 @@ pub fn db_location(db: Option<PathBuf>) -> anyhow::Result<Location> {
     if let Some(p) = given {
         return Ok(match Location::parse(&p)? {
             Location::Sqlite(path) => Location::Sqlite(expand_home(path)?),
-            url => url,
+            url @ Location::Postgres(_) => url,
         });
     }
     let data = match std::env::var_os("XDG_DATA_HOME").filter(|v| !v.is_empty()) {

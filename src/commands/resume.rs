@@ -37,8 +37,7 @@ pub async fn run(args: Args, db: Option<PathBuf>, printer: &Printer) -> anyhow::
         let until = wake.since(Timestamp::now());
         if !until.is_zero() {
             printer.info(&format!(
-                "waiting until {} for the timer (use --now to fire it now)",
-                wake
+                "waiting until {wake} for the timer (use --now to fire it now)"
             ));
             inline_wait = inline_wait.max(until + Duration::from_millis(50));
         }

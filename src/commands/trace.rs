@@ -105,7 +105,7 @@ pub async fn run(args: Args, store: &Store, printer: &Printer) -> anyhow::Result
     match args.format {
         Format::Tree => {
             let traced = store.snapshot(async |_: &Store| load().await).await?;
-            print_tree(&traced, args.all, printer)
+            print_tree(&traced, args.all, printer);
         }
         Format::Json => {
             let runs = store

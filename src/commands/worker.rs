@@ -214,10 +214,10 @@ async fn work(args: Args, db: Option<PathBuf>, printer: &Printer) -> anyhow::Res
                                 };
                                 printer.data(&serde_json::json!({ "id": id, "outcome": outcome.as_str(), "reason": reason }).to_string());
                             }
-                            printer.info(&format!("instance {id}: {}", describe(&outcome)))
+                            printer.info(&format!("instance {id}: {}", describe(&outcome)));
                         }
                         // Another worker got there first: not an error for us.
-                        Err(EngineError::Held { .. }) | Err(EngineError::NotResumable(_)) => {}
+                        Err(EngineError::Held { .. } | EngineError::NotResumable(_)) => {}
                         Err(e) => {
                             if args.json {
                                 printer.data(&serde_json::json!({ "id": id, "error": e.to_string() }).to_string());

@@ -477,10 +477,10 @@ async fn close_run(
     };
     match &outcome {
         RunOutcome::Failed(_) => {
-            runner.abandon_retries(StepStatus::Failed, "the workflow failed")?
+            runner.abandon_retries(StepStatus::Failed, "the workflow failed")?;
         }
         RunOutcome::Canceled => {
-            runner.abandon_retries(StepStatus::Canceled, "the instance was canceled")?
+            runner.abandon_retries(StepStatus::Canceled, "the instance was canceled")?;
         }
         _ => {}
     }
@@ -752,7 +752,7 @@ fn recover_crashed(
             .get(&key)
             .map_or(0, |v| v.iter().filter(|&&n| n > base).count() as i64);
         let used = rec.attempts.max(a.attempt) - base - not_counted;
-        if used >= retry.max_attempts as i64 || !retry.is_retryable(&ErrorType::Crashed) {
+        if used >= i64::from(retry.max_attempts) || !retry.is_retryable(&ErrorType::Crashed) {
             rec.status = StepStatus::Failed;
             rec.finished_at = Some(end.finished_at);
             rec.error_message = Some(format!(

@@ -35,7 +35,7 @@ pub fn entry_name(workflow: &str, idx: i64) -> String {
 /// How old a missed fire time may be and still start: the entry's
 /// `catchup`, and at least [`GRACE`] (ms).
 fn catchup_window(s: &Schedule) -> i64 {
-    GRACE.as_millis().max(s.catchup_ms as u128) as i64
+    GRACE.as_millis().max(u128::from(s.catchup_ms)) as i64
 }
 
 /// What to do with one schedule entry now.

@@ -62,14 +62,11 @@ async fn send(
     mut interrupt: watch::Receiver<bool>,
 ) -> AttemptResult {
     let limit = output::output_limit();
-    let method = match reqwest::Method::from_bytes(job.method.as_bytes()) {
-        Ok(m) => m,
-        Err(_) => {
-            return AttemptResult::failed(Failure::new(
-                ErrorType::HttpRequest,
-                format!("invalid method `{}`", job.method),
-            ));
-        }
+    let Ok(method) = reqwest::Method::from_bytes(job.method.as_bytes()) else {
+        return AttemptResult::failed(Failure::new(
+            ErrorType::HttpRequest,
+            format!("invalid method `{}`", job.method),
+        ));
     };
     let url = match reqwest::Url::parse(&job.url) {
         Ok(u) if matches!(u.scheme(), "http" | "https") => u,

@@ -166,7 +166,7 @@ impl Heartbeat {
                 if store.is_none() {
                     let mut opened = None;
                     block_on(std::pin::pin!(async {
-                        opened = Store::open(&db).await.ok()
+                        opened = Store::open(&db).await.ok();
                     }));
                     store = opened;
                 }

@@ -21,7 +21,7 @@
 //! between one step's end and the next one's start.
 
 use std::fs::File;
-use std::os::fd::AsRawFd;
+use std::os::fd::AsFd;
 use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -201,23 +201,14 @@ fn recycle(file: OutputFile, new: PathBuf) -> Option<OutputFile> {
 }
 
 /// Whether wf's descriptor is the only open file description that can write
-/// to `file`: the kernel grants a write lease only then. The lease is let go
-/// at once; its only use is that test.
+/// to `file` (`spawn::sole_writer`: a write lease, let go at once).
 fn sole_writer(file: &File) -> bool {
-    let fd = file.as_raw_fd();
-    // SAFETY: fcntl on a descriptor this function borrows; no memory is passed.
-    if unsafe { nix::libc::fcntl(fd, nix::libc::F_SETLEASE, nix::libc::F_WRLCK) } != 0 {
-        let e = std::io::Error::last_os_error();
-        if e.raw_os_error() != Some(nix::libc::EAGAIN) {
-            // Leases are not to be had here (a file system or a policy that
-            // refuses them): new files from now on.
-            RECYCLE.store(false, Ordering::Relaxed);
-        }
-        return false;
-    }
-    // SAFETY: as above.
-    unsafe { nix::libc::fcntl(fd, nix::libc::F_SETLEASE, nix::libc::F_UNLCK) };
-    true
+    super::spawn::sole_writer(file.as_fd()).unwrap_or_else(|_| {
+        // Leases are not to be had here (a file system or a policy that
+        // refuses them): new files from now on.
+        RECYCLE.store(false, Ordering::Relaxed);
+        false
+    })
 }
 
 /// What an attempt wrote to its file, `None` when it wrote nothing: known

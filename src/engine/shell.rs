@@ -148,7 +148,10 @@ pub fn start(
             };
             (
                 program.as_ref(),
-                job.argv[1..].iter().map(|a| a.as_ref()).collect(),
+                job.argv[1..]
+                    .iter()
+                    .map(std::convert::AsRef::as_ref)
+                    .collect(),
             )
         }
     };
@@ -192,7 +195,11 @@ pub fn start(
     if let Some(f) = over_kernel_limits(program, &args, &env) {
         return Err(failed(&span, f));
     }
-    let env_remove: Vec<&std::ffi::OsStr> = job.env_remove.iter().map(|k| k.as_ref()).collect();
+    let env_remove: Vec<&std::ffi::OsStr> = job
+        .env_remove
+        .iter()
+        .map(std::convert::AsRef::as_ref)
+        .collect();
     let spawned = spawn::spawn(&spawn::Spec {
         program,
         args: &args,
@@ -234,17 +241,12 @@ pub fn start(
 
 /// An anonymous in-memory file holding `value`, inherited by the next child.
 fn memfd(value: &str) -> std::io::Result<std::os::fd::OwnedFd> {
+    use nix::sys::memfd::{MFdFlags, memfd_create};
     use std::io::Write;
-    use std::os::fd::FromRawFd;
     // Not close-on-exec: the step's process opens it as /dev/fd/N. Children
     // are started one at a time, and the parent closes it right after.
-    // SAFETY: a fresh descriptor, owned from here on.
-    let fd = unsafe { nix::libc::memfd_create(c"wf-value".as_ptr(), 0) };
-    if fd < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    // SAFETY: `fd` was just created and is owned by nobody else.
-    let mut file = unsafe { std::fs::File::from_raw_fd(fd) };
+    let fd = memfd_create(c"wf-value", MFdFlags::empty())?;
+    let mut file = std::fs::File::from(fd);
     file.write_all(value.as_bytes())?;
     Ok(file.into())
 }
@@ -285,8 +287,11 @@ fn over_kernel_limits(
     // (glibc's sysconf asks the kernel for the stack limit every time:
     // read once, as wf never changes its limits.)
     static ARG_MAX: std::sync::OnceLock<nix::libc::c_long> = std::sync::OnceLock::new();
-    // SAFETY: sysconf has no preconditions.
-    let arg_max = *ARG_MAX.get_or_init(|| unsafe { nix::libc::sysconf(nix::libc::_SC_ARG_MAX) });
+    let arg_max = *ARG_MAX.get_or_init(|| {
+        use nix::unistd::{SysconfVar, sysconf};
+        // No limit, or none known: -1, as the C call says.
+        sysconf(SysconfVar::ARG_MAX).ok().flatten().unwrap_or(-1)
+    });
     let inherited = spawn::inherited_env_size();
     let total: usize = args.iter().map(|a| a.len() + 1 + 8).sum::<usize>()
         + env

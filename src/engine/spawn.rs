@@ -14,13 +14,21 @@
 //! clone is `clone3` where it may be (see `clone3`): the kernel then resets
 //! the handlers and makes the pidfd, 63 system calls fewer a step. A child
 //! can be held at its exec while its attempt commits (see `hold`).
+#![allow(
+    unsafe_code,
+    reason = "the clone and the child before its exec, ptrace, pidfds, pipes and leases: system calls nix has no safe wrapper for (Cargo.toml's [lints])"
+)]
 
+use nix::errno::Errno;
 use nix::libc::{self, c_char, c_int, c_void};
+use nix::sys::signal::{SigSet, SigmaskHow, Signal, kill, pthread_sigmask};
+use nix::unistd::Pid;
 use std::ffi::{CString, OsStr, OsString};
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicI32, Ordering};
 use tokio::io::unix::AsyncFd;
 
 /// What to start.
@@ -106,8 +114,8 @@ impl Child {
 fn reap(pid: libc::pid_t) -> io::Result<Option<std::process::ExitStatus>> {
     use std::os::unix::process::ExitStatusExt;
     let mut status: c_int = 0;
-    // SAFETY: plain waitpid on our own child.
-    let r = unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
+    // SAFETY: plain waitpid on our own child, writing the int we pass.
+    let r = unsafe { libc::waitpid(pid, &raw mut status, libc::WNOHANG) };
     match r {
         0 => Ok(None),
         r if r == pid => Ok(Some(std::process::ExitStatus::from_raw(status))),
@@ -118,13 +126,23 @@ fn reap(pid: libc::pid_t) -> io::Result<Option<std::process::ExitStatus>> {
 impl Drop for Child {
     fn drop(&mut self) {
         if self.reaped.is_none() {
-            // SAFETY: our own child, not reaped yet, so the pid is still ours.
-            unsafe {
-                libc::kill(self.pid, libc::SIGKILL);
-            }
+            // Our own child, not reaped yet, so the pid is still ours.
+            let _ = kill(Pid::from_raw(self.pid), Signal::SIGKILL);
             let _ = self.try_reap();
         }
     }
+}
+
+/// Kills our own child `pid`, not reaped yet, and reaps it.
+fn kill_and_reap(pid: libc::pid_t) {
+    let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
+    wait_for(pid);
+}
+
+/// Waits for our own child `pid` to exit, and reaps it.
+fn wait_for(pid: libc::pid_t) {
+    // SAFETY: waitpid on our own child, not reaped yet; no status asked.
+    unsafe { libc::waitpid(pid, std::ptr::null_mut(), 0) };
 }
 
 /// Everything the child reads, prepared by the parent, and where the child
@@ -140,7 +158,7 @@ struct ChildArgs {
     dir: *const c_char,
     fds: [c_int; 3],
     parent: libc::pid_t,
-    mask: libc::sigset_t,
+    mask: SigSet,
     /// The signals wf ignores, when the clone reset its handlers itself
     /// (`clone3` with `CLONE_CLEAR_SIGHAND`): the child resets only these.
     /// `None`: the child resets every signal that is not at its default.
@@ -148,10 +166,12 @@ struct ChildArgs {
     /// Ask to be traced before `execve`, so as to stop after it ([`hold`]).
     hold: bool,
     /// 1 while asking to be traced, 2 once traced: a child that died at 1
-    /// (a seccomp filter that kills) or failed there was refused.
-    stage: c_int,
+    /// (a seccomp filter that kills) or failed there was refused. Written
+    /// by the child (atomics: written through the shared reference it
+    /// reads the rest through), read by the parent once it resumed.
+    stage: AtomicI32,
     /// errno of the call that failed, 0 if `execve` succeeded.
-    err: c_int,
+    err: AtomicI32,
 }
 
 const SH: &[u8] = b"/bin/sh\0";
@@ -160,65 +180,82 @@ const SH: &[u8] = b"/bin/sh\0";
 /// no locks, nothing but its own stack and `ChildArgs`.
 extern "C" fn child_main(arg: *mut c_void) -> c_int {
     // SAFETY: `arg` is the parent's `ChildArgs`, alive until this process
-    // execs or exits (the parent is suspended until then: CLONE_VFORK).
-    unsafe {
-        let a = arg as *mut ChildArgs;
-        let fail = |a: *mut ChildArgs| -> c_int {
-            std::ptr::write_volatile(&mut (*a).err, *libc::__errno_location());
-            libc::_exit(127)
+    // execs or exits (the parent is suspended until then: CLONE_VFORK);
+    // nobody else uses it meanwhile, and the child writes only its atomics.
+    let a = unsafe { &*arg.cast::<ChildArgs>() };
+    // The parent's handlers must not run here, in its memory: back to
+    // the defaults (exec would reset them), and so are the signals wf
+    // ignores (SIGPIPE, by Rust), so that the step starts as from a
+    // shell. A clone that cleared the handlers itself leaves only the
+    // ignored ones, known to the parent.
+    for sig in 1..=clone3::SIGNALS {
+        let reset = match a.ignored {
+            Some(ignored) => ignored & (1 << (sig - 1)) != 0,
+            None => clone3::handler(sig).is_some_and(|h| h != libc::SIG_DFL),
         };
-        // The parent's handlers must not run here, in its memory: back to
-        // the defaults (exec would reset them), and so are the signals wf
-        // ignores (SIGPIPE, by Rust), so that the step starts as from a
-        // shell. A clone that cleared the handlers itself leaves only the
-        // ignored ones, known to the parent.
-        for sig in 1..=clone3::SIGNALS {
-            let reset = match (*a).ignored {
-                Some(ignored) => ignored & (1 << (sig - 1)) != 0,
-                None => clone3::handler(sig).is_some_and(|h| h != libc::SIG_DFL),
-            };
-            if reset {
-                clone3::default_action(sig);
-            }
+        if reset {
+            clone3::default_action(sig);
         }
-        if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) != 0 {
-            return fail(a);
-        }
-        if libc::getppid() != (*a).parent {
-            // wf died before the signal was armed.
-            libc::_exit(127);
-        }
-        if libc::setpgid(0, 0) != 0 {
-            return fail(a);
-        }
-        for (target, &fd) in (*a).fds.iter().enumerate() {
-            let target = target as c_int;
-            let ok = if fd == target {
-                libc::fcntl(fd, libc::F_SETFD, 0) == 0
-            } else {
-                libc::dup2(fd, target) == target
-            };
-            if !ok {
-                return fail(a);
-            }
-        }
-        if libc::chdir((*a).dir) != 0 {
-            return fail(a);
-        }
-        libc::sigprocmask(libc::SIG_SETMASK, &(*a).mask, std::ptr::null_mut());
-        if (*a).hold {
-            std::ptr::write_volatile(&mut (*a).stage, 1);
-            if libc::ptrace(libc::PTRACE_TRACEME, 0, 0, 0) != 0 {
-                return fail(a);
-            }
-            std::ptr::write_volatile(&mut (*a).stage, 2);
-        }
-        libc::execve((*a).path, (*a).argv, (*a).envp);
-        if *libc::__errno_location() == libc::ENOEXEC {
-            libc::execve(SH.as_ptr().cast(), (*a).sh_argv, (*a).envp);
-        }
-        fail(a)
     }
+    if let Err(e) = nix::sys::prctl::set_pdeathsig(Signal::SIGKILL) {
+        child_fail(a, e as c_int);
+    }
+    if nix::unistd::getppid().as_raw() != a.parent {
+        // wf died before the signal was armed.
+        child_exit();
+    }
+    if let Err(e) = nix::unistd::setpgid(Pid::from_raw(0), Pid::from_raw(0)) {
+        child_fail(a, e as c_int);
+    }
+    for (target, &fd) in a.fds.iter().enumerate() {
+        let target = target as c_int;
+        let ok = if fd == target {
+            // SAFETY: fcntl on a descriptor the parent keeps open; no memory
+            // is passed.
+            unsafe { libc::fcntl(fd, libc::F_SETFD, 0) == 0 }
+        } else {
+            // SAFETY: as above; `target` is 0, 1 or 2.
+            unsafe { libc::dup2(fd, target) == target }
+        };
+        if !ok {
+            child_fail(a, Errno::last_raw());
+        }
+    }
+    // SAFETY: `dir` is the parent's C string, alive (see above).
+    if unsafe { libc::chdir(a.dir) } != 0 {
+        child_fail(a, Errno::last_raw());
+    }
+    let _ = nix::sys::signal::sigprocmask(SigmaskHow::SIG_SETMASK, Some(&a.mask), None);
+    if a.hold {
+        a.stage.store(1, Ordering::Relaxed);
+        // SAFETY: PTRACE_TRACEME takes no pid, address nor data.
+        if unsafe { libc::ptrace(libc::PTRACE_TRACEME, 0, 0, 0) } != 0 {
+            child_fail(a, Errno::last_raw());
+        }
+        a.stage.store(2, Ordering::Relaxed);
+    }
+    // SAFETY: the path, and the null-terminated arrays of C strings the
+    // parent made, alive (see above).
+    unsafe { libc::execve(a.path, a.argv, a.envp) };
+    if Errno::last_raw() == libc::ENOEXEC {
+        // SAFETY: as above; SH is a C string.
+        unsafe { libc::execve(SH.as_ptr().cast(), a.sh_argv, a.envp) };
+    }
+    child_fail(a, Errno::last_raw())
+}
+
+/// The child's end when a call before `execve` failed: `errno` is kept for
+/// the parent.
+fn child_fail(a: &ChildArgs, errno: c_int) -> ! {
+    a.err.store(errno, Ordering::Relaxed);
+    child_exit()
+}
+
+/// The child's end before its `execve`: nothing of the parent's runs (no
+/// exit handlers, no buffers flushed).
+fn child_exit() -> ! {
+    // SAFETY: _exit has no preconditions and runs nothing of this process.
+    unsafe { libc::_exit(127) }
 }
 
 fn cstring(bytes: &[u8]) -> io::Result<CString> {
@@ -312,13 +349,10 @@ fn boot_ticks() -> Option<i64> {
         tv_sec: 0,
         tv_nsec: 0,
     };
-    // SAFETY: clock_gettime writes the timespec we pass; sysconf reads a constant.
-    let (r, hz) = unsafe {
-        (
-            libc::clock_gettime(libc::CLOCK_BOOTTIME, &mut ts),
-            libc::sysconf(libc::_SC_CLK_TCK),
-        )
-    };
+    // SAFETY: clock_gettime writes the timespec we pass.
+    let r = unsafe { libc::clock_gettime(libc::CLOCK_BOOTTIME, &raw mut ts) };
+    // SAFETY: sysconf has no preconditions (this one reads a constant).
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
     if r != 0 || hz <= 0 || 1_000_000_000 % hz != 0 {
         return None;
     }
@@ -331,13 +365,14 @@ mod pipe;
 pub use pipe::PipeReader;
 use pipe::pipe;
 mod hold;
+mod write_lease;
+pub use write_lease::sole_writer;
 
 /// This process's pid, asked once (wf never forks: its children are cloned
 /// only to exec).
 fn own_pid() -> libc::pid_t {
     static PID: std::sync::OnceLock<libc::pid_t> = std::sync::OnceLock::new();
-    // SAFETY: getpid cannot fail.
-    *PID.get_or_init(|| unsafe { libc::getpid() })
+    *PID.get_or_init(|| nix::unistd::getpid().as_raw())
 }
 
 /// `/dev/null`, opened once (close-on-exec) for every child's stdin.
@@ -421,12 +456,11 @@ pub fn spawn(spec: &Spec) -> io::Result<Child> {
         dir: dir.as_ptr(),
         fds: [devnull.as_raw_fd(), out_w.as_raw_fd(), err_w.as_raw_fd()],
         parent: own_pid(),
-        // SAFETY: an all-zero sigset_t is a valid (empty) set.
-        mask: unsafe { std::mem::zeroed() },
+        mask: SigSet::empty(),
         ignored: None,
         hold: spec.hold,
-        stage: 0,
-        err: 0,
+        stage: AtomicI32::new(0),
+        err: AtomicI32::new(0),
     };
     // The child's stack, 16-byte aligned at its top (stacks grow down here):
     // this thread's, made once and taken for the call (a new zeroed one per
@@ -438,8 +472,9 @@ pub fn spawn(spec: &Spec) -> io::Result<Child> {
     let mut stack = STACK
         .take()
         .unwrap_or_else(|| vec![0u128; 64 * 1024 / 16].into_boxed_slice());
-    // SAFETY: the top of `stack`, which outlives the child's use of it
-    // (CLONE_VFORK: we resume only once it exec'd or exited).
+    // SAFETY: one past the end of `stack`, the top the child's stack grows
+    // down from; `stack` outlives the child's use of it (CLONE_VFORK: we
+    // resume only once it exec'd or exited).
     let top = unsafe { stack.as_mut_ptr().add(stack.len()) }.cast::<c_void>();
     // The clock is read on both sides of `clone` (which stamps the child's
     // start time), after the mask, so that no handler runs in between.
@@ -447,53 +482,50 @@ pub fn spawn(spec: &Spec) -> io::Result<Child> {
     let stack_base = stack.as_mut_ptr().cast::<c_void>();
     // The child's pidfd, when `clone3` made it.
     let mut made_pidfd: c_int = -1;
-    let (before, pid, after) = {
-        // SAFETY: sigset_t operations on local values; the clone runs
-        // `child_main` on its own stack with `args`, both alive until it
-        // returns (CLONE_VFORK suspends this thread until the child exec'd
-        // or exited); all signals are blocked around it so that no handler
-        // of ours runs in the child before it reset them.
-        unsafe {
-            let mut all: libc::sigset_t = std::mem::zeroed();
-            libc::sigfillset(&mut all);
-            libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut args.mask);
-            let before = boot_ticks();
-            let mut pid = clone3::spawn(&mut args, stack_base, stack_len, &mut made_pidfd);
-            if pid == -libc::ENOSYS as libc::pid_t {
-                args.ignored = None;
-                pid = libc::clone(
-                    child_main,
-                    top,
-                    libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
-                    (&raw mut args).cast::<c_void>(),
-                );
-                if pid < 0 {
-                    pid = -*libc::__errno_location();
-                }
-            }
-            let after = boot_ticks();
-            libc::pthread_sigmask(libc::SIG_SETMASK, &args.mask, std::ptr::null_mut());
-            if pid < 0 {
-                return Err(io::Error::from_raw_os_error(-pid));
-            }
-            (before, pid, after)
+    // All signals are blocked around the clone, so that no handler of ours
+    // runs in the child before it reset them (pthread_sigmask fails only
+    // for an invalid `how`).
+    let _ = pthread_sigmask(
+        SigmaskHow::SIG_SETMASK,
+        Some(&SigSet::all()),
+        Some(&mut args.mask),
+    );
+    let before = boot_ticks();
+    // SAFETY: the clone runs `child_main` on its own stack with `args`, both
+    // alive and used by nothing else until it returns (CLONE_VFORK suspends
+    // this thread until the child exec'd or exited); all signals blocked.
+    let mut pid = unsafe { clone3::spawn(&mut args, stack_base, stack_len, &mut made_pidfd) };
+    if pid == -libc::ENOSYS {
+        args.ignored = None;
+        // SAFETY: as above, with `top` the top of the same stack.
+        pid = unsafe {
+            libc::clone(
+                child_main,
+                top,
+                libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
+                (&raw mut args).cast::<c_void>(),
+            )
+        };
+        if pid < 0 {
+            pid = -Errno::last_raw();
         }
-    };
+    }
+    let after = boot_ticks();
+    let _ = pthread_sigmask(SigmaskHow::SIG_SETMASK, Some(&args.mask), None);
+    if pid < 0 {
+        return Err(io::Error::from_raw_os_error(-pid));
+    }
     drop((out_w, err_w));
     STACK.set(Some(stack));
     // SAFETY: a descriptor clone3 just made for us, owned by nobody else.
     let made_pidfd = (made_pidfd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(made_pidfd) });
-    // SAFETY: the child wrote `err` and `stage` before exiting, if it failed.
-    let (err, stage) = unsafe {
-        (
-            std::ptr::read_volatile(&args.err),
-            std::ptr::read_volatile(&args.stage),
-        )
-    };
+    // Written by the child before it exited, if it failed.
+    let err = args.err.load(Ordering::Relaxed);
+    let stage = args.stage.load(Ordering::Relaxed);
     if stage == 1 || err != 0 {
-        // SAFETY: reaping our own child, which failed before its exec and
-        // has exited (or is exiting: killed when it asked to be traced).
-        unsafe { libc::waitpid(pid, std::ptr::null_mut(), 0) };
+        // Reaping our own child, which failed before its exec and has
+        // exited (or is exiting: killed when it asked to be traced).
+        wait_for(pid);
         if stage == 1 {
             // Refused when it asked to be traced: nothing ran.
             hold::refuse();
@@ -508,11 +540,7 @@ pub fn spawn(spec: &Spec) -> io::Result<Child> {
             let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
             if fd < 0 {
                 let e = io::Error::last_os_error();
-                // SAFETY: our own child: kill and reap it.
-                unsafe {
-                    libc::kill(pid, libc::SIGKILL);
-                    libc::waitpid(pid, std::ptr::null_mut(), 0);
-                }
+                kill_and_reap(pid);
                 return Err(e);
             }
             // SAFETY: a fresh descriptor owned by nobody else.
@@ -526,11 +554,7 @@ pub fn spawn(spec: &Spec) -> io::Result<Child> {
     let pidfd = match pidfd {
         Ok(fd) => fd,
         Err(e) => {
-            // SAFETY: our own child: kill and reap it.
-            unsafe {
-                libc::kill(pid, libc::SIGKILL);
-                libc::waitpid(pid, std::ptr::null_mut(), 0);
-            }
+            kill_and_reap(pid);
             return Err(e);
         }
     };
@@ -744,7 +768,7 @@ mod tests {
     /// spawn_cost -- --ignored --nocapture`): the parent's `spawn` call
     /// (suspended until the child exec'd) against the whole life of `/bin/true`.
     #[test]
-    #[ignore]
+    #[ignore = "a measure, not a check: run by hand, in release"]
     fn spawn_cost() {
         let dir = tempfile::tempdir().expect("tempdir");
         let rt = rt();

@@ -257,7 +257,11 @@ fn json_value(v: &opentelemetry::Value) -> Value {
         V::Array(Array::Bool(a)) => json!(a),
         V::Array(Array::I64(a)) => json!(a),
         V::Array(Array::F64(a)) => json!(a),
-        V::Array(Array::String(a)) => json!(a.iter().map(|s| s.as_str()).collect::<Vec<_>>()),
+        V::Array(Array::String(a)) => json!(
+            a.iter()
+                .map(opentelemetry::StringValue::as_str)
+                .collect::<Vec<_>>()
+        ),
         other => json!(other.to_string()),
     }
 }

@@ -1269,7 +1269,7 @@ fn a_postgres_url_is_never_taken_for_a_file_path() {
     assert!(!t.path().join("ran.log").exists(), "a step ran");
     let created: Vec<_> = std::fs::read_dir(t.path())
         .unwrap()
-        .filter_map(|e| e.ok())
+        .filter_map(std::result::Result::ok)
         .map(|e| e.file_name())
         .collect();
     assert!(

@@ -288,7 +288,7 @@ fn check_file(fx: &Fixture, file: &str, expect: &Expectation) -> Result<(), Stri
 fn every_corpus_file_is_rejected_where_its_expectation_says() {
     let mut files: Vec<PathBuf> = std::fs::read_dir(CORPUS)
         .expect("tests/corpus")
-        .filter_map(|e| e.ok())
+        .filter_map(std::result::Result::ok)
         .map(|e| e.path())
         .filter(|p| p.extension().is_some_and(|x| x == "yaml"))
         .collect();
@@ -816,7 +816,11 @@ fn a_database_path_that_cannot_be_a_database_gives_one_line() {
     t.db = t.path().join("folder.db");
     std::fs::create_dir(&t.db).unwrap();
     check_broken_db(&t, "a directory", "is a directory", &mut failures);
-    if std::fs::read_dir(&t.db).map(|d| d.count()).unwrap_or(1) != 0 {
+    if std::fs::read_dir(&t.db)
+        .map(std::iter::Iterator::count)
+        .unwrap_or(1)
+        != 0
+    {
         failures.push("something was written into the directory".into());
     }
 

@@ -35,7 +35,7 @@ fn one_line_error(ran: &Ran, location: &str) -> String {
 fn assert_no_database(t: &Test) {
     let written: Vec<String> = std::fs::read_dir(t.path())
         .expect("read test dir")
-        .filter_map(|e| e.ok())
+        .filter_map(std::result::Result::ok)
         .map(|e| e.file_name().to_string_lossy().into_owned())
         .filter(|n| n.starts_with("wf.db"))
         .collect();
@@ -806,7 +806,7 @@ fn every_example_workflow_validates_silently() {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("workflows");
     let mut files: Vec<_> = std::fs::read_dir(&dir)
         .expect("workflows/ dir")
-        .filter_map(|e| e.ok())
+        .filter_map(std::result::Result::ok)
         .map(|e| e.path())
         .filter(|p| p.extension().is_some_and(|x| x == "yaml" || x == "yml"))
         .collect();

@@ -105,11 +105,11 @@ fn idle_workers_ride_out_restarts_and_terminated_backends() {
     );
     let disturbances: [(&str, &dyn Fn()); 3] = [
         ("a fast restart", &|| {
-            server.pg_ctl(&["-m", "fast", "-w", "restart"])
+            server.pg_ctl(&["-m", "fast", "-w", "restart"]);
         }),
         ("terminated backends", &|| terminate_backends(&t)),
         ("an immediate restart", &|| {
-            server.pg_ctl(&["-m", "immediate", "-w", "restart"])
+            server.pg_ctl(&["-m", "immediate", "-w", "restart"]);
         }),
     ];
     for (i, (what, disturb)) in disturbances.iter().enumerate() {

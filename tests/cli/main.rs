@@ -31,6 +31,7 @@ mod run;
 mod schedules;
 mod schema;
 mod state;
+mod switches;
 mod traces;
 
 use assert_cmd::cargo::CommandCargoExt;

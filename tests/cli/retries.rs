@@ -442,7 +442,12 @@ fn timeout_kills_the_whole_process_group() {
     // The child's stdout is not the step's pipe, so only killing the whole
     // process group (not waiting for the pipe to close) can end it.
     let marker = ["sleep", "100.31337"];
-    let _reap = Reap(marker.iter().map(|s| s.to_string()).collect());
+    let _reap = Reap(
+        marker
+            .iter()
+            .map(std::string::ToString::to_string)
+            .collect(),
+    );
     let (id, ran) = t.run_yaml(
         "wf.yaml",
         r#"
@@ -473,7 +478,12 @@ steps:
 fn timeout_escalates_to_kill_when_term_is_ignored() {
     let t = Test::new();
     let marker = ["sleep", "100.4242"];
-    let _reap = Reap(marker.iter().map(|s| s.to_string()).collect());
+    let _reap = Reap(
+        marker
+            .iter()
+            .map(std::string::ToString::to_string)
+            .collect(),
+    );
     let (id, ran) = t.run_yaml(
         "wf.yaml",
         r#"
@@ -567,7 +577,12 @@ steps:
 fn timeout_kills_the_process_group_of_an_argv_step() {
     let t = Test::new();
     let marker = ["sleep", "100.777"];
-    let _reap = Reap(marker.iter().map(|s| s.to_string()).collect());
+    let _reap = Reap(
+        marker
+            .iter()
+            .map(std::string::ToString::to_string)
+            .collect(),
+    );
     let (id, ran) = t.run_yaml(
         "wf.yaml",
         r#"

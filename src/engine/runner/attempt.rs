@@ -239,7 +239,7 @@ impl<'o> Runner<'o> {
             };
             let now = store::now();
             let mut items = items;
-            for v in items.iter_mut() {
+            for v in &mut items {
                 self.redactor.value(v);
             }
             let rec = self.record(unit);
@@ -260,7 +260,7 @@ impl<'o> Runner<'o> {
                     if r.status == StepStatus::Failed && failed_item.is_none() {
                         failed_item = Some((key.clone(), r.clone()));
                     }
-                    outputs.push(Value::Null)
+                    outputs.push(Value::Null);
                 }
                 None => return Ok(Started::Blocked),
             }
@@ -567,7 +567,7 @@ impl<'o> Runner<'o> {
                     result.outcome = Err(Failure::new(
                         ErrorType::Expression,
                         format!("`set_state`: {e}"),
-                    ))
+                    ));
                 }
             }
         }
@@ -662,7 +662,7 @@ impl<'o> Runner<'o> {
                     && (!matches!(exec.action, Action::Http(_))
                         || failure.error_type.http_default_retryable()
                         || explicitly_listed(exec.retry, &failure.error_type));
-                let will_retry = retryable && used < exec.retry.max_attempts as i64;
+                let will_retry = retryable && used < i64::from(exec.retry.max_attempts);
                 let outcome = if will_retry {
                     AttemptOutcome::Retry
                 } else if failure.error_type == ErrorType::Timeout {

@@ -70,8 +70,10 @@ impl Runner<'_> {
         if let Err(e) = committed {
             // Not durable: the held processes never run.
             for pid in held {
-                // SAFETY: our own unreaped child (its task reaps it).
-                unsafe { nix::libc::kill(pid as nix::libc::pid_t, nix::libc::SIGKILL) };
+                // Our own unreaped child (its task reaps it), so the pid is
+                // still its.
+                let pid = nix::unistd::Pid::from_raw(pid as nix::libc::pid_t);
+                let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL);
             }
             return Err(e.into());
         }

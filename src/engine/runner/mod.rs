@@ -790,7 +790,7 @@ impl<'o> Runner<'o> {
         }
         match why {
             Stop::Signal | Stop::Lost => {
-                self.observer.message("interrupted: stopping running steps")
+                self.observer.message("interrupted: stopping running steps");
             }
             Stop::Cancel => self.observer.message("canceled: stopping running steps"),
             Stop::Deadline => self

@@ -6,7 +6,8 @@
 //! child must start on its own stack inside the system call, so it is a few
 //! lines of assembly, as glibc's own `clone` is. Elsewhere than x86-64, and
 //! where `clone3` is refused (ENOSYS: an old kernel, or a seccomp filter, as
-//! container runtimes install), `clone` is used. The signal resets the
+//! container runtimes install), `clone` is used, as it is with
+//! `WF_NO_CLONE3=1` (`crate::switches`). The signal resets the
 //! child makes before `execve`, on either path, are here too: they are
 //! `rt_sigaction` itself, which glibc's `sigaction` does not fully give.
 
@@ -102,7 +103,7 @@ pub(super) unsafe fn spawn(
     pidfd: &mut c_int,
 ) -> libc::pid_t {
     use std::sync::atomic::Ordering;
-    if REFUSED.load(Ordering::Relaxed) {
+    if REFUSED.load(Ordering::Relaxed) || crate::switches::get().no_clone3 {
         return -libc::ENOSYS;
     }
     args.ignored = Some(ignored());

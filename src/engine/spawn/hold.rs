@@ -20,6 +20,7 @@
 //! is started after the commit, as before. Nor is any step where ptrace is
 //! refused (a seccomp filter, Yama's `ptrace_scope` 3, wf itself being traced
 //! by a debugger): the first refusal is remembered for the rest of the run.
+//! `WF_NO_SPAWN_HOLD=1` takes that path from the start (`crate::switches`).
 //!
 //! The tracer is the thread that cloned the child, and only it may detach
 //! it: wf's runtime is one thread, which starts every step and releases it.
@@ -35,9 +36,10 @@ thread_local! {
     static REFUSED: Cell<bool> = const { Cell::new(false) };
 }
 
-/// Whether ptrace was refused to a child of this thread.
+/// Whether ptrace was refused to a child of this thread, or is not to be
+/// used (`WF_NO_SPAWN_HOLD`).
 pub(super) fn refused() -> bool {
-    REFUSED.get()
+    REFUSED.get() || crate::switches::get().no_spawn_hold
 }
 
 /// Remembers that ptrace is refused here.
@@ -48,27 +50,26 @@ pub(super) fn refuse() {
 /// Whether `path` gains privileges when exec'd: set-user-ID, set-group-ID
 /// (with group execute), or file capabilities. Unknown counts as yes.
 pub(super) fn privileged(path: &CStr) -> bool {
-    // SAFETY: stat and getxattr read a valid C string and write only the
-    // buffer we pass (none for getxattr: its size is asked).
-    unsafe {
-        let mut st: libc::stat = std::mem::zeroed();
-        if libc::stat(path.as_ptr(), &mut st) != 0 {
-            // execve will fail, or the path changes under us: not held.
-            return true;
-        }
-        if st.st_mode & libc::S_ISUID != 0
-            || st.st_mode & (libc::S_ISGID | libc::S_IXGRP) == (libc::S_ISGID | libc::S_IXGRP)
-        {
-            return true;
-        }
-        let r = libc::getxattr(
+    let Ok(st) = nix::sys::stat::stat(path) else {
+        // execve will fail, or the path changes under us: not held.
+        return true;
+    };
+    if st.st_mode & libc::S_ISUID != 0
+        || st.st_mode & (libc::S_ISGID | libc::S_IXGRP) == (libc::S_ISGID | libc::S_IXGRP)
+    {
+        return true;
+    }
+    // SAFETY: getxattr reads two C strings; no buffer is passed (its size
+    // is asked).
+    let r = unsafe {
+        libc::getxattr(
             path.as_ptr(),
             c"security.capability".as_ptr(),
             std::ptr::null_mut(),
             0,
-        );
-        r >= 0 || *libc::__errno_location() != libc::ENODATA
-    }
+        )
+    };
+    r >= 0 || nix::errno::Errno::last_raw() != libc::ENODATA
 }
 
 /// Lets held child `pid` run on: waits until the kernel stopped it at its
@@ -111,20 +112,21 @@ pub fn release(pid: libc::pid_t) -> io::Result<()> {
 /// stays for the reaper.
 fn report(pid: libc::pid_t) -> io::Result<(c_int, c_int)> {
     loop {
-        // SAFETY: an all-zero siginfo_t is valid; waitid on our own child
-        // writes it, and si_status is the field its reports fill.
-        let (r, info) = unsafe {
-            let mut info: libc::siginfo_t = std::mem::zeroed();
-            let r = libc::waitid(
+        // SAFETY: an all-zero siginfo_t is valid (plain integers).
+        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+        // SAFETY: waitid on our own child writes the siginfo we pass.
+        let r = unsafe {
+            libc::waitid(
                 libc::P_PID,
                 pid as libc::id_t,
-                &mut info,
+                &raw mut info,
                 libc::WSTOPPED | libc::WEXITED | libc::WNOWAIT,
-            );
-            (r, (info.si_code, info.si_status()))
+            )
         };
         if r == 0 {
-            return Ok(info);
+            // SAFETY: si_status is the field a child's reports fill.
+            let status = unsafe { info.si_status() };
+            return Ok((info.si_code, status));
         }
         let e = io::Error::last_os_error();
         if e.kind() != io::ErrorKind::Interrupted {
@@ -275,16 +277,18 @@ mod tests {
             len: filter.len() as u16,
             filter: filter.as_mut_ptr(),
         };
+        // SAFETY: prctl with integer arguments only.
+        let r = unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) };
+        assert_eq!(r, 0);
         // SAFETY: prctl reads the program we pass, for this thread.
-        unsafe {
-            assert_eq!(libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), 0);
-            assert_eq!(
-                libc::prctl(libc::PR_SET_SECCOMP, libc::SECCOMP_MODE_FILTER, &prog),
-                0,
-                "seccomp: {}",
-                io::Error::last_os_error()
-            );
-        }
+        let r = unsafe {
+            libc::prctl(
+                libc::PR_SET_SECCOMP,
+                libc::SECCOMP_MODE_FILTER,
+                &raw const prog,
+            )
+        };
+        assert_eq!(r, 0, "seccomp: {}", io::Error::last_os_error());
     }
 
     /// Where ptrace is refused (an error, or a filter that kills the

@@ -6,7 +6,7 @@
 
 use nix::libc::{self, c_int};
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, OwnedFd};
 use tokio::io::unix::AsyncFd;
 
 /// The read end of a child's stdout or stderr pipe, non-blocking and
@@ -60,16 +60,10 @@ impl tokio::io::AsyncRead for PipeReader {
 /// A pipe whose read end (the first) is non-blocking, for wf, and whose
 /// write end blocks, as a child's stdout does.
 pub(super) fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
-    let mut fds = [0 as c_int; 2];
-    // SAFETY: pipe2 fills the two descriptors, which we then own.
-    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: fresh descriptors owned by nobody else.
-    let (r, w) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+    let (r, w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
     let on: c_int = 1;
     // SAFETY: FIONBIO reads the int we pass on a descriptor we own.
-    if unsafe { libc::ioctl(r.as_raw_fd(), libc::FIONBIO, &on) } != 0 {
+    if unsafe { libc::ioctl(r.as_raw_fd(), libc::FIONBIO, &raw const on) } != 0 {
         return Err(io::Error::last_os_error());
     }
     Ok((r, w))

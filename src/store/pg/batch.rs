@@ -118,7 +118,7 @@ fn group(writes: &[Write]) -> Grouped<'_> {
     for (i, w) in writes.iter().enumerate() {
         match w {
             Write::StartRun { .. } | Write::FinishRun { .. } | Write::CloseAbandonedRuns => {
-                g.runs.push(w)
+                g.runs.push(w);
             }
             Write::StartAttempt {
                 key,
@@ -267,7 +267,7 @@ fn one_statement(id: &str, epoch: i64, commit: i64, writes: &[Write], g: &Groupe
     params.extend(end_params(end));
     params.extend(step_columns(&g.steps, &g.patches));
     params.extend(span_columns(&g.spans));
-    params.push(p(g.last_state.map(|v| v.to_string())));
+    params.push(p(g.last_state.map(std::string::ToString::to_string)));
     params.push(p(now()));
     params.push(p(commit));
     Some(Op::Query(&STEP_COMMIT, params))

@@ -132,7 +132,10 @@ impl Conn {
             }
             match connect(target).await {
                 Ok((client, rx)) => {
-                    *self.current.write().unwrap_or_else(|p| p.into_inner()) =
+                    *self
+                        .current
+                        .write()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner) =
                         (lost + 1, Arc::new(client));
                     *self.notifications.lock().await = Some(rx);
                     self.listening

@@ -570,7 +570,7 @@ async fn send_pipeline(
     }
     // Poll each once, in order: that queues its request on the connection.
     std::future::poll_fn(|cx| {
-        for r in requests.iter_mut() {
+        for r in &mut requests {
             let _ = Pin::new(r).poll(cx);
         }
         Poll::Ready(())

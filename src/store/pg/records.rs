@@ -397,7 +397,7 @@ impl PgStore {
             .await?
             .into_iter()
             .skip(1)
-            .map(|o| o.rows());
+            .map(super::Out::rows);
         let mut next = || outs.next().unwrap_or_default();
         let instance = match next().first() {
             Some(r) => instance_row(r)?,

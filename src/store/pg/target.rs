@@ -102,7 +102,7 @@ impl PgTarget {
                             p => super::url::port_number(p).map(Some),
                         })
                         .collect::<std::result::Result<_, _>>()
-                        .map_err(fail)?
+                        .map_err(fail)?;
                 }
                 name if name.is_empty()
                     || name.contains(|c: char| c.is_whitespace() || c == '=' || c == '\'') =>

@@ -28,6 +28,10 @@
 //! How: the `wf-wal` VFS (`walbuf`) gives main database files a copy of the
 //! default VFS's methods whose `xSync` does nothing while [`close`] runs on
 //! this thread.
+#![allow(
+    unsafe_code,
+    reason = "part of the SQLite VFS: a main database file's methods, and file controls (Cargo.toml's [lints])"
+)]
 
 use rusqlite::{Connection, ffi};
 use std::cell::Cell;
@@ -77,7 +81,7 @@ pub(super) unsafe fn wrap_main_db(file: *mut ffi::sqlite3_file) {
     if std::ptr::eq(methods.base, base) {
         // SAFETY: the copy lives forever; its methods are the base's but
         // for xSync, which calls the base's.
-        unsafe { (*file).pMethods = &methods.copy };
+        unsafe { (*file).pMethods = &raw const methods.copy };
     }
 }
 
@@ -88,13 +92,13 @@ unsafe extern "C" fn sync(file: *mut ffi::sqlite3_file, flags: c_int) -> c_int {
     let Some(methods) = METHODS.get() else {
         return ffi::SQLITE_IOERR_FSYNC;
     };
-    // SAFETY: only files given `copy` by `wrap_main_db` get here, and their
-    // base's xSync takes them as they are.
-    unsafe {
-        match (*methods.base).xSync {
-            Some(f) => f(file, flags),
-            None => ffi::SQLITE_IOERR_FSYNC,
-        }
+    // SAFETY: `base` is the default VFS's static method table.
+    let base_sync = unsafe { (*methods.base).xSync };
+    match base_sync {
+        // SAFETY: only files given `copy` by `wrap_main_db` get here, and
+        // their base's xSync takes them as they are.
+        Some(f) => unsafe { f(file, flags) },
+        None => ffi::SQLITE_IOERR_FSYNC,
     }
 }
 
@@ -103,20 +107,23 @@ unsafe extern "C" fn sync(file: *mut ffi::sqlite3_file, flags: c_int) -> c_int {
 /// methods that can skip it.
 pub(super) fn may_skip_db_sync(conn: &Connection) -> bool {
     let mut persist: c_int = -1;
-    // SAFETY: the connection's own handle, alive for the call;
-    // SQLITE_FCNTL_PERSIST_WAL with -1 reads the setting into the int.
-    let rc = unsafe {
-        ffi::sqlite3_file_control(
-            conn.handle(),
-            c"main".as_ptr(),
-            ffi::SQLITE_FCNTL_PERSIST_WAL,
-            (&raw mut persist).cast(),
-        )
-    };
+    // SAFETY: SQLITE_FCNTL_PERSIST_WAL takes an int: -1 reads the setting
+    // into it.
+    let rc = unsafe { file_control(conn, ffi::SQLITE_FCNTL_PERSIST_WAL, &mut persist) };
     let limit = conn
         .query_row("PRAGMA journal_size_limit", [], |r| r.get::<_, i64>(0))
         .ok();
     rc == ffi::SQLITE_OK && persist == 1 && limit.is_some_and(|l| l < 0) && wrapped(conn)
+}
+
+/// Keeps `conn`'s WAL file when the last connection closes
+/// (`SQLITE_FCNTL_PERSIST_WAL`); where refused, it is deleted at exit, as
+/// by default.
+pub(super) fn persist_wal(conn: &Connection) {
+    let mut persist: c_int = 1;
+    // SAFETY: SQLITE_FCNTL_PERSIST_WAL takes an int: 1 sets the setting
+    // (and it is written back into the int).
+    unsafe { file_control(conn, ffi::SQLITE_FCNTL_PERSIST_WAL, &mut persist) };
 }
 
 /// Whether `conn`'s main file has the methods [`wrap_main_db`] gives.
@@ -125,20 +132,29 @@ fn wrapped(conn: &Connection) -> bool {
         return false;
     };
     let mut file: *mut ffi::sqlite3_file = std::ptr::null_mut();
-    // SAFETY: SQLITE_FCNTL_FILE_POINTER writes the main file's pointer,
-    // which lives as long as the connection.
-    let rc = unsafe {
-        ffi::sqlite3_file_control(
-            conn.handle(),
-            c"main".as_ptr(),
-            ffi::SQLITE_FCNTL_FILE_POINTER,
-            (&raw mut file).cast(),
-        )
-    };
+    // SAFETY: SQLITE_FCNTL_FILE_POINTER takes a file pointer, and writes
+    // the main file's, which lives as long as the connection.
+    let rc = unsafe { file_control(conn, ffi::SQLITE_FCNTL_FILE_POINTER, &mut file) };
+    if rc != ffi::SQLITE_OK || file.is_null() {
+        return false;
+    }
     // SAFETY: a non-null file pointer from SQLite is an open file.
-    rc == ffi::SQLITE_OK
-        && !file.is_null()
-        && std::ptr::eq(unsafe { (*file).pMethods }, &methods.copy)
+    let file_methods = unsafe { (*file).pMethods };
+    std::ptr::eq(file_methods, &raw const methods.copy)
+}
+
+/// `sqlite3_file_control` on `conn`'s main database file: operation `op`,
+/// with `arg` as its argument; SQLite's result code.
+///
+/// # Safety
+/// `op` is an operation whose argument is a pointer to a `T`.
+unsafe fn file_control<T>(conn: &Connection, op: c_int, arg: &mut T) -> c_int {
+    // SAFETY: the handle is used for the one call below, while `conn` is
+    // borrowed (so open), and nothing is closed through it.
+    let db = unsafe { conn.handle() };
+    // SAFETY: `db` is open; "main" is a C string; `arg` is what `op`
+    // reads and writes (the caller's promise), alive for the call.
+    unsafe { ffi::sqlite3_file_control(db, c"main".as_ptr(), op, std::ptr::from_mut(arg).cast()) }
 }
 
 /// Closes `conn` (the last connection of this process) with the database

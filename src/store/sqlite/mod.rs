@@ -263,17 +263,7 @@ impl SqliteStore {
         // checkpoint that closing makes, so the database file alone holds
         // everything): see the module's doc. Only a matter of speed: where
         // refused, the WAL is deleted at exit as by default.
-        let mut persist: std::os::raw::c_int = 1;
-        // SAFETY: the connection's own handle, alive for the call;
-        // SQLITE_FCNTL_PERSIST_WAL reads and writes the one int it points to.
-        unsafe {
-            rusqlite::ffi::sqlite3_file_control(
-                self.conn.handle(),
-                c"main".as_ptr(),
-                rusqlite::ffi::SQLITE_FCNTL_PERSIST_WAL,
-                (&raw mut persist).cast(),
-            )
-        };
+        closing::persist_wal(&self.conn);
         Ok(())
     }
 

@@ -12,7 +12,9 @@
 //! [`synced_commit`] runs on this thread, and written with one call when
 //! SQLite syncs the WAL, reads it, asks its size, truncates it, closes it,
 //! or writes somewhere that does not follow on. Outside such a commit,
-//! every write goes straight through.
+//! every write goes straight through. With `WF_NO_WAL_VFS=1`
+//! (`crate::switches`), connections are opened with SQLite's default VFS,
+//! as where this one could not be registered.
 //!
 //! Why that is safe: [`synced_commit`] is only used around the commit of a
 //! connection set to `synchronous=FULL`, and such a commit syncs the WAL
@@ -24,6 +26,10 @@
 //! frames without any call on the WAL after them: it is never gathered.
 //! Should one be all the same, the gathered bytes are written when
 //! [`synced_commit`] returns (and a debug build fails).
+#![allow(
+    unsafe_code,
+    reason = "a SQLite VFS: C callbacks over SQLite's raw files (Cargo.toml's [lints])"
+)]
 
 use rusqlite::ffi;
 use std::cell::Cell;
@@ -70,33 +76,38 @@ pub(super) fn synced_commit<T>(commit: impl FnOnce() -> T) -> T {
     commit()
 }
 
-/// The VFS to open connections with; `None` if it could not be registered
-/// (SQLite's default is used then, only slower).
+/// The VFS to open connections with; `None` if it could not be registered,
+/// or is not to be used (`WF_NO_WAL_VFS`): SQLite's default is used then,
+/// only slower.
 pub(super) fn vfs() -> Option<&'static CStr> {
     static REGISTERED: OnceLock<bool> = OnceLock::new();
-    // SAFETY: registration is made once, with a VFS that lives forever.
-    REGISTERED
-        .get_or_init(|| unsafe { register() })
-        .then_some(NAME)
+    if crate::switches::get().no_wal_vfs {
+        return None;
+    }
+    REGISTERED.get_or_init(register).then_some(NAME)
 }
 
-unsafe fn register() -> bool {
-    // SAFETY (whole function): SQLite's default VFS is static and never
-    // unregistered by wf; the copy is leaked, so it lives as long as SQLite
-    // may call it.
-    unsafe {
-        let base = ffi::sqlite3_vfs_find(std::ptr::null());
-        if base.is_null() || (*base).xOpen.is_none() {
-            return false;
-        }
-        let mut vfs = *base;
-        vfs.szOsFile = (*base).szOsFile + std::mem::size_of::<Wal>() as c_int;
-        vfs.zName = NAME.as_ptr();
-        vfs.pAppData = base.cast();
-        vfs.pNext = std::ptr::null_mut();
-        vfs.xOpen = Some(open);
-        ffi::sqlite3_vfs_register(Box::leak(Box::new(vfs)), 0) == ffi::SQLITE_OK
+/// Registers `wf-wal`: SQLite's default VFS, but for its xOpen ([`open`]).
+/// Made once (by [`vfs`]); whether it could be.
+fn register() -> bool {
+    // SAFETY: a null name asks for the default VFS.
+    let base = unsafe { ffi::sqlite3_vfs_find(std::ptr::null()) };
+    if base.is_null() {
+        return false;
     }
+    // SAFETY: SQLite's default VFS is static and never unregistered by wf.
+    let mut vfs = unsafe { *base };
+    if vfs.xOpen.is_none() {
+        return false;
+    }
+    vfs.szOsFile += std::mem::size_of::<Wal>() as c_int;
+    vfs.zName = NAME.as_ptr();
+    vfs.pAppData = base.cast();
+    vfs.pNext = std::ptr::null_mut();
+    vfs.xOpen = Some(open);
+    // SAFETY: the copy is leaked, so it lives as long as SQLite may call it,
+    // and so do its name and methods (static).
+    unsafe { ffi::sqlite3_vfs_register(Box::leak(Box::new(vfs)), 0) == ffi::SQLITE_OK }
 }
 
 /// A WAL opened through `wf-wal`: the default VFS's file follows it in the
@@ -123,72 +134,112 @@ unsafe extern "C" fn open(
     flags: c_int,
     out_flags: *mut c_int,
 ) -> c_int {
-    // SAFETY: SQLite calls with the VFS registered above (its pAppData is the
-    // default VFS, whose xOpen was checked) and `file` pointing to szOsFile
-    // bytes, room for a Wal and the default's file after it.
-    unsafe {
-        let base = (*vfs).pAppData.cast::<ffi::sqlite3_vfs>();
-        let base_open = (*base).xOpen.expect("checked at registration");
-        if flags & ffi::SQLITE_OPEN_WAL == 0 {
-            let rc = base_open(base, name, file, flags, out_flags);
-            if rc == ffi::SQLITE_OK && flags & ffi::SQLITE_OPEN_MAIN_DB != 0 {
-                super::closing::wrap_main_db(file);
-            }
-            return rc;
+    // SAFETY: SQLite calls with the VFS registered above, whose pAppData is
+    // the default VFS.
+    let base = unsafe { (*vfs).pAppData }.cast::<ffi::sqlite3_vfs>();
+    // SAFETY: the default VFS is static.
+    let base_open = unsafe { (*base).xOpen }.expect("checked at registration");
+    if flags & ffi::SQLITE_OPEN_WAL == 0 {
+        // SAFETY: SQLite's arguments, for the default VFS, whose file fits in
+        // the room SQLite gives (szOsFile, larger).
+        let rc = unsafe { base_open(base, name, file, flags, out_flags) };
+        if rc == ffi::SQLITE_OK && flags & ffi::SQLITE_OPEN_MAIN_DB != 0 {
+            // SAFETY: the default VFS just opened `file`.
+            unsafe { super::closing::wrap_main_db(file) };
         }
-        let w = file.cast::<Wal>();
-        (*real(w)).pMethods = std::ptr::null();
-        let rc = base_open(base, name, real(w), flags, out_flags);
-        if (*real(w)).pMethods.is_null() {
-            // Not opened: SQLite will not call xClose.
-            (*w).base.pMethods = std::ptr::null();
-        } else {
-            // Opened (even if rc is an error, SQLite then calls xClose).
-            std::ptr::write(&raw mut (*w).buf, Vec::new());
-            (*w).at = 0;
-            (*w).base.pMethods = &METHODS;
-        }
-        rc
+        return rc;
     }
+    // `file` points to szOsFile bytes: room for a Wal, and the default's
+    // file after it.
+    let w = file.cast::<Wal>();
+    let inner = real(w);
+    // SAFETY: `inner` is in the room SQLite gave, aligned (see `real`).
+    unsafe { (*inner).pMethods = std::ptr::null() };
+    // SAFETY: SQLite's arguments, for the default VFS, with its file in the
+    // room after the Wal.
+    let rc = unsafe { base_open(base, name, inner, flags, out_flags) };
+    // SAFETY: as above.
+    let opened = !unsafe { (*inner).pMethods }.is_null();
+    if opened {
+        // Opened (even if rc is an error, SQLite then calls xClose).
+        let wal = Wal {
+            base: ffi::sqlite3_file {
+                pMethods: &raw const METHODS,
+            },
+            buf: Vec::new(),
+            at: 0,
+        };
+        // SAFETY: `w` is the start of the room SQLite gave, aligned as it
+        // aligns every file (8 bytes); nothing was there to drop.
+        unsafe { w.write(wal) };
+    } else {
+        // Not opened: SQLite will not call xClose.
+        // SAFETY: `file` is the room SQLite gave; its methods come first.
+        unsafe { (*file).pMethods = std::ptr::null() };
+    }
+    rc
 }
 
 /// Writes what `w` gathered, at its place.
+///
+/// # Safety
+/// `w` is an open Wal (opened by `open`, not yet closed), not borrowed
+/// elsewhere for the call.
 unsafe fn flush(w: *mut Wal) -> c_int {
-    // SAFETY: `w` is an open Wal (opened by `open`, not yet closed).
-    unsafe {
-        if PENDING.get() == w {
-            PENDING.set(std::ptr::null_mut());
-        }
-        if (*w).buf.is_empty() {
-            return ffi::SQLITE_OK;
-        }
-        let mut rc = ffi::SQLITE_OK;
-        let mut at = (*w).at;
-        for chunk in (*w).buf.chunks(WRITE_AT_MOST) {
-            rc = real_write(w, chunk.as_ptr().cast(), chunk.len() as c_int, at);
-            if rc != ffi::SQLITE_OK {
-                break;
-            }
-            at += chunk.len() as i64;
-        }
-        (*w).buf.clear();
-        if (*w).buf.capacity() > FLUSH_AT {
-            (*w).buf.shrink_to(FLUSH_AT);
-        }
-        rc
+    if PENDING.get() == w {
+        PENDING.set(std::ptr::null_mut());
     }
+    // SAFETY: the caller's promise. (Only the default's file, after the
+    // Wal, is used through `w` meanwhile.)
+    let wal = unsafe { &mut *w };
+    if wal.buf.is_empty() {
+        return ffi::SQLITE_OK;
+    }
+    let mut rc = ffi::SQLITE_OK;
+    let mut at = wal.at;
+    for chunk in wal.buf.chunks(WRITE_AT_MOST) {
+        // SAFETY: `w` is open (the caller's promise); `chunk` holds its
+        // length in bytes.
+        rc = unsafe { real_write(w, chunk.as_ptr().cast(), chunk.len() as c_int, at) };
+        if rc != ffi::SQLITE_OK {
+            break;
+        }
+        at += chunk.len() as i64;
+    }
+    wal.buf.clear();
+    if wal.buf.capacity() > FLUSH_AT {
+        wal.buf.shrink_to(FLUSH_AT);
+    }
+    rc
 }
 
+/// The default's xWrite, on the file behind `w`.
+///
+/// # Safety
+/// `w` is an open Wal; `data` holds `amt` bytes.
 unsafe fn real_write(w: *mut Wal, data: *const c_void, amt: c_int, at: i64) -> c_int {
     #[cfg(test)]
     tests::WRITES.set(tests::WRITES.get() + 1);
-    // SAFETY: the default's file is open, its methods set by its xOpen.
-    unsafe {
-        match (*(*real(w)).pMethods).xWrite {
-            Some(f) => f(real(w), data, amt, at),
-            None => ffi::SQLITE_IOERR_WRITE,
-        }
+    let inner = real(w);
+    // SAFETY: the default's file behind an open Wal is open (the caller's
+    // promise).
+    match unsafe { methods(inner) }.xWrite {
+        // SAFETY: the default's own method, on its own open file; `data`
+        // holds `amt` bytes (the caller's promise).
+        Some(f) => unsafe { f(inner, data, amt, at) },
+        None => ffi::SQLITE_IOERR_WRITE,
     }
+}
+
+/// The methods of `file`, a file the default VFS opened.
+///
+/// # Safety
+/// `file` is open: its xOpen set its methods, which are static.
+unsafe fn methods(file: *mut ffi::sqlite3_file) -> &'static ffi::sqlite3_io_methods {
+    // SAFETY: the caller's promise: `file` is a file.
+    let methods = unsafe { (*file).pMethods };
+    // SAFETY: the caller's promise: its methods are set, and static.
+    unsafe { &*methods }
 }
 
 unsafe extern "C" fn write(
@@ -198,39 +249,47 @@ unsafe extern "C" fn write(
     at: i64,
 ) -> c_int {
     let w = file.cast::<Wal>();
-    // SAFETY: SQLite calls with a file this VFS opened as a Wal, and `data`
-    // holding `amt` bytes.
-    unsafe {
-        let gathering = GATHER.get() && amt > 0;
-        let follows = at == (*w).at + (*w).buf.len() as i64;
-        // What is gathered goes out first unless this write follows on.
-        if !((*w).buf.is_empty() || gathering && follows) {
-            let rc = flush(w);
-            if rc != ffi::SQLITE_OK {
-                return rc;
-            }
+    let gathering = GATHER.get() && amt > 0;
+    let (empty, follows) = {
+        // SAFETY: SQLite calls with a file this VFS opened as a Wal, used
+        // by nothing else for the call.
+        let wal = unsafe { &*w };
+        (wal.buf.is_empty(), at == wal.at + wal.buf.len() as i64)
+    };
+    // What is gathered goes out first unless this write follows on.
+    if !(empty || gathering && follows) {
+        // SAFETY: as above.
+        let rc = unsafe { flush(w) };
+        if rc != ffi::SQLITE_OK {
+            return rc;
         }
-        if !gathering {
-            return real_write(w, data, amt, at);
-        }
-        let other = PENDING.get();
-        if !other.is_null() && other != w {
-            let rc = flush(other);
-            if rc != ffi::SQLITE_OK {
-                return rc;
-            }
-        }
-        if (*w).buf.is_empty() {
-            (*w).at = at;
-        }
-        (*w).buf
-            .extend_from_slice(std::slice::from_raw_parts(data.cast::<u8>(), amt as usize));
-        PENDING.set(w);
-        if (*w).buf.len() >= FLUSH_AT {
-            return flush(w);
-        }
-        ffi::SQLITE_OK
     }
+    if !gathering {
+        // SAFETY: as above, and SQLite's `data` holds `amt` bytes.
+        return unsafe { real_write(w, data, amt, at) };
+    }
+    let other = PENDING.get();
+    if !other.is_null() && other != w {
+        // SAFETY: PENDING names an open Wal (close clears it), not `w`.
+        let rc = unsafe { flush(other) };
+        if rc != ffi::SQLITE_OK {
+            return rc;
+        }
+    }
+    // SAFETY: SQLite's `data` holds `amt` bytes (more than 0: gathering).
+    let data = unsafe { std::slice::from_raw_parts(data.cast::<u8>(), amt as usize) };
+    // SAFETY: as above (a Wal used by nothing else for the call).
+    let wal = unsafe { &mut *w };
+    if wal.buf.is_empty() {
+        wal.at = at;
+    }
+    wal.buf.extend_from_slice(data);
+    PENDING.set(w);
+    if wal.buf.len() >= FLUSH_AT {
+        // SAFETY: as above (`wal` is not used again).
+        return unsafe { flush(w) };
+    }
+    ffi::SQLITE_OK
 }
 
 /// Calls the default's method `$m` on the file behind `$file`, with the
@@ -247,12 +306,12 @@ macro_rules! forward {
     }};
     ($file:expr, $m:ident, $missing:expr $(, $arg:expr)*) => {{
         let r = real($file.cast::<Wal>());
-        // SAFETY: the default's file is open and its methods set.
-        unsafe {
-            match (*(*r).pMethods).$m {
-                Some(f) => f(r $(, $arg)*),
-                None => $missing,
-            }
+        // SAFETY: the default's file behind a Wal this VFS opened is open.
+        match unsafe { methods(r) }.$m {
+            // SAFETY: the default's own method, on its own open file, with
+            // SQLite's arguments.
+            Some(f) => unsafe { f(r $(, $arg)*) },
+            None => $missing,
         }
     }};
 }
@@ -261,8 +320,11 @@ unsafe extern "C" fn close(file: *mut ffi::sqlite3_file) -> c_int {
     let w = file.cast::<Wal>();
     // SAFETY: the Wal is open; after this SQLite never uses it again.
     let flushed = unsafe { flush(w) };
-    // SAFETY: as above; `buf` was written by `open` and is dropped once.
-    unsafe { std::ptr::drop_in_place(&raw mut (*w).buf) };
+    // SAFETY: as above; nothing else uses it for the call.
+    let wal = unsafe { &mut *w };
+    // Its memory is SQLite's to free: what `buf` holds is freed here (the
+    // empty Vec left has nothing to free).
+    drop(std::mem::take(&mut wal.buf));
     let closed = forward!(file, xClose, ffi::SQLITE_OK);
     if flushed != ffi::SQLITE_OK {
         flushed
@@ -353,7 +415,7 @@ unsafe extern "C" fn shm_lock(
 }
 
 unsafe extern "C" fn shm_barrier(file: *mut ffi::sqlite3_file) {
-    forward!(file, xShmBarrier, ())
+    forward!(file, xShmBarrier, ());
 }
 
 unsafe extern "C" fn shm_unmap(file: *mut ffi::sqlite3_file, delete: c_int) -> c_int {
@@ -366,7 +428,16 @@ unsafe extern "C" fn fetch(
     amt: c_int,
     out: *mut *mut c_void,
 ) -> c_int {
-    forward!(file, xFetch, flush, no_fetch(out), at, amt, out)
+    forward!(
+        file,
+        xFetch,
+        flush,
+        // SAFETY: `out` is SQLite's to fill.
+        unsafe { no_fetch(out) },
+        at,
+        amt,
+        out
+    )
 }
 
 /// What xFetch answers without a default's xFetch: no mapping, read it.

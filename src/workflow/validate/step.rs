@@ -270,7 +270,7 @@ impl Checker<'_> {
             .map(String::as_str)
         {
             None | Some("exponential") => Backoff::Exponential,
-            Some("fixed") | Some("constant") => Backoff::Fixed,
+            Some("fixed" | "constant") => Backoff::Fixed,
             Some(other) => {
                 return Err(self.err(
                     self.locate(other, pos),
