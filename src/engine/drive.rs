@@ -13,7 +13,7 @@ use crate::store::{self, AttemptEnd, StepRow, Store, StoreError, Write};
 use crate::telemetry::{self, recorder};
 use crate::vocab::{
     AttemptOutcome, CancelRequest, ErrorType, InstanceId, InstanceStatus, RunEnd, StepStatus,
-    UnitKey,
+    Timestamp, UnitKey,
 };
 use crate::workflow::Workflow;
 use opentelemetry::KeyValue;
@@ -371,7 +371,7 @@ pub async fn drive(
         deadline_from,
         opening: writes,
     });
-    runner.terminate = terminate;
+    runner.sched.terminate = terminate;
     if cancel {
         runner.stop(Stop::Cancel);
     }
@@ -457,16 +457,16 @@ async fn close_run(
     let outcome = match outcome {
         Ok(o) => o,
         Err(e) => {
-            runner.writes.truncate(runner.opening);
+            runner.sched.writes.truncate(runner.sched.opening);
             runner.write_root_span(RunEnd::Failed, Some(&e.to_string()))?;
-            runner.writes.push(Write::FinishRun {
+            runner.sched.writes.push(Write::FinishRun {
                 run,
                 outcome: RunEnd::Failed,
             });
             if release {
-                runner.writes.push(Write::Release);
+                runner.sched.writes.push(Write::Release);
             }
-            let writes = std::mem::take(&mut runner.writes);
+            let writes = std::mem::take(&mut runner.sched.writes);
             store.commit(&runner.fence, &writes).await?;
             return Err(e);
         }
@@ -490,13 +490,23 @@ async fn close_run(
         RunOutcome::Completed => (S::Completed, None, None, None),
         RunOutcome::Failed(reason) => (S::Failed, None, None, Some(reason.clone())),
         RunOutcome::Sleeping(wake) => (S::Sleeping, Some(*wake), None, None),
-        RunOutcome::Waiting(event) => (S::Waiting, runner.next_wake(), Some(event.clone()), None),
+        RunOutcome::Waiting(event) => (
+            S::Waiting,
+            runner.sched.next_wake(),
+            Some(event.clone()),
+            None,
+        ),
         RunOutcome::Canceled => (S::Canceled, None, None, None),
         // Stopped while it only waited for a timer or an event: it stays
         // sleeping or waiting, as it was.
         RunOutcome::Interrupted if runner.idle_when_stopped => {
-            match runner.suspend_outcome(runner.next_wake()) {
-                RunOutcome::Waiting(event) => (S::Waiting, runner.next_wake(), Some(event), None),
+            match runner
+                .sched
+                .suspend_outcome(runner.sched.next_wake(), Timestamp::now())
+            {
+                RunOutcome::Waiting(event) => {
+                    (S::Waiting, runner.sched.next_wake(), Some(event), None)
+                }
                 RunOutcome::Sleeping(wake) => (S::Sleeping, Some(wake), None, None),
                 _ => (S::Running, None, None, None),
             }
@@ -504,20 +514,20 @@ async fn close_run(
         // Left `running` without a lease: `wf list` shows it as interrupted, `wf resume` continues it.
         RunOutcome::Interrupted => (S::Running, None, None, None),
     };
-    runner.writes.push(Write::Status {
+    runner.sched.writes.push(Write::Status {
         status,
         wake_at,
         waiting_event,
         error,
     });
-    runner.writes.push(Write::FinishRun {
+    runner.sched.writes.push(Write::FinishRun {
         run,
         outcome: outcome.end(),
     });
     if release {
-        runner.writes.push(Write::Release);
+        runner.sched.writes.push(Write::Release);
     }
-    let writes = std::mem::take(&mut runner.writes);
+    let writes = std::mem::take(&mut runner.sched.writes);
     store.commit(&runner.fence, &writes).await?;
     Ok(outcome)
 }

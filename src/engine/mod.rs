@@ -18,6 +18,7 @@ pub mod procs;
 pub mod redact;
 pub mod restart;
 pub mod runner;
+pub mod scheduler;
 pub mod shell;
 pub mod spawn;
 

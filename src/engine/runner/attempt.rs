@@ -18,6 +18,7 @@ impl<'o> Runner<'o> {
     ) -> Result<(), EngineError> {
         let now = store::now();
         for rec in self
+            .sched
             .records
             .values_mut()
             .filter(|r| r.status == StepStatus::Retrying)
@@ -29,11 +30,12 @@ impl<'o> Runner<'o> {
                 Some(m) => format!("{m} (not retried: {why})"),
                 None => format!("not retried: {why}"),
             });
-            self.writes.push(Write::Step(Box::new(rec.clone())));
+            self.sched.writes.push(Write::Step(Box::new(rec.clone())));
         }
         // A timer or a wait that will never be kept: it ends canceled, with
         // no wake-up time left (docs/execution.md, statuses stay true).
         for rec in self
+            .sched
             .records
             .values_mut()
             .filter(|r| matches!(r.status, StepStatus::Sleeping | StepStatus::Waiting))
@@ -43,32 +45,15 @@ impl<'o> Runner<'o> {
             rec.finished_at = Some(now);
             rec.error_type = Some(ErrorType::Canceled);
             rec.error_message = Some(format!("not continued: {why}"));
-            self.writes.push(Write::Step(Box::new(rec.clone())));
+            self.sched.writes.push(Write::Step(Box::new(rec.clone())));
         }
-        Ok(())
-    }
-
-    pub(super) fn record(&mut self, unit: &Unit) -> &mut StepRow {
-        let key = unit.key(&self.wf);
-        let step_id = self.wf.steps[unit.idx].id.clone();
-        self.records
-            .entry(key.clone())
-            .or_insert_with(|| StepRow::pending(&key, &step_id))
-    }
-
-    pub(super) fn put(&mut self, unit: &Unit) -> Result<(), EngineError> {
-        let rec = self.record(unit).clone();
-        if rec.status.is_timed() && !self.timed.contains(&rec.key) {
-            self.timed.insert(rec.key.clone());
-        }
-        self.writes.push(Write::Step(Box::new(rec)));
         Ok(())
     }
 
     /// Sets `item`, `index` and `step` in the expression context for `unit`
     /// (`attempt`: the one settling, else the one about to start).
     pub(super) fn enter(&mut self, unit: &Unit, attempt: Option<i64>) {
-        let attempt = attempt.unwrap_or(self.record(unit).attempts + 1);
+        let attempt = attempt.unwrap_or(self.sched.record(unit).attempts + 1);
         let key = unit.key(&self.wf);
         // Copied only when it changed: a large state is not cloned per unit.
         if !self.ctx_state_current {
@@ -82,6 +67,7 @@ impl<'o> Runner<'o> {
         match unit.item {
             Some(i) => {
                 let item = self
+                    .sched
                     .records
                     .get(&self.wf.steps[unit.idx].id)
                     .and_then(|r| r.items.get(i).cloned())
@@ -105,7 +91,7 @@ impl<'o> Runner<'o> {
         // Never started, or reset by `wf restart` (which keeps the attempt
         // count): a retry or a resumed interrupted attempt keeps `started_at`.
         let first_time = {
-            let rec = self.record(unit);
+            let rec = self.sched.record(unit);
             rec.status == StepStatus::Pending && rec.started_at.is_none()
         };
 
@@ -115,8 +101,8 @@ impl<'o> Runner<'o> {
                 self.ctx.set(
                     "__status",
                     json!({
-                        "failure": self.upstream_failed(unit.idx),
-                        "cancelled": self.stop == Some(Stop::Cancel),
+                        "failure": self.sched.upstream_failed(unit.idx),
+                        "cancelled": self.sched.stop == Some(Stop::Cancel),
                     }),
                 );
                 match self.eval_condition(cond) {
@@ -183,12 +169,12 @@ impl<'o> Runner<'o> {
     pub(super) fn skip(&mut self, unit: &Unit) -> Result<(), EngineError> {
         let now = store::now();
         let key = unit.key(&self.wf);
-        let rec = self.record(unit);
+        let rec = self.sched.record(unit);
         rec.status = StepStatus::Skipped;
         rec.outcome = Some(AttemptOutcome::Skipped);
         rec.started_at = Some(now);
         rec.finished_at = Some(now);
-        self.put(unit)?;
+        self.sched.put(unit);
         self.ctx
             .set_step_result(&key, StepStatus::Skipped, &Value::Null);
         let span = self.attempt_span(&key);
@@ -203,7 +189,7 @@ impl<'o> Runner<'o> {
     /// settles the step with the list of item outputs.
     pub(super) fn fan_out(&mut self, unit: &Unit, list: &Value) -> Result<Started, EngineError> {
         let step = &self.wf.clone().steps[unit.idx];
-        let items = self.record(unit).items.clone();
+        let items = self.sched.record(unit).items.clone();
         let Some(items) = items.as_array().cloned() else {
             let evaluated = match list {
                 Value::String(s) => Template::parse(s)
@@ -242,11 +228,11 @@ impl<'o> Runner<'o> {
             for v in &mut items {
                 self.redactor.value(v);
             }
-            let rec = self.record(unit);
+            let rec = self.sched.record(unit);
             rec.items = Value::Array(items).into();
             rec.status = StepStatus::Running;
             rec.started_at = Some(now);
-            self.put(unit)?;
+            self.sched.put(unit);
             return Ok(Started::Settled);
         };
         // Every item has ended (the scheduler only offers the step itself then).
@@ -254,7 +240,7 @@ impl<'o> Runner<'o> {
         let mut failed_item = None;
         for i in 0..items.len() {
             let key = format!("{}[{i}]", step.id);
-            match self.records.get(&key) {
+            match self.sched.records.get(&key) {
                 Some(r) if r.status == StepStatus::Completed => outputs.push(r.output.clone()),
                 Some(r) => {
                     if r.status == StepStatus::Failed && failed_item.is_none() {
@@ -266,9 +252,9 @@ impl<'o> Runner<'o> {
             }
         }
         let now = store::now();
-        self.seq += 1;
-        let seq = self.seq;
-        let rec = self.record(unit);
+        self.sched.seq += 1;
+        let seq = self.sched.seq;
+        let rec = self.sched.record(unit);
         rec.output = Value::Array(outputs);
         rec.finished_at = Some(now);
         rec.attempts = rec.attempts.max(0);
@@ -287,14 +273,14 @@ impl<'o> Runner<'o> {
         }
         let status = rec.status;
         let output = rec.output.clone();
-        self.put(unit)?;
+        self.sched.put(unit);
         self.ctx.set_step_result(&step.id, status, &output);
         self.observer.fan_out_finished(&step.id, items.len());
         if let Some((key, r)) = failed_item
             && !step.continue_on_error
-            && self.failed.is_none()
+            && self.sched.failed.is_none()
         {
-            self.failed = Some(failure_reason(&key, &r));
+            self.sched.failed = Some(failure_reason(&key, &r));
         }
         Ok(Started::Settled)
     }
@@ -312,7 +298,7 @@ impl<'o> Runner<'o> {
         let now = store::now();
         let run = self.run;
         let key = unit.key(&self.wf);
-        let rec = self.record(unit);
+        let rec = self.sched.record(unit);
         rec.attempts += 1;
         rec.status = StepStatus::Running;
         rec.retry_at = None;
@@ -320,7 +306,7 @@ impl<'o> Runner<'o> {
             rec.started_at = Some(now);
         }
         let attempt = rec.attempts;
-        self.writes.push(Write::StartAttempt {
+        self.sched.writes.push(Write::StartAttempt {
             key: key.clone(),
             attempt,
             run,
@@ -329,7 +315,7 @@ impl<'o> Runner<'o> {
             started_ns: start_ns,
         });
         if !settles_now {
-            self.put(unit)?;
+            self.sched.put(unit);
         }
         self.observer.step_started(&key, attempt);
         Ok(attempt)
@@ -481,7 +467,7 @@ impl<'o> Runner<'o> {
             self.output_files.spent(file);
         }
         let key = d.unit.key(&self.wf);
-        self.running.remove(&key);
+        self.sched.running.remove(&key);
         self.group_ended(&key, d.attempt);
         self.enter(&d.unit, Some(d.attempt));
         if let Some(state) = self.start_states.remove(&key) {
@@ -505,19 +491,20 @@ impl<'o> Runner<'o> {
             ErrorType::Canceled => AttemptOutcome::Canceled,
             _ => AttemptOutcome::Interrupted,
         };
-        self.uncounted
+        self.sched
+            .uncounted
             .entry(key.to_string())
             .or_default()
             .push(attempt);
         end.outcome = outcome;
         end.error_type = Some(failure.error_type.clone());
         end.error_message = Some(failure.message.clone());
-        self.writes.push(Write::EndAttempt {
+        self.sched.writes.push(Write::EndAttempt {
             key: key.to_string(),
             attempt,
             end,
         });
-        self.record(unit).outcome = Some(outcome);
+        self.sched.record(unit).outcome = Some(outcome);
         self.write_attempt_span(key, attempt, outcome, Some(failure))?;
         self.observer
             .step_finished(key, attempt, outcome, Some(failure), elapsed);
@@ -582,17 +569,21 @@ impl<'o> Runner<'o> {
             stderr: std::mem::take(&mut result.stderr),
         };
         // An attempt stopped by us takes its reason from why we stopped it.
-        let stopped = if result.interrupted { self.stop } else { None };
+        let stopped = if result.interrupted {
+            self.sched.stop
+        } else {
+            None
+        };
         match result.outcome {
             Ok(output) => {
-                self.writes.push(Write::EndAttempt {
+                self.sched.writes.push(Write::EndAttempt {
                     key: key.clone(),
                     attempt,
                     end,
                 });
-                self.seq += 1;
-                let seq = self.seq;
-                let rec = self.record(unit);
+                self.sched.seq += 1;
+                let seq = self.sched.seq;
+                let rec = self.sched.record(unit);
                 rec.status = StepStatus::Completed;
                 rec.outcome = Some(AttemptOutcome::Ok);
                 rec.error_type = None;
@@ -608,11 +599,11 @@ impl<'o> Runner<'o> {
                     .map_or(Value::Null, |(_, p)| p.clone())
                     .into();
                 let output = rec.output.clone();
-                self.put(unit)?;
+                self.sched.put(unit);
                 // Written; not kept in memory (a later write of the row
                 // keeps it: `COALESCE` in the store). 10,000 patches held
                 // cost 4 MiB of a 10,000-step run.
-                self.record(unit).state_patch = Default::default();
+                self.sched.record(unit).state_patch = Default::default();
                 if let Some((s, _)) = new_state {
                     // Written once, just before this transaction commits.
                     self.state = s;
@@ -631,18 +622,18 @@ impl<'o> Runner<'o> {
             Err(failure) if stopped == Some(Stop::Signal) => {
                 let failure = Failure::new(ErrorType::Interrupted, failure.message);
                 self.stopped_attempt(unit, (&key, attempt), end, &failure, elapsed)?;
-                let rec = self.record(unit);
+                let rec = self.sched.record(unit);
                 rec.status = StepStatus::Pending;
-                self.put(unit)?;
+                self.sched.put(unit);
             }
             Err(_) if stopped == Some(Stop::Cancel) => {
                 let failure = Failure::new(ErrorType::Canceled, "the instance was canceled".into());
                 self.stopped_attempt(unit, (&key, attempt), end, &failure, elapsed)?;
-                let rec = self.record(unit);
+                let rec = self.sched.record(unit);
                 rec.status = StepStatus::Canceled;
                 rec.error_type = Some(failure.error_type.clone());
                 rec.finished_at = Some(now);
-                self.put(unit)?;
+                self.sched.put(unit);
             }
             Err(failure) => {
                 let failure = if stopped == Some(Stop::Deadline) {
@@ -653,42 +644,31 @@ impl<'o> Runner<'o> {
                 } else {
                     failure
                 };
-                let budget_base = self.record(unit).budget_base;
+                let budget_base = self.sched.record(unit).budget_base;
                 // Counts this attempt too: it is recorded (outcome pending) already.
-                let used = self.budget_used(&key, budget_base);
-                let retryable = stopped.is_none()
-                    && failure.error_type != ErrorType::Expression
-                    && exec.retry.is_retryable(&failure.error_type)
-                    && (!matches!(exec.action, Action::Http(_))
-                        || failure.error_type.http_default_retryable()
-                        || explicitly_listed(exec.retry, &failure.error_type));
-                let will_retry = retryable && used < i64::from(exec.retry.max_attempts);
-                let outcome = if will_retry {
-                    AttemptOutcome::Retry
-                } else if failure.error_type == ErrorType::Timeout {
-                    AttemptOutcome::Timeout
-                } else {
-                    AttemptOutcome::Failed
-                };
+                let used = self.sched.budget_used(&key, budget_base);
+                let verdict = retry::judge(
+                    &failure.error_type,
+                    exec.retry,
+                    matches!(exec.action, Action::Http(_)),
+                    stopped.is_some(),
+                    used,
+                    result.retry_after,
+                );
+                let outcome = verdict.outcome;
                 end.outcome = outcome;
                 end.error_type = Some(failure.error_type.clone());
                 end.error_message = Some(failure.message.clone());
-                self.writes.push(Write::EndAttempt {
+                self.sched.writes.push(Write::EndAttempt {
                     key: key.clone(),
                     attempt,
                     end,
                 });
-                // The backoff starts again with a fresh budget: the next
-                // try's place in it, not its attempt number, decides.
-                let delay = exec
-                    .retry
-                    .delay_before(u32::try_from(used + 1).unwrap_or(u32::MAX))
-                    .max(result.retry_after.unwrap_or_default());
-                let rec = self.record(unit);
+                let rec = self.sched.record(unit);
                 rec.outcome = Some(outcome);
                 rec.error_type = Some(failure.error_type.clone());
                 rec.error_message = Some(failure.message.clone());
-                if will_retry {
+                if let Some(delay) = verdict.retry_in {
                     rec.status = StepStatus::Retrying;
                     rec.retry_at = Some(Timestamp::now().plus(delay));
                 } else {
@@ -697,11 +677,11 @@ impl<'o> Runner<'o> {
                     rec.retry_at = None;
                 }
                 let rec = rec.clone();
-                self.put(unit)?;
+                self.sched.put(unit);
                 self.write_attempt_span(&key, attempt, outcome, Some(&failure))?;
                 self.observer
                     .step_finished(&key, attempt, outcome, Some(&failure), elapsed);
-                if will_retry {
+                if let Some(delay) = verdict.retry_in {
                     self.observer.step_retrying(
                         &key,
                         attempt + 1,
@@ -710,25 +690,25 @@ impl<'o> Runner<'o> {
                         delay,
                     );
                 }
-                if !will_retry && !unit.compensation {
+                if verdict.retry_in.is_none() && !unit.compensation {
                     if unit.item.is_none() {
                         self.ctx
                             .set_step_result(&key, StepStatus::Failed, &Value::Null);
                     }
                     if !step.continue_on_error {
-                        if self.failed.is_none() {
-                            self.failed = Some(failure_reason(&key, &rec));
+                        if self.sched.failed.is_none() {
+                            self.sched.failed = Some(failure_reason(&key, &rec));
                         }
                         // A failed item fails its for_each step at once (no more items start).
                         if unit.item.is_some() {
                             let parent = Unit::step(unit.idx);
-                            let p = self.record(&parent);
+                            let p = self.sched.record(&parent);
                             p.status = StepStatus::Failed;
                             p.outcome = Some(AttemptOutcome::Failed);
                             p.error_type = rec.error_type.clone();
                             p.error_message = Some(format!("item {key} failed"));
                             p.finished_at = Some(store::now());
-                            self.put(&parent)?;
+                            self.sched.put(&parent);
                             self.ctx
                                 .set_step_result(&step.id, StepStatus::Failed, &Value::Null);
                         }

@@ -17,7 +17,7 @@
 use super::*;
 
 impl Runner<'_> {
-    /// Commits `self.writes` and starts `spawns` (drained), whose attempts
+    /// Commits `self.sched.writes` and starts `spawns` (drained), whose attempts
     /// the commit records. Returns the commit's spans, ended, to be dropped
     /// (and made rows) once the caller is done starting work.
     pub(super) async fn commit_and_start(
@@ -27,7 +27,7 @@ impl Runner<'_> {
     ) -> Result<Vec<tracing::Span>, EngineError> {
         let postgres = store.is_postgres();
         let spans = self.commit_spans(postgres);
-        let writes = std::mem::take(&mut self.writes);
+        let writes = std::mem::take(&mut self.sched.writes);
         let fence = self.fence.clone();
         let sent = Instant::now();
         let mut deferred = Vec::new();
@@ -82,7 +82,7 @@ impl Runner<'_> {
             // reports how it ended.
             let _ = super::super::spawn::release(pid as nix::libc::pid_t);
         }
-        self.opening = 0;
+        self.sched.opening = 0;
         // A span ends when last exited: here. It is closed (and made a row)
         // once the steps it let start have.
         for span in &spans {

@@ -18,7 +18,6 @@ mod attempt;
 mod commit;
 mod groups;
 mod render;
-mod schedule;
 mod spans;
 mod suspend;
 
@@ -26,10 +25,13 @@ use super::context::{self, Context};
 use super::outfile;
 use super::output::merge_patch;
 use super::redact::Redactor;
+pub use super::scheduler::RunOutcome;
+pub(super) use super::scheduler::Stop;
+use super::scheduler::{Scheduler, Unit, retry};
 use super::{AttemptResult, EngineError, Failure, Observer, http, shell};
 use crate::store::{self, AttemptEnd, Fence, StepRow, Store, Write};
 use crate::telemetry::{self, recorder};
-use crate::vocab::{CancelRequest, ErrorType, InstanceId, RunEnd, StepStatus, Timestamp, UnitKey};
+use crate::vocab::{CancelRequest, InstanceId, StepStatus, Timestamp, UnitKey};
 use crate::workflow::template::{self, Template};
 use crate::workflow::{
     Action, Condition, HttpSpec, RetryPolicy, RunCmd, SleepSpec, Step, Workflow, expr,
@@ -37,7 +39,7 @@ use crate::workflow::{
 use opentelemetry::KeyValue;
 use opentelemetry::trace::Status;
 use serde_json::{Map, Value, json};
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -91,48 +93,6 @@ impl Default for RunOptions {
     }
 }
 
-/// How a run ended.
-#[derive(Debug, Clone, PartialEq)]
-pub enum RunOutcome {
-    Completed,
-    Failed(String),
-    Sleeping(Timestamp),
-    Waiting(String),
-    Canceled,
-    Interrupted,
-}
-
-impl RunOutcome {
-    /// How the run's record says it ended.
-    pub fn end(&self) -> RunEnd {
-        match self {
-            RunOutcome::Completed => RunEnd::Completed,
-            RunOutcome::Failed(_) => RunEnd::Failed,
-            RunOutcome::Sleeping(_) => RunEnd::Sleeping,
-            RunOutcome::Waiting(_) => RunEnd::Waiting,
-            RunOutcome::Canceled => RunEnd::Canceled,
-            RunOutcome::Interrupted => RunEnd::Interrupted,
-        }
-    }
-
-    pub fn as_str(&self) -> &'static str {
-        self.end().as_str()
-    }
-}
-
-/// Why running steps are being stopped.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Stop {
-    /// SIGINT/SIGTERM to this process: attempts are `interrupted`, the instance stays resumable.
-    Signal,
-    /// `wf cancel`: attempts are `canceled`, compensations run.
-    Cancel,
-    /// The workflow's own `timeout` passed: attempts time out, the workflow fails.
-    Deadline,
-    /// Another process took the instance over: stop everything, record nothing.
-    Lost,
-}
-
 /// How often a run looks for a cancel request or an awaited event while it
 /// waits (docs/execution.md: they take effect within 200 ms).
 const POLL_EVERY: Duration = Duration::from_millis(100);
@@ -183,35 +143,6 @@ async fn lost(rx: &mut watch::Receiver<Option<String>>) -> String {
 
 /// Most units settled in one transaction without a process in between.
 const MAX_SETTLED_PER_COMMIT: usize = 128;
-
-/// One schedulable thing: a step, one item of a `for_each` step, or the
-/// compensation of a completed step (or item).
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct Unit {
-    idx: usize,
-    item: Option<usize>,
-    compensation: bool,
-}
-
-impl Unit {
-    fn step(idx: usize) -> Unit {
-        Unit {
-            idx,
-            item: None,
-            compensation: false,
-        }
-    }
-
-    /// The key its rows are stored under: `id`, `id[3]`, `id:compensate`.
-    fn key(&self, wf: &Workflow) -> String {
-        UnitKey {
-            step: &wf.steps[self.idx].id,
-            item: self.item,
-            compensation: self.compensation,
-        }
-        .to_string()
-    }
-}
 
 /// What a unit executes: a step's own action, or its compensation.
 struct Exec<'a> {
@@ -276,34 +207,22 @@ pub(super) struct Runner<'o> {
     wf: Arc<Workflow>,
     pub(super) id: InstanceId,
     pub(super) run: i64,
+    /// The run's records and decisions: the deterministic core.
+    pub(super) sched: Scheduler,
     base_dir: PathBuf,
     opts: RunOptions,
     observer: &'o dyn Observer,
-    records: HashMap<String, StepRow>,
     output_files: outfile::OutputFiles,
-    /// Keys of the records that have held a timer status (`retrying`,
-    /// `sleeping`, `waiting`) in this run: a superset of those holding one
-    /// now (every such status is written through `put`), so that finding the
-    /// next timer does not walk every record after every step.
-    timed: HashSet<String>,
     state: Value,
     ctx: Context,
     env: Vec<(String, String)>,
-    /// Units in flight: key -> attempt.
-    running: HashMap<String, i64>,
     tasks: JoinSet<Done>,
-    seq: i64,
-    /// Why the workflow failed, once a unit failed for good.
-    failed: Option<String>,
-    stop: Option<Stop>,
     /// A signal stopped the run while nothing ran but timers and waits
     /// (`drive` then leaves the instance sleeping or waiting).
     pub(in crate::engine) idle_when_stopped: bool,
     interrupt_tx: watch::Sender<bool>,
     http: Option<reqwest::Client>,
     redactor: Redactor,
-    /// When the workflow's `timeout` runs out.
-    deadline: Option<Timestamp>,
     /// This run's trace: (trace_id, root span_id, parent span_id, start ns).
     trace: store::RunTrace,
     /// The run's root span, open until the run's final commit.
@@ -315,13 +234,6 @@ pub(super) struct Runner<'o> {
     ctx_state_current: bool,
     /// State as it was when each running unit with a `set_state` started.
     start_states: HashMap<String, Value>,
-    /// Steps whose needs are met and that have not ended (see `candidates`).
-    frontier: std::collections::BTreeSet<usize>,
-    /// For each step, the steps that need it.
-    dependents: Vec<Vec<usize>>,
-    /// Steps whose `if` calls `failure()`, `always()` or `cancelled()`:
-    /// handlers, which still run once a step failed (or on cancel).
-    handlers: Vec<usize>,
     /// Attempt spans in flight: unit key -> (span, its id, start ns).
     attempt_spans: HashMap<String, (tracing::Span, String, i64)>,
     /// Attempts whose success the next commit makes durable: their span ids
@@ -338,16 +250,6 @@ pub(super) struct Runner<'o> {
     /// How long the last commit that started work took, sent to returned
     /// (`commit::start_held`).
     commit_took: Duration,
-    /// What the run decided since its last commit, applied at the next one.
-    pub(super) writes: Vec<Write>,
-    /// How many of `writes`, from the first, open the run (the recovery of
-    /// a dead predecessor's history, the run's record, the instance
-    /// `running`) and are not committed yet: they go in with the run's
-    /// first decisions, one commit rather than two, and are kept should the
-    /// run end on an error before that commit.
-    pub(super) opening: usize,
-    /// Per unit key, its attempts that do not count towards `max_attempts`.
-    uncounted: HashMap<String, Vec<i64>>,
     /// Delivered events no step has taken yet, and the last one seen.
     events: Vec<store::EventRow>,
     last_event: i64,
@@ -357,8 +259,6 @@ pub(super) struct Runner<'o> {
         opentelemetry::trace::TraceState,
     ),
     live_dir: Option<PathBuf>,
-    /// Canceled without compensations (`wf cancel --terminate`).
-    pub(super) terminate: bool,
 }
 
 /// What a run starts from (see `drive`).
@@ -434,10 +334,6 @@ impl<'o> Runner<'o> {
         }
         ctx.set("env", Value::Object(env_map));
         ctx.set("state", inst.state.clone());
-        let mut seq = 0;
-        for rec in records.values() {
-            seq = seq.max(rec.seq.unwrap_or(0));
-        }
         for step in &wf.steps {
             if let Some(rec) = records.get(&step.id)
                 && matches!(
@@ -459,59 +355,29 @@ impl<'o> Runner<'o> {
             .timeout
             .map(|t| deadline_from.unwrap_or(inst.created_at).plus(t));
         let (interrupt_tx, _) = watch::channel(false);
-        let wf_handlers: Vec<usize> = wf
-            .steps
-            .iter()
-            .enumerate()
-            .filter(|(_, s)| match s.condition.as_deref() {
-                Some(Condition::Expr(e)) => e.calls_handler_function(),
-                Some(Condition::Template(t)) => t.exprs().any(expr::Expr::calls_handler_function),
-                _ => false,
-            })
-            .map(|(i, _)| i)
-            .collect();
-        let mut dependents = vec![Vec::new(); wf.steps.len()];
-        for (i, s) in wf.steps.iter().enumerate() {
-            for &d in &s.needs {
-                dependents[d].push(i);
-            }
-        }
-        let timed = records
-            .iter()
-            .filter(|(_, r)| r.status.is_timed())
-            .map(|(k, _)| k.clone())
-            .collect();
-        let mut runner = Runner {
-            timed,
+        let sched = Scheduler::new(wf.clone(), records, failed, deadline, uncounted, opening);
+        Runner {
             output_files: outfile::OutputFiles::default(),
             base_dir: PathBuf::from(&inst.base_dir),
             id: inst.id.clone(),
             state: inst.state.clone(),
             wf,
             run,
+            sched,
             opts,
             observer,
-            records,
             ctx,
             env,
-            running: HashMap::new(),
             tasks: JoinSet::new(),
-            seq,
-            failed,
-            stop: None,
             idle_when_stopped: false,
             interrupt_tx,
             http: None,
             redactor,
-            deadline,
             trace,
             root,
             state_dirty: false,
             ctx_state_current: true,
             start_states: HashMap::new(),
-            frontier: std::collections::BTreeSet::new(),
-            dependents,
-            handlers: wf_handlers,
             attempt_spans: HashMap::new(),
             committing: Vec::new(),
             fence,
@@ -519,23 +385,16 @@ impl<'o> Runner<'o> {
             started_groups: Vec::new(),
             held: Vec::new(),
             commit_took: Duration::ZERO,
-            opening: opening.len(),
-            writes: opening,
-            uncounted,
             events,
             last_event: 0,
             caller,
             live_dir,
-            terminate: false,
-        };
-        runner.frontier = (0..runner.wf.steps.len())
-            .filter(|&i| runner.deps_satisfied(i) && !runner.ended(i))
-            .collect();
-        runner
+        }
     }
 
     pub(super) async fn main_loop(&mut self, store: &mut Store) -> Result<RunOutcome, EngineError> {
         let replayed = self
+            .sched
             .records
             .values()
             .filter(|r| r.status == StepStatus::Completed || r.status == StepStatus::Skipped)
@@ -547,7 +406,9 @@ impl<'o> Runner<'o> {
         let mut done: Vec<Done> = Vec::new();
         let mut last_poll = Instant::now();
         loop {
-            if self.deadline.is_some_and(|d| d <= Timestamp::now()) && self.stop.is_none() {
+            if self.sched.deadline.is_some_and(|d| d <= Timestamp::now())
+                && self.sched.stop.is_none()
+            {
                 self.stop(Stop::Deadline);
             }
             // One transaction: results that came in, then every start they unblock.
@@ -559,12 +420,12 @@ impl<'o> Runner<'o> {
                 for d in done.drain(..) {
                     self.settle(d)?;
                 }
-                if self.stop != Some(Stop::Signal) {
+                if self.sched.stop != Some(Stop::Signal) {
                     let mut settled_in_tx = 0;
                     loop {
                         let mut settled = false;
-                        for unit in self.candidates() {
-                            if self.running.len() >= self.wf.concurrency {
+                        for unit in self.sched.candidates(Timestamp::now()) {
+                            if self.sched.running.len() >= self.wf.concurrency {
                                 break;
                             }
                             match self.start(&unit)? {
@@ -575,7 +436,7 @@ impl<'o> Runner<'o> {
                                     if self.wf.steps[unit.idx].set_state.is_some() {
                                         self.start_states.insert(key.clone(), self.state.clone());
                                     }
-                                    self.running.insert(key, attempt);
+                                    self.sched.running.insert(key, attempt);
                                     spawns.push((unit, job, attempt));
                                 }
                                 Started::Settled => {
@@ -598,7 +459,7 @@ impl<'o> Runner<'o> {
                     }
                 }
                 if std::mem::take(&mut self.state_dirty) {
-                    self.writes.push(Write::State(self.state.clone()));
+                    self.sched.writes.push(Write::State(self.state.clone()));
                 }
                 // Nothing decided (a wake-up to look for a cancel request
                 // while steps run, every 100 ms): no commit. Spans alone
@@ -608,7 +469,11 @@ impl<'o> Runner<'o> {
                 // fence's row lock is logged): ten a second per running
                 // instance.
                 let decided = !self.committing.is_empty()
-                    || self.writes.iter().any(|w| !matches!(w, Write::Span(_)));
+                    || self
+                        .sched
+                        .writes
+                        .iter()
+                        .any(|w| !matches!(w, Write::Span(_)));
                 debug_assert!(decided || spawns.is_empty());
                 if decided {
                     commit_spans = self.commit_and_start(store, &mut spawns).await?;
@@ -624,20 +489,20 @@ impl<'o> Runner<'o> {
                 continue;
             }
 
-            if self.running.is_empty() && self.tasks.is_empty() {
-                if let Some(outcome) = self.final_outcome() {
+            if self.sched.running.is_empty() && self.tasks.is_empty() {
+                if let Some(outcome) = self.sched.final_outcome(Timestamp::now()) {
                     // A completed instance's result is rendered now, from its
                     // final state and step outputs. One that cannot be
                     // rendered fails the instance as a failed step does: the
                     // compensations of its completed steps run first.
                     if outcome == RunOutcome::Completed {
                         match self.render_outputs() {
-                            Ok(Some(v)) => self.writes.push(Write::Outputs(v)),
+                            Ok(Some(v)) => self.sched.writes.push(Write::Outputs(v)),
                             Ok(None) => {}
                             Err(e) => {
                                 let why = self.redactor.text(&format!("`outputs`: {e}"));
                                 self.observer.message(&format!("{why}: the workflow fails"));
-                                self.failed = Some(why);
+                                self.sched.failed = Some(why);
                                 continue;
                             }
                         }
@@ -647,27 +512,28 @@ impl<'o> Runner<'o> {
                 // Only timers and events left. Short waits happen here; an
                 // event not yet delivered ends the run at once, unless a
                 // timer is due first within the inline wait.
-                let next = self.next_wake();
+                let next = self.sched.next_wake();
                 let within = self
+                    .sched
                     .next_timer()
                     .filter(|t| t.since(Timestamp::now()) <= self.opts.inline_wait);
                 let Some(timer) = within else {
                     // An event delivered while earlier steps ran (or a
                     // cancel asked meanwhile) is looked for once more
                     // before the run suspends for it.
-                    let stop_before = self.stop;
-                    if self.poll_external(store).await? || self.stop != stop_before {
+                    let stop_before = self.sched.stop;
+                    if self.poll_external(store).await? || self.sched.stop != stop_before {
                         continue;
                     }
-                    return Ok(self.suspend_outcome(next));
+                    return Ok(self.sched.suspend_outcome(next, Timestamp::now()));
                 };
                 let until = next.map_or(timer, |n| n.min(timer));
                 // In slices, so that a cancel or an awaited event from another
                 // process is seen within 200 ms.
-                let stop_before = self.stop;
+                let stop_before = self.sched.stop;
                 loop {
                     let wait = until.since(Timestamp::now());
-                    if wait.is_zero() || self.stop != stop_before {
+                    if wait.is_zero() || self.sched.stop != stop_before {
                         break;
                     }
                     tokio::select! {
@@ -689,6 +555,7 @@ impl<'o> Runner<'o> {
 
             // Wake for a result, a due timer, a signal, or to look for a cancel request.
             let timer = self
+                .sched
                 .next_wake()
                 .map(|t| t.since(Timestamp::now()))
                 .unwrap_or(Duration::from_secs(3600))
@@ -717,12 +584,13 @@ impl<'o> Runner<'o> {
     async fn poll_external(&mut self, store: &Store) -> Result<bool, EngineError> {
         let asked = store.cancel_requested(&self.id).await?;
         if asked == CancelRequest::Terminate {
-            self.terminate = true;
+            self.sched.terminate = true;
         }
-        if self.stop.is_none() && asked.is_asked() {
+        if self.sched.stop.is_none() && asked.is_asked() {
             self.stop(Stop::Cancel);
         }
         let awaited: Vec<&str> = self
+            .sched
             .records
             .values()
             .filter(|r| r.status == StepStatus::Waiting)
@@ -769,19 +637,25 @@ impl<'o> Runner<'o> {
     /// Stops running units for `why`; a signal outranks everything.
     pub(super) fn stop(&mut self, why: Stop) {
         if why == Stop::Lost {
-            self.stop = Some(why);
+            self.sched.stop = Some(why);
             return;
         }
-        if matches!(self.stop, Some(Stop::Signal | Stop::Lost))
-            || (self.stop.is_some() && why != Stop::Signal)
+        if matches!(self.sched.stop, Some(Stop::Signal | Stop::Lost))
+            || (self.sched.stop.is_some() && why != Stop::Signal)
         {
             return;
         }
-        self.stop = Some(why);
+        self.sched.stop = Some(why);
         // A compensation in flight (they run one at a time, after every forward
         // unit ended) is never cut short by a deadline or a cancel: only a
         // signal to this process stops it.
-        if why != Stop::Signal && self.running.keys().any(|k| UnitKey::parse(k).compensation) {
+        if why != Stop::Signal
+            && self
+                .sched
+                .running
+                .keys()
+                .any(|k| UnitKey::parse(k).compensation)
+        {
             if why == Stop::Cancel {
                 self.observer
                     .message("canceled: letting the running compensation finish");
@@ -797,9 +671,9 @@ impl<'o> Runner<'o> {
                 .observer
                 .message("workflow timeout reached: stopping running steps"),
         }
-        if why == Stop::Deadline && self.failed.is_none() {
+        if why == Stop::Deadline && self.sched.failed.is_none() {
             let t = self.wf.timeout.unwrap_or_default();
-            self.failed = Some(format!(
+            self.sched.failed = Some(format!(
                 "workflow timed out after {}",
                 crate::workflow::duration::human(t)
             ));
@@ -818,11 +692,6 @@ fn ok(output: Value) -> AttemptResult {
         outcome: Ok(output),
         ..AttemptResult::default()
     }
-}
-
-/// An HTTP error type the user named in `retry` is retried even if it is a 4xx.
-fn explicitly_listed(retry: &RetryPolicy, error_type: &ErrorType) -> bool {
-    retry.retryable.iter().any(|p| error_type.matches(p))
 }
 
 fn failure_reason(key: &str, rec: &StepRow) -> String {

@@ -28,7 +28,7 @@ impl<'o> Runner<'o> {
             out.push((k.clone(), v));
         }
         let key = unit.key(&self.wf);
-        let attempt = self.records.get(&key).map_or(1, |r| r.attempts + 1);
+        let attempt = self.sched.records.get(&key).map_or(1, |r| r.attempts + 1);
         out.push(("WF_INSTANCE_ID".into(), self.id.to_string()));
         out.push(("WF_WORKFLOW".into(), self.wf.name.clone()));
         out.push(("WF_STEP_ID".into(), key));
@@ -183,7 +183,7 @@ impl<'o> Runner<'o> {
         // (The folder is made by the first copy that gets output.)
         let dir = self.live_dir.as_ref()?.join(&self.id);
         let key = unit.key(&self.wf);
-        let attempt = self.records.get(&key).map_or(1, |r| r.attempts + 1);
+        let attempt = self.sched.records.get(&key).map_or(1, |r| r.attempts + 1);
         Some((
             dir.join(format!("{key}.{attempt}.out")),
             dir.join(format!("{key}.{attempt}.err")),

@@ -19,7 +19,7 @@ impl<'o> Runner<'o> {
         let run = (self.trace.0.as_str(), self.id.as_str(), self.run);
         let spans =
             crate::engine::drive::ended_spans(run, &self.wf.name, Some(&self.redactor), skip);
-        self.writes.extend(spans);
+        self.sched.writes.extend(spans);
         Ok(())
     }
 

@@ -10,7 +10,7 @@ impl<'o> Runner<'o> {
         unit: &Unit,
         spec: &SleepSpec,
     ) -> Result<Started, EngineError> {
-        let existing = self.record(unit).retry_at;
+        let existing = self.sched.record(unit).retry_at;
         let wake = match existing {
             Some(t) => t,
             None => {
@@ -31,11 +31,11 @@ impl<'o> Runner<'o> {
                         }
                     }
                 };
-                let rec = self.record(unit);
+                let rec = self.sched.record(unit);
                 rec.status = StepStatus::Sleeping;
                 rec.started_at = Some(store::now());
                 rec.retry_at = Some(wake);
-                self.put(unit)?;
+                self.sched.put(unit);
                 wake
             }
         };
@@ -64,7 +64,7 @@ impl<'o> Runner<'o> {
                 traceparent,
                 ..
             } = self.events.remove(at);
-            self.writes.push(Write::TakeEvent {
+            self.sched.writes.push(Write::TakeEvent {
                 event: event_id,
                 key: key.clone(),
             });
@@ -85,12 +85,12 @@ impl<'o> Runner<'o> {
             self.settle_result(unit, attempt, ok(out), Duration::ZERO)?;
             return Ok(Started::Settled);
         }
-        let rec = self.record(unit);
+        let rec = self.sched.record(unit);
         if rec.status != StepStatus::Waiting {
             rec.status = StepStatus::Waiting;
             rec.started_at = Some(store::now());
             rec.retry_at = timeout.map(|t| Timestamp::now().plus(t));
-            self.put(unit)?;
+            self.sched.put(unit);
             return Ok(Started::Blocked);
         }
         if let Some(deadline) = rec.retry_at

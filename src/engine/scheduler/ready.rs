@@ -1,27 +1,30 @@
-//! Deciding what is ready: the frontier of steps whose needs are met, the
-//! units due now (retries past their backoff, `for_each` items within
-//! `max_parallel`), the next compensation, when the run is over, and when
-//! something next becomes due.
+//! The ready set: the frontier of steps whose needs are met, the units due
+//! now (retries past their backoff, `for_each` items within
+//! `max_parallel`), handlers after a failure or a cancel, the next
+//! compensation, when the run is over, and when something next becomes
+//! due. Every question takes the time it is asked at (`now`): the clock is
+//! the driver's.
 
-use super::*;
+use super::{RunOutcome, Scheduler, Stop, Unit};
 use crate::vocab::{StepStatus, Timestamp, UnitKey};
+use crate::workflow::Action;
 
-impl<'o> Runner<'o> {
+impl Scheduler {
     /// Whether the run is winding down: compensating after a failure or cancel.
-    pub(super) fn compensating(&self) -> bool {
+    pub fn compensating(&self) -> bool {
         self.failed.is_some() || self.stop == Some(Stop::Cancel)
     }
 
     /// Units that may start now, in a deterministic order.
-    pub(super) fn candidates(&mut self) -> Vec<Unit> {
+    pub fn candidates(&mut self, now: Timestamp) -> Vec<Unit> {
         if self.compensating() {
             // Handlers first (`if: failure()`, `always()`, `cancelled()`),
             // then the compensations.
-            let ready = self.ready_handlers();
+            let ready = self.ready_handlers(now);
             if !ready.is_empty() || self.handler_running() {
                 return ready;
             }
-            return self.next_compensation().into_iter().collect();
+            return self.next_compensation(now).into_iter().collect();
         }
         let mut out = Vec::new();
         // Only the frontier is looked at: steps whose needs are met and that
@@ -47,8 +50,8 @@ impl<'o> Runner<'o> {
             }
             if step.for_each.is_some() && rec.is_some_and(|r| !r.items.is_null()) {
                 // Expanded: its items are the units.
-                out.extend(self.item_units(idx));
-            } else if !self.running.contains_key(&key) && self.unit_due(&key) {
+                out.extend(self.item_units(idx, now));
+            } else if !self.running.contains_key(&key) && self.unit_due(&key, now) {
                 out.push(Unit::step(idx));
             }
         }
@@ -57,7 +60,7 @@ impl<'o> Runner<'o> {
 
     /// The units of an expanded `for_each` step that may start now (within
     /// `max_parallel`), or the step itself once every item ended (it settles).
-    fn item_units(&self, idx: usize) -> Vec<Unit> {
+    fn item_units(&self, idx: usize, now: Timestamp) -> Vec<Unit> {
         let step = &self.wf.steps[idx];
         let rec = self.records.get(&step.id);
         let n = rec.and_then(|r| r.items.as_array()).map_or(0, Vec::len);
@@ -77,7 +80,7 @@ impl<'o> Runner<'o> {
             if !self.records.get(&k).is_some_and(|r| r.status.is_ended()) {
                 unfinished += 1;
             }
-            if active >= limit || !self.unit_due(&k) {
+            if active >= limit || !self.unit_due(&k, now) {
                 continue;
             }
             active += 1;
@@ -90,7 +93,7 @@ impl<'o> Runner<'o> {
     }
 
     /// Not terminal, not running, and any retry backoff has passed.
-    pub(super) fn unit_due(&self, key: &str) -> bool {
+    pub fn unit_due(&self, key: &str, now: Timestamp) -> bool {
         if self.running.contains_key(key) {
             return false;
         }
@@ -98,13 +101,13 @@ impl<'o> Runner<'o> {
             None => true,
             Some(r) => match r.status {
                 StepStatus::Completed | StepStatus::Skipped | StepStatus::Failed => false,
-                StepStatus::Retrying => r.retry_at.is_none_or(|t| t <= Timestamp::now()),
+                StepStatus::Retrying => r.retry_at.is_none_or(|t| t <= now),
                 _ => true,
             },
         }
     }
 
-    pub(super) fn ended(&self, idx: usize) -> bool {
+    pub fn ended(&self, idx: usize) -> bool {
         self.records.get(&self.wf.steps[idx].id).is_some_and(|r| {
             matches!(
                 r.status,
@@ -114,7 +117,7 @@ impl<'o> Runner<'o> {
     }
 
     /// Whether step `idx` is a handler (see `handlers`).
-    pub(super) fn is_handler(&self, idx: usize) -> bool {
+    pub fn is_handler(&self, idx: usize) -> bool {
         self.handlers.contains(&idx)
     }
 
@@ -135,7 +138,7 @@ impl<'o> Runner<'o> {
 
     /// Handlers that may start now: not ended, not running, their needs settled.
     /// (A `for_each` handler that expanded offers its items.)
-    pub(super) fn ready_handlers(&self) -> Vec<Unit> {
+    pub fn ready_handlers(&self, now: Timestamp) -> Vec<Unit> {
         let mut out = Vec::new();
         // `wf cancel --terminate` runs nothing more of the workflow's, its
         // `cancelled()` and `always()` handlers included.
@@ -153,15 +156,15 @@ impl<'o> Runner<'o> {
                     .get(&step.id)
                     .is_some_and(|r| !r.items.is_null());
             if expanded {
-                out.extend(self.item_units(idx));
-            } else if self.unit_due(&step.id) {
+                out.extend(self.item_units(idx, now));
+            } else if self.unit_due(&step.id, now) {
                 out.push(Unit::step(idx));
             }
         }
         out
     }
 
-    pub(super) fn handler_running(&self) -> bool {
+    pub fn handler_running(&self) -> bool {
         self.running.keys().any(|k| {
             let id = UnitKey::parse(k).step;
             self.handlers.iter().any(|&i| self.wf.steps[i].id == id)
@@ -170,7 +173,7 @@ impl<'o> Runner<'o> {
 
     /// Whether a step upstream of `idx` (through `needs`, transitively)
     /// failed for good (without `continue_on_error`): what `failure()` sees.
-    pub(super) fn upstream_failed(&self, idx: usize) -> bool {
+    pub fn upstream_failed(&self, idx: usize) -> bool {
         let mut seen = vec![false; self.wf.steps.len()];
         let mut stack: Vec<usize> = self.wf.steps[idx].needs.clone();
         while let Some(d) = stack.pop() {
@@ -191,7 +194,7 @@ impl<'o> Runner<'o> {
         false
     }
 
-    pub(super) fn deps_satisfied(&self, idx: usize) -> bool {
+    pub fn deps_satisfied(&self, idx: usize) -> bool {
         if self.is_handler(idx) {
             return self.wf.steps[idx].needs.iter().all(|&d| self.ended(d));
         }
@@ -208,7 +211,7 @@ impl<'o> Runner<'o> {
     /// The next compensation to run: of the completed units with a
     /// `compensate`, the latest-completed one not yet compensated. One at a
     /// time, in reverse completion order.
-    pub(super) fn next_compensation(&self) -> Option<Unit> {
+    pub fn next_compensation(&self, now: Timestamp) -> Option<Unit> {
         if !self.running.is_empty() || self.terminate {
             return None;
         }
@@ -250,7 +253,7 @@ impl<'o> Runner<'o> {
             let key = comp.key(&self.wf);
             match self.records.get(&key).map(|r| r.status) {
                 Some(StepStatus::Completed | StepStatus::Failed) => continue,
-                _ if self.unit_due(&key) => return Some(comp),
+                _ if self.unit_due(&key, now) => return Some(comp),
                 // Waiting out a retry backoff: nothing else starts before it.
                 _ => return None,
             }
@@ -258,7 +261,7 @@ impl<'o> Runner<'o> {
         None
     }
 
-    pub(super) fn compensations_pending(&self) -> bool {
+    pub fn compensations_pending(&self) -> bool {
         !self.terminate
             && self.wf.steps.iter().enumerate().any(|(idx, step)| {
                 if step.compensate.is_none() {
@@ -293,13 +296,13 @@ impl<'o> Runner<'o> {
     }
 
     /// The run's end when nothing is running and nothing more can start now.
-    pub(super) fn final_outcome(&self) -> Option<RunOutcome> {
+    pub fn final_outcome(&self, now: Timestamp) -> Option<RunOutcome> {
         if self.stop == Some(Stop::Signal) {
             return Some(RunOutcome::Interrupted);
         }
         if self.compensating() {
             if self.handler_running()
-                || !self.ready_handlers().is_empty()
+                || !self.ready_handlers(now).is_empty()
                 || self.compensations_pending()
             {
                 return None;
@@ -320,7 +323,7 @@ impl<'o> Runner<'o> {
         all_done.then_some(RunOutcome::Completed)
     }
 
-    pub(in crate::engine) fn suspend_outcome(&self, next: Option<Timestamp>) -> RunOutcome {
+    pub fn suspend_outcome(&self, next: Option<Timestamp>, now: Timestamp) -> RunOutcome {
         let mut waiting: Vec<String> = Vec::new();
         for rec in self
             .records
@@ -338,13 +341,13 @@ impl<'o> Runner<'o> {
         if !waiting.is_empty() {
             RunOutcome::Waiting(waiting.join(","))
         } else {
-            RunOutcome::Sleeping(next.unwrap_or_else(store::now))
+            RunOutcome::Sleeping(next.unwrap_or(now))
         }
     }
 
     /// The earliest time something becomes due: a retry, a sleep, an event
     /// timeout, or the workflow's deadline.
-    pub(in crate::engine) fn next_wake(&self) -> Option<Timestamp> {
+    pub fn next_wake(&self) -> Option<Timestamp> {
         self.earliest(StepStatus::is_timed)
     }
 
@@ -363,7 +366,7 @@ impl<'o> Runner<'o> {
     /// Attempts that count towards `key`'s `max_attempts` since `base`
     /// (every recorded one but the interrupted and canceled; the one in
     /// flight included).
-    pub(super) fn budget_used(&self, key: &str, base: i64) -> i64 {
+    pub fn budget_used(&self, key: &str, base: i64) -> i64 {
         let recorded = self.records.get(key).map_or(0, |r| r.attempts);
         let uncounted = self
             .uncounted
@@ -375,7 +378,7 @@ impl<'o> Runner<'o> {
     /// The earliest timer the run may wait for inline: a retry, a sleep, or
     /// the workflow's deadline (not an event's timeout: a run does not wait
     /// for events).
-    pub(super) fn next_timer(&self) -> Option<Timestamp> {
+    pub fn next_timer(&self) -> Option<Timestamp> {
         self.earliest(|status| matches!(status, StepStatus::Retrying | StepStatus::Sleeping))
     }
 }
