@@ -7,7 +7,7 @@
 //! result durable has returned: that commit is part of the attempt, and
 //! its `wf.commit` span lies within it (docs/traces.md). The attempt's span is
 //! then stored by the next commit; if wf dies before that one, the next
-//! run rebuilds the span from the attempt's row (`drive::rebuild_spans`).
+//! run rebuilds the span from the attempt's row (`drive::open::rebuild_spans`).
 
 use super::*;
 use crate::vocab::{AttemptOutcome, RunEnd};

@@ -10,6 +10,7 @@
 //! records as history left them, a time, and the decisions expected.
 
 mod ready;
+pub mod recovery;
 pub mod retry;
 #[cfg(test)]
 mod tests;

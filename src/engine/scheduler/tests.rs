@@ -6,7 +6,7 @@
 use super::retry::{Verdict, judge};
 use super::*;
 use crate::store::StepRow;
-use crate::vocab::{AttemptOutcome, ErrorType, StepStatus, Timestamp};
+use crate::vocab::{AttemptOutcome, ErrorType, InstanceId, StepStatus, Timestamp, UnitKey};
 use crate::workflow::{RetryPolicy, Workflow};
 use serde_json::json;
 use std::time::Duration;
@@ -38,7 +38,7 @@ impl History {
     }
 
     fn row(mut self, key: &str, status: StepStatus, f: impl FnOnce(&mut StepRow)) -> History {
-        let step = crate::vocab::UnitKey::parse(key).step.to_string();
+        let step = UnitKey::parse(key).step.to_string();
         let mut r = StepRow::pending(key, &step);
         r.status = status;
         f(&mut r);
@@ -75,7 +75,7 @@ fn ready(s: &mut Scheduler, now: Timestamp) -> Vec<String> {
 
 /// Marks `key` ended with `status`, as settling it would.
 fn settle(s: &mut Scheduler, key: &str, status: StepStatus) {
-    let step = crate::vocab::UnitKey::parse(key).step.to_string();
+    let step = UnitKey::parse(key).step.to_string();
     let r = s
         .records
         .entry(key.to_string())
@@ -498,6 +498,145 @@ fn non_retryable_patterns_and_crash_only_policies() {
     );
     assert!(
         judge(&ErrorType::Exit(1), &crash_only, false, false, 1, None)
+            .retry_in
+            .is_none()
+    );
+}
+
+fn open_attempt(key: &str, attempt: i64) -> crate::store::OpenAttempt {
+    crate::store::OpenAttempt {
+        key: key.into(),
+        attempt,
+        run: 1,
+        span: None,
+        process: None,
+    }
+}
+
+#[test]
+fn a_crashed_attempt_is_retried_while_its_budget_lasts() {
+    let wf = workflow(
+        "name: c
+steps:
+  - id: a
+    run: 'true'
+    retry: { max_attempts: 2 }
+",
+    );
+    let id = InstanceId::from("i1");
+    let mut records: HashMap<String, StepRow> = HashMap::new();
+    let mut row = StepRow::pending("a", "a");
+    row.status = StepStatus::Running;
+    row.attempts = 1;
+    records.insert("a".into(), row);
+    let writes = recovery::close_crashed(
+        &id,
+        &wf,
+        &[open_attempt("a", 1)],
+        &HashMap::new(),
+        &mut records,
+        at(0),
+    );
+    assert!(matches!(&writes[..], [
+        Write::EndAttempt { key, attempt: 1, end },
+        Write::Step(row),
+    ] if key == "a" && end.outcome == AttemptOutcome::Crashed
+        && end.error_type == Some(ErrorType::Crashed) && end.finished_at == at(0)
+        && row.status == StepStatus::Retrying));
+    assert_eq!(records["a"].outcome, Some(AttemptOutcome::Crashed));
+
+    // The second crash spends the budget: the step fails, saying how to go on.
+    records.get_mut("a").unwrap().attempts = 2;
+    recovery::close_crashed(
+        &id,
+        &wf,
+        &[open_attempt("a", 2)],
+        &HashMap::new(),
+        &mut records,
+        at(5),
+    );
+    let a = &records["a"];
+    assert_eq!(a.status, StepStatus::Failed);
+    assert_eq!(a.finished_at, Some(at(5)));
+    let message = a.error_message.as_deref().unwrap_or_default();
+    assert!(
+        message.contains("2 of 2 attempt(s) used")
+            && message.contains("`wf resume i1 --retry-failed`"),
+        "{message}"
+    );
+}
+
+#[test]
+fn an_interrupted_attempt_does_not_count_against_a_crash() {
+    let wf = workflow(
+        "name: c
+steps:
+  - id: a
+    run: 'true'
+    retry: { max_attempts: 2 }
+",
+    );
+    let mut records: HashMap<String, StepRow> = HashMap::new();
+    let mut row = StepRow::pending("a", "a");
+    row.attempts = 2;
+    records.insert("a".into(), row);
+    let uncounted = HashMap::from([("a".to_string(), vec![1])]);
+    recovery::close_crashed(
+        &"i1".into(),
+        &wf,
+        &[open_attempt("a", 2)],
+        &uncounted,
+        &mut records,
+        at(0),
+    );
+    assert_eq!(records["a"].status, StepStatus::Retrying);
+}
+
+#[test]
+fn a_crashed_compensation_follows_its_own_retry_policy() {
+    let wf = workflow(
+        "name: c
+steps:
+  - id: a
+    run: 'true'
+    retry: { max_attempts: 5 }
+    compensate: { run: 'true', retry: { max_attempts: 1 } }
+",
+    );
+    let mut records: HashMap<String, StepRow> = HashMap::new();
+    let mut row = StepRow::pending("a:compensate", "a");
+    row.attempts = 1;
+    records.insert("a:compensate".into(), row);
+    recovery::close_crashed(
+        &"i1".into(),
+        &wf,
+        &[open_attempt("a:compensate", 1)],
+        &HashMap::new(),
+        &mut records,
+        at(0),
+    );
+    assert_eq!(records["a:compensate"].status, StepStatus::Failed);
+}
+
+#[test]
+fn a_step_without_retry_is_run_again_after_a_crash_but_not_after_a_failure() {
+    let wf = workflow("name: c\nsteps:\n  - id: a\n    run: 'true'\n");
+    let mut records: HashMap<String, StepRow> = HashMap::new();
+    let mut row = StepRow::pending("a", "a");
+    row.attempts = 1;
+    records.insert("a".into(), row);
+    recovery::close_crashed(
+        &"i1".into(),
+        &wf,
+        &[open_attempt("a", 1)],
+        &HashMap::new(),
+        &mut records,
+        at(0),
+    );
+    assert_eq!(records["a"].status, StepStatus::Retrying);
+    let p = &wf.steps[0].retry;
+    assert!(
+        judge(&ErrorType::Exit(1), p, false, false, 1, None)
             .retry_in
             .is_none()
     );

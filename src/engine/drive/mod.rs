@@ -1,0 +1,508 @@
+//! One run of an instance, from the outside: take the lease (raising the
+//! fencing epoch), end what a dead or stalled predecessor left running, turn
+//! its unfinished history into `crashed` records, start the run, let the
+//! [`Runner`] drive it, close it, export its spans, release the lease. Every
+//! write here is a batch of [`Write`]s committed under the fence.
+//!
+//! `drive` reads as those steps: `claim`, `plan_restart`, `end_leftovers`,
+//! `open::open_run` (recovery, the run's trace, its opening writes), the
+//! runner's loop, `finish`.
+
+mod open;
+
+pub(super) use open::ended_spans;
+use open::{Opened, open_run};
+
+use super::advice::{self, Remedy};
+use super::lease::{self, Heartbeat};
+use super::runner::{RunOptions, RunOutcome, RunStart, Runner, Stop};
+use super::{EngineError, Observer, procs, restart, shell};
+use crate::store::{self, Store, StoreError, Write};
+use crate::telemetry::{self, recorder};
+use crate::vocab::{InstanceId, InstanceStatus, RunEnd, StepStatus, Timestamp};
+use crate::workflow::Workflow;
+use std::sync::Arc;
+
+/// Drives instance `id` until it completes, fails, suspends or is interrupted
+/// (one run, closed by its final commit), then sends the spans it committed
+/// to the live exporters, if any are configured (never failing the run; see
+/// `telemetry::export`), and releases the instance.
+pub async fn drive(
+    store: &mut Store,
+    id: &InstanceId,
+    opts: RunOptions,
+    observer: &dyn Observer,
+) -> Result<RunOutcome, EngineError> {
+    recorder::install();
+    let ttl = lease::ttl().map_err(EngineError::Input)?;
+    let (fence, mut history, wf) = match claim(store, id, &opts, ttl).await? {
+        Claim::Run(fence, history, wf) => (fence, *history, wf),
+        Claim::Ended(outcome) => return Ok(outcome),
+    };
+    let restart = match plan_restart(store, id, &wf, &opts, &mut history).await {
+        Ok(restart) => restart,
+        Err(e) => {
+            store.release(&fence).await?;
+            return Err(e);
+        }
+    };
+    let (heartbeat, lost) = Heartbeat::start(store.location(), fence.clone(), ttl);
+    end_leftovers(id, &history.open, observer).await;
+    let last_run = history.last_run;
+    let opened = open_run(id, &wf, history, restart.plan, &opts);
+    // A restart gives the workflow's `timeout` a fresh start: it counts from
+    // the newest restart, else from the instance's creation.
+    let deadline_from = if opts.restart.is_some() {
+        Some(store::now())
+    } else if wf.timeout.is_some() && last_run > 0 {
+        advice::deadline_start(&store.runs(id).await?)
+    } else {
+        None
+    };
+    let Opened {
+        inst,
+        run,
+        records,
+        uncounted,
+        events,
+        trace,
+        root,
+        caller,
+        cancel,
+        terminate,
+        writes,
+    } = opened;
+    let mut runner = Runner::new(RunStart {
+        wf: wf.clone(),
+        inst,
+        run,
+        records,
+        opts,
+        observer,
+        trace,
+        root,
+        fence: fence.clone(),
+        lost,
+        uncounted,
+        events,
+        caller: caller
+            .map(|sc| (sc.trace_flags(), sc.trace_state().clone()))
+            .unwrap_or((
+                opentelemetry::trace::TraceFlags::SAMPLED,
+                opentelemetry::trace::TraceState::default(),
+            )),
+        live_dir: Some(store.live_dir()),
+        deadline_from,
+        opening: writes,
+    });
+    runner.sched.terminate = terminate;
+    if cancel {
+        runner.stop(Stop::Cancel);
+    }
+    observer.run_started(id, &wf.name, run, wf.steps.len());
+    if let Some(note) = &restart.note {
+        observer.message(note);
+    }
+    let outcome = runner.main_loop(store).await;
+    finish(store, &mut runner, outcome, heartbeat, &fence).await
+}
+
+/// What taking an instance amounted to.
+enum Claim {
+    /// Taken, with its history and definition: run it.
+    Run(store::Fence, Box<store::History>, Arc<Workflow>),
+    /// Ended at once (a claimed instance that lacks a secret and never ran).
+    Ended(RunOutcome),
+}
+
+/// Takes the lease (raising the epoch: whoever held it can write no more)
+/// and reads the history as it stands, in one transaction; checks, under
+/// the lease, that the instance may run (released again if not).
+async fn claim(
+    store: &mut Store,
+    id: &InstanceId,
+    opts: &RunOptions,
+    ttl: std::time::Duration,
+) -> Result<Claim, EngineError> {
+    // An owner given by the caller created or claimed the instance for this
+    // run (`wf run`, a worker): it is taken at once, and checked under the
+    // lease. Otherwise it is checked first, so that refusing it writes nothing.
+    let claimed = opts.owner.is_some();
+    let owner = opts.owner.clone().unwrap_or_else(lease::owner_name);
+    let mut wf = None;
+    if !claimed {
+        let inst = store.instance(id).await?;
+        check_resumable(store, &inst, opts).await?;
+        let pinned = workflow_of(store, &inst, opts).await?;
+        super::check_secrets(&pinned)?;
+        wf = Some(pinned);
+    }
+    let (fence, history) = match store
+        .take_over(id, &owner, lease::ttl_ms(ttl), lease::holder_alive)
+        .await?
+    {
+        Ok(taken) => taken,
+        Err(holder) => {
+            return Err(EngineError::Held {
+                id: id.clone(),
+                holder,
+            });
+        }
+    };
+    // Again under the lease: another process may have finished it meanwhile.
+    if let Err(e) = check_resumable(store, &history.instance, opts).await {
+        store.release(&fence).await?;
+        return Err(e);
+    }
+    let wf = match wf {
+        Some(wf) => wf,
+        None => match workflow_of(store, &history.instance, opts).await {
+            Ok(wf) => wf,
+            Err(e) => {
+                store.release(&fence).await?;
+                return Err(e);
+            }
+        },
+    };
+    // Claimed (by a worker: `wf run` checked the secrets before it created
+    // the instance) without a secret it needs.
+    if let Some(name) = super::missing_secret(&wf) {
+        if history.last_run > 0 {
+            // It ran elsewhere: left as it is, for a process that has the secret.
+            store.release(&fence).await?;
+            return Err(super::unset_secret(name));
+        }
+        // Nothing of it ran (a scheduled or detached instance): it fails,
+        // so that it does not stay due (nor hold its schedule's `overlap`)
+        // forever.
+        let why = format!(
+            "secret `{name}` is not set in the environment of the worker that claimed it ({owner}): export {name} where `wf worker` runs; `wf resume {} --retry-failed` then runs the instance",
+            &id[..id.len().min(12)]
+        );
+        store
+            .commit(
+                &fence,
+                &[
+                    Write::Status {
+                        status: InstanceStatus::Failed,
+                        wake_at: None,
+                        waiting_event: None,
+                        error: Some(why.clone()),
+                    },
+                    Write::Release,
+                ],
+            )
+            .await?;
+        return Ok(Claim::Ended(RunOutcome::Failed(why)));
+    }
+    Ok(Claim::Run(fence, Box::new(history), wf))
+}
+
+/// What a restart resets, and what the run says of it when it starts.
+struct Restart {
+    plan: Option<restart::Plan>,
+    note: Option<String>,
+}
+
+/// Decides what a restart resets, on the history read under the lease:
+/// from its step; for `--retry-failed` after compensations ran, from the
+/// first step they undid (what they undid runs again too, said when the
+/// run starts).
+async fn plan_restart(
+    store: &Store,
+    id: &InstanceId,
+    wf: &Workflow,
+    opts: &RunOptions,
+    history: &mut store::History,
+) -> Result<Restart, EngineError> {
+    let compensated = if opts.retry_failed && history.instance.status == InstanceStatus::Failed {
+        restart::compensated(wf, &history.steps)
+    } else {
+        Vec::new()
+    };
+    let Some(from) = opts
+        .restart
+        .as_deref()
+        .or(compensated.first().map(String::as_str))
+    else {
+        return Ok(Restart {
+            plan: None,
+            note: None,
+        });
+    };
+    restart::fill_patches(store, id, &mut history.steps).await?;
+    let plan = restart::plan(wf, &history.steps, from)?;
+    let note = (!compensated.is_empty()).then(|| {
+        let quoted = |ids: &[String]| {
+            ids.iter()
+                .map(|s| format!("`{s}`"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        format!(
+            "--retry-failed: running {} again: the failure's compensations undid {}",
+            quoted(&plan.reset_steps),
+            quoted(&compensated)
+        )
+    });
+    Ok(Restart {
+        plan: Some(plan),
+        note,
+    })
+}
+
+/// Ends what unfinished attempts left running on this host before anything
+/// starts again: two attempts of one step never run at once. An attempt
+/// whose group was never recorded (its holder stopped or died just after
+/// starting it) is found by its processes' variables.
+async fn end_leftovers(id: &InstanceId, open: &[store::OpenAttempt], observer: &dyn Observer) {
+    for a in open {
+        let groups = match &a.process {
+            Some(p) => vec![p.clone()],
+            None => procs::unrecorded(id, &a.key, a.attempt),
+        };
+        for p in &groups {
+            let ended = procs::end_leftover(p, shell::KILL_GRACE).await;
+            if ended > 0 {
+                observer.message(&format!(
+                    "{}: ended {ended} process(es) left running by attempt {}",
+                    a.key, a.attempt
+                ));
+            }
+        }
+    }
+}
+
+/// Ends the run after its loop: its processes on an error, its final
+/// commit (with the release, when no live export follows), the live
+/// export, the lease.
+async fn finish(
+    store: &mut Store,
+    runner: &mut Runner<'_>,
+    outcome: Result<RunOutcome, EngineError>,
+    heartbeat: Heartbeat,
+    fence: &store::Fence,
+) -> Result<RunOutcome, EngineError> {
+    let id = fence.instance.clone();
+    if outcome.is_err() {
+        // Whatever stopped the run, its steps' processes (their whole
+        // groups) end with it: no exit path leaves one behind.
+        runner.abandon().await;
+    }
+    if let Err(e) = &outcome
+        && (fenced_holder(e).is_some()
+            || matches!(e, EngineError::Store(StoreError::Unreachable { .. })))
+    {
+        // Another process owns the instance now, or the database is out of
+        // reach: write nothing (it resumes from what was recorded).
+        return Err(lost_lease(
+            &id,
+            outcome.err().unwrap_or_else(|| unreachable!()),
+        ));
+    }
+    // With no live export to do under the lease, the last commit gives it
+    // up too (the heartbeat stopped first, so no renewal follows it).
+    let release_in_close = !telemetry::export::configured();
+    let mut heartbeat = Some(heartbeat);
+    if release_in_close {
+        drop(heartbeat.take());
+    }
+    let closed = close_run(store, runner, outcome, release_in_close).await;
+    // The live copies of this run's attempts are gone: so is their folder.
+    let live = store.live_dir();
+    let _ = std::fs::remove_dir(live.join(id.as_str()));
+    let _ = std::fs::remove_dir(&live);
+    let outcome = closed.map_err(|e| lost_lease(&id, e))?;
+    if !release_in_close {
+        // Still under the lease: no other process can export these spans meanwhile.
+        telemetry::export::export_instance(store, fence).await;
+        drop(heartbeat);
+        store.release(fence).await?;
+    }
+    Ok(outcome)
+}
+
+/// The holder named by a refused (fenced) write.
+fn fenced_holder(e: &EngineError) -> Option<String> {
+    match e {
+        EngineError::Store(StoreError::Fenced { holder, .. }) => {
+            Some(holder.clone().unwrap_or_else(|| "another process".into()))
+        }
+        EngineError::LeaseLost { holder, .. } => Some(holder.clone()),
+        _ => None,
+    }
+}
+
+/// A refused write means another process took the instance over: say so,
+/// naming it (exit 5). Any other error passes through.
+fn lost_lease(id: &str, e: EngineError) -> EngineError {
+    match fenced_holder(&e) {
+        Some(holder) => EngineError::LeaseLost {
+            id: id.into(),
+            holder,
+        },
+        None => e,
+    }
+}
+
+/// Closes the run whatever happened, so history never shows a run in progress.
+async fn close_run(
+    store: &mut Store,
+    runner: &mut Runner<'_>,
+    outcome: Result<RunOutcome, EngineError>,
+    release: bool,
+) -> Result<RunOutcome, EngineError> {
+    let run = runner.run;
+    // Decisions not committed when the run stopped on an error are dropped,
+    // as a failed transaction drops them.
+    let outcome = match outcome {
+        Ok(o) => o,
+        Err(e) => {
+            runner.sched.writes.truncate(runner.sched.opening);
+            runner.write_root_span(RunEnd::Failed, Some(&e.to_string()))?;
+            runner.sched.writes.push(Write::FinishRun {
+                run,
+                outcome: RunEnd::Failed,
+            });
+            if release {
+                runner.sched.writes.push(Write::Release);
+            }
+            let writes = std::mem::take(&mut runner.sched.writes);
+            store.commit(&runner.fence, &writes).await?;
+            return Err(e);
+        }
+    };
+    let failure = match &outcome {
+        RunOutcome::Failed(reason) => Some(reason.as_str()),
+        _ => None,
+    };
+    match &outcome {
+        RunOutcome::Failed(_) => {
+            runner.abandon_retries(StepStatus::Failed, "the workflow failed")?;
+        }
+        RunOutcome::Canceled => {
+            runner.abandon_retries(StepStatus::Canceled, "the instance was canceled")?;
+        }
+        _ => {}
+    }
+    runner.write_root_span(outcome.end(), failure)?;
+    use InstanceStatus as S;
+    let (status, wake_at, waiting_event, error) = match &outcome {
+        RunOutcome::Completed => (S::Completed, None, None, None),
+        RunOutcome::Failed(reason) => (S::Failed, None, None, Some(reason.clone())),
+        RunOutcome::Sleeping(wake) => (S::Sleeping, Some(*wake), None, None),
+        RunOutcome::Waiting(event) => (
+            S::Waiting,
+            runner.sched.next_wake(),
+            Some(event.clone()),
+            None,
+        ),
+        RunOutcome::Canceled => (S::Canceled, None, None, None),
+        // Stopped while it only waited for a timer or an event: it stays
+        // sleeping or waiting, as it was.
+        RunOutcome::Interrupted if runner.idle_when_stopped => {
+            match runner
+                .sched
+                .suspend_outcome(runner.sched.next_wake(), Timestamp::now())
+            {
+                RunOutcome::Waiting(event) => {
+                    (S::Waiting, runner.sched.next_wake(), Some(event), None)
+                }
+                RunOutcome::Sleeping(wake) => (S::Sleeping, Some(wake), None, None),
+                _ => (S::Running, None, None, None),
+            }
+        }
+        // Left `running` without a lease: `wf list` shows it as interrupted, `wf resume` continues it.
+        RunOutcome::Interrupted => (S::Running, None, None, None),
+    };
+    runner.sched.writes.push(Write::Status {
+        status,
+        wake_at,
+        waiting_event,
+        error,
+    });
+    runner.sched.writes.push(Write::FinishRun {
+        run,
+        outcome: outcome.end(),
+    });
+    if release {
+        runner.sched.writes.push(Write::Release);
+    }
+    let writes = std::mem::take(&mut runner.sched.writes);
+    store.commit(&runner.fence, &writes).await?;
+    Ok(outcome)
+}
+
+/// The workflow `inst` runs: the caller's when it is the pinned one, else
+/// the pinned definition.
+async fn workflow_of(
+    store: &Store,
+    inst: &store::InstanceRow,
+    opts: &RunOptions,
+) -> Result<Arc<Workflow>, EngineError> {
+    let wf = match &opts.workflow {
+        Some(wf) if wf.hash == inst.definition_hash => wf.clone(),
+        _ => Arc::new(pinned_workflow(store, inst).await?),
+    };
+    Ok(wf)
+}
+
+/// The instance's pinned definition: its compiled form when this version of
+/// wf wrote it for exactly this text, else the pinned YAML parsed again.
+pub async fn pinned_workflow(
+    store: &Store,
+    inst: &store::InstanceRow,
+) -> Result<Workflow, EngineError> {
+    if let Some(compiled) = store.definition_compiled(&inst.definition_hash).await?
+        && let Some(wf) = Workflow::from_compiled(&compiled, &inst.definition)
+        && wf.hash == inst.definition_hash
+    {
+        return Ok(wf);
+    }
+    Ok(Workflow::from_pinned(
+        &inst.definition,
+        &format!("{} (pinned definition of {})", inst.workflow_path, inst.id),
+    )?)
+}
+
+/// Whether `inst` may be driven with `opts` (completed and canceled instances
+/// never; failed ones only with `--retry-failed`, and not once the
+/// workflow's `timeout` passed: the run would time out at once). A refusal
+/// of a failed instance says what can change its result ([`advice`]).
+async fn check_resumable(
+    store: &Store,
+    inst: &store::InstanceRow,
+    opts: &RunOptions,
+) -> Result<(), EngineError> {
+    let id = &inst.id;
+    if opts.restart.is_some() {
+        return Ok(restart::check_ended(id, inst.status.as_str())?);
+    }
+    match inst.status {
+        InstanceStatus::Completed => Err(EngineError::NotResumable(format!(
+            "instance {id} already completed"
+        ))),
+        InstanceStatus::Canceled => Err(EngineError::NotResumable(format!(
+            "instance {id} was canceled; it cannot be resumed"
+        ))),
+        InstanceStatus::Failed if opts.cancel => Err(EngineError::NotResumable(format!(
+            "instance {id} already failed; there is nothing to cancel"
+        ))),
+        InstanceStatus::Failed => {
+            let remedy = advice::remedy_of(store, inst).await?;
+            let refused = !opts.retry_failed || matches!(remedy, Remedy::DeadlinePassed { .. });
+            if !refused {
+                return Ok(());
+            }
+            Err(EngineError::NotResumable(format!(
+                "instance {id} failed{}; {}",
+                inst.error
+                    .as_deref()
+                    .map(|e| format!(" ({e})"))
+                    .unwrap_or_default(),
+                remedy.advice(&id[..id.len().min(12)], &inst.workflow_path)
+            )))
+        }
+        _ => Ok(()),
+    }
+}

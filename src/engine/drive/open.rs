@@ -1,0 +1,405 @@
+//! Opening a run: what a dead (or stalled) predecessor left is recovered
+//! (spans it never stored rebuilt, open attempts `crashed`, runs closed),
+//! the run's trace is started, and the writes that open it are decided
+//! (the restart's reset rows, `--retry-failed`'s fresh budgets, fired
+//! timers, the instance `running`), to be committed with the run's first
+//! decisions.
+
+use super::super::runner::RunOptions;
+use super::super::scheduler::recovery;
+use super::super::{redact::Redactor, restart};
+use crate::store::{self, StepRow, Write};
+use crate::telemetry::{self, recorder};
+use crate::vocab::{
+    AttemptOutcome, CancelRequest, ErrorType, InstanceId, InstanceStatus, StepStatus,
+};
+use crate::workflow::Workflow;
+use opentelemetry::KeyValue;
+use opentelemetry::trace::Link;
+use opentelemetry::trace::TraceContextExt as _;
+use std::collections::HashMap;
+use std::sync::Arc;
+use tracing_opentelemetry::OpenTelemetrySpanExt as _;
+
+/// A run about to start: its records, its trace, and the writes that open
+/// it (committed with its first decisions, `Runner::opening`).
+pub(super) struct Opened {
+    pub(super) inst: store::InstanceRow,
+    pub(super) run: i64,
+    pub(super) records: HashMap<String, StepRow>,
+    pub(super) uncounted: HashMap<String, Vec<i64>>,
+    pub(super) events: Vec<store::EventRow>,
+    pub(super) trace: store::RunTrace,
+    pub(super) root: tracing::Span,
+    pub(super) caller: Option<opentelemetry::trace::SpanContext>,
+    pub(super) cancel: bool,
+    pub(super) terminate: bool,
+    pub(super) writes: Vec<Write>,
+}
+
+/// Opens the next run on `history`: recovers what a dead predecessor left
+/// (`recover`), starts the run's trace, and decides the writes that open
+/// it (the restart's reset rows, `--retry-failed`'s fresh budgets, fired
+/// timers, the instance `running`).
+pub(super) fn open_run(
+    id: &InstanceId,
+    wf: &Arc<Workflow>,
+    history: store::History,
+    plan: Option<restart::Plan>,
+    opts: &RunOptions,
+) -> Opened {
+    // Sized for every step up front: growing a map of 10,000 rows by
+    // doubling briefly holds the old table and the new one.
+    let store::History {
+        instance: mut inst,
+        steps,
+        open,
+        abandoned_runs,
+        last_run,
+        traces,
+        uncounted,
+        unspanned,
+        events,
+        cancel_requested,
+    } = history;
+    let mut records: HashMap<String, StepRow> =
+        HashMap::with_capacity(steps.len().max(wf.steps.len()));
+    records.extend(steps.into_iter().map(|r| (r.key.clone(), r)));
+    let mut uncounted_by_key: HashMap<String, Vec<i64>> = HashMap::new();
+    for (key, attempt) in uncounted {
+        uncounted_by_key.entry(key).or_default().push(attempt);
+    }
+    let mut writes = recover(
+        id,
+        wf,
+        &Leftovers {
+            unspanned: &unspanned,
+            open: &open,
+            abandoned_runs: &abandoned_runs,
+            traces: &traces,
+        },
+        &uncounted_by_key,
+        &mut records,
+    );
+    let run = last_run + 1;
+    let (root, trace, caller) = start_trace(id, wf, run, opts, &traces);
+    writes.push(Write::StartRun {
+        run,
+        trace: trace.clone(),
+        restart_from: opts.restart.clone(),
+    });
+    // A restart: the reset rows, the state rebuilt from the kept steps'
+    // patches, no cancel request nor result of the ending restarted from.
+    let mut cancel_requested = cancel_requested;
+    if let Some(plan) = plan {
+        for row in plan.rows {
+            writes.push(Write::Step(Box::new(row.clone())));
+            records.insert(row.key.clone(), row);
+        }
+        writes.push(Write::State(plan.state.clone()));
+        writes.push(Write::Reopen);
+        inst.state = plan.state;
+        cancel_requested = CancelRequest::None;
+    }
+    if opts.retry_failed {
+        for rec in records
+            .values_mut()
+            .filter(|r| r.status == StepStatus::Failed)
+        {
+            rec.status = StepStatus::Pending;
+            rec.budget_base = rec.attempts;
+            rec.retry_at = None;
+            rec.finished_at = None;
+            writes.push(Write::Step(Box::new(rec.clone())));
+        }
+    }
+    let cancel = opts.cancel || cancel_requested.is_asked();
+    let terminate = (opts.cancel && opts.terminate) || cancel_requested == CancelRequest::Terminate;
+    writes.push(Write::Status {
+        status: InstanceStatus::Running,
+        wake_at: None,
+        waiting_event: None,
+        error: None,
+    });
+    if opts.fire_timers {
+        for rec in records.values_mut() {
+            if rec.retry_at.is_some()
+                && matches!(rec.status, StepStatus::Sleeping | StepStatus::Retrying)
+            {
+                rec.retry_at = Some(store::now());
+            }
+        }
+    }
+    Opened {
+        inst,
+        run,
+        records,
+        uncounted: uncounted_by_key,
+        events,
+        trace,
+        root,
+        caller,
+        cancel,
+        terminate,
+        writes,
+    }
+}
+
+/// What a dead (or stalled) predecessor left unfinished.
+struct Leftovers<'a> {
+    unspanned: &'a [store::UnspannedAttempt],
+    open: &'a [store::OpenAttempt],
+    abandoned_runs: &'a [i64],
+    traces: &'a std::collections::BTreeMap<i64, store::RunTrace>,
+}
+
+/// The writes that recover what a predecessor left: the spans it never
+/// stored, its open attempts `crashed`, its runs closed `crashed` with
+/// their root spans rebuilt.
+fn recover(
+    id: &InstanceId,
+    wf: &Workflow,
+    left: &Leftovers<'_>,
+    uncounted: &HashMap<String, Vec<i64>>,
+    records: &mut HashMap<String, StepRow>,
+) -> Vec<Write> {
+    let mut writes = Vec::new();
+    rebuild_spans(id, wf, left.unspanned, left.traces, &mut writes);
+    recover_crashed(
+        id,
+        wf,
+        left.open,
+        left.traces,
+        uncounted,
+        records,
+        &mut writes,
+    );
+    for &crashed in left.abandoned_runs {
+        if let Some((trace, span, parent, start)) = left.traces.get(&crashed) {
+            let links = left
+                .traces
+                .get(&(crashed - 1))
+                .and_then(|prev| recorder::span_context(&prev.0, &prev.1, false))
+                .map(|sc| Link::new(sc, vec![KeyValue::new("workflow.run", crashed - 1)], 0))
+                .into_iter()
+                .collect();
+            recorder::rebuild(recorder::Rebuilt {
+                trace_id: trace,
+                span_id: span,
+                parent: parent.as_deref(),
+                name: format!("{}/workflow", wf.name),
+                start_ns: *start,
+                attributes: vec![
+                    KeyValue::new("workflow.name", wf.name.clone()),
+                    KeyValue::new("workflow.instance.id", id.to_string()),
+                    KeyValue::new("workflow.run", crashed),
+                    KeyValue::new("workflow.outcome", "crashed"),
+                ],
+                links,
+                error: "the process running this run died",
+                end_ns: None,
+            });
+            writes.extend(ended_spans((trace, id, crashed), &wf.name, None, &[]));
+        }
+    }
+    if !left.abandoned_runs.is_empty() {
+        writes.push(Write::CloseAbandonedRuns);
+    }
+    writes
+}
+
+/// Run `run`'s root span and trace identity: a child of the caller's
+/// `TRACEPARENT`, else a new trace (or the instance's own, with
+/// `trace: { per: instance }`), linked to the run before it.
+fn start_trace(
+    id: &InstanceId,
+    wf: &Workflow,
+    run: i64,
+    opts: &RunOptions,
+    traces: &std::collections::BTreeMap<i64, store::RunTrace>,
+) -> (
+    tracing::Span,
+    store::RunTrace,
+    Option<opentelemetry::trace::SpanContext>,
+) {
+    let caller = opts
+        .traceparent
+        .as_deref()
+        .and_then(|tp| telemetry::extract(tp, opts.tracestate.as_deref()));
+    // `trace: { per: instance }`: every run in the trace named after the
+    // instance; a caller's context is then linked, not the parent.
+    if wf.trace_per_instance {
+        recorder::pin_trace_id(&recorder::instance_trace_id(id));
+    }
+    let root = tracing::info_span!(
+        parent: None,
+        "workflow",
+        otel.name = format!("{}/workflow", wf.name),
+        workflow.name = wf.name.as_str(),
+        workflow.instance.id = id.as_str(),
+        workflow.run = run,
+    );
+    if let Some(from) = &opts.restart {
+        root.set_attribute("workflow.restart.from", from.clone());
+    }
+    if wf.trace_per_instance {
+        // The ids are made when the span's context is first asked for.
+        let _ = recorder::ids(&root);
+    }
+    recorder::unpin();
+    let parent = if wf.trace_per_instance {
+        if let Some(sc) = caller.clone() {
+            root.add_link_with_attributes(sc, vec![KeyValue::new("wf.link", "caller")]);
+        }
+        None
+    } else {
+        caller.clone()
+    };
+    if let Some(sc) = &parent {
+        let _ = root.set_parent(opentelemetry::Context::new().with_remote_span_context(sc.clone()));
+    }
+    if let Some(sc) = traces
+        .get(&(run - 1))
+        .and_then(|prev| recorder::span_context(&prev.0, &prev.1, false))
+    {
+        root.add_link_with_attributes(sc, vec![KeyValue::new("workflow.run", run - 1)]);
+    }
+    let (trace_id, root_id) = recorder::ids(&root);
+    let trace = (
+        trace_id,
+        root_id,
+        parent.map(|sc| sc.span_id().to_string()),
+        telemetry::now_ns(),
+    );
+    (root, trace, caller)
+}
+
+/// The spans of `(trace id, instance, run)` of `workflow` that ended since
+/// the last call, as writes, with secrets masked by `redactor`, except those
+/// in `skip`; stored without the attributes the instance already says
+/// ([`store::SpanRow::slim`]).
+pub(in crate::engine) fn ended_spans(
+    (trace_id, instance, run): (&str, &str, i64),
+    workflow: &str,
+    redactor: Option<&Redactor>,
+    skip: &[String],
+) -> Vec<Write> {
+    recorder::take(trace_id, instance)
+        .into_iter()
+        .filter_map(|span| {
+            let mut row = recorder::row(&span, run);
+            if skip.contains(&row.span_id) {
+                return None;
+            }
+            if let Some(r) = redactor.filter(|r| !r.is_empty()) {
+                r.value(&mut row.attributes);
+                row.status_message = row.status_message.map(|m| r.text(m.as_str()));
+            }
+            row.slim(workflow);
+            Some(Write::Span(Box::new(row)))
+        })
+        .collect()
+}
+
+/// The spans of finished attempts that a predecessor died before storing
+/// (a successful attempt's span is stored by the commit after its result's):
+/// rebuilt from the attempts' rows, with their ids, times and outcomes.
+fn rebuild_spans(
+    id: &str,
+    wf: &Workflow,
+    unspanned: &[store::UnspannedAttempt],
+    traces: &std::collections::BTreeMap<i64, store::RunTrace>,
+    writes: &mut Vec<Write>,
+) {
+    for a in unspanned {
+        // Stored to the millisecond: the end of that millisecond, so that
+        // what it did (its process) lies within it.
+        let end_ns = a
+            .finished_at
+            .map(|t| t.ms().saturating_mul(1_000_000) + 999_999);
+        rebuild_attempt_span(id, wf, traces, a, end_ns, writes);
+    }
+}
+
+/// Rebuilds the span of attempt `a` under its run's root from what its row
+/// holds (id, start, outcome, error), ended at `end_ns` (else now), and
+/// stores it.
+fn rebuild_attempt_span(
+    id: &str,
+    wf: &Workflow,
+    traces: &std::collections::BTreeMap<i64, store::RunTrace>,
+    a: &store::UnspannedAttempt,
+    end_ns: Option<i64>,
+    writes: &mut Vec<Write>,
+) {
+    let Some((trace, root, _, _)) = traces.get(&a.run) else {
+        return;
+    };
+    let mut attributes = vec![
+        KeyValue::new("workflow.name", wf.name.clone()),
+        KeyValue::new("workflow.instance.id", id.to_string()),
+        KeyValue::new("workflow.step.id", a.key.clone()),
+        KeyValue::new("workflow.step.attempt", a.attempt),
+        KeyValue::new("workflow.step.outcome", a.outcome.as_str()),
+    ];
+    if let Some(t) = &a.error_type {
+        attributes.push(KeyValue::new("error.type", t.text()));
+    }
+    let error_type = a.error_type.as_ref().map(ErrorType::text);
+    let error = match (&error_type, &a.error_message) {
+        (Some(_), Some(m)) => m.as_str(),
+        (Some(t), None) => t,
+        _ => "",
+    };
+    recorder::rebuild(recorder::Rebuilt {
+        trace_id: trace,
+        span_id: &a.span_id,
+        parent: Some(root),
+        name: format!("{}/{}", wf.name, a.key),
+        start_ns: a.started_ns,
+        attributes,
+        links: Vec::new(),
+        error,
+        end_ns,
+    });
+    writes.extend(ended_spans((trace, id, a.run), &wf.name, None, &[]));
+}
+
+/// Attempts that never got an outcome belong to a process that died (or lost
+/// the instance): they become `crashed` (counted towards `max_attempts`), with
+/// their spans rebuilt, and their unit is retried or fails
+/// (`scheduler::recovery`).
+fn recover_crashed(
+    id: &InstanceId,
+    wf: &Workflow,
+    open: &[store::OpenAttempt],
+    traces: &std::collections::BTreeMap<i64, store::RunTrace>,
+    uncounted: &HashMap<String, Vec<i64>>,
+    records: &mut HashMap<String, StepRow>,
+    writes: &mut Vec<Write>,
+) {
+    for a in open {
+        if let Some((span_id, started_ns)) = &a.span {
+            let crashed = store::UnspannedAttempt {
+                key: a.key.clone(),
+                attempt: a.attempt,
+                run: a.run,
+                span_id: span_id.clone(),
+                started_ns: *started_ns,
+                finished_at: None,
+                outcome: AttemptOutcome::Crashed,
+                error_type: Some(ErrorType::Crashed),
+                error_message: Some(recovery::CRASHED.into()),
+            };
+            rebuild_attempt_span(id, wf, traces, &crashed, None, writes);
+        }
+    }
+    writes.extend(recovery::close_crashed(
+        id,
+        wf,
+        open,
+        uncounted,
+        records,
+        store::now(),
+    ));
+}
