@@ -8,6 +8,7 @@ use crate::engine::{self, EngineError, RunOptions, RunOutcome};
 use crate::exit::{ExitStatus, UsageError};
 use crate::printer::Printer;
 use crate::store::Store;
+use crate::views::WorkerLine;
 use crate::vocab::{InstanceId, InstanceStatus, Timestamp};
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -207,12 +208,7 @@ async fn work(args: Args, db: Option<PathBuf>, printer: &Printer) -> anyhow::Res
                     match result {
                         Ok(outcome) => {
                             if args.json {
-                                let reason = match &outcome {
-                                    RunOutcome::Failed(r) | RunOutcome::Waiting(r) => Some(r.clone()),
-                                    RunOutcome::Sleeping(t) => Some(t.to_string()),
-                                    _ => None,
-                                };
-                                printer.data(&serde_json::json!({ "id": id, "outcome": outcome.as_str(), "reason": reason }).to_string());
+                                printer.json_line(&WorkerLine::ended(&id, &outcome));
                             }
                             printer.info(&format!("instance {id}: {}", describe(&outcome)));
                         }
@@ -220,7 +216,7 @@ async fn work(args: Args, db: Option<PathBuf>, printer: &Printer) -> anyhow::Res
                         Err(EngineError::Held { .. } | EngineError::NotResumable(_)) => {}
                         Err(e) => {
                             if args.json {
-                                printer.data(&serde_json::json!({ "id": id, "error": e.to_string() }).to_string());
+                                printer.json_line(&WorkerLine::error(&id, &e));
                             }
                             printer.error(&format!("instance {id}: {e}"));
                             errors += 1;
