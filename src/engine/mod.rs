@@ -20,6 +20,7 @@ pub mod restart;
 pub mod runner;
 pub mod shell;
 pub mod spawn;
+pub mod worker;
 
 use crate::store::{self, InstanceRow, Store, StoreError};
 use crate::vocab::{AttemptOutcome, ErrorType, InstanceId, InstanceStatus};
