@@ -9,5 +9,6 @@ pub mod printer;
 pub mod store;
 pub mod switches;
 pub mod telemetry;
+pub mod views;
 pub mod vocab;
 pub mod workflow;

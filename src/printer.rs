@@ -121,9 +121,14 @@ impl Printer {
         std::io::BufWriter::with_capacity(64 * 1024, std::io::stdout().lock())
     }
 
-    /// JSON on stdout, pretty-printed.
-    pub fn json(&self, value: &serde_json::Value) {
+    /// JSON on stdout, pretty-printed: a view (`crate::views`), or a value.
+    pub fn json<T: serde::Serialize + ?Sized>(&self, value: &T) {
         self.data(&serde_json::to_string_pretty(value).unwrap_or_default());
+    }
+
+    /// JSON on stdout on one line (`wf worker --json`'s log).
+    pub fn json_line<T: serde::Serialize + ?Sized>(&self, value: &T) {
+        self.data(&serde_json::to_string(value).unwrap_or_default());
     }
 
     /// Raw bytes on stdout (captured logs).

@@ -7,6 +7,7 @@ use super::run::report;
 use crate::engine::{self, EngineError, RunOptions};
 use crate::exit::{ExitStatus, UsageError};
 use crate::printer::Printer;
+use crate::views::RunReport;
 use crate::vocab::{CancelRequest, InstanceStatus};
 use std::path::PathBuf;
 
@@ -61,8 +62,7 @@ pub async fn run(args: Args, db: Option<PathBuf>, printer: &Printer) -> anyhow::
                 "instance {id} is running in another process ({holder}); it was asked to cancel and will stop shortly"
             ));
             if args.json {
-                printer
-                    .json(&serde_json::json!({ "id": id, "status": "canceling", "exit_code": 0 }));
+                printer.json(&RunReport::canceling(&id));
             }
             Ok(ExitStatus::Success)
         }

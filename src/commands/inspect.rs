@@ -1,15 +1,16 @@
 //! `wf inspect ID`: the instance header (workflow, status, inputs, state,
 //! runs) and a table of its steps; `--attempts` adds every attempt, `--json`
-//! gives the same for scripts in the stable shape of docs/commands.md.
+//! gives the same for scripts in the stable shape of docs/commands.md
+//! ([`InstanceView`]).
 
-use super::display_status;
 use crate::exit::ExitStatus;
 use crate::printer::Printer;
-use crate::store::{self, AttemptRow, InstanceRow, StepRow, Store};
-use crate::vocab::{ErrorType, InstanceStatus, StepStatus, Timestamp, UnitKey};
+use crate::store::{self, AttemptRow, Store};
+use crate::views::{InstanceView, ShownStatus, ordered_steps};
+use crate::vocab::{ErrorType, InstanceStatus, Timestamp};
 use crate::workflow::{Workflow, duration::human};
 use comfy_table::Cell;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -26,6 +27,23 @@ pub struct Args {
 pub async fn run(args: Args, store: &Store, printer: &Printer) -> anyhow::Result<ExitStatus> {
     let id = store.resolve_id(&args.id).await?;
     // One snapshot: a step's row and the state its commit patched together.
+    let mut view = store.view(&id, args.attempts).await?;
+    // Step order comes from the pinned definition's step list (no YAML parse needed).
+    let step_ids = match store
+        .definition_step_ids(&view.instance.definition_hash)
+        .await?
+    {
+        Some(ids) => ids,
+        None => Workflow::from_pinned(&view.instance.definition, &view.instance.workflow_path)
+            .map(|wf| wf.steps.into_iter().map(|s| s.id).collect())
+            .unwrap_or_default(),
+    };
+    view.steps = ordered_steps(&step_ids, std::mem::take(&mut view.steps));
+
+    if args.json {
+        printer.json(&InstanceView::new(&view, args.attempts));
+        return Ok(ExitStatus::Success);
+    }
     let store::InstanceView {
         instance: inst,
         runs,
@@ -33,25 +51,9 @@ pub async fn run(args: Args, store: &Store, printer: &Printer) -> anyhow::Result
         attempts,
         events,
         fire,
-    } = store.view(&id, args.attempts).await?;
-    // Step order comes from the pinned definition's step list (no YAML parse needed).
-    let step_ids = match store.definition_step_ids(&inst.definition_hash).await? {
-        Some(ids) => ids,
-        None => Workflow::from_pinned(&inst.definition, &inst.workflow_path)
-            .map(|wf| wf.steps.into_iter().map(|s| s.id).collect())
-            .unwrap_or_default(),
-    };
-    let steps = ordered_steps(&step_ids, steps);
+    } = view;
 
-    if args.json {
-        let mut v = to_json(&inst, &runs, &steps, &attempts, args.attempts);
-        v["schedule"] = json!(fire);
-        v["events"] = events_json(&events);
-        printer.json(&v);
-        return Ok(ExitStatus::Success);
-    }
-
-    let status = display_status(&inst);
+    let status = ShownStatus::of(&inst).to_string();
     let mut header = vec![
         ("Instance", inst.id.to_string()),
         (
@@ -246,82 +248,6 @@ fn wrap(text: &str, width: usize) -> Vec<String> {
     lines
 }
 
-/// Delivered events for `--json`: name, payload, when, which step took it.
-fn events_json(events: &[store::DeliveredEvent]) -> Value {
-    events
-        .iter()
-        .map(|e| {
-            json!({
-                "name": e.name,
-                "data": serde_json::from_str::<Value>(&e.payload).unwrap_or(Value::Null),
-                "received_at": e.received_at,
-                "consumed_by": e.consumed_by,
-            })
-        })
-        .collect()
-}
-
-/// Steps in definition order (pending ones included), then any rows the
-/// definition no longer names. Rows a restart (or a `--retry-failed` that
-/// ran compensated steps again) left as placeholders are not shown: the
-/// compensation of a step run again, until it is needed again, and the
-/// items of a `for_each` list that shrank. They only carry attempt numbers
-/// (their attempts stay in `--attempts`).
-fn ordered_steps(step_ids: &[String], rows: Vec<StepRow>) -> Vec<StepRow> {
-    let lists: std::collections::HashMap<String, usize> = rows
-        .iter()
-        .filter(|r| r.key == r.step_id)
-        .filter_map(|r| Some((r.key.clone(), r.items.as_array()?.len())))
-        .collect();
-    let rows = rows.into_iter().filter(|r| {
-        let key = UnitKey::parse(&r.key);
-        let placeholder_compensation = key.compensation && r.status == StepStatus::Pending;
-        let dropped_item = !key.compensation
-            && key
-                .item
-                .is_some_and(|i| lists.get(&r.step_id).is_some_and(|&len| i >= len));
-        !placeholder_compensation && !dropped_item
-    });
-    // Rows by the step they belong to: the step itself, its for_each items, its compensations.
-    let mut by_step: std::collections::HashMap<String, Vec<StepRow>> =
-        std::collections::HashMap::new();
-    for r in rows {
-        by_step.entry(r.step_id.clone()).or_default().push(r);
-    }
-    let mut out = Vec::new();
-    let mut rest = Vec::new();
-    for id in step_ids {
-        let group = by_step.remove(id).unwrap_or_default();
-        // The step's own row first, then its items in order.
-        let (mut own, others): (Vec<StepRow>, Vec<StepRow>) = group
-            .into_iter()
-            .partition(|r| !UnitKey::parse(&r.key).compensation);
-        own.sort_by_key(|r| {
-            UnitKey::parse(&r.key)
-                .item
-                .map_or(0, |i| i.saturating_add(1))
-        });
-        if own.first().is_none_or(|r| r.key != *id) {
-            out.push(StepRow::pending(id, id));
-        }
-        out.extend(own);
-        rest.extend(others);
-    }
-    // Compensations (in the order they ran: the reverse of their steps'),
-    // and rows of steps the definition no longer names; those not started
-    // last.
-    rest.extend(by_step.into_values().flatten());
-    rest.sort_by(|a, b| {
-        (a.started_at.is_none(), &a.started_at, &a.key).cmp(&(
-            b.started_at.is_none(),
-            &b.started_at,
-            &b.key,
-        ))
-    });
-    out.extend(rest);
-    out
-}
-
 fn compact(v: &Value) -> String {
     let s = v.to_string();
     if s.chars().count() > 200 {
@@ -337,83 +263,4 @@ fn duration(start: Option<Timestamp>, end: Option<Timestamp>) -> String {
         (Some(s), None) => format!("{}…", human(Timestamp::now().since(s))),
         _ => "-".into(),
     }
-}
-
-fn to_json(
-    inst: &InstanceRow,
-    runs: &[store::RunRow],
-    steps: &[StepRow],
-    attempts: &[AttemptRow],
-    with_attempts: bool,
-) -> Value {
-    let mut by_key: std::collections::HashMap<&str, Vec<&AttemptRow>> =
-        std::collections::HashMap::new();
-    for a in attempts {
-        by_key.entry(a.step_key.as_str()).or_default().push(a);
-    }
-    let steps: Vec<Value> = steps
-        .iter()
-        .map(|s| {
-            let mut v = json!({
-                "id": s.key,
-                "status": s.status,
-                "attempts": s.attempts,
-                "outcome": s.outcome,
-                "error_type": s.error_type,
-                "error_message": s.error_message,
-                "started_at": s.started_at,
-                "finished_at": s.finished_at,
-                "output": s.output,
-            });
-            if s.retry_at.is_some()
-                && matches!(
-                    s.status,
-                    StepStatus::Retrying | StepStatus::Sleeping | StepStatus::Waiting
-                )
-            {
-                v["wake_at"] = json!(s.retry_at);
-            }
-            if with_attempts {
-                v["attempt_list"] = by_key
-                    .get(s.key.as_str())
-                    .into_iter()
-                    .flatten()
-                    .map(|a| {
-                        json!({
-                            "attempt": a.attempt,
-                            "run": a.run,
-                            "outcome": a.outcome,
-                            "error_type": a.error_type,
-                            "error_message": a.error_message,
-                            "exit_code": a.exit_code,
-                            "started_at": a.started_at,
-                            "finished_at": a.finished_at,
-                        })
-                    })
-                    .collect();
-            }
-            v
-        })
-        .collect();
-    json!({
-        "id": inst.id,
-        "workflow": inst.workflow,
-        "status": display_status(inst),
-        "inputs": inst.inputs,
-        "state": inst.state,
-        "definition_hash": inst.definition_hash,
-        "error": inst.error,
-        "wake_at": inst.wake_at,
-        "waiting_event": inst.waiting_event,
-        "created_at": inst.created_at,
-        "updated_at": inst.updated_at,
-        "runs": runs.iter().map(|r| json!({
-            "number": r.number,
-            "outcome": r.outcome,
-            "started_at": r.started_at,
-            "finished_at": r.finished_at,
-            "restart_from": r.restart_from,
-        })).collect::<Vec<_>>(),
-        "steps": steps,
-    })
 }

@@ -1,11 +1,12 @@
-//! `wf list`: instances, newest first, as a table or JSON.
+//! `wf list`: instances, newest first, as a table or JSON
+//! ([`InstanceSummary`]).
 
-use super::{display_status, short_id};
+use super::short_id;
 use crate::exit::{ExitStatus, UsageError};
 use crate::printer::Printer;
 use crate::store::{ListFilter, Store};
+use crate::views::{InstanceSummary, ShownStatus};
 use crate::vocab::{InstanceStatus, Timestamp};
-use serde_json::json;
 
 const STATUSES: &[&str] = &[
     "running",
@@ -78,10 +79,10 @@ pub async fn run(args: Args, store: &Store, printer: &Printer) -> anyhow::Result
                 .await?
                 .into_iter()
                 .map(|i| {
-                    let status = display_status(&i);
+                    let status = ShownStatus::of(&i);
                     (i, status)
                 })
-                .filter(|(_, status)| args.status.as_deref().is_none_or(|s| s == status))
+                .filter(|(_, status)| args.status.as_deref().is_none_or(|s| s == status.as_str()))
                 .collect();
             let more = if rows.len() <= limit {
                 0
@@ -96,6 +97,10 @@ pub async fn run(args: Args, store: &Store, printer: &Printer) -> anyhow::Result
         })
         .await?;
     rows.truncate(limit);
+    let rows: Vec<InstanceSummary> = rows
+        .iter()
+        .map(|(i, status)| InstanceSummary::new(i, *status))
+        .collect();
     // After the data, on stderr: what was left out.
     let say_more = || {
         if more > 0 {
@@ -105,19 +110,7 @@ pub async fn run(args: Args, store: &Store, printer: &Printer) -> anyhow::Result
         }
     };
     if args.json {
-        let items: Vec<_> = rows
-            .iter()
-            .map(|(i, status)| {
-                json!({
-                    "id": i.id,
-                    "workflow": i.workflow,
-                    "status": status,
-                    "created_at": i.created_at,
-                    "updated_at": i.updated_at,
-                })
-            })
-            .collect();
-        printer.json(&json!(items));
+        printer.json(&rows);
         say_more();
         return Ok(ExitStatus::Success);
     }
@@ -127,11 +120,11 @@ pub async fn run(args: Args, store: &Store, printer: &Printer) -> anyhow::Result
     }
     let mut table = printer.table();
     table.set_header(["ID", "WORKFLOW", "STATUS", "CREATED", "UPDATED"]);
-    for (i, status) in &rows {
+    for i in &rows {
         table.add_row(vec![
-            comfy_table::Cell::new(short_id(&i.id)),
-            comfy_table::Cell::new(&i.workflow),
-            printer.status_cell(status),
+            comfy_table::Cell::new(short_id(i.id)),
+            comfy_table::Cell::new(i.workflow),
+            printer.status_cell(i.status.as_str()),
             comfy_table::Cell::new(printer.when(i.created_at)),
             comfy_table::Cell::new(printer.when(i.updated_at)),
         ]);

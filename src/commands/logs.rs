@@ -5,6 +5,7 @@
 use crate::exit::{ExitStatus, UsageError};
 use crate::printer::Printer;
 use crate::store::Store;
+use crate::views::{LogView, LogsView};
 use crate::vocab::{AttemptOutcome, InstanceId, InstanceStatus, UnitKey};
 
 #[derive(Debug, clap::Args)]
@@ -101,23 +102,6 @@ async fn follow(
     }
 }
 
-/// One attempt's logs as JSON (text decoded as UTF-8, invalid bytes replaced).
-fn log_json(
-    step: &str,
-    attempt: i64,
-    outcome: Option<&str>,
-    stdout: &[u8],
-    stderr: &[u8],
-) -> serde_json::Value {
-    serde_json::json!({
-        "step": step,
-        "attempt": attempt,
-        "outcome": outcome,
-        "stdout": String::from_utf8_lossy(stdout),
-        "stderr": String::from_utf8_lossy(stderr),
-    })
-}
-
 /// Captured text as the multi-step listing shows it: ending with a newline
 /// when it has any text at all.
 fn with_newline(mut text: Vec<u8>) -> Vec<u8> {
@@ -212,19 +196,13 @@ pub async fn run(args: Args, store: &Store, printer: &Printer) -> anyhow::Result
         })
         .await?;
     if args.json {
-        let logs: Vec<_> = logs
-            .iter()
-            .map(|l| {
-                log_json(
-                    &l.key,
-                    l.attempt,
-                    l.outcome.map(AttemptOutcome::as_str),
-                    &l.stdout,
-                    &l.stderr,
-                )
-            })
-            .collect();
-        printer.json(&serde_json::json!({ "id": id, "logs": logs }));
+        printer.json(&LogsView {
+            id: &id,
+            logs: logs
+                .iter()
+                .map(|l| LogView::new(&l.key, l.attempt, l.outcome, &l.stdout, &l.stderr))
+                .collect(),
+        });
         return Ok(ExitStatus::Success);
     }
     if args.step.is_some() {

@@ -22,7 +22,6 @@ mod worker;
 use crate::exit::{ExitStatus, UsageError};
 use crate::printer::Printer;
 use crate::store::{Location, Store};
-use crate::vocab::InstanceStatus;
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
 
@@ -243,22 +242,6 @@ pub fn cut(text: &str, max: usize) -> String {
     let mut out: String = one_line.chars().take(max.saturating_sub(1)).collect();
     out.push('…');
     out
-}
-
-/// The status shown to people: a `running` instance whose lease holder is gone
-/// is `interrupted`.
-pub fn display_status(inst: &crate::store::InstanceRow) -> String {
-    if inst.status == InstanceStatus::Running {
-        let now = chrono::Utc::now().timestamp_millis();
-        let alive = match (&inst.lease_owner, inst.lease_expires_ms) {
-            (Some(owner), Some(exp)) => exp > now && crate::engine::lease::holder_alive(owner),
-            _ => false,
-        };
-        if !alive {
-            return "interrupted".into();
-        }
-    }
-    inst.status.to_string()
 }
 
 /// Maps how a run ended to the process exit status.

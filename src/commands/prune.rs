@@ -7,8 +7,8 @@
 use crate::exit::{ExitStatus, UsageError};
 use crate::printer::Printer;
 use crate::store::Pruned;
+use crate::views::PruneView;
 use crate::vocab::{InstanceStatus, Timestamp};
-use serde_json::json;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -77,9 +77,7 @@ pub async fn run(args: Args, db: Option<PathBuf>, printer: &Printer) -> anyhow::
         false
     };
     if args.json {
-        let mut v = serde_json::to_value(pruned)?;
-        v["dry_run"] = json!(args.dry_run);
-        printer.json(&v);
+        printer.json(&PruneView::new(&pruned, args.dry_run));
     } else {
         let verb = if args.dry_run {
             "would delete"

@@ -4,14 +4,12 @@
 //! `--as`, the instance is first copied to NEWID and the copy is restarted:
 //! the original is only read.
 
-use super::{
-    display_status,
-    run::{Ending, finish},
-};
+use super::run::{Ending, finish};
 use crate::engine::{self, EngineError, RunOptions, restart};
 use crate::exit::{ExitStatus, UsageError};
 use crate::printer::Printer;
 use crate::store;
+use crate::views::ShownStatus;
 use crate::vocab::InstanceId;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -36,7 +34,7 @@ pub async fn run(args: Args, db: Option<PathBuf>, printer: &Printer) -> anyhow::
     let inst = store.instance(&id).await?;
     // Refused before anything is written: a live holder is named (exit 5),
     // an instance that has not ended is a usage error (exit 2).
-    match display_status(&inst).as_str() {
+    match ShownStatus::of(&inst).as_str() {
         "running" => {
             return Err(EngineError::Held {
                 holder: inst.lease_owner.clone().unwrap_or_default(),

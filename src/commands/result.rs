@@ -3,10 +3,10 @@
 //! canceled; 3 while it is suspended (or running, without `--wait`), so a
 //! script can tell "not yet" from "never". `--wait` blocks until it ends.
 
-use super::display_status;
 use crate::exit::ExitStatus;
 use crate::printer::Printer;
 use crate::store::Store;
+use crate::views::ResultView;
 use crate::vocab::InstanceStatus;
 use serde_json::json;
 use std::time::Duration;
@@ -56,14 +56,9 @@ pub async fn run(args: Args, store: &Store, printer: &Printer) -> anyhow::Result
             Ok((inst, outputs))
         })
         .await?;
-    let status = display_status(&inst);
+    let view = ResultView::new(&inst, &outputs);
     if args.json {
-        printer.json(&json!({
-            "id": id,
-            "status": status,
-            "outputs": outputs,
-            "error": inst.error,
-        }));
+        printer.json(&view);
     }
     Ok(match inst.status {
         InstanceStatus::Completed => {
@@ -85,7 +80,8 @@ pub async fn run(args: Args, store: &Store, printer: &Printer) -> anyhow::Result
         }
         _ => {
             printer.info(&format!(
-                "instance {id} is {status}; it has no result yet (`wf result {} --wait` waits for it)",
+                "instance {id} is {}; it has no result yet (`wf result {} --wait` waits for it)",
+                view.status,
                 super::short_id(&id)
             ));
             ExitStatus::Suspended

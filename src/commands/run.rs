@@ -5,10 +5,11 @@ use super::{outcome_status, parse_duration_flag};
 use crate::engine::{self, RunOptions, RunOutcome};
 use crate::exit::{ExitStatus, UsageError};
 use crate::printer::Printer;
-use crate::vocab::{InstanceId, StepStatus, UnitKey};
+use crate::views::{RunReport, ShownStatus};
+use crate::vocab::{InstanceId, InstanceStatus, StepStatus, UnitKey};
 use crate::workflow::{Workflow, io_reason};
 use anyhow::Context as _;
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -150,20 +151,22 @@ fn unreachable_names(e: engine::EngineError, what: impl FnOnce() -> String) -> a
 
 /// `wf run --id ID` of an instance that exists with the same definition and
 /// inputs: a no-op that says what became of it, with the exit code of its
-/// status (0 completed, 1 failed, 3 suspended, 4 canceled or skipped, 5
-/// running under another process, 130 interrupted).
+/// status (0 completed, 1 failed, 3 suspended, 4 canceled, 5 running under
+/// another process, 130 interrupted).
 fn exists(printer: &Printer, existing: &crate::store::InstanceRow, json: bool) -> ExitStatus {
-    let status = super::display_status(existing);
-    let code = match status.as_str() {
-        "completed" => ExitStatus::Success,
-        "failed" => ExitStatus::Failure,
-        "sleeping" | "waiting" | "queued" => ExitStatus::Suspended,
-        "canceled" | "skipped" => ExitStatus::Canceled,
-        "running" => ExitStatus::Held,
-        _ => ExitStatus::Interrupted,
+    let status = ShownStatus::of(existing);
+    let code = match status {
+        ShownStatus::Stored(InstanceStatus::Completed) => ExitStatus::Success,
+        ShownStatus::Stored(InstanceStatus::Failed) => ExitStatus::Failure,
+        ShownStatus::Stored(InstanceStatus::Sleeping | InstanceStatus::Waiting) => {
+            ExitStatus::Suspended
+        }
+        ShownStatus::Stored(InstanceStatus::Canceled) => ExitStatus::Canceled,
+        ShownStatus::Stored(InstanceStatus::Running) => ExitStatus::Held,
+        ShownStatus::Interrupted => ExitStatus::Interrupted,
     };
     if json {
-        printer.json(&json!({ "id": existing.id, "status": status, "exit_code": code.code() }));
+        printer.json(&RunReport::exists(&existing.id, status, code.code()));
     } else {
         printer.data(&format!(
             "instance {} exists already, with the same definition and inputs: {status}",
@@ -225,7 +228,7 @@ pub fn report(
 ) -> ExitStatus {
     let status = outcome_status(outcome);
     if json {
-        printer.json(&json!({ "id": id, "status": outcome.as_str(), "exit_code": status.code() }));
+        printer.json(&RunReport::ended(id, outcome, status.code()));
         return status;
     }
     let short = &id[..id.len().min(12)];

@@ -7,10 +7,10 @@ use super::short_id;
 use crate::engine::fire;
 use crate::exit::{ExitStatus, UsageError};
 use crate::printer::Printer;
-use crate::store::{self, ScheduleRow, Store};
+use crate::store::{self, InstanceRow, ScheduleRow, Store};
+use crate::views::{ScheduleAdded, ScheduleView, ShownStatus};
 use crate::vocab::Timestamp;
 use crate::workflow::Workflow;
-use serde_json::json;
 use std::path::PathBuf;
 
 #[derive(Debug, clap::Args)]
@@ -68,8 +68,11 @@ pub async fn run(args: Args, db: Option<PathBuf>, printer: &Printer) -> anyhow::
                 ));
             }
             if json {
-                let items = entries(&store, &rows).await?;
-                printer.json(&json!({ "workflow": wf.name, "schedules": items }));
+                let last = last_instances(&store, &rows).await?;
+                printer.json(&ScheduleAdded {
+                    workflow: &wf.name,
+                    schedules: views(&rows, &last),
+                });
             } else {
                 for r in &rows {
                     printer.info(&format!(
@@ -107,7 +110,7 @@ pub async fn run(args: Args, db: Option<PathBuf>, printer: &Printer) -> anyhow::
             let location = super::db_location(db)?;
             if !location.exists() {
                 if json {
-                    printer.json(&json!([]));
+                    printer.json::<[ScheduleView]>(&[]);
                 } else {
                     printer.info("no schedules");
                 }
@@ -116,7 +119,8 @@ pub async fn run(args: Args, db: Option<PathBuf>, printer: &Printer) -> anyhow::
             let store = Store::open(&location).await?;
             let rows = store.schedules().await?;
             if json {
-                printer.json(&json!(entries(&store, &rows).await?));
+                let last = last_instances(&store, &rows).await?;
+                printer.json(&views(&rows, &last));
                 return Ok(ExitStatus::Success);
             }
             if rows.is_empty() {
@@ -132,9 +136,9 @@ pub async fn run(args: Args, db: Option<PathBuf>, printer: &Printer) -> anyhow::
                 "LAST INSTANCE",
             ]);
             for r in &rows {
-                let last = match (&r.last_instance, last_status(&store, r).await?) {
+                let last = match (&r.last_instance, last_instance(&store, r).await?) {
                     (None, _) => "-".to_string(),
-                    (Some(id), Some(status)) => format!("{} {status}", short_id(id)),
+                    (Some(id), Some(i)) => format!("{} {}", short_id(id), ShownStatus::of(&i)),
                     (Some(id), None) => format!("{} (pruned)", short_id(id)),
                 };
                 let next = match r.buffered_ms {
@@ -182,45 +186,36 @@ async fn registered_names(store: &Store) -> anyhow::Result<Vec<String>> {
     Ok(names)
 }
 
-/// How the instance an entry started last is doing (`None`: it started
-/// none, or that one was pruned).
-async fn last_status(store: &Store, r: &ScheduleRow) -> anyhow::Result<Option<String>> {
+/// The instance an entry started last (`None`: it started none, or that
+/// one was pruned).
+async fn last_instance(store: &Store, r: &ScheduleRow) -> anyhow::Result<Option<InstanceRow>> {
     let Some(id) = &r.last_instance else {
         return Ok(None);
     };
     match store.instance(id).await {
-        Ok(i) => Ok(Some(super::display_status(&i))),
+        Ok(i) => Ok(Some(i)),
         Err(store::StoreError::NotFound(_)) => Ok(None),
         Err(e) => Err(e.into()),
     }
 }
 
-/// The JSON of `wf schedule list --json` (docs/commands.md), with a few more fields.
-async fn entries(store: &Store, rows: &[ScheduleRow]) -> anyhow::Result<Vec<serde_json::Value>> {
-    let mut out = Vec::new();
+/// The last instance of each entry, read for its status.
+async fn last_instances(
+    store: &Store,
+    rows: &[ScheduleRow],
+) -> anyhow::Result<Vec<Option<InstanceRow>>> {
+    let mut out = Vec::with_capacity(rows.len());
     for r in rows {
-        let last_status = last_status(store, r).await?;
-        out.push(json!({
-            "workflow": r.workflow,
-            "index": r.idx,
-            "spec": r.spec,
-            "timezone": r.timezone,
-            "overlap": r.overlap,
-            "catchup": engine_duration(r.catchup_ms),
-            "inputs": r.inputs,
-            "next_fire_at": Timestamp::from_ms(r.next_fire_ms),
-            "buffered_fire_at": r.buffered_ms.map(Timestamp::from_ms),
-            "last_instance": r.last_instance,
-            "last_instance_status": last_status,
-            "last_fire_at": r.last_fire_ms.map(Timestamp::from_ms),
-            "skipped": r.skipped,
-            "definition_hash": r.definition_hash,
-            "workflow_path": r.workflow_path,
-        }));
+        out.push(last_instance(store, r).await?);
     }
     Ok(out)
 }
 
-fn engine_duration(ms: i64) -> Option<String> {
-    (ms > 0).then(|| crate::workflow::duration::format(ms as u64))
+/// The entries as `--json` shows them (docs/commands.md), each with its
+/// last instance.
+fn views<'a>(rows: &'a [ScheduleRow], last: &[Option<InstanceRow>]) -> Vec<ScheduleView<'a>> {
+    rows.iter()
+        .zip(last)
+        .map(|(r, l)| ScheduleView::new(r, l.as_ref()))
+        .collect()
 }

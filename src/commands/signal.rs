@@ -6,6 +6,7 @@ use crate::engine::{self, redact::Redactor};
 use crate::exit::{ExitStatus, UsageError};
 use crate::printer::Printer;
 use crate::store::Store;
+use crate::views::SignalView;
 use crate::vocab::InstanceStatus;
 use crate::workflow::Action;
 use serde_json::Value;
@@ -92,7 +93,7 @@ pub async fn run(args: Args, store: &mut Store, printer: &Printer) -> anyhow::Re
         .deliver_event(&id, &args.event, &payload, traceparent.as_deref(), wakes)
         .await?;
     if args.json {
-        printer.json(&serde_json::json!({ "id": id, "event": args.event, "delivered": true }));
+        printer.json(&SignalView::delivered(&id, &args.event));
     }
     printer.info(&format!(
         "event `{}` delivered to instance {id}",

@@ -5,8 +5,8 @@
 
 use crate::exit::ExitStatus;
 use crate::printer::Printer;
+use crate::views::{InvalidView, ValidView};
 use crate::workflow::Workflow;
-use serde_json::json;
 use std::path::PathBuf;
 
 #[derive(Debug, clap::Args)]
@@ -24,15 +24,7 @@ pub fn run(args: Args, printer: &Printer) -> anyhow::Result<ExitStatus> {
     match Workflow::load(&args.file) {
         Ok(wf) => {
             if args.json {
-                let warnings: Vec<_> = wf
-                    .warnings
-                    .iter()
-                    .map(|w| json!({ "line": w.line, "col": w.col, "message": w.message }))
-                    .collect();
-                printer.json(&json!({
-                    "file": file, "valid": true, "workflow": wf.name, "steps": wf.steps.len(),
-                    "warnings": warnings,
-                }));
+                printer.json(&ValidView::new(&file, &wf));
             }
             for w in &wf.warnings {
                 printer.warn(&w.to_string());
@@ -40,20 +32,10 @@ pub fn run(args: Args, printer: &Printer) -> anyhow::Result<ExitStatus> {
             Ok(ExitStatus::Success)
         }
         Err(e) => {
-            let all = e.all();
             if args.json {
-                let errors: Vec<_> = all
-                    .iter()
-                    .map(|e| json!({ "line": e.line, "col": e.col, "message": e.message }))
-                    .collect();
-                printer.json(&json!({
-                    "file": file,
-                    "valid": false,
-                    "error": errors[0],
-                    "errors": errors,
-                }));
+                printer.json(&InvalidView::new(&file, &e));
             }
-            for e in &all {
+            for e in &e.all() {
                 printer.error(&e.to_string());
             }
             Ok(ExitStatus::Usage)

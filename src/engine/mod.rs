@@ -21,6 +21,7 @@ pub mod runner;
 pub mod scheduler;
 pub mod shell;
 pub mod spawn;
+pub mod worker;
 
 use crate::store::{self, InstanceRow, Store, StoreError};
 use crate::vocab::{AttemptOutcome, ErrorType, InstanceId, InstanceStatus};

@@ -1,0 +1,321 @@
+//! `wf worker`'s loop: resume every instance that is due (elapsed timers,
+//! delivered events, dead leases) and start the scheduled ones, up to a
+//! number of runs at once, until stopped (`once`: one sweep). Several
+//! workers may share a database: the lease taken by each run keeps any
+//! instance to one worker at a time.
+//!
+//! The engine decides and drives; what a worker has to say (a run ended, a
+//! schedule fired, the database is in trouble) goes to a [`WorkerObserver`],
+//! and how it stopped is returned ([`WorkerEnd`]). `commands/worker.rs`
+//! parses the arguments, opens the store, prints what the observer hears and
+//! turns the end into an exit status.
+
+use super::fire::{self, Fired};
+use super::{EngineError, Observer, RunOptions, RunOutcome, drive, lease};
+use crate::store::{Location, Store, StoreError};
+use crate::vocab::{InstanceId, InstanceStatus};
+use std::cell::RefCell;
+use std::collections::{HashMap, HashSet};
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+use tokio::signal::unix::{Signal, SignalKind, signal};
+use tokio::task::JoinSet;
+
+/// How a worker works (`wf worker`'s flags).
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// One sweep over what is due now, then stop once those runs end.
+    pub once: bool,
+    /// Most instances driven at once (at least 1).
+    pub concurrency: usize,
+    /// How often to look for due instances and schedules.
+    pub poll: Duration,
+    /// Longest timer or retry backoff a run waits for inline.
+    pub inline_wait: Duration,
+}
+
+/// What a worker reports as it works.
+pub trait WorkerObserver {
+    /// What a schedule entry did at a poll (a broken entry is reported
+    /// once, not at every poll).
+    fn fired(&self, fired: &Fired);
+    /// The run of `id` ended.
+    fn run_ended(&self, id: &InstanceId, outcome: &RunOutcome);
+    /// The run of `id` ended in an error (not a workflow failure); the
+    /// worker leaves the instance alone for a while (`once`: for the rest
+    /// of the sweep).
+    fn run_failed(&self, id: &InstanceId, error: &EngineError);
+    /// A database error between runs (the store already tried to reconnect
+    /// for `WF_DB_RETRY`): the worker goes on polling, since the database
+    /// coming back is what it waits for. With `once` the error ends the
+    /// worker instead, and is not reported here.
+    fn trouble(&self, error: EngineError);
+}
+
+/// How a worker ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WorkerEnd {
+    /// SIGINT, SIGTERM or SIGHUP stopped it: the runs it had going were
+    /// interrupted (resumable).
+    Stopped,
+    /// `once`: its sweep is over; `errors` runs ended in an error.
+    Swept { errors: usize },
+}
+
+/// How long a worker leaves an instance alone after its run ended in an error.
+const ERROR_PAUSE: Duration = Duration::from_secs(30);
+
+/// A worker, ready to run: its signals are caught from the moment it is
+/// made (so that a SIGTERM sent once it said it started stops it cleanly).
+pub struct Worker {
+    store: Store,
+    location: Location,
+    options: Options,
+    stop: [Signal; 3],
+}
+
+/// The runs' progress goes nowhere: the worker reports each run's end.
+struct Quiet;
+impl Observer for Quiet {}
+static QUIET: Quiet = Quiet;
+
+impl Worker {
+    /// A worker over `store`, which opens more connections to `location`
+    /// for its runs. From here, SIGINT, SIGTERM and SIGHUP stop it.
+    pub fn new(store: Store, location: Location, options: Options) -> std::io::Result<Worker> {
+        Ok(Worker {
+            store,
+            location,
+            options,
+            stop: [
+                signal(SignalKind::interrupt())?,
+                signal(SignalKind::terminate())?,
+                signal(SignalKind::hangup())?,
+            ],
+        })
+    }
+
+    /// Works until stopped by a signal, or, with `once`, until the runs of
+    /// one sweep have ended. An error: the lease TTL is not valid
+    /// (`WF_LEASE_TTL`), or, with `once`, the database failed between runs.
+    pub async fn run(self, observer: &dyn WorkerObserver) -> Result<WorkerEnd, EngineError> {
+        // Runs share the thread (a store is not `Sync`): a local task set.
+        tokio::task::LocalSet::new()
+            .run_until(self.work(observer))
+            .await
+    }
+
+    async fn work(self, observer: &dyn WorkerObserver) -> Result<WorkerEnd, EngineError> {
+        let Worker {
+            mut store,
+            location,
+            options: opts,
+            stop: [mut sigint, mut sigterm, mut sighup],
+        } = self;
+        let mut tasks: JoinSet<(InstanceId, Result<RunOutcome, EngineError>)> = JoinSet::new();
+        let mut active: Vec<InstanceId> = Vec::new();
+        let mut stopping = false;
+        // Instances not to pick up again before the given time: with `once`,
+        // every instance this sweep already ran (it may still look due, e.g.
+        // when its pinned definition no longer parses); otherwise, one whose
+        // run ended in an error, so a broken instance is retried after a
+        // pause instead of in a hot loop.
+        let mut rest: HashMap<InstanceId, Instant> = HashMap::new();
+        // Runs that ended in an error (not a workflow failure).
+        let mut errors = 0usize;
+        // One owner name for the worker: it claims instances under it, and
+        // each run takes its instance over under the same name.
+        let owner = lease::owner_name();
+        let ttl = lease::ttl().map_err(EngineError::Input)?;
+        // Connections kept between runs (a run needs one of its own while it lasts).
+        let pool: Rc<RefCell<Vec<Store>>> = Rc::new(RefCell::new(Vec::new()));
+        // When instances whose holder died on this host were last looked for.
+        let mut last_scan: Option<Instant> = None;
+        // The earliest fire time of a registered schedule still ahead, and
+        // when schedules were last looked at (a buffered fire time waits for
+        // an instance to end, which is seen by looking again).
+        let mut next_fire: Option<i64> = None;
+        let mut last_fired: Option<Instant> = None;
+        let mut broken: HashSet<(String, i64)> = HashSet::new();
+        loop {
+            let now_ms = chrono::Utc::now().timestamp_millis();
+            if !stopping
+                && (next_fire.is_none_or(|t| t <= now_ms)
+                    || last_fired.is_none_or(|t| t.elapsed() >= opts.poll))
+            {
+                let (fired, ahead) = match fire::fire_due(&mut store, now_ms).await {
+                    Ok(f) => f,
+                    Err(e) => {
+                        trouble(observer, opts.once, e)?;
+                        (Vec::new(), next_fire)
+                    }
+                };
+                next_fire = ahead;
+                last_fired = Some(Instant::now());
+                for f in &fired {
+                    // A broken entry is said once, not at every poll.
+                    if let Fired::Broken { workflow, idx, .. } = f
+                        && !broken.insert((workflow.clone(), *idx))
+                    {
+                        continue;
+                    }
+                    observer.fired(f);
+                }
+            }
+            if !stopping && active.len() < opts.concurrency {
+                let now = Instant::now();
+                let skip: Vec<InstanceId> = active
+                    .iter()
+                    .cloned()
+                    .chain(
+                        rest.iter()
+                            .filter(|(_, t)| **t > now)
+                            .map(|(id, _)| id.clone()),
+                    )
+                    .collect();
+                let mut ids = match store
+                    .claim_due(
+                        &owner,
+                        lease::ttl_ms(ttl),
+                        opts.concurrency - active.len(),
+                        &skip,
+                    )
+                    .await
+                {
+                    Ok(ids) => ids,
+                    Err(e) => {
+                        trouble(observer, opts.once, e.into())?;
+                        Vec::new()
+                    }
+                };
+                // Runs whose holder died on this host before its lease expired
+                // (killed with SIGKILL, say): looked for at each poll.
+                let room = active.len() + ids.len() < opts.concurrency;
+                if room && (opts.once || last_scan.is_none_or(|t| t.elapsed() >= opts.poll)) {
+                    last_scan = Some(now);
+                    let found = match orphaned(&store).await {
+                        Ok(found) => found,
+                        Err(e) => {
+                            trouble(observer, opts.once, e.into())?;
+                            Vec::new()
+                        }
+                    };
+                    for id in found {
+                        if active.len() + ids.len() < opts.concurrency
+                            && !skip.contains(&id)
+                            && !ids.contains(&id)
+                        {
+                            ids.push(id);
+                        }
+                    }
+                }
+                for id in ids {
+                    if opts.once {
+                        rest.insert(
+                            id.clone(),
+                            Instant::now() + Duration::from_secs(365 * 86_400),
+                        );
+                    }
+                    active.push(id.clone());
+                    let location = location.clone();
+                    let pool = pool.clone();
+                    let run = RunOptions {
+                        inline_wait: opts.inline_wait,
+                        owner: Some(owner.clone()),
+                        ..RunOptions::default()
+                    };
+                    tasks.spawn_local(async move {
+                        let pooled = pool.borrow_mut().pop();
+                        let opened = match pooled {
+                            Some(s) => Ok(s),
+                            None => Store::open(&location).await,
+                        };
+                        let result = match opened {
+                            Ok(mut s) => {
+                                let r = drive::drive(&mut s, &id, run, &QUIET).await;
+                                if s.is_usable() {
+                                    pool.borrow_mut().push(s);
+                                }
+                                r
+                            }
+                            Err(e) => Err(e.into()),
+                        };
+                        (id, result)
+                    });
+                }
+            }
+            if tasks.is_empty() && (opts.once || stopping) {
+                break;
+            }
+            tokio::select! {
+                Some(joined) = tasks.join_next() => {
+                    if let Ok((id, result)) = joined {
+                        active.retain(|a| a != &id);
+                        match result {
+                            Ok(outcome) => observer.run_ended(&id, &outcome),
+                            // Another worker got there first: not an error for us.
+                            Err(EngineError::Held { .. } | EngineError::NotResumable(_)) => {}
+                            Err(e) => {
+                                observer.run_failed(&id, &e);
+                                errors += 1;
+                                if !opts.once {
+                                    rest.insert(id, Instant::now() + ERROR_PAUSE.max(opts.poll));
+                                }
+                            }
+                        }
+                    }
+                }
+                _ = store.wait_for_work(until_fire(next_fire, opts.poll)), if !opts.once && !stopping => {}
+                _ = sigint.recv() => stopping = true,
+                _ = sigterm.recv() => stopping = true,
+                _ = sighup.recv() => stopping = true,
+            }
+        }
+        Ok(if stopping {
+            WorkerEnd::Stopped
+        } else {
+            WorkerEnd::Swept { errors }
+        })
+    }
+}
+
+/// A database error between runs: `once` ends with it; otherwise the
+/// observer hears of it and the worker goes on.
+fn trouble(observer: &dyn WorkerObserver, once: bool, e: EngineError) -> Result<(), EngineError> {
+    if once {
+        return Err(e);
+    }
+    observer.trouble(e);
+    Ok(())
+}
+
+/// How long to wait for work: the poll interval, or less when a schedule
+/// fires sooner.
+fn until_fire(next_fire: Option<i64>, poll: Duration) -> Duration {
+    match next_fire {
+        Some(t) => {
+            let ms = (t - chrono::Utc::now().timestamp_millis()).max(0) as u64;
+            poll.min(Duration::from_millis(ms))
+        }
+        None => poll,
+    }
+}
+
+/// Running instances whose holder was a process on this host that is gone,
+/// while its lease has not expired yet (others are claimed by `claim_due`).
+async fn orphaned(store: &Store) -> Result<Vec<InstanceId>, StoreError> {
+    let now_ms = chrono::Utc::now().timestamp_millis();
+    let mut ids = Vec::new();
+    for row in store.due_instances().await? {
+        if let (true, Some(owner), Some(expires)) = (
+            row.status == InstanceStatus::Running,
+            &row.lease_owner,
+            row.lease_expires_ms,
+        ) && expires > now_ms
+            && !lease::holder_alive(owner)
+        {
+            ids.push(row.id);
+        }
+    }
+    Ok(ids)
+}

@@ -1,0 +1,279 @@
+//! `wf inspect ID --json`: an instance, its runs, its steps (with every
+//! attempt, when asked), the events it received and the schedule entry that
+//! started it.
+
+use super::ShownStatus;
+use crate::store::{self, AttemptRow, DeliveredEvent, FireRecord, RunRow, StepRow};
+use crate::vocab::{AttemptOutcome, ErrorType, InstanceId, RunEnd, StepStatus, Timestamp, UnitKey};
+use serde_json::Value;
+use std::collections::HashMap;
+
+/// An instance as `wf inspect --json` shows it (docs/commands.md).
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct InstanceView<'a> {
+    pub id: &'a InstanceId,
+    pub workflow: &'a str,
+    pub status: ShownStatus,
+    pub inputs: &'a Value,
+    pub state: &'a Value,
+    pub definition_hash: &'a str,
+    pub error: Option<&'a str>,
+    pub wake_at: Option<Timestamp>,
+    pub waiting_event: Option<&'a str>,
+    pub created_at: Timestamp,
+    pub updated_at: Timestamp,
+    pub runs: Vec<RunView<'a>>,
+    pub steps: Vec<StepView<'a>>,
+    /// The schedule entry and fire time that started it, if one did.
+    pub schedule: Option<FireView<'a>>,
+    /// Every event delivered, in the order received.
+    pub events: Vec<EventView<'a>>,
+}
+
+/// A run of the instance.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct RunView<'a> {
+    pub number: i64,
+    /// None while it runs (or its runner died and no run closed it yet).
+    pub outcome: Option<RunEnd>,
+    pub started_at: Timestamp,
+    pub finished_at: Option<Timestamp>,
+    /// `wf restart --from STEP`: the step it started again from.
+    pub restart_from: Option<&'a str>,
+}
+
+/// A unit of the instance: a step, a `for_each` item or a compensation.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct StepView<'a> {
+    /// Its key: `id`, `id[n]` or `id:compensate`.
+    pub id: &'a str,
+    pub status: StepStatus,
+    /// How many attempts it made.
+    pub attempts: i64,
+    /// Its last attempt's outcome.
+    pub outcome: Option<AttemptOutcome>,
+    pub error_type: Option<&'a ErrorType>,
+    pub error_message: Option<&'a str>,
+    pub started_at: Option<Timestamp>,
+    pub finished_at: Option<Timestamp>,
+    pub output: &'a Value,
+    /// When a `retrying`, `sleeping` or `waiting` unit goes on (absent
+    /// otherwise).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub wake_at: Option<Timestamp>,
+    /// Its attempts, with `--attempts` (absent otherwise).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub attempt_list: Option<Vec<AttemptView<'a>>>,
+}
+
+/// An attempt of a unit (`--attempts`).
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct AttemptView<'a> {
+    pub attempt: i64,
+    pub run: i64,
+    /// None while it runs.
+    pub outcome: Option<AttemptOutcome>,
+    pub error_type: Option<&'a ErrorType>,
+    pub error_message: Option<&'a str>,
+    pub exit_code: Option<i64>,
+    pub started_at: Timestamp,
+    pub finished_at: Option<Timestamp>,
+}
+
+/// An event delivered to the instance.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct EventView<'a> {
+    pub name: &'a str,
+    /// Its payload (null if the stored text is not JSON).
+    pub data: Value,
+    pub received_at: Timestamp,
+    /// The key of the unit whose `wait_for_event` took it; None while none
+    /// has.
+    pub consumed_by: Option<&'a str>,
+}
+
+/// The schedule entry and fire time that started an instance.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct FireView<'a> {
+    pub workflow: &'a str,
+    /// The entry's position in the workflow's `on.schedule`.
+    pub index: i64,
+    pub spec: &'a str,
+    pub timezone: Option<&'a str>,
+    pub fire_at: Timestamp,
+}
+
+impl<'a> InstanceView<'a> {
+    /// What `view` shows, its steps in the order given (see
+    /// [`ordered_steps`]); `with_attempts`: each step lists its attempts
+    /// (read when the view was, [`Store::view`](crate::store::Store::view)).
+    pub fn new(view: &'a store::InstanceView, with_attempts: bool) -> InstanceView<'a> {
+        let inst = &view.instance;
+        let mut by_key: HashMap<&str, Vec<&AttemptRow>> = HashMap::new();
+        if with_attempts {
+            for a in &view.attempts {
+                by_key.entry(a.step_key.as_str()).or_default().push(a);
+            }
+        }
+        let step = |s: &'a StepRow| StepView {
+            attempt_list: with_attempts.then(|| {
+                by_key
+                    .get(s.key.as_str())
+                    .into_iter()
+                    .flatten()
+                    .map(|a| AttemptView::from(*a))
+                    .collect()
+            }),
+            ..StepView::from(s)
+        };
+        InstanceView {
+            id: &inst.id,
+            workflow: &inst.workflow,
+            status: ShownStatus::of(inst),
+            inputs: &inst.inputs,
+            state: &inst.state,
+            definition_hash: &inst.definition_hash,
+            error: inst.error.as_deref(),
+            wake_at: inst.wake_at,
+            waiting_event: inst.waiting_event.as_deref(),
+            created_at: inst.created_at,
+            updated_at: inst.updated_at,
+            runs: view.runs.iter().map(RunView::from).collect(),
+            steps: view.steps.iter().map(step).collect(),
+            schedule: view.fire.as_ref().map(FireView::from),
+            events: view.events.iter().map(EventView::from).collect(),
+        }
+    }
+}
+
+impl<'a> From<&'a RunRow> for RunView<'a> {
+    fn from(r: &'a RunRow) -> RunView<'a> {
+        RunView {
+            number: r.number,
+            outcome: r.outcome,
+            started_at: r.started_at,
+            finished_at: r.finished_at,
+            restart_from: r.restart_from.as_deref(),
+        }
+    }
+}
+
+impl<'a> From<&'a StepRow> for StepView<'a> {
+    /// The unit without its attempts.
+    fn from(s: &'a StepRow) -> StepView<'a> {
+        StepView {
+            id: &s.key,
+            status: s.status,
+            attempts: s.attempts,
+            outcome: s.outcome,
+            error_type: s.error_type.as_ref(),
+            error_message: s.error_message.as_deref(),
+            started_at: s.started_at,
+            finished_at: s.finished_at,
+            output: &s.output,
+            wake_at: s.retry_at.filter(|_| s.status.is_timed()),
+            attempt_list: None,
+        }
+    }
+}
+
+impl<'a> From<&'a AttemptRow> for AttemptView<'a> {
+    fn from(a: &'a AttemptRow) -> AttemptView<'a> {
+        AttemptView {
+            attempt: a.attempt,
+            run: a.run,
+            outcome: a.outcome,
+            error_type: a.error_type.as_ref(),
+            error_message: a.error_message.as_deref(),
+            exit_code: a.exit_code,
+            started_at: a.started_at,
+            finished_at: a.finished_at,
+        }
+    }
+}
+
+impl<'a> From<&'a DeliveredEvent> for EventView<'a> {
+    fn from(e: &'a DeliveredEvent) -> EventView<'a> {
+        EventView {
+            name: &e.name,
+            data: serde_json::from_str(&e.payload).unwrap_or(Value::Null),
+            received_at: e.received_at,
+            consumed_by: e.consumed_by.as_deref(),
+        }
+    }
+}
+
+impl<'a> From<&'a FireRecord> for FireView<'a> {
+    fn from(f: &'a FireRecord) -> FireView<'a> {
+        FireView {
+            workflow: &f.workflow,
+            index: f.index,
+            spec: &f.spec,
+            timezone: f.timezone.as_deref(),
+            fire_at: f.fire_at,
+        }
+    }
+}
+
+/// The units `wf inspect` shows, in its order: the steps of `step_ids` (the
+/// pinned definition's, in definition order; one with no row yet as
+/// `pending`), each followed by its `for_each` items, then compensations in
+/// the order they ran and rows of steps the definition no longer names
+/// (those not started last). Rows a restart (or a `--retry-failed` that ran
+/// compensated steps again) left as placeholders are left out: the
+/// compensation of a step run again, until it is needed again, and the
+/// items of a `for_each` list that shrank. They only carry attempt numbers
+/// (their attempts stay in `--attempts`).
+pub fn ordered_steps(step_ids: &[String], rows: Vec<StepRow>) -> Vec<StepRow> {
+    let lists: HashMap<String, usize> = rows
+        .iter()
+        .filter(|r| r.key == r.step_id)
+        .filter_map(|r| Some((r.key.clone(), r.items.as_array()?.len())))
+        .collect();
+    let rows = rows.into_iter().filter(|r| {
+        let key = UnitKey::parse(&r.key);
+        let placeholder_compensation = key.compensation && r.status == StepStatus::Pending;
+        let dropped_item = !key.compensation
+            && key
+                .item
+                .is_some_and(|i| lists.get(&r.step_id).is_some_and(|&len| i >= len));
+        !placeholder_compensation && !dropped_item
+    });
+    // Rows by the step they belong to: the step itself, its for_each items, its compensations.
+    let mut by_step: HashMap<String, Vec<StepRow>> = HashMap::new();
+    for r in rows {
+        by_step.entry(r.step_id.clone()).or_default().push(r);
+    }
+    let mut out = Vec::new();
+    let mut rest = Vec::new();
+    for id in step_ids {
+        let group = by_step.remove(id).unwrap_or_default();
+        // The step's own row first, then its items in order.
+        let (mut own, others): (Vec<StepRow>, Vec<StepRow>) = group
+            .into_iter()
+            .partition(|r| !UnitKey::parse(&r.key).compensation);
+        own.sort_by_key(|r| {
+            UnitKey::parse(&r.key)
+                .item
+                .map_or(0, |i| i.saturating_add(1))
+        });
+        if own.first().is_none_or(|r| r.key != *id) {
+            out.push(StepRow::pending(id, id));
+        }
+        out.extend(own);
+        rest.extend(others);
+    }
+    // Compensations (in the order they ran: the reverse of their steps'),
+    // and rows of steps the definition no longer names; those not started
+    // last.
+    rest.extend(by_step.into_values().flatten());
+    rest.sort_by(|a, b| {
+        (a.started_at.is_none(), &a.started_at, &a.key).cmp(&(
+            b.started_at.is_none(),
+            &b.started_at,
+            &b.key,
+        ))
+    });
+    out.extend(rest);
+    out
+}

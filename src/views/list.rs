@@ -1,0 +1,37 @@
+//! `wf list --json`: an array of these, newest first.
+
+use super::ShownStatus;
+use crate::store::InstanceRow;
+use crate::vocab::{InstanceId, Timestamp};
+
+/// An instance in a listing: `{id, workflow, status, created_at,
+/// updated_at}`.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct InstanceSummary<'a> {
+    pub id: &'a InstanceId,
+    pub workflow: &'a str,
+    pub status: ShownStatus,
+    pub created_at: Timestamp,
+    pub updated_at: Timestamp,
+}
+
+impl<'a> InstanceSummary<'a> {
+    /// `inst`, whose status was found to be `status` (a listing that
+    /// filters on the status shown tells it once).
+    pub fn new(inst: &'a InstanceRow, status: ShownStatus) -> InstanceSummary<'a> {
+        InstanceSummary {
+            id: &inst.id,
+            workflow: &inst.workflow,
+            status,
+            created_at: inst.created_at,
+            updated_at: inst.updated_at,
+        }
+    }
+}
+
+impl<'a> From<&'a InstanceRow> for InstanceSummary<'a> {
+    /// `inst` with its status now.
+    fn from(inst: &'a InstanceRow) -> InstanceSummary<'a> {
+        InstanceSummary::new(inst, ShownStatus::of(inst))
+    }
+}

@@ -1,0 +1,60 @@
+//! The JSON documents `wf` prints (`wf … --json`, `wf trace --format json`,
+//! `wf worker --json`'s lines) and that `wf serve` will serve: one struct per
+//! shape, each built from the store rows it shows.
+//!
+//! Why a module of its own: the shapes are a contract (docs/commands.md,
+//! docs/traces.md; fields may be added, none renamed), and two interfaces
+//! show them, `commands/` today and `serve/` (planned), neither of which may
+//! call the other. So they live here, below both: an interface fetches the
+//! rows, builds the view and prints or serves it. A view holds the words of
+//! `vocab` (statuses, outcomes, ids, times), which serialize as their text,
+//! and borrows what it shows from the rows. Its fields are in the order they
+//! are printed (serde_json keeps it), and `tests.rs` snapshots every shape
+//! (`snapshots/`): a snapshot that changes is a change of the contract.
+//!
+//! - `status.rs`: [`ShownStatus`], an instance's status as shown
+//!   (`interrupted` for a `running` one whose runner is gone).
+//! - `run.rs`: [`RunReport`], how a run of `wf run`, `resume`, `restart` or
+//!   `cancel` ended.
+//! - `instance.rs`: [`InstanceView`], `wf inspect`.
+//! - `list.rs`: [`InstanceSummary`], a line of `wf list`.
+//! - `logs.rs`: [`LogsView`], `wf logs`.
+//! - `result.rs`: [`ResultView`], `wf result`.
+//! - `signal.rs`: [`SignalView`], `wf signal`.
+//! - `prune.rs`: [`PruneView`], `wf prune`.
+//! - `schedule.rs`: [`ScheduleView`], [`ScheduleAdded`], `wf schedule list`
+//!   and `add`.
+//! - `trace.rs`: [`TraceRunView`], [`SpanView`], `wf trace --format json`.
+//! - `validate.rs`: [`ValidView`], [`InvalidView`], `wf validate`.
+//! - `worker.rs`: [`WorkerLine`], a line of `wf worker --json`.
+
+mod instance;
+mod list;
+mod logs;
+mod prune;
+mod result;
+mod run;
+mod schedule;
+mod signal;
+mod status;
+mod trace;
+mod validate;
+mod worker;
+
+#[cfg(test)]
+mod tests;
+
+pub use instance::{
+    AttemptView, EventView, FireView, InstanceView, RunView, StepView, ordered_steps,
+};
+pub use list::InstanceSummary;
+pub use logs::{LogView, LogsView};
+pub use prune::PruneView;
+pub use result::ResultView;
+pub use run::{RunReport, RunStatus};
+pub use schedule::{ScheduleAdded, ScheduleView};
+pub use signal::SignalView;
+pub use status::ShownStatus;
+pub use trace::{SpanView, TraceRunView, run_numbers};
+pub use validate::{InvalidView, Position, ValidView};
+pub use worker::WorkerLine;
