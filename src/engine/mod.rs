@@ -12,7 +12,7 @@ pub mod drive;
 pub mod fire;
 pub mod http;
 pub mod lease;
-pub mod outfile;
+pub mod output_files;
 pub mod output;
 pub mod procs;
 pub mod redact;

@@ -3,7 +3,7 @@
 //! stdout/stderr with a size cap, a `$WF_OUTPUT` file for key=value outputs,
 //! and the mapping from how the process ended to an error type.
 
-use super::outfile::{self, OutputFile, OutputFiles};
+use super::output_files::{self, OutputFile, OutputFiles};
 use super::output::{self, shell_output};
 use super::{AttemptResult, Failure, spawn};
 use crate::vocab::ErrorType;
@@ -414,7 +414,7 @@ async fn execute(
     };
     // Read only when the step succeeded, and never more than the cap.
     let keys = if matches!(ended, Ended::Exited(s) if s.success()) {
-        match outfile::contents(output_file) {
+        match output_files::contents(output_file) {
             Ok(Some(f)) => output::read_output_file(f, limit),
             Ok(None) => Ok(Vec::new()),
             Err(e) => Err(Failure::new(

@@ -22,7 +22,7 @@ mod spans;
 mod suspend;
 
 use super::context::{self, Context};
-use super::outfile;
+use super::output_files;
 use super::output::merge_patch;
 use super::redact::Redactor;
 pub use super::scheduler::RunOutcome;
@@ -200,7 +200,7 @@ struct Done {
     elapsed: Duration,
     result: AttemptResult,
     /// A shell attempt's `$WF_OUTPUT` file, read: for `output_files`.
-    output_file: Option<outfile::OutputFile>,
+    output_file: Option<output_files::OutputFile>,
 }
 
 pub(super) struct Runner<'o> {
@@ -212,7 +212,7 @@ pub(super) struct Runner<'o> {
     base_dir: PathBuf,
     opts: RunOptions,
     observer: &'o dyn Observer,
-    output_files: outfile::OutputFiles,
+    output_files: output_files::OutputFiles,
     state: Value,
     ctx: Context,
     env: Vec<(String, String)>,
@@ -357,7 +357,7 @@ impl<'o> Runner<'o> {
         let (interrupt_tx, _) = watch::channel(false);
         let sched = Scheduler::new(wf.clone(), records, failed, deadline, uncounted, opening);
         Runner {
-            output_files: outfile::OutputFiles::default(),
+            output_files: output_files::OutputFiles::default(),
             base_dir: PathBuf::from(&inst.base_dir),
             id: inst.id.clone(),
             state: inst.state.clone(),

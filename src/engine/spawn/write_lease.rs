@@ -1,5 +1,5 @@
 //! A write lease (`F_SETLEASE`), taken to learn whether anyone else can
-//! write to a file (`outfile` asks it of a step's `$WF_OUTPUT` file before
+//! write to a file (`output_files` asks it of a step's `$WF_OUTPUT` file before
 //! giving it to another attempt: a process a step left behind may hold it
 //! open). nix has no wrapper for `F_SETLEASE`, so the raw call is here, with
 //! the rest of wf's unsafe code.
