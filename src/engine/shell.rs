@@ -3,8 +3,8 @@
 //! stdout/stderr with a size cap, a `$WF_OUTPUT` file for key=value outputs,
 //! and the mapping from how the process ended to an error type.
 
-use super::output_files::{self, OutputFile, OutputFiles};
 use super::output::{self, shell_output};
+use super::output_files::{self, OutputFile, OutputFiles};
 use super::{AttemptResult, Failure, spawn};
 use crate::vocab::ErrorType;
 use nix::sys::signal::{Signal, killpg};

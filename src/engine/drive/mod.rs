@@ -378,10 +378,16 @@ async fn close_run(
     };
     match &outcome {
         RunOutcome::Failed(_) => {
-            runner.abandon_retries(StepStatus::Failed, "the workflow failed")?;
+            runner
+                .sched
+                .abandon_retries(StepStatus::Failed, "the workflow failed", store::now());
         }
         RunOutcome::Canceled => {
-            runner.abandon_retries(StepStatus::Canceled, "the instance was canceled")?;
+            runner.sched.abandon_retries(
+                StepStatus::Canceled,
+                "the instance was canceled",
+                store::now(),
+            );
         }
         _ => {}
     }

@@ -7,49 +7,6 @@ use super::*;
 use crate::vocab::{AttemptOutcome, ErrorType, StepStatus, Timestamp};
 
 impl<'o> Runner<'o> {
-    /// Steps still waiting for a retry when the instance fails or is
-    /// canceled will not get it: they end as `status`, their last error kept.
-    /// (`wf resume --retry-failed` gives a failed one a fresh budget.)
-    /// Steps sleeping or waiting for an event end `canceled`.
-    pub(in crate::engine) fn abandon_retries(
-        &mut self,
-        status: StepStatus,
-        why: &str,
-    ) -> Result<(), EngineError> {
-        let now = store::now();
-        for rec in self
-            .sched
-            .records
-            .values_mut()
-            .filter(|r| r.status == StepStatus::Retrying)
-        {
-            rec.status = status;
-            rec.retry_at = None;
-            rec.finished_at = Some(now);
-            rec.error_message = Some(match rec.error_message.take() {
-                Some(m) => format!("{m} (not retried: {why})"),
-                None => format!("not retried: {why}"),
-            });
-            self.sched.writes.push(Write::Step(Box::new(rec.clone())));
-        }
-        // A timer or a wait that will never be kept: it ends canceled, with
-        // no wake-up time left (docs/execution.md, statuses stay true).
-        for rec in self
-            .sched
-            .records
-            .values_mut()
-            .filter(|r| matches!(r.status, StepStatus::Sleeping | StepStatus::Waiting))
-        {
-            rec.status = StepStatus::Canceled;
-            rec.retry_at = None;
-            rec.finished_at = Some(now);
-            rec.error_type = Some(ErrorType::Canceled);
-            rec.error_message = Some(format!("not continued: {why}"));
-            self.sched.writes.push(Write::Step(Box::new(rec.clone())));
-        }
-        Ok(())
-    }
-
     /// Sets `item`, `index` and `step` in the expression context for `unit`
     /// (`attempt`: the one settling, else the one about to start).
     pub(super) fn enter(&mut self, unit: &Unit, attempt: Option<i64>) {

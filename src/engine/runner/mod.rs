@@ -22,8 +22,8 @@ mod spans;
 mod suspend;
 
 use super::context::{self, Context};
-use super::output_files;
 use super::output::merge_patch;
+use super::output_files;
 use super::redact::Redactor;
 pub use super::scheduler::RunOutcome;
 pub(super) use super::scheduler::Stop;

@@ -16,7 +16,7 @@ pub mod retry;
 mod tests;
 
 use crate::store::{StepRow, Write};
-use crate::vocab::{RunEnd, Timestamp, UnitKey};
+use crate::vocab::{ErrorType, RunEnd, StepStatus, Timestamp, UnitKey};
 use crate::workflow::{Condition, Workflow, expr};
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
@@ -206,5 +206,40 @@ impl Scheduler {
             self.timed.insert(rec.key.clone());
         }
         self.writes.push(Write::Step(Box::new(rec)));
+    }
+
+    /// Steps still waiting for a retry when the instance fails or is
+    /// canceled will not get it: they end as `status`, their last error kept.
+    /// (`wf resume --retry-failed` gives a failed one a fresh budget.)
+    /// Steps sleeping or waiting for an event end `canceled`.
+    pub fn abandon_retries(&mut self, status: StepStatus, why: &str, now: Timestamp) {
+        for rec in self
+            .records
+            .values_mut()
+            .filter(|r| r.status == StepStatus::Retrying)
+        {
+            rec.status = status;
+            rec.retry_at = None;
+            rec.finished_at = Some(now);
+            rec.error_message = Some(match rec.error_message.take() {
+                Some(m) => format!("{m} (not retried: {why})"),
+                None => format!("not retried: {why}"),
+            });
+            self.writes.push(Write::Step(Box::new(rec.clone())));
+        }
+        // A timer or a wait that will never be kept: it ends canceled, with
+        // no wake-up time left (docs/execution.md, statuses stay true).
+        for rec in self
+            .records
+            .values_mut()
+            .filter(|r| matches!(r.status, StepStatus::Sleeping | StepStatus::Waiting))
+        {
+            rec.status = StepStatus::Canceled;
+            rec.retry_at = None;
+            rec.finished_at = Some(now);
+            rec.error_type = Some(ErrorType::Canceled);
+            rec.error_message = Some(format!("not continued: {why}"));
+            self.writes.push(Write::Step(Box::new(rec.clone())));
+        }
     }
 }

@@ -641,3 +641,31 @@ fn a_step_without_retry_is_run_again_after_a_crash_but_not_after_a_failure() {
             .is_none()
     );
 }
+
+#[test]
+fn a_failed_run_ends_its_retries_and_cancels_its_timers() {
+    let mut s = History::of(CHAIN)
+        .row("a", StepStatus::Retrying, |r| {
+            r.retry_at = Some(at(60));
+            r.error_message = Some("exited with code 1".into());
+        })
+        .row("b", StepStatus::Sleeping, |r| r.retry_at = Some(at(90)))
+        .row("c", StepStatus::Completed, |_| {})
+        .scheduler();
+    s.abandon_retries(StepStatus::Failed, "the workflow failed", at(10));
+    let a = &s.records["a"];
+    assert_eq!(
+        (a.status, a.retry_at, a.finished_at),
+        (StepStatus::Failed, None, Some(at(10)))
+    );
+    assert_eq!(
+        a.error_message.as_deref(),
+        Some("exited with code 1 (not retried: the workflow failed)")
+    );
+    let b = &s.records["b"];
+    assert_eq!((b.status, b.retry_at), (StepStatus::Canceled, None));
+    assert_eq!(b.error_type, Some(ErrorType::Canceled));
+    assert_eq!(s.records["c"].status, StepStatus::Completed, "untouched");
+    assert_eq!(s.writes.len(), 2, "a and b written");
+    assert_eq!(s.next_wake(), None, "no timer left");
+}
