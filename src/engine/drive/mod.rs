@@ -11,7 +11,7 @@
 mod open;
 
 pub(super) use open::ended_spans;
-use open::{Opened, open_run};
+use open::open_run;
 
 use super::advice::{self, Remedy};
 use super::lease::{self, Heartbeat};
@@ -59,33 +59,22 @@ pub async fn drive(
     } else {
         None
     };
-    let Opened {
-        inst,
-        run,
-        records,
-        uncounted,
-        events,
-        trace,
-        root,
-        caller,
-        cancel,
-        terminate,
-        writes,
-    } = opened;
+    let (run, cancel, terminate) = (opened.run, opened.cancel, opened.terminate);
     let mut runner = Runner::new(RunStart {
         wf: wf.clone(),
-        inst,
+        inst: opened.inst,
         run,
-        records,
+        records: opened.records,
         opts,
         observer,
-        trace,
-        root,
+        trace: opened.trace,
+        root: opened.root,
         fence: fence.clone(),
         lost,
-        uncounted,
-        events,
-        caller: caller
+        uncounted: opened.uncounted,
+        events: opened.events,
+        caller: opened
+            .caller
             .map(|sc| (sc.trace_flags(), sc.trace_state().clone()))
             .unwrap_or((
                 opentelemetry::trace::TraceFlags::SAMPLED,
@@ -93,7 +82,7 @@ pub async fn drive(
             )),
         live_dir: Some(store.live_dir()),
         deadline_from,
-        opening: writes,
+        opening: opened.writes,
     });
     runner.sched.terminate = terminate;
     if cancel {

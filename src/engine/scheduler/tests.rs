@@ -513,49 +513,47 @@ fn open_attempt(key: &str, attempt: i64) -> crate::store::OpenAttempt {
     }
 }
 
-#[test]
-fn a_crashed_attempt_is_retried_while_its_budget_lasts() {
-    let wf = workflow(
-        "name: c
+/// `key`'s row after its attempt `attempts` crashed at `at(5)` (the
+/// attempts in `uncounted` were interrupted), and the writes that say so.
+fn crashed(wf: &Workflow, key: &str, attempts: i64, uncounted: &[i64]) -> (StepRow, Vec<Write>) {
+    let step = UnitKey::parse(key).step.to_string();
+    let mut row = StepRow::pending(key, &step);
+    row.status = StepStatus::Running;
+    row.attempts = attempts;
+    let mut records = HashMap::from([(key.to_string(), row)]);
+    let uncounted = HashMap::from([(key.to_string(), uncounted.to_vec())]);
+    let writes = recovery::close_crashed(
+        &InstanceId::from("i1"),
+        wf,
+        &[open_attempt(key, attempts)],
+        &uncounted,
+        &mut records,
+        at(5),
+    );
+    (records.remove(key).unwrap(), writes)
+}
+
+const TWO_TRIES: &str = "name: c
 steps:
   - id: a
     run: 'true'
     retry: { max_attempts: 2 }
-",
-    );
-    let id = InstanceId::from("i1");
-    let mut records: HashMap<String, StepRow> = HashMap::new();
-    let mut row = StepRow::pending("a", "a");
-    row.status = StepStatus::Running;
-    row.attempts = 1;
-    records.insert("a".into(), row);
-    let writes = recovery::close_crashed(
-        &id,
-        &wf,
-        &[open_attempt("a", 1)],
-        &HashMap::new(),
-        &mut records,
-        at(0),
-    );
+";
+
+#[test]
+fn a_crashed_attempt_is_retried_while_its_budget_lasts() {
+    let wf = workflow(TWO_TRIES);
+    let (a, writes) = crashed(&wf, "a", 1, &[]);
     assert!(matches!(&writes[..], [
         Write::EndAttempt { key, attempt: 1, end },
         Write::Step(row),
     ] if key == "a" && end.outcome == AttemptOutcome::Crashed
-        && end.error_type == Some(ErrorType::Crashed) && end.finished_at == at(0)
+        && end.error_type == Some(ErrorType::Crashed) && end.finished_at == at(5)
         && row.status == StepStatus::Retrying));
-    assert_eq!(records["a"].outcome, Some(AttemptOutcome::Crashed));
+    assert_eq!(a.outcome, Some(AttemptOutcome::Crashed));
 
     // The second crash spends the budget: the step fails, saying how to go on.
-    records.get_mut("a").unwrap().attempts = 2;
-    recovery::close_crashed(
-        &id,
-        &wf,
-        &[open_attempt("a", 2)],
-        &HashMap::new(),
-        &mut records,
-        at(5),
-    );
-    let a = &records["a"];
+    let (a, _) = crashed(&wf, "a", 2, &[]);
     assert_eq!(a.status, StepStatus::Failed);
     assert_eq!(a.finished_at, Some(at(5)));
     let message = a.error_message.as_deref().unwrap_or_default();
@@ -568,28 +566,8 @@ steps:
 
 #[test]
 fn an_interrupted_attempt_does_not_count_against_a_crash() {
-    let wf = workflow(
-        "name: c
-steps:
-  - id: a
-    run: 'true'
-    retry: { max_attempts: 2 }
-",
-    );
-    let mut records: HashMap<String, StepRow> = HashMap::new();
-    let mut row = StepRow::pending("a", "a");
-    row.attempts = 2;
-    records.insert("a".into(), row);
-    let uncounted = HashMap::from([("a".to_string(), vec![1])]);
-    recovery::close_crashed(
-        &"i1".into(),
-        &wf,
-        &[open_attempt("a", 2)],
-        &uncounted,
-        &mut records,
-        at(0),
-    );
-    assert_eq!(records["a"].status, StepStatus::Retrying);
+    let (a, _) = crashed(&workflow(TWO_TRIES), "a", 2, &[1]);
+    assert_eq!(a.status, StepStatus::Retrying);
 }
 
 #[test]
@@ -603,37 +581,17 @@ steps:
     compensate: { run: 'true', retry: { max_attempts: 1 } }
 ",
     );
-    let mut records: HashMap<String, StepRow> = HashMap::new();
-    let mut row = StepRow::pending("a:compensate", "a");
-    row.attempts = 1;
-    records.insert("a:compensate".into(), row);
-    recovery::close_crashed(
-        &"i1".into(),
-        &wf,
-        &[open_attempt("a:compensate", 1)],
-        &HashMap::new(),
-        &mut records,
-        at(0),
+    assert_eq!(
+        crashed(&wf, "a:compensate", 1, &[]).0.status,
+        StepStatus::Failed
     );
-    assert_eq!(records["a:compensate"].status, StepStatus::Failed);
+    assert_eq!(crashed(&wf, "a", 1, &[]).0.status, StepStatus::Retrying);
 }
 
 #[test]
 fn a_step_without_retry_is_run_again_after_a_crash_but_not_after_a_failure() {
     let wf = workflow("name: c\nsteps:\n  - id: a\n    run: 'true'\n");
-    let mut records: HashMap<String, StepRow> = HashMap::new();
-    let mut row = StepRow::pending("a", "a");
-    row.attempts = 1;
-    records.insert("a".into(), row);
-    recovery::close_crashed(
-        &"i1".into(),
-        &wf,
-        &[open_attempt("a", 1)],
-        &HashMap::new(),
-        &mut records,
-        at(0),
-    );
-    assert_eq!(records["a"].status, StepStatus::Retrying);
+    assert_eq!(crashed(&wf, "a", 1, &[]).0.status, StepStatus::Retrying);
     let p = &wf.steps[0].retry;
     assert!(
         judge(&ErrorType::Exit(1), p, false, false, 1, None)
