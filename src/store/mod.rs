@@ -10,6 +10,7 @@
 //! means the same on both; the methods are `async` so that a network round
 //! trip never blocks the engine's loop.
 
+mod pending;
 mod pg;
 pub mod rows;
 mod sqlite;
@@ -18,10 +19,29 @@ mod write;
 use serde_json::Value;
 use std::path::PathBuf;
 
+pub use pending::PendingCommit;
 pub use pg::PgTarget;
 pub use rows::*;
-pub use sqlite::{Committing, Durability};
 pub use write::Write;
+
+/// How hard a commit tries to reach the disk (`WF_DURABILITY`): `Full`
+/// (the default) survives a power loss, `Normal` a crash of wf only. Each
+/// backend sets it its own way (SQLite's `synchronous`, PostgreSQL's
+/// `synchronous_commit`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Durability {
+    Full,
+    Normal,
+}
+
+impl Durability {
+    fn from_env() -> Durability {
+        match std::env::var("WF_DURABILITY").ok().as_deref() {
+            Some("normal") => Durability::Normal,
+            _ => Durability::Full,
+        }
+    }
+}
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -167,11 +187,6 @@ impl Store {
             Store::Sqlite(_) => true,
             Store::Postgres(p) => p.is_usable(),
         }
-    }
-
-    /// Whether the history is in PostgreSQL (it names its commit spans).
-    pub fn is_postgres(&self) -> bool {
-        matches!(self, Store::Postgres(_))
     }
 
     /// The folder where running attempts copy their output as it comes,
@@ -507,18 +522,19 @@ impl Store {
         each!(self.commit(fence, writes))
     }
 
-    /// [`Store::commit`], returning while the commit is under way when wf's
-    /// thread can go on meanwhile (SQLite: it is made on a thread of its
-    /// own); nothing may depend on it before [`Committing::done`] returned.
-    /// `None`: committed already (PostgreSQL: this waits for the reply).
-    pub async fn commit_elsewhere(
+    /// [`Store::commit`], begun and left under way while the caller goes on
+    /// (SQLite: made on a thread of wf's own; PostgreSQL: sent, the reply
+    /// awaited later); nothing may depend on it before
+    /// [`PendingCommit::done`] returned `Ok`. `Err`: refused already,
+    /// nothing applied.
+    pub async fn begin_commit(
         &mut self,
         fence: &Fence,
         writes: Vec<Write>,
-    ) -> Result<Option<Committing>> {
+    ) -> Result<PendingCommit<'_>> {
         match self {
-            Store::Sqlite(s) => s.commit_elsewhere(fence, writes),
-            Store::Postgres(p) => p.commit(fence, &writes).await.map(|()| None),
+            Store::Sqlite(s) => s.begin_commit(fence, writes),
+            Store::Postgres(p) => Ok(p.begin_commit(fence, writes).await),
         }
     }
 

@@ -7,7 +7,7 @@ use super::text::unescape_opt;
 use super::write::write_op;
 use super::{Op, Out, PgStore};
 use crate::store::rows::*;
-use crate::store::{Result, StoreError, Write};
+use crate::store::{PendingCommit, Result, StoreError, Write};
 
 /// Claims due instances for `$2` for `$3` ms, `$4` at most, oldest first,
 /// none of `$5`, skipping rows another worker is claiming (`$1`: now as
@@ -251,6 +251,25 @@ impl PgStore {
             }
         };
         result.map_err(|e| named(e, fence))
+    }
+
+    /// [`PgStore::commit`], sent before this returns: the first poll
+    /// queues its requests on the connection, and the yield lets the
+    /// connection's task write them, so that the server works on the commit
+    /// while the caller goes on. Its reply is awaited by
+    /// [`PendingCommit::done`].
+    pub async fn begin_commit(&self, fence: &Fence, writes: Vec<Write>) -> PendingCommit<'_> {
+        let fence = fence.clone();
+        let mut commit = Box::pin(async move { self.commit(&fence, &writes).await });
+        let early = match futures_util::poll!(commit.as_mut()) {
+            std::task::Poll::Ready(r) => Some(r),
+            std::task::Poll::Pending => None,
+        };
+        tokio::task::yield_now().await;
+        match early {
+            Some(r) => PendingCommit::made(r, false),
+            None => PendingCommit::sent(commit),
+        }
     }
 
     /// Not waited for: queued on the connection (so it lands before the
