@@ -9,6 +9,33 @@
 //! PostgreSQL (`pg`, shared by workers on many machines). Each operation
 //! means the same on both; the methods are `async` so that a network round
 //! trip never blocks the engine's loop.
+//!
+//! The two backends' files mirror each other by name and job:
+//! - `mod.rs`: the backend's store type, its connection and settings;
+//! - `schema.rs`: the migrations;
+//! - `records.rs`: an instance's rows read (the history a takeover reads
+//!   included), new instances, events and cancel requests (and on SQLite
+//!   the statement of each write, which `write.rs` calls);
+//! - `lease.rs`: who holds an instance: take over, the fence, renew and
+//!   release, the due instances and their claim;
+//! - `write.rs`: a batch of [`Write`]s applied under the fence (`commit`,
+//!   `begin_commit`, `commit_unsynced`; on PostgreSQL each write's
+//!   statement too);
+//! - `spans.rs`: spans read back, marked exported, each run's trace;
+//! - `schedules.rs`, `prune.rs`, `copy.rs`: `wf schedule`, `wf prune`,
+//!   `wf restart --as`;
+//! - `types.rs`: the vocabulary (`crate::vocab`) as columns;
+//! - `query_plans.rs` (tests): the plans of the statements that must stay
+//!   flat however large the history.
+//!
+//! Each backend's own: on SQLite `offthread.rs` (the commit thread that
+//! `begin_commit` lends the connection to), `walbuf.rs` (the VFS that writes
+//! a commit's WAL frames at once) and `closing.rs` (the last connection's
+//! checkpoint); on PostgreSQL `batch.rs` (a batch as few statements, a
+//! step's as one), `conn.rs` (reconnecting), `target.rs` and `url.rs` (where
+//! the database is), `text.rs` (NUL in text columns). Above both,
+//! `pending.rs` is a commit under way ([`PendingCommit`]), `write.rs` the
+//! [`Write`]s, `rows.rs` the rows, `schedules.rs` the schedule interface.
 
 mod pending;
 mod pg;

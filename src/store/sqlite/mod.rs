@@ -46,9 +46,9 @@ mod closing;
 mod copy;
 mod lease;
 mod offthread;
-#[cfg(test)]
-mod plans;
 mod prune;
+#[cfg(test)]
+mod query_plans;
 mod records;
 mod schedules;
 mod schema;

@@ -1,5 +1,5 @@
 //! Query plans, on PostgreSQL, of the statements that must stay flat
-//! however many instances the history holds (issue 16, as `sqlite/plans.rs`
+//! however many instances the history holds (issue 16, as `sqlite/query_plans.rs`
 //! for SQLite): `wf list` with each filter, a worker's scan for due work and
 //! its claim, the prune batch, the resolution of an id prefix, and an
 //! instance's spans (by `instances.seq` since migration 6). Each is asked
@@ -12,9 +12,10 @@
 //! These run on the PostgreSQL pass of the suite (`WF_TEST_PG`, which
 //! `scripts/test` sets); without a server there is nothing to test.
 
-use super::owner::CLAIM_DUE;
+use super::lease::{CLAIM_DUE, DUE_INSTANCES};
 use super::prune::PRUNE_BATCH;
-use super::records::{DUE_INSTANCES, IDS_WITH_PREFIX, SELECT_SPANS, UNEXPORTED_SPANS, list_sql};
+use super::records::{IDS_WITH_PREFIX, list_sql};
+use super::spans::{SELECT_SPANS, UNEXPORTED_SPANS};
 use super::{PgStore, PgTarget};
 use crate::store::ListFilter;
 use crate::vocab::{InstanceStatus, Timestamp};
