@@ -8,7 +8,9 @@
 //! Two backends stand behind it: SQLite (`sqlite`, a file, the default) and
 //! PostgreSQL (`pg`, shared by workers on many machines). Each operation
 //! means the same on both; the methods are `async` so that a network round
-//! trip never blocks the engine's loop.
+//! trip never blocks the engine's loop. One contract (`contract.rs`, tests)
+//! runs the same cases on both, and proves that every way a batch of writes
+//! reaches either database leaves the same rows.
 //!
 //! The two backends' files mirror each other by name and job:
 //! - `mod.rs`: the backend's store type, its connection and settings;
@@ -37,6 +39,8 @@
 //! `pending.rs` is a commit under way ([`PendingCommit`]), `write.rs` the
 //! [`Write`]s, `rows.rs` the rows, `schedules.rs` the schedule interface.
 
+#[cfg(test)]
+mod contract;
 mod pending;
 mod pg;
 pub mod rows;

@@ -65,6 +65,8 @@ use tokio_postgres::types::ToSql;
 use tokio_postgres::{Client, Row, Statement};
 
 pub use target::PgTarget;
+#[cfg(test)]
+pub(super) use write::CommitPath;
 
 /// The SQLSTATE `check_fence` raises.
 const FENCED: &str = "WF001";
@@ -498,6 +500,31 @@ impl PgStore {
             }
             Err(_) => {}
         }
+    }
+}
+
+#[cfg(test)]
+impl PgStore {
+    /// A store on schema `schema` of the tests' server (`WF_TEST_PG`, which
+    /// `scripts/test` sets for its PostgreSQL pass), made afresh: the
+    /// schema is dropped first. `None` without a server.
+    pub(in crate::store) async fn for_test(schema: &str) -> Option<PgStore> {
+        let url = std::env::var("WF_TEST_PG").ok()?;
+        let target = PgTarget::parse(&url).expect("WF_TEST_PG").in_schema(schema);
+        let (client, connection) = target
+            .config
+            .connect(target.connector().expect("TLS"))
+            .await
+            .expect("connect");
+        tokio::spawn(connection);
+        client
+            .batch_execute(&format!(
+                "DROP SCHEMA IF EXISTS {} CASCADE",
+                target::quoted(schema)
+            ))
+            .await
+            .expect("drop");
+        Some(PgStore::open(&target).await.expect("open"))
     }
 }
 

@@ -269,3 +269,44 @@ fn fence_held(outs: Vec<Out>) -> Result<()> {
         holder,
     })
 }
+
+/// The ways other than [`PgStore::commit`]'s choice that a batch can reach
+/// the server, so that the contract tests (`store/contract.rs`) apply the
+/// same writes through each and compare.
+#[cfg(test)]
+#[derive(Debug, Clone, Copy)]
+pub(in crate::store) enum CommitPath {
+    /// Grouped (`batch`), never as one statement.
+    Grouped,
+    /// Each write as its own statement (`write_op`), in order.
+    EachWrite,
+}
+
+#[cfg(test)]
+impl PgStore {
+    /// [`PgStore::commit`], the batch made into statements as `path` says
+    /// rather than as `batch::commit` chooses.
+    pub(in crate::store) async fn commit_by(
+        &self,
+        path: CommitPath,
+        fence: &Fence,
+        writes: &[Write],
+    ) -> Result<()> {
+        let id = commit_id();
+        let how = match path {
+            CommitPath::Grouped => Commit::Pipeline(batch::grouped(&fence.instance, writes)),
+            CommitPath::EachWrite => Commit::Pipeline(
+                writes
+                    .iter()
+                    .map(|w| write_op(&fence.instance, w))
+                    .collect(),
+            ),
+        };
+        self.send_commit(fence, id, how).await
+    }
+
+    /// Whether [`PgStore::commit`] sends `writes` as one statement.
+    pub(in crate::store) fn one_statement(writes: &[Write]) -> bool {
+        matches!(batch::commit("", 0, 0, writes), Commit::One(_))
+    }
+}
