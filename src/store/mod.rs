@@ -8,8 +8,40 @@
 //! Two backends stand behind it: SQLite (`sqlite`, a file, the default) and
 //! PostgreSQL (`pg`, shared by workers on many machines). Each operation
 //! means the same on both; the methods are `async` so that a network round
-//! trip never blocks the engine's loop.
+//! trip never blocks the engine's loop. One contract (`contract.rs`, tests)
+//! runs the same cases on both, and proves that every way a batch of writes
+//! reaches either database leaves the same rows.
+//!
+//! The two backends' files mirror each other by name and job:
+//! - `mod.rs`: the backend's store type, its connection and settings;
+//! - `schema.rs`: the migrations;
+//! - `records.rs`: an instance's rows read (the history a takeover reads
+//!   included), new instances, events and cancel requests (and on SQLite
+//!   the statement of each write, which `write.rs` calls);
+//! - `lease.rs`: who holds an instance: take over, the fence, renew and
+//!   release, the due instances and their claim;
+//! - `write.rs`: a batch of [`Write`]s applied under the fence (`commit`,
+//!   `begin_commit`, `commit_unsynced`; on PostgreSQL each write's
+//!   statement too);
+//! - `spans.rs`: spans read back, marked exported, each run's trace;
+//! - `schedules.rs`, `prune.rs`, `copy.rs`: `wf schedule`, `wf prune`,
+//!   `wf restart --as`;
+//! - `types.rs`: the vocabulary (`crate::vocab`) as columns;
+//! - `query_plans.rs` (tests): the plans of the statements that must stay
+//!   flat however large the history.
+//!
+//! Each backend's own: on SQLite `offthread.rs` (the commit thread that
+//! `begin_commit` lends the connection to), `walbuf.rs` (the VFS that writes
+//! a commit's WAL frames at once) and `closing.rs` (the last connection's
+//! checkpoint); on PostgreSQL `batch.rs` (a batch as few statements, a
+//! step's as one), `conn.rs` (reconnecting), `target.rs` and `url.rs` (where
+//! the database is), `text.rs` (NUL in text columns). Above both,
+//! `pending.rs` is a commit under way ([`PendingCommit`]), `write.rs` the
+//! [`Write`]s, `rows.rs` the rows, `schedules.rs` the schedule interface.
 
+#[cfg(test)]
+mod contract;
+mod pending;
 mod pg;
 pub mod rows;
 mod sqlite;
@@ -18,10 +50,29 @@ mod write;
 use serde_json::Value;
 use std::path::PathBuf;
 
+pub use pending::PendingCommit;
 pub use pg::PgTarget;
 pub use rows::*;
-pub use sqlite::{Committing, Durability};
 pub use write::Write;
+
+/// How hard a commit tries to reach the disk (`WF_DURABILITY`): `Full`
+/// (the default) survives a power loss, `Normal` a crash of wf only. Each
+/// backend sets it its own way (SQLite's `synchronous`, PostgreSQL's
+/// `synchronous_commit`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Durability {
+    Full,
+    Normal,
+}
+
+impl Durability {
+    fn from_env() -> Durability {
+        match std::env::var("WF_DURABILITY").ok().as_deref() {
+            Some("normal") => Durability::Normal,
+            _ => Durability::Full,
+        }
+    }
+}
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -167,11 +218,6 @@ impl Store {
             Store::Sqlite(_) => true,
             Store::Postgres(p) => p.is_usable(),
         }
-    }
-
-    /// Whether the history is in PostgreSQL (it names its commit spans).
-    pub fn is_postgres(&self) -> bool {
-        matches!(self, Store::Postgres(_))
     }
 
     /// The folder where running attempts copy their output as it comes,
@@ -507,18 +553,19 @@ impl Store {
         each!(self.commit(fence, writes))
     }
 
-    /// [`Store::commit`], returning while the commit is under way when wf's
-    /// thread can go on meanwhile (SQLite: it is made on a thread of its
-    /// own); nothing may depend on it before [`Committing::done`] returned.
-    /// `None`: committed already (PostgreSQL: this waits for the reply).
-    pub async fn commit_elsewhere(
+    /// [`Store::commit`], begun and left under way while the caller goes on
+    /// (SQLite: made on a thread of wf's own; PostgreSQL: sent, the reply
+    /// awaited later); nothing may depend on it before
+    /// [`PendingCommit::done`] returned `Ok`. `Err`: refused already,
+    /// nothing applied.
+    pub async fn begin_commit(
         &mut self,
         fence: &Fence,
         writes: Vec<Write>,
-    ) -> Result<Option<Committing>> {
+    ) -> Result<PendingCommit<'_>> {
         match self {
-            Store::Sqlite(s) => s.commit_elsewhere(fence, writes),
-            Store::Postgres(p) => p.commit(fence, &writes).await.map(|()| None),
+            Store::Sqlite(s) => s.begin_commit(fence, writes),
+            Store::Postgres(p) => Ok(p.begin_commit(fence, writes).await),
         }
     }
 

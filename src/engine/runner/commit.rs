@@ -5,10 +5,11 @@
 //! the two rather than for both (docs/execution.md: nothing of an attempt runs before
 //! its record is durable).
 //!
-//! The commit must leave wf's thread free meanwhile: on PostgreSQL it is
-//! a round trip, sent before the processes are started and awaited after;
-//! on SQLite the transaction (and the WAL's sync that makes it durable) is
-//! made on a thread of its own (`store::Committing`). Only as many processes
+//! The commit must leave wf's thread free meanwhile: it is begun
+//! (`Store::begin_commit`), the processes started, and then waited for
+//! (`store::PendingCommit::done`); how it proceeds meanwhile is the
+//! store's business (a thread of its own on SQLite, a round trip on
+//! PostgreSQL). Only as many processes
 //! are held as are loaded in the time the last commit took: when many start
 //! at once (200 parallel steps), the rest start after the commit, each
 //! running while wf starts the next, rather than all loaded first and let
@@ -25,45 +26,31 @@ impl Runner<'_> {
         store: &mut Store,
         spawns: &mut Vec<(Unit, Box<Job>, i64)>,
     ) -> Result<Vec<tracing::Span>, EngineError> {
-        let postgres = store.is_postgres();
-        let spans = self.commit_spans(postgres);
+        let spans = self.commit_spans(store.system());
         let writes = std::mem::take(&mut self.sched.writes);
         let fence = self.fence.clone();
         let sent = Instant::now();
         let mut deferred = Vec::new();
         let committed = if spawns.is_empty() {
             store.commit(&fence, &writes).await
-        } else if postgres {
-            // Sent first (the first poll queues it, the yield lets the
-            // connection write it), so that the server works on it while
-            // the processes load.
-            let mut commit = std::pin::pin!(store.commit(&fence, &writes));
-            let mut early = None;
-            if let std::task::Poll::Ready(r) = futures_util::poll!(commit.as_mut()) {
-                early = Some(r);
-            }
-            tokio::task::yield_now().await;
-            self.start_held(spawns, sent, &mut deferred);
-            // While the server works: the last step's output file is
-            // recycled now rather than after the release, when the new
-            // process starts.
-            self.output_files.tidy();
-            let r = match early {
-                Some(r) => r,
-                None => commit.await,
-            };
-            self.commit_took = sent.elapsed();
-            r
         } else {
-            // SQLite: committed on another thread while the processes load.
-            match store.commit_elsewhere(&fence, writes).await {
-                Ok(Some(committing)) => {
+            // Under way while the processes load.
+            match store.begin_commit(&fence, writes).await {
+                Ok(commit) => {
                     self.start_held(spawns, sent, &mut deferred);
-                    let r = committing.done().await;
+                    if !commit.made_here() {
+                        // While the server works: the last step's output
+                        // file is recycled now rather than after the
+                        // release, when the new process starts. (Not while
+                        // this machine makes the commit: it competed with
+                        // it, bench/RESULTS.md.)
+                        self.output_files.tidy();
+                    }
+                    let r = commit.done().await;
                     self.commit_took = sent.elapsed();
                     r
                 }
-                other => other.map(|_| ()),
+                Err(e) => Err(e),
             }
         };
         let held = std::mem::take(&mut self.held);

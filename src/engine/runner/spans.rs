@@ -28,8 +28,8 @@ impl<'o> Runner<'o> {
     /// `postgresql`), followed by those attempts' own spans, still open:
     /// dropped in that order once the commit returned, each commit span
     /// ends before its attempt's.
-    pub(super) fn commit_spans(&mut self, postgres: bool) -> Vec<tracing::Span> {
-        let system = if postgres { "postgresql" } else { "sqlite" };
+    /// `system`: the database's `db.system.name` ([`Store::system`]).
+    pub(super) fn commit_spans(&mut self, system: &'static str) -> Vec<tracing::Span> {
         let committing = std::mem::take(&mut self.committing);
         let mut spans: Vec<tracing::Span> = committing
             .iter()

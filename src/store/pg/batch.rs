@@ -197,6 +197,13 @@ pub(super) fn commit(id: &str, epoch: i64, commit: i64, writes: &[Write]) -> Com
     }
 }
 
+/// The statements that apply `writes` to instance `id`, grouped, never as
+/// one statement (the contract tests compare them with the others).
+#[cfg(test)]
+pub(super) fn grouped(id: &str, writes: &[Write]) -> Vec<Op> {
+    ops(id, writes, &group(writes))
+}
+
 /// The statements that apply `writes` (grouped as `g`) to instance `id`.
 fn ops(id: &str, writes: &[Write], g: &Grouped) -> Vec<Op> {
     // Runs keep their order (closing abandoned runs comes before a new one).

@@ -15,25 +15,9 @@
 //! - Workers learn of new work by `LISTEN`ing on `wf_<schema>`: `wf signal`,
 //!   new instances and released leases `NOTIFY` it; polling covers a lost
 //!   notification.
-
-/// What makes an instance due (`$1`: now as text): its timer elapsed, its
-/// event arrived or timed out, a cancel was asked of it while it slept or
-/// waited, or it is running (its holder may be gone).
-/// The same for `claim_due` (`owner`) and `due_instances` (`records`).
-///
-/// `waiting_event` is the comma-separated list of the names awaited (a
-/// `wait_for_event.name` holds no comma): an event matches when its name
-/// equals one of them, case included, as the engine matches it; no pattern
-/// operator touches a name, and a name holding a comma equals none of them.
-macro_rules! due_sql {
-    () => {
-        "((status = 'sleeping' AND (wake_at IS NULL OR wake_at <= $1 OR cancel_requested > 0)) \
-          OR (status = 'waiting' AND (cancel_requested > 0 OR (wake_at IS NOT NULL AND wake_at <= $1) OR EXISTS ( \
-              SELECT 1 FROM events e WHERE e.instance_id = instances.id AND e.consumed_by IS NULL \
-              AND e.name = ANY (string_to_array(instances.waiting_event, ','))))) \
-          OR status = 'running')"
-    };
-}
+//!
+//! Its files mirror `sqlite/`'s by name and job (`store`'s doc lists them);
+//! this module holds the connection's requests (`query`, `exec`, `pipeline`).
 
 /// The server's clock in unix ms: every lease is set and judged by it, never
 /// by a client's, so a worker whose clock runs ahead cannot take a live
@@ -44,16 +28,25 @@ macro_rules! server_ms {
     };
 }
 
+/// A lease's time left by the server's clock (ms, negative once expired);
+/// `records::lease_expiry` turns it into an expiry by this process's clock.
+macro_rules! lease_left {
+    () => {
+        concat!("lease_expires_ms - ", server_ms!())
+    };
+}
+
 mod batch;
 mod conn;
 mod copy;
-mod owner;
-#[cfg(test)]
-mod plans;
+mod lease;
 mod prune;
+#[cfg(test)]
+mod query_plans;
 mod records;
 mod schedules;
 mod schema;
+mod spans;
 mod target;
 mod text;
 mod types;
@@ -72,6 +65,8 @@ use tokio_postgres::types::ToSql;
 use tokio_postgres::{Client, Row, Statement};
 
 pub use target::PgTarget;
+#[cfg(test)]
+pub(super) use write::CommitPath;
 
 /// The SQLSTATE `check_fence` raises.
 const FENCED: &str = "WF001";
@@ -380,7 +375,7 @@ impl PgStore {
     /// its BEGIN (or one statement) is sent again on a new one: its first
     /// sending either committed whole or not at all, and wf's are
     /// idempotent (a fenced commit carries an id the server checks, see
-    /// `owner`). A pipeline that continues a transaction is not: that
+    /// `write`). A pipeline that continues a transaction is not: that
     /// transaction is gone, and the error is reported.
     pub(super) async fn pipeline(&self, ops: Vec<Op>) -> Result<Vec<Out>> {
         let began = matches!(ops.first(), Some(Op::Simple(s)) if s.starts_with("BEGIN"));
@@ -505,6 +500,31 @@ impl PgStore {
             }
             Err(_) => {}
         }
+    }
+}
+
+#[cfg(test)]
+impl PgStore {
+    /// A store on schema `schema` of the tests' server (`WF_TEST_PG`, which
+    /// `scripts/test` sets for its PostgreSQL pass), made afresh: the
+    /// schema is dropped first. `None` without a server.
+    pub(in crate::store) async fn for_test(schema: &str) -> Option<PgStore> {
+        let url = std::env::var("WF_TEST_PG").ok()?;
+        let target = PgTarget::parse(&url).expect("WF_TEST_PG").in_schema(schema);
+        let (client, connection) = target
+            .config
+            .connect(target.connector().expect("TLS"))
+            .await
+            .expect("connect");
+        tokio::spawn(connection);
+        client
+            .batch_execute(&format!(
+                "DROP SCHEMA IF EXISTS {} CASCADE",
+                target::quoted(schema)
+            ))
+            .await
+            .expect("drop");
+        Some(PgStore::open(&target).await.expect("open"))
     }
 }
 

@@ -1,10 +1,11 @@
-//! The PostgreSQL statements that read the history and deliver to it (new
-//! instances, events, cancel requests), and the mapping of their rows to
+//! The PostgreSQL statements that read the history (an instance's rows, the
+//! history a takeover reads) and deliver to it (new instances, events,
+//! cancel requests), and the mapping of their rows to
 //! [`rows`](crate::store::rows). They say what the SQLite ones say
-//! (`store/sqlite/records.rs`), in PostgreSQL's dialect. What a runner
-//! writes under its lease is in `owner` and `write`.
+//! (`sqlite/records.rs`), in PostgreSQL's dialect. Leases and claims are in
+//! `lease`, spans in `spans`, what a runner commits in `write`.
 
-use super::text::{escape_opt, unescape, unescape_opt};
+use super::text::{escape_opt, unescape_opt};
 use super::{Op, Param, PgStore};
 use crate::store::rows::*;
 use crate::store::{Result, StoreError};
@@ -23,54 +24,6 @@ macro_rules! instance_cols {
         )
     };
 }
-
-/// A lease's time left by the server's clock (ms, negative once expired);
-/// [`lease_expiry`] turns it into an expiry by this process's clock.
-macro_rules! lease_left {
-    () => {
-        concat!("lease_expires_ms - ", server_ms!())
-    };
-}
-
-/// A stored span as `span_row` reads it: the hex ids and the defaults the
-/// row leaves null given back (migration 6), `$1` the instance's id.
-macro_rules! span_cols {
-    () => {
-        "encode(trace_id, 'hex'), lpad(to_hex(span_id), 16, '0'), lpad(to_hex(parent_span_id), 16, '0'), \
-         $1::text, run, name, COALESCE(kind, 'internal'), start_ns, end_ns, COALESCE(status, 'unset'), \
-         status_message, attributes, COALESCE(links, '[]')"
-    };
-}
-
-/// The spans of instance `$1`: those of its `seq`.
-macro_rules! spans_of {
-    () => {
-        " FROM spans WHERE instance_seq = (SELECT seq FROM instances WHERE id = $1)"
-    };
-}
-
-pub(super) const SELECT_SPANS: &str = concat!(
-    "SELECT ",
-    span_cols!(),
-    spans_of!(),
-    " ORDER BY run, start_ns, span_id"
-);
-
-pub(super) const UNEXPORTED_SPANS: &str = concat!(
-    "SELECT ",
-    span_cols!(),
-    spans_of!(),
-    " AND NOT exported AND (run, start_ns, span_id) > ($2, $3, $4) \
-     ORDER BY run, start_ns, span_id LIMIT $5"
-);
-
-pub(super) const DUE_INSTANCES: &str = concat!(
-    "SELECT id, status, lease_owner, ",
-    lease_left!(),
-    " FROM instances WHERE ",
-    due_sql!(),
-    " ORDER BY created_at, seq"
-);
 
 pub(super) const IDS_WITH_PREFIX: &str =
     "SELECT id FROM instances WHERE starts_with(id, $1) ORDER BY id = $1 DESC, id LIMIT 6";
@@ -133,17 +86,6 @@ pub(super) fn count_sql(f: &ListFilter) -> &'static str {
         (Some(_), Some(_), Some(_)) => {
             count_sql!("status = $1", "workflow = $2", "created_at >= $3")
         }
-    }
-}
-
-/// A span id's 16 hex digits as the `BIGINT` the spans table holds them in
-/// (the same 8 bytes; `to_hex` gives them back).
-pub(super) fn span_id_bits(hex: &str) -> Result<i64> {
-    match u64::from_str_radix(hex, 16) {
-        Ok(v) if hex.len() == 16 && !hex.starts_with('+') => Ok(v as i64),
-        _ => Err(StoreError::Corrupt(format!(
-            "span id `{hex}` is not 16 hex digits"
-        ))),
     }
 }
 
@@ -213,24 +155,6 @@ pub(super) fn step_row(r: &Row) -> Result<StepRow> {
     })
 }
 
-pub(super) fn span_row(r: &Row) -> Result<SpanRow> {
-    Ok(SpanRow {
-        trace_id: get(r, 0)?,
-        span_id: get(r, 1)?,
-        parent_span_id: get(r, 2)?,
-        instance_id: get(r, 3)?,
-        run: get(r, 4)?,
-        name: unescape(get(r, 5)?),
-        kind: get(r, 6)?,
-        start_ns: get(r, 7)?,
-        end_ns: get(r, 8)?,
-        status: get(r, 9)?,
-        status_message: unescape_opt(get(r, 10)?),
-        attributes: json(r, 11)?,
-        links: json(r, 12)?,
-    })
-}
-
 fn run_row(r: &Row) -> Result<RunRow> {
     Ok(RunRow {
         number: get(r, 0)?,
@@ -284,10 +208,6 @@ pub(super) fn open_attempt(r: &Row) -> Result<OpenAttempt> {
     })
 }
 
-fn run_trace(r: &Row) -> Result<RunTrace> {
-    Ok((get(r, 0)?, get(r, 1)?, get(r, 2)?, get(r, 3)?))
-}
-
 pub(super) fn opt_json(v: &Value) -> Option<String> {
     if v.is_null() {
         None
@@ -309,7 +229,6 @@ const ATTEMPTS: &str = "SELECT step_key, attempt, run, outcome, error_type, erro
 const DELIVERED_EVENTS: &str =
     "SELECT name, payload, received_at, consumed_by FROM events WHERE instance_id=$1 ORDER BY id";
 pub(super) const CANCEL_REQUESTED: &str = "SELECT cancel_requested FROM instances WHERE id=$1";
-pub(super) const FENCE: &str = "SELECT check_fence($1, $2)";
 pub(super) const NOTIFY: &str = "SELECT pg_notify('wf_' || current_schema(), '')";
 
 impl PgStore {
@@ -472,69 +391,6 @@ impl PgStore {
         }
     }
 
-    pub async fn spans(&self, id: &str) -> Result<Vec<SpanRow>> {
-        self.query(SELECT_SPANS, &[&id])
-            .await?
-            .iter()
-            .map(span_row)
-            .collect()
-    }
-
-    /// Streams the rows: however many spans there are, a few are in memory.
-    pub async fn each_span<E: From<StoreError>>(
-        &self,
-        id: &str,
-        mut f: impl FnMut(SpanRow) -> std::result::Result<(), E>,
-    ) -> std::result::Result<(), E> {
-        use futures_util::TryStreamExt;
-        // Not sent again if the connection is lost: the rows already given
-        // to `f` would be given twice.
-        let (generation, client) = self.conn.current();
-        let stmt = self
-            .statement(generation, &client, SELECT_SPANS)
-            .await
-            .map_err(|e| self.fail(e))?;
-        let rows = client
-            .query_raw(&stmt, [id])
-            .await
-            .map_err(|e| self.fail(e))?;
-        let mut rows = std::pin::pin!(rows);
-        while let Some(r) = rows.try_next().await.map_err(|e| self.fail(e))? {
-            f(span_row(&r)?)?;
-        }
-        Ok(())
-    }
-
-    pub async fn run_trace(&self, id: &str, run: i64) -> Result<Option<RunTrace>> {
-        let rows = self
-            .query(
-                "SELECT trace_id, span_id, parent_span_id, COALESCE(started_ns, 0) FROM runs \
-                 WHERE instance_id=$1 AND number=$2 AND trace_id IS NOT NULL",
-                &[&id, &run],
-            )
-            .await?;
-        rows.first().map(run_trace).transpose()
-    }
-
-    pub async fn unexported_spans(
-        &self,
-        id: &str,
-        after: Option<&SpanRow>,
-        limit: usize,
-    ) -> Result<Vec<SpanRow>> {
-        let (run, start, span) = match after {
-            Some(s) => (s.run, s.start_ns, span_id_bits(&s.span_id)?),
-            None => (i64::MIN, i64::MIN, i64::MIN),
-        };
-        let rows = self
-            .query(
-                UNEXPORTED_SPANS,
-                &[&id, &run, &start, &span, &(limit as i64)],
-            )
-            .await?;
-        rows.iter().map(span_row).collect()
-    }
-
     pub async fn outputs(&self, id: &str) -> Result<Option<Value>> {
         let rows = self
             .query("SELECT outputs FROM instances WHERE id=$1", &[&id])
@@ -557,20 +413,6 @@ impl PgStore {
             .await?
             .iter()
             .map(event_row)
-            .collect()
-    }
-
-    pub async fn due_instances(&self) -> Result<Vec<DueInstance>> {
-        let rows = self.query(DUE_INSTANCES, &[&now()]).await?;
-        rows.iter()
-            .map(|r| {
-                Ok(DueInstance {
-                    id: get(r, 0)?,
-                    status: get(r, 1)?,
-                    lease_owner: get(r, 2)?,
-                    lease_expires_ms: lease_expiry(get(r, 3)?),
-                })
-            })
             .collect()
     }
 
@@ -651,6 +493,137 @@ impl PgStore {
             .await?;
         rows.first().map(|r| get(r, 0)).transpose()
     }
+}
+
+/// The reads of an instance's history a takeover makes, in its transaction.
+pub(super) fn history_reads(id: &str) -> Vec<Op> {
+    let key = || p(id.to_string());
+    vec![
+        Op::Query(INSTANCE, vec![key()]),
+        Op::Query(
+            "SELECT COALESCE(MAX(number), 0), \
+             array_remove(array_agg(CASE WHEN outcome IS NULL THEN number END ORDER BY number), NULL) \
+             FROM runs WHERE instance_id=$1",
+            vec![key()],
+        ),
+        Op::Query(STEPS, vec![key()]),
+        Op::Query(
+            "SELECT step_key, attempt, run, span_id, COALESCE(started_ns, 0), proc_host, proc_pgid, \
+             proc_start FROM attempts WHERE instance_id=$1 AND outcome IS NULL ORDER BY step_key, attempt",
+            vec![key()],
+        ),
+        Op::Query(
+            "SELECT number, trace_id, span_id, parent_span_id, COALESCE(started_ns, 0) FROM runs \
+             WHERE instance_id=$1 AND trace_id IS NOT NULL",
+            vec![key()],
+        ),
+        Op::Query(
+            "SELECT step_key, attempt FROM attempts WHERE instance_id=$1 \
+             AND outcome IN ('interrupted', 'canceled')",
+            vec![key()],
+        ),
+        Op::Query(EVENTS_AFTER, vec![key(), p(0i64)]),
+        Op::Query(CANCEL_REQUESTED, vec![key()]),
+        // Finished attempts of runs without an outcome whose span was
+        // never stored (`UnspannedAttempt`).
+        Op::Query(
+            "SELECT a.step_key, a.attempt, a.run, a.span_id, COALESCE(a.started_ns, 0), a.finished_at, \
+             a.outcome, a.error_type, a.error_message FROM attempts a WHERE a.instance_id=$1 \
+             AND a.outcome IS NOT NULL AND a.span_id IS NOT NULL \
+             AND a.run IN (SELECT number FROM runs WHERE instance_id=$1 AND outcome IS NULL) \
+             AND NOT EXISTS (SELECT 1 FROM spans s WHERE \
+               s.instance_seq=(SELECT seq FROM instances WHERE id=$1) AND s.run=a.run \
+               AND s.span_id=('x' || a.span_id)::bit(64)::int8)",
+            vec![key()],
+        ),
+    ]
+}
+
+/// The history read by [`history_reads`], from their results in order.
+pub(super) fn history(
+    id: &str,
+    mut outs: impl Iterator<Item = Vec<tokio_postgres::Row>>,
+) -> Result<History> {
+    let instance = match outs.next().unwrap_or_default().first() {
+        Some(r) => instance_row(r)?,
+        None => return Err(StoreError::NotFound(id.into())),
+    };
+    let (last_run, abandoned_runs) = match outs.next().unwrap_or_default().first() {
+        Some(r) => (
+            get::<i64>(r, 0)?,
+            get::<Option<Vec<i64>>>(r, 1)?.unwrap_or_default(),
+        ),
+        None => (0, Vec::new()),
+    };
+    let steps = outs
+        .next()
+        .unwrap_or_default()
+        .iter()
+        .map(step_row)
+        .collect::<Result<_>>()?;
+    let open = outs
+        .next()
+        .unwrap_or_default()
+        .iter()
+        .map(open_attempt)
+        .collect::<Result<_>>()?;
+    let traces = outs
+        .next()
+        .unwrap_or_default()
+        .iter()
+        .map(|r| {
+            Ok((
+                get::<i64>(r, 0)?,
+                (get(r, 1)?, get(r, 2)?, get(r, 3)?, get(r, 4)?),
+            ))
+        })
+        .collect::<Result<_>>()?;
+    let uncounted = outs
+        .next()
+        .unwrap_or_default()
+        .iter()
+        .map(|r| Ok((get(r, 0)?, get(r, 1)?)))
+        .collect::<Result<_>>()?;
+    let events = outs
+        .next()
+        .unwrap_or_default()
+        .iter()
+        .map(event_row)
+        .collect::<Result<_>>()?;
+    let cancel_requested = match outs.next().unwrap_or_default().first() {
+        Some(r) => CancelRequest::from_i64(get(r, 0)?),
+        None => CancelRequest::None,
+    };
+    let unspanned = outs
+        .next()
+        .unwrap_or_default()
+        .iter()
+        .map(|r| {
+            Ok(UnspannedAttempt {
+                key: get(r, 0)?,
+                attempt: get(r, 1)?,
+                run: get(r, 2)?,
+                span_id: get(r, 3)?,
+                started_ns: get(r, 4)?,
+                finished_at: get(r, 5)?,
+                outcome: get(r, 6)?,
+                error_type: get(r, 7)?,
+                error_message: unescape_opt(get(r, 8)?),
+            })
+        })
+        .collect::<Result<_>>()?;
+    Ok(History {
+        instance,
+        steps,
+        open,
+        abandoned_runs,
+        last_run,
+        traces,
+        uncounted,
+        unspanned,
+        events,
+        cancel_requested,
+    })
 }
 
 /// Pins a definition if new; a compiled form written by another wf version

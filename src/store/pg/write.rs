@@ -1,11 +1,19 @@
-//! One [`Write`] as the statement that applies it, for the writes `batch`
-//! does not group and for the process-group record.
+//! Applies a batch of [`Write`]s to PostgreSQL under the runner's fence
+//! (as `sqlite/write.rs` on SQLite): the commit, begun and awaited later
+//! ([`PgStore::begin_commit`]) or not awaited at all
+//! ([`PgStore::commit_unsynced`]), and one `Write` as the statement that
+//! applies it (`write_op`), for the writes `batch` does not group. `batch`
+//! makes a batch into as few statements as it can; the result is the same
+//! rows as `write_op`'s, one write after the other (`store/contract.rs`
+//! proves it).
 
-use super::Op;
+use super::batch::{self, Commit};
+use super::lease::{FENCE, named};
 use super::records::{opt_json, p};
 use super::text::escape_opt;
-use crate::store::Write;
-use crate::store::rows::now;
+use super::{Op, Out, PgStore};
+use crate::store::rows::{Fence, InstanceId, now};
+use crate::store::{PendingCommit, Result, StoreError, Write};
 
 /// [`Write::Release`]: the lease given up, and a notification to idle
 /// workers (sent when the transaction commits).
@@ -157,5 +165,148 @@ pub(super) fn write_op(id: &str, w: &Write) -> Op {
         // In a fenced transaction: the instance is ours. Idle workers are
         // woken, as by `release`, when it commits.
         Write::Release => Op::Exec(RELEASE_IN_COMMIT, vec![p(id)]),
+    }
+}
+
+impl PgStore {
+    /// Applies `writes` under the fence. The commit carries an id of its
+    /// own (kept in `last_commit`): sent again after the connection was
+    /// lost (`PgStore::pipeline`), a commit the server applied already
+    /// writes nothing and succeeds, so a lost reply is never taken for a
+    /// failure nor applied twice.
+    pub async fn commit(&self, fence: &Fence, writes: &[Write]) -> Result<()> {
+        let id = commit_id();
+        let how = batch::commit(&fence.instance, fence.epoch, id, writes);
+        self.send_commit(fence, id, how).await
+    }
+
+    /// Sends commit `id`, made into statements as `how`.
+    async fn send_commit(&self, fence: &Fence, id: i64, how: Commit) -> Result<()> {
+        let result = match how {
+            Commit::One(op) => self.pipeline(vec![op]).await.and_then(fence_held),
+            Commit::Pipeline(ops) => {
+                let mut all = Vec::with_capacity(ops.len() + 3);
+                all.push(Op::Simple("BEGIN"));
+                all.push(Op::Query(
+                    CHECK_COMMIT,
+                    vec![p(fence.instance.clone()), p(fence.epoch), p(id)],
+                ));
+                all.extend(ops);
+                all.push(Op::Simple("COMMIT"));
+                match self.pipeline(all).await {
+                    Err(StoreError::Committed) => Ok(()),
+                    other => other.map(|_| ()),
+                }
+            }
+        };
+        result.map_err(|e| named(e, fence))
+    }
+
+    /// [`PgStore::commit`], sent before this returns: the first poll
+    /// queues its requests on the connection, and the yield lets the
+    /// connection's task write them, so that the server works on the commit
+    /// while the caller goes on. Its reply is awaited by
+    /// [`PendingCommit::done`].
+    pub async fn begin_commit(&self, fence: &Fence, writes: Vec<Write>) -> PendingCommit<'_> {
+        let fence = fence.clone();
+        let mut commit = Box::pin(async move { self.commit(&fence, &writes).await });
+        let early = match futures_util::poll!(commit.as_mut()) {
+            std::task::Poll::Ready(r) => Some(r),
+            std::task::Poll::Pending => None,
+        };
+        tokio::task::yield_now().await;
+        match early {
+            Some(r) => PendingCommit::made(r, false),
+            None => PendingCommit::sent(commit),
+        }
+    }
+
+    /// Not waited for: queued on the connection (so it lands before the
+    /// next commit), committed without a flush to disk.
+    pub async fn commit_unsynced(&self, fence: &Fence, writes: &[Write]) -> Result<()> {
+        if let Some(op) = batch::group_statement(&fence.instance, fence.epoch, writes) {
+            return self.pipeline_in_background(vec![op]).await;
+        }
+        let mut ops = vec![
+            Op::Simple("BEGIN"),
+            Op::Simple("SET LOCAL synchronous_commit = off"),
+            Op::Query(FENCE, vec![p(fence.instance.clone()), p(fence.epoch)]),
+        ];
+        ops.extend(writes.iter().map(|w| write_op(&fence.instance, w)));
+        ops.push(Op::Simple("COMMIT"));
+        self.pipeline_in_background(ops).await
+    }
+}
+
+/// A commit's id: random, so that no two commits of any runner share one.
+fn commit_id() -> i64 {
+    uuid::Uuid::new_v4().as_u64_pair().0 as i64
+}
+
+/// The fence of a commit sent as a pipeline (`$1` the instance, `$2` the
+/// epoch, `$3` the commit's id): raises WF002 if the commit is in already.
+const CHECK_COMMIT: &str = "SELECT check_commit($1, $2, $3)";
+
+/// What a statement with the fence inlined returned (`held`, the holder,
+/// `done`): refused unless its epoch was the runner's, or the commit was
+/// in already (`done`: its reply was lost, and it was sent again). A
+/// missing row (the instance is gone) is refused too.
+fn fence_held(outs: Vec<Out>) -> Result<()> {
+    let row = outs.into_iter().next().map(Out::rows).unwrap_or_default();
+    let flag = |i: usize| {
+        row.first()
+            .and_then(|r| r.try_get::<_, Option<bool>>(i).ok().flatten())
+    };
+    if flag(0) == Some(true) || flag(2) == Some(true) {
+        return Ok(());
+    }
+    let holder = row
+        .first()
+        .and_then(|r| r.try_get::<_, Option<String>>(1).ok().flatten())
+        .filter(|h| !h.is_empty());
+    Err(StoreError::Fenced {
+        id: InstanceId::default(),
+        holder,
+    })
+}
+
+/// The ways other than [`PgStore::commit`]'s choice that a batch can reach
+/// the server, so that the contract tests (`store/contract.rs`) apply the
+/// same writes through each and compare.
+#[cfg(test)]
+#[derive(Debug, Clone, Copy)]
+pub(in crate::store) enum CommitPath {
+    /// Grouped (`batch`), never as one statement.
+    Grouped,
+    /// Each write as its own statement (`write_op`), in order.
+    EachWrite,
+}
+
+#[cfg(test)]
+impl PgStore {
+    /// [`PgStore::commit`], the batch made into statements as `path` says
+    /// rather than as `batch::commit` chooses.
+    pub(in crate::store) async fn commit_by(
+        &self,
+        path: CommitPath,
+        fence: &Fence,
+        writes: &[Write],
+    ) -> Result<()> {
+        let id = commit_id();
+        let how = match path {
+            CommitPath::Grouped => Commit::Pipeline(batch::grouped(&fence.instance, writes)),
+            CommitPath::EachWrite => Commit::Pipeline(
+                writes
+                    .iter()
+                    .map(|w| write_op(&fence.instance, w))
+                    .collect(),
+            ),
+        };
+        self.send_commit(fence, id, how).await
+    }
+
+    /// Whether [`PgStore::commit`] sends `writes` as one statement.
+    pub(in crate::store) fn one_statement(writes: &[Write]) -> bool {
+        matches!(batch::commit("", 0, 0, writes), Commit::One(_))
     }
 }

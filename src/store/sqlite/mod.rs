@@ -46,9 +46,9 @@ mod closing;
 mod copy;
 mod lease;
 mod offthread;
-#[cfg(test)]
-mod plans;
 mod prune;
+#[cfg(test)]
+mod query_plans;
 mod records;
 mod schedules;
 mod schema;
@@ -57,10 +57,8 @@ mod types;
 mod walbuf;
 mod write;
 
-pub use offthread::Committing;
-
 use super::rows::*;
-use super::{Result, StoreError};
+use super::{Durability, Result, StoreError};
 use lease::check_fence;
 use rusqlite::{Connection, OpenFlags, OptionalExtension, TransactionBehavior, params};
 use serde_json::Value;
@@ -86,13 +84,7 @@ fn sqlite_reason(e: &rusqlite::Error) -> String {
     }
 }
 
-/// How hard commits try to reach the disk.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Durability {
-    Full,
-    Normal,
-}
-
+/// [`Durability`] as SQLite's `synchronous` setting.
 impl Durability {
     /// The statement that sets it on a connection.
     fn pragma(self) -> &'static str {
@@ -108,13 +100,6 @@ impl Durability {
         match self {
             Durability::Full => walbuf::synced_commit(|| tx.commit()),
             Durability::Normal => tx.commit(),
-        }
-    }
-
-    pub fn from_env() -> Durability {
-        match std::env::var("WF_DURABILITY").ok().as_deref() {
-            Some("normal") => Durability::Normal,
-            _ => Durability::Full,
         }
     }
 }

@@ -18,7 +18,7 @@
 //! one thread at a time.
 
 use super::SqliteStore;
-use crate::store::{Fence, Result, StoreError, Write};
+use crate::store::{Fence, PendingCommit, Result, StoreError, Write};
 use rusqlite::Connection;
 use std::cell::{Cell, OnceCell};
 use std::ops::{Deref, DerefMut};
@@ -101,19 +101,6 @@ impl Drop for Conn {
     }
 }
 
-/// A commit under way on the commit thread.
-pub struct Committing(tokio::sync::oneshot::Receiver<Result<()>>);
-
-impl Committing {
-    /// Waits until the transaction committed (durably, as the database is
-    /// set to be) or failed (nothing of it applied).
-    pub async fn done(self) -> Result<()> {
-        self.0
-            .await
-            .unwrap_or_else(|_| Err(StoreError::Sql("the commit thread is gone".into())))
-    }
-}
-
 type Job = Box<dyn FnOnce() + Send>;
 
 /// The commit thread, started at the first commit lent to it (`None` if it
@@ -137,17 +124,18 @@ fn committer() -> Option<&'static mpsc::Sender<Job>> {
 }
 
 impl SqliteStore {
-    /// Commits `writes` (fenced, as `commit`) on the commit thread. `None`:
-    /// there is no such thread, and it was committed here (`Err`: refused,
-    /// nothing applied).
-    pub fn commit_elsewhere(
+    /// Commits `writes` (fenced, as `commit`) on the commit thread, and
+    /// returns while it is under way. Where there is no such thread, the
+    /// commit is made here before this returns (`Err`: refused, nothing
+    /// applied).
+    pub fn begin_commit(
         &mut self,
         fence: &Fence,
         writes: Vec<Write>,
-    ) -> Result<Option<Committing>> {
+    ) -> Result<PendingCommit<'static>> {
         let Some(committer) = committer() else {
             self.commit(fence, &writes)?;
-            return Ok(None);
+            return Ok(PendingCommit::made(Ok(()), true));
         };
         let durability = self.durability;
         let (mut conn, give_back) = self.conn.lend();
@@ -168,6 +156,6 @@ impl SqliteStore {
             // The thread is gone: run it here (it gives the connection back).
             job();
         }
-        Ok(Some(Committing(committed)))
+        Ok(PendingCommit::elsewhere(committed))
     }
 }

@@ -1,13 +1,31 @@
-//! What a runner does under its lease on PostgreSQL: claim due instances,
-//! take one over (raising its epoch) with its history, renew and release
-//! the lease, and commit batches of writes behind the fence.
+//! Who holds an instance on PostgreSQL (as `sqlite/lease.rs` on SQLite):
+//! take it over (raising its epoch) with its history, renew and release the
+//! lease, the fence every runner's transaction begins with, and the due
+//! instances a worker finds and claims.
 
 use super::records::*;
-use super::text::unescape_opt;
-use super::write::write_op;
 use super::{Op, Out, PgStore};
 use crate::store::rows::*;
-use crate::store::{Result, StoreError, Write};
+use crate::store::{Result, StoreError};
+
+/// What makes an instance due (`$1`: now as text): its timer elapsed, its
+/// event arrived or timed out, a cancel was asked of it while it slept or
+/// waited, or it is running (its holder may be gone).
+/// The same for `claim_due` and `due_instances`.
+///
+/// `waiting_event` is the comma-separated list of the names awaited (a
+/// `wait_for_event.name` holds no comma): an event matches when its name
+/// equals one of them, case included, as the engine matches it; no pattern
+/// operator touches a name, and a name holding a comma equals none of them.
+macro_rules! due_sql {
+    () => {
+        "((status = 'sleeping' AND (wake_at IS NULL OR wake_at <= $1 OR cancel_requested > 0)) \
+          OR (status = 'waiting' AND (cancel_requested > 0 OR (wake_at IS NOT NULL AND wake_at <= $1) OR EXISTS ( \
+              SELECT 1 FROM events e WHERE e.instance_id = instances.id AND e.consumed_by IS NULL \
+              AND e.name = ANY (string_to_array(instances.waiting_event, ','))))) \
+          OR status = 'running')"
+    };
+}
 
 /// Claims due instances for `$2` for `$3` ms, `$4` at most, oldest first,
 /// none of `$5`, skipping rows another worker is claiming (`$1`: now as
@@ -42,6 +60,20 @@ pub(super) const CLAIM_DUE: &str = concat!(
     " + $3, \
      lease_epoch = i.lease_epoch + 1 FROM due WHERE i.id = due.id RETURNING i.id"
 );
+
+/// Every due instance, oldest first (`$1`: now as text).
+pub(super) const DUE_INSTANCES: &str = concat!(
+    "SELECT id, status, lease_owner, ",
+    lease_left!(),
+    " FROM instances WHERE ",
+    due_sql!(),
+    " ORDER BY created_at, seq"
+);
+
+/// The check every runner's transaction begins with (`$1` the instance,
+/// `$2` the runner's epoch): `check_fence` (see `schema`) locks the
+/// instance's row and raises WF001 unless the epoch is current.
+pub(super) const FENCE: &str = "SELECT check_fence($1, $2)";
 
 impl PgStore {
     pub async fn claim_due(
@@ -205,72 +237,22 @@ impl PgStore {
         Ok(())
     }
 
-    pub async fn mark_exported(&self, fence: &Fence, spans: &[SpanRow]) -> Result<()> {
-        let ops = spans
-            .iter()
-            .map(|s| {
-                Ok(Op::Exec(
-                    "UPDATE spans SET exported=true \
-                     WHERE instance_seq=(SELECT seq FROM instances WHERE id=$1) \
-                     AND run=$2 AND start_ns=$3 AND span_id=$4",
-                    vec![
-                        p(s.instance_id.clone()),
-                        p(s.run),
-                        p(s.start_ns),
-                        p(super::records::span_id_bits(&s.span_id)?),
-                    ],
-                ))
+    pub async fn due_instances(&self) -> Result<Vec<DueInstance>> {
+        let rows = self.query(DUE_INSTANCES, &[&now()]).await?;
+        rows.iter()
+            .map(|r| {
+                Ok(DueInstance {
+                    id: get(r, 0)?,
+                    status: get(r, 1)?,
+                    lease_owner: get(r, 2)?,
+                    lease_expires_ms: lease_expiry(get(r, 3)?),
+                })
             })
-            .collect::<Result<_>>()?;
-        self.fenced(fence, ops).await
-    }
-
-    /// Applies `writes` under the fence. The commit carries an id of its
-    /// own (kept in `last_commit`): sent again after the connection was
-    /// lost (`PgStore::pipeline`), a commit the server applied already
-    /// writes nothing and succeeds, so a lost reply is never taken for a
-    /// failure nor applied twice.
-    pub async fn commit(&self, fence: &Fence, writes: &[Write]) -> Result<()> {
-        use super::batch::Commit;
-        let id = commit_id();
-        let result = match super::batch::commit(&fence.instance, fence.epoch, id, writes) {
-            Commit::One(op) => self.pipeline(vec![op]).await.and_then(fence_held),
-            Commit::Pipeline(ops) => {
-                let mut all = Vec::with_capacity(ops.len() + 3);
-                all.push(Op::Simple("BEGIN"));
-                all.push(Op::Query(
-                    CHECK_COMMIT,
-                    vec![p(fence.instance.clone()), p(fence.epoch), p(id)],
-                ));
-                all.extend(ops);
-                all.push(Op::Simple("COMMIT"));
-                match self.pipeline(all).await {
-                    Err(StoreError::Committed) => Ok(()),
-                    other => other.map(|_| ()),
-                }
-            }
-        };
-        result.map_err(|e| named(e, fence))
-    }
-
-    /// Not waited for: queued on the connection (so it lands before the
-    /// next commit), committed without a flush to disk.
-    pub async fn commit_unsynced(&self, fence: &Fence, writes: &[Write]) -> Result<()> {
-        if let Some(op) = super::batch::group_statement(&fence.instance, fence.epoch, writes) {
-            return self.pipeline_in_background(vec![op]).await;
-        }
-        let mut ops = vec![
-            Op::Simple("BEGIN"),
-            Op::Simple("SET LOCAL synchronous_commit = off"),
-            Op::Query(FENCE, vec![p(fence.instance.clone()), p(fence.epoch)]),
-        ];
-        ops.extend(writes.iter().map(|w| write_op(&fence.instance, w)));
-        ops.push(Op::Simple("COMMIT"));
-        self.pipeline_in_background(ops).await
+            .collect()
     }
 
     /// One transaction, one round trip: BEGIN, the fence, `ops`, COMMIT.
-    async fn fenced(&self, fence: &Fence, ops: Vec<Op>) -> Result<()> {
+    pub(super) async fn fenced(&self, fence: &Fence, ops: Vec<Op>) -> Result<()> {
         let mut all = Vec::with_capacity(ops.len() + 3);
         all.push(Op::Simple("BEGIN"));
         all.push(Op::Query(
@@ -286,40 +268,8 @@ impl PgStore {
     }
 }
 
-/// A commit's id: random, so that no two commits of any runner share one.
-fn commit_id() -> i64 {
-    uuid::Uuid::new_v4().as_u64_pair().0 as i64
-}
-
-/// The fence of a commit sent as a pipeline (`$1` the instance, `$2` the
-/// epoch, `$3` the commit's id): raises WF002 if the commit is in already.
-const CHECK_COMMIT: &str = "SELECT check_commit($1, $2, $3)";
-
-/// What a statement with the fence inlined returned (`held`, the holder,
-/// `done`): refused unless its epoch was the runner's, or the commit was
-/// in already (`done`: its reply was lost, and it was sent again). A
-/// missing row (the instance is gone) is refused too.
-fn fence_held(outs: Vec<Out>) -> Result<()> {
-    let row = outs.into_iter().next().map(Out::rows).unwrap_or_default();
-    let flag = |i: usize| {
-        row.first()
-            .and_then(|r| r.try_get::<_, Option<bool>>(i).ok().flatten())
-    };
-    if flag(0) == Some(true) || flag(2) == Some(true) {
-        return Ok(());
-    }
-    let holder = row
-        .first()
-        .and_then(|r| r.try_get::<_, Option<String>>(1).ok().flatten())
-        .filter(|h| !h.is_empty());
-    Err(StoreError::Fenced {
-        id: InstanceId::default(),
-        holder,
-    })
-}
-
 /// A refused fence, naming the instance.
-fn named(e: StoreError, fence: &Fence) -> StoreError {
+pub(super) fn named(e: StoreError, fence: &Fence) -> StoreError {
     match e {
         StoreError::Fenced { holder, .. } => StoreError::Fenced {
             id: fence.instance.clone(),
@@ -358,132 +308,4 @@ fn fence(id: &str, owner: &str, epoch: i64) -> Fence {
         owner: owner.into(),
         epoch,
     }
-}
-
-/// The reads of an instance's history a takeover makes, in its transaction.
-fn history_reads(id: &str) -> Vec<Op> {
-    let key = || p(id.to_string());
-    vec![
-        Op::Query(INSTANCE, vec![key()]),
-        Op::Query(
-            "SELECT COALESCE(MAX(number), 0), \
-             array_remove(array_agg(CASE WHEN outcome IS NULL THEN number END ORDER BY number), NULL) \
-             FROM runs WHERE instance_id=$1",
-            vec![key()],
-        ),
-        Op::Query(STEPS, vec![key()]),
-        Op::Query(
-            "SELECT step_key, attempt, run, span_id, COALESCE(started_ns, 0), proc_host, proc_pgid, \
-             proc_start FROM attempts WHERE instance_id=$1 AND outcome IS NULL ORDER BY step_key, attempt",
-            vec![key()],
-        ),
-        Op::Query(
-            "SELECT number, trace_id, span_id, parent_span_id, COALESCE(started_ns, 0) FROM runs \
-             WHERE instance_id=$1 AND trace_id IS NOT NULL",
-            vec![key()],
-        ),
-        Op::Query(
-            "SELECT step_key, attempt FROM attempts WHERE instance_id=$1 \
-             AND outcome IN ('interrupted', 'canceled')",
-            vec![key()],
-        ),
-        Op::Query(EVENTS_AFTER, vec![key(), p(0i64)]),
-        Op::Query(CANCEL_REQUESTED, vec![key()]),
-        // Finished attempts of runs without an outcome whose span was
-        // never stored (`UnspannedAttempt`).
-        Op::Query(
-            "SELECT a.step_key, a.attempt, a.run, a.span_id, COALESCE(a.started_ns, 0), a.finished_at, \
-             a.outcome, a.error_type, a.error_message FROM attempts a WHERE a.instance_id=$1 \
-             AND a.outcome IS NOT NULL AND a.span_id IS NOT NULL \
-             AND a.run IN (SELECT number FROM runs WHERE instance_id=$1 AND outcome IS NULL) \
-             AND NOT EXISTS (SELECT 1 FROM spans s WHERE \
-               s.instance_seq=(SELECT seq FROM instances WHERE id=$1) AND s.run=a.run \
-               AND s.span_id=('x' || a.span_id)::bit(64)::int8)",
-            vec![key()],
-        ),
-    ]
-}
-
-/// The history read by [`history_reads`], from their results in order.
-fn history(id: &str, mut outs: impl Iterator<Item = Vec<tokio_postgres::Row>>) -> Result<History> {
-    let instance = match outs.next().unwrap_or_default().first() {
-        Some(r) => instance_row(r)?,
-        None => return Err(StoreError::NotFound(id.into())),
-    };
-    let (last_run, abandoned_runs) = match outs.next().unwrap_or_default().first() {
-        Some(r) => (
-            get::<i64>(r, 0)?,
-            get::<Option<Vec<i64>>>(r, 1)?.unwrap_or_default(),
-        ),
-        None => (0, Vec::new()),
-    };
-    let steps = outs
-        .next()
-        .unwrap_or_default()
-        .iter()
-        .map(step_row)
-        .collect::<Result<_>>()?;
-    let open = outs
-        .next()
-        .unwrap_or_default()
-        .iter()
-        .map(open_attempt)
-        .collect::<Result<_>>()?;
-    let traces = outs
-        .next()
-        .unwrap_or_default()
-        .iter()
-        .map(|r| {
-            Ok((
-                get::<i64>(r, 0)?,
-                (get(r, 1)?, get(r, 2)?, get(r, 3)?, get(r, 4)?),
-            ))
-        })
-        .collect::<Result<_>>()?;
-    let uncounted = outs
-        .next()
-        .unwrap_or_default()
-        .iter()
-        .map(|r| Ok((get(r, 0)?, get(r, 1)?)))
-        .collect::<Result<_>>()?;
-    let events = outs
-        .next()
-        .unwrap_or_default()
-        .iter()
-        .map(event_row)
-        .collect::<Result<_>>()?;
-    let cancel_requested = match outs.next().unwrap_or_default().first() {
-        Some(r) => CancelRequest::from_i64(get(r, 0)?),
-        None => CancelRequest::None,
-    };
-    let unspanned = outs
-        .next()
-        .unwrap_or_default()
-        .iter()
-        .map(|r| {
-            Ok(UnspannedAttempt {
-                key: get(r, 0)?,
-                attempt: get(r, 1)?,
-                run: get(r, 2)?,
-                span_id: get(r, 3)?,
-                started_ns: get(r, 4)?,
-                finished_at: get(r, 5)?,
-                outcome: get(r, 6)?,
-                error_type: get(r, 7)?,
-                error_message: unescape_opt(get(r, 8)?),
-            })
-        })
-        .collect::<Result<_>>()?;
-    Ok(History {
-        instance,
-        steps,
-        open,
-        abandoned_runs,
-        last_run,
-        traces,
-        uncounted,
-        unspanned,
-        events,
-        cancel_requested,
-    })
 }

@@ -1,5 +1,5 @@
 //! Query plans, on PostgreSQL, of the statements that must stay flat
-//! however many instances the history holds (issue 16, as `sqlite/plans.rs`
+//! however many instances the history holds (issue 16, as `sqlite/query_plans.rs`
 //! for SQLite): `wf list` with each filter, a worker's scan for due work and
 //! its claim, the prune batch, the resolution of an id prefix, and an
 //! instance's spans (by `instances.seq` since migration 6). Each is asked
@@ -12,10 +12,11 @@
 //! These run on the PostgreSQL pass of the suite (`WF_TEST_PG`, which
 //! `scripts/test` sets); without a server there is nothing to test.
 
-use super::owner::CLAIM_DUE;
+use super::PgStore;
+use super::lease::{CLAIM_DUE, DUE_INSTANCES};
 use super::prune::PRUNE_BATCH;
-use super::records::{DUE_INSTANCES, IDS_WITH_PREFIX, SELECT_SPANS, UNEXPORTED_SPANS, list_sql};
-use super::{PgStore, PgTarget};
+use super::records::{IDS_WITH_PREFIX, list_sql};
+use super::spans::{SELECT_SPANS, UNEXPORTED_SPANS};
 use crate::store::ListFilter;
 use crate::vocab::{InstanceStatus, Timestamp};
 use serde_json::Value;
@@ -57,25 +58,10 @@ fn ended() -> String {
 /// A store on a fresh schema `wf_plans_NAME` filled with `fill`, or None
 /// without a server.
 async fn store(name: &str, fill: &str) -> Option<PgStore> {
-    let Ok(url) = std::env::var("WF_TEST_PG") else {
+    let Some(store) = PgStore::for_test(&format!("wf_plans_{name}")).await else {
         eprintln!("PostgreSQL only (WF_TEST_PG): not run");
         return None;
     };
-    let schema = format!("wf_plans_{name}");
-    let target = PgTarget::parse(&url)
-        .expect("WF_TEST_PG")
-        .in_schema(&schema);
-    let (client, connection) = target
-        .config
-        .connect(target.connector().expect("TLS"))
-        .await
-        .expect("connect");
-    tokio::spawn(connection);
-    client
-        .batch_execute(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"))
-        .await
-        .expect("drop");
-    let store = PgStore::open(&target).await.expect("open");
     store.client().batch_execute(fill).await.expect("fill");
     // Price out what must not be needed.
     store
