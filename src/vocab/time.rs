@@ -92,8 +92,23 @@ fn fast_parse(s: &str) -> Option<Timestamp> {
 }
 
 impl fmt::Display for Timestamp {
+    /// `YYYY-MM-DDTHH:MM:SS.mmmZ`, written field by field: chrono's
+    /// `format` parses its pattern on every call, and a step writes several
+    /// times.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}", self.0.format("%Y-%m-%dT%H:%M:%S%.3fZ"))
+        use chrono::{Datelike as _, Timelike as _};
+        let t = &self.0;
+        write!(
+            f,
+            "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}Z",
+            t.year(),
+            t.month(),
+            t.day(),
+            t.hour(),
+            t.minute(),
+            t.second(),
+            t.timestamp_subsec_millis().min(999)
+        )
     }
 }
 

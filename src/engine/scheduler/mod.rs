@@ -83,8 +83,13 @@ impl Unit {
 
     /// The key its rows are stored under: `id`, `id[3]`, `id:compensate`.
     pub fn key(&self, wf: &Workflow) -> String {
+        let step = &wf.steps[self.idx].id;
+        if self.item.is_none() && !self.compensation {
+            // The common case, asked many times a step: no formatting.
+            return step.clone();
+        }
         UnitKey {
-            step: &wf.steps[self.idx].id,
+            step,
             item: self.item,
             compensation: self.compensation,
         }
