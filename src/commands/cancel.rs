@@ -8,7 +8,7 @@ use crate::engine::{self, EngineError, RunOptions};
 use crate::exit::{ExitStatus, UsageError};
 use crate::printer::Printer;
 use crate::views::RunReport;
-use crate::vocab::{CancelRequest, InstanceStatus};
+use crate::vocab::CancelRequest;
 use std::path::PathBuf;
 
 #[derive(Debug, clap::Args)]
@@ -27,10 +27,7 @@ pub async fn run(args: Args, db: Option<PathBuf>, printer: &Printer) -> anyhow::
     let mut store = super::open(db).await?;
     let id = store.resolve_id(&args.id).await?;
     let inst = store.instance(&id).await?;
-    if matches!(
-        inst.status,
-        InstanceStatus::Completed | InstanceStatus::Failed | InstanceStatus::Canceled
-    ) {
+    if inst.status.is_ended() {
         return Err(UsageError(format!(
             "instance {id} is already {}; there is nothing to cancel",
             inst.status

@@ -6,7 +6,7 @@ use crate::exit::{ExitStatus, UsageError};
 use crate::printer::Printer;
 use crate::store::Store;
 use crate::views::{LogView, LogsView};
-use crate::vocab::{AttemptOutcome, InstanceId, InstanceStatus, UnitKey};
+use crate::vocab::{AttemptOutcome, InstanceId, UnitKey};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -56,10 +56,7 @@ async fn follow(
             .collect();
         let Some(a) = attempts.iter().max_by_key(|a| a.attempt) else {
             // Not started yet: wait for it, unless the instance is over.
-            if matches!(
-                store.instance(id).await?.status,
-                InstanceStatus::Completed | InstanceStatus::Failed | InstanceStatus::Canceled
-            ) {
+            if store.instance(id).await?.status.is_ended() {
                 return Err(
                     UsageError(format!("step `{step}` of instance {id} has no attempts")).into(),
                 );

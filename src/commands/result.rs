@@ -31,10 +31,7 @@ pub async fn run(args: Args, store: &Store, printer: &Printer) -> anyhow::Result
     let id = store.resolve_id(&args.id).await?;
     loop {
         let inst = store.instance(&id).await?;
-        let ended = matches!(
-            inst.status,
-            InstanceStatus::Completed | InstanceStatus::Failed | InstanceStatus::Canceled
-        );
+        let ended = inst.status.is_ended();
         if ended || !args.wait {
             break;
         }

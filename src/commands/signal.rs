@@ -36,10 +36,7 @@ pub async fn run(args: Args, store: &mut Store, printer: &Printer) -> anyhow::Re
     };
     let id = store.resolve_id(&args.id).await?;
     let inst = store.instance(&id).await?;
-    if matches!(
-        inst.status,
-        InstanceStatus::Completed | InstanceStatus::Failed | InstanceStatus::Canceled
-    ) {
+    if inst.status.is_ended() {
         return Err(UsageError(format!(
             "instance {id} is {}; it takes no more events",
             inst.status

@@ -54,11 +54,7 @@ pub fn remedy(wf: &Workflow, inst: &InstanceRow, runs: &[RunRow], steps: &[StepR
         let from = wf
             .steps
             .iter()
-            .find(|s| {
-                !steps.iter().any(|r| {
-                    r.key == s.id && matches!(r.status, StepStatus::Completed | StepStatus::Skipped)
-                })
-            })
+            .find(|s| !steps.iter().any(|r| r.key == s.id && r.status.is_done()))
             .map(|s| s.id.clone());
         return Remedy::DeadlinePassed {
             timeout: wf.timeout.unwrap_or_default(),

@@ -128,9 +128,7 @@ pub fn plan<'a>(
     let mut reset = vec![false; wf.steps.len()];
     let mut seeds = vec![start];
     for (i, step) in wf.steps.iter().enumerate() {
-        let done = rows.iter().any(|r| {
-            r.key == step.id && matches!(r.status, StepStatus::Completed | StepStatus::Skipped)
-        });
+        let done = rows.iter().any(|r| r.key == step.id && r.status.is_done());
         if !done {
             seeds.push(i);
         }

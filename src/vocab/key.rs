@@ -19,10 +19,6 @@ impl InstanceId {
     pub fn as_str(&self) -> &str {
         &self.0
     }
-
-    pub fn into_string(self) -> String {
-        self.0
-    }
 }
 
 impl From<String> for InstanceId {

@@ -84,11 +84,6 @@ impl InstanceStatus {
             InstanceStatus::Completed | InstanceStatus::Failed | InstanceStatus::Canceled
         )
     }
-
-    /// Sleeping or waiting: suspended, resumable by a timer or an event.
-    pub const fn is_suspended(self) -> bool {
-        matches!(self, InstanceStatus::Sleeping | InstanceStatus::Waiting)
-    }
 }
 
 words! {

@@ -336,10 +336,7 @@ impl<'o> Runner<'o> {
         ctx.set("state", inst.state.clone());
         for step in &wf.steps {
             if let Some(rec) = records.get(&step.id)
-                && matches!(
-                    rec.status,
-                    StepStatus::Completed | StepStatus::Skipped | StepStatus::Failed
-                )
+                && rec.status.is_ended()
             {
                 ctx.set_step_result(&step.id, rec.status, &rec.output);
             }
@@ -397,7 +394,7 @@ impl<'o> Runner<'o> {
             .sched
             .records
             .values()
-            .filter(|r| r.status == StepStatus::Completed || r.status == StepStatus::Skipped)
+            .filter(|r| r.status.is_done())
             .count();
         if replayed > 0 {
             self.observer.steps_replayed(replayed);

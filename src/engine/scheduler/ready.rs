@@ -99,21 +99,16 @@ impl Scheduler {
         }
         match self.records.get(key) {
             None => true,
-            Some(r) => match r.status {
-                StepStatus::Completed | StepStatus::Skipped | StepStatus::Failed => false,
-                StepStatus::Retrying => r.retry_at.is_none_or(|t| t <= now),
-                _ => true,
-            },
+            Some(r) if r.status.is_ended() => false,
+            Some(r) if r.status == StepStatus::Retrying => r.retry_at.is_none_or(|t| t <= now),
+            Some(_) => true,
         }
     }
 
     pub fn ended(&self, idx: usize) -> bool {
-        self.records.get(&self.wf.steps[idx].id).is_some_and(|r| {
-            matches!(
-                r.status,
-                StepStatus::Completed | StepStatus::Skipped | StepStatus::Failed
-            )
-        })
+        self.records
+            .get(&self.wf.steps[idx].id)
+            .is_some_and(|r| r.status.is_ended())
     }
 
     /// Whether step `idx` is a handler (see `handlers`).
@@ -312,14 +307,11 @@ impl Scheduler {
             }
             return self.failed.clone().map(RunOutcome::Failed);
         }
-        let all_done = self.wf.steps.iter().all(|s| {
-            self.records.get(&s.id).is_some_and(|r| {
-                matches!(
-                    r.status,
-                    StepStatus::Completed | StepStatus::Skipped | StepStatus::Failed
-                )
-            })
-        });
+        let all_done = self
+            .wf
+            .steps
+            .iter()
+            .all(|s| self.records.get(&s.id).is_some_and(|r| r.status.is_ended()));
         all_done.then_some(RunOutcome::Completed)
     }
 

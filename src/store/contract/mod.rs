@@ -207,17 +207,7 @@ async fn take_over(store: &mut Store) {
     assert!(is_fenced(&r, "t1", "beta"), "{r:?}");
     store.renew(&f2, 60_000).await.expect("renew");
     // What the history holds after a run that died with an attempt open.
-    let writes = vec![
-        Write::StartRun {
-            run: 1,
-            trace: ("ab".repeat(16), "cd".repeat(8), None, 7),
-            restart_from: None,
-        },
-        start("a", 1, 1, 1),
-        Write::Step(Box::new(step("a", StepStatus::Running, 1))),
-        Write::State(json!({"n": 1})),
-    ];
-    store.commit(&f2, &writes).await.expect("commit");
+    store.commit(&f2, &first_run()).await.expect("commit");
     let (f3, h) = take(store, "t1", "gamma").await;
     assert_eq!(f3.epoch, f2.epoch + 1);
     assert_eq!((h.last_run, h.abandoned_runs.clone()), (1, vec![1]));
@@ -252,28 +242,40 @@ async fn take_over(store: &mut Store) {
     );
 }
 
+/// Run 1 opened, with a fixed trace.
+fn start_run() -> Write {
+    Write::StartRun {
+        run: 1,
+        trace: ("ab".repeat(16), "cd".repeat(8), None, 7),
+        restart_from: None,
+    }
+}
+
+/// Run 1 opened and its step `a` started, the state moved on: a history
+/// whose runner died with an attempt open.
+fn first_run() -> Vec<Write> {
+    vec![
+        start_run(),
+        start("a", 1, 1, 1),
+        Write::Step(Box::new(step("a", StepStatus::Running, 1))),
+        Write::State(json!({"n": 1})),
+    ]
+}
+
 async fn fenced_commit(store: &mut Store) {
     let id: InstanceId = "f1".into();
     create(store, &leased(instance("f1", 0), "alpha")).await;
     let (stale, _) = take(store, "f1", "alpha").await;
     let (fence, _) = take(store, "f1", "beta").await;
     let writes = || {
-        vec![
-            Write::StartRun {
-                run: 1,
-                trace: ("ab".repeat(16), "cd".repeat(8), None, 7),
-                restart_from: None,
-            },
-            start("a", 1, 1, 1),
-            Write::Step(Box::new(step("a", StepStatus::Running, 1))),
-            Write::State(json!({"n": 1})),
-            Write::Status {
-                status: InstanceStatus::Sleeping,
-                wake_at: Some(at(60)),
-                waiting_event: None,
-                error: None,
-            },
-        ]
+        let mut writes = first_run();
+        writes.push(Write::Status {
+            status: InstanceStatus::Sleeping,
+            wake_at: Some(at(60)),
+            waiting_event: None,
+            error: None,
+        });
+        writes
     };
     // (A lease's expiry on PostgreSQL is the server's time left read by
     // this process's clock: it moves by a millisecond between two reads.)
@@ -629,11 +631,7 @@ async fn prune(store: &mut Store) {
         links: json!([]),
     };
     let writes = [
-        Write::StartRun {
-            run: 1,
-            trace: ("ab".repeat(16), "cd".repeat(8), None, 7),
-            restart_from: None,
-        },
+        start_run(),
         start("a", 1, 1, 1),
         end("a", 1, AttemptOutcome::Ok, 2),
         Write::Step(Box::new(step("a", StepStatus::Completed, 1))),
