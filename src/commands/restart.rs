@@ -8,9 +8,9 @@ use super::run::{Ending, finish};
 use crate::engine::{self, EngineError, RunOptions, restart};
 use crate::exit::{ExitStatus, UsageError};
 use crate::printer::Printer;
-use crate::store;
+
 use crate::views::ShownStatus;
-use crate::vocab::InstanceId;
+use crate::vocab::{InstanceId, Timestamp};
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -53,7 +53,7 @@ pub async fn run(args: Args, db: Option<PathBuf>, printer: &Printer) -> anyhow::
         Some(new) => {
             engine::check_id(new)?;
             let new = InstanceId::from(new.as_str());
-            if !store.copy_instance(&id, &new, store::now()).await? {
+            if !store.copy_instance(&id, &new, Timestamp::now()).await? {
                 return Err(
                     UsageError(format!("an instance with id `{new}` already exists")).into(),
                 );

@@ -250,7 +250,7 @@ fn entries(
             last_instance: prev.and_then(|r| r.last_instance.clone()),
             last_fire_ms: prev.and_then(|r| r.last_fire_ms),
             skipped: same.map_or(0, |r| r.skipped),
-            registered_at: store::now(),
+            registered_at: Timestamp::now(),
         });
     }
     Ok(rows)
@@ -369,7 +369,7 @@ async fn apply(
     p: &Plan,
     out: &mut Vec<Fired>,
 ) -> Result<(), EngineError> {
-    let now = store::now();
+    let now = Timestamp::now();
     let starts: Vec<(InstanceRow, i64)> = p
         .starts
         .iter()

@@ -24,7 +24,7 @@ pub mod spawn;
 pub mod worker;
 
 use crate::store::{self, InstanceRow, Store, StoreError};
-use crate::vocab::{AttemptOutcome, ErrorType, InstanceId, InstanceStatus};
+use crate::vocab::{AttemptOutcome, ErrorType, InstanceId, InstanceStatus, Timestamp};
 use crate::workflow::{DefinitionError, Workflow};
 use serde_json::{Map, Value};
 use std::path::Path;
@@ -271,7 +271,7 @@ pub async fn create_instance(
         None => InstanceId::random(),
     };
     let (recorded_path, base_dir) = crate::workflow::origin(workflow_path);
-    let now = store::now();
+    let now = Timestamp::now();
     let row = InstanceRow {
         id: id.clone(),
         workflow: wf.name.clone(),

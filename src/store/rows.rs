@@ -30,11 +30,6 @@ impl Pruned {
     }
 }
 
-/// The clock, as stored everywhere (UTC, millisecond precision).
-pub fn now() -> Timestamp {
-    Timestamp::now()
-}
-
 #[derive(Debug, Clone)]
 pub struct InstanceRow {
     pub id: InstanceId,

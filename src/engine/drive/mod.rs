@@ -53,7 +53,7 @@ pub async fn drive(
     // A restart gives the workflow's `timeout` a fresh start: it counts from
     // the newest restart, else from the instance's creation.
     let deadline_from = if opts.restart.is_some() {
-        Some(store::now())
+        Some(Timestamp::now())
     } else if wf.timeout.is_some() && last_run > 0 {
         advice::deadline_start(&store.runs(id).await?)
     } else {
@@ -367,15 +367,17 @@ async fn close_run(
     };
     match &outcome {
         RunOutcome::Failed(_) => {
-            runner
-                .sched
-                .abandon_retries(StepStatus::Failed, "the workflow failed", store::now());
+            runner.sched.abandon_retries(
+                StepStatus::Failed,
+                "the workflow failed",
+                Timestamp::now(),
+            );
         }
         RunOutcome::Canceled => {
             runner.sched.abandon_retries(
                 StepStatus::Canceled,
                 "the instance was canceled",
-                store::now(),
+                Timestamp::now(),
             );
         }
         _ => {}

@@ -11,7 +11,7 @@ use super::super::{redact::Redactor, restart};
 use crate::store::{self, StepRow, Write};
 use crate::telemetry::{self, recorder};
 use crate::vocab::{
-    AttemptOutcome, CancelRequest, ErrorType, InstanceId, InstanceStatus, StepStatus,
+    AttemptOutcome, CancelRequest, ErrorType, InstanceId, InstanceStatus, StepStatus, Timestamp,
 };
 use crate::workflow::Workflow;
 use opentelemetry::KeyValue;
@@ -126,7 +126,7 @@ pub(super) fn open_run(
             if rec.retry_at.is_some()
                 && matches!(rec.status, StepStatus::Sleeping | StepStatus::Retrying)
             {
-                rec.retry_at = Some(store::now());
+                rec.retry_at = Some(Timestamp::now());
             }
         }
     }
@@ -400,6 +400,6 @@ fn recover_crashed(
         open,
         uncounted,
         records,
-        store::now(),
+        Timestamp::now(),
     ));
 }

@@ -1,45 +1,36 @@
-//! The scheduler: drives one instance for one run. It replays what history
-//! says is done, decides which units (steps, `for_each` items, compensations)
-//! are ready, records each attempt before its command starts, and commits each
-//! result (attempt outcome, output, state patch) in one transaction together
-//! with the starts of the units that result unblocks: a sequential step costs
-//! one commit. It ends the run when the instance completes, fails (after its
-//! compensations), suspends on a timer or an event, is canceled, or is
-//! interrupted.
+//! The driver of one run: the async edge around the deterministic
+//! scheduler (`engine::scheduler`). It feeds the scheduler what happened
+//! (attempts that ended, signals, cancel requests, events, the time),
+//! carries out the effects it returns (spawning jobs, telling the observer,
+//! ending spans), and commits the writes it decided: each result (attempt
+//! outcome, output, state patch) in one transaction together with the
+//! starts of the units that result unblocks, so a sequential step costs one
+//! commit. It owns what cannot be deterministic: the JoinSet of running
+//! attempts, the signals, the heartbeat's word, the spawn hold and the
+//! commit's overlap with it, the clock, and the run's spans.
 //!
-//! This file holds the loop (commit, spawn, wait, poll); `schedule` decides
-//! what is ready, `attempt` starts units and settles results, `suspend`
-//! handles timers and events, `render` turns expressions into what runs,
-//! `spans` keeps the run's trace, and `groups` records the process groups of
-//! attempts that run long enough to need it. Every change is a
-//! `store::Write`, committed by the loop in one fenced batch.
+//! This file holds the loop (decide, commit, spawn, wait, poll); `launch`
+//! starts an attempt's process or request, `commit` overlaps the commit
+//! with the processes' start, `spans` keeps the run's trace, and `groups`
+//! records the process groups of attempts that run long enough to need it.
 
-mod attempt;
 mod commit;
 mod groups;
-mod render;
+mod launch;
 mod spans;
-mod suspend;
 
-use super::context::{self, Context};
-use super::output::merge_patch;
 use super::output_files;
-use super::redact::Redactor;
 pub use super::scheduler::RunOutcome;
 pub(super) use super::scheduler::Stop;
-use super::scheduler::{Scheduler, Unit, retry};
+use super::scheduler::{Effect, Input, Job, Note, RunData, Scheduler, Settled, Setup, Unit};
 use super::{AttemptResult, EngineError, Failure, Observer, http, shell};
-use crate::store::{self, AttemptEnd, Fence, StepRow, Store, Write};
+use crate::store::{self, Fence, StepRow, Store, Write};
 use crate::telemetry::{self, recorder};
-use crate::vocab::{CancelRequest, InstanceId, StepStatus, Timestamp, UnitKey};
-use crate::workflow::template::{self, Template};
-use crate::workflow::{
-    Action, Condition, HttpSpec, RetryPolicy, RunCmd, SleepSpec, Step, Workflow, expr,
-};
+use crate::vocab::{InstanceId, Timestamp};
+use crate::workflow::Workflow;
 use opentelemetry::KeyValue;
 use opentelemetry::trace::Status;
-use serde_json::{Map, Value, json};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -141,58 +132,12 @@ async fn lost(rx: &mut watch::Receiver<Option<String>>) -> String {
     }
 }
 
-/// Most units settled in one transaction without a process in between.
-const MAX_SETTLED_PER_COMMIT: usize = 128;
-
-/// What a unit executes: a step's own action, or its compensation.
-struct Exec<'a> {
-    action: &'a Action,
-    dir: Option<&'a str>,
-    env: &'a [(String, Template)],
-    timeout: Option<Duration>,
-    retry: &'a RetryPolicy,
-    errors: Option<&'a BTreeMap<i32, String>>,
-}
-
-fn exec_of<'a>(step: &'a Step, unit: &Unit) -> Exec<'a> {
-    match (&step.compensate, unit.compensation) {
-        (Some(c), true) => Exec {
-            action: &c.action,
-            dir: c.dir.as_deref(),
-            env: &c.env,
-            timeout: c.timeout,
-            retry: &c.retry,
-            errors: None,
-        },
-        _ => Exec {
-            action: &step.action,
-            dir: step.dir.as_deref(),
-            env: &step.env,
-            timeout: step.timeout,
-            retry: &step.retry,
-            errors: Some(&step.errors),
-        },
-    }
-}
-
-/// A unit ready to start its process or request, with everything rendered.
-enum Job {
-    Shell(shell::ShellJob),
-    Http(http::HttpJob),
-}
-
 /// Work whose start waits for the commit in progress, with the span made
 /// for it when it was first tried.
 type Deferred = (Unit, Job, i64, Option<tracing::Span>);
 
-/// What starting a unit amounted to.
-enum Started {
-    Spawn(Box<Job>, i64),
-    /// Settled within the transaction (skipped, pure step, timer fired, event taken, failed).
-    Settled,
-    /// Waiting on a timer or an event, or nothing to do yet.
-    Blocked,
-}
+/// A job the scheduler decided to start, whose attempt the coming commit records.
+type Spawn = (Unit, Box<Job>, i64);
 
 struct Done {
     unit: Unit,
@@ -203,39 +148,38 @@ struct Done {
     output_file: Option<output_files::OutputFile>,
 }
 
+/// What carrying out one step's effects left for the loop.
+#[derive(Default)]
+struct Applied {
+    /// Jobs to start with (or after) the coming commit.
+    spawns: Vec<Spawn>,
+    /// Decide again at once (after committing).
+    again: bool,
+    /// The run is over.
+    end: Option<RunOutcome>,
+}
+
 pub(super) struct Runner<'o> {
     wf: Arc<Workflow>,
     pub(super) id: InstanceId,
     pub(super) run: i64,
     /// The run's records and decisions: the deterministic core.
     pub(super) sched: Scheduler,
-    base_dir: PathBuf,
     opts: RunOptions,
     observer: &'o dyn Observer,
     output_files: output_files::OutputFiles,
-    state: Value,
-    ctx: Context,
-    env: Vec<(String, String)>,
     tasks: JoinSet<Done>,
     /// A signal stopped the run while nothing ran but timers and waits
     /// (`drive` then leaves the instance sleeping or waiting).
     pub(in crate::engine) idle_when_stopped: bool,
     interrupt_tx: watch::Sender<bool>,
     http: Option<reqwest::Client>,
-    redactor: Redactor,
     /// This run's trace: (trace_id, root span_id, parent span_id, start ns).
     trace: store::RunTrace,
     /// The run's root span, open until the run's final commit.
     root: tracing::Span,
-    /// `state` changed since the last write; written just before each commit.
-    state_dirty: bool,
-    /// The expression context's `state` is `self.state` (not a stale copy,
-    /// nor the snapshot a settling `set_state` step started with).
-    ctx_state_current: bool,
-    /// State as it was when each running unit with a `set_state` started.
-    start_states: HashMap<String, Value>,
-    /// Attempt spans in flight: unit key -> (span, its id, start ns).
-    attempt_spans: HashMap<String, (tracing::Span, String, i64)>,
+    /// Attempt spans in flight, by unit key: the scheduler's span ids.
+    spans: spans::AttemptSpans,
     /// Attempts whose success the next commit makes durable: their span ids
     /// and spans, open until that commit returned (`commit_spans`).
     committing: Vec<(String, tracing::Span)>,
@@ -250,15 +194,6 @@ pub(super) struct Runner<'o> {
     /// How long the last commit that started work took, sent to returned
     /// (`commit::start_held`).
     commit_took: Duration,
-    /// Delivered events no step has taken yet, and the last one seen.
-    events: Vec<store::EventRow>,
-    last_event: i64,
-    /// The caller's trace flags and state (see `RunStart::caller`).
-    caller: (
-        opentelemetry::trace::TraceFlags,
-        opentelemetry::trace::TraceState,
-    ),
-    live_dir: Option<PathBuf>,
 }
 
 /// What a run starts from (see `drive`).
@@ -309,83 +244,50 @@ impl<'o> Runner<'o> {
             deadline_from,
             opening,
         } = start;
-        let inst = &inst;
-        let secrets = context::secret_values(&wf.secrets);
-        let redactor = Redactor::for_secrets(&wf.secrets);
-        let mut ctx = Context::new(&inst.id, &wf.name, run, &inst.inputs, secrets);
-        ctx.keep_results_of(wf.results_read.clone());
-        // Workflow-level env is rendered once per run; steps see it as `env`.
-        // If it cannot be, nothing can run: the workflow fails (with its
-        // compensations), like a step whose inputs cannot be evaluated.
-        let mut env = Vec::new();
-        let mut env_map = Map::new();
-        let mut env_failure = None;
-        for (k, t) in &wf.env {
-            match t.render_text(ctx.value()) {
-                Ok(v) => {
-                    env_map.insert(k.clone(), Value::String(v.clone()));
-                    env.push((k.clone(), v));
-                }
-                Err(e) => {
-                    env_failure
-                        .get_or_insert_with(|| redactor.text(&format!("workflow env `{k}`: {e}")));
-                }
-            }
-        }
-        ctx.set("env", Value::Object(env_map));
-        ctx.set("state", inst.state.clone());
-        for step in &wf.steps {
-            if let Some(rec) = records.get(&step.id)
-                && rec.status.is_ended()
-            {
-                ctx.set_step_result(&step.id, rec.status, &rec.output);
-            }
-        }
-        let failed = env_failure.or_else(|| {
-            wf.steps.iter().find_map(|s| {
-                let r = records.get(&s.id)?;
-                (r.status == StepStatus::Failed && !s.continue_on_error)
-                    .then(|| failure_reason(&s.id, r))
-            })
-        });
         let deadline = wf
             .timeout
             .map(|t| deadline_from.unwrap_or(inst.created_at).plus(t));
         let (interrupt_tx, _) = watch::channel(false);
-        let sched = Scheduler::new(wf.clone(), records, failed, deadline, uncounted, opening);
+        let spans = spans::AttemptSpans::new(&wf.name, &inst.id, &trace);
+        let sched = Scheduler::new(Setup {
+            wf: wf.clone(),
+            run: RunData {
+                id: inst.id.clone(),
+                number: run,
+                base_dir: PathBuf::from(&inst.base_dir),
+                live_dir,
+                trace_id: trace.0.clone(),
+                caller,
+            },
+            inputs: inst.inputs,
+            state: inst.state,
+            records,
+            uncounted,
+            deadline,
+            events,
+            opening,
+        });
         Runner {
             output_files: output_files::OutputFiles::default(),
-            base_dir: PathBuf::from(&inst.base_dir),
-            id: inst.id.clone(),
-            state: inst.state.clone(),
+            id: inst.id,
             wf,
             run,
             sched,
             opts,
             observer,
-            ctx,
-            env,
             tasks: JoinSet::new(),
             idle_when_stopped: false,
             interrupt_tx,
             http: None,
-            redactor,
             trace,
             root,
-            state_dirty: false,
-            ctx_state_current: true,
-            start_states: HashMap::new(),
-            attempt_spans: HashMap::new(),
+            spans,
             committing: Vec::new(),
             fence,
             lost,
             started_groups: Vec::new(),
             held: Vec::new(),
             commit_took: Duration::ZERO,
-            events,
-            last_event: 0,
-            caller,
-            live_dir,
         }
     }
 
@@ -400,111 +302,47 @@ impl<'o> Runner<'o> {
             self.observer.steps_replayed(replayed);
         }
         let mut signals = Signals::install()?;
-        let mut done: Vec<Done> = Vec::new();
+        let mut settled: Vec<Settled> = Vec::new();
         let mut last_poll = Instant::now();
         loop {
-            if self.sched.deadline.is_some_and(|d| d <= Timestamp::now())
-                && self.sched.stop.is_none()
-            {
-                self.stop(Stop::Deadline);
-            }
             // One transaction: results that came in, then every start they unblock.
-            let mut spawns = Vec::new();
+            let mut applied = self.decide(Input::Tick(std::mem::take(&mut settled)));
+            self.flush_spans(&[]);
+            // Nothing decided (a wake-up to look for a cancel request
+            // while steps run, every 100 ms): no commit. Spans alone
+            // (the last commit's own span) wait for the next commit
+            // that records something, or the run's last one. A commit
+            // of nothing was a synced transaction on PostgreSQL (the
+            // fence's row lock is logged): ten a second per running
+            // instance.
+            let decided = !self.committing.is_empty()
+                || self
+                    .sched
+                    .writes
+                    .iter()
+                    .any(|w| !matches!(w, Write::Span(_)));
+            debug_assert!(decided || applied.spawns.is_empty());
             let mut commit_spans = Vec::new();
-            let mut more_now = false;
-            {
-                self.flush_spans(&[])?;
-                for d in done.drain(..) {
-                    self.settle(d)?;
-                }
-                if self.sched.stop != Some(Stop::Signal) {
-                    let mut settled_in_tx = 0;
-                    loop {
-                        let mut settled = false;
-                        for unit in self.sched.candidates(Timestamp::now()) {
-                            if self.sched.running.len() >= self.wf.concurrency {
-                                break;
-                            }
-                            match self.start(&unit)? {
-                                Started::Spawn(job, attempt) => {
-                                    // Counted as running from now on, so no later pass starts it again.
-                                    let key = unit.key(&self.wf);
-                                    // `set_state` sees the state as committed when its step started.
-                                    if self.wf.steps[unit.idx].set_state.is_some() {
-                                        self.start_states.insert(key.clone(), self.state.clone());
-                                    }
-                                    self.sched.running.insert(key, attempt);
-                                    spawns.push((unit, job, attempt));
-                                }
-                                Started::Settled => {
-                                    settled = true;
-                                    settled_in_tx += 1;
-                                }
-                                Started::Blocked => {}
-                            }
-                        }
-                        // Bound a transaction of steps that settle without a
-                        // process (pure set_state steps): memory stays flat and
-                        // progress reaches the disk in chunks.
-                        if settled_in_tx >= MAX_SETTLED_PER_COMMIT {
-                            more_now = true;
-                            break;
-                        }
-                        if !settled {
-                            break;
-                        }
-                    }
-                }
-                if std::mem::take(&mut self.state_dirty) {
-                    self.sched.writes.push(Write::State(self.state.clone()));
-                }
-                // Nothing decided (a wake-up to look for a cancel request
-                // while steps run, every 100 ms): no commit. Spans alone
-                // (the last commit's own span) wait for the next commit
-                // that records something, or the run's last one. A commit
-                // of nothing was a synced transaction on PostgreSQL (the
-                // fence's row lock is logged): ten a second per running
-                // instance.
-                let decided = !self.committing.is_empty()
-                    || self
-                        .sched
-                        .writes
-                        .iter()
-                        .any(|w| !matches!(w, Write::Span(_)));
-                debug_assert!(decided || spawns.is_empty());
-                if decided {
-                    commit_spans = self.commit_and_start(store, &mut spawns).await?;
-                }
+            if decided {
+                commit_spans = self.commit_and_start(store, &mut applied.spawns).await?;
             }
-            for (unit, job, attempt) in spawns {
+            for (unit, job, attempt) in applied.spawns {
                 self.spawn(unit, *job, attempt);
             }
             drop(commit_spans);
             self.record_groups(store).await?;
             self.output_files.tidy();
-            if more_now {
+            if applied.again {
                 continue;
             }
 
             if self.sched.running.is_empty() && self.tasks.is_empty() {
-                if let Some(outcome) = self.sched.final_outcome(Timestamp::now()) {
-                    // A completed instance's result is rendered now, from its
-                    // final state and step outputs. One that cannot be
-                    // rendered fails the instance as a failed step does: the
-                    // compensations of its completed steps run first.
-                    if outcome == RunOutcome::Completed {
-                        match self.render_outputs() {
-                            Ok(Some(v)) => self.sched.writes.push(Write::Outputs(v)),
-                            Ok(None) => {}
-                            Err(e) => {
-                                let why = self.redactor.text(&format!("`outputs`: {e}"));
-                                self.observer.message(&format!("{why}: the workflow fails"));
-                                self.sched.failed = Some(why);
-                                continue;
-                            }
-                        }
-                    }
+                let idle = self.decide(Input::Idle);
+                if let Some(outcome) = idle.end {
                     return Ok(outcome);
+                }
+                if idle.again {
+                    continue;
                 }
                 // Only timers and events left. Short waits happen here; an
                 // event not yet delivered ends the run at once, unless a
@@ -558,6 +396,7 @@ impl<'o> Runner<'o> {
                 .unwrap_or(Duration::from_secs(3600))
                 .min(POLL_EVERY)
                 .min(self.next_group_due().unwrap_or(POLL_EVERY));
+            let mut done = Vec::new();
             tokio::select! {
                 Some(joined) = self.tasks.join_next() => {
                     done.push(joined.map_err(|e| EngineError::Internal(format!("step task failed: {e}")))?);
@@ -569,6 +408,7 @@ impl<'o> Runner<'o> {
                 _ = signals.recv() => self.stop(Stop::Signal),
                 holder = lost(&mut self.lost) => return Err(self.fenced(holder)),
             }
+            settled.extend(done.into_iter().map(|d| self.ended(d)));
             if last_poll.elapsed() >= POLL_EVERY {
                 last_poll = Instant::now();
                 self.poll_external(store).await?;
@@ -576,43 +416,103 @@ impl<'o> Runner<'o> {
         }
     }
 
+    /// What an ended attempt leaves for the driver (its output file, its
+    /// process group), and what it leaves for the scheduler.
+    fn ended(&mut self, mut d: Done) -> Settled {
+        if let Some(file) = d.output_file.take() {
+            self.output_files.spent(file);
+        }
+        self.group_ended(&d.unit.key(&self.wf), d.attempt);
+        Settled {
+            unit: d.unit,
+            attempt: d.attempt,
+            elapsed: d.elapsed,
+            result: d.result,
+        }
+    }
+
+    /// Has the scheduler decide `input` now, and carries out its effects
+    /// but the spawns, which wait for the commit that records them.
+    fn decide(&mut self, input: Input) -> Applied {
+        let effects = self.sched.step(Timestamp::now(), input, &mut self.spans);
+        let mut applied = Applied::default();
+        for effect in effects {
+            match effect {
+                Effect::Spawn { unit, job, attempt } => applied.spawns.push((unit, job, attempt)),
+                Effect::Note(note) => self.tell(note),
+                Effect::Interrupt { fresh } => {
+                    let _ = self.interrupt_tx.send(true);
+                    if fresh {
+                        // Compensations start after this: they get a channel
+                        // of their own, which only a signal to this process trips.
+                        self.interrupt_tx = watch::channel(false).0;
+                    }
+                }
+                Effect::AttemptEnded {
+                    key,
+                    attempt,
+                    outcome,
+                    failure,
+                } => self.end_attempt_span(&key, attempt, outcome, failure.as_ref()),
+                Effect::Skipped { key } => {
+                    let span = self.spans.new_span(&key);
+                    span.set_attribute("workflow.step.outcome", "skipped");
+                }
+                Effect::LinkEvent { name, traceparent } => {
+                    // The run an event wakes links to the context it was sent under.
+                    if let Some(sc) = telemetry::parse_traceparent(&traceparent)
+                        .and_then(|(trace, span)| recorder::span_context(&trace, &span, true))
+                    {
+                        self.root.add_link_with_attributes(
+                            sc,
+                            vec![KeyValue::new("wf.event.name", name)],
+                        );
+                    }
+                }
+                Effect::Again => applied.again = true,
+                Effect::End(outcome) => applied.end = Some(outcome),
+            }
+        }
+        applied
+    }
+
+    /// Passes a note of the scheduler's to the observer.
+    fn tell(&self, note: Note) {
+        let o = self.observer;
+        match note {
+            Note::StepStarted { key, attempt } => o.step_started(&key, attempt),
+            Note::StepFinished {
+                key,
+                attempt,
+                outcome,
+                failure,
+                elapsed,
+            } => o.step_finished(&key, attempt, outcome, failure.as_ref(), elapsed),
+            Note::StepSkipped { key } => o.step_skipped(&key),
+            Note::StepRetrying {
+                key,
+                next_attempt,
+                try_n,
+                max_attempts,
+                delay,
+            } => o.step_retrying(&key, next_attempt, try_n, max_attempts, delay),
+            Note::FanOutFinished { key, items } => o.fan_out_finished(&key, items),
+            Note::Message(text) => o.message(&text),
+        }
+    }
+
     /// Looks for what other processes asked of this run: a cancel request (it
     /// starts canceling) or an awaited event (true: a waiting step can go on).
     async fn poll_external(&mut self, store: &Store) -> Result<bool, EngineError> {
         let asked = store.cancel_requested(&self.id).await?;
-        if asked == CancelRequest::Terminate {
-            self.sched.terminate = true;
-        }
-        if self.sched.stop.is_none() && asked.is_asked() {
-            self.stop(Stop::Cancel);
-        }
-        let awaited: Vec<&str> = self
-            .sched
-            .records
-            .values()
-            .filter(|r| r.status == StepStatus::Waiting)
-            .filter_map(|r| match self.wf.step(&r.step_id).map(|s| &s.action) {
-                Some(Action::WaitForEvent { name, .. }) => Some(name.as_str()),
-                _ => None,
-            })
-            .collect();
-        if awaited.is_empty() {
+        self.decide(Input::CancelAsked(asked));
+        if self.sched.awaited_events().is_empty() {
             return Ok(false);
         }
-        let after = self
-            .events
-            .iter()
-            .map(|e| e.id)
-            .max()
-            .unwrap_or(0)
-            .max(self.last_event);
-        let new = store.events_after(&self.id, after).await?;
-        let arrived = new.iter().any(|e| awaited.contains(&e.name.as_str()));
-        if let Some(last) = new.last() {
-            self.last_event = last.id;
-        }
-        self.events.extend(new);
-        Ok(arrived)
+        let new = store
+            .events_after(&self.id, self.sched.events_after())
+            .await?;
+        Ok(self.decide(Input::Events(new)).again)
     }
 
     /// The error of a run whose instance `holder` took over.
@@ -631,73 +531,8 @@ impl<'o> Runner<'o> {
         while self.tasks.join_next().await.is_some() {}
     }
 
-    /// Stops running units for `why`; a signal outranks everything.
+    /// Stops running units for `why` (see `Scheduler::step`).
     pub(super) fn stop(&mut self, why: Stop) {
-        if why == Stop::Lost {
-            self.sched.stop = Some(why);
-            return;
-        }
-        if matches!(self.sched.stop, Some(Stop::Signal | Stop::Lost))
-            || (self.sched.stop.is_some() && why != Stop::Signal)
-        {
-            return;
-        }
-        self.sched.stop = Some(why);
-        // A compensation in flight (they run one at a time, after every forward
-        // unit ended) is never cut short by a deadline or a cancel: only a
-        // signal to this process stops it.
-        if why != Stop::Signal
-            && self
-                .sched
-                .running
-                .keys()
-                .any(|k| UnitKey::parse(k).compensation)
-        {
-            if why == Stop::Cancel {
-                self.observer
-                    .message("canceled: letting the running compensation finish");
-            }
-            return;
-        }
-        match why {
-            Stop::Signal | Stop::Lost => {
-                self.observer.message("interrupted: stopping running steps");
-            }
-            Stop::Cancel => self.observer.message("canceled: stopping running steps"),
-            Stop::Deadline => self
-                .observer
-                .message("workflow timeout reached: stopping running steps"),
-        }
-        if why == Stop::Deadline && self.sched.failed.is_none() {
-            let t = self.wf.timeout.unwrap_or_default();
-            self.sched.failed = Some(format!(
-                "workflow timed out after {}",
-                crate::workflow::duration::human(t)
-            ));
-        }
-        let _ = self.interrupt_tx.send(true);
-        if why != Stop::Signal {
-            // Compensations start after this: they get a channel of their own,
-            // which only a signal to this process trips.
-            self.interrupt_tx = watch::channel(false).0;
-        }
+        self.decide(Input::Stop(why));
     }
-}
-
-fn ok(output: Value) -> AttemptResult {
-    AttemptResult {
-        outcome: Ok(output),
-        ..AttemptResult::default()
-    }
-}
-
-fn failure_reason(key: &str, rec: &StepRow) -> String {
-    format!(
-        "step `{key}` failed{}",
-        match (&rec.error_type, &rec.error_message) {
-            (Some(t), Some(m)) => format!(" ({t}: {m})"),
-            (Some(t), None) => format!(" ({t})"),
-            _ => String::new(),
-        }
-    )
 }

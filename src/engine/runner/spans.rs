@@ -10,17 +10,21 @@
 //! run rebuilds the span from the attempt's row (`drive::open::rebuild_spans`).
 
 use super::*;
+use crate::engine::scheduler::SpanIds;
 use crate::vocab::{AttemptOutcome, RunEnd};
 
 impl<'o> Runner<'o> {
     /// Stores the spans of this run that ended since the last call (masking
     /// secrets), except those in `skip`.
-    pub(super) fn flush_spans(&mut self, skip: &[String]) -> Result<(), EngineError> {
+    pub(super) fn flush_spans(&mut self, skip: &[String]) {
         let run = (self.trace.0.as_str(), self.id.as_str(), self.run);
-        let spans =
-            crate::engine::drive::ended_spans(run, &self.wf.name, Some(&self.redactor), skip);
+        let spans = crate::engine::drive::ended_spans(
+            run,
+            &self.wf.name,
+            Some(self.sched.redactor()),
+            skip,
+        );
         self.sched.writes.extend(spans);
-        Ok(())
     }
 
     /// A `wf.commit` span under each attempt the coming commit makes
@@ -64,47 +68,31 @@ impl<'o> Runner<'o> {
         // An attempt still open has no outcome: its row stays open, and the
         // next run records its span as crashed, with the same id.
         let open: Vec<String> = self
-            .attempt_spans
+            .spans
+            .open
             .drain()
             .map(|(_, (_, span_id, _))| span_id)
             .collect();
         drop(std::mem::replace(&mut self.root, tracing::Span::none()));
-        self.flush_spans(&open)
-    }
-
-    /// A new span for an attempt of `key` (or its skip), child of the root.
-    pub(super) fn attempt_span(&self, key: &str) -> tracing::Span {
-        let span = tracing::info_span!(
-            parent: None,
-            "attempt",
-            otel.name = format!("{}/{key}", self.wf.name),
-            workflow.name = self.wf.name.as_str(),
-            workflow.instance.id = self.id.as_str(),
-            workflow.step.id = key,
-        );
-        let _ = span.set_parent(recorder::parent_context(
-            &self.trace.0,
-            &self.trace.1,
-            false,
-        ));
-        span
+        self.flush_spans(&open);
+        Ok(())
     }
 
     /// Ends the span of one finished attempt and stores it, with the spans of
     /// what it did (its process or HTTP call) beneath it. A successful one
     /// (`outcome` `ok`) is not ended here: it waits for the commit that makes
     /// its result durable ([`Runner::commit_spans`]).
-    pub(super) fn write_attempt_span(
+    pub(super) fn end_attempt_span(
         &mut self,
         key: &str,
         attempt: i64,
         outcome: AttemptOutcome,
         failure: Option<&Failure>,
-    ) -> Result<(), EngineError> {
-        let (span, span_id) = match self.attempt_spans.remove(key) {
+    ) {
+        let (span, span_id) = match self.spans.open.remove(key) {
             Some((span, span_id, _)) => (span, span_id),
             None => {
-                let span = self.attempt_span(key);
+                let span = self.spans.new_span(key);
                 let (_, span_id) = recorder::ids(&span);
                 (span, span_id)
             }
@@ -117,38 +105,69 @@ impl<'o> Runner<'o> {
         }
         if outcome == AttemptOutcome::Ok {
             self.committing.push((span_id, span));
-        } else {
-            drop(span);
         }
-        self.flush_spans(&[])
+    }
+}
+
+/// The spans of the attempts in flight, by unit key: where the
+/// scheduler's attempt span ids come from ([`SpanIds`]).
+pub(super) struct AttemptSpans {
+    workflow: String,
+    id: InstanceId,
+    trace_id: String,
+    root_span_id: String,
+    /// Unit key -> (span, its id, start ns).
+    pub(super) open: HashMap<String, (tracing::Span, String, i64)>,
+}
+
+impl AttemptSpans {
+    pub(super) fn new(workflow: &str, id: &InstanceId, trace: &store::RunTrace) -> AttemptSpans {
+        AttemptSpans {
+            workflow: workflow.to_string(),
+            id: id.clone(),
+            trace_id: trace.0.clone(),
+            root_span_id: trace.1.clone(),
+            open: HashMap::new(),
+        }
     }
 
-    /// The span id (and start) of the attempt about to begin; its span starts
-    /// on the first call.
-    pub(super) fn open_attempt_span(&mut self, unit: &Unit) -> (String, i64) {
-        let key = unit.key(&self.wf);
-        if let Some((_, span_id, start_ns)) = self.attempt_spans.get(&key) {
+    /// A new span for an attempt of `key` (or its skip), child of the root.
+    pub(super) fn new_span(&self, key: &str) -> tracing::Span {
+        let span = tracing::info_span!(
+            parent: None,
+            "attempt",
+            otel.name = format!("{}/{key}", self.workflow),
+            workflow.name = self.workflow.as_str(),
+            workflow.instance.id = self.id.as_str(),
+            workflow.step.id = key,
+        );
+        let _ = span.set_parent(recorder::parent_context(
+            &self.trace_id,
+            &self.root_span_id,
+            false,
+        ));
+        span
+    }
+
+    /// The open span of the attempt of `key` (none if it has none).
+    pub(super) fn open_span(&self, key: &str) -> tracing::Span {
+        self.open
+            .get(key)
+            .map_or_else(tracing::Span::none, |(span, _, _)| span.clone())
+    }
+}
+
+impl SpanIds for AttemptSpans {
+    /// Opens the attempt's span on the first call.
+    fn attempt(&mut self, key: &str) -> (String, i64) {
+        if let Some((_, span_id, start_ns)) = self.open.get(key) {
             return (span_id.clone(), *start_ns);
         }
-        let span = self.attempt_span(&key);
+        let span = self.new_span(key);
         let start_ns = telemetry::now_ns();
         let (_, span_id) = recorder::ids(&span);
-        self.attempt_spans
-            .insert(key, (span, span_id.clone(), start_ns));
+        self.open
+            .insert(key.to_string(), (span, span_id.clone(), start_ns));
         (span_id, start_ns)
-    }
-
-    /// W3C trace context (`traceparent`, `tracestate`) of the attempt about
-    /// to begin, for its process or request, with the caller's flags and state.
-    pub(super) fn attempt_trace_context(&self, unit: &Unit) -> Vec<(String, String)> {
-        self.attempt_spans
-            .get(&unit.key(&self.wf))
-            .map(|(_, span_id, _)| self.trace_context_of(span_id))
-            .unwrap_or_default()
-    }
-
-    /// `traceparent` (and `tracestate`) naming `span_id` of this run's trace.
-    pub(super) fn trace_context_of(&self, span_id: &str) -> Vec<(String, String)> {
-        telemetry::inject(&self.trace.0, span_id, self.caller.0, &self.caller.1)
     }
 }

@@ -1,25 +1,47 @@
-//! The deterministic core of a run: what is ready, what is due, what an
-//! attempt's failure means (retry or fail), when the run is over, and when
-//! it next needs waking. It holds the run's records and decisions and
-//! nothing else: no clock (every question takes `now`), no I/O, no
-//! channels, no processes. The driver (`engine::runner`) owns those: it
-//! asks the scheduler what to start, starts it, feeds results back, and
-//! commits the [`Write`]s the scheduler collected.
+//! The deterministic core of a run: what is ready, what is due, how a unit
+//! starts (its `if`, its `for_each` list, its attempt recorded, its job
+//! rendered), what an attempt's result means (output, state patch, retry
+//! or failure), when the run is over, and when it next needs waking. It
+//! holds the run's records, expression context and state, and decides;
+//! nothing else: no clock (every input comes with `now`), no I/O, no
+//! channels, no processes. [`Scheduler::step`] (`step.rs`) turns an input
+//! into writes and effects; the driver (`engine::runner`) carries the
+//! effects out (spawns jobs, tells the observer, ends spans) and commits
+//! the [`Write`]s the scheduler collected.
 //!
 //! Unit-tested without I/O in `tests.rs`, in restate's style: a workflow,
-//! records as history left them, a time, and the decisions expected.
+//! records as history left them, a time, inputs, and the decisions expected.
 
+mod attempt;
 mod ready;
 pub mod recovery;
+mod render;
 pub mod retry;
+mod step;
+mod suspend;
 #[cfg(test)]
 mod tests;
 
-use crate::store::{StepRow, Write};
-use crate::vocab::{ErrorType, RunEnd, StepStatus, Timestamp, UnitKey};
-use crate::workflow::{Condition, Workflow, expr};
-use std::collections::{BTreeSet, HashMap, HashSet};
+pub use step::{Effect, Input, Job, MAX_SETTLED_PER_COMMIT, Note, Settled, SpanIds};
+
+use super::context::{self, Context};
+use super::output::merge_patch;
+use super::redact::Redactor;
+use super::{AttemptResult, Failure, http, shell};
+use crate::store::{AttemptEnd, EventRow, StepRow, Write};
+use crate::telemetry;
+use crate::vocab::{ErrorType, InstanceId, RunEnd, StepStatus, Timestamp, UnitKey};
+use crate::workflow::template::{self, Template};
+use crate::workflow::{
+    Action, Condition, HttpSpec, RetryPolicy, RunCmd, SleepSpec, Step, Workflow, expr,
+};
+use attempt::{failure_reason, ok};
+use serde_json::{Map, Value, json};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
+use step::Started;
 
 /// How a run ended.
 #[derive(Debug, Clone, PartialEq)]
@@ -97,9 +119,48 @@ impl Unit {
     }
 }
 
+/// Who a run is: what its steps are told and where they run.
+#[derive(Debug, Clone)]
+pub struct RunData {
+    pub id: InstanceId,
+    /// The run's number (`WF_RUN`).
+    pub number: i64,
+    /// What relative `dir`s are relative to.
+    pub base_dir: PathBuf,
+    /// Where running attempts copy their output for `wf logs --follow`.
+    pub live_dir: Option<PathBuf>,
+    /// The run's trace, which steps are told of (`TRACEPARENT`).
+    pub trace_id: String,
+    /// The caller's sampled flag and `tracestate`, passed on to steps.
+    pub caller: (
+        opentelemetry::trace::TraceFlags,
+        opentelemetry::trace::TraceState,
+    ),
+}
+
+/// What a run's scheduler starts from.
+pub struct Setup {
+    pub wf: Arc<Workflow>,
+    pub run: RunData,
+    /// The instance's pinned inputs and its state as last committed.
+    pub inputs: Value,
+    pub state: Value,
+    /// Every unit's row as history left it.
+    pub records: HashMap<String, StepRow>,
+    /// Per unit key, its attempts that do not count towards `max_attempts`.
+    pub uncounted: HashMap<String, Vec<i64>>,
+    /// When the workflow's `timeout` runs out.
+    pub deadline: Option<Timestamp>,
+    /// Delivered events no step has taken yet.
+    pub events: Vec<EventRow>,
+    /// The writes that open the run (see [`Scheduler::opening`]).
+    pub opening: Vec<Write>,
+}
+
 /// The run's records and what it decided from them.
 pub struct Scheduler {
     pub wf: Arc<Workflow>,
+    pub run: RunData,
     /// Every unit's row, by key, as this run last decided it.
     pub records: HashMap<String, StepRow>,
     /// Keys of the records that have held a timer status (`retrying`,
@@ -136,19 +197,80 @@ pub struct Scheduler {
     /// first decisions, one commit rather than two, and are kept should the
     /// run end on an error before that commit.
     pub opening: usize,
+    /// The effects decided and not yet returned by [`Scheduler::step`].
+    effects: Vec<Effect>,
+    /// What expressions see.
+    ctx: Context,
+    /// Workflow-level `env`, rendered once for the run.
+    env: Vec<(String, String)>,
+    /// Masks the values of the workflow's secrets.
+    redactor: Redactor,
+    /// The instance's state as this run decided it.
+    state: Value,
+    /// `state` changed since the last tick: written at its end.
+    state_dirty: bool,
+    /// The expression context's `state` is `self.state` (not a stale copy,
+    /// nor the snapshot a settling `set_state` step started with).
+    ctx_state_current: bool,
+    /// State as it was when each running unit with a `set_state` started.
+    start_states: HashMap<String, Value>,
+    /// Delivered events no step has taken yet, and the last one seen.
+    events: Vec<EventRow>,
+    last_event: i64,
 }
 
 impl Scheduler {
-    /// The scheduler of a run of `wf` over the records history left
-    /// (`opening`: the writes that open the run, see [`Scheduler::opening`]).
-    pub fn new(
-        wf: Arc<Workflow>,
-        records: HashMap<String, StepRow>,
-        failed: Option<String>,
-        deadline: Option<Timestamp>,
-        uncounted: HashMap<String, Vec<i64>>,
-        opening: Vec<Write>,
-    ) -> Scheduler {
+    /// The scheduler of a run over the records history left. The
+    /// workflow's `env` is rendered here, once: if it cannot be, nothing
+    /// can run, and the workflow fails (with its compensations) as when a
+    /// step's inputs cannot be evaluated.
+    pub fn new(setup: Setup) -> Scheduler {
+        let Setup {
+            wf,
+            run,
+            inputs,
+            state,
+            records,
+            uncounted,
+            deadline,
+            events,
+            opening,
+        } = setup;
+        let secrets = context::secret_values(&wf.secrets);
+        let redactor = Redactor::for_secrets(&wf.secrets);
+        let mut ctx = Context::new(&run.id, &wf.name, run.number, &inputs, secrets);
+        ctx.keep_results_of(wf.results_read.clone());
+        let mut env = Vec::new();
+        let mut env_map = Map::new();
+        let mut env_failure = None;
+        for (k, t) in &wf.env {
+            match t.render_text(ctx.value()) {
+                Ok(v) => {
+                    env_map.insert(k.clone(), Value::String(v.clone()));
+                    env.push((k.clone(), v));
+                }
+                Err(e) => {
+                    env_failure
+                        .get_or_insert_with(|| redactor.text(&format!("workflow env `{k}`: {e}")));
+                }
+            }
+        }
+        ctx.set("env", Value::Object(env_map));
+        ctx.set("state", state.clone());
+        for step in &wf.steps {
+            if let Some(rec) = records.get(&step.id)
+                && rec.status.is_ended()
+            {
+                ctx.set_step_result(&step.id, rec.status, &rec.output);
+            }
+        }
+        let failed = env_failure.or_else(|| {
+            wf.steps.iter().find_map(|s| {
+                let r = records.get(&s.id)?;
+                (r.status == StepStatus::Failed && !s.continue_on_error)
+                    .then(|| failure_reason(&s.id, r))
+            })
+        });
         let handlers: Vec<usize> = wf
             .steps
             .iter()
@@ -174,6 +296,7 @@ impl Scheduler {
         let seq = records.values().filter_map(|r| r.seq).max().unwrap_or(0);
         let mut s = Scheduler {
             wf,
+            run,
             records,
             timed,
             running: HashMap::new(),
@@ -188,6 +311,16 @@ impl Scheduler {
             seq,
             opening: opening.len(),
             writes: opening,
+            effects: Vec::new(),
+            ctx,
+            env,
+            redactor,
+            state,
+            state_dirty: false,
+            ctx_state_current: true,
+            start_states: HashMap::new(),
+            events,
+            last_event: 0,
         };
         s.frontier = (0..s.wf.steps.len())
             .filter(|&i| s.deps_satisfied(i) && !s.ended(i))

@@ -10,12 +10,12 @@
 //! (`group_statement`): 1000 `/bin/true` steps went from 1.81x to 1.63x a
 //! bash loop (server CPU and wake-ups per request, not SQL, were the cost).
 
-use super::records::{opt_json, p};
+use super::history::{opt_json, p};
 use super::text::{escape, escape_opt};
 use super::write::write_op;
 use super::{Op, Param};
 use crate::store::Write;
-use crate::store::rows::{AttemptEnd, SpanRow, StepRow, now};
+use crate::store::rows::{AttemptEnd, SpanRow, StepRow};
 use crate::vocab::Timestamp;
 use serde_json::Value;
 use std::collections::HashMap;
@@ -275,7 +275,7 @@ fn one_statement(id: &str, epoch: i64, commit: i64, writes: &[Write], g: &Groupe
     params.extend(step_columns(&g.steps, &g.patches));
     params.extend(span_columns(&g.spans));
     params.push(p(g.last_state.map(std::string::ToString::to_string)));
-    params.push(p(now()));
+    params.push(p(Timestamp::now()));
     params.push(p(commit));
     Some(Op::Query(&STEP_COMMIT, params))
 }

@@ -2,7 +2,7 @@
 //! of another (its instance row, runs, steps, and attempts with their logs),
 //! in one transaction. The source's rows are only read.
 
-use super::records::p;
+use super::history::p;
 use super::{Op, PgStore};
 use crate::store::Result;
 

@@ -3,10 +3,11 @@
 //! lease, the fence every runner's transaction begins with, and the due
 //! instances a worker finds and claims.
 
-use super::records::*;
+use super::history::*;
 use super::{Op, Out, PgStore};
 use crate::store::rows::*;
 use crate::store::{Result, StoreError};
+use crate::vocab::Timestamp;
 
 /// What makes an instance due (`$1`: now as text): its timer elapsed, its
 /// event arrived or timed out, a cancel was asked of it while it slept or
@@ -86,7 +87,7 @@ impl PgStore {
         let rows = self
             .query(
                 CLAIM_DUE,
-                &[&now(), &owner, &ttl_ms, &(limit as i64), &skip],
+                &[&Timestamp::now(), &owner, &ttl_ms, &(limit as i64), &skip],
             )
             .await?;
         rows.iter().map(|r| get(r, 0)).collect()
@@ -238,7 +239,7 @@ impl PgStore {
     }
 
     pub async fn due_instances(&self) -> Result<Vec<DueInstance>> {
-        let rows = self.query(DUE_INSTANCES, &[&now()]).await?;
+        let rows = self.query(DUE_INSTANCES, &[&Timestamp::now()]).await?;
         rows.iter()
             .map(|r| {
                 Ok(DueInstance {

@@ -29,7 +29,7 @@ macro_rules! server_ms {
 }
 
 /// A lease's time left by the server's clock (ms, negative once expired);
-/// `records::lease_expiry` turns it into an expiry by this process's clock.
+/// `history::lease_expiry` turns it into an expiry by this process's clock.
 macro_rules! lease_left {
     () => {
         concat!("lease_expires_ms - ", server_ms!())
@@ -39,11 +39,11 @@ macro_rules! lease_left {
 mod batch;
 mod conn;
 mod copy;
+mod history;
 mod lease;
 mod prune;
 #[cfg(test)]
 mod query_plans;
-mod records;
 mod schedules;
 mod schema;
 mod spans;

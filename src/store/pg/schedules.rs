@@ -6,13 +6,14 @@
 //! advisory lock on the workflow's name that orders registrations) and
 //! writes only if they are still what it read.
 
-use super::records::{NOTIFY, get, insert_definition, instance_params, json, p};
+use super::history::{NOTIFY, get, insert_definition, instance_params, json, p};
 use super::{Op, Out, PgStore};
 use crate::store::Result;
 use crate::store::rows::*;
+use crate::vocab::Timestamp;
 use tokio_postgres::Row;
 
-/// A scheduled instance (`$1`–`$15`, as `records::insert_instance`) and its
+/// A scheduled instance (`$1`–`$15`, as `history::insert_instance`) and its
 /// fire record (`$16`–`$20`: workflow, entry, fire time, spec, zone),
 /// inserted only if that fire time has none yet.
 const START_ONCE: &str = concat!(
@@ -218,7 +219,7 @@ impl PgStore {
             ops.push(Op::Exec(
                 "UPDATE instances SET cancel_requested = GREATEST(cancel_requested, 1), updated_at = $2 \
                  WHERE id = $1 AND status IN ('running', 'sleeping', 'waiting')",
-                vec![p(id.clone()), p(now())],
+                vec![p(id.clone()), p(Timestamp::now())],
             ));
         }
         if !fire.starts.is_empty() || fire.cancel.is_some() {

@@ -5,7 +5,7 @@
 //! `seq`, the hex ids as `BIGINT`s and `bytea`, defaults as null (migration
 //! 6).
 
-use super::records::{get, json, p};
+use super::history::{get, json, p};
 use super::text::{unescape, unescape_opt};
 use super::{Op, PgStore};
 use crate::store::rows::*;

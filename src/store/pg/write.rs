@@ -8,12 +8,13 @@
 //! proves it).
 
 use super::batch::{self, Commit};
+use super::history::{opt_json, p};
 use super::lease::{FENCE, named};
-use super::records::{opt_json, p};
 use super::text::escape_opt;
 use super::{Op, Out, PgStore};
-use crate::store::rows::{Fence, InstanceId, now};
+use crate::store::rows::{Fence, InstanceId};
 use crate::store::{PendingCommit, Result, StoreError, Write};
+use crate::vocab::Timestamp;
 
 /// [`Write::Release`]: the lease given up, and a notification to idle
 /// workers (sent when the transaction commits).
@@ -104,7 +105,7 @@ pub(super) fn write_op(id: &str, w: &Write) -> Op {
         ),
         Write::State(state) => Op::Exec(
             "UPDATE instances SET state=$2, updated_at=$3 WHERE id=$1",
-            vec![p(id), p(state.to_string()), p(now())],
+            vec![p(id), p(state.to_string()), p(Timestamp::now())],
         ),
         // The layout `batch` writes spans in (by the instance's `seq`).
         Write::Span(s) => super::batch::insert_span(&id, s),
@@ -125,12 +126,12 @@ pub(super) fn write_op(id: &str, w: &Write) -> Op {
                 p(*wake_at),
                 p(waiting_event.clone()),
                 p(escape_opt(error)),
-                p(now()),
+                p(Timestamp::now()),
             ],
         ),
         Write::CloseAbandonedRuns => Op::Exec(
             "UPDATE runs SET outcome='crashed', finished_at=$2 WHERE instance_id=$1 AND outcome IS NULL",
-            vec![p(id), p(now())],
+            vec![p(id), p(Timestamp::now())],
         ),
         Write::Reopen => Op::Exec(
             "UPDATE instances SET cancel_requested=0, outputs=NULL WHERE id=$1",
@@ -150,7 +151,7 @@ pub(super) fn write_op(id: &str, w: &Write) -> Op {
             vec![
                 p(id),
                 p(*run),
-                p(now()),
+                p(Timestamp::now()),
                 p(trace.0.clone()),
                 p(trace.1.clone()),
                 p(trace.2.clone()),
@@ -160,7 +161,7 @@ pub(super) fn write_op(id: &str, w: &Write) -> Op {
         ),
         Write::FinishRun { run, outcome } => Op::Exec(
             "UPDATE runs SET outcome=$3, finished_at=$4 WHERE instance_id=$1 AND number=$2",
-            vec![p(id), p(*run), p(*outcome), p(now())],
+            vec![p(id), p(*run), p(*outcome), p(Timestamp::now())],
         ),
         // In a fenced transaction: the instance is ours. Idle workers are
         // woken, as by `release`, when it commits.

@@ -3,7 +3,7 @@
 //! one transaction. The source's rows are only read.
 
 use super::SqliteStore;
-use super::records::instance;
+use super::history::instance;
 use crate::store::Result;
 use rusqlite::params;
 

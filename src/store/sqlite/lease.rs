@@ -3,9 +3,10 @@
 //! worker claims in one statement. Kept apart from the rows it guards
 //! because every runner and worker goes through it.
 
-use super::records::cached;
+use super::history::cached;
 use crate::store::rows::*;
 use crate::store::{Result, StoreError};
+use crate::vocab::Timestamp;
 use rusqlite::{Connection, OptionalExtension, params};
 
 /// Takes the lease if it is free, expired, ours, or held by a process on this
@@ -145,7 +146,7 @@ pub(super) fn claim_due(
     let skip = serde_json::to_string(skip).unwrap_or_else(|_| "[]".into());
     let mut stmt = c.prepare_cached(CLAIM_DUE_SQL)?;
     let rows = stmt.query_map(
-        params![now(), now_ms, owner, ttl_ms, limit as i64, skip],
+        params![Timestamp::now(), now_ms, owner, ttl_ms, limit as i64, skip],
         |r| r.get(0),
     )?;
     Ok(rows.collect::<Result<_, _>>()?)
@@ -160,7 +161,7 @@ pub(super) const DUE_INSTANCES_SQL: &str = concat!(
 
 pub(super) fn due_instances(c: &Connection) -> Result<Vec<DueInstance>> {
     let mut stmt = c.prepare_cached(DUE_INSTANCES_SQL)?;
-    let rows = stmt.query_map([now()], |r| {
+    let rows = stmt.query_map([Timestamp::now()], |r| {
         Ok(DueInstance {
             id: r.get(0)?,
             status: r.get(1)?,

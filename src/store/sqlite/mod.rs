@@ -1,6 +1,6 @@
 //! The SQLite backend: the history in one file beside the user's work.
 //! Short IMMEDIATE transactions, so a step's output, its state patch and its
-//! outcome land together or not at all (`records` holds the statements of
+//! outcome land together or not at all (`history` holds the statements of
 //! the rows, `lease` those of ownership and claims, `spans` those of traces).
 //!
 //! PRAGMAs, set on every connection:
@@ -44,12 +44,12 @@
 
 mod closing;
 mod copy;
+mod history;
 mod lease;
 mod offthread;
 mod prune;
 #[cfg(test)]
 mod query_plans;
-mod records;
 mod schedules;
 mod schema;
 mod spans;
@@ -359,7 +359,7 @@ impl SqliteStore {
     // ---- the engine-level interface: every operation of wf on its history ----
 
     pub fn instance(&self, id: &str) -> Result<InstanceRow> {
-        records::instance(&self.conn, id)
+        history::instance(&self.conn, id)
     }
 
     /// The instance, its runs, steps, events, fire time and (when
@@ -370,15 +370,15 @@ impl SqliteStore {
         let c = &self.conn;
         let view = (|| {
             Ok(InstanceView {
-                instance: records::instance(c, id)?,
-                runs: records::runs(c, id)?,
-                steps: records::steps(c, id)?,
+                instance: history::instance(c, id)?,
+                runs: history::runs(c, id)?,
+                steps: history::steps(c, id)?,
                 attempts: if attempts {
-                    records::attempts(c, id)?
+                    history::attempts(c, id)?
                 } else {
                     Vec::new()
                 },
-                events: records::delivered_events(c, id)?,
+                events: history::delivered_events(c, id)?,
                 fire: schedules::instance_fire(c, id)?,
             })
         })();
@@ -408,27 +408,27 @@ impl SqliteStore {
 
     /// Instances, newest first, as `filter` says.
     pub fn list_instances(&self, filter: &ListFilter) -> Result<Vec<InstanceRow>> {
-        records::list_instances(&self.conn, filter)
+        history::list_instances(&self.conn, filter)
     }
 
     pub fn count_instances(&self, filter: &ListFilter) -> Result<u64> {
-        records::count_instances(&self.conn, filter)
+        history::count_instances(&self.conn, filter)
     }
 
     pub fn runs(&self, id: &str) -> Result<Vec<RunRow>> {
-        records::runs(&self.conn, id)
+        history::runs(&self.conn, id)
     }
 
     pub fn state_patches(&self, id: &str) -> Result<Vec<(String, Value)>> {
-        records::state_patches(&self.conn, id)
+        history::state_patches(&self.conn, id)
     }
 
     pub fn steps(&self, id: &str) -> Result<Vec<StepRow>> {
-        records::steps(&self.conn, id)
+        history::steps(&self.conn, id)
     }
 
     pub fn attempts(&self, id: &str) -> Result<Vec<AttemptRow>> {
-        records::attempts(&self.conn, id)
+        history::attempts(&self.conn, id)
     }
 
     /// The logs of one attempt of `key` (the last when `attempt` is None).
@@ -438,15 +438,15 @@ impl SqliteStore {
         key: &str,
         attempt: Option<i64>,
     ) -> Result<Option<AttemptLogs>> {
-        records::attempt_logs(&self.conn, id, key, attempt)
+        history::attempt_logs(&self.conn, id, key, attempt)
     }
 
     pub fn definition_step_ids(&self, hash: &str) -> Result<Option<Vec<String>>> {
-        records::definition_step_ids(&self.conn, hash)
+        history::definition_step_ids(&self.conn, hash)
     }
 
     pub fn definition_compiled(&self, hash: &str) -> Result<Option<String>> {
-        records::definition_compiled(&self.conn, hash)
+        history::definition_compiled(&self.conn, hash)
     }
 
     pub fn spans(&self, id: &str) -> Result<Vec<SpanRow>> {
@@ -478,17 +478,17 @@ impl SqliteStore {
 
     /// The result of a completed instance (`outputs:`), if it has one.
     pub fn outputs(&self, id: &str) -> Result<Option<Value>> {
-        records::outputs(&self.conn, id)
+        history::outputs(&self.conn, id)
     }
 
     /// 0: no cancel asked; 1: cancel; 2: terminate (no compensations).
     pub fn cancel_requested(&self, id: &str) -> Result<CancelRequest> {
-        records::cancel_requested(&self.conn, id)
+        history::cancel_requested(&self.conn, id)
     }
 
     /// Events delivered and not taken, after event `after`.
     pub fn events_after(&self, id: &str, after: i64) -> Result<Vec<EventRow>> {
-        records::events_after(&self.conn, id, after)
+        history::events_after(&self.conn, id, after)
     }
 
     /// Instances a worker should look at now, oldest first: sleeping ones
@@ -506,10 +506,10 @@ impl SqliteStore {
         compiled: Option<&str>,
     ) -> Result<bool> {
         let tx = self.write()?;
-        if records::instance(&tx, &row.id).is_ok() {
+        if history::instance(&tx, &row.id).is_ok() {
             return Ok(false);
         }
-        records::insert_instance(&tx, row, step_ids, compiled)?;
+        history::insert_instance(&tx, row, step_ids, compiled)?;
         tx.commit()?;
         Ok(true)
     }
@@ -517,7 +517,7 @@ impl SqliteStore {
     /// Asks whatever process drives the instance to cancel it.
     pub fn request_cancel(&mut self, id: &str, ask: CancelRequest) -> Result<()> {
         let tx = self.write()?;
-        records::request_cancel(&tx, id, ask)?;
+        history::request_cancel(&tx, id, ask)?;
         tx.commit()?;
         Ok(())
     }
@@ -532,7 +532,7 @@ impl SqliteStore {
         wake: bool,
     ) -> Result<()> {
         let tx = self.write()?;
-        records::insert_event(&tx, id, name, payload, traceparent, wake)?;
+        history::insert_event(&tx, id, name, payload, traceparent, wake)?;
         tx.commit()?;
         Ok(())
     }
@@ -551,7 +551,7 @@ impl SqliteStore {
             Ok(fence) => fence,
             Err(holder) => return Ok(Err(holder)),
         };
-        let history = records::history(&tx, id)?;
+        let history = history::history(&tx, id)?;
         tx.commit()?;
         Ok(Ok((fence, history)))
     }

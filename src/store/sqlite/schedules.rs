@@ -4,9 +4,10 @@
 //! workers never start the same fire time.
 
 use super::SqliteStore;
-use super::records;
+use super::history;
 use crate::store::Result;
 use crate::store::rows::*;
+use crate::vocab::Timestamp;
 use rusqlite::{Connection, OptionalExtension, Row, params};
 use serde_json::Value;
 
@@ -87,7 +88,7 @@ impl SqliteStore {
             return Ok(false);
         }
         let ids: Vec<&str> = def.step_ids.iter().map(String::as_str).collect();
-        records::insert_definition(&tx, &def.hash, &def.source, &ids, def.compiled.as_deref())?;
+        history::insert_definition(&tx, &def.hash, &def.source, &ids, def.compiled.as_deref())?;
         tx.execute("DELETE FROM schedules WHERE workflow = ?1", [workflow])?;
         for row in rows {
             insert_schedule(&tx, row)?;
@@ -156,7 +157,7 @@ impl SqliteStore {
                 params![fire.workflow, fire.idx, fire_ms, inst.id, spec, timezone],
             )? == 1;
             if new {
-                records::insert_instance_row(&tx, inst)?;
+                history::insert_instance_row(&tx, inst)?;
             }
             started.push(new);
         }
@@ -173,7 +174,7 @@ impl SqliteStore {
             tx.execute(
                 "UPDATE instances SET cancel_requested = MAX(cancel_requested, 1), updated_at = ?2 \
                  WHERE id = ?1 AND status IN ('running', 'sleeping', 'waiting')",
-                params![id, now()],
+                params![id, Timestamp::now()],
             )?;
         }
         tx.commit()?;

@@ -2,7 +2,7 @@
 //! marked once exported, and each run's trace context (for links across
 //! runs and restarts).
 
-use super::records::{cached, json_col};
+use super::history::{cached, json_col};
 use crate::store::rows::*;
 use crate::store::{Result, StoreError};
 use rusqlite::{Connection, OptionalExtension, Row, params};

@@ -1,7 +1,7 @@
 //! Applies a batch of [`Write`]s to SQLite in one transaction.
 
+use super::history::*;
 use super::lease::release_instance;
-use super::records::*;
 use super::spans::insert_span;
 use super::{Durability, SqliteStore};
 use crate::store::rows::*;

@@ -1,11 +1,16 @@
-//! Typed rows, and the SQLite statements that read and write them, used
-//! only through [`Store`](super::Store). Write functions take a `&Connection`
-//! so that the store can group several in one transaction (one fsync per
+//! The SQLite statements that read the history (an instance's rows, the
+//! history a takeover reads) and deliver to it (new instances, events,
+//! cancel requests), and the mapping of their rows to
+//! [`rows`](crate::store::rows) (the types, shared by both backends: this
+//! file was `records.rs`, a name that read as a twin of `rows.rs`). Used
+//! only through [`Store`](super::Store); functions take a `&Connection` so
+//! that the store can group several in one transaction (one fsync per
 //! step, not one per statement). Leases and claims are in `lease`, spans in
-//! `spans`.
+//! `spans`, what a runner commits in `write`.
 
 use super::super::rows::*;
 use crate::store::{Result, StoreError};
+use crate::vocab::Timestamp;
 use rusqlite::{Connection, OptionalExtension, Row, params};
 use serde_json::Value;
 
@@ -221,7 +226,7 @@ pub(super) fn set_instance_status(
     cached(
         c,
         "UPDATE instances SET status=?2, wake_at=?3, waiting_event=?4, error=?5, updated_at=?6 WHERE id=?1",
-        params![id, status, wake_at, waiting_event, error, now()],
+        params![id, status, wake_at, waiting_event, error, Timestamp::now()],
     )?;
     Ok(())
 }
@@ -231,7 +236,7 @@ pub(super) fn request_cancel(c: &Connection, id: &str, ask: CancelRequest) -> Re
     cached(
         c,
         "UPDATE instances SET cancel_requested=MAX(cancel_requested, ?3), updated_at=?2 WHERE id=?1",
-        params![id, now(), ask.as_i64()],
+        params![id, Timestamp::now(), ask.as_i64()],
     )?;
     Ok(())
 }
@@ -253,7 +258,7 @@ pub(super) fn insert_event(
     traceparent: Option<&str>,
     wake: bool,
 ) -> Result<()> {
-    let now = now();
+    let now = Timestamp::now();
     cached(
         c,
         "INSERT INTO events (instance_id, name, payload, traceparent, received_at) VALUES (?1, ?2, ?3, ?4, ?5)",
@@ -392,7 +397,7 @@ pub(super) fn set_state(c: &Connection, id: &str, state: &Value) -> Result<()> {
     cached(
         c,
         "UPDATE instances SET state=?2, updated_at=?3 WHERE id=?1",
-        params![id, state.to_string(), now()],
+        params![id, state.to_string(), Timestamp::now()],
     )?;
     Ok(())
 }
@@ -411,7 +416,16 @@ pub(super) fn start_run(
         c,
         "INSERT INTO runs (instance_id, number, started_at, trace_id, span_id, parent_span_id, started_ns, \
          restart_from) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
-        params![id, number, now(), t.0, t.1, t.2, t.3, restart_from],
+        params![
+            id,
+            number,
+            Timestamp::now(),
+            t.0,
+            t.1,
+            t.2,
+            t.3,
+            restart_from
+        ],
     )?;
     Ok(())
 }
@@ -420,7 +434,7 @@ pub(super) fn finish_run(c: &Connection, id: &str, number: i64, outcome: &RunEnd
     cached(
         c,
         "UPDATE runs SET outcome=?3, finished_at=?4 WHERE instance_id=?1 AND number=?2",
-        params![id, number, outcome, now()],
+        params![id, number, outcome, Timestamp::now()],
     )?;
     Ok(())
 }
@@ -430,7 +444,7 @@ pub(super) fn close_abandoned_runs(c: &Connection, id: &str) -> Result<()> {
     cached(
         c,
         "UPDATE runs SET outcome='crashed', finished_at=?2 WHERE instance_id=?1 AND outcome IS NULL",
-        params![id, now()],
+        params![id, Timestamp::now()],
     )?;
     Ok(())
 }

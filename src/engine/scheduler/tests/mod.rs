@@ -3,6 +3,8 @@
 //! Each test reads as a history: "a completed, b failed at 10:00 and is
 //! due again at 10:01; what runs at 10:00:30?"
 
+mod driven;
+
 use super::retry::{Verdict, judge};
 use super::*;
 use crate::store::StepRow;
@@ -56,15 +58,36 @@ impl History {
     }
 
     fn scheduler(self) -> Scheduler {
-        let records = self.rows.into_iter().map(|r| (r.key.clone(), r)).collect();
-        Scheduler::new(
-            self.wf,
+        let records: HashMap<String, StepRow> =
+            self.rows.into_iter().map(|r| (r.key.clone(), r)).collect();
+        let s = Scheduler::new(Setup {
+            wf: self.wf,
+            run: run_data(),
+            inputs: json!({}),
+            state: json!({}),
             records,
-            self.failed,
-            None,
-            HashMap::new(),
-            Vec::new(),
-        )
+            uncounted: HashMap::new(),
+            deadline: None,
+            events: Vec::new(),
+            opening: Vec::new(),
+        });
+        assert_eq!(s.failed, self.failed, "the failure history implies");
+        s
+    }
+}
+
+/// The run the tests' schedulers decide for.
+fn run_data() -> RunData {
+    RunData {
+        id: InstanceId::from("i1".to_string()),
+        number: 1,
+        base_dir: std::path::PathBuf::from("/work"),
+        live_dir: None,
+        trace_id: "0af7651916cd43dd8448eb211c80319c".into(),
+        caller: (
+            opentelemetry::trace::TraceFlags::SAMPLED,
+            opentelemetry::trace::TraceState::default(),
+        ),
     }
 }
 

@@ -1,11 +1,13 @@
 //! Rendering what a unit runs from the expression context: its `if`, its
 //! environment, its shell command (values through variables or memory files,
-//! never spliced in) and its HTTP request.
+//! never spliced in) and its HTTP request. Pure: the context, the run's
+//! data and the attempt's span id in, a job out.
 
+use super::attempt::Exec;
 use super::*;
 use crate::vocab::ErrorType;
 
-impl<'o> Runner<'o> {
+impl Scheduler {
     pub(super) fn eval_condition(&self, cond: &Condition) -> Result<bool, String> {
         match cond {
             Condition::Literal(b) => Ok(*b),
@@ -18,6 +20,7 @@ impl<'o> Runner<'o> {
         &self,
         unit: &Unit,
         exec: &Exec,
+        span_id: &str,
         out: &mut Vec<(String, String)>,
     ) -> Result<(), Failure> {
         out.extend(self.env.iter().cloned());
@@ -28,16 +31,16 @@ impl<'o> Runner<'o> {
             out.push((k.clone(), v));
         }
         let key = unit.key(&self.wf);
-        let attempt = self.sched.records.get(&key).map_or(1, |r| r.attempts + 1);
-        out.push(("WF_INSTANCE_ID".into(), self.id.to_string()));
+        let attempt = self.records.get(&key).map_or(1, |r| r.attempts + 1);
+        out.push(("WF_INSTANCE_ID".into(), self.run.id.to_string()));
         out.push(("WF_WORKFLOW".into(), self.wf.name.clone()));
         out.push(("WF_STEP_ID".into(), key));
         out.push(("WF_ATTEMPT".into(), attempt.to_string()));
-        out.push(("WF_RUN".into(), self.run.to_string()));
+        out.push(("WF_RUN".into(), self.run.number.to_string()));
         if let Some(i) = unit.item {
             out.push(("WF_ITEM_INDEX".into(), i.to_string()));
         }
-        for (k, v) in self.attempt_trace_context(unit) {
+        for (k, v) in self.trace_context_of(span_id) {
             out.push((k.to_ascii_uppercase(), v));
         }
         if let Some((k, _)) = out
@@ -57,13 +60,14 @@ impl<'o> Runner<'o> {
         unit: &Unit,
         exec: &Exec,
         cmd: &RunCmd,
+        span_id: &str,
     ) -> Result<shell::ShellJob, Failure> {
         let ctx = self.ctx.value();
         let expr_err =
             |e: expr::ExprError| Failure::new(ErrorType::Expression, format!("`run`: {e}"));
         let mut env = Vec::new();
         let mut files = Vec::new();
-        self.unit_env(unit, exec, &mut env)?;
+        self.unit_env(unit, exec, span_id, &mut env)?;
         let (shell, argv) = match cmd {
             RunCmd::Shell(t) => {
                 let mut vars = Vec::new();
@@ -105,8 +109,8 @@ impl<'o> Runner<'o> {
             }
         };
         let dir = match exec.dir {
-            Some(d) => self.base_dir.join(d),
-            None => self.base_dir.clone(),
+            Some(d) => self.run.base_dir.join(d),
+            None => self.run.base_dir.clone(),
         };
         Ok(shell::ShellJob {
             shell,
@@ -141,7 +145,7 @@ impl<'o> Runner<'o> {
         if spec.idempotency_key {
             headers.push((
                 "Idempotency-Key".into(),
-                format!("{}/{}", self.id, unit.key(&self.wf)),
+                format!("{}/{}", self.run.id, unit.key(&self.wf)),
             ));
         }
         let mut query = Vec::new();
@@ -181,13 +185,30 @@ impl<'o> Runner<'o> {
     /// `wf logs --follow` (beside the database, private to its owner).
     fn live_paths(&self, unit: &Unit) -> Option<(PathBuf, PathBuf)> {
         // (The folder is made by the first copy that gets output.)
-        let dir = self.live_dir.as_ref()?.join(&self.id);
+        let dir = self.run.live_dir.as_ref()?.join(&*self.run.id);
         let key = unit.key(&self.wf);
-        let attempt = self.sched.records.get(&key).map_or(1, |r| r.attempts + 1);
+        let attempt = self.records.get(&key).map_or(1, |r| r.attempts + 1);
         Some((
             dir.join(format!("{key}.{attempt}.out")),
             dir.join(format!("{key}.{attempt}.err")),
         ))
+    }
+
+    /// `traceparent` (and `tracestate`) naming `span_id` of this run's
+    /// trace, with the caller's flags and state: what an attempt's process
+    /// or request is given.
+    pub fn trace_context_of(&self, span_id: &str) -> Vec<(String, String)> {
+        telemetry::inject(
+            &self.run.trace_id,
+            span_id,
+            self.run.caller.0,
+            &self.run.caller.1,
+        )
+    }
+
+    /// What masks the workflow's secrets in what this run writes.
+    pub fn redactor(&self) -> &Redactor {
+        &self.redactor
     }
 
     /// The workflow's `outputs:`, rendered from the final state and step

@@ -1,16 +1,67 @@
-//! An attempt's lifecycle: starting a unit (its `if`, a `for_each`
+//! An attempt's lifecycle, decided: starting a unit (its `if`, a `for_each`
 //! expansion, a pure step settled at once, or an attempt recorded and its
-//! process or request spawned) and settling its result (output, state patch,
-//! retry or failure, compensation bookkeeping) into writes.
+//! job rendered for the driver to spawn) and settling its result (output,
+//! state patch, retry or failure, compensation bookkeeping) into writes and
+//! effects. The time is the caller's `now`; span ids come from [`SpanIds`].
 
 use super::*;
-use crate::vocab::{AttemptOutcome, ErrorType, StepStatus, Timestamp};
+use crate::vocab::AttemptOutcome;
 
-impl<'o> Runner<'o> {
+/// What a unit executes: a step's own action, or its compensation.
+pub(super) struct Exec<'a> {
+    pub action: &'a Action,
+    pub dir: Option<&'a str>,
+    pub env: &'a [(String, Template)],
+    pub timeout: Option<Duration>,
+    pub retry: &'a RetryPolicy,
+    pub errors: Option<&'a BTreeMap<i32, String>>,
+}
+
+pub(super) fn exec_of<'a>(step: &'a Step, unit: &Unit) -> Exec<'a> {
+    match (&step.compensate, unit.compensation) {
+        (Some(c), true) => Exec {
+            action: &c.action,
+            dir: c.dir.as_deref(),
+            env: &c.env,
+            timeout: c.timeout,
+            retry: &c.retry,
+            errors: None,
+        },
+        _ => Exec {
+            action: &step.action,
+            dir: step.dir.as_deref(),
+            env: &step.env,
+            timeout: step.timeout,
+            retry: &step.retry,
+            errors: Some(&step.errors),
+        },
+    }
+}
+
+pub(super) fn ok(output: Value) -> AttemptResult {
+    AttemptResult {
+        outcome: Ok(output),
+        ..AttemptResult::default()
+    }
+}
+
+/// Why the workflow failed, when `key`'s row failed it.
+pub(super) fn failure_reason(key: &str, rec: &StepRow) -> String {
+    format!(
+        "step `{key}` failed{}",
+        match (&rec.error_type, &rec.error_message) {
+            (Some(t), Some(m)) => format!(" ({t}: {m})"),
+            (Some(t), None) => format!(" ({t})"),
+            _ => String::new(),
+        }
+    )
+}
+
+impl Scheduler {
     /// Sets `item`, `index` and `step` in the expression context for `unit`
     /// (`attempt`: the one settling, else the one about to start).
     pub(super) fn enter(&mut self, unit: &Unit, attempt: Option<i64>) {
-        let attempt = attempt.unwrap_or(self.sched.record(unit).attempts + 1);
+        let attempt = attempt.unwrap_or(self.record(unit).attempts + 1);
         let key = unit.key(&self.wf);
         // Copied only when it changed: a large state is not cloned per unit.
         if !self.ctx_state_current {
@@ -24,7 +75,6 @@ impl<'o> Runner<'o> {
         match unit.item {
             Some(i) => {
                 let item = self
-                    .sched
                     .records
                     .get(&self.wf.steps[unit.idx].id)
                     .and_then(|r| r.items.get(i).cloned())
@@ -41,14 +91,19 @@ impl<'o> Runner<'o> {
 
     /// Starts `unit`: evaluates `if`, expands a `for_each`, then records an
     /// attempt and renders its job, or settles it at once when it needs no process.
-    pub(super) fn start(&mut self, unit: &Unit) -> Result<Started, EngineError> {
+    pub(super) fn start(
+        &mut self,
+        unit: &Unit,
+        now: Timestamp,
+        spans: &mut dyn SpanIds,
+    ) -> Started {
         let wf = self.wf.clone();
         let step = &wf.steps[unit.idx];
         self.enter(unit, None);
         // Never started, or reset by `wf restart` (which keeps the attempt
         // count): a retry or a resumed interrupted attempt keeps `started_at`.
         let first_time = {
-            let rec = self.sched.record(unit);
+            let rec = self.record(unit);
             rec.status == StepStatus::Pending && rec.started_at.is_none()
         };
 
@@ -58,46 +113,48 @@ impl<'o> Runner<'o> {
                 self.ctx.set(
                     "__status",
                     json!({
-                        "failure": self.sched.upstream_failed(unit.idx),
-                        "cancelled": self.sched.stop == Some(Stop::Cancel),
+                        "failure": self.upstream_failed(unit.idx),
+                        "cancelled": self.stop == Some(Stop::Cancel),
                     }),
                 );
                 match self.eval_condition(cond) {
                     Ok(true) => {}
                     Ok(false) => {
-                        self.skip(unit)?;
-                        return Ok(Started::Settled);
+                        self.skip(unit, now);
+                        return Started::Settled;
                     }
                     Err(e) => {
                         let f = Failure::new(ErrorType::Expression, format!("`if`: {e}"));
-                        self.fail_now(unit, f)?;
-                        return Ok(Started::Settled);
+                        self.fail_now(unit, f, now, spans);
+                        return Started::Settled;
                     }
                 }
             }
             if let Some(list) = &step.for_each {
-                return self.fan_out(unit, list);
+                return self.fan_out(unit, list, now, spans);
             }
         }
 
         let exec = exec_of(step, unit);
         match exec.action {
             Action::Noop => {
-                let attempt = self.begin_attempt(unit, true)?;
-                self.settle_result(unit, attempt, ok(Value::Object(Map::new())), Duration::ZERO)?;
-                Ok(Started::Settled)
+                let attempt = self.begin_attempt(unit, true, now, spans);
+                let out = ok(Value::Object(Map::new()));
+                self.settle_result(unit, attempt, out, Duration::ZERO, now);
+                Started::Settled
             }
-            Action::Sleep(spec) => self.start_sleep(unit, spec),
-            Action::WaitForEvent { name, timeout } => self.start_wait(unit, name, *timeout),
+            Action::Sleep(spec) => self.start_sleep(unit, spec, now, spans),
+            Action::WaitForEvent { name, timeout } => {
+                self.start_wait(unit, name, *timeout, now, spans)
+            }
             Action::Run(cmd) => {
-                self.open_attempt_span(unit);
-                let job = self.render_shell(unit, &exec, cmd);
-                self.launch(unit, job.map(Job::Shell))
+                let (span_id, _) = spans.attempt(&unit.key(&self.wf));
+                let job = self.render_shell(unit, &exec, cmd, &span_id);
+                self.launch(unit, job.map(Job::Shell), now, spans)
             }
             Action::Http(spec) => {
-                self.open_attempt_span(unit);
                 let job = self.render_http(unit, &exec, spec);
-                self.launch(unit, job.map(Job::Http))
+                self.launch(unit, job.map(Job::Http), now, spans)
             }
         }
     }
@@ -106,47 +163,58 @@ impl<'o> Runner<'o> {
         &mut self,
         unit: &Unit,
         job: Result<Job, Failure>,
-    ) -> Result<Started, EngineError> {
-        let attempt = self.begin_attempt(unit, false)?;
+        now: Timestamp,
+        spans: &mut dyn SpanIds,
+    ) -> Started {
+        let attempt = self.begin_attempt(unit, false, now, spans);
         match job {
-            Ok(job) => Ok(Started::Spawn(Box::new(job), attempt)),
+            Ok(job) => Started::Spawn(Box::new(job), attempt),
             Err(f) => {
-                self.settle_result(unit, attempt, AttemptResult::failed(f), Duration::ZERO)?;
-                Ok(Started::Settled)
+                let failed = AttemptResult::failed(f);
+                self.settle_result(unit, attempt, failed, Duration::ZERO, now);
+                Started::Settled
             }
         }
     }
 
     /// Fails `unit` without running anything (its inputs could not be evaluated).
-    pub(super) fn fail_now(&mut self, unit: &Unit, f: Failure) -> Result<(), EngineError> {
-        let attempt = self.begin_attempt(unit, true)?;
-        self.settle_result(unit, attempt, AttemptResult::failed(f), Duration::ZERO)
+    pub(super) fn fail_now(
+        &mut self,
+        unit: &Unit,
+        f: Failure,
+        now: Timestamp,
+        spans: &mut dyn SpanIds,
+    ) {
+        let attempt = self.begin_attempt(unit, true, now, spans);
+        self.settle_result(unit, attempt, AttemptResult::failed(f), Duration::ZERO, now);
     }
 
-    pub(super) fn skip(&mut self, unit: &Unit) -> Result<(), EngineError> {
-        let now = store::now();
+    /// Skips `unit`, whose `if` was false.
+    pub(super) fn skip(&mut self, unit: &Unit, now: Timestamp) {
         let key = unit.key(&self.wf);
-        let rec = self.sched.record(unit);
+        let rec = self.record(unit);
         rec.status = StepStatus::Skipped;
         rec.outcome = Some(AttemptOutcome::Skipped);
         rec.started_at = Some(now);
         rec.finished_at = Some(now);
-        self.sched.put(unit);
+        self.put(unit);
         self.ctx
             .set_step_result(&key, StepStatus::Skipped, &Value::Null);
-        let span = self.attempt_span(&key);
-        span.set_attribute("workflow.step.outcome", "skipped");
-        drop(span);
-        self.flush_spans(&[])?;
-        self.observer.step_skipped(&key);
-        Ok(())
+        self.effects.push(Effect::Skipped { key: key.clone() });
+        self.note(Note::StepSkipped { key });
     }
 
     /// Pins a `for_each` step's list (first time) or, once every item ended,
     /// settles the step with the list of item outputs.
-    pub(super) fn fan_out(&mut self, unit: &Unit, list: &Value) -> Result<Started, EngineError> {
+    pub(super) fn fan_out(
+        &mut self,
+        unit: &Unit,
+        list: &Value,
+        now: Timestamp,
+        spans: &mut dyn SpanIds,
+    ) -> Started {
         let step = &self.wf.clone().steps[unit.idx];
-        let items = self.sched.record(unit).items.clone();
+        let items = self.record(unit).items.clone();
         let Some(items) = items.as_array().cloned() else {
             let evaluated = match list {
                 Value::String(s) => Template::parse(s)
@@ -169,35 +237,32 @@ impl<'o> Runner<'o> {
                         ErrorType::Expression,
                         format!("`for_each` gave {kind}, not a list"),
                     );
-                    self.fail_now(unit, f)?;
-                    return Ok(Started::Settled);
+                    self.fail_now(unit, f, now, spans);
+                    return Started::Settled;
                 }
                 Err(e) => {
-                    self.fail_now(
-                        unit,
-                        Failure::new(ErrorType::Expression, format!("`for_each`: {e}")),
-                    )?;
-                    return Ok(Started::Settled);
+                    let f = Failure::new(ErrorType::Expression, format!("`for_each`: {e}"));
+                    self.fail_now(unit, f, now, spans);
+                    return Started::Settled;
                 }
             };
-            let now = store::now();
             let mut items = items;
             for v in &mut items {
                 self.redactor.value(v);
             }
-            let rec = self.sched.record(unit);
+            let rec = self.record(unit);
             rec.items = Value::Array(items).into();
             rec.status = StepStatus::Running;
             rec.started_at = Some(now);
-            self.sched.put(unit);
-            return Ok(Started::Settled);
+            self.put(unit);
+            return Started::Settled;
         };
         // Every item has ended (the scheduler only offers the step itself then).
         let mut outputs = Vec::with_capacity(items.len());
         let mut failed_item = None;
         for i in 0..items.len() {
             let key = format!("{}[{i}]", step.id);
-            match self.sched.records.get(&key) {
+            match self.records.get(&key) {
                 Some(r) if r.status == StepStatus::Completed => outputs.push(r.output.clone()),
                 Some(r) => {
                     if r.status == StepStatus::Failed && failed_item.is_none() {
@@ -205,13 +270,12 @@ impl<'o> Runner<'o> {
                     }
                     outputs.push(Value::Null);
                 }
-                None => return Ok(Started::Blocked),
+                None => return Started::Blocked,
             }
         }
-        let now = store::now();
-        self.sched.seq += 1;
-        let seq = self.sched.seq;
-        let rec = self.sched.record(unit);
+        self.seq += 1;
+        let seq = self.seq;
+        let rec = self.record(unit);
         rec.output = Value::Array(outputs);
         rec.finished_at = Some(now);
         rec.attempts = rec.attempts.max(0);
@@ -230,16 +294,19 @@ impl<'o> Runner<'o> {
         }
         let status = rec.status;
         let output = rec.output.clone();
-        self.sched.put(unit);
+        self.put(unit);
         self.ctx.set_step_result(&step.id, status, &output);
-        self.observer.fan_out_finished(&step.id, items.len());
+        self.note(Note::FanOutFinished {
+            key: step.id.clone(),
+            items: items.len(),
+        });
         if let Some((key, r)) = failed_item
             && !step.continue_on_error
-            && self.sched.failed.is_none()
+            && self.failed.is_none()
         {
-            self.sched.failed = Some(failure_reason(&key, &r));
+            self.failed = Some(failure_reason(&key, &r));
         }
-        Ok(Started::Settled)
+        Started::Settled
     }
 
     /// Records the attempt row (durably, with the enclosing commit) before anything runs.
@@ -250,12 +317,13 @@ impl<'o> Runner<'o> {
         &mut self,
         unit: &Unit,
         settles_now: bool,
-    ) -> Result<i64, EngineError> {
-        let (span_id, start_ns) = self.open_attempt_span(unit);
-        let now = store::now();
-        let run = self.run;
+        now: Timestamp,
+        spans: &mut dyn SpanIds,
+    ) -> i64 {
         let key = unit.key(&self.wf);
-        let rec = self.sched.record(unit);
+        let (span_id, start_ns) = spans.attempt(&key);
+        let run = self.run.number;
+        let rec = self.record(unit);
         rec.attempts += 1;
         rec.status = StepStatus::Running;
         rec.retry_at = None;
@@ -263,7 +331,7 @@ impl<'o> Runner<'o> {
             rec.started_at = Some(now);
         }
         let attempt = rec.attempts;
-        self.sched.writes.push(Write::StartAttempt {
+        self.writes.push(Write::StartAttempt {
             key: key.clone(),
             attempt,
             run,
@@ -272,166 +340,22 @@ impl<'o> Runner<'o> {
             started_ns: start_ns,
         });
         if !settles_now {
-            self.sched.put(unit);
+            self.put(unit);
         }
-        self.observer.step_started(&key, attempt);
-        Ok(attempt)
+        self.note(Note::StepStarted { key, attempt });
+        attempt
     }
-
-    /// Starts the attempt's work, once its attempt is durable.
-    pub(super) fn spawn(&mut self, unit: Unit, job: Job, attempt: i64) {
-        // Not asked to hold: nothing is given back.
-        let _ = self.spawn_with(unit, job, attempt, false, None);
-    }
-
-    /// Starts the attempt's work; `hold`: while its attempt is being
-    /// committed, so only a process that the kernel holds at its exec starts
-    /// now (released by the runner once the commit returned). Anything else
-    /// is given back untouched, with the span made for it, to be started
-    /// with [`Runner::spawn_deferred`] once the commit returned.
-    pub(super) fn spawn_maybe_held(
-        &mut self,
-        unit: Unit,
-        job: Job,
-        attempt: i64,
-        hold: bool,
-    ) -> Option<Deferred> {
-        if hold && matches!(job, Job::Http(_)) {
-            return Some((unit, job, attempt, None));
-        }
-        self.spawn_with(unit, job, attempt, hold, None)
-    }
-
-    /// Starts work that [`Runner::spawn_maybe_held`] gave back.
-    pub(super) fn spawn_deferred(&mut self, (unit, job, attempt, span): Deferred) {
-        let _ = self.spawn_with(unit, job, attempt, false, span);
-    }
-
-    /// Starts the attempt's work (held at its exec if `hold`), in `span`
-    /// when it was made already; gives it back if it cannot be held.
-    fn spawn_with(
-        &mut self,
-        unit: Unit,
-        job: Job,
-        attempt: i64,
-        hold: bool,
-        span: Option<tracing::Span>,
-    ) -> Option<Deferred> {
-        let interrupt = self.interrupt_tx.subscribe();
-        let started = Instant::now();
-        // The span of what the attempt does, a child of the attempt's span.
-        let attempt_span = self
-            .attempt_spans
-            .get(&unit.key(&self.wf))
-            .map(|(span, _, _)| span.clone())
-            .unwrap_or_else(tracing::Span::none);
-        match job {
-            Job::Shell(job) => {
-                let span = span.unwrap_or_else(|| {
-                    tracing::info_span!(
-                        parent: &attempt_span,
-                        "process",
-                        workflow.name = self.wf.name.as_str(),
-                        workflow.instance.id = self.id.as_str(),
-                        process.command = job.program(),
-                    )
-                });
-                // Started here, not in the task, so its process group is
-                // known before the loop goes on (and recorded once it has
-                // run `groups::RECORD_AFTER`).
-                let running = match shell::start(job, span, &mut self.output_files, hold) {
-                    Ok(r) => {
-                        if r.held() {
-                            self.held.push(r.pid());
-                        }
-                        if let Some(tag) = r.group() {
-                            self.group_started(unit.key(&self.wf), attempt, tag);
-                        }
-                        Ok(r)
-                    }
-                    Err(shell::Unstarted::NotHeld(job, span)) => {
-                        return Some((unit, Job::Shell(*job), attempt, Some(span)));
-                    }
-                    Err(shell::Unstarted::Failed(failed)) => Err(failed),
-                };
-                self.tasks.spawn(async move {
-                    let (result, output_file) = match running {
-                        Ok(r) => {
-                            let (result, file) = shell::finish(r, interrupt).await;
-                            (result, Some(file))
-                        }
-                        Err(failed) => (*failed, None),
-                    };
-                    Done {
-                        unit,
-                        attempt,
-                        elapsed: started.elapsed(),
-                        result,
-                        output_file,
-                    }
-                });
-            }
-            Job::Http(mut job) => {
-                let client = self.http.get_or_insert_with(http::client).clone();
-                // HTTP client semantic conventions: where the request goes.
-                let (host, port) = reqwest::Url::parse(&job.url)
-                    .ok()
-                    .map(|u| {
-                        (
-                            u.host_str().unwrap_or_default().to_string(),
-                            u.port_or_known_default().map_or(0, i64::from),
-                        )
-                    })
-                    .unwrap_or_default();
-                let span = tracing::info_span!(
-                    parent: &attempt_span,
-                    "http",
-                    otel.name = job.method.as_str(),
-                    otel.kind = "client",
-                    workflow.name = self.wf.name.as_str(),
-                    workflow.instance.id = self.id.as_str(),
-                    http.request.method = job.method.as_str(),
-                    url.full = job.full_url(),
-                    server.address = host.as_str(),
-                    server.port = port,
-                );
-                // The server's spans become children of this call's client span.
-                if !job
-                    .headers
-                    .iter()
-                    .any(|(k, _)| k.eq_ignore_ascii_case("traceparent"))
-                {
-                    let (_, span_id) = recorder::ids(&span);
-                    job.headers.extend(self.trace_context_of(&span_id));
-                }
-                self.tasks.spawn(async move {
-                    let result = http::run(client, job, span, interrupt).await;
-                    Done {
-                        unit,
-                        attempt,
-                        elapsed: started.elapsed(),
-                        result,
-                        output_file: None,
-                    }
-                });
-            }
-        }
-        None
-    }
-
-    pub(super) fn settle(&mut self, mut d: Done) -> Result<(), EngineError> {
-        if let Some(file) = d.output_file.take() {
-            self.output_files.spent(file);
-        }
-        let key = d.unit.key(&self.wf);
-        self.sched.running.remove(&key);
-        self.group_ended(&key, d.attempt);
-        self.enter(&d.unit, Some(d.attempt));
+    /// Settles an attempt that ended: it no longer runs, and its result is
+    /// judged in the context it started in.
+    pub(super) fn settle(&mut self, s: Settled, now: Timestamp) {
+        let key = s.unit.key(&self.wf);
+        self.running.remove(&key);
+        self.enter(&s.unit, Some(s.attempt));
         if let Some(state) = self.start_states.remove(&key) {
             self.ctx.set("state", state);
             self.ctx_state_current = false;
         }
-        self.settle_result(&d.unit, d.attempt, d.result, d.elapsed)
+        self.settle_result(&s.unit, s.attempt, s.result, s.elapsed, now);
     }
 
     /// Records an attempt this run stopped (interrupted or canceled, its
@@ -443,29 +367,25 @@ impl<'o> Runner<'o> {
         mut end: AttemptEnd,
         failure: &Failure,
         elapsed: Duration,
-    ) -> Result<(), EngineError> {
+    ) {
         let outcome = match failure.error_type {
             ErrorType::Canceled => AttemptOutcome::Canceled,
             _ => AttemptOutcome::Interrupted,
         };
-        self.sched
-            .uncounted
+        self.uncounted
             .entry(key.to_string())
             .or_default()
             .push(attempt);
         end.outcome = outcome;
         end.error_type = Some(failure.error_type.clone());
         end.error_message = Some(failure.message.clone());
-        self.sched.writes.push(Write::EndAttempt {
+        self.writes.push(Write::EndAttempt {
             key: key.to_string(),
             attempt,
             end,
         });
-        self.sched.record(unit).outcome = Some(outcome);
-        self.write_attempt_span(key, attempt, outcome, Some(failure))?;
-        self.observer
-            .step_finished(key, attempt, outcome, Some(failure), elapsed);
-        Ok(())
+        self.record(unit).outcome = Some(outcome);
+        self.attempt_ended(key, attempt, outcome, Some(failure), elapsed);
     }
 
     /// Commits an attempt's result: on success output, state patch and outcome
@@ -476,12 +396,12 @@ impl<'o> Runner<'o> {
         attempt: i64,
         mut result: AttemptResult,
         elapsed: Duration,
-    ) -> Result<(), EngineError> {
+        now: Timestamp,
+    ) {
         let wf = self.wf.clone();
         let step = &wf.steps[unit.idx];
         let exec = exec_of(step, unit);
         let key = unit.key(&wf);
-        let now = store::now();
         // Nothing a secret's value appears in leaves this function unmasked.
         if !self.redactor.is_empty() {
             match &mut result.outcome {
@@ -526,21 +446,17 @@ impl<'o> Runner<'o> {
             stderr: std::mem::take(&mut result.stderr),
         };
         // An attempt stopped by us takes its reason from why we stopped it.
-        let stopped = if result.interrupted {
-            self.sched.stop
-        } else {
-            None
-        };
+        let stopped = if result.interrupted { self.stop } else { None };
         match result.outcome {
             Ok(output) => {
-                self.sched.writes.push(Write::EndAttempt {
+                self.writes.push(Write::EndAttempt {
                     key: key.clone(),
                     attempt,
                     end,
                 });
-                self.sched.seq += 1;
-                let seq = self.sched.seq;
-                let rec = self.sched.record(unit);
+                self.seq += 1;
+                let seq = self.seq;
+                let rec = self.record(unit);
                 rec.status = StepStatus::Completed;
                 rec.outcome = Some(AttemptOutcome::Ok);
                 rec.error_type = None;
@@ -556,11 +472,11 @@ impl<'o> Runner<'o> {
                     .map_or(Value::Null, |(_, p)| p.clone())
                     .into();
                 let output = rec.output.clone();
-                self.sched.put(unit);
+                self.put(unit);
                 // Written; not kept in memory (a later write of the row
                 // keeps it: `COALESCE` in the store). 10,000 patches held
                 // cost 4 MiB of a 10,000-step run.
-                self.sched.record(unit).state_patch = Default::default();
+                self.record(unit).state_patch = Default::default();
                 if let Some((s, _)) = new_state {
                     // Written once, just before this transaction commits.
                     self.state = s;
@@ -571,26 +487,24 @@ impl<'o> Runner<'o> {
                     self.ctx
                         .set_step_result(&key, StepStatus::Completed, &output);
                 }
-                self.write_attempt_span(&key, attempt, AttemptOutcome::Ok, None)?;
-                self.observer
-                    .step_finished(&key, attempt, AttemptOutcome::Ok, None, elapsed);
+                self.attempt_ended(&key, attempt, AttemptOutcome::Ok, None, elapsed);
             }
             // Stopped by us, not failed: the attempt does not count.
             Err(failure) if stopped == Some(Stop::Signal) => {
                 let failure = Failure::new(ErrorType::Interrupted, failure.message);
-                self.stopped_attempt(unit, (&key, attempt), end, &failure, elapsed)?;
-                let rec = self.sched.record(unit);
+                self.stopped_attempt(unit, (&key, attempt), end, &failure, elapsed);
+                let rec = self.record(unit);
                 rec.status = StepStatus::Pending;
-                self.sched.put(unit);
+                self.put(unit);
             }
             Err(_) if stopped == Some(Stop::Cancel) => {
                 let failure = Failure::new(ErrorType::Canceled, "the instance was canceled".into());
-                self.stopped_attempt(unit, (&key, attempt), end, &failure, elapsed)?;
-                let rec = self.sched.record(unit);
+                self.stopped_attempt(unit, (&key, attempt), end, &failure, elapsed);
+                let rec = self.record(unit);
                 rec.status = StepStatus::Canceled;
                 rec.error_type = Some(failure.error_type.clone());
                 rec.finished_at = Some(now);
-                self.sched.put(unit);
+                self.put(unit);
             }
             Err(failure) => {
                 let failure = if stopped == Some(Stop::Deadline) {
@@ -601,9 +515,9 @@ impl<'o> Runner<'o> {
                 } else {
                     failure
                 };
-                let budget_base = self.sched.record(unit).budget_base;
+                let budget_base = self.record(unit).budget_base;
                 // Counts this attempt too: it is recorded (outcome pending) already.
-                let used = self.sched.budget_used(&key, budget_base);
+                let used = self.budget_used(&key, budget_base);
                 let verdict = retry::judge(
                     &failure.error_type,
                     exec.retry,
@@ -616,36 +530,34 @@ impl<'o> Runner<'o> {
                 end.outcome = outcome;
                 end.error_type = Some(failure.error_type.clone());
                 end.error_message = Some(failure.message.clone());
-                self.sched.writes.push(Write::EndAttempt {
+                self.writes.push(Write::EndAttempt {
                     key: key.clone(),
                     attempt,
                     end,
                 });
-                let rec = self.sched.record(unit);
+                let rec = self.record(unit);
                 rec.outcome = Some(outcome);
                 rec.error_type = Some(failure.error_type.clone());
                 rec.error_message = Some(failure.message.clone());
                 if let Some(delay) = verdict.retry_in {
                     rec.status = StepStatus::Retrying;
-                    rec.retry_at = Some(Timestamp::now().plus(delay));
+                    rec.retry_at = Some(now.plus(delay));
                 } else {
                     rec.status = StepStatus::Failed;
                     rec.finished_at = Some(now);
                     rec.retry_at = None;
                 }
                 let rec = rec.clone();
-                self.sched.put(unit);
-                self.write_attempt_span(&key, attempt, outcome, Some(&failure))?;
-                self.observer
-                    .step_finished(&key, attempt, outcome, Some(&failure), elapsed);
+                self.put(unit);
+                self.attempt_ended(&key, attempt, outcome, Some(&failure), elapsed);
                 if let Some(delay) = verdict.retry_in {
-                    self.observer.step_retrying(
-                        &key,
-                        attempt + 1,
-                        used + 1,
-                        exec.retry.max_attempts,
+                    self.note(Note::StepRetrying {
+                        key: key.clone(),
+                        next_attempt: attempt + 1,
+                        try_n: used + 1,
+                        max_attempts: exec.retry.max_attempts,
                         delay,
-                    );
+                    });
                 }
                 if verdict.retry_in.is_none() && !unit.compensation {
                     if unit.item.is_none() {
@@ -653,19 +565,19 @@ impl<'o> Runner<'o> {
                             .set_step_result(&key, StepStatus::Failed, &Value::Null);
                     }
                     if !step.continue_on_error {
-                        if self.sched.failed.is_none() {
-                            self.sched.failed = Some(failure_reason(&key, &rec));
+                        if self.failed.is_none() {
+                            self.failed = Some(failure_reason(&key, &rec));
                         }
                         // A failed item fails its for_each step at once (no more items start).
                         if unit.item.is_some() {
                             let parent = Unit::step(unit.idx);
-                            let p = self.sched.record(&parent);
+                            let p = self.record(&parent);
                             p.status = StepStatus::Failed;
                             p.outcome = Some(AttemptOutcome::Failed);
                             p.error_type = rec.error_type.clone();
                             p.error_message = Some(format!("item {key} failed"));
-                            p.finished_at = Some(store::now());
-                            self.sched.put(&parent);
+                            p.finished_at = Some(now);
+                            self.put(&parent);
                             self.ctx
                                 .set_step_result(&step.id, StepStatus::Failed, &Value::Null);
                         }
@@ -673,6 +585,30 @@ impl<'o> Runner<'o> {
                 }
             }
         }
-        Ok(())
+    }
+
+    /// An attempt ended as `outcome`: its span ends (a successful one once
+    /// the commit that makes it durable returned) and the observer hears.
+    fn attempt_ended(
+        &mut self,
+        key: &str,
+        attempt: i64,
+        outcome: AttemptOutcome,
+        failure: Option<&Failure>,
+        elapsed: Duration,
+    ) {
+        self.effects.push(Effect::AttemptEnded {
+            key: key.to_string(),
+            attempt,
+            outcome,
+            failure: failure.cloned(),
+        });
+        self.note(Note::StepFinished {
+            key: key.to_string(),
+            attempt,
+            outcome,
+            failure: failure.cloned(),
+            elapsed,
+        });
     }
 }

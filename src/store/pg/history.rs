@@ -2,13 +2,14 @@
 //! history a takeover reads) and deliver to it (new instances, events,
 //! cancel requests), and the mapping of their rows to
 //! [`rows`](crate::store::rows). They say what the SQLite ones say
-//! (`sqlite/records.rs`), in PostgreSQL's dialect. Leases and claims are in
+//! (`sqlite/history.rs`), in PostgreSQL's dialect. Leases and claims are in
 //! `lease`, spans in `spans`, what a runner commits in `write`.
 
 use super::text::{escape_opt, unescape_opt};
 use super::{Op, Param, PgStore};
 use crate::store::rows::*;
 use crate::store::{Result, StoreError};
+use crate::vocab::Timestamp;
 use serde_json::Value;
 use tokio_postgres::Row;
 use tokio_postgres::types::ToSql;
@@ -31,7 +32,7 @@ pub(super) const IDS_WITH_PREFIX: &str =
 /// `wf list`'s statement: only the filters given are in it (one of eight,
 /// each prepared once): `($1 IS NULL OR status = $1)` cannot use an index
 /// in a generic plan, while `status = $2` reads the newest matching rows
-/// off `instances_by_status_created` (as on SQLite, `records::list_sql`).
+/// off `instances_by_status_created` (as on SQLite, `history::list_sql`).
 /// `$1` is the limit, then status, workflow and since, those given.
 /// The parameters of the filters given, in the statement's order.
 pub(super) fn filter_params(f: &ListFilter) -> impl Iterator<Item = &(dyn ToSql + Sync)> {
@@ -438,7 +439,7 @@ impl PgStore {
         let level = ask.as_i64();
         self.exec(
             "UPDATE instances SET cancel_requested=GREATEST(cancel_requested, $3), updated_at=$2 WHERE id=$1",
-            &[&id, &now(), &level],
+            &[&id, &Timestamp::now(), &level],
         )
         .await?;
         Ok(())
@@ -452,7 +453,7 @@ impl PgStore {
         traceparent: Option<&str>,
         wake: bool,
     ) -> Result<()> {
-        let now = now();
+        let now = Timestamp::now();
         let mut ops = vec![
             Op::Simple("BEGIN"),
             Op::Exec(

@@ -1,0 +1,319 @@
+//! The scheduler's one entry point: [`Scheduler::step`] takes the time and
+//! one input (a tick with the attempts that ended, a stop, a cancel asked,
+//! events delivered, or the run gone idle) and returns the effects the
+//! driver carries out (spawn an attempt's job, tell the observer, interrupt
+//! what runs, end a span, link an event, look again, end the run). The
+//! writes it decides collect in [`Scheduler::writes`] until the driver
+//! commits them: several steps may share one transaction (the results that
+//! came in and every start they unblock), and the writes that open the run
+//! wait there for its first commit.
+//!
+//! Nothing here reads a clock, does I/O or touches a channel: the driver
+//! owns the JoinSet, the signals, the heartbeat, the spawn hold and the
+//! commit overlap (`engine::runner`).
+
+use super::{RunOutcome, Scheduler, Stop, Unit};
+use crate::engine::{AttemptResult, Failure, http, shell};
+use crate::store::{EventRow, Write};
+use crate::vocab::{AttemptOutcome, CancelRequest, Timestamp, UnitKey};
+use std::time::Duration;
+
+/// Most units settled in one transaction without a process in between.
+pub const MAX_SETTLED_PER_COMMIT: usize = 128;
+
+/// What happened, for the scheduler to decide on.
+#[derive(Debug)]
+pub enum Input {
+    /// The attempts that ended since the last tick (in the order they
+    /// ended); then: start what may start now. The workflow's deadline is
+    /// looked at first.
+    Tick(Vec<Settled>),
+    /// Stop what runs, for this reason (a signal, a lease lost, or the
+    /// `wf cancel` this run was started for).
+    Stop(Stop),
+    /// What `wf cancel` has asked of the instance, as last read.
+    CancelAsked(CancelRequest),
+    /// Events delivered to the instance since [`Scheduler::events_after`].
+    Events(Vec<EventRow>),
+    /// Nothing runs: is the run over?
+    Idle,
+}
+
+/// An attempt that ended, as its executor reported it.
+#[derive(Debug)]
+pub struct Settled {
+    pub unit: Unit,
+    pub attempt: i64,
+    pub elapsed: Duration,
+    pub result: AttemptResult,
+}
+
+/// A unit ready to start its process or request, with everything rendered.
+#[derive(Debug)]
+pub enum Job {
+    Shell(shell::ShellJob),
+    Http(http::HttpJob),
+}
+
+/// What the driver is to do, in the order decided.
+#[derive(Debug)]
+pub enum Effect {
+    /// Start `job`, the work of `attempt` of `unit`, once the writes that
+    /// record the attempt are durable (or while they are being committed,
+    /// held at its exec).
+    Spawn {
+        unit: Unit,
+        job: Box<Job>,
+        attempt: i64,
+    },
+    /// Tell the observer.
+    Note(Note),
+    /// Stop the attempts running; `fresh`: the compensations that start
+    /// after this are not stopped by it (only a signal stops those).
+    Interrupt { fresh: bool },
+    /// An attempt ended: end its span with the outcome (a successful one
+    /// once the commit that makes it durable returned).
+    AttemptEnded {
+        key: String,
+        attempt: i64,
+        outcome: AttemptOutcome,
+        failure: Option<Failure>,
+    },
+    /// A step whose `if` was false: its span says `skipped`.
+    Skipped { key: String },
+    /// A step took an event sent under `traceparent`: the run's root span
+    /// links to it.
+    LinkEvent { name: String, traceparent: String },
+    /// Decide again now, after committing: more is ready than one
+    /// transaction holds, an awaited event arrived, or the outputs failed
+    /// to render and the compensations are to run.
+    Again,
+    /// The run is over.
+    End(RunOutcome),
+}
+
+/// What the observer hears (see `engine::Observer`).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Note {
+    StepStarted {
+        key: String,
+        attempt: i64,
+    },
+    StepFinished {
+        key: String,
+        attempt: i64,
+        outcome: AttemptOutcome,
+        failure: Option<Failure>,
+        elapsed: Duration,
+    },
+    StepSkipped {
+        key: String,
+    },
+    StepRetrying {
+        key: String,
+        next_attempt: i64,
+        try_n: i64,
+        max_attempts: u32,
+        delay: Duration,
+    },
+    FanOutFinished {
+        key: String,
+        items: usize,
+    },
+    Message(String),
+}
+
+/// Where an attempt's span id comes from. The driver opens the attempt's
+/// span (its id is the tracer's, so that the attempt's row and its span
+/// agree); a test counts.
+pub trait SpanIds {
+    /// The span id and start (Unix ns) of the attempt of `key` about to
+    /// begin: the same on every call until that attempt ends.
+    fn attempt(&mut self, key: &str) -> (String, i64);
+}
+
+/// What starting a unit amounted to.
+pub(super) enum Started {
+    Spawn(Box<Job>, i64),
+    /// Settled within the transaction (skipped, pure step, timer fired, event taken, failed).
+    Settled,
+    /// Waiting on a timer or an event, or nothing to do yet.
+    Blocked,
+}
+
+impl Scheduler {
+    /// Decides what `input` at `now` means: the writes go to
+    /// [`Scheduler::writes`], the effects are returned.
+    pub fn step(&mut self, now: Timestamp, input: Input, spans: &mut dyn SpanIds) -> Vec<Effect> {
+        match input {
+            Input::Tick(settled) => self.tick(now, settled, spans),
+            Input::Stop(why) => self.stop(why),
+            Input::CancelAsked(asked) => {
+                if asked == CancelRequest::Terminate {
+                    self.terminate = true;
+                }
+                if self.stop.is_none() && asked.is_asked() {
+                    self.stop(Stop::Cancel);
+                }
+            }
+            Input::Events(new) => {
+                let awaited = self.awaited_events();
+                let arrived = new.iter().any(|e| awaited.contains(&e.name));
+                if let Some(last) = new.last() {
+                    self.last_event = last.id;
+                }
+                self.events.extend(new);
+                if arrived {
+                    self.effects.push(Effect::Again);
+                }
+            }
+            Input::Idle => self.idle(now),
+        }
+        std::mem::take(&mut self.effects)
+    }
+
+    fn tick(&mut self, now: Timestamp, settled: Vec<Settled>, spans: &mut dyn SpanIds) {
+        if self.deadline.is_some_and(|d| d <= now) && self.stop.is_none() {
+            self.stop(Stop::Deadline);
+        }
+        for s in settled {
+            self.settle(s, now);
+        }
+        if self.stop != Some(Stop::Signal) {
+            let mut settled_in_tx = 0;
+            loop {
+                let mut settled = false;
+                for unit in self.candidates(now) {
+                    if self.running.len() >= self.wf.concurrency {
+                        break;
+                    }
+                    match self.start(&unit, now, spans) {
+                        Started::Spawn(job, attempt) => {
+                            // Counted as running from now on, so no later pass starts it again.
+                            let key = unit.key(&self.wf);
+                            // `set_state` sees the state as committed when its step started.
+                            if self.wf.steps[unit.idx].set_state.is_some() {
+                                self.start_states.insert(key.clone(), self.state.clone());
+                            }
+                            self.running.insert(key, attempt);
+                            self.effects.push(Effect::Spawn { unit, job, attempt });
+                        }
+                        Started::Settled => {
+                            settled = true;
+                            settled_in_tx += 1;
+                        }
+                        Started::Blocked => {}
+                    }
+                }
+                // Bound a transaction of steps that settle without a
+                // process (pure set_state steps): memory stays flat and
+                // progress reaches the disk in chunks.
+                if settled_in_tx >= MAX_SETTLED_PER_COMMIT {
+                    self.effects.push(Effect::Again);
+                    break;
+                }
+                if !settled {
+                    break;
+                }
+            }
+        }
+        if std::mem::take(&mut self.state_dirty) {
+            self.writes.push(Write::State(self.state.clone()));
+        }
+    }
+
+    /// Nothing runs: the run ends, or waits for a timer or an event.
+    fn idle(&mut self, now: Timestamp) {
+        let Some(outcome) = self.final_outcome(now) else {
+            return;
+        };
+        // A completed instance's result is rendered now, from its final
+        // state and step outputs. One that cannot be rendered fails the
+        // instance as a failed step does: the compensations of its
+        // completed steps run first.
+        if outcome == RunOutcome::Completed {
+            match self.render_outputs() {
+                Ok(Some(v)) => self.writes.push(Write::Outputs(v)),
+                Ok(None) => {}
+                Err(e) => {
+                    let why = self.redactor.text(&format!("`outputs`: {e}"));
+                    self.note(Note::Message(format!("{why}: the workflow fails")));
+                    self.failed = Some(why);
+                    self.effects.push(Effect::Again);
+                    return;
+                }
+            }
+        }
+        self.effects.push(Effect::End(outcome));
+    }
+
+    /// Stops running units for `why`; a signal outranks everything.
+    fn stop(&mut self, why: Stop) {
+        if why == Stop::Lost {
+            self.stop = Some(why);
+            return;
+        }
+        if matches!(self.stop, Some(Stop::Signal | Stop::Lost))
+            || (self.stop.is_some() && why != Stop::Signal)
+        {
+            return;
+        }
+        self.stop = Some(why);
+        // A compensation in flight (they run one at a time, after every forward
+        // unit ended) is never cut short by a deadline or a cancel: only a
+        // signal to this process stops it.
+        if why != Stop::Signal && self.running.keys().any(|k| UnitKey::parse(k).compensation) {
+            if why == Stop::Cancel {
+                self.note(Note::Message(
+                    "canceled: letting the running compensation finish".into(),
+                ));
+            }
+            return;
+        }
+        let message = match why {
+            Stop::Signal | Stop::Lost => "interrupted: stopping running steps",
+            Stop::Cancel => "canceled: stopping running steps",
+            Stop::Deadline => "workflow timeout reached: stopping running steps",
+        };
+        self.note(Note::Message(message.into()));
+        if why == Stop::Deadline && self.failed.is_none() {
+            let t = self.wf.timeout.unwrap_or_default();
+            self.failed = Some(format!(
+                "workflow timed out after {}",
+                crate::workflow::duration::human(t)
+            ));
+        }
+        // Compensations start after this (unless it is a signal): they get
+        // a channel of their own, which only a signal to this process trips.
+        self.effects.push(Effect::Interrupt {
+            fresh: why != Stop::Signal,
+        });
+    }
+
+    pub(super) fn note(&mut self, note: Note) {
+        self.effects.push(Effect::Note(note));
+    }
+
+    /// The names of the events steps wait for now.
+    pub fn awaited_events(&self) -> Vec<String> {
+        use crate::workflow::Action;
+        self.records
+            .values()
+            .filter(|r| r.status == crate::vocab::StepStatus::Waiting)
+            .filter_map(|r| match self.wf.step(&r.step_id).map(|s| &s.action) {
+                Some(Action::WaitForEvent { name, .. }) => Some(name.clone()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// The id of the last event known to this run: new ones come after it.
+    pub fn events_after(&self) -> i64 {
+        self.events
+            .iter()
+            .map(|e| e.id)
+            .max()
+            .unwrap_or(0)
+            .max(self.last_event)
+    }
+}
