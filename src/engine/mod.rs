@@ -207,6 +207,20 @@ pub fn resolve_inputs(wf: &Workflow, given: Map<String, Value>) -> Result<Value,
     Ok(Value::Object(out))
 }
 
+/// Refuses a workflow with `workflow:` steps before anything is written:
+/// `wf validate` checks them and the children they call, but running
+/// children is not built yet (issue 36), and an instance that cannot run
+/// is not made.
+pub fn check_runnable(wf: &Workflow) -> Result<(), EngineError> {
+    match wf.calls.first() {
+        Some(call) => Err(EngineError::Input(format!(
+            "step `{}`: `workflow:` steps (here `{}`) cannot run in this version of wf; `wf validate` checks them",
+            call.step, call.path
+        ))),
+        None => Ok(()),
+    }
+}
+
 /// Checks that every secret the workflow names is set in our environment.
 pub fn check_secrets(wf: &Workflow) -> Result<(), EngineError> {
     match missing_secret(wf) {
@@ -259,6 +273,7 @@ pub async fn create_instance(
     id: Option<InstanceId>,
     owner: &str,
 ) -> Result<InstanceId, EngineError> {
+    check_runnable(wf)?;
     let ttl = lease::ttl().map_err(EngineError::Input)?;
     // A secret's value given as an input is masked like everywhere else.
     let mut inputs = inputs;

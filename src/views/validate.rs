@@ -27,9 +27,12 @@ pub struct InvalidView<'a> {
     pub errors: Vec<Position<'a>>,
 }
 
-/// What is wrong, and where: `{line, col, message}`.
+/// What is wrong, and where: `{line, col, message}`, with `file` when it
+/// is another file than the one validated (a child workflow it calls).
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct Position<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub file: Option<&'a str>,
     pub line: u32,
     pub col: u32,
     pub message: &'a str,
@@ -55,11 +58,22 @@ impl<'a> InvalidView<'a> {
         InvalidView {
             file,
             valid: false,
-            error: Position::from(error),
+            error: Position::in_file(error, file),
             errors: std::iter::once(error)
                 .chain(&error.more)
-                .map(Position::from)
+                .map(|e| Position::in_file(e, file))
                 .collect(),
+        }
+    }
+}
+
+impl<'a> Position<'a> {
+    /// `e`, found while validating `file`.
+    fn in_file(e: &'a DefinitionError, file: &str) -> Position<'a> {
+        Position {
+            file: (e.file != file && !(file == "-" && e.file == crate::workflow::STDIN_LABEL))
+                .then_some(e.file.as_str()),
+            ..Position::from(e)
         }
     }
 }
@@ -67,6 +81,7 @@ impl<'a> InvalidView<'a> {
 impl<'a> From<&'a DefinitionError> for Position<'a> {
     fn from(e: &'a DefinitionError) -> Position<'a> {
         Position {
+            file: None,
             line: e.line,
             col: e.col,
             message: &e.message,

@@ -3,6 +3,7 @@
 //! pure (no I/O besides reading the file), so the engine can trust a
 //! [`Workflow`] completely once it has one.
 
+mod children;
 pub mod duration;
 pub mod expr;
 pub mod model;
@@ -113,6 +114,14 @@ pub struct Workflow {
     /// prints them): expressions whose meaning changed with GitHub's rules.
     #[serde(skip)]
     pub warnings: Vec<DefinitionError>,
+    /// The `workflow:` steps' call sites, in file order (see [`children`]).
+    #[serde(skip)]
+    pub calls: Vec<CallSite>,
+    /// The workflows the `workflow:` steps call, by path as written: read
+    /// from their files with this one ([`Workflow::load`]), or from the
+    /// store with the pinned definition. Empty until then.
+    #[serde(skip)]
+    pub children: BTreeMap<String, std::sync::Arc<Workflow>>,
 }
 
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
@@ -172,8 +181,67 @@ pub enum Action {
         name: String,
         timeout: Option<Duration>,
     },
+    /// A child instance of another workflow file.
+    Workflow(Box<ChildCall>),
     /// No action: a pure `set_state` (or marker) step.
     Noop,
+}
+
+/// A `workflow:` step: the file it calls, the child's inputs, and what
+/// becomes of the child when the parent ends first.
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+pub struct ChildCall {
+    /// The file as written, relative to the calling file's folder: the key
+    /// of [`Workflow::children`].
+    pub path: String,
+    /// The child's inputs: a JSON object whose strings may hold `${{ }}`.
+    #[serde(default, skip_serializing_if = "serde_json::Map::is_empty")]
+    pub with: Object,
+    #[serde(default, skip_serializing_if = "OnParentEnd::is_cancel")]
+    pub on_parent_end: OnParentEnd,
+}
+
+/// What becomes of a child still open when its parent ends early (fails,
+/// is canceled or terminated).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OnParentEnd {
+    /// Canceled, its compensations run (the default).
+    #[default]
+    Cancel,
+    /// Terminated: canceled without compensations.
+    Terminate,
+    /// Left to run on its own.
+    Abandon,
+}
+
+impl OnParentEnd {
+    pub fn parse(s: &str) -> Option<OnParentEnd> {
+        match s {
+            "cancel" => Some(OnParentEnd::Cancel),
+            "terminate" => Some(OnParentEnd::Terminate),
+            "abandon" => Some(OnParentEnd::Abandon),
+            _ => None,
+        }
+    }
+
+    fn is_cancel(&self) -> bool {
+        *self == OnParentEnd::Cancel
+    }
+}
+
+/// Where a `workflow:` step names its file and the child's inputs: what the
+/// checks against the child, once it is loaded, point at.
+#[derive(Debug, Clone)]
+pub struct CallSite {
+    /// The step's id.
+    pub step: String,
+    /// The file as written.
+    pub path: String,
+    /// Where the file is named.
+    pub at: validate::Pos,
+    /// The `with:` keys and where each stands.
+    pub with: Vec<(String, validate::Pos)>,
 }
 
 #[derive(Debug, serde::Serialize, serde::Deserialize)]
@@ -385,9 +453,15 @@ pub fn origin(path: &Path) -> (String, std::path::PathBuf) {
 }
 
 impl Workflow {
-    /// Reads and validates a workflow file (`-`: stdin). Errors name the
-    /// file as given (stdin as `<stdin>`).
+    /// Reads and validates a workflow file (`-`: stdin) and the workflow
+    /// files its `workflow:` steps call ([`Workflow::children`]). Errors
+    /// name the file as given (stdin as `<stdin>`).
     pub fn load(path: &Path) -> Result<Workflow, DefinitionError> {
+        children::load_tree(path, &mut Vec::new())
+    }
+
+    /// Reads and validates one workflow file, not the files it calls.
+    fn load_file(path: &Path) -> Result<Workflow, DefinitionError> {
         let label = match is_stdin(path) {
             true => STDIN_LABEL.to_string(),
             false => path.display().to_string(),

@@ -172,6 +172,19 @@ pub struct RawStep {
     #[serde(default)]
     #[schemars(with = "Option<RawWait>")]
     pub wait_for_event: Option<Box<Spanned<RawWait>>>,
+    /// A child instance of another workflow file, relative to this one.
+    #[serde(default)]
+    #[schemars(with = "Option<String>")]
+    pub workflow: Option<Spanned<String>>,
+    /// The child's inputs (with `workflow`); values may hold `${{ }}`, but
+    /// not `secrets`: a child declares its own.
+    #[serde(default)]
+    #[schemars(with = "Option<BTreeMap<String, Value>>")]
+    pub with: Option<Box<Spanned<BTreeMap<String, Value>>>>,
+    /// What becomes of a child still open when the parent ends early.
+    #[serde(default)]
+    #[schemars(with = "Option<OnParentEndName>")]
+    pub on_parent_end: Option<Spanned<String>>,
     #[serde(default)]
     #[schemars(with = "Option<String>")]
     pub timeout: Option<Spanned<String>>,
@@ -220,6 +233,19 @@ pub struct RawHttp {
     /// `true` (default), `false` or `same-origin`.
     #[serde(default)]
     pub follow_redirects: Option<Value>,
+}
+
+/// `on_parent_end`'s words, for the schema.
+#[derive(JsonSchema)]
+#[serde(rename_all = "snake_case")]
+#[allow(
+    dead_code,
+    reason = "only its JSON Schema is used: `on_parent_end` is read as text and parsed by the checker, for its position"
+)]
+enum OnParentEndName {
+    Cancel,
+    Terminate,
+    Abandon,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]

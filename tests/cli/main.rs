@@ -31,6 +31,7 @@ mod run;
 mod schedules;
 mod schema;
 mod state;
+mod subworkflows;
 mod switches;
 mod traces;
 

@@ -10,6 +10,7 @@
 //! the names it uses, and `graph` the `needs` graph.
 
 mod actions;
+mod child;
 mod exprs;
 mod graph;
 mod schedule;
@@ -97,6 +98,7 @@ pub fn parse_source(source: &str, label: &str) -> Result<Workflow, DefinitionErr
         step_refs: Default::default(),
         results_read: std::cell::RefCell::new(Some(Default::default())),
         warnings: Default::default(),
+        calls: Default::default(),
     }
     .check(raw)
 }
@@ -168,6 +170,8 @@ struct Checker<'a> {
     results_read: std::cell::RefCell<Option<std::collections::BTreeSet<String>>>,
     /// What is valid but likely not meant ([`Workflow::warnings`]).
     warnings: std::cell::RefCell<Vec<DefinitionError>>,
+    /// The `workflow:` steps read so far ([`Workflow::calls`]).
+    calls: std::cell::RefCell<Vec<CallSite>>,
 }
 
 struct StepRef {

@@ -80,11 +80,30 @@ impl Checker<'_> {
         if raw.wait_for_event.is_some() {
             actions.push("wait_for_event");
         }
+        if raw.workflow.is_some() {
+            actions.push("workflow");
+        }
         if actions.len() > 1 {
             return Err(self.err(
                 pos,
-                format!("step `{id}` has more than one action ({}): use exactly one of run, http, sleep, wait_for_event", actions.join(", ")),
+                format!("step `{id}` has more than one action ({}): use exactly one of run, http, sleep, wait_for_event, workflow", actions.join(", ")),
             ));
+        }
+        if raw.workflow.is_none() {
+            if let Some(with) = &raw.with {
+                return Err(self.err(
+                    with.into(),
+                    format!(
+                        "step `{id}`: `with` only applies to `workflow` steps (the child's inputs)"
+                    ),
+                ));
+            }
+            if let Some(p) = &raw.on_parent_end {
+                return Err(self.err(
+                    p.into(),
+                    format!("step `{id}`: `on_parent_end` only applies to `workflow` steps"),
+                ));
+            }
         }
 
         let action = if let Some(run) = &raw.run {
@@ -119,6 +138,8 @@ impl Checker<'_> {
                 name: w.name.clone(),
                 timeout,
             }
+        } else if let Some(path) = &raw.workflow {
+            Action::Workflow(Box::new(self.child_call(&id, path, raw, &ctx)?))
         } else {
             Action::Noop
         };

@@ -222,6 +222,8 @@ impl Checker<'_> {
                 w.sort_by_key(|w| (w.line, w.col));
                 w
             },
+            calls: self.calls.take(),
+            children: BTreeMap::new(),
         })
     }
 }
