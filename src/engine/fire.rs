@@ -182,12 +182,10 @@ pub async fn register(
             path.display()
         )));
     }
-    let def = DefinitionRow {
-        hash: wf.hash.clone(),
-        source: wf.source.clone(),
-        step_ids: wf.steps.iter().map(|s| s.id.clone()).collect(),
-        compiled: wf.compiled(),
-    };
+    // A schedule pins one definition: a workflow that calls others is
+    // refused until their definitions are pinned with it here too.
+    super::check_runnable(wf)?;
+    let def: DefinitionRow = super::definitions_of(wf).swap_remove(0);
     for _ in 0..REGISTER_TRIES {
         let old: Vec<ScheduleRow> = store
             .schedules()

@@ -221,6 +221,33 @@ pub fn check_runnable(wf: &Workflow) -> Result<(), EngineError> {
     }
 }
 
+/// The definitions an instance of `wf` pins: its own first, then those of
+/// the workflows it calls (and they call), each once.
+pub fn definitions_of(wf: &Workflow) -> Vec<store::DefinitionRow> {
+    fn walk(wf: &Workflow, out: &mut Vec<store::DefinitionRow>) {
+        if out.iter().any(|d| d.hash == wf.hash) {
+            return;
+        }
+        out.push(store::DefinitionRow {
+            hash: wf.hash.clone(),
+            source: wf.source.clone(),
+            step_ids: wf.steps.iter().map(|s| s.id.clone()).collect(),
+            compiled: wf.compiled(),
+            children: wf
+                .children
+                .iter()
+                .map(|(path, child)| (path.clone(), child.hash.clone()))
+                .collect(),
+        });
+        for child in wf.children.values() {
+            walk(child, out);
+        }
+    }
+    let mut out = Vec::new();
+    walk(wf, &mut out);
+    out
+}
+
 /// Checks that every secret the workflow names is set in our environment.
 pub fn check_secrets(wf: &Workflow) -> Result<(), EngineError> {
     match missing_secret(wf) {
@@ -305,11 +332,7 @@ pub async fn create_instance(
         created_at: now,
         updated_at: now,
     };
-    let step_ids: Vec<&str> = wf.steps.iter().map(|s| s.id.as_str()).collect();
-    if !store
-        .create_instance(&row, &step_ids, wf.compiled().as_deref())
-        .await?
-    {
+    if !store.create_instance(&row, &definitions_of(wf)).await? {
         let existing = store.instance(&id).await?;
         // Leased to this process: the creation's reply was lost, and the
         // store sent it again (PostgreSQL). It is this run's instance.

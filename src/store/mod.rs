@@ -325,8 +325,9 @@ impl Store {
         each!(self.definition_step_ids(hash))
     }
 
-    pub async fn definition_compiled(&self, hash: &str) -> Result<Option<String>> {
-        each!(self.definition_compiled(hash))
+    /// A pinned definition (with the hashes of the workflows it calls), if stored.
+    pub async fn definition(&self, hash: &str) -> Result<Option<DefinitionRow>> {
+        each!(self.definition(hash))
     }
 
     /// Every span of an instance, whole ([`SpanRow::restore`]).
@@ -459,10 +460,9 @@ impl Store {
     pub async fn create_instance(
         &mut self,
         row: &InstanceRow,
-        step_ids: &[&str],
-        compiled: Option<&str>,
+        defs: &[DefinitionRow],
     ) -> Result<bool> {
-        each!(self.create_instance(row, step_ids, compiled))
+        each!(self.create_instance(row, defs))
     }
 
     /// Copies instance `from` (its instance row, runs, steps, and attempts

@@ -432,13 +432,39 @@ pub struct ScheduleRow {
     pub registered_at: Timestamp,
 }
 
-/// A workflow definition as pinned: its text, step ids and compiled form.
+/// A workflow definition as pinned: its text, step ids and compiled form,
+/// and the definitions of the workflows its `workflow:` steps call.
 #[derive(Debug, Clone)]
 pub struct DefinitionRow {
+    /// Its text's hash, or, when it calls workflows, its text's and
+    /// theirs (`workflow::children::tree_hash`).
     pub hash: String,
     pub source: String,
     pub step_ids: Vec<String>,
     pub compiled: Option<String>,
+    /// The path as written in a `workflow:` step -> the hash of the
+    /// definition it called when this one was pinned. Empty: none.
+    pub children: std::collections::BTreeMap<String, String>,
+}
+
+impl DefinitionRow {
+    /// `children` as its column holds it: a JSON object, or NULL for none.
+    pub fn children_column(&self) -> Option<String> {
+        (!self.children.is_empty())
+            .then(|| serde_json::to_string(&self.children).unwrap_or_default())
+    }
+
+    /// `children` from its column.
+    pub fn children_of(
+        column: Option<&str>,
+    ) -> Result<std::collections::BTreeMap<String, String>, String> {
+        match column {
+            None => Ok(Default::default()),
+            Some(text) => {
+                serde_json::from_str(text).map_err(|e| format!("definitions.children: {e}"))
+            }
+        }
+    }
 }
 
 /// What a worker decided for one schedule entry, applied in one transaction

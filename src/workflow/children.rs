@@ -12,7 +12,6 @@
 
 use super::validate::{Pos, hash_source};
 use super::{CallSite, DefinitionError, Workflow, origin};
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -41,7 +40,7 @@ pub(super) fn load_tree(
         check_with(&label, &call, &child)?;
     }
     calling.pop();
-    wf.hash = tree_hash(&wf.hash, &wf.children);
+    wf.hash = tree_hash(&wf.hash, child_hashes(&wf));
     Ok(wf)
 }
 
@@ -122,15 +121,29 @@ fn check_with(label: &str, call: &CallSite, child: &Workflow) -> Result<(), Defi
 
 /// The hash of a workflow and the children it calls: its source's alone
 /// when it calls none.
-pub(super) fn tree_hash(source_hash: &str, children: &BTreeMap<String, Arc<Workflow>>) -> String {
-    if children.is_empty() {
-        return source_hash.to_string();
-    }
+/// `children`: path as written -> the child's hash, in path order.
+pub fn tree_hash<'a>(
+    source_hash: &str,
+    children: impl IntoIterator<Item = (&'a str, &'a str)>,
+) -> String {
     let mut text = format!("wf tree\n{source_hash}");
-    for (path, child) in children {
-        text.push_str(&format!("\n{path}\0{}", child.hash));
+    let mut any = false;
+    for (path, hash) in children {
+        text.push_str(&format!("\n{path}\0{hash}"));
+        any = true;
     }
-    hash_source(&text)
+    if any {
+        hash_source(&text)
+    } else {
+        source_hash.to_string()
+    }
+}
+
+/// The hashes of `wf`'s children, as [`tree_hash`] takes them.
+pub fn child_hashes(wf: &Workflow) -> impl Iterator<Item = (&str, &str)> {
+    wf.children
+        .iter()
+        .map(|(path, child)| (path.as_str(), child.hash.as_str()))
 }
 
 fn error_at(label: &str, at: Pos, message: String) -> DefinitionError {

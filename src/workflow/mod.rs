@@ -4,6 +4,7 @@
 //! [`Workflow`] completely once it has one.
 
 mod children;
+pub use children::{child_hashes, tree_hash};
 pub mod duration;
 pub mod expr;
 pub mod model;

@@ -9,8 +9,8 @@
 //! history read), a fenced commit (applied, or refused as
 //! [`StoreError::Fenced`] with nothing applied, begun or not), the claim of
 //! due instances, events (delivered, listed, taken by a step, shown), a
-//! schedule's fire (once), and prune (ended instances with their rows; a dry
-//! run only counts).
+//! schedule's fire (once), prune (ended instances with their rows; a dry
+//! run only counts), and a definition pinned with the workflows it calls.
 //!
 //! And the proof that every way a batch of writes reaches a database
 //! leaves the same rows (`write_paths`).
@@ -47,6 +47,7 @@ contract!(
     events,
     schedules,
     prune,
+    definition_tree,
 );
 
 fn runtime() -> tokio::runtime::Runtime {
@@ -123,8 +124,21 @@ fn leased(mut row: InstanceRow, owner: &str) -> InstanceRow {
     row
 }
 
+/// The definition of the instances of [`instance`].
+fn contract_definition(row: &InstanceRow) -> DefinitionRow {
+    DefinitionRow {
+        hash: row.definition_hash.clone(),
+        source: row.definition.clone(),
+        step_ids: vec!["a".into(), "b".into()],
+        compiled: None,
+        children: Default::default(),
+    }
+}
+
 async fn create(store: &mut Store, row: &InstanceRow) {
-    let created = store.create_instance(row, &["a", "b"], None).await;
+    let created = store
+        .create_instance(row, &[contract_definition(row)])
+        .await;
     assert!(created.expect("create"), "{} was taken", row.id);
 }
 
@@ -524,6 +538,7 @@ async fn schedules(store: &mut Store) {
         source: "name: contract\nsteps: []\n".into(),
         step_ids: vec!["a".into()],
         compiled: None,
+        children: Default::default(),
     };
     let entries = std::slice::from_ref(&entry);
     assert!(
@@ -693,4 +708,69 @@ async fn prune(store: &mut Store) {
     assert!(store.events_after(&p1, 0).await.expect("events").is_empty());
     let nothing = store.prune(cutoff, &all, 100, false).await.expect("prune");
     assert_eq!(nothing, Pruned::default());
+}
+
+/// An instance pins its definition and those of the workflows it calls, in
+/// its creation's transaction; each reads back with the hashes of its own
+/// children, and a definition pinned before is left as it was.
+async fn definition_tree(store: &mut Store) {
+    let leaf = DefinitionRow {
+        hash: "h-leaf".into(),
+        source: "name: leaf\nsteps: [{ id: x }]\n".into(),
+        step_ids: vec!["x".into()],
+        compiled: Some("{}".into()),
+        children: Default::default(),
+    };
+    let mid = DefinitionRow {
+        hash: "h-mid".into(),
+        source: "name: mid\nsteps: [{ id: m, workflow: leaf.yaml }]\n".into(),
+        step_ids: vec!["m".into()],
+        compiled: None,
+        children: [("leaf.yaml".to_string(), "h-leaf".to_string())].into(),
+    };
+    let mut row = instance("tree-1", 0);
+    row.definition =
+        "name: top\nsteps: [{ id: a, workflow: ./mid.yaml }, { id: b, workflow: leaf.yaml }]\n"
+            .into();
+    row.definition_hash = "h-top".into();
+    let top = DefinitionRow {
+        hash: row.definition_hash.clone(),
+        source: row.definition.clone(),
+        step_ids: vec!["a".into(), "b".into()],
+        compiled: None,
+        children: [
+            ("./mid.yaml".to_string(), "h-mid".to_string()),
+            ("leaf.yaml".to_string(), "h-leaf".to_string()),
+        ]
+        .into(),
+    };
+    let defs = [top.clone(), mid.clone(), leaf.clone()];
+    assert!(store.create_instance(&row, &defs).await.expect("create"));
+    for want in &defs {
+        let got = store
+            .definition(&want.hash)
+            .await
+            .expect("read")
+            .unwrap_or_else(|| panic!("{} not pinned", want.hash));
+        assert_eq!(
+            (&got.source, &got.step_ids, &got.compiled, &got.children),
+            (&want.source, &want.step_ids, &want.compiled, &want.children),
+            "{}",
+            want.hash
+        );
+    }
+    assert!(store.definition("h-none").await.expect("read").is_none());
+
+    // Another instance of the same tree pins nothing twice; the id taken
+    // writes nothing at all.
+    let mut again = row.clone();
+    again.id = "tree-2".into();
+    assert!(store.create_instance(&again, &defs).await.expect("create"));
+    assert!(!store.create_instance(&again, &defs).await.expect("create"));
+    let leaf_now = store
+        .definition("h-leaf")
+        .await
+        .expect("read")
+        .expect("leaf");
+    assert_eq!(leaf_now.children, leaf.children);
 }

@@ -382,14 +382,25 @@ impl PgStore {
         })
     }
 
-    pub async fn definition_compiled(&self, hash: &str) -> Result<Option<String>> {
+    pub async fn definition(&self, hash: &str) -> Result<Option<DefinitionRow>> {
         let rows = self
-            .query("SELECT compiled FROM definitions WHERE hash=$1", &[&hash])
+            .query(
+                "SELECT source, step_ids, compiled, children FROM definitions WHERE hash=$1",
+                &[&hash],
+            )
             .await?;
-        match rows.first() {
-            Some(r) => get(r, 0),
-            None => Ok(None),
-        }
+        let Some(r) = rows.first() else {
+            return Ok(None);
+        };
+        let children: Option<String> = get(r, 3)?;
+        Ok(Some(DefinitionRow {
+            hash: hash.to_string(),
+            source: get(r, 0)?,
+            step_ids: serde_json::from_str(&get::<String>(r, 1)?).unwrap_or_default(),
+            compiled: get(r, 2)?,
+            children: DefinitionRow::children_of(children.as_deref())
+                .map_err(StoreError::Corrupt)?,
+        }))
     }
 
     pub async fn outputs(&self, id: &str) -> Result<Option<Value>> {
@@ -417,22 +428,17 @@ impl PgStore {
             .collect()
     }
 
-    pub async fn create_instance(
-        &self,
-        i: &InstanceRow,
-        step_ids: &[&str],
-        compiled: Option<&str>,
-    ) -> Result<bool> {
-        let outs = self
-            .pipeline(vec![
-                Op::Simple("BEGIN"),
-                insert_definition(&i.definition_hash, &i.definition, step_ids, compiled),
-                insert_instance(i),
-                Op::Query(NOTIFY, vec![]),
-                Op::Simple("COMMIT"),
-            ])
-            .await?;
-        Ok(outs[2].count() == 1)
+    pub async fn create_instance(&self, i: &InstanceRow, defs: &[DefinitionRow]) -> Result<bool> {
+        let mut ops = vec![Op::Simple("BEGIN")];
+        ops.extend(defs.iter().map(insert_definition));
+        let inserted = ops.len();
+        ops.extend([
+            insert_instance(i),
+            Op::Query(NOTIFY, vec![]),
+            Op::Simple("COMMIT"),
+        ]);
+        let outs = self.pipeline(ops).await?;
+        Ok(outs[inserted].count() == 1)
     }
 
     pub async fn request_cancel(&self, id: &str, ask: CancelRequest) -> Result<()> {
@@ -627,23 +633,20 @@ pub(super) fn history(
     })
 }
 
-/// Pins a definition if new; a compiled form written by another wf version
-/// is replaced.
-pub(super) fn insert_definition(
-    hash: &str,
-    source: &str,
-    step_ids: &[&str],
-    compiled: Option<&str>,
-) -> Op {
+/// Pins a definition (text, step ids, compiled form, the hashes of the
+/// workflows it calls) if new; a compiled form written by another wf
+/// version is replaced.
+pub(super) fn insert_definition(def: &DefinitionRow) -> Op {
     Op::Exec(
-        "INSERT INTO definitions (hash, source, step_ids, compiled) VALUES ($1, $2, $3, $4) \
+        "INSERT INTO definitions (hash, source, step_ids, compiled, children) VALUES ($1, $2, $3, $4, $5) \
          ON CONFLICT (hash) DO UPDATE SET compiled = excluded.compiled \
          WHERE definitions.compiled IS DISTINCT FROM excluded.compiled",
         vec![
-            p(hash.to_string()),
-            p(source.to_string()),
-            p(serde_json::to_string(step_ids).unwrap_or_default()),
-            p(compiled.map(str::to_string)),
+            p(def.hash.clone()),
+            p(def.source.clone()),
+            p(serde_json::to_string(&def.step_ids).unwrap_or_default()),
+            p(def.compiled.clone()),
+            p(def.children_column()),
         ],
     )
 }

@@ -96,9 +96,8 @@ impl PgStore {
             self.pipeline(vec![Op::Simple("ROLLBACK")]).await?;
             return now.map(|_| false);
         }
-        let ids: Vec<&str> = def.step_ids.iter().map(String::as_str).collect();
         let mut ops = vec![
-            insert_definition(&def.hash, &def.source, &ids, def.compiled.as_deref()),
+            insert_definition(def),
             Op::Exec(
                 "DELETE FROM schedules WHERE workflow = $1",
                 vec![p(workflow.to_string())],

@@ -272,4 +272,9 @@ pub const MIGRATIONS: &[&str] = &[
         RETURN e;
     END $$;
     "#,
+    // 8: sub-workflows, as SQLite's 11: a definition pins the definitions
+    // of the workflows its `workflow:` steps call (path as written -> hash).
+    r#"
+    ALTER TABLE definitions ADD COLUMN children TEXT;
+    "#,
 ];

@@ -65,40 +65,64 @@ fn instance_from_row(r: &Row) -> rusqlite::Result<InstanceRow> {
     })
 }
 
-/// Inserts an instance, pinning its definition (text, step ids and compiled
-/// form) if new; a compiled form written by another wf version is replaced.
+/// Inserts an instance, pinning `defs` (its own definition and those of
+/// the workflows it calls) where new.
 pub(super) fn insert_instance(
     c: &Connection,
     i: &InstanceRow,
-    step_ids: &[&str],
-    compiled: Option<&str>,
+    defs: &[DefinitionRow],
 ) -> Result<()> {
-    insert_definition(c, &i.definition_hash, &i.definition, step_ids, compiled)?;
+    for def in defs {
+        insert_definition(c, def)?;
+    }
     insert_instance_row(c, i)
 }
 
-/// Pins a definition (text, step ids and compiled form) if new; a compiled
-/// form written by another wf version is replaced.
-pub(super) fn insert_definition(
-    c: &Connection,
-    hash: &str,
-    source: &str,
-    step_ids: &[&str],
-    compiled: Option<&str>,
-) -> Result<()> {
+/// Pins a definition (text, step ids, compiled form, the hashes of the
+/// workflows it calls) if new; a compiled form written by another wf
+/// version is replaced.
+pub(super) fn insert_definition(c: &Connection, def: &DefinitionRow) -> Result<()> {
     cached(
         c,
-        "INSERT INTO definitions (hash, source, step_ids, compiled) VALUES (?1, ?2, ?3, ?4) \
+        "INSERT INTO definitions (hash, source, step_ids, compiled, children) VALUES (?1, ?2, ?3, ?4, ?5) \
          ON CONFLICT(hash) DO UPDATE SET compiled = excluded.compiled \
          WHERE compiled IS NOT excluded.compiled",
         params![
-            hash,
-            source,
-            serde_json::to_string(step_ids).unwrap_or_default(),
-            compiled
+            def.hash,
+            def.source,
+            serde_json::to_string(&def.step_ids).unwrap_or_default(),
+            def.compiled,
+            def.children_column(),
         ],
     )?;
     Ok(())
+}
+
+/// A pinned definition, if stored.
+pub(super) fn definition(c: &Connection, hash: &str) -> Result<Option<DefinitionRow>> {
+    let row = c
+        .prepare_cached(
+            "SELECT source, step_ids, compiled, children FROM definitions WHERE hash = ?1",
+        )?
+        .query_row([hash], |r| {
+            Ok((
+                r.get::<_, String>(0)?,
+                r.get::<_, String>(1)?,
+                r.get::<_, Option<String>>(2)?,
+                r.get::<_, Option<String>>(3)?,
+            ))
+        })
+        .optional()?;
+    let Some((source, step_ids, compiled, children)) = row else {
+        return Ok(None);
+    };
+    Ok(Some(DefinitionRow {
+        hash: hash.to_string(),
+        source,
+        step_ids: serde_json::from_str(&step_ids).unwrap_or_default(),
+        compiled,
+        children: DefinitionRow::children_of(children.as_deref()).map_err(StoreError::Corrupt)?,
+    }))
 }
 
 /// Inserts an instance whose definition is already pinned.
@@ -127,18 +151,6 @@ pub(super) fn insert_instance_row(c: &Connection, i: &InstanceRow) -> Result<()>
         ],
     )?;
     Ok(())
-}
-
-/// The compiled form of a pinned definition, if stored.
-pub(super) fn definition_compiled(c: &Connection, hash: &str) -> Result<Option<String>> {
-    let text: Option<Option<String>> = c
-        .query_row(
-            "SELECT compiled FROM definitions WHERE hash = ?1",
-            [hash],
-            |r| r.get(0),
-        )
-        .optional()?;
-    Ok(text.flatten())
 }
 
 /// The step ids of a pinned definition, in file order.

@@ -445,8 +445,8 @@ impl SqliteStore {
         history::definition_step_ids(&self.conn, hash)
     }
 
-    pub fn definition_compiled(&self, hash: &str) -> Result<Option<String>> {
-        history::definition_compiled(&self.conn, hash)
+    pub fn definition(&self, hash: &str) -> Result<Option<DefinitionRow>> {
+        history::definition(&self.conn, hash)
     }
 
     pub fn spans(&self, id: &str) -> Result<Vec<SpanRow>> {
@@ -498,18 +498,13 @@ impl SqliteStore {
         lease::due_instances(&self.conn)
     }
 
-    /// Pins a new instance; false (nothing written) when the id is taken.
-    pub fn create_instance(
-        &mut self,
-        row: &InstanceRow,
-        step_ids: &[&str],
-        compiled: Option<&str>,
-    ) -> Result<bool> {
+    /// Pins a new instance and `defs`; false (nothing written) when the id is taken.
+    pub fn create_instance(&mut self, row: &InstanceRow, defs: &[DefinitionRow]) -> Result<bool> {
         let tx = self.write()?;
         if history::instance(&tx, &row.id).is_ok() {
             return Ok(false);
         }
-        history::insert_instance(&tx, row, step_ids, compiled)?;
+        history::insert_instance(&tx, row, defs)?;
         tx.commit()?;
         Ok(true)
     }

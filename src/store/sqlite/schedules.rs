@@ -87,8 +87,7 @@ impl SqliteStore {
         if now != read {
             return Ok(false);
         }
-        let ids: Vec<&str> = def.step_ids.iter().map(String::as_str).collect();
-        history::insert_definition(&tx, &def.hash, &def.source, &ids, def.compiled.as_deref())?;
+        history::insert_definition(&tx, def)?;
         tx.execute("DELETE FROM schedules WHERE workflow = ?1", [workflow])?;
         for row in rows {
             insert_schedule(&tx, row)?;

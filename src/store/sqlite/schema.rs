@@ -167,6 +167,12 @@ pub const MIGRATIONS: &[&str] = &[
     "#,
     // 10: `wf list` by status or workflow ([`LIST_INDEXES`]).
     LIST_INDEXES,
+    // 11: sub-workflows. A definition pins the definitions of the workflows
+    // its `workflow:` steps call, by the path as written: a resume runs the
+    // children it was started with, whatever their files say now.
+    r#"
+    ALTER TABLE definitions ADD COLUMN children TEXT;  -- JSON object: path as written -> hash
+    "#,
 ];
 
 // 8: schedules (`wf schedule add`). A row per `on.schedule` entry holds
@@ -238,7 +244,8 @@ const CORE: &str = r#"
         hash      TEXT PRIMARY KEY,         -- sha256 of source, hex
         source    TEXT NOT NULL,
         step_ids  TEXT NOT NULL,            -- JSON list of step ids in file order (for listings)
-        compiled  TEXT                      -- the validated form (JSON), a cache of `source`
+        compiled  TEXT,                     -- the validated form (JSON), a cache of `source`
+        children  TEXT                      -- JSON object: path as written -> hash of the workflow it calls
     ) WITHOUT ROWID;
 
     CREATE TABLE instances (
