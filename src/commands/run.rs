@@ -48,7 +48,6 @@ pub async fn run(args: Args, db: Option<PathBuf>, printer: &Printer) -> anyhow::
     let given = collect_inputs(&args)?;
     let inputs = engine::resolve_inputs(&wf, given)?;
     engine::check_secrets(&wf)?;
-    engine::check_runnable(&wf)?;
 
     let mut store = super::open(db).await?;
     let owner = engine::lease::owner_name();

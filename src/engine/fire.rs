@@ -184,7 +184,7 @@ pub async fn register(
     }
     // A schedule pins one definition: a workflow that calls others is
     // refused until their definitions are pinned with it here too.
-    super::check_runnable(wf)?;
+    super::check_schedulable(wf)?;
     let def: DefinitionRow = super::definitions_of(wf).swap_remove(0);
     for _ in 0..REGISTER_TRIES {
         let old: Vec<ScheduleRow> = store
@@ -390,6 +390,8 @@ async fn apply(
                 lease_expires_ms: None,
                 created_at: now,
                 updated_at: now,
+                parent: None,
+                depth: 0,
             };
             (inst, t)
         })

@@ -207,14 +207,13 @@ pub fn resolve_inputs(wf: &Workflow, given: Map<String, Value>) -> Result<Value,
     Ok(Value::Object(out))
 }
 
-/// Refuses a workflow with `workflow:` steps before anything is written:
-/// `wf validate` checks them and the children they call, but running
-/// children is not built yet (issue 36), and an instance that cannot run
-/// is not made.
-pub fn check_runnable(wf: &Workflow) -> Result<(), EngineError> {
+/// Refuses to schedule a workflow with `workflow:` steps, before anything
+/// is written: a schedule pins one definition, and the children's
+/// definitions are not pinned with it yet.
+pub fn check_schedulable(wf: &Workflow) -> Result<(), EngineError> {
     match wf.calls.first() {
         Some(call) => Err(EngineError::Input(format!(
-            "step `{}`: `workflow:` steps (here `{}`) cannot run in this version of wf; `wf validate` checks them",
+            "step `{}` calls `{}`: a workflow with `workflow:` steps cannot be scheduled yet; start it with `wf run`",
             call.step, call.path
         ))),
         None => Ok(()),
@@ -300,7 +299,6 @@ pub async fn create_instance(
     id: Option<InstanceId>,
     owner: &str,
 ) -> Result<InstanceId, EngineError> {
-    check_runnable(wf)?;
     let ttl = lease::ttl().map_err(EngineError::Input)?;
     // A secret's value given as an input is masked like everywhere else.
     let mut inputs = inputs;
@@ -331,6 +329,8 @@ pub async fn create_instance(
         lease_expires_ms: Some(chrono::Utc::now().timestamp_millis() + lease::ttl_ms(ttl)),
         created_at: now,
         updated_at: now,
+        parent: None,
+        depth: 0,
     };
     if !store.create_instance(&row, &definitions_of(wf)).await? {
         let existing = store.instance(&id).await?;

@@ -48,6 +48,19 @@ pub struct InstanceRow {
     pub lease_expires_ms: Option<i64>,
     pub created_at: Timestamp,
     pub updated_at: Timestamp,
+    /// The `workflow:` step attempt that made this instance, if it is a child.
+    pub parent: Option<ParentRef>,
+    /// How many parents are above it: 0 for an instance started on its own.
+    pub depth: i64,
+}
+
+/// Where a child instance comes from: its parent, the unit key of the
+/// `workflow:` step (or item) and the attempt that created it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ParentRef {
+    pub id: InstanceId,
+    pub key: String,
+    pub attempt: i64,
 }
 
 /// Which instances a listing shows.

@@ -72,4 +72,16 @@ pub enum Write {
     /// The lease given up in the run's last commit, when nothing else is
     /// left to do under it (no live export): one commit fewer per run.
     Release,
+    /// A child instance made by a `workflow:` step's attempt, in the
+    /// transaction that records the attempt (its definition was pinned
+    /// with the parent's): one child per attempt, or none. Nothing if its
+    /// id is taken.
+    CreateChild(Box<InstanceRow>),
+    /// A child ended: the event its parent's step waits for, delivered in
+    /// the child's last commit (so whoever ends the child wakes the parent).
+    NotifyParent {
+        parent: InstanceId,
+        name: String,
+        payload: Value,
+    },
 }

@@ -43,6 +43,8 @@ fn instance(status: InstanceStatus) -> InstanceRow {
         lease_expires_ms: None,
         created_at: at(0),
         updated_at: at(9),
+        parent: None,
+        depth: 0,
     }
 }
 

@@ -37,6 +37,10 @@ pub enum ErrorType {
     Interrupted,
     /// Stopped by `wf cancel`.
     Canceled,
+    /// `child.failed`: the child instance of a `workflow:` step failed.
+    ChildFailed,
+    /// `child.canceled`: the child instance of a `workflow:` step was canceled.
+    ChildCanceled,
     /// A type this build does not know (written by another version of
     /// `wf`): kept as it was.
     Other(String),
@@ -57,6 +61,8 @@ impl ErrorType {
             ErrorType::Crashed => "crashed",
             ErrorType::Interrupted => "interrupted",
             ErrorType::Canceled => "canceled",
+            ErrorType::ChildFailed => "child.failed",
+            ErrorType::ChildCanceled => "child.canceled",
             ErrorType::Exit(_) | ErrorType::User(_) | ErrorType::Http(_) | ErrorType::Other(_) => {
                 return None;
             }
@@ -86,6 +92,8 @@ impl ErrorType {
             "crashed" => Some(ErrorType::Crashed),
             "interrupted" => Some(ErrorType::Interrupted),
             "canceled" => Some(ErrorType::Canceled),
+            "child.failed" => Some(ErrorType::ChildFailed),
+            "child.canceled" => Some(ErrorType::ChildCanceled),
             _ => None,
         };
         parsed

@@ -343,7 +343,9 @@ fn spans_kept_before_migration_6_read_back_the_same_after_it() {
          DROP TABLE spans; ALTER TABLE spans_v5 RENAME TO spans; \
          CREATE INDEX spans_by_instance ON spans(instance_id, run, start_ns); \
          ALTER TABLE instances DROP COLUMN last_commit; DROP FUNCTION check_commit; \
-         ALTER TABLE definitions DROP COLUMN children; \
+         ALTER TABLE definitions DROP COLUMN children; DROP INDEX instances_by_parent; \
+         ALTER TABLE instances DROP COLUMN parent_id, DROP COLUMN parent_key, \
+           DROP COLUMN parent_attempt, DROP COLUMN depth; \
          DELETE FROM migrations WHERE version >= 6",
     );
     // Values other than the defaults the new layout leaves null are there.

@@ -81,6 +81,7 @@ pub async fn drive(
                 opentelemetry::trace::TraceState::default(),
             )),
         live_dir: Some(store.live_dir()),
+        location: store.location(),
         deadline_from,
         opening: opened.writes,
     });
@@ -412,6 +413,25 @@ async fn close_run(
         // Left `running` without a lease: `wf list` shows it as interrupted, `wf resume` continues it.
         RunOutcome::Interrupted => (S::Running, None, None, None),
     };
+    // A child's end is its parent's event, in the same commit: whoever
+    // ends the child wakes the parent.
+    if let Some(parent) = &runner.parent
+        && status.is_ended()
+    {
+        let outputs = runner.sched.writes.iter().rev().find_map(|w| match w {
+            Write::Outputs(v) => Some(v.clone()),
+            _ => None,
+        });
+        runner.sched.writes.push(Write::NotifyParent {
+            parent: parent.id.clone(),
+            name: super::scheduler::child::child_event(&runner.id),
+            payload: serde_json::json!({
+                "status": status.as_str(),
+                "outputs": outputs,
+                "error": error,
+            }),
+        });
+    }
     runner.sched.writes.push(Write::Status {
         status,
         wake_at,
@@ -654,6 +674,8 @@ mod tests {
                 lease_expires_ms: None,
                 created_at: now,
                 updated_at: now,
+                parent: None,
+                depth: 0,
             };
             assert!(store.create_instance(&row, &defs).await.expect("create"));
 

@@ -6,7 +6,7 @@
 //! decisions.
 
 use super::super::runner::RunOptions;
-use super::super::scheduler::recovery;
+use super::super::scheduler::{Scheduler, recovery};
 use super::super::{redact::Redactor, restart};
 use crate::store::{self, StepRow, Write};
 use crate::telemetry::{self, recorder};
@@ -53,7 +53,7 @@ pub(super) fn open_run(
     let store::History {
         instance: mut inst,
         steps,
-        open,
+        mut open,
         abandoned_runs,
         last_run,
         traces,
@@ -65,6 +65,13 @@ pub(super) fn open_run(
     let mut records: HashMap<String, StepRow> =
         HashMap::with_capacity(steps.len().max(wf.steps.len()));
     records.extend(steps.into_iter().map(|r| (r.key.clone(), r)));
+    // A `workflow:` attempt waiting on its child is not over: the child
+    // (made in the attempt's commit) runs on, and its end is the attempt's.
+    open.retain(|a| {
+        !records
+            .get(&a.key)
+            .is_some_and(|r| r.attempts == a.attempt && Scheduler::waits_on_child(wf, r))
+    });
     let mut uncounted_by_key: HashMap<String, Vec<i64>> = HashMap::new();
     for (key, attempt) in uncounted {
         uncounted_by_key.entry(key).or_default().push(attempt);

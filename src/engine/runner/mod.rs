@@ -14,6 +14,7 @@
 //! with the processes' start, `spans` keeps the run's trace, and `groups`
 //! records the process groups of attempts that run long enough to need it.
 
+mod children;
 mod commit;
 mod groups;
 mod launch;
@@ -153,6 +154,8 @@ struct Done {
 struct Applied {
     /// Jobs to start with (or after) the coming commit.
     spawns: Vec<Spawn>,
+    /// Child instances to run once the coming commit made them.
+    children: Vec<InstanceId>,
     /// Decide again at once (after committing).
     again: bool,
     /// The run is over.
@@ -194,6 +197,11 @@ pub(super) struct Runner<'o> {
     /// How long the last commit that started work took, sent to returned
     /// (`commit::start_held`).
     commit_took: Duration,
+    /// Children of `workflow:` steps run in this process (`children`).
+    children: children::InProcess,
+    /// The `workflow:` attempt that made this instance, if it is a child:
+    /// its end is delivered to the parent (`drive::close_run`).
+    pub(super) parent: Option<store::ParentRef>,
 }
 
 /// What a run starts from (see `drive`).
@@ -217,6 +225,8 @@ pub(super) struct RunStart<'o> {
     ),
     /// Where running attempts copy their output for `wf logs --follow`.
     pub live_dir: Option<PathBuf>,
+    /// Where the store is: children run in this process open it again.
+    pub location: store::Location,
     /// What the workflow's `timeout` counts from: the newest `wf restart`
     /// (RFC 3339), else the instance's creation.
     pub deadline_from: Option<Timestamp>,
@@ -241,6 +251,7 @@ impl<'o> Runner<'o> {
             events,
             caller,
             live_dir,
+            location,
             deadline_from,
             opening,
         } = start;
@@ -257,6 +268,7 @@ impl<'o> Runner<'o> {
                 base_dir: PathBuf::from(&inst.base_dir),
                 live_dir,
                 trace_id: trace.0.clone(),
+                depth: inst.depth,
                 caller,
             },
             inputs: inst.inputs,
@@ -288,10 +300,20 @@ impl<'o> Runner<'o> {
             started_groups: Vec::new(),
             held: Vec::new(),
             commit_took: Duration::ZERO,
+            children: children::InProcess::new(location),
+            parent: inst.parent,
         }
     }
 
+    /// Runs the loop, then waits for the children it runs in this process
+    /// (a signal stops them as it stops the run): none is left half-run.
     pub(super) async fn main_loop(&mut self, store: &mut Store) -> Result<RunOutcome, EngineError> {
+        let outcome = self.decide_until_done(store).await;
+        self.children.finish().await;
+        outcome
+    }
+
+    async fn decide_until_done(&mut self, store: &mut Store) -> Result<RunOutcome, EngineError> {
         let replayed = self
             .sched
             .records
@@ -329,6 +351,9 @@ impl<'o> Runner<'o> {
             for (unit, job, attempt) in applied.spawns {
                 self.spawn(unit, *job, attempt);
             }
+            for id in applied.children {
+                self.children.start(id, self.opts.inline_wait);
+            }
             drop(commit_spans);
             self.record_groups(store).await?;
             self.output_files.tidy();
@@ -336,7 +361,7 @@ impl<'o> Runner<'o> {
                 continue;
             }
 
-            if self.sched.running.is_empty() && self.tasks.is_empty() {
+            if self.sched.running.is_empty() && self.tasks.is_empty() && self.children.is_empty() {
                 let idle = self.decide(Input::Idle);
                 if let Some(outcome) = idle.end {
                     return Ok(outcome);
@@ -404,6 +429,11 @@ impl<'o> Runner<'o> {
                         done.push(joined.map_err(|e| EngineError::Internal(format!("step task failed: {e}")))?);
                     }
                 }
+                () = self.children.next_ended() => {
+                    // Its end was delivered to this instance: look now.
+                    last_poll = Instant::now();
+                    self.poll_external(store).await?;
+                }
                 _ = tokio::time::sleep(timer) => {}
                 _ = signals.recv() => self.stop(Stop::Signal),
                 holder = lost(&mut self.lost) => return Err(self.fenced(holder)),
@@ -469,6 +499,7 @@ impl<'o> Runner<'o> {
                         );
                     }
                 }
+                Effect::RunChild { id } => applied.children.push(id),
                 Effect::Again => applied.again = true,
                 Effect::End(outcome) => applied.end = Some(outcome),
             }

@@ -156,19 +156,7 @@ impl Scheduler {
                 let job = self.render_http(unit, &exec, spec);
                 self.launch(unit, job.map(Job::Http), now, spans)
             }
-            Action::Workflow(call) => {
-                // Refused before an instance is made (`engine::create_instance`),
-                // so never pinned: a definition from elsewhere fails the step.
-                let f = Failure::new(
-                    ErrorType::Other("unsupported".into()),
-                    format!(
-                        "`workflow: {}` steps cannot run in this version of wf",
-                        call.path
-                    ),
-                );
-                self.fail_now(unit, f, now, spans);
-                Started::Settled
-            }
+            Action::Workflow(call) => self.start_child(unit, call, now, spans),
         }
     }
 

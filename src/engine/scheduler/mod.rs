@@ -13,6 +13,7 @@
 //! records as history left them, a time, inputs, and the decisions expected.
 
 mod attempt;
+pub mod child;
 mod ready;
 pub mod recovery;
 mod render;
@@ -131,6 +132,8 @@ pub struct RunData {
     pub live_dir: Option<PathBuf>,
     /// The run's trace, which steps are told of (`TRACEPARENT`).
     pub trace_id: String,
+    /// How many parents are above the instance (0: started on its own).
+    pub depth: i64,
     /// The caller's sampled flag and `tracestate`, passed on to steps.
     pub caller: (
         opentelemetry::trace::TraceFlags,
@@ -217,6 +220,11 @@ pub struct Scheduler {
     /// Delivered events no step has taken yet, and the last one seen.
     events: Vec<EventRow>,
     last_event: i64,
+    /// Units waiting on the child their last attempt made, by key: they
+    /// count towards `concurrency` and `max_parallel` as running units do.
+    pub open_children: HashSet<String>,
+    /// Whether the children this run found open were handed to the driver.
+    children_started: bool,
 }
 
 impl Scheduler {
@@ -294,6 +302,11 @@ impl Scheduler {
             .map(|(k, _)| k.clone())
             .collect();
         let seq = records.values().filter_map(|r| r.seq).max().unwrap_or(0);
+        let open_children = records
+            .values()
+            .filter(|r| Scheduler::waits_on_child(&wf, r))
+            .map(|r| r.key.clone())
+            .collect();
         let mut s = Scheduler {
             wf,
             run,
@@ -321,6 +334,8 @@ impl Scheduler {
             start_states: HashMap::new(),
             events,
             last_event: 0,
+            open_children,
+            children_started: false,
         };
         s.frontier = (0..s.wf.steps.len())
             .filter(|&i| s.deps_satisfied(i) && !s.ended(i))

@@ -7,7 +7,6 @@
 
 use super::{RunOutcome, Scheduler, Stop, Unit};
 use crate::vocab::{StepStatus, Timestamp, UnitKey};
-use crate::workflow::Action;
 
 impl Scheduler {
     /// Whether the run is winding down: compensating after a failure or cancel.
@@ -66,7 +65,10 @@ impl Scheduler {
         let n = rec.and_then(|r| r.items.as_array()).map_or(0, Vec::len);
         let limit = step.max_parallel.unwrap_or(usize::MAX);
         let mut active = (0..n)
-            .filter(|i| self.running.contains_key(&format!("{}[{i}]", step.id)))
+            .filter(|i| {
+                let key = format!("{}[{i}]", step.id);
+                self.running.contains_key(&key) || self.open_children.contains(&key)
+            })
             .count();
         let mut unfinished = 0;
         let mut out = Vec::new();
@@ -79,6 +81,12 @@ impl Scheduler {
             let k = unit.key(&self.wf);
             if !self.records.get(&k).is_some_and(|r| r.status.is_ended()) {
                 unfinished += 1;
+            }
+            // An item waiting on its child is looked at (its end may have
+            // come) without starting anything: it is active already.
+            if self.open_children.contains(&k) {
+                out.push(unit);
+                continue;
             }
             if active >= limit || !self.unit_due(&k, now) {
                 continue;
@@ -317,16 +325,11 @@ impl Scheduler {
 
     pub fn suspend_outcome(&self, next: Option<Timestamp>, now: Timestamp) -> RunOutcome {
         let mut waiting: Vec<String> = Vec::new();
-        for rec in self
-            .records
-            .values()
-            .filter(|r| r.status == StepStatus::Waiting)
-        {
-            if let Some(Action::WaitForEvent { name, .. }) =
-                self.wf.step(&rec.step_id).map(|s| &s.action)
-                && !waiting.contains(name)
+        for rec in self.records.values() {
+            if let Some(name) = self.awaited_event(rec)
+                && !waiting.contains(&name)
             {
-                waiting.push(name.clone());
+                waiting.push(name);
             }
         }
         waiting.sort();

@@ -84,6 +84,10 @@ pub enum Effect {
     /// A step took an event sent under `traceparent`: the run's root span
     /// links to it.
     LinkEvent { name: String, traceparent: String },
+    /// Run the child instance `id` (made by a `workflow:` attempt this
+    /// step, once the writes that create it are committed, or found open
+    /// by this run), unless another process has it or it ended.
+    RunChild { id: crate::vocab::InstanceId },
     /// Decide again now, after committing: more is ready than one
     /// transaction holds, an awaited event arrived, or the outputs failed
     /// to render and the compensations are to run.
@@ -173,6 +177,10 @@ impl Scheduler {
     }
 
     fn tick(&mut self, now: Timestamp, settled: Vec<Settled>, spans: &mut dyn SpanIds) {
+        if !self.children_started {
+            self.children_started = true;
+            self.run_open_children();
+        }
         if self.deadline.is_some_and(|d| d <= now) && self.stop.is_none() {
             self.stop(Stop::Deadline);
         }
@@ -184,8 +192,12 @@ impl Scheduler {
             loop {
                 let mut settled = false;
                 for unit in self.candidates(now) {
-                    if self.running.len() >= self.wf.concurrency {
-                        break;
+                    // A unit waiting on its child is looked at (its end may
+                    // have come) whatever runs: it takes no new slot.
+                    if self.running.len() + self.open_children.len() >= self.wf.concurrency
+                        && !self.open_children.contains(&unit.key(&self.wf))
+                    {
+                        continue;
                     }
                     match self.start(&unit, now, spans) {
                         Started::Spawn(job, attempt) => {
@@ -294,16 +306,12 @@ impl Scheduler {
         self.effects.push(Effect::Note(note));
     }
 
-    /// The names of the events steps wait for now.
+    /// The names of the events steps wait for now (a `wait_for_event`'s,
+    /// a child's end).
     pub fn awaited_events(&self) -> Vec<String> {
-        use crate::workflow::Action;
         self.records
             .values()
-            .filter(|r| r.status == crate::vocab::StepStatus::Waiting)
-            .filter_map(|r| match self.wf.step(&r.step_id).map(|s| &s.action) {
-                Some(Action::WaitForEvent { name, .. }) => Some(name.clone()),
-                _ => None,
-            })
+            .filter_map(|r| self.awaited_event(r))
             .collect()
     }
 

@@ -114,6 +114,8 @@ fn instance(id: &str, created: i64) -> InstanceRow {
         lease_expires_ms: None,
         created_at: at(created),
         updated_at: at(created),
+        parent: None,
+        depth: 0,
     }
 }
 

@@ -145,7 +145,9 @@ fn group(writes: &[Write]) -> Grouped<'_> {
                     _ => g.updates.push(w),
                 }
             }
-            Write::AttemptProcess { .. } => g.updates.push(w),
+            Write::AttemptProcess { .. } | Write::CreateChild(_) | Write::NotifyParent { .. } => {
+                g.updates.push(w);
+            }
             Write::Step(row) => match step_at.get(row.key.as_str()) {
                 Some(&n) => {
                     g.steps[n] = row;

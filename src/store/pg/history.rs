@@ -21,7 +21,7 @@ macro_rules! instance_cols {
              (SELECT source FROM definitions d WHERE d.hash = instances.definition_hash), definition_hash, \
              workflow_path, base_dir, inputs, state, error, wake_at, waiting_event, lease_owner, ",
             lease_left!(),
-            ", created_at, updated_at"
+            ", created_at, updated_at, parent_id, parent_key, parent_attempt, depth"
         )
     };
 }
@@ -49,7 +49,8 @@ pub(super) fn list_sql(f: &ListFilter) -> &'static str {
                 "SELECT id, workflow, status, '', definition_hash, \
                  workflow_path, base_dir, inputs, state, error, wake_at, waiting_event, lease_owner, ",
                 lease_left!(),
-                ", created_at, updated_at FROM instances WHERE true",
+                ", created_at, updated_at, parent_id, parent_key, parent_attempt, depth \
+                 FROM instances WHERE true",
                 $(" AND ", $cond,)*
                 " ORDER BY created_at DESC, seq DESC LIMIT $1"
             )
@@ -132,6 +133,15 @@ pub(super) fn instance_row(r: &Row) -> Result<InstanceRow> {
         lease_expires_ms: lease_expiry(get(r, 13)?),
         created_at: get(r, 14)?,
         updated_at: get(r, 15)?,
+        parent: match (get::<Option<String>>(r, 16)?, get(r, 17)?, get(r, 18)?) {
+            (Some(id), Some(key), Some(attempt)) => Some(ParentRef {
+                id: id.into(),
+                key,
+                attempt,
+            }),
+            _ => None,
+        },
+        depth: get(r, 19)?,
     })
 }
 
@@ -659,11 +669,21 @@ pub(super) fn insert_instance(i: &InstanceRow) -> Op {
         concat!(
             "INSERT INTO instances (id, workflow, status, definition_hash, workflow_path, base_dir, \
          inputs, state, error, wake_at, waiting_event, lease_owner, lease_expires_ms, created_at, \
-         updated_at) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,",
+         updated_at, parent_id, parent_key, parent_attempt, depth) \
+         VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,",
             server_ms!(),
-            " + $13,$14,$15) ON CONFLICT (id) DO NOTHING"
+            " + $13,$14,$15,$16,$17,$18,$19) ON CONFLICT (id) DO NOTHING"
         ),
-        instance_params(i),
+        {
+            let mut params = instance_params(i);
+            params.extend([
+                p(i.parent.as_ref().map(|x| x.id.to_string())),
+                p(i.parent.as_ref().map(|x| x.key.clone())),
+                p(i.parent.as_ref().map(|x| x.attempt)),
+                p(i.depth),
+            ]);
+            params
+        },
     )
 }
 

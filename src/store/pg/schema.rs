@@ -274,7 +274,13 @@ pub const MIGRATIONS: &[&str] = &[
     "#,
     // 8: sub-workflows, as SQLite's 11: a definition pins the definitions
     // of the workflows its `workflow:` steps call (path as written -> hash).
+    // A child instance records the `workflow:` step attempt that made it.
     r#"
     ALTER TABLE definitions ADD COLUMN children TEXT;
+    ALTER TABLE instances ADD COLUMN parent_id TEXT;
+    ALTER TABLE instances ADD COLUMN parent_key TEXT;
+    ALTER TABLE instances ADD COLUMN parent_attempt BIGINT;
+    ALTER TABLE instances ADD COLUMN depth BIGINT NOT NULL DEFAULT 0;
+    CREATE INDEX instances_by_parent ON instances(parent_id) WHERE parent_id IS NOT NULL;
     "#,
 ];

@@ -166,6 +166,21 @@ pub(super) fn write_op(id: &str, w: &Write) -> Op {
         // In a fenced transaction: the instance is ours. Idle workers are
         // woken, as by `release`, when it commits.
         Write::Release => Op::Exec(RELEASE_IN_COMMIT, vec![p(id)]),
+        Write::CreateChild(child) => super::history::insert_instance(child),
+        Write::NotifyParent {
+            parent,
+            name,
+            payload,
+        } => Op::Exec(
+            "INSERT INTO events (instance_id, name, payload, traceparent, received_at) \
+             VALUES ($1, $2, $3, NULL, $4)",
+            vec![
+                p(parent.to_string()),
+                p(name.clone()),
+                p(payload.to_string()),
+                p(Timestamp::now()),
+            ],
+        ),
     }
 }
 

@@ -37,12 +37,12 @@ pub(super) fn json_col(row: &Row, idx: usize) -> rusqlite::Result<Value> {
 const INSTANCE_COLS: &str = "id, workflow, status, \
     (SELECT source FROM definitions d WHERE d.hash = instances.definition_hash), definition_hash, \
     workflow_path, base_dir, inputs, state, error, wake_at, waiting_event, lease_owner, lease_expires_ms, \
-    created_at, updated_at";
+    created_at, updated_at, parent_id, parent_key, parent_attempt, depth";
 
 /// The same columns without the definition text, for listings.
 const INSTANCE_SUMMARY_COLS: &str = "id, workflow, status, '', definition_hash, \
     workflow_path, base_dir, inputs, state, error, wake_at, waiting_event, lease_owner, lease_expires_ms, \
-    created_at, updated_at";
+    created_at, updated_at, parent_id, parent_key, parent_attempt, depth";
 
 fn instance_from_row(r: &Row) -> rusqlite::Result<InstanceRow> {
     Ok(InstanceRow {
@@ -62,6 +62,21 @@ fn instance_from_row(r: &Row) -> rusqlite::Result<InstanceRow> {
         lease_expires_ms: r.get(13)?,
         created_at: r.get(14)?,
         updated_at: r.get(15)?,
+        parent: parent_of(r.get(16)?, r.get(17)?, r.get(18)?),
+        depth: r.get(19)?,
+    })
+}
+
+/// A child's [`ParentRef`] from its columns (all set, or none).
+pub(super) fn parent_of(
+    id: Option<String>,
+    key: Option<String>,
+    attempt: Option<i64>,
+) -> Option<ParentRef> {
+    Some(ParentRef {
+        id: id?.into(),
+        key: key?,
+        attempt: attempt?,
     })
 }
 
@@ -130,8 +145,10 @@ pub(super) fn insert_instance_row(c: &Connection, i: &InstanceRow) -> Result<()>
     cached(
         c,
         "INSERT INTO instances (id, workflow, status, definition_hash, workflow_path, base_dir, inputs, state, \
-         error, wake_at, waiting_event, lease_owner, lease_expires_ms, created_at, updated_at) \
-         VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15)",
+         error, wake_at, waiting_event, lease_owner, lease_expires_ms, created_at, updated_at, \
+         parent_id, parent_key, parent_attempt, depth) \
+         VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,?17,?18,?19) \
+         ON CONFLICT(id) DO NOTHING",
         params![
             i.id,
             i.workflow,
@@ -147,7 +164,11 @@ pub(super) fn insert_instance_row(c: &Connection, i: &InstanceRow) -> Result<()>
             i.lease_owner,
             i.lease_expires_ms,
             i.created_at,
-            i.updated_at
+            i.updated_at,
+            i.parent.as_ref().map(|p| p.id.as_str()),
+            i.parent.as_ref().map(|p| p.key.as_str()),
+            i.parent.as_ref().map(|p| p.attempt),
+            i.depth,
         ],
     )?;
     Ok(())

@@ -170,10 +170,23 @@ pub const MIGRATIONS: &[&str] = &[
     // 11: sub-workflows. A definition pins the definitions of the workflows
     // its `workflow:` steps call, by the path as written: a resume runs the
     // children it was started with, whatever their files say now.
+    // A child instance records the `workflow:` step attempt that made it.
     r#"
     ALTER TABLE definitions ADD COLUMN children TEXT;  -- JSON object: path as written -> hash
+    ALTER TABLE instances ADD COLUMN parent_id TEXT;        -- the parent instance, for a child
+    ALTER TABLE instances ADD COLUMN parent_key TEXT;       -- the parent's unit key (step or item)
+    ALTER TABLE instances ADD COLUMN parent_attempt INTEGER;
+    ALTER TABLE instances ADD COLUMN depth INTEGER NOT NULL DEFAULT 0;  -- parents above it
     "#,
+    // 12: a parent's children, found by its id ([`PARENT_INDEX`]).
+    PARENT_INDEX,
 ];
+
+// 12: `wf inspect PARENT` and a parent's cancel find its children off an
+// index that holds only children.
+const PARENT_INDEX: &str = r#"
+    CREATE INDEX instances_by_parent ON instances(parent_id) WHERE parent_id IS NOT NULL;
+    "#;
 
 // 8: schedules (`wf schedule add`). A row per `on.schedule` entry holds
 // the next fire time not yet taken; a worker takes a fire time by moving
@@ -232,9 +245,9 @@ const LIST_INDEXES: &str = r#"
 /// creation order are those of the migrated schema; the test
 /// `current_is_what_the_migrations_make` compares the two. The migrations
 /// that only create are shared.
-pub const CURRENT: &[&str] = &[CORE, SCHEDULES, LIST_INDEXES];
+pub const CURRENT: &[&str] = &[CORE, SCHEDULES, LIST_INDEXES, PARENT_INDEX];
 
-/// What the migrations other than 8 and 10 left: every table but the
+/// What the migrations other than 8, 10 and 12 left: every table but the
 /// schedules', with the columns later migrations added.
 const CORE: &str = r#"
     -- Pinned workflow definitions, shared by the instances started from the
@@ -266,7 +279,11 @@ const CORE: &str = r#"
         updated_at       TEXT NOT NULL,
         cancel_requested INTEGER NOT NULL DEFAULT 0,
         lease_epoch      INTEGER NOT NULL DEFAULT 0,  -- the fencing token
-        outputs          TEXT               -- JSON object, set when the instance completes
+        outputs          TEXT,              -- JSON object, set when the instance completes
+        parent_id        TEXT,              -- the parent instance, for a child
+        parent_key       TEXT,              -- the parent's unit key (step or item)
+        parent_attempt   INTEGER,
+        depth            INTEGER NOT NULL DEFAULT 0   -- parents above it
     );
     CREATE INDEX instances_by_created ON instances(created_at);
     CREATE INDEX instances_by_status ON instances(status, wake_at);

@@ -60,6 +60,12 @@ fn apply(c: &Connection, id: &str, w: &Write) -> Result<()> {
         } => start_run(c, id, *run, trace, restart_from.as_deref()),
         Write::FinishRun { run, outcome } => finish_run(c, id, *run, outcome),
         Write::Release => release_instance(c, id),
+        Write::CreateChild(child) => super::history::insert_instance_row(c, child),
+        Write::NotifyParent {
+            parent,
+            name,
+            payload,
+        } => super::history::insert_event(c, parent, name, payload, None, false),
     }
 }
 

@@ -84,6 +84,7 @@ fn run_data() -> RunData {
         base_dir: std::path::PathBuf::from("/work"),
         live_dir: None,
         trace_id: "0af7651916cd43dd8448eb211c80319c".into(),
+        depth: 0,
         caller: (
             opentelemetry::trace::TraceFlags::SAMPLED,
             opentelemetry::trace::TraceState::default(),

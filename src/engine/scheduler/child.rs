@@ -1,0 +1,207 @@
+//! A `workflow:` unit: each attempt creates exactly one child instance, in
+//! the transaction that records the attempt (`Write::CreateChild`), with an
+//! id derived from the parent, the unit and the attempt, so no crash can
+//! make two. The unit then waits, as a `wait_for_event` unit does, for the
+//! event the child's last commit delivers to the parent
+//! (`Write::NotifyParent`): whoever ends the child (this process, a `wf
+//! resume CHILD`, a worker elsewhere) wakes the parent. The attempt ends
+//! with the child: `ok` with its `outputs`, or `child.failed` /
+//! `child.canceled`. The driver is told to run each new child
+//! ([`Effect::RunChild`]), and the children a resumed run finds open.
+
+use super::*;
+use crate::store::{InstanceRow, ParentRef};
+use crate::vocab::{InstanceStatus, StepStatus};
+use crate::workflow::ChildCall;
+
+/// Children of children of ... this deep at most (docs/workflow-file.md).
+pub const MAX_DEPTH: i64 = 16;
+
+/// The event a child's end delivers to its parent.
+pub fn child_event(child: &InstanceId) -> String {
+    format!("child:{child}")
+}
+
+impl Scheduler {
+    /// The id of the child of attempt `attempt` of unit `key`: 32 hex
+    /// digits, as a random id has, derived from the parent's id, the unit
+    /// key (step and item) and the attempt. (Not the parent's id with a
+    /// suffix: ids are shown and typed by their first 12 characters, which
+    /// would then be the parent's.)
+    pub fn child_id(&self, key: &str, attempt: i64) -> InstanceId {
+        let text = format!("wf child\0{}\0{key}\0{attempt}", self.run.id);
+        let hash = crate::workflow::validate::hash_source(&text);
+        InstanceId::from(hash[..32].to_string())
+    }
+
+    /// The event a row waits for: its `wait_for_event`'s name, or the end
+    /// of the child its `workflow:` attempt made.
+    pub fn awaited_event(&self, rec: &StepRow) -> Option<String> {
+        if rec.status != StepStatus::Waiting {
+            return None;
+        }
+        match self.wf.step(&rec.step_id).map(|s| &s.action) {
+            Some(Action::WaitForEvent { name, .. }) => Some(name.clone()),
+            Some(Action::Workflow(_)) => Some(child_event(&self.child_id(&rec.key, rec.attempts))),
+            _ => None,
+        }
+    }
+
+    /// Whether `rec` is a unit waiting on the child its last attempt made.
+    pub fn waits_on_child(wf: &Workflow, rec: &StepRow) -> bool {
+        rec.status == StepStatus::Waiting
+            && !UnitKey::parse(&rec.key).compensation
+            && matches!(
+                wf.step(&rec.step_id).map(|s| &s.action),
+                Some(Action::Workflow(_))
+            )
+    }
+
+    /// Starts a `workflow:` unit: takes its child's end if it came, else
+    /// (a first attempt, or a retry) creates the attempt's child.
+    pub(super) fn start_child(
+        &mut self,
+        unit: &Unit,
+        call: &ChildCall,
+        now: Timestamp,
+        spans: &mut dyn SpanIds,
+    ) -> Started {
+        let key = unit.key(&self.wf);
+        let rec = self.record(unit);
+        if rec.status == StepStatus::Waiting {
+            let attempt = rec.attempts;
+            let elapsed = rec.started_at.map_or(Duration::ZERO, |t| now.since(t));
+            let child = self.child_id(&key, attempt);
+            let name = child_event(&child);
+            let Some(at) = self.events.iter().position(|e| e.name == name) else {
+                return Started::Blocked;
+            };
+            let event = self.events.remove(at);
+            self.writes.push(Write::TakeEvent {
+                event: event.id,
+                key: key.clone(),
+            });
+            self.open_children.remove(&key);
+            let result = child_result(&child, &event.payload);
+            self.settle_result(unit, attempt, result, elapsed, now);
+            return Started::Settled;
+        }
+        let Some(child) = self.wf.children.get(&call.path).cloned() else {
+            let f = Failure::new(
+                ErrorType::Other("definition".into()),
+                format!(
+                    "the definition of `{}` was not pinned with the workflow",
+                    call.path
+                ),
+            );
+            self.fail_now(unit, f, now, spans);
+            return Started::Settled;
+        };
+        if self.run.depth >= MAX_DEPTH {
+            let f = Failure::new(
+                ErrorType::Expression,
+                format!(
+                    "workflows nest deeper than {MAX_DEPTH} levels: `{}` is not started",
+                    call.path
+                ),
+            );
+            self.fail_now(unit, f, now, spans);
+            return Started::Settled;
+        }
+        let with = Value::Object(call.with.clone());
+        let inputs = template::render_tree(&with, self.ctx.value())
+            .map_err(|e| e.to_string())
+            .and_then(|v| match v {
+                Value::Object(given) => {
+                    crate::engine::resolve_inputs(&child, given).map_err(|e| e.to_string())
+                }
+                _ => Err("not a mapping".into()),
+            });
+        let mut inputs = match inputs {
+            Ok(v) => v,
+            Err(e) => {
+                let f = Failure::new(ErrorType::Expression, format!("`with`: {e}"));
+                self.fail_now(unit, f, now, spans);
+                return Started::Settled;
+            }
+        };
+        self.redactor.value(&mut inputs);
+        let attempt = self.begin_attempt(unit, true, now, spans);
+        let id = self.child_id(&key, attempt);
+        let file = self.run.base_dir.join(&call.path);
+        let base_dir = file
+            .parent()
+            .map_or_else(|| self.run.base_dir.clone(), std::path::Path::to_path_buf);
+        self.writes.push(Write::CreateChild(Box::new(InstanceRow {
+            id: id.clone(),
+            workflow: child.name.clone(),
+            status: InstanceStatus::Running,
+            definition: child.source.clone(),
+            definition_hash: child.hash.clone(),
+            workflow_path: file.display().to_string(),
+            base_dir: base_dir.display().to_string(),
+            inputs,
+            state: Value::Object(child.state.clone()),
+            error: None,
+            wake_at: None,
+            waiting_event: None,
+            lease_owner: None,
+            lease_expires_ms: None,
+            created_at: now,
+            updated_at: now,
+            parent: Some(ParentRef {
+                id: self.run.id.clone(),
+                key: key.clone(),
+                attempt,
+            }),
+            depth: self.run.depth + 1,
+        })));
+        let rec = self.record(unit);
+        rec.status = StepStatus::Waiting;
+        rec.retry_at = None;
+        self.put(unit);
+        self.open_children.insert(key);
+        self.effects.push(Effect::RunChild { id });
+        Started::Blocked
+    }
+
+    /// The open children a run starts with (made by an earlier run): the
+    /// driver runs them, unless they ended or another process has them.
+    pub(super) fn run_open_children(&mut self) {
+        let mut keys: Vec<&String> = self.open_children.iter().collect();
+        keys.sort();
+        let ids: Vec<InstanceId> = keys
+            .into_iter()
+            .filter_map(|k| self.records.get(k))
+            .map(|r| self.child_id(&r.key, r.attempts))
+            .collect();
+        self.effects
+            .extend(ids.into_iter().map(|id| Effect::RunChild { id }));
+    }
+}
+
+/// What a child's end means for the attempt that made it (the event's
+/// payload: `{status, outputs, error}`).
+fn child_result(child: &InstanceId, payload: &str) -> AttemptResult {
+    let v: Value = serde_json::from_str(payload).unwrap_or(Value::Null);
+    match v.get("status").and_then(Value::as_str) {
+        Some("completed") => ok(match v.get("outputs") {
+            Some(o) if !o.is_null() => o.clone(),
+            _ => Value::Object(Map::new()),
+        }),
+        Some("canceled") => AttemptResult::failed(Failure::new(
+            ErrorType::ChildCanceled,
+            format!("child {child} was canceled"),
+        )),
+        _ => AttemptResult::failed(Failure::new(
+            ErrorType::ChildFailed,
+            format!(
+                "child {child} failed{}",
+                v.get("error")
+                    .and_then(Value::as_str)
+                    .map(|e| format!(": {e}"))
+                    .unwrap_or_default()
+            ),
+        )),
+    }
+}
