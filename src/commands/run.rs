@@ -243,10 +243,34 @@ pub fn report(
                 "instance {id} sleeping until {wake}; continue with `wf resume {short}` (or `wf worker`)"
             )
         }
-        RunOutcome::Waiting(event) => {
-            format!(
-                "instance {id} waiting for event `{event}`; deliver it with `wf signal {short} {event}`"
-            )
+        RunOutcome::Waiting(events) => {
+            // Child instances' ends come by themselves; events are sent.
+            let (children, events): (Vec<&str>, Vec<&str>) = events
+                .split(',')
+                .partition(|e| e.starts_with(crate::engine::CHILD_EVENT_PREFIX));
+            let children: Vec<&str> = children
+                .iter()
+                .map(|c| &c[crate::engine::CHILD_EVENT_PREFIX.len()..])
+                .collect();
+            let mut parts = Vec::new();
+            if !events.is_empty() {
+                let events = events.join(",");
+                parts.push(format!(
+                    "for event `{events}`; deliver it with `wf signal {short} {events}`"
+                ));
+            }
+            match children[..] {
+                [] => {}
+                [child] => parts.push(format!(
+                    "for child instance {child}; continue it with `wf resume {}` (or `wf worker`)",
+                    &child[..child.len().min(12)]
+                )),
+                _ => parts.push(format!(
+                    "for child instances {}; continue them with `wf resume ID` (or `wf worker`)",
+                    children.join(", ")
+                )),
+            }
+            format!("instance {id} waiting {}", parts.join("; and "))
         }
         RunOutcome::Canceled => format!("instance {id} canceled"),
         RunOutcome::Interrupted => {

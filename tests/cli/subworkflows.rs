@@ -1,11 +1,15 @@
 //! `workflow:` steps (docs/workflow-file.md, sub-workflows), as far as they
 //! are built: the calling file and every file it calls are read and checked
 //! before anything runs, each error named with its own file, line and
-//! column, exit 2, nothing written. Running children is not built yet:
-//! `wf run` and `wf schedule add` refuse such a workflow before writing
-//! anything.
+//! column, exit 2, nothing written; children run in the parent's process,
+//! one per attempt (and item), their outputs the step's output, their
+//! failure the step's `child.failed`; a child that suspends suspends its
+//! parent until whoever ends it; a parent killed while its child runs is
+//! finished by `wf resume`, with one child. (`wf schedule add` refuses such
+//! a workflow: a schedule does not pin the children yet.)
 
 use crate::{Ran, Test};
+use serde_json::Value;
 
 const CHILD: &str = "name: deploy-region
 inputs:
@@ -208,24 +212,187 @@ fn the_step_keys_are_checked_where_they_stand() {
 }
 
 #[test]
-fn running_children_is_refused_before_anything_is_written() {
+fn scheduling_a_workflow_that_calls_workflows_is_refused() {
     let t = with_child(CHILD);
     t.write("release.yaml", &parent("with: { region: \"${{ item }}\" }"));
-    t.wf(&["validate", "release.yaml"]).code(0);
-    let ran = t.wf(&["run", "release.yaml"]);
-    ran.code(2);
-    assert!(
-        ran.stderr
-            .contains("step `deploy`: `workflow:` steps (here `./children/deploy.yaml`) cannot run in this version of wf"),
-        "{}",
-        ran.stderr
-    );
-    assert!(!t.database_written(), "a refused run wrote the database");
     let ran = t.wf(&["schedule", "add", "release.yaml"]);
     ran.code(2);
     assert!(
-        ran.stderr.contains("cannot run in this version of wf"),
+        ran.stderr.contains("cannot be scheduled yet"),
         "{}",
         ran.stderr
+    );
+    assert!(
+        !t.database_written(),
+        "a refused schedule wrote the database"
+    );
+}
+
+/// The instances of `t`, as `wf list --json` shows them.
+fn instances(t: &Test) -> Vec<Value> {
+    t.wf(&["list", "--json", "--limit", "1000"])
+        .code(0)
+        .json()
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+}
+
+/// The ids of the instances of workflow `name`.
+fn ids_of(t: &Test, name: &str) -> Vec<String> {
+    instances(t)
+        .iter()
+        .filter(|i| i["workflow"] == name)
+        .map(|i| i["id"].as_str().unwrap_or_default().to_string())
+        .collect()
+}
+
+#[test]
+fn children_run_in_the_parents_process_and_their_outputs_are_the_steps_output() {
+    let t = with_child(CHILD);
+    t.write(
+        "release.yaml",
+        &format!(
+            "{}  - id: after\n    run: echo '${{{{ toJSON(steps.deploy.output) }}}}'\n",
+            parent("with: { region: \"${{ item }}\", version: \"1.2\" }")
+        )
+        .replace("[eu, us]", "[eu, us, ap]"),
+    );
+    let ran = t.wf(&["run", "release.yaml", "--id", "rel", "--json"]);
+    ran.code(0);
+    assert_eq!(ran.json()["status"], "completed");
+    let children = ids_of(&t, "deploy-region");
+    assert_eq!(children.len(), 3, "one child per item: {children:?}");
+    let inspect = t.inspect("rel");
+    let deploy = Test::step(&inspect, "deploy");
+    assert_eq!(deploy["status"], "completed");
+    let out: Value = serde_json::from_str(
+        t.wf(&["logs", "rel", "after"])
+            .code(0)
+            .stdout
+            .clone()
+            .trim(),
+    )
+    .expect("the output as JSON");
+    let regions: Vec<&str> = out
+        .as_array()
+        .expect("a list")
+        .iter()
+        .map(|o| o["region"].as_str().unwrap_or_default())
+        .collect();
+    assert_eq!(regions, ["eu", "us", "ap"], "in item order");
+    // Each child ran its own step, with the inputs it was given.
+    for child in &children {
+        let logs = t.wf(&["logs", child, "deploy"]).code(0).stdout.clone();
+        assert!(logs.starts_with("deploying 1.2 to "), "{logs}");
+    }
+}
+
+#[test]
+fn a_failed_child_fails_its_step_with_the_childs_error() {
+    let t = with_child(
+        "name: deploy-region\ninputs: { region: { required: true } }\nsteps:\n  - id: deploy\n    run: echo refused >&2; exit 3\n",
+    );
+    t.write(
+        "release.yaml",
+        "name: release\nsteps:\n  - id: deploy\n    workflow: children/deploy.yaml\n    with: { region: eu }\n",
+    );
+    let ran = t.wf(&["run", "release.yaml", "--id", "rel"]);
+    ran.code(1);
+    let inspect = t.inspect("rel");
+    let step = Test::step(&inspect, "deploy");
+    assert_eq!(step["status"], "failed");
+    assert_eq!(step["error_type"], "child.failed");
+    let message = step["error_message"].as_str().unwrap_or_default();
+    let child = &ids_of(&t, "deploy-region")[0];
+    assert!(
+        message.starts_with(&format!(
+            "child {child} failed: step `deploy` failed (exit.3"
+        )) && message.contains("refused"),
+        "{message}"
+    );
+}
+
+#[test]
+fn a_child_that_waits_suspends_its_parent_until_whoever_ends_it() {
+    let t = with_child(
+        "name: deploy-region\nsteps:\n  - id: gate\n    wait_for_event: { name: go }\noutputs: { v: \"${{ steps.gate.output.json.v }}\" }\n",
+    );
+    t.write(
+        "release.yaml",
+        "name: release\nsteps:\n  - id: deploy\n    workflow: children/deploy.yaml\n  - id: show\n    run: echo \"got ${{ steps.deploy.output.v }}\"\n",
+    );
+    let ran = t.wf(&["run", "release.yaml", "--id", "rel"]);
+    ran.code(3);
+    let child = ids_of(&t, "deploy-region").remove(0);
+    assert!(
+        ran.stdout.contains(&format!(
+            "instance rel waiting for child instance {child}; continue it with `wf resume {}`",
+            &child[..12]
+        )),
+        "{}",
+        ran.stdout
+    );
+    let waiting = |id: &str| {
+        instances(&t)
+            .iter()
+            .find(|i| i["id"] == id)
+            .map(|i| i["status"].clone())
+    };
+    assert_eq!(waiting("rel"), Some("waiting".into()));
+    assert_eq!(waiting(&child), Some("waiting".into()));
+    // The child is an instance like any other: signaled and resumed on its own.
+    t.wf(&["signal", &child, "go", "--data", "{\"v\": 7}"])
+        .code(0);
+    t.wf(&["resume", &child]).code(0);
+    // Its end made the parent due: one worker sweep finishes it.
+    t.wf(&["worker", "--once"]).code(0);
+    assert_eq!(waiting("rel"), Some("completed".into()));
+    assert_eq!(
+        t.wf(&["logs", "rel", "show"]).code(0).stdout.clone(),
+        "got 7\n"
+    );
+}
+
+#[test]
+fn a_parent_killed_while_its_child_runs_is_finished_by_resume_with_one_child() {
+    let t = with_child(
+        "name: deploy-region\nsteps:\n  - id: deploy\n    run: echo ran >> ../side.txt; while [ ! -e ../go ]; do sleep 0.01; done\n",
+    );
+    t.write(
+        "release.yaml",
+        "name: release\nsteps:\n  - id: deploy\n    workflow: children/deploy.yaml\n  - id: after\n    run: echo after\n",
+    );
+    let mut bg = crate::durable::spawn(&t, &["run", "release.yaml", "--id", "rel"]);
+    let side = t.path().join("side.txt");
+    crate::durable::eventually("the child's step to start", || side.exists());
+    bg.kill9();
+    let _ = bg.exited();
+    std::fs::write(t.path().join("go"), "").expect("go");
+    let ran = t.wf(&["resume", "rel"]);
+    ran.code(0);
+    let children = ids_of(&t, "deploy-region");
+    assert_eq!(children.len(), 1, "exactly one child: {children:?}");
+    let child = t.inspect(&children[0]);
+    let attempts = Test::step(&child, "deploy")["attempts"]
+        .as_i64()
+        .unwrap_or(0);
+    let ran_lines = std::fs::read_to_string(&side)
+        .expect("side")
+        .lines()
+        .count();
+    assert_eq!(
+        ran_lines as i64, attempts,
+        "the child's step ran once per recorded attempt"
+    );
+    assert_eq!(attempts, 2, "the killed attempt crashed and ran again");
+    assert_eq!(
+        Test::step(&t.inspect("rel"), "after")["status"],
+        "completed"
+    );
+    assert_eq!(
+        Test::step(&t.inspect("rel"), "deploy")["attempts"],
+        1,
+        "one attempt: the child's"
     );
 }

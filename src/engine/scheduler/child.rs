@@ -17,9 +17,12 @@ use crate::workflow::ChildCall;
 /// Children of children of ... this deep at most (docs/workflow-file.md).
 pub const MAX_DEPTH: i64 = 16;
 
+/// What the name of a child's end event starts with.
+pub const CHILD_EVENT_PREFIX: &str = "child:";
+
 /// The event a child's end delivers to its parent.
 pub fn child_event(child: &InstanceId) -> String {
-    format!("child:{child}")
+    format!("{CHILD_EVENT_PREFIX}{child}")
 }
 
 impl Scheduler {
