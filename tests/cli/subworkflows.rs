@@ -396,3 +396,93 @@ fn a_parent_killed_while_its_child_runs_is_finished_by_resume_with_one_child() {
         "one attempt: the child's"
     );
 }
+
+/// A child that compensates its first step into `../order.txt`, says so
+/// with `../prepped` once that step's result is committed (the next step
+/// starts after that commit), and waits.
+const WAITING_CHILD: &str = "name: deploy-region
+steps:
+  - id: prep
+    run: echo prep
+    compensate: { run: echo child-undo >> ../order.txt }
+  - id: mark
+    run: touch ../prepped
+  - id: gate
+    wait_for_event: { name: go }
+";
+
+/// A parent whose first step compensates into `order.txt`, then calls the
+/// waiting child (`on_parent_end` as given), and then, unless `fail` is
+/// empty, a step that fails once the child waits.
+fn waiting_parent(on_parent_end: &str, fail: &str) -> String {
+    format!(
+        "name: release
+steps:
+  - id: setup
+    run: echo setup
+    compensate: {{ run: echo parent-undo >> order.txt }}
+  - id: deploy
+    workflow: children/deploy.yaml
+    on_parent_end: {on_parent_end}
+{fail}"
+    )
+}
+
+fn status_of(t: &Test, id: &str) -> String {
+    instances(t)
+        .iter()
+        .find(|i| i["id"] == id)
+        .and_then(|i| i["status"].as_str())
+        .unwrap_or_default()
+        .to_string()
+}
+
+#[test]
+fn canceling_a_parent_cancels_its_children_first() {
+    let t = with_child(WAITING_CHILD);
+    t.write("release.yaml", &waiting_parent("cancel", ""));
+    t.wf(&["run", "release.yaml", "--id", "rel"]).code(3);
+    let child = ids_of(&t, "deploy-region").remove(0);
+    assert_eq!(status_of(&t, &child), "waiting");
+    t.wf(&["cancel", "rel"]).code(0);
+    assert_eq!(status_of(&t, &child), "canceled");
+    assert_eq!(status_of(&t, "rel"), "canceled");
+    assert_eq!(
+        t.read("order.txt"),
+        "child-undo\nparent-undo\n",
+        "the child's compensations before the parent's"
+    );
+    let step = Test::step(&t.inspect("rel"), "deploy").clone();
+    assert_eq!(step["status"], "canceled");
+}
+
+#[test]
+fn terminating_a_parent_terminates_its_children() {
+    let t = with_child(WAITING_CHILD);
+    t.write("release.yaml", &waiting_parent("cancel", ""));
+    t.wf(&["run", "release.yaml", "--id", "rel"]).code(3);
+    let child = ids_of(&t, "deploy-region").remove(0);
+    t.wf(&["cancel", "rel", "--terminate"]).code(0);
+    assert_eq!(status_of(&t, &child), "canceled");
+    assert_eq!(status_of(&t, "rel"), "canceled");
+    assert_eq!(t.read("order.txt"), "", "nothing compensated");
+}
+
+#[test]
+fn a_parent_that_fails_cancels_its_open_children_unless_it_abandons_them() {
+    // Fails once the child has something to compensate.
+    let fail = "  - id: boom\n    needs: [setup]\n    run: while [ ! -e prepped ]; do sleep 0.01; done; exit 5\n";
+    for (mode, child_after, order) in [
+        ("cancel", "canceled", "child-undo\nparent-undo\n"),
+        ("terminate", "canceled", "parent-undo\n"),
+        ("abandon", "waiting", "parent-undo\n"),
+    ] {
+        let t = with_child(WAITING_CHILD);
+        t.write("release.yaml", &waiting_parent(mode, fail));
+        t.wf(&["run", "release.yaml", "--id", "rel"]).code(1);
+        let child = ids_of(&t, "deploy-region").remove(0);
+        assert_eq!(status_of(&t, "rel"), "failed", "{mode}");
+        assert_eq!(status_of(&t, &child), child_after, "{mode}");
+        assert_eq!(t.read("order.txt"), order, "{mode}");
+    }
+}

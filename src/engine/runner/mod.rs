@@ -27,7 +27,7 @@ use super::scheduler::{Effect, Input, Job, Note, RunData, Scheduler, Settled, Se
 use super::{AttemptResult, EngineError, Failure, Observer, http, shell};
 use crate::store::{self, Fence, StepRow, Store, Write};
 use crate::telemetry::{self, recorder};
-use crate::vocab::{InstanceId, Timestamp};
+use crate::vocab::{CancelRequest, InstanceId, Timestamp};
 use crate::workflow::Workflow;
 use opentelemetry::KeyValue;
 use opentelemetry::trace::Status;
@@ -156,6 +156,8 @@ struct Applied {
     spawns: Vec<Spawn>,
     /// Child instances to run once the coming commit made them.
     children: Vec<InstanceId>,
+    /// Child instances to cancel (or terminate: true) as the parent ends early.
+    ending: Vec<(InstanceId, bool)>,
     /// Decide again at once (after committing).
     again: bool,
     /// The run is over.
@@ -354,6 +356,18 @@ impl<'o> Runner<'o> {
             for id in applied.children {
                 self.children.start(id, self.opts.inline_wait);
             }
+            for (id, terminate) in applied.ending {
+                // Asked, then run here: a suspended child has no process to
+                // see the request (one that runs elsewhere or here sees it,
+                // and this run of it is refused).
+                let ask = if terminate {
+                    CancelRequest::Terminate
+                } else {
+                    CancelRequest::Cancel
+                };
+                store.request_cancel(&id, ask).await?;
+                self.children.start(id, self.opts.inline_wait);
+            }
             drop(commit_spans);
             self.record_groups(store).await?;
             self.output_files.tidy();
@@ -500,6 +514,7 @@ impl<'o> Runner<'o> {
                     }
                 }
                 Effect::RunChild { id } => applied.children.push(id),
+                Effect::EndChild { id, terminate } => applied.ending.push((id, terminate)),
                 Effect::Again => applied.again = true,
                 Effect::End(outcome) => applied.end = Some(outcome),
             }

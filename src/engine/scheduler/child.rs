@@ -12,7 +12,7 @@
 use super::*;
 use crate::store::{InstanceRow, ParentRef};
 use crate::vocab::{InstanceStatus, StepStatus};
-use crate::workflow::ChildCall;
+use crate::workflow::{ChildCall, OnParentEnd};
 
 /// Children of children of ... this deep at most (docs/workflow-file.md).
 pub const MAX_DEPTH: i64 = 16;
@@ -85,7 +85,14 @@ impl Scheduler {
                 key: key.clone(),
             });
             self.open_children.remove(&key);
-            let result = child_result(&child, &event.payload);
+            let mut result = child_result(&child, &event.payload);
+            // Canceled because this run cancels: the attempt is canceled,
+            // not failed (as an attempt this run stopped is).
+            if self.stop == Some(Stop::Cancel)
+                && matches!(&result.outcome, Err(f) if f.error_type == ErrorType::ChildCanceled)
+            {
+                result.interrupted = true;
+            }
             self.settle_result(unit, attempt, result, elapsed, now);
             return Started::Settled;
         }
@@ -166,6 +173,72 @@ impl Scheduler {
         self.open_children.insert(key);
         self.effects.push(Effect::RunChild { id });
         Started::Blocked
+    }
+
+    /// The `on_parent_end` of the call unit `key` made.
+    fn on_parent_end(&self, key: &str) -> OnParentEnd {
+        let step = UnitKey::parse(key).step;
+        match self.wf.step(step).map(|s| &s.action) {
+            Some(Action::Workflow(call)) => call.on_parent_end,
+            _ => OnParentEnd::Abandon,
+        }
+    }
+
+    /// Whether children are open that the parent, ending early, waits for
+    /// (all but those it abandons).
+    pub fn children_blocking(&self) -> bool {
+        self.open_children
+            .iter()
+            .any(|k| self.on_parent_end(k) != OnParentEnd::Abandon)
+    }
+
+    /// The units waiting on their children, in key order.
+    pub(super) fn open_child_units(&self) -> Vec<Unit> {
+        let mut keys: Vec<&String> = self.open_children.iter().collect();
+        keys.sort();
+        keys.into_iter()
+            .filter_map(|k| {
+                let key = UnitKey::parse(k);
+                let idx = self.wf.steps.iter().position(|s| s.id == key.step)?;
+                Some(Unit {
+                    idx,
+                    item: key.item,
+                    compensation: false,
+                })
+            })
+            .collect()
+    }
+
+    /// The parent ends early (it failed, is canceled, or timed out): its
+    /// open children are canceled (terminated with `--terminate` or
+    /// `on_parent_end: terminate`) before its own compensations run, but
+    /// those it abandons. Each is asked once.
+    pub(super) fn end_children(&mut self) {
+        if !self.compensating() {
+            return;
+        }
+        let mut keys: Vec<String> = self
+            .open_children
+            .iter()
+            .filter(|k| !self.children_ending.contains(*k))
+            .cloned()
+            .collect();
+        keys.sort();
+        for key in keys {
+            let mode = self.on_parent_end(&key);
+            self.children_ending.insert(key.clone());
+            if mode == OnParentEnd::Abandon {
+                continue;
+            }
+            let Some(rec) = self.records.get(&key) else {
+                continue;
+            };
+            let id = self.child_id(&key, rec.attempts);
+            self.effects.push(Effect::EndChild {
+                id,
+                terminate: self.terminate || mode == OnParentEnd::Terminate,
+            });
+        }
     }
 
     /// The open children a run starts with (made by an earlier run): the

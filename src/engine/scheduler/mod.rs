@@ -225,6 +225,9 @@ pub struct Scheduler {
     pub open_children: HashSet<String>,
     /// Whether the children this run found open were handed to the driver.
     children_started: bool,
+    /// Units whose children were asked to end (or left to run) because the
+    /// parent ends early.
+    children_ending: HashSet<String>,
 }
 
 impl Scheduler {
@@ -336,6 +339,7 @@ impl Scheduler {
             last_event: 0,
             open_children,
             children_started: false,
+            children_ending: HashSet::new(),
         };
         s.frontier = (0..s.wf.steps.len())
             .filter(|&i| s.deps_satisfied(i) && !s.ended(i))

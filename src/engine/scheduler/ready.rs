@@ -17,13 +17,18 @@ impl Scheduler {
     /// Units that may start now, in a deterministic order.
     pub fn candidates(&mut self, now: Timestamp) -> Vec<Unit> {
         if self.compensating() {
-            // Handlers first (`if: failure()`, `always()`, `cancelled()`),
-            // then the compensations.
-            let ready = self.ready_handlers(now);
-            if !ready.is_empty() || self.handler_running() {
-                return ready;
+            // Units waiting on their children are looked at (their ends
+            // come, canceled: `end_children`); handlers first (`if:
+            // failure()`, `always()`, `cancelled()`); the compensations once
+            // the children that are to end have.
+            let handlers = self.ready_handlers(now);
+            let hold = !handlers.is_empty() || self.handler_running() || self.children_blocking();
+            let mut ready = self.open_child_units();
+            ready.extend(handlers);
+            if !hold {
+                ready.extend(self.next_compensation(now));
             }
-            return self.next_compensation(now).into_iter().collect();
+            return ready;
         }
         let mut out = Vec::new();
         // Only the frontier is looked at: steps whose needs are met and that
@@ -307,6 +312,7 @@ impl Scheduler {
             if self.handler_running()
                 || !self.ready_handlers(now).is_empty()
                 || self.compensations_pending()
+                || self.children_blocking()
             {
                 return None;
             }

@@ -88,6 +88,12 @@ pub enum Effect {
     /// step, once the writes that create it are committed, or found open
     /// by this run), unless another process has it or it ended.
     RunChild { id: crate::vocab::InstanceId },
+    /// The parent ends early: ask child `id` to cancel (or terminate), and
+    /// run it here if no process does.
+    EndChild {
+        id: crate::vocab::InstanceId,
+        terminate: bool,
+    },
     /// Decide again now, after committing: more is ready than one
     /// transaction holds, an awaited event arrived, or the outputs failed
     /// to render and the compensations are to run.
@@ -187,6 +193,7 @@ impl Scheduler {
         for s in settled {
             self.settle(s, now);
         }
+        self.end_children();
         if self.stop != Some(Stop::Signal) {
             let mut settled_in_tx = 0;
             loop {
@@ -229,6 +236,7 @@ impl Scheduler {
                 }
             }
         }
+        self.end_children();
         if std::mem::take(&mut self.state_dirty) {
             self.writes.push(Write::State(self.state.clone()));
         }
