@@ -51,6 +51,7 @@ pub async fn run(args: Args, store: &Store, printer: &Printer) -> anyhow::Result
         attempts,
         events,
         fire,
+        children,
     } = view;
 
     let status = ShownStatus::of(&inst).to_string();
@@ -66,6 +67,12 @@ pub async fn run(args: Args, store: &Store, printer: &Printer) -> anyhow::Result
         ),
         ("Status", status),
     ];
+    if let Some(p) = &inst.parent {
+        header.push((
+            "Parent",
+            format!("{} (step `{}`, attempt {})", p.id, p.key, p.attempt),
+        ));
+    }
     if let Some(f) = &fire {
         let spec = match &f.timezone {
             Some(tz) => format!("{} ({tz})", f.spec),
@@ -88,7 +95,20 @@ pub async fn run(args: Args, store: &Store, printer: &Printer) -> anyhow::Result
     if let Some(event) = &inst.waiting_event
         && inst.status == InstanceStatus::Waiting
     {
-        header.push(("Waiting for", format!("event `{event}`")));
+        let (children, events): (Vec<&str>, Vec<&str>) = event
+            .split(',')
+            .partition(|e| e.starts_with(crate::engine::CHILD_EVENT_PREFIX));
+        let mut what = Vec::new();
+        if !events.is_empty() {
+            what.push(format!("event `{}`", events.join(",")));
+        }
+        for c in children {
+            what.push(format!(
+                "child {}",
+                &c[crate::engine::CHILD_EVENT_PREFIX.len()..]
+            ));
+        }
+        header.push(("Waiting for", what.join(", ")));
         if let Some(wake) = &inst.wake_at {
             header.push(("Times out at", wake.to_string()));
         }
@@ -155,6 +175,32 @@ pub async fn run(args: Args, store: &Store, printer: &Printer) -> anyhow::Result
     if args.attempts {
         printer.data("");
         print_attempts(printer, &attempts);
+    }
+    if !children.is_empty() {
+        printer.data("");
+        let mut table = printer.table();
+        table.set_header(["CHILD", "STEP", "WORKFLOW", "STATUS", "TOOK"]);
+        for c in &children {
+            let (step, attempt) = c
+                .parent
+                .as_ref()
+                .map_or(("-".into(), 0), |p| (p.key.clone(), p.attempt));
+            let status = ShownStatus::of(c);
+            let ended = c.status.is_ended().then_some(c.updated_at);
+            table.add_row(vec![
+                Cell::new(&c.id[..c.id.len().min(12)]),
+                Cell::new(if attempt > 1 {
+                    format!("{step} (attempt {attempt})")
+                } else {
+                    step
+                }),
+                Cell::new(&c.workflow),
+                printer.status_cell(&status.to_string()),
+                Cell::new(duration(Some(c.created_at), ended)),
+            ]);
+        }
+        printer.keep_columns(&mut table, None);
+        printer.data(&table.to_string());
     }
     if !events.is_empty() {
         printer.data("");

@@ -54,6 +54,18 @@ pub struct InstanceRow {
     pub depth: i64,
 }
 
+/// Children in the order they were made: by creation, then (made in one
+/// commit) by step, item number and attempt.
+pub fn sort_children(children: &mut [InstanceRow]) {
+    children.sort_by_cached_key(|c| {
+        let (step, item, attempt) = c.parent.as_ref().map_or((String::new(), None, 0), |p| {
+            let key = crate::vocab::UnitKey::parse(&p.key);
+            (key.step.to_string(), key.item, p.attempt)
+        });
+        (c.created_at, step, item, attempt)
+    });
+}
+
 /// Where a child instance comes from: its parent, the unit key of the
 /// `workflow:` step (or item) and the attempt that created it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -537,6 +549,9 @@ pub struct InstanceView {
     pub events: Vec<DeliveredEvent>,
     /// The schedule entry and fire time that started it, if one did.
     pub fire: Option<FireRecord>,
+    /// Its children (instances its `workflow:` steps made), oldest first,
+    /// without their definitions' text.
+    pub children: Vec<InstanceRow>,
 }
 
 #[cfg(test)]

@@ -28,6 +28,34 @@ pub struct InstanceView<'a> {
     pub schedule: Option<FireView<'a>>,
     /// Every event delivered, in the order received.
     pub events: Vec<EventView<'a>>,
+    /// The `workflow:` step attempt that made it, if it is a child.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub parent: Option<ParentView<'a>>,
+    /// The instances its `workflow:` steps made, oldest first.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub children: Vec<ChildView<'a>>,
+}
+
+/// Where a child comes from: `{id, step, attempt}` (`step`: the unit key,
+/// `deploy[2]` for an item).
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct ParentView<'a> {
+    pub id: &'a InstanceId,
+    pub step: &'a str,
+    pub attempt: i64,
+}
+
+/// A child instance, as its parent's `wf inspect` lists it.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct ChildView<'a> {
+    pub id: &'a InstanceId,
+    /// The parent's unit that made it, and the attempt.
+    pub step: &'a str,
+    pub attempt: i64,
+    pub workflow: &'a str,
+    pub status: ShownStatus,
+    pub created_at: Timestamp,
+    pub updated_at: Timestamp,
 }
 
 /// A run of the instance.
@@ -142,6 +170,27 @@ impl<'a> InstanceView<'a> {
             steps: view.steps.iter().map(step).collect(),
             schedule: view.fire.as_ref().map(FireView::from),
             events: view.events.iter().map(EventView::from).collect(),
+            parent: inst.parent.as_ref().map(|p| ParentView {
+                id: &p.id,
+                step: &p.key,
+                attempt: p.attempt,
+            }),
+            children: view
+                .children
+                .iter()
+                .filter_map(|c| {
+                    let p = c.parent.as_ref()?;
+                    Some(ChildView {
+                        id: &c.id,
+                        step: &p.key,
+                        attempt: p.attempt,
+                        workflow: &c.workflow,
+                        status: ShownStatus::of(c),
+                        created_at: c.created_at,
+                        updated_at: c.updated_at,
+                    })
+                })
+                .collect(),
         }
     }
 }

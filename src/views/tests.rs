@@ -195,6 +195,7 @@ fn saga() -> store::InstanceView {
             fire_ms: at(0).ms(),
             fire_at: at(0),
         }),
+        children: Vec::new(),
     }
 }
 
@@ -233,8 +234,66 @@ fn inspect_waiting() {
         attempts: Vec::new(),
         events: Vec::new(),
         fire: None,
+        children: Vec::new(),
     };
     insta::assert_json_snapshot!(InstanceView::new(&view, false));
+}
+
+/// A parent waiting on one child of two, and that child, which knows it.
+#[test]
+fn inspect_parent_and_child() {
+    let child = |id: &str, item: usize, status: InstanceStatus| InstanceRow {
+        id: InstanceId::from(id),
+        workflow: "deploy-region".into(),
+        parent: Some(store::ParentRef {
+            id: InstanceId::from("release-1"),
+            key: format!("deploy[{item}]"),
+            attempt: 1,
+        }),
+        depth: 1,
+        created_at: at(2),
+        updated_at: at(3),
+        ..instance(status)
+    };
+    let parent = store::InstanceView {
+        instance: InstanceRow {
+            id: InstanceId::from("release-1"),
+            workflow: "release".into(),
+            waiting_event: Some("child:6bf0a882dfefd1c05308cad1b8acfa75".into()),
+            ..instance(InstanceStatus::Waiting)
+        },
+        runs: Vec::new(),
+        steps: vec![
+            step("deploy[0]", StepStatus::Completed),
+            step("deploy[1]", StepStatus::Waiting),
+        ],
+        attempts: Vec::new(),
+        events: Vec::new(),
+        fire: None,
+        children: vec![
+            child(
+                "180d805f21a004836fbc085afd753a5f",
+                0,
+                InstanceStatus::Completed,
+            ),
+            child(
+                "6bf0a882dfefd1c05308cad1b8acfa75",
+                1,
+                InstanceStatus::Waiting,
+            ),
+        ],
+    };
+    insta::assert_json_snapshot!(InstanceView::new(&parent, false));
+    let child_view = store::InstanceView {
+        instance: parent.children[1].clone(),
+        runs: Vec::new(),
+        steps: Vec::new(),
+        attempts: Vec::new(),
+        events: Vec::new(),
+        fire: None,
+        children: Vec::new(),
+    };
+    insta::assert_json_snapshot!("inspect_child", InstanceView::new(&child_view, false));
 }
 
 #[test]

@@ -286,6 +286,43 @@ fn children_run_in_the_parents_process_and_their_outputs_are_the_steps_output() 
         let logs = t.wf(&["logs", child, "deploy"]).code(0).stdout.clone();
         assert!(logs.starts_with("deploying 1.2 to "), "{logs}");
     }
+    // The parent lists its children by step; each child names its parent.
+    let listed = inspect["children"].as_array().cloned().unwrap_or_default();
+    let steps: Vec<&str> = listed
+        .iter()
+        .map(|c| c["step"].as_str().unwrap_or(""))
+        .collect();
+    assert_eq!(steps, ["deploy[0]", "deploy[1]", "deploy[2]"]);
+    assert!(
+        listed
+            .iter()
+            .all(|c| c["status"] == "completed" && c["attempt"] == 1)
+    );
+    let first = listed[0]["id"].as_str().unwrap_or_default();
+    let child = t.inspect(first);
+    assert_eq!(
+        child["parent"],
+        serde_json::json!({ "id": "rel", "step": "deploy[0]", "attempt": 1 })
+    );
+    assert!(inspect.get("parent").is_none(), "a root has no parent");
+    let text = t.wf(&["inspect", "rel"]).code(0).stdout.clone();
+    assert!(
+        text.lines()
+            .any(|l| l.split_whitespace().collect::<Vec<_>>()
+                == [
+                    &first[..12],
+                    "deploy[0]",
+                    "deploy-region",
+                    "completed",
+                    l.split_whitespace().last().unwrap_or("")
+                ]),
+        "{text}"
+    );
+    let text = t.wf(&["inspect", first]).code(0).stdout.clone();
+    assert!(
+        text.contains("Parent:       rel (step `deploy[0]`, attempt 1)"),
+        "{text}"
+    );
 }
 
 #[test]

@@ -26,6 +26,15 @@ macro_rules! instance_cols {
     };
 }
 
+/// The children of an instance (`$1`), oldest first, as listings show them.
+const CHILDREN: &str = concat!(
+    "SELECT id, workflow, status, '', definition_hash, workflow_path, base_dir, inputs, state, \
+     error, wake_at, waiting_event, lease_owner, ",
+    lease_left!(),
+    ", created_at, updated_at, parent_id, parent_key, parent_attempt, depth \
+     FROM instances WHERE parent_id = $1 ORDER BY created_at, seq"
+);
+
 pub(super) const IDS_WITH_PREFIX: &str =
     "SELECT id FROM instances WHERE starts_with(id, $1) ORDER BY id = $1 DESC, id LIMIT 6";
 
@@ -317,6 +326,7 @@ impl PgStore {
             Op::Query(STEPS, vec![key()]),
             Op::Query(DELIVERED_EVENTS, vec![key()]),
             Op::Query(super::schedules::INSTANCE_FIRE, vec![key()]),
+            Op::Query(CHILDREN, vec![key()]),
         ];
         if attempts {
             ops.push(Op::Query(ATTEMPTS, vec![key()]));
@@ -347,6 +357,9 @@ impl PgStore {
             })
             .collect::<Result<_>>()?;
         let fire = next().first().map(super::schedules::fire_row).transpose()?;
+        let mut children: Vec<InstanceRow> =
+            next().iter().map(instance_row).collect::<Result<_>>()?;
+        sort_children(&mut children);
         let attempts = if attempts {
             next().iter().map(attempt_row).collect::<Result<_>>()?
         } else {
@@ -359,6 +372,7 @@ impl PgStore {
             attempts,
             events,
             fire,
+            children,
         })
     }
 

@@ -140,6 +140,15 @@ pub(super) fn definition(c: &Connection, hash: &str) -> Result<Option<Definition
     }))
 }
 
+/// The children of instance `id` (made by its `workflow:` steps), oldest first.
+pub(super) fn children(c: &Connection, id: &str) -> Result<Vec<InstanceRow>> {
+    let mut stmt = c.prepare_cached(&format!(
+        "SELECT {INSTANCE_SUMMARY_COLS} FROM instances WHERE parent_id = ?1 ORDER BY created_at, id"
+    ))?;
+    let rows = stmt.query_map([id], instance_from_row)?;
+    Ok(rows.collect::<rusqlite::Result<_>>()?)
+}
+
 /// Inserts an instance whose definition is already pinned.
 pub(super) fn insert_instance_row(c: &Connection, i: &InstanceRow) -> Result<()> {
     cached(
