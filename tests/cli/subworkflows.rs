@@ -523,3 +523,40 @@ fn a_parent_that_fails_cancels_its_open_children_unless_it_abandons_them() {
         assert_eq!(t.read("order.txt"), order, "{mode}");
     }
 }
+
+/// `n` files, each calling the next; the last runs a step.
+fn chain(t: &Test, n: usize) {
+    for i in 0..n {
+        let body = if i + 1 < n {
+            format!("  - id: call\n    workflow: f{}.yaml\n", i + 1)
+        } else {
+            "  - id: leaf\n    run: echo leaf\n".to_string()
+        };
+        t.write(
+            &format!("f{i}.yaml"),
+            &format!("name: f{i}\nsteps:\n{body}"),
+        );
+    }
+}
+
+#[test]
+fn workflows_nest_sixteen_deep_and_no_deeper() {
+    // The root and 16 levels of children below it: runs.
+    let t = Test::new();
+    chain(&t, 17);
+    t.wf(&["run", "f0.yaml", "--id", "root"]).code(0);
+    assert_eq!(instances(&t).len(), 17);
+    // One more: the 16th child's step fails, and so does every parent.
+    let t = Test::new();
+    chain(&t, 18);
+    t.wf(&["run", "f0.yaml", "--id", "root"]).code(1);
+    assert_eq!(instances(&t).len(), 17, "no 17th child");
+    let error = t.inspect("root")["error"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        error.contains("workflows nest deeper than 16 levels: `f17.yaml` is not started"),
+        "{error}"
+    );
+}
