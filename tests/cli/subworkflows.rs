@@ -560,3 +560,35 @@ fn workflows_nest_sixteen_deep_and_no_deeper() {
         "{error}"
     );
 }
+
+#[test]
+fn a_childs_end_cannot_be_sent_or_awaited_by_hand() {
+    let t =
+        with_child("name: deploy-region\nsteps:\n  - id: gate\n    wait_for_event: { name: go }\n");
+    t.write(
+        "release.yaml",
+        "name: release\nsteps:\n  - id: deploy\n    workflow: children/deploy.yaml\n",
+    );
+    t.wf(&["run", "release.yaml", "--id", "rel"]).code(3);
+    let child = ids_of(&t, "deploy-region").remove(0);
+    let ran = t.wf(&["signal", "rel", &format!("child:{child}")]);
+    ran.code(2);
+    assert!(
+        ran.stderr.contains("which wf delivers itself"),
+        "{}",
+        ran.stderr
+    );
+    assert_eq!(status_of(&t, &child), "waiting");
+    assert_eq!(status_of(&t, "rel"), "waiting", "the parent took nothing");
+    t.write(
+        "steal.yaml",
+        "name: steal\nsteps:\n  - id: w\n    wait_for_event: { name: \"child:x\" }\n",
+    );
+    let ran = t.wf(&["validate", "steal.yaml"]);
+    ran.code(2);
+    assert!(
+        ran.stderr.contains("starts with `child:`"),
+        "{}",
+        ran.stderr
+    );
+}

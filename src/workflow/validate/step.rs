@@ -120,6 +120,15 @@ impl Checker<'_> {
             // An instance records the names it waits for as one
             // comma-separated list, and events are matched against it.
             // (`wf signal` cannot send a control character either.)
+            if w.name.starts_with("child:") {
+                return Err(self.err(
+                    wait.into(),
+                    format!(
+                        "`wait_for_event.name` {:?} starts with `child:`, which names the end of a child instance",
+                        w.name
+                    ),
+                ));
+            }
             if w.name.contains(',') || w.name.contains(char::is_control) {
                 return Err(self.err(
                     wait.into(),
