@@ -592,3 +592,40 @@ fn a_childs_end_cannot_be_sent_or_awaited_by_hand() {
         ran.stderr
     );
 }
+
+#[test]
+fn a_child_that_cannot_run_here_is_said_and_waited_for() {
+    let t = with_child(
+        "name: deploy-region\nsecrets: [WF_TEST_CHILD_TOKEN]\nsteps:\n  - id: deploy\n    run: echo deployed\n",
+    );
+    t.write(
+        "release.yaml",
+        "name: release\nsteps:\n  - id: deploy\n    workflow: children/deploy.yaml\n",
+    );
+    let ran = t.wf(&["run", "release.yaml", "--id", "rel"]);
+    ran.code(3);
+    let child = ids_of(&t, "deploy-region").remove(0);
+    assert!(
+        ran.stderr
+            .contains(&format!("child instance {child} could not run here"))
+            && ran.stderr.contains("WF_TEST_CHILD_TOKEN"),
+        "{}",
+        ran.stderr
+    );
+    assert_eq!(status_of(&t, "rel"), "waiting");
+    // Where the secret is set, the child runs, and its end wakes the parent.
+    let out = t
+        .cmd()
+        .env("WF_TEST_CHILD_TOKEN", "s3cret")
+        .args(["resume", &child])
+        .output()
+        .expect("run wf");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    t.wf(&["worker", "--once"]).code(0);
+    assert_eq!(status_of(&t, "rel"), "completed");
+}

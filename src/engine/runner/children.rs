@@ -22,10 +22,11 @@ impl Observer for Quiet {}
 
 static QUIET: Quiet = Quiet;
 
-/// The children running in this process.
+/// The children running in this process; each reports, when its run
+/// ended, why it could not run, if it could not.
 pub(super) struct InProcess {
     location: Location,
-    running: FuturesUnordered<LocalBoxFuture<'static, ()>>,
+    running: FuturesUnordered<LocalBoxFuture<'static, Option<String>>>,
 }
 
 impl InProcess {
@@ -54,26 +55,33 @@ impl InProcess {
                     .map(|_| ()),
                 Err(e) => Err(EngineError::from(e)),
             };
-            if let Err(e) = ran {
+            match ran {
                 // Held elsewhere or ended already: its end reaches the
                 // parent all the same. Anything else leaves it for `wf
-                // resume` or a worker, and is said.
-                if !matches!(e, EngineError::Held { .. } | EngineError::NotResumable(_)) {
-                    tracing::warn!("child {id}: {e}");
-                }
+                // resume CHILD` or a worker, and is said.
+                Ok(()) | Err(EngineError::Held { .. } | EngineError::NotResumable(_)) => None,
+                Err(e) => Some(format!(
+                    "child instance {id} could not run here: {e}; the step waits for it (`wf resume {id}`)"
+                )),
             }
         }));
     }
 
-    /// Resolves when a child's run ended; never while none runs.
-    pub(super) async fn next_ended(&mut self) {
-        if self.running.next().await.is_none() {
-            std::future::pending::<()>().await;
+    /// Resolves when a child's run ended (with why it could not run, if it
+    /// could not); never while none runs.
+    pub(super) async fn next_ended(&mut self) -> Option<String> {
+        match self.running.next().await {
+            Some(said) => said,
+            None => std::future::pending().await,
         }
     }
 
-    /// Waits for every child running here.
-    pub(super) async fn finish(&mut self) {
-        while self.running.next().await.is_some() {}
+    /// Waits for every child running here; what they could not do.
+    pub(super) async fn finish(&mut self) -> Vec<String> {
+        let mut said = Vec::new();
+        while let Some(s) = self.running.next().await {
+            said.extend(s);
+        }
+        said
     }
 }

@@ -311,7 +311,9 @@ impl<'o> Runner<'o> {
     /// (a signal stops them as it stops the run): none is left half-run.
     pub(super) async fn main_loop(&mut self, store: &mut Store) -> Result<RunOutcome, EngineError> {
         let outcome = self.decide_until_done(store).await;
-        self.children.finish().await;
+        for said in self.children.finish().await {
+            self.observer.message(&said);
+        }
         outcome
     }
 
@@ -443,7 +445,10 @@ impl<'o> Runner<'o> {
                         done.push(joined.map_err(|e| EngineError::Internal(format!("step task failed: {e}")))?);
                     }
                 }
-                () = self.children.next_ended() => {
+                said = self.children.next_ended() => {
+                    if let Some(said) = said {
+                        self.observer.message(&said);
+                    }
                     // Its end was delivered to this instance: look now.
                     last_poll = Instant::now();
                     self.poll_external(store).await?;
