@@ -629,3 +629,25 @@ fn a_child_that_cannot_run_here_is_said_and_waited_for() {
     t.wf(&["worker", "--once"]).code(0);
     assert_eq!(status_of(&t, "rel"), "completed");
 }
+
+/// A hundred children ending together: every end is taken. (On PostgreSQL
+/// an event can become visible after one with a higher id; a parent that
+/// read events after the highest id it had seen left one behind and
+/// waited for it forever.)
+#[test]
+fn a_hundred_children_ending_together_are_all_taken() {
+    let t = with_child("name: deploy-region\nsteps:\n  - id: nap\n    run: [sleep, '0.1']\n");
+    let items: Vec<String> = (0..100).map(|i| i.to_string()).collect();
+    t.write(
+        "release.yaml",
+        &format!(
+            "name: release\nconcurrency: 100\nsteps:\n  - id: deploy\n    for_each: [{}]\n    max_parallel: 100\n    workflow: children/deploy.yaml\n",
+            items.join(", ")
+        ),
+    );
+    let ran = t.wf(&["run", "release.yaml", "--id", "rel"]);
+    ran.code(0);
+    let inspect = t.inspect("rel");
+    assert_eq!(inspect["children"].as_array().map_or(0, Vec::len), 100);
+    assert_eq!(Test::step(&inspect, "deploy")["status"], "completed");
+}

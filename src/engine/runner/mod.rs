@@ -560,10 +560,8 @@ impl<'o> Runner<'o> {
         if self.sched.awaited_events().is_empty() {
             return Ok(false);
         }
-        let new = store
-            .events_after(&self.id, self.sched.events_after())
-            .await?;
-        Ok(self.decide(Input::Events(new)).again)
+        let delivered = store.events_after(&self.id, 0).await?;
+        Ok(self.decide(Input::Events(delivered)).again)
     }
 
     /// The error of a run whose instance `holder` took over.

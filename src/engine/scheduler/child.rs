@@ -80,6 +80,7 @@ impl Scheduler {
                 return Started::Blocked;
             };
             let event = self.events.remove(at);
+            self.taken_events.insert(event.id);
             self.writes.push(Write::TakeEvent {
                 event: event.id,
                 key: key.clone(),

@@ -217,9 +217,9 @@ pub struct Scheduler {
     ctx_state_current: bool,
     /// State as it was when each running unit with a `set_state` started.
     start_states: HashMap<String, Value>,
-    /// Delivered events no step has taken yet, and the last one seen.
+    /// Delivered events no step has taken yet, and those this run took.
     events: Vec<EventRow>,
-    last_event: i64,
+    taken_events: HashSet<i64>,
     /// Units waiting on the child their last attempt made, by key: they
     /// count towards `concurrency` and `max_parallel` as running units do.
     pub open_children: HashSet<String>,
@@ -336,7 +336,7 @@ impl Scheduler {
             ctx_state_current: true,
             start_states: HashMap::new(),
             events,
-            last_event: 0,
+            taken_events: HashSet::new(),
             open_children,
             children_started: false,
             children_ending: HashSet::new(),

@@ -33,7 +33,8 @@ pub enum Input {
     Stop(Stop),
     /// What `wf cancel` has asked of the instance, as last read.
     CancelAsked(CancelRequest),
-    /// Events delivered to the instance since [`Scheduler::events_after`].
+    /// The events delivered to the instance and not taken, as last read:
+    /// those this run does not know yet are added.
     Events(Vec<EventRow>),
     /// Nothing runs: is the run over?
     Idle,
@@ -166,13 +167,23 @@ impl Scheduler {
                     self.stop(Stop::Cancel);
                 }
             }
-            Input::Events(new) => {
+            Input::Events(delivered) => {
+                // All of them, not those after the last id seen: ids are
+                // given as events are sent and become visible as their
+                // senders commit, so on PostgreSQL an event can appear
+                // after one with a higher id (a hundred children ending
+                // together left one behind). One taken by this run and not
+                // committed yet is still delivered: it is not taken twice.
                 let awaited = self.awaited_events();
-                let arrived = new.iter().any(|e| awaited.contains(&e.name));
-                if let Some(last) = new.last() {
-                    self.last_event = last.id;
+                let mut arrived = false;
+                for e in delivered {
+                    if self.taken_events.contains(&e.id) || self.events.iter().any(|k| k.id == e.id)
+                    {
+                        continue;
+                    }
+                    arrived |= awaited.contains(&e.name);
+                    self.events.push(e);
                 }
-                self.events.extend(new);
                 if arrived {
                     self.effects.push(Effect::Again);
                 }
@@ -321,15 +332,5 @@ impl Scheduler {
             .values()
             .filter_map(|r| self.awaited_event(r))
             .collect()
-    }
-
-    /// The id of the last event known to this run: new ones come after it.
-    pub fn events_after(&self) -> i64 {
-        self.events
-            .iter()
-            .map(|e| e.id)
-            .max()
-            .unwrap_or(0)
-            .max(self.last_event)
     }
 }

@@ -71,6 +71,7 @@ impl Scheduler {
                 traceparent,
                 ..
             } = self.events.remove(at);
+            self.taken_events.insert(event_id);
             self.writes.push(Write::TakeEvent {
                 event: event_id,
                 key: key.clone(),

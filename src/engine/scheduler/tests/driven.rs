@@ -359,7 +359,6 @@ steps:
         ]),
     );
     assert!(matches!(&e[..], [Effect::Again]), "look again now");
-    assert_eq!(r.s.events_after(), 7);
     let e = r.tick(at(1));
     assert_eq!(
         r.writes(),
@@ -658,5 +657,53 @@ steps:
         states,
         [r#"state {"n":1}"#, r#"state {"n":1,"b_saw":"none"}"#],
         "b started before a's patch was committed"
+    );
+}
+
+fn event(id: i64, name: &str) -> EventRow {
+    EventRow {
+        id,
+        name: name.into(),
+        payload: "{}".into(),
+        traceparent: None,
+    }
+}
+
+#[test]
+fn an_event_seen_after_one_with_a_higher_id_is_still_taken_and_none_twice() {
+    let mut r = Run::of(History::of(
+        "name: two
+steps:
+  - id: a
+    wait_for_event: { name: x }
+  - id: b
+    needs: []
+    wait_for_event: { name: y }
+",
+    ));
+    r.tick(at(0));
+    r.writes();
+    assert!(matches!(
+        &r.step(at(1), Input::Events(vec![event(9, "y")]))[..],
+        [Effect::Again]
+    ));
+    r.tick(at(1));
+    assert_eq!(
+        r.writes(),
+        ["b takes event 9", "start b#1", "end b#1 ok", "b completed"]
+    );
+    // Read again before that commit: 9 is still there, not taken; 5, sent
+    // before it but committed after, is new.
+    let e = r.step(at(2), Input::Events(vec![event(5, "x"), event(9, "y")]));
+    assert!(matches!(&e[..], [Effect::Again]), "x arrived");
+    r.tick(at(2));
+    assert_eq!(
+        r.writes(),
+        ["a takes event 5", "start a#1", "end a#1 ok", "a completed"]
+    );
+    assert!(
+        r.step(at(3), Input::Events(vec![event(5, "x"), event(9, "y")]))
+            .is_empty(),
+        "nothing is new"
     );
 }
