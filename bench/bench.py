@@ -142,6 +142,22 @@ class Report:
         mark = "ok  " if ok else "MISS"
         print(f"  [{mark}] {name:<58} {value:>10.3f} {unit:<6} target {target}", flush=True)
 
+    def finish(self, json_path, **extra):
+        """Says how many figures met their targets (and, for a missed one
+        with a floor, whether the floor misses it too), and writes the rows
+        to `json_path` (with `extra` beside them) when one is given."""
+        missed = [r for r in self.rows if not r["met"]]
+        print(f"\n{len(self.rows) - len(missed)} of {len(self.rows)} figures within target")
+        for r in missed:
+            if r["floor"]:
+                what, value = r["floor"]
+                verdict = "misses the target too" if value > float(r["target"].split()[-1]) else "is within the target"
+                print(f"  {r['name']}: {r['value']:.3f}; its floor in this run, {what}: {value:.3f} ({verdict})")
+        if json_path:
+            with open(json_path, "w") as f:
+                json.dump({"machine": platform.platform(), "cores": os.cpu_count(), **extra, "rows": self.rows}, f,
+                          indent=2)
+
 
 def median(xs):
     return statistics.median(xs)
@@ -315,16 +331,7 @@ def main():
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
-    missed = [r for r in rep.rows if not r["met"]]
-    print(f"\n{len(rep.rows) - len(missed)} of {len(rep.rows)} figures within target")
-    for r in missed:
-        if r["floor"]:
-            what, value = r["floor"]
-            verdict = "misses the target too" if value > float(r["target"].split()[-1]) else "is within the target"
-            print(f"  {r['name']}: {r['value']:.3f}; its floor in this run, {what}: {value:.3f} ({verdict})")
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"machine": platform.platform(), "cores": os.cpu_count(), "rows": rep.rows}, f, indent=2)
+    rep.finish(args.json)
 
 
 if __name__ == "__main__":

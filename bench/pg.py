@@ -18,7 +18,6 @@ Options: --quick (smaller N), --json FILE, --no-build.
 
 import json
 import os
-import platform
 import subprocess
 import sys
 import tempfile
@@ -171,11 +170,7 @@ def main():
         subprocess.run([os.path.join(ROOT, "scripts", "pg"), "stop", server["WF_TEST_PG_DIR"]])
         subprocess.run(["rm", "-rf", tmp])
 
-    missed = [r["name"] for r in rep.rows if not r["met"]]
-    print(f"\n{len(rep.rows) - len(missed)} of {len(rep.rows)} figures within target")
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"machine": platform.platform(), "cores": os.cpu_count(), "rows": rep.rows}, f, indent=2)
+    rep.finish(args.json)
 
 
 if __name__ == "__main__":

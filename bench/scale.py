@@ -507,12 +507,7 @@ def main():
         if not args.keep:
             shutil.rmtree(tmp, ignore_errors=True)
 
-    missed = [r["name"] for r in rep.rows if not r["met"]]
-    print(f"\n{len(rep.rows) - len(missed)} of {len(rep.rows)} figures within target")
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"machine": platform.platform(), "cores": os.cpu_count(), "instances": n_total,
-                       "rows": rep.rows}, f, indent=2)
+    rep.finish(args.json, instances=n_total)
 
 
 if __name__ == "__main__":
