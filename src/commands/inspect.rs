@@ -95,19 +95,12 @@ pub async fn run(args: Args, store: &Store, printer: &Printer) -> anyhow::Result
     if let Some(event) = &inst.waiting_event
         && inst.status == InstanceStatus::Waiting
     {
-        let (children, events): (Vec<&str>, Vec<&str>) = event
-            .split(',')
-            .partition(|e| e.starts_with(crate::engine::CHILD_EVENT_PREFIX));
+        let (events, children) = crate::vocab::split_awaited(event);
         let mut what = Vec::new();
         if !events.is_empty() {
             what.push(format!("event `{}`", events.join(",")));
         }
-        for c in children {
-            what.push(format!(
-                "child {}",
-                &c[crate::engine::CHILD_EVENT_PREFIX.len()..]
-            ));
-        }
+        what.extend(children.iter().map(|c| format!("child {c}")));
         header.push(("Waiting for", what.join(", ")));
         if let Some(wake) = &inst.wake_at {
             header.push(("Times out at", wake.to_string()));

@@ -245,13 +245,7 @@ pub fn report(
         }
         RunOutcome::Waiting(events) => {
             // Child instances' ends come by themselves; events are sent.
-            let (children, events): (Vec<&str>, Vec<&str>) = events
-                .split(',')
-                .partition(|e| e.starts_with(crate::engine::CHILD_EVENT_PREFIX));
-            let children: Vec<&str> = children
-                .iter()
-                .map(|c| &c[crate::engine::CHILD_EVENT_PREFIX.len()..])
-                .collect();
+            let (events, children) = crate::vocab::split_awaited(events);
             let mut parts = Vec::new();
             if !events.is_empty() {
                 let events = events.join(",");

@@ -29,10 +29,10 @@ pub async fn run(args: Args, store: &mut Store, printer: &Printer) -> anyhow::Re
     if args.event.trim().is_empty() {
         return Err(UsageError("event name is empty".into()).into());
     }
-    if args.event.starts_with(crate::engine::CHILD_EVENT_PREFIX) {
+    if args.event.starts_with(crate::vocab::CHILD_EVENT_PREFIX) {
         return Err(UsageError(format!(
             "event names that start with `{}` are the ends of child instances, which wf delivers itself",
-            crate::engine::CHILD_EVENT_PREFIX
+            crate::vocab::CHILD_EVENT_PREFIX
         ))
         .into());
     }

@@ -31,7 +31,6 @@ use std::path::Path;
 use std::time::Duration;
 
 pub use runner::{RunOptions, RunOutcome};
-pub use scheduler::child::CHILD_EVENT_PREFIX;
 
 #[derive(Debug, thiserror::Error)]
 pub enum EngineError {

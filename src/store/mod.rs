@@ -237,7 +237,9 @@ impl Store {
     /// What a read command shows of one instance (with every attempt when
     /// `attempts`), in one snapshot ([`InstanceView`]).
     pub async fn view(&self, id: &InstanceId, attempts: bool) -> Result<InstanceView> {
-        each!(self.view(id, attempts))
+        let mut view = each!(self.view(id, attempts))?;
+        sort_children(&mut view.children);
+        Ok(view)
     }
 
     /// Runs the reads of `f` in one snapshot of the database, so that what

@@ -2,6 +2,8 @@
 //! unit (a step, one item of a `for_each` step, or a compensation), which
 //! is stored as `id`, `id[3]`, `id:compensate` or `id[3]:compensate`.
 //! The text is built and read here only; everything else asks the key.
+//! Also the name of the event a child instance's end delivers to its
+//! parent (`child:ID`), read by the engine, `wf signal` and validation.
 
 use std::fmt;
 
@@ -151,6 +153,30 @@ impl fmt::Display for UnitKey<'_> {
         }
         Ok(())
     }
+}
+
+/// What the name of a child instance's end event starts with: the event
+/// its last commit delivers to its parent (no one else may send or await
+/// such a name).
+pub const CHILD_EVENT_PREFIX: &str = "child:";
+
+/// The event child `child`'s end delivers to its parent.
+pub fn child_event(child: &InstanceId) -> String {
+    format!("{CHILD_EVENT_PREFIX}{child}")
+}
+
+/// A waiting instance's `waiting_event` (names joined by commas) split into
+/// the events it waits for and the children (by id) whose ends it waits for.
+pub fn split_awaited(waiting: &str) -> (Vec<&str>, Vec<&str>) {
+    let mut events = Vec::new();
+    let mut children = Vec::new();
+    for name in waiting.split(',') {
+        match name.strip_prefix(CHILD_EVENT_PREFIX) {
+            Some(child) => children.push(child),
+            None => events.push(name),
+        }
+    }
+    (events, children)
 }
 
 #[cfg(test)]

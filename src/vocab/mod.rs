@@ -9,7 +9,7 @@ mod status;
 mod time;
 
 pub use error_type::ErrorType;
-pub use key::{InstanceId, UnitKey};
+pub use key::{CHILD_EVENT_PREFIX, InstanceId, UnitKey, child_event, split_awaited};
 pub use status::{AttemptOutcome, CancelRequest, InstanceStatus, RunEnd, StepStatus};
 pub use time::Timestamp;
 

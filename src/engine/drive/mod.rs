@@ -424,7 +424,7 @@ async fn close_run(
         });
         runner.sched.writes.push(Write::NotifyParent {
             parent: parent.id.clone(),
-            name: super::scheduler::child::child_event(&runner.id),
+            name: crate::vocab::child_event(&runner.id),
             payload: serde_json::json!({
                 "status": status.as_str(),
                 "outputs": outputs,

@@ -11,19 +11,11 @@
 
 use super::*;
 use crate::store::{InstanceRow, ParentRef};
-use crate::vocab::{InstanceStatus, StepStatus};
+use crate::vocab::{InstanceStatus, StepStatus, child_event};
 use crate::workflow::{ChildCall, OnParentEnd};
 
 /// Children of children of ... this deep at most (docs/workflow-file.md).
 pub const MAX_DEPTH: i64 = 16;
-
-/// What the name of a child's end event starts with.
-pub const CHILD_EVENT_PREFIX: &str = "child:";
-
-/// The event a child's end delivers to its parent.
-pub fn child_event(child: &InstanceId) -> String {
-    format!("{CHILD_EVENT_PREFIX}{child}")
-}
 
 impl Scheduler {
     /// The id of the child of attempt `attempt` of unit `key`: 32 hex
@@ -193,11 +185,17 @@ impl Scheduler {
             .any(|k| self.on_parent_end(k) != OnParentEnd::Abandon)
     }
 
-    /// The units waiting on their children, in key order.
-    pub(super) fn open_child_units(&self) -> Vec<Unit> {
+    /// The keys of the units waiting on their children, in order.
+    fn open_child_keys(&self) -> Vec<&String> {
         let mut keys: Vec<&String> = self.open_children.iter().collect();
         keys.sort();
-        keys.into_iter()
+        keys
+    }
+
+    /// The units waiting on their children, in key order.
+    pub(super) fn open_child_units(&self) -> Vec<Unit> {
+        self.open_child_keys()
+            .into_iter()
             .filter_map(|k| {
                 let key = UnitKey::parse(k);
                 let idx = self.wf.steps.iter().position(|s| s.id == key.step)?;
@@ -218,13 +216,12 @@ impl Scheduler {
         if !self.compensating() {
             return;
         }
-        let mut keys: Vec<String> = self
-            .open_children
-            .iter()
+        let keys: Vec<String> = self
+            .open_child_keys()
+            .into_iter()
             .filter(|k| !self.children_ending.contains(*k))
             .cloned()
             .collect();
-        keys.sort();
         for key in keys {
             let mode = self.on_parent_end(&key);
             self.children_ending.insert(key.clone());
@@ -245,9 +242,8 @@ impl Scheduler {
     /// The open children a run starts with (made by an earlier run): the
     /// driver runs them, unless they ended or another process has them.
     pub(super) fn run_open_children(&mut self) {
-        let mut keys: Vec<&String> = self.open_children.iter().collect();
-        keys.sort();
-        let ids: Vec<InstanceId> = keys
+        let ids: Vec<InstanceId> = self
+            .open_child_keys()
             .into_iter()
             .filter_map(|k| self.records.get(k))
             .map(|r| self.child_id(&r.key, r.attempts))

@@ -204,7 +204,6 @@ impl Scheduler {
         for s in settled {
             self.settle(s, now);
         }
-        self.end_children();
         if self.stop != Some(Stop::Signal) {
             let mut settled_in_tx = 0;
             loop {
@@ -247,6 +246,8 @@ impl Scheduler {
                 }
             }
         }
+        // After the starts too: a unit that failed as it started (its
+        // inputs) ends the children as much as a result does.
         self.end_children();
         if std::mem::take(&mut self.state_dirty) {
             self.writes.push(Write::State(self.state.clone()));

@@ -94,6 +94,25 @@ fn now_ms() -> i64 {
     Timestamp::now().ms()
 }
 
+/// An ended span of run 1 of `instance`, with `attributes`.
+fn span_row(instance: &InstanceId, attributes: serde_json::Value) -> SpanRow {
+    SpanRow {
+        trace_id: "ab".repeat(16),
+        span_id: "0123456789abcdef".into(),
+        parent_span_id: None,
+        instance_id: instance.clone(),
+        run: 1,
+        name: "contract/a".into(),
+        kind: "internal".into(),
+        start_ns: 1,
+        end_ns: 2,
+        status: "unset".into(),
+        status_message: None,
+        attributes,
+        links: json!([]),
+    }
+}
+
 /// An instance of workflow `contract`, created `at(created)`, running,
 /// leased to no one.
 fn instance(id: &str, created: i64) -> InstanceRow {
@@ -345,21 +364,7 @@ async fn fenced_commit(store: &mut Store) {
     let (fence, h) = take(store, "f1", "beta").await;
     assert_eq!(h.open[0].process, Some(tag(12)));
     // Spans are marked exported under the fence.
-    let span = SpanRow {
-        trace_id: "ab".repeat(16),
-        span_id: "0123456789abcdef".into(),
-        parent_span_id: None,
-        instance_id: id.clone(),
-        run: 1,
-        name: "contract/a".into(),
-        kind: "internal".into(),
-        start_ns: 1,
-        end_ns: 2,
-        status: "unset".into(),
-        status_message: None,
-        attributes: json!({"k": "v"}),
-        links: json!([]),
-    };
+    let span = span_row(&id, json!({"k": "v"}));
     let spans = vec![Write::Span(Box::new(span.clone()))];
     store.commit(&fence, &spans).await.expect("span");
     let r = store
@@ -632,21 +637,7 @@ async fn prune(store: &mut Store) {
     }
     // p1's rows, none of them changing its time.
     let (fence, _) = take(store, "p1", "alpha").await;
-    let span = SpanRow {
-        trace_id: "ab".repeat(16),
-        span_id: "0123456789abcdef".into(),
-        parent_span_id: None,
-        instance_id: "p1".into(),
-        run: 1,
-        name: "contract/a".into(),
-        kind: "internal".into(),
-        start_ns: 1,
-        end_ns: 2,
-        status: "unset".into(),
-        status_message: None,
-        attributes: json!({}),
-        links: json!([]),
-    };
+    let span = span_row(&InstanceId::from("p1"), json!({}));
     let writes = [
         start_run(),
         start("a", 1, 1, 1),

@@ -357,9 +357,7 @@ impl PgStore {
             })
             .collect::<Result<_>>()?;
         let fire = next().first().map(super::schedules::fire_row).transpose()?;
-        let mut children: Vec<InstanceRow> =
-            next().iter().map(instance_row).collect::<Result<_>>()?;
-        sort_children(&mut children);
+        let children = next().iter().map(instance_row).collect::<Result<_>>()?;
         let attempts = if attempts {
             next().iter().map(attempt_row).collect::<Result<_>>()?
         } else {

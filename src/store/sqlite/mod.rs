@@ -380,11 +380,7 @@ impl SqliteStore {
                 },
                 events: history::delivered_events(c, id)?,
                 fire: schedules::instance_fire(c, id)?,
-                children: {
-                    let mut children = history::children(c, id)?;
-                    sort_children(&mut children);
-                    children
-                },
+                children: history::children(c, id)?,
             })
         })();
         if began {

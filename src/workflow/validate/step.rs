@@ -120,7 +120,7 @@ impl Checker<'_> {
             // An instance records the names it waits for as one
             // comma-separated list, and events are matched against it.
             // (`wf signal` cannot send a control character either.)
-            if w.name.starts_with("child:") {
+            if w.name.starts_with(crate::vocab::CHILD_EVENT_PREFIX) {
                 return Err(self.err(
                     wait.into(),
                     format!(
