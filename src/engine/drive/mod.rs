@@ -349,7 +349,7 @@ async fn close_run(
         Ok(o) => o,
         Err(e) => {
             runner.sched.writes.truncate(runner.sched.opening);
-            runner.write_root_span(RunEnd::Failed, Some(&e.to_string()))?;
+            runner.write_root_span(RunEnd::Failed, Some(&e.to_string()));
             runner.sched.writes.push(Write::FinishRun {
                 run,
                 outcome: RunEnd::Failed,
@@ -383,7 +383,7 @@ async fn close_run(
         }
         _ => {}
     }
-    runner.write_root_span(outcome.end(), failure)?;
+    runner.write_root_span(outcome.end(), failure);
     use InstanceStatus as S;
     let (status, wake_at, waiting_event, error) = match &outcome {
         RunOutcome::Completed => (S::Completed, None, None, None),

@@ -55,11 +55,7 @@ impl<'o> Runner<'o> {
     }
 
     /// Ends the run's root span and stores it with whatever spans are pending.
-    pub(in crate::engine) fn write_root_span(
-        &mut self,
-        outcome: RunEnd,
-        error: Option<&str>,
-    ) -> Result<(), EngineError> {
+    pub(in crate::engine) fn write_root_span(&mut self, outcome: RunEnd, error: Option<&str>) {
         self.root
             .set_attribute("workflow.outcome", outcome.as_str());
         if let Some(e) = error {
@@ -75,7 +71,6 @@ impl<'o> Runner<'o> {
             .collect();
         drop(std::mem::replace(&mut self.root, tracing::Span::none()));
         self.flush_spans(&open);
-        Ok(())
     }
 
     /// Ends the span of one finished attempt and stores it, with the spans of
