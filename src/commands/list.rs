@@ -4,7 +4,7 @@
 use super::short_id;
 use crate::exit::{ExitStatus, UsageError};
 use crate::printer::Printer;
-use crate::store::{ListFilter, Store};
+use crate::store::{Lineage, ListFilter, Store};
 use crate::views::{InstanceSummary, ShownStatus};
 use crate::vocab::{InstanceStatus, Timestamp};
 
@@ -21,6 +21,9 @@ const STATUSES: &[&str] = &[
 /// How many instances `wf list` shows without `--limit` (docs/commands.md).
 const DEFAULT_LIMIT: usize = 50;
 
+/// The narrowest the WORKFLOW column wraps to before UPDATED is left out.
+const MIN_WORKFLOW_WIDTH: usize = 10;
+
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// Only instances with this status
@@ -32,6 +35,12 @@ pub struct Args {
     /// Only instances created within this long (`1h`, `7d`)
     #[arg(long, value_name = "DURATION", value_parser = super::parse_duration_flag)]
     pub since: Option<std::time::Duration>,
+    /// Only the children of this instance (any unique prefix of its id)
+    #[arg(long, value_name = "ID", conflicts_with = "roots")]
+    pub parent: Option<String>,
+    /// Only instances without a parent (not made by a `workflow:` step)
+    #[arg(long)]
+    pub roots: bool,
     /// At most this many instances, the newest (default 50; 0: all)
     #[arg(long, value_name = "N")]
     pub limit: Option<usize>,
@@ -64,10 +73,16 @@ pub async fn run(args: Args, store: &Store, printer: &Printer) -> anyhow::Result
         0 => usize::MAX,
         n => n,
     };
+    let lineage = match &args.parent {
+        Some(prefix) => Lineage::ChildrenOf(store.resolve_id(prefix).await?),
+        None if args.roots => Lineage::Roots,
+        None => Lineage::Any,
+    };
     let filter = ListFilter {
         status: stored,
         workflow: args.workflow.clone(),
         since,
+        lineage,
         // One more than shown tells whether there are more.
         limit: Some(limit.saturating_add(1)).filter(|_| limit_in_query),
     };
@@ -118,18 +133,29 @@ pub async fn run(args: Args, store: &Store, printer: &Printer) -> anyhow::Result
         printer.info("no instances");
         return Ok(ExitStatus::Success);
     }
-    let mut table = printer.table();
-    table.set_header(["ID", "WORKFLOW", "STATUS", "CREATED", "UPDATED"]);
-    for i in &rows {
-        table.add_row(vec![
-            comfy_table::Cell::new(short_id(i.id)),
-            comfy_table::Cell::new(i.workflow),
-            printer.status_cell(i.status.as_str()),
-            comfy_table::Cell::new(printer.when(i.created_at)),
-            comfy_table::Cell::new(printer.when(i.updated_at)),
-        ]);
-    }
-    printer.keep_columns(&mut table, Some(1));
+    // PARENT is last: piped, a root's empty cell moves no column after it.
+    let cells = rows
+        .iter()
+        .map(|i| {
+            vec![
+                comfy_table::Cell::new(short_id(i.id)),
+                comfy_table::Cell::new(i.workflow),
+                printer.status_cell(i.status.as_str()),
+                comfy_table::Cell::new(printer.when(i.created_at)),
+                comfy_table::Cell::new(printer.when(i.updated_at)),
+                comfy_table::Cell::new(i.parent.map_or("", |p| short_id(p))),
+            ]
+        })
+        .collect();
+    // Only WORKFLOW wraps; when even so the table is wider than the
+    // terminal (`--time-format iso`), UPDATED is left out.
+    let (table, _) = printer.fitted(
+        &["ID", "WORKFLOW", "STATUS", "CREATED", "UPDATED", "PARENT"],
+        cells,
+        Some(1),
+        MIN_WORKFLOW_WIDTH,
+        &[4],
+    );
     printer.data(&table.to_string());
     say_more();
     Ok(ExitStatus::Success)

@@ -46,7 +46,6 @@ pub async fn run(args: Args, db: Option<PathBuf>, printer: &Printer) -> anyhow::
     match args.command {
         Sub::Add { file, json } => {
             let wf = Workflow::load(&file)?;
-            crate::engine::check_schedulable(&wf)?;
             let mut store = super::open(db).await?;
             let rows = fire::register(&mut store, &wf, &file).await?;
             if !wf.secrets.is_empty() {

@@ -2,7 +2,9 @@
 //! an instance (the latest one by default, every one with `--all`), read from
 //! the spans stored with the results they describe.
 //!
-//! - `tree`: per run, the root span and the spans beneath it (docs/traces.md).
+//! - `tree`: per run, the root span and the spans beneath it (docs/traces.md),
+//!   the runs of the children of `workflow:` steps under the attempts that
+//!   made them (`--depth N` levels at most).
 //! - `json`: an array of runs ([`TraceRunView`]), each `{instance_id,
 //!   workflow, run, outcome, trace_id, span_id, parent_span_id, started_at,
 //!   finished_at, duration_ms, spans}` where each span is `{trace_id,
@@ -10,6 +12,8 @@
 //!   end_time, duration_ms, offset_ms, status, status_message, attributes,
 //!   links}` (times RFC 3339 UTC with nanoseconds).
 //! - `otlp`: one OTLP/JSON `ExportTraceServiceRequest`.
+//!
+//! `json` and `otlp` take the children's runs too, after their parent's.
 
 use crate::exit::{ExitStatus, UsageError};
 use crate::printer::Printer;
@@ -32,24 +36,113 @@ pub enum Format {
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// Instance id (any unique prefix; default: the latest instance)
+    /// Instance id (any unique prefix; default: the latest instance not a child)
     #[arg(conflicts_with = "all")]
     pub id: Option<String>,
     /// Output format
     #[arg(long, value_enum, default_value_t = Format::Tree)]
     pub format: Format,
-    /// Every instance, oldest first
+    /// Every instance, oldest first, each by itself (children not nested)
     #[arg(long)]
     pub all: bool,
+    /// Nest children of `workflow:` steps this many levels deep at most
+    /// (default: all; 0: none)
+    #[arg(long, value_name = "N", conflicts_with = "all")]
+    pub depth: Option<usize>,
 }
 
-/// One instance's recorded trace data.
+/// One instance's recorded trace data, and its children's.
 struct Traced {
     instance: InstanceRow,
     runs: Vec<RunRow>,
     spans: Vec<SpanRow>,
     /// Each run's trace identity, by run number (`--format json`).
     traces: BTreeMap<i64, RunTrace>,
+    children: Vec<Traced>,
+}
+
+impl Traced {
+    /// The instance and its children, depth first: the order of `--format
+    /// json` and `otlp`.
+    fn each(&self) -> Vec<&Traced> {
+        let mut all = vec![self];
+        for c in &self.children {
+            all.extend(c.each());
+        }
+        all
+    }
+
+    /// What `telemetry::tree` draws of it.
+    fn tree(&self) -> tree::Traced<'_> {
+        tree::Traced {
+            id: self.instance.id.as_str(),
+            workflow: &self.instance.workflow,
+            runs: &self.runs,
+            spans: &self.spans,
+            children: self
+                .children
+                .iter()
+                .filter_map(|c| {
+                    let p = c.instance.parent.as_ref()?;
+                    Some(tree::Child {
+                        key: &p.key,
+                        attempt: p.attempt,
+                        traced: c.tree(),
+                    })
+                })
+                .collect(),
+        }
+    }
+}
+
+/// Reads instance `id`'s trace data and its children's, `depth` levels
+/// down (`traces`: each run's trace identity too).
+async fn load(
+    store: &Store,
+    id: &InstanceId,
+    depth: usize,
+    traces: bool,
+) -> anyhow::Result<Traced> {
+    let instance = store.instance(id).await?;
+    let runs = store.runs(id).await?;
+    let spans = store.spans(id).await?;
+    let mut by_run = BTreeMap::new();
+    if traces {
+        for n in run_numbers(&runs, &spans) {
+            if let Some(t) = store.run_trace(id, n).await? {
+                by_run.insert(n, t);
+            }
+        }
+    }
+    let mut children = Vec::new();
+    if depth > 0 {
+        for child in store.children(id).await? {
+            children.push(Box::pin(load(store, &child.id, depth - 1, traces)).await?);
+        }
+    }
+    Ok(Traced {
+        instance,
+        runs,
+        spans,
+        traces: by_run,
+        children,
+    })
+}
+
+/// The ids of instance `id` and its children, `depth` levels down, depth
+/// first.
+async fn with_children(
+    store: &Store,
+    id: InstanceId,
+    depth: usize,
+) -> anyhow::Result<Vec<InstanceId>> {
+    let mut ids = vec![id.clone()];
+    if depth > 0 {
+        for child in store.children(&id).await? {
+            ids.extend(Box::pin(with_children(store, child.id, depth - 1)).await?);
+        }
+    }
+    Ok(ids)
 }
 
 /// `--format otlp`: the spans stream from the database to stdout.
@@ -93,26 +186,16 @@ pub async fn run(args: Args, store: &Store, printer: &Printer) -> anyhow::Result
             })?],
         }
     };
+    // `--all` shows each instance by itself; else children are nested.
+    let depth = if args.all {
+        0
+    } else {
+        args.depth.unwrap_or(usize::MAX)
+    };
     let load = async |with_traces: bool| -> anyhow::Result<Vec<Traced>> {
         let mut traced = Vec::with_capacity(ids.len());
         for id in &ids {
-            let instance = store.instance(id).await?;
-            let runs = store.runs(id).await?;
-            let spans = store.spans(id).await?;
-            let mut traces = BTreeMap::new();
-            if with_traces {
-                for n in run_numbers(&runs, &spans) {
-                    if let Some(t) = store.run_trace(id, n).await? {
-                        traces.insert(n, t);
-                    }
-                }
-            }
-            traced.push(Traced {
-                instance,
-                runs,
-                spans,
-                traces,
-            });
+            traced.push(load(store, id, depth, with_traces).await?);
         }
         Ok(traced)
     };
@@ -127,6 +210,7 @@ pub async fn run(args: Args, store: &Store, printer: &Printer) -> anyhow::Result
             let traced = store.snapshot(async |_: &Store| load(true).await).await?;
             let runs: Vec<TraceRunView> = traced
                 .iter()
+                .flat_map(Traced::each)
                 .flat_map(|t| TraceRunView::all(&t.instance, &t.runs, &t.spans, &t.traces))
                 .collect();
             let mut out = printer.data_writer();
@@ -142,7 +226,13 @@ pub async fn run(args: Args, store: &Store, printer: &Printer) -> anyhow::Result
         }
         Format::Otlp => {
             return store
-                .snapshot(async |_: &Store| print_otlp(store, &ids, printer).await)
+                .snapshot(async |_: &Store| {
+                    let mut all = Vec::new();
+                    for id in &ids {
+                        all.extend(with_children(store, id.clone(), depth).await?);
+                    }
+                    print_otlp(store, &all, printer).await
+                })
                 .await;
         }
     }
@@ -160,7 +250,7 @@ fn print_tree(traced: &[Traced], all: bool, printer: &Printer) {
                 t.instance.id, t.instance.workflow
             ));
         }
-        let lines = tree::render(&t.instance.workflow, &t.runs, &t.spans);
+        let lines = tree::render_traced(&t.tree());
         if lines.is_empty() {
             printer.info(&format!("instance {} has no recorded spans", t.instance.id));
         }

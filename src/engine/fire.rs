@@ -182,10 +182,8 @@ pub async fn register(
             path.display()
         )));
     }
-    // A schedule pins one definition: a workflow that calls others is
-    // refused until their definitions are pinned with it here too.
-    super::check_schedulable(wf)?;
-    let def: DefinitionRow = super::definitions_of(wf).swap_remove(0);
+    // The definitions of the workflows it calls are pinned with it.
+    let defs: Vec<DefinitionRow> = super::definitions_of(wf);
     for _ in 0..REGISTER_TRIES {
         let old: Vec<ScheduleRow> = store
             .schedules()
@@ -195,7 +193,7 @@ pub async fn register(
             .collect();
         let rows = entries(wf, path, &old)?;
         if store
-            .register_schedules(&wf.name, &rows, &def, &old)
+            .register_schedules(&wf.name, &rows, &defs, &old)
             .await?
         {
             return Ok(rows);

@@ -207,19 +207,6 @@ pub fn resolve_inputs(wf: &Workflow, given: Map<String, Value>) -> Result<Value,
     Ok(Value::Object(out))
 }
 
-/// Refuses to schedule a workflow with `workflow:` steps, before anything
-/// is written: a schedule pins one definition, and the children's
-/// definitions are not pinned with it yet.
-pub fn check_schedulable(wf: &Workflow) -> Result<(), EngineError> {
-    match wf.calls.first() {
-        Some(call) => Err(EngineError::Input(format!(
-            "step `{}` calls `{}`: a workflow with `workflow:` steps cannot be scheduled yet; start it with `wf run`",
-            call.step, call.path
-        ))),
-        None => Ok(()),
-    }
-}
-
 /// The definitions an instance of `wf` pins: its own first, then those of
 /// the workflows it calls (and they call), each once.
 pub fn definitions_of(wf: &Workflow) -> Vec<store::DefinitionRow> {

@@ -242,6 +242,13 @@ impl Store {
         Ok(view)
     }
 
+    /// The children of instance `id`, in the order they were made.
+    pub async fn children(&self, id: &InstanceId) -> Result<Vec<InstanceRow>> {
+        let mut children = each!(self.children(id))?;
+        sort_children(&mut children);
+        Ok(children)
+    }
+
     /// Runs the reads of `f` in one snapshot of the database, so that what
     /// a read command prints was all true at one moment (a step's row with
     /// the state its commit patched, a run with its spans). On SQLite, one
@@ -368,6 +375,17 @@ impl Store {
             f(row)
         };
         each!(self.each_span(id, f))
+    }
+
+    /// The (trace id, span id) of attempt `attempt` of unit `key`: a
+    /// child's first run is a child of the attempt that made it.
+    pub async fn attempt_span(
+        &self,
+        id: &InstanceId,
+        key: &str,
+        attempt: i64,
+    ) -> Result<Option<(String, String)>> {
+        each!(self.attempt_span(id, key, attempt))
     }
 
     pub async fn run_trace(&self, id: &InstanceId, run: i64) -> Result<Option<RunTrace>> {
@@ -544,7 +562,8 @@ impl Store {
         }
     }
 
-    /// The most recently created instance, if any.
+    /// The most recently created instance that is not a child (the
+    /// children of `workflow:` steps are nested in their parent's), if any.
     pub async fn latest_instance_id(&self) -> Result<Option<InstanceId>> {
         each!(self.latest_instance_id()).map(|id| id.map(InstanceId::from))
     }

@@ -82,7 +82,22 @@ pub struct ListFilter {
     pub workflow: Option<String>,
     /// Created at or after this time.
     pub since: Option<Timestamp>,
+    /// Roots only, or the children of one instance (`wf list --roots`,
+    /// `--parent ID`).
+    pub lineage: Lineage,
     pub limit: Option<usize>,
+}
+
+/// Where in a tree of instances the listed ones stand.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum Lineage {
+    /// Any instance, root or child.
+    #[default]
+    Any,
+    /// Only instances without a parent (started on their own).
+    Roots,
+    /// Only the direct children of this instance.
+    ChildrenOf(InstanceId),
 }
 
 /// A delivered event no step has taken yet.

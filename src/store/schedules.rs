@@ -15,10 +15,10 @@ impl Store {
         &mut self,
         workflow: &str,
         rows: &[ScheduleRow],
-        def: &DefinitionRow,
+        defs: &[DefinitionRow],
         read: &[ScheduleRow],
     ) -> Result<bool> {
-        each!(self.register_schedules(workflow, rows, def, read))
+        each!(self.register_schedules(workflow, rows, defs, read))
     }
 
     /// Removes the entries of `workflow`; how many there were.

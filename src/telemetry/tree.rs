@@ -50,42 +50,178 @@ fn dur(ns: i64) -> String {
     }
 }
 
-fn timing(span: &SpanRow, w: Window) -> String {
+fn timing(start_ns: i64, end_ns: i64, w: Window) -> String {
     let total = (w.end - w.start).max(1) as f64;
-    let from = ((span.start_ns - w.start).max(0) as f64 / total * BAR as f64).floor() as usize;
-    let to = ((span.end_ns - w.start).max(0) as f64 / total * BAR as f64).ceil() as usize;
+    let from = ((start_ns - w.start).max(0) as f64 / total * BAR as f64).floor() as usize;
+    let to = ((end_ns - w.start).max(0) as f64 / total * BAR as f64).ceil() as usize;
     let (from, to) = (from.min(BAR - 1), to.clamp(from.min(BAR - 1) + 1, BAR));
     let bar: String = (0..BAR)
         .map(|i| if i >= from && i < to { '█' } else { ' ' })
         .collect();
     format!(
         "{:>7} {:>6} ▕{bar}▏",
-        format!("+{}", dur(span.start_ns - w.start)),
-        dur(span.end_ns - span.start_ns)
+        format!("+{}", dur(start_ns - w.start)),
+        dur(end_ns - start_ns)
     )
+}
+
+/// An instance's recorded runs and spans, with its children's (`wf trace
+/// PARENT`): each child's runs hang under the span of the attempt that
+/// made it.
+pub struct Traced<'a> {
+    pub id: &'a str,
+    pub workflow: &'a str,
+    pub runs: &'a [RunRow],
+    pub spans: &'a [SpanRow],
+    pub children: Vec<Child<'a>>,
+}
+
+/// A child instance, and the parent's unit key and attempt that made it.
+pub struct Child<'a> {
+    pub key: &'a str,
+    pub attempt: i64,
+    pub traced: Traced<'a>,
+}
+
+/// A line of the tree and the lines beneath it, before drawing.
+struct Node {
+    head: String,
+    /// The span's (start, end) ns and the window it is measured against.
+    timing: Option<(i64, i64, Window)>,
+    details: Vec<String>,
+    kids: Vec<Node>,
+}
+
+impl Node {
+    /// When it starts, for ordering: a header's is its first line's.
+    fn start(&self) -> i64 {
+        match self.timing {
+            Some((start, _, _)) => start,
+            None => self.kids.first().map_or(i64::MAX, Node::start),
+        }
+    }
 }
 
 /// The tree of one instance: `runs` as recorded (for runs whose root span is
 /// not written yet) and every stored span. Returns the lines, aligned.
 pub fn render(workflow: &str, runs: &[RunRow], spans: &[SpanRow]) -> Vec<String> {
-    let mut numbers: BTreeSet<i64> = runs.iter().map(|r| r.number).collect();
-    numbers.extend(spans.iter().map(|s| s.run));
+    render_traced(&Traced {
+        id: "",
+        workflow,
+        runs,
+        spans,
+        children: Vec::new(),
+    })
+}
+
+/// The tree of an instance and of its children, nested.
+pub fn render_traced(t: &Traced<'_>) -> Vec<String> {
     let mut lines = Vec::new();
-    for number in numbers {
-        let in_run: Vec<&SpanRow> = spans.iter().filter(|s| s.run == number).collect();
-        let run = runs.iter().find(|r| r.number == number);
-        render_run(workflow, number, run, &in_run, &mut lines);
+    for node in instance_nodes(t, None) {
+        draw(&node, "", "", &mut lines);
     }
     align(lines)
 }
 
-fn render_run(
-    workflow: &str,
+fn draw(node: &Node, prefix: &str, indent: &str, out: &mut Vec<Line>) {
+    out.push(Line {
+        head: format!("{prefix}{}", node.head),
+        timing: node.timing.map(|(start, end, w)| timing(start, end, w)),
+        details: node.details.clone(),
+    });
+    for (i, kid) in node.kids.iter().enumerate() {
+        let (p, rest) = branch(indent, i + 1 == node.kids.len());
+        draw(kid, &p, &rest, out);
+    }
+}
+
+/// The spans under which `t`'s children hang, and the children whose
+/// attempt has no span yet (it is still open). A child's first run is a
+/// child of its attempt's span; children recorded before that was so are
+/// placed by the attempt's key and number.
+fn attachments<'a>(
+    t: &'a Traced<'a>,
+) -> (HashMap<&'a str, Vec<&'a Traced<'a>>>, Vec<&'a Child<'a>>) {
+    let ids: HashSet<&str> = t.spans.iter().map(|s| s.span_id.as_str()).collect();
+    let mut under: HashMap<&str, Vec<&Traced>> = HashMap::new();
+    let mut loose = Vec::new();
+    for c in &t.children {
+        let by_parent = c
+            .traced
+            .spans
+            .iter()
+            .filter(|s| is_root(s))
+            .min_by_key(|s| s.run)
+            .and_then(|s| s.parent_span_id.as_deref())
+            .filter(|p| ids.contains(p));
+        let by_attempt = || {
+            t.spans
+                .iter()
+                .find(|s| {
+                    attr(s, "workflow.step.id").as_deref() == Some(c.key)
+                        && s.attributes
+                            .get("workflow.step.attempt")
+                            .and_then(Value::as_i64)
+                            == Some(c.attempt)
+                })
+                .map(|s| s.span_id.as_str())
+        };
+        match by_parent.or_else(by_attempt) {
+            Some(span) => under.entry(span).or_default().push(&c.traced),
+            None => loose.push(c),
+        }
+    }
+    (under, loose)
+}
+
+/// An instance's runs, in order, each its root's node (or a header's);
+/// `outer`: the trace and window of the run it is nested in, which its
+/// runs in that trace are measured against.
+fn instance_nodes(t: &Traced<'_>, outer: Option<(&str, Window)>) -> Vec<Node> {
+    let mut numbers: BTreeSet<i64> = t.runs.iter().map(|r| r.number).collect();
+    numbers.extend(t.spans.iter().map(|s| s.run));
+    let (under, loose) = attachments(t);
+    let mut nodes = Vec::new();
+    for number in numbers {
+        let in_run: Vec<&SpanRow> = t.spans.iter().filter(|s| s.run == number).collect();
+        let run = t.runs.iter().find(|r| r.number == number);
+        nodes.extend(run_nodes(t, number, run, &in_run, &under, outer));
+    }
+    // Children of attempts still open: under a line for the attempt, at
+    // the end of the last run.
+    for c in loose {
+        let kid = Node {
+            head: format!("{}/{}", t.workflow, c.key),
+            timing: None,
+            details: vec![format!("attempt={}", c.attempt), "outcome=running".into()],
+            kids: instance_nodes(&c.traced, None),
+        };
+        match nodes.last_mut() {
+            Some(last) => last.kids.push(kid),
+            None => nodes.push(kid),
+        }
+    }
+    if outer.is_some() || !t.children.is_empty() {
+        // Which instance each run is, where several are shown.
+        for n in &mut nodes {
+            n.details.push(format!("instance={}", short(t.id)));
+        }
+    }
+    nodes
+}
+
+fn short(id: &str) -> &str {
+    id.get(..12).unwrap_or(id)
+}
+
+fn run_nodes(
+    t: &Traced<'_>,
     number: i64,
     run: Option<&RunRow>,
     spans: &[&SpanRow],
-    out: &mut Vec<Line>,
-) {
+    under: &HashMap<&str, Vec<&Traced<'_>>>,
+    outer: Option<(&str, Window)>,
+) -> Vec<Node> {
     let ids: HashSet<&str> = spans.iter().map(|s| s.span_id.as_str()).collect();
     let mut children: HashMap<&str, Vec<&SpanRow>> = HashMap::new();
     let mut top: Vec<&SpanRow> = Vec::new();
@@ -99,23 +235,8 @@ fn render_run(
         list.sort_by(|a, b| (a.start_ns, &a.span_id).cmp(&(b.start_ns, &b.span_id)));
     }
     top.sort_by_key(|s| (!is_root(s), s.start_ns, s.span_id.clone()));
-    let has_root = top.first().is_some_and(|s| is_root(s));
-    let depth = if has_root {
-        0
-    } else {
-        // The root is written when the run ends: this run is still going (or
-        // its process died and nobody resumed it yet).
-        let outcome = run
-            .and_then(|r| r.outcome)
-            .map_or("running", |o| o.as_str());
-        out.push(Line {
-            head: format!("{workflow}/workflow"),
-            timing: None,
-            details: vec![format!("run {number}"), format!("outcome={outcome}")],
-        });
-        1
-    };
-    let window = match spans.iter().find(|s| is_root(s)) {
+    let root = spans.iter().find(|s| is_root(s));
+    let own = match root {
         Some(root) => Window {
             start: root.start_ns,
             end: root
@@ -127,15 +248,74 @@ fn render_run(
             end: spans.iter().map(|s| s.end_ns).max().unwrap_or(0),
         },
     };
+    // A run in the trace it is nested in is measured against that run.
+    let window = match (outer, root) {
+        (Some((trace, w)), Some(root)) if root.trace_id == trace => w,
+        _ => own,
+    };
+    let tree = SpanTree {
+        children: &children,
+        under,
+        window,
+    };
     let mut seen = HashSet::new();
-    let count = top.len();
-    for (i, s) in top.into_iter().enumerate() {
-        let (prefix, rest) = if depth == 0 {
-            (String::new(), String::new())
-        } else {
-            branch("", i + 1 == count)
-        };
-        walk(s, &prefix, &rest, (&children, window), &mut seen, out);
+    let nodes: Vec<Node> = top.iter().filter_map(|s| tree.node(s, &mut seen)).collect();
+    if root.is_some() {
+        return nodes;
+    }
+    // The root is written when the run ends: this run is still going (or
+    // its process died and nobody resumed it yet).
+    let outcome = run
+        .and_then(|r| r.outcome)
+        .map_or("running", |o| o.as_str());
+    vec![Node {
+        head: format!("{}/workflow", t.workflow),
+        timing: None,
+        details: vec![format!("run {number}"), format!("outcome={outcome}")],
+        kids: nodes,
+    }]
+}
+
+/// The spans of one run, by parent, and the children hanging under them.
+struct SpanTree<'a, 'b> {
+    children: &'b HashMap<&'a str, Vec<&'a SpanRow>>,
+    under: &'b HashMap<&'a str, Vec<&'a Traced<'a>>>,
+    window: Window,
+}
+
+impl<'a> SpanTree<'a, '_> {
+    fn node(&self, span: &'a SpanRow, seen: &mut HashSet<&'a str>) -> Option<Node> {
+        if !seen.insert(span.span_id.as_str()) {
+            return None;
+        }
+        let mut details = details(span);
+        if is_root(span) {
+            details.push(format!("trace={}", span.trace_id));
+        }
+        let mut kids: Vec<Node> = self
+            .children
+            .get(span.span_id.as_str())
+            .map(Vec::as_slice)
+            .unwrap_or(&[])
+            .iter()
+            .filter_map(|kid| self.node(kid, seen))
+            .collect();
+        let nested = self.under.get(span.span_id.as_str());
+        for child in nested.into_iter().flatten() {
+            kids.extend(instance_nodes(
+                child,
+                Some((span.trace_id.as_str(), self.window)),
+            ));
+        }
+        if nested.is_some() {
+            kids.sort_by_key(Node::start);
+        }
+        Some(Node {
+            head: span.name.clone(),
+            timing: Some((span.start_ns, span.end_ns, self.window)),
+            details,
+            kids,
+        })
     }
 }
 
@@ -145,36 +325,6 @@ fn branch(indent: &str, last: bool) -> (String, String) {
         (format!("{indent}└── "), format!("{indent}    "))
     } else {
         (format!("{indent}├── "), format!("{indent}│   "))
-    }
-}
-
-fn walk<'a>(
-    span: &'a SpanRow,
-    prefix: &str,
-    indent: &str,
-    (children, window): (&HashMap<&str, Vec<&'a SpanRow>>, Window),
-    seen: &mut HashSet<&'a str>,
-    out: &mut Vec<Line>,
-) {
-    if !seen.insert(span.span_id.as_str()) {
-        return;
-    }
-    let mut details = details(span);
-    if is_root(span) {
-        details.push(format!("trace={}", span.trace_id));
-    }
-    out.push(Line {
-        head: format!("{prefix}{}", span.name),
-        timing: Some(timing(span, window)),
-        details,
-    });
-    let kids = children
-        .get(span.span_id.as_str())
-        .map(Vec::as_slice)
-        .unwrap_or(&[]);
-    for (i, kid) in kids.iter().enumerate() {
-        let (p, rest) = branch(indent, i + 1 == kids.len());
-        walk(kid, &p, &rest, (children, window), seen, out);
     }
 }
 

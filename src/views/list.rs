@@ -5,7 +5,7 @@ use crate::store::InstanceRow;
 use crate::vocab::{InstanceId, Timestamp};
 
 /// An instance in a listing: `{id, workflow, status, created_at,
-/// updated_at}`.
+/// updated_at, parent}` (`parent`: the parent's id, null for a root).
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct InstanceSummary<'a> {
     pub id: &'a InstanceId,
@@ -13,6 +13,8 @@ pub struct InstanceSummary<'a> {
     pub status: ShownStatus,
     pub created_at: Timestamp,
     pub updated_at: Timestamp,
+    /// The instance whose `workflow:` step made this one (None: a root).
+    pub parent: Option<&'a InstanceId>,
 }
 
 impl<'a> InstanceSummary<'a> {
@@ -25,6 +27,7 @@ impl<'a> InstanceSummary<'a> {
             status,
             created_at: inst.created_at,
             updated_at: inst.updated_at,
+            parent: inst.parent.as_ref().map(|p| &p.id),
         }
     }
 }

@@ -328,10 +328,17 @@ fn list() {
         updated_at: at(21),
         ..instance(InstanceStatus::Running)
     };
+    // A child of the failed one: `parent` is its parent's id (null on a root).
     let dead = InstanceRow {
         id: InstanceId::from("e4d909c290d0fb1ca068ffaddf22cbd0"),
         created_at: at(10),
         updated_at: at(11),
+        parent: Some(store::ParentRef {
+            id: failed().id,
+            key: "deploy[2]".into(),
+            attempt: 1,
+        }),
+        depth: 1,
         ..instance(InstanceStatus::Running)
     };
     let rows = [alive, dead, failed()];

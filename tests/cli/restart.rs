@@ -424,3 +424,106 @@ fn a_restart_gives_the_workflow_timeout_a_fresh_start() {
     assert_eq!(i["status"], "completed", "{}", ran.stderr);
     assert_eq!(lines(&t, "a.count"), 1);
 }
+
+/// A child that counts its runs in `<tag>.count` and fails for tag `2`
+/// until a file `fixed` exists.
+const KID: &str = r#"
+name: kid
+inputs: { tag: { required: true } }
+steps:
+  - id: work
+    run: echo ${{ inputs.tag }} >> ${{ inputs.tag }}.count; test "${{ inputs.tag }}" != 2 || test -f fixed
+outputs: { tag: "${{ inputs.tag }}" }
+"#;
+
+/// `wf inspect ID --json`'s children: (step, attempt, id, status).
+fn children(t: &Test, id: &str) -> Vec<(String, i64, String, String)> {
+    let i = t.wf(&["inspect", id, "--json"]).code(0).json();
+    i["children"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .iter()
+        .map(|c| {
+            (
+                c["step"].as_str().unwrap_or_default().to_string(),
+                c["attempt"].as_i64().unwrap_or(-1),
+                c["id"].as_str().unwrap_or_default().to_string(),
+                c["status"].as_str().unwrap_or_default().to_string(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn a_restart_from_a_workflow_step_starts_new_children_and_keeps_the_others() {
+    let t = Test::new();
+    t.write("kid.yaml", KID);
+    let flow = t.write(
+        "family.yaml",
+        "name: family\nsteps:\n  - id: first\n    workflow: ./kid.yaml\n    with: { tag: one }\n  \
+         - id: second\n    workflow: ./kid.yaml\n    with: { tag: two }\n  - id: end\n    \
+         run: echo ${{ steps.first.output.tag }} ${{ steps.second.output.tag }}\n",
+    );
+    t.wf(&["run", flow.to_str().unwrap(), "--id", "fam1"])
+        .code(0);
+    let before = children(&t, "fam1");
+    assert_eq!(before.len(), 2, "{before:?}");
+    t.wf(&["restart", "fam1", "--from", "second"]).code(0);
+    let after = children(&t, "fam1");
+    // The kept step keeps its child, which did not run again; the step run
+    // again has a new child, of its new attempt.
+    assert_eq!(after.len(), 3, "{after:?}");
+    assert!(after.contains(&before[0]), "{after:?}");
+    assert!(
+        after.contains(&before[1]),
+        "the old child stays in the history"
+    );
+    let new: Vec<_> = after.iter().filter(|c| !before.contains(c)).collect();
+    assert_eq!(new.len(), 1);
+    assert_eq!(
+        (new[0].0.as_str(), new[0].1, new[0].3.as_str()),
+        ("second", 2, "completed")
+    );
+    assert_eq!(lines(&t, "one.count"), 1);
+    assert_eq!(lines(&t, "two.count"), 2);
+    let i = t.wf(&["inspect", "fam1", "--json"]).code(0).json();
+    assert_eq!(Test::step(&i, "end")["output"]["stdout"], "one two");
+}
+
+#[test]
+fn retry_failed_retries_only_the_failed_children_of_a_for_each() {
+    let t = Test::new();
+    t.write("kid.yaml", KID);
+    let flow = t.write(
+        "fan.yaml",
+        "name: fan\ninputs:\n  tags: { default: [1, 2, 3] }\nsteps:\n  - id: each\n    \
+         workflow: ./kid.yaml\n    for_each: \"${{ inputs.tags }}\"\n    with: { tag: \"${{ item }}\" }\n  \
+         - id: after\n    run: echo ${{ join(steps.each.output.*.tag, ',') }}\n",
+    );
+    t.wf(&["run", flow.to_str().unwrap(), "--id", "fan1"])
+        .code(1);
+    let failed = children(&t, "fan1");
+    assert_eq!(failed.len(), 3, "{failed:?}");
+    t.write("fixed", "");
+    t.wf(&["resume", "fan1", "--retry-failed"]).code(0);
+    let after = children(&t, "fan1");
+    // Only item 2 got a new child; 1 and 3 kept theirs and their results.
+    assert_eq!(after.len(), 4, "{after:?}");
+    let new: Vec<_> = after.iter().filter(|c| !failed.contains(c)).collect();
+    assert_eq!(new.len(), 1, "{after:?}");
+    assert_eq!(
+        (new[0].0.as_str(), new[0].1, new[0].3.as_str()),
+        ("each[1]", 2, "completed")
+    );
+    assert_eq!(
+        [
+            lines(&t, "1.count"),
+            lines(&t, "2.count"),
+            lines(&t, "3.count")
+        ],
+        [1, 2, 1]
+    );
+    let i = t.wf(&["inspect", "fan1", "--json"]).code(0).json();
+    assert_eq!(Test::step(&i, "after")["output"]["stdout"], "1,2,3");
+}

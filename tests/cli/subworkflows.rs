@@ -5,8 +5,8 @@
 //! one per attempt (and item), their outputs the step's output, their
 //! failure the step's `child.failed`; a child that suspends suspends its
 //! parent until whoever ends it; a parent killed while its child runs is
-//! finished by `wf resume`, with one child. (`wf schedule add` refuses such
-//! a workflow: a schedule does not pin the children yet.)
+//! finished by `wf resume`, with one child; a schedule pins the children's
+//! definitions with its own.
 
 use crate::{Ran, Test};
 use serde_json::Value;
@@ -212,19 +212,38 @@ fn the_step_keys_are_checked_where_they_stand() {
 }
 
 #[test]
-fn scheduling_a_workflow_that_calls_workflows_is_refused() {
+fn a_scheduled_workflow_runs_the_children_pinned_when_it_was_added() {
     let t = with_child(CHILD);
-    t.write("release.yaml", &parent("with: { region: \"${{ item }}\" }"));
-    let ran = t.wf(&["schedule", "add", "release.yaml"]);
-    ran.code(2);
-    assert!(
-        ran.stderr.contains("cannot be scheduled yet"),
-        "{}",
-        ran.stderr
+    t.write(
+        "release.yaml",
+        "name: release\non:\n  schedule:\n    - every: 1s\nsteps:\n  - id: deploy\n    \
+         workflow: ./children/deploy.yaml\n    with: { region: eu }\n",
     );
-    assert!(
-        !t.database_written(),
-        "a refused schedule wrote the database"
+    t.wf(&["schedule", "add", "release.yaml"]).code(0);
+    // The child's file changes after the schedule was added: the fires run
+    // the definition pinned then.
+    t.write(
+        "children/deploy.yaml",
+        "name: deploy-region\ninputs:\n  region: {}\nsteps:\n  - id: deploy\n    run: exit 9\n",
+    );
+    let next = t.wf(&["schedule", "list", "--json"]).code(0).json()[0]["next_fire_at"]
+        .as_str()
+        .map(|s| chrono::DateTime::parse_from_rfc3339(s).expect("a time"))
+        .expect("a next fire time");
+    // A wait for the clock: nothing else says a fire time is due.
+    let wait = next.timestamp_millis() - chrono::Utc::now().timestamp_millis() + 20;
+    if wait > 0 {
+        std::thread::sleep(std::time::Duration::from_millis(wait as u64));
+    }
+    t.wf(&["worker", "--once"]).code(0);
+    let all = instances(&t);
+    assert_eq!(all.len(), 2, "the fired instance and its child: {all:#?}");
+    assert!(all.iter().all(|i| i["status"] == "completed"), "{all:#?}");
+    let child = ids_of(&t, "deploy-region");
+    let i = t.wf(&["inspect", &child[0], "--json"]).code(0).json();
+    assert_eq!(
+        Test::step(&i, "deploy")["output"]["stdout"],
+        "deploying latest to eu"
     );
 }
 
@@ -650,4 +669,230 @@ fn a_hundred_children_ending_together_are_all_taken() {
     let inspect = t.inspect("rel");
     assert_eq!(inspect["children"].as_array().map_or(0, Vec::len), 100);
     assert_eq!(Test::step(&inspect, "deploy")["status"], "completed");
+}
+
+/// `wf list --json ARGS…`: the ids listed, sorted.
+fn listed(t: &Test, args: &[&str]) -> Vec<String> {
+    let mut all = vec!["list", "--json"];
+    all.extend_from_slice(args);
+    let mut ids: Vec<String> = t
+        .wf(&all)
+        .code(0)
+        .json()
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .iter()
+        .map(|i| i["id"].as_str().unwrap_or_default().to_string())
+        .collect();
+    ids.sort();
+    ids
+}
+
+fn sorted(ids: &[&str]) -> Vec<String> {
+    let mut ids: Vec<String> = ids.iter().map(ToString::to_string).collect();
+    ids.sort();
+    ids
+}
+
+/// A release (a random id, 32 digits) whose child for `us` fails after the
+/// one for `eu` completed, and a root of the child's workflow run on its
+/// own: (release, eu child, us child, solo).
+fn a_family(t: &Test) -> (String, String, String, String) {
+    t.write(
+        "release.yaml",
+        &parent("with: { region: \"${{ item }}\" }").replace("max_parallel: 2", "max_parallel: 1"),
+    );
+    let ran = t.wf(&["run", "release.yaml", "--json"]);
+    ran.code(1);
+    let release = ran.json()["id"].as_str().unwrap_or_default().to_string();
+    assert_eq!(release.len(), 32, "{}", ran.stdout);
+    let children = t.inspect(&release)["children"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let id = |i: usize| children[i]["id"].as_str().unwrap_or_default().to_string();
+    assert_eq!(children.len(), 2, "{children:?}");
+    assert_eq!(
+        (&children[0]["status"], &children[1]["status"]),
+        (&"completed".into(), &"failed".into())
+    );
+    t.wf(&[
+        "run",
+        "children/deploy.yaml",
+        "--id",
+        "solo",
+        "--input",
+        "region=ap",
+    ])
+    .code(0);
+    (release, id(0), id(1), "solo".into())
+}
+
+/// `deploy` fails for region `us`.
+const FAILS_FOR_US: &str = "name: deploy-region
+inputs:
+  region: { required: true }
+steps:
+  - id: deploy
+    run: test ${{ inputs.region }} != us
+";
+
+#[test]
+fn list_shows_each_instances_parent() {
+    let t = with_child(FAILS_FOR_US);
+    let (release, eu, us, solo) = a_family(&t);
+    let text = t.wf(&["list"]).code(0).stdout.clone();
+    let mut lines = text.lines();
+    assert_eq!(
+        lines
+            .next()
+            .map(|l| l.split_whitespace().collect::<Vec<_>>()),
+        Some(vec![
+            "ID", "WORKFLOW", "STATUS", "CREATED", "UPDATED", "PARENT"
+        ]),
+        "{text}"
+    );
+    // The last word of an instance's line.
+    let last = |id: &str| {
+        text.lines()
+            .find(|l| l.split_whitespace().next() == Some(&id[..id.len().min(12)]))
+            .and_then(|l| l.split_whitespace().last())
+            .unwrap_or_else(|| panic!("no line for {id}:\n{text}"))
+            .to_string()
+    };
+    // A child ends with its parent's short id; a root with its UPDATED time.
+    for child in [&eu, &us] {
+        assert_eq!(last(child), release[..12], "{text}");
+    }
+    for root in [&release, &solo] {
+        assert_eq!(last(root), "ago", "{text}");
+    }
+    let json = t.wf(&["list", "--json"]).code(0).json();
+    let parents: Vec<(String, Value)> = json
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .iter()
+        .map(|i| {
+            (
+                i["id"].as_str().unwrap_or_default().to_string(),
+                i["parent"].clone(),
+            )
+        })
+        .collect();
+    let mut parents = parents;
+    parents.sort_by(|a, b| a.0.cmp(&b.0));
+    let mut want = vec![
+        (release.clone(), Value::Null),
+        (eu.clone(), Value::from(release.as_str())),
+        (us.clone(), Value::from(release.as_str())),
+        (solo.clone(), Value::Null),
+    ];
+    want.sort_by(|a, b| a.0.cmp(&b.0));
+    assert_eq!(parents, want);
+    // On a terminal of 80 columns the table fits, PARENT included; with
+    // ISO times too (UPDATED is left out).
+    for args in [&["list"][..], &["--time-format", "iso", "list"]] {
+        let shown = t.on_terminal(80, args);
+        shown.code(0);
+        for l in shown.stdout.lines() {
+            assert!(
+                l.chars().count() <= 80,
+                "{args:?}: wider than 80:\n{}",
+                shown.stdout
+            );
+        }
+        assert!(
+            shown.stdout.contains("PARENT"),
+            "{args:?}:\n{}",
+            shown.stdout
+        );
+        assert_eq!(
+            shown.stdout.matches(&release[..12]).count(),
+            3,
+            "{args:?}: the release's row and its children's:\n{}",
+            shown.stdout
+        );
+    }
+}
+
+#[test]
+fn list_filters_by_parent_and_roots() {
+    let t = with_child(FAILS_FOR_US);
+    let (release, eu, us, solo) = a_family(&t);
+    let prefix = &release[..6];
+    assert_eq!(listed(&t, &["--parent", prefix]), sorted(&[&eu, &us]));
+    assert_eq!(listed(&t, &["--parent", &release]), sorted(&[&eu, &us]));
+    assert_eq!(listed(&t, &["--parent", "solo"]), sorted(&[]));
+    assert_eq!(listed(&t, &["--roots"]), sorted(&[&release, &solo]));
+    // With the other filters.
+    assert_eq!(
+        listed(&t, &["--parent", prefix, "--status", "failed"]),
+        sorted(&[&us])
+    );
+    assert_eq!(
+        listed(&t, &["--parent", prefix, "--status", "completed"]),
+        sorted(&[&eu])
+    );
+    assert_eq!(
+        listed(&t, &["--roots", "--status", "failed"]),
+        sorted(&[&release])
+    );
+    assert_eq!(
+        listed(&t, &["--roots", "--workflow", "deploy-region"]),
+        sorted(&[&solo])
+    );
+    assert_eq!(
+        listed(
+            &t,
+            &[
+                "--parent",
+                prefix,
+                "--since",
+                "1h",
+                "--workflow",
+                "deploy-region"
+            ]
+        ),
+        sorted(&[&eu, &us])
+    );
+    // The count of the rest is of the filtered instances.
+    let ran = t.wf(&["list", "--parent", prefix, "--limit", "1"]);
+    ran.code(0);
+    assert_eq!(
+        ran.stdout.lines().count(),
+        2,
+        "a header and a row:\n{}",
+        ran.stdout
+    );
+    assert!(ran.stderr.contains("… and 1 more;"), "{}", ran.stderr);
+    let ran = t.wf(&["list", "--roots", "--limit", "1", "--json"]);
+    ran.code(0);
+    assert_eq!(ran.json().as_array().map_or(0, Vec::len), 1);
+    assert!(ran.stderr.contains("… and 1 more;"), "{}", ran.stderr);
+    // Only direct children: a grandchild is its own parent's.
+    chain(&t, 3);
+    t.wf(&["run", "f0.yaml", "--id", "root"]).code(0);
+    let f1 = ids_of(&t, "f1");
+    let f2 = ids_of(&t, "f2");
+    assert_eq!(listed(&t, &["--parent", "root"]), f1);
+    assert_eq!(listed(&t, &["--parent", &f1[0]]), f2);
+    assert_eq!(listed(&t, &["--roots"]), sorted(&[&release, &solo, "root"]));
+}
+
+#[test]
+fn list_parent_must_name_one_instance_and_not_come_with_roots() {
+    let t = with_child(FAILS_FOR_US);
+    let (release, ..) = a_family(&t);
+    // An unknown id: what every command says of one.
+    let ran = t.wf(&["list", "--parent", "nosuch"]);
+    ran.code(2);
+    assert_eq!(ran.stderr, "error: no instance matches `nosuch`\n");
+    assert_eq!(ran.stderr, t.wf(&["inspect", "nosuch"]).code(2).stderr);
+    assert_eq!(ran.stdout, "");
+    let ran = t.wf(&["list", "--parent", &release[..8], "--roots"]);
+    ran.code(2);
+    assert!(ran.stderr.contains("cannot be used with"), "{}", ran.stderr);
+    assert_eq!(ran.stdout, "");
 }

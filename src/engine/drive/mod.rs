@@ -46,6 +46,16 @@ pub async fn drive(
             return Err(e);
         }
     };
+    // A child's first run is a child of the attempt that made it, in its
+    // trace (unless the caller gave a context of its own).
+    let mut opts = opts;
+    if history.last_run == 0
+        && opts.traceparent.is_none()
+        && let Some(p) = &history.instance.parent
+        && let Some((trace, span)) = store.attempt_span(&p.id, &p.key, p.attempt).await?
+    {
+        opts.traceparent = Some(format!("00-{trace}-{span}-01"));
+    }
     let (heartbeat, lost) = Heartbeat::start(store.location(), fence.clone(), ttl);
     end_leftovers(id, &history.open, observer).await;
     let last_run = history.last_run;
@@ -84,6 +94,7 @@ pub async fn drive(
         location: store.location(),
         deadline_from,
         opening: opened.writes,
+        carried: opened.carried,
     });
     runner.sched.terminate = terminate;
     if cancel {

@@ -5,7 +5,7 @@
 //! timers, the instance `running`), to be committed with the run's first
 //! decisions.
 
-use super::super::runner::RunOptions;
+use super::super::runner::{CarriedAttempt, RunOptions};
 use super::super::scheduler::{Scheduler, recovery};
 use super::super::{redact::Redactor, restart};
 use crate::store::{self, StepRow, Write};
@@ -35,6 +35,9 @@ pub(super) struct Opened {
     pub(super) cancel: bool,
     pub(super) terminate: bool,
     pub(super) writes: Vec<Write>,
+    /// The `workflow:` attempts an earlier run began that wait on their
+    /// children: their spans are stored when they end.
+    pub(super) carried: HashMap<String, CarriedAttempt>,
 }
 
 /// Opens the next run on `history`: recovers what a dead predecessor left
@@ -67,10 +70,28 @@ pub(super) fn open_run(
     records.extend(steps.into_iter().map(|r| (r.key.clone(), r)));
     // A `workflow:` attempt waiting on its child is not over: the child
     // (made in the attempt's commit) runs on, and its end is the attempt's.
+    let mut carried = HashMap::new();
     open.retain(|a| {
-        !records
+        let waits = records
             .get(&a.key)
-            .is_some_and(|r| r.attempts == a.attempt && Scheduler::waits_on_child(wf, r))
+            .is_some_and(|r| r.attempts == a.attempt && Scheduler::waits_on_child(wf, r));
+        if waits
+            && let Some((span_id, start_ns)) = &a.span
+            && let Some((trace_id, root_span_id, _, _)) = traces.get(&a.run)
+        {
+            carried.insert(
+                a.key.clone(),
+                CarriedAttempt {
+                    attempt: a.attempt,
+                    run: a.run,
+                    trace_id: trace_id.clone(),
+                    root_span_id: root_span_id.clone(),
+                    span_id: span_id.clone(),
+                    start_ns: *start_ns,
+                },
+            );
+        }
+        !waits
     });
     let mut uncounted_by_key: HashMap<String, Vec<i64>> = HashMap::new();
     for (key, attempt) in uncounted {
@@ -149,6 +170,7 @@ pub(super) fn open_run(
         cancel,
         terminate,
         writes,
+        carried,
     }
 }
 

@@ -31,6 +31,7 @@ use crate::vocab::{CancelRequest, InstanceId, Timestamp};
 use crate::workflow::Workflow;
 use opentelemetry::KeyValue;
 use opentelemetry::trace::Status;
+pub use spans::CarriedAttempt;
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -234,6 +235,8 @@ pub(super) struct RunStart<'o> {
     pub deadline_from: Option<Timestamp>,
     /// The writes that open the run, for its first commit ([`Runner::opening`]).
     pub opening: Vec<Write>,
+    /// `workflow:` attempts begun by earlier runs, by unit key (`spans`).
+    pub carried: HashMap<String, CarriedAttempt>,
 }
 
 impl<'o> Runner<'o> {
@@ -256,12 +259,13 @@ impl<'o> Runner<'o> {
             location,
             deadline_from,
             opening,
+            carried,
         } = start;
         let deadline = wf
             .timeout
             .map(|t| deadline_from.unwrap_or(inst.created_at).plus(t));
         let (interrupt_tx, _) = watch::channel(false);
-        let spans = spans::AttemptSpans::new(&wf.name, &inst.id, &trace);
+        let spans = spans::AttemptSpans::new(&wf.name, &inst.id, &trace, carried);
         let sched = Scheduler::new(Setup {
             wf: wf.clone(),
             run: RunData {

@@ -86,6 +86,17 @@ impl<'o> Runner<'o> {
     ) {
         let (span, span_id) = match self.spans.open.remove(key) {
             Some((span, span_id, _)) => (span, span_id),
+            None if self
+                .spans
+                .carried
+                .get(key)
+                .is_some_and(|c| c.attempt == attempt) =>
+            {
+                if let Some(c) = self.spans.carried.remove(key) {
+                    self.store_carried_span(key, c, outcome, failure);
+                }
+                return;
+            }
             None => {
                 let span = self.spans.new_span(key);
                 let (_, span_id) = recorder::ids(&span);
@@ -104,6 +115,60 @@ impl<'o> Runner<'o> {
     }
 }
 
+impl Runner<'_> {
+    /// Stores the span of a `workflow:` attempt an earlier run began (its
+    /// child outlived that run): with the id, trace, run and start it got
+    /// there, so the child's first run, a child of that span, hangs under
+    /// it; it ends now, with the child, in the commit that records the end.
+    fn store_carried_span(
+        &mut self,
+        key: &str,
+        c: CarriedAttempt,
+        outcome: AttemptOutcome,
+        failure: Option<&Failure>,
+    ) {
+        let mut attributes = serde_json::Map::new();
+        attributes.insert("workflow.step.id".into(), key.into());
+        attributes.insert("workflow.step.attempt".into(), c.attempt.into());
+        attributes.insert("workflow.step.outcome".into(), outcome.as_str().into());
+        let (status, message) = match failure {
+            Some(f) => {
+                attributes.insert("error.type".into(), f.error_type.text().into());
+                ("error", Some(self.sched.redactor().text(&f.message)))
+            }
+            None => ("unset", None),
+        };
+        self.sched.writes.push(Write::Span(Box::new(store::SpanRow {
+            trace_id: c.trace_id,
+            span_id: c.span_id,
+            parent_span_id: Some(c.root_span_id),
+            instance_id: self.id.clone(),
+            run: c.run,
+            name: format!("{}/{key}", self.wf.name),
+            kind: "internal".into(),
+            start_ns: c.start_ns,
+            end_ns: telemetry::now_ns().max(c.start_ns),
+            status: status.into(),
+            status_message: message,
+            attributes: serde_json::Value::Object(attributes),
+            links: serde_json::json!([]),
+        })));
+    }
+}
+
+/// A `workflow:` attempt an earlier run began, still waiting on its child:
+/// where its span was made, to be stored when the attempt ends.
+#[derive(Debug, Clone)]
+pub struct CarriedAttempt {
+    pub attempt: i64,
+    /// The run that began it, and that run's trace and root span.
+    pub run: i64,
+    pub trace_id: String,
+    pub root_span_id: String,
+    pub span_id: String,
+    pub start_ns: i64,
+}
+
 /// The spans of the attempts in flight, by unit key: where the
 /// scheduler's attempt span ids come from ([`SpanIds`]).
 pub(super) struct AttemptSpans {
@@ -113,16 +178,24 @@ pub(super) struct AttemptSpans {
     root_span_id: String,
     /// Unit key -> (span, its id, start ns).
     pub(super) open: HashMap<String, (tracing::Span, String, i64)>,
+    /// `workflow:` attempts begun by earlier runs, by unit key.
+    carried: HashMap<String, CarriedAttempt>,
 }
 
 impl AttemptSpans {
-    pub(super) fn new(workflow: &str, id: &InstanceId, trace: &store::RunTrace) -> AttemptSpans {
+    pub(super) fn new(
+        workflow: &str,
+        id: &InstanceId,
+        trace: &store::RunTrace,
+        carried: HashMap<String, CarriedAttempt>,
+    ) -> AttemptSpans {
         AttemptSpans {
             workflow: workflow.to_string(),
             id: id.clone(),
             trace_id: trace.0.clone(),
             root_span_id: trace.1.clone(),
             open: HashMap::new(),
+            carried,
         }
     }
 

@@ -10,7 +10,8 @@
 //! [`StoreError::Fenced`] with nothing applied, begun or not), the claim of
 //! due instances, events (delivered, listed, taken by a step, shown), a
 //! schedule's fire (once), prune (ended instances with their rows; a dry
-//! run only counts), and a definition pinned with the workflows it calls.
+//! run only counts), a definition pinned with the workflows it calls, and
+//! listings of roots or of one parent's children, with their counts.
 //!
 //! And the proof that every way a batch of writes reaches a database
 //! leaves the same rows (`write_paths`).
@@ -48,6 +49,7 @@ contract!(
     schedules,
     prune,
     definition_tree,
+    list_lineage,
 );
 
 fn runtime() -> tokio::runtime::Runtime {
@@ -550,7 +552,7 @@ async fn schedules(store: &mut Store) {
     let entries = std::slice::from_ref(&entry);
     assert!(
         store
-            .register_schedules("nightly", entries, &def, &[])
+            .register_schedules("nightly", entries, std::slice::from_ref(&def), &[])
             .await
             .expect("register")
     );
@@ -558,7 +560,7 @@ async fn schedules(store: &mut Store) {
     // Registered from a stale read: refused, nothing written.
     assert!(
         !store
-            .register_schedules("nightly", &[], &def, &[])
+            .register_schedules("nightly", &[], std::slice::from_ref(&def), &[])
             .await
             .expect("register")
     );
@@ -766,4 +768,142 @@ async fn definition_tree(store: &mut Store) {
         .expect("read")
         .expect("leaf");
     assert_eq!(leaf_now.children, leaf.children);
+}
+
+/// `wf list --roots` and `--parent ID`: the instances without a parent, or
+/// the direct children of one (not its grandchildren), newest first, with
+/// the other filters and a limit, and the count of what the filters match.
+async fn list_lineage(store: &mut Store) {
+    let child = |id: &str, parent: &str, s: i64, status| {
+        let mut row = instance(id, s);
+        row.workflow = "contract-child".into();
+        row.status = status;
+        row.parent = Some(ParentRef {
+            id: parent.into(),
+            key: format!("deploy[{s}]"),
+            attempt: 1,
+        });
+        row.depth = 1;
+        row
+    };
+    use InstanceStatus::{Completed, Failed, Running};
+    let mut grandchild = child("g1", "c1", 5, Completed);
+    grandchild.depth = 2;
+    for row in [
+        instance("r1", 1),
+        child("c1", "r1", 2, Completed),
+        child("c2", "r1", 3, Failed),
+        instance("r2", 4),
+        grandchild,
+        child("c3", "r2", 6, Completed),
+        child("c4", "r1", 7, Completed),
+    ] {
+        create(store, &row).await;
+    }
+    let listed = async |store: &mut Store, f: ListFilter| -> (Vec<String>, u64) {
+        let rows = store.list_instances(&f).await.expect("list");
+        let count = store.count_instances(&f).await.expect("count");
+        (rows.iter().map(|r| r.id.to_string()).collect(), count)
+    };
+    let children_of = |id: &str| Lineage::ChildrenOf(id.into());
+    let filter = |lineage| ListFilter {
+        lineage,
+        ..Default::default()
+    };
+    assert_eq!(
+        listed(store, filter(Lineage::Roots)).await,
+        (vec!["r2".into(), "r1".into()], 2)
+    );
+    assert_eq!(
+        listed(store, filter(children_of("r1"))).await,
+        (vec!["c4".into(), "c2".into(), "c1".into()], 3),
+        "the direct children, newest first"
+    );
+    assert_eq!(
+        listed(store, filter(children_of("c1"))).await,
+        (vec!["g1".into()], 1)
+    );
+    assert_eq!(
+        listed(store, filter(children_of("nobody"))).await,
+        (vec![], 0)
+    );
+    assert_eq!(listed(store, filter(Lineage::Any)).await.1, 7);
+    // With the other filters: each given, then all at once.
+    let with = |f: ListFilter| ListFilter {
+        lineage: children_of("r1"),
+        ..f
+    };
+    assert_eq!(
+        listed(
+            store,
+            with(ListFilter {
+                status: Some(Completed),
+                ..Default::default()
+            })
+        )
+        .await,
+        (vec!["c4".into(), "c1".into()], 2)
+    );
+    assert_eq!(
+        listed(
+            store,
+            with(ListFilter {
+                since: Some(at(3)),
+                ..Default::default()
+            })
+        )
+        .await,
+        (vec!["c4".into(), "c2".into()], 2)
+    );
+    assert_eq!(
+        listed(
+            store,
+            ListFilter {
+                status: Some(Running),
+                workflow: Some("contract".into()),
+                since: Some(at(2)),
+                lineage: Lineage::Roots,
+                limit: None,
+            }
+        )
+        .await,
+        (vec!["r2".into()], 1)
+    );
+    assert_eq!(
+        listed(
+            store,
+            with(ListFilter {
+                status: Some(Completed),
+                workflow: Some("contract-child".into()),
+                since: Some(at(1)),
+                ..Default::default()
+            })
+        )
+        .await,
+        (vec!["c4".into(), "c1".into()], 2)
+    );
+    // A limit cuts the rows, not the count.
+    assert_eq!(
+        listed(
+            store,
+            with(ListFilter {
+                limit: Some(1),
+                ..Default::default()
+            })
+        )
+        .await,
+        (vec!["c4".into()], 3)
+    );
+    assert_eq!(
+        listed(
+            store,
+            ListFilter {
+                lineage: Lineage::Roots,
+                limit: Some(1),
+                ..Default::default()
+            }
+        )
+        .await,
+        (vec!["r2".into()], 2)
+    );
 }

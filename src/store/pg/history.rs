@@ -11,6 +11,8 @@ use crate::store::rows::*;
 use crate::store::{Result, StoreError};
 use crate::vocab::Timestamp;
 use serde_json::Value;
+use std::collections::BTreeSet;
+use std::sync::{Mutex, PoisonError};
 use tokio_postgres::Row;
 use tokio_postgres::types::ToSql;
 
@@ -38,66 +40,90 @@ const CHILDREN: &str = concat!(
 pub(super) const IDS_WITH_PREFIX: &str =
     "SELECT id FROM instances WHERE starts_with(id, $1) ORDER BY id = $1 DESC, id LIMIT 6";
 
-/// `wf list`'s statement: only the filters given are in it (one of eight,
-/// each prepared once): `($1 IS NULL OR status = $1)` cannot use an index
-/// in a generic plan, while `status = $2` reads the newest matching rows
-/// off `instances_by_status_created` (as on SQLite, `history::list_sql`).
-/// `$1` is the limit, then status, workflow and since, those given.
-/// The parameters of the filters given, in the statement's order.
+/// The filters of `f` that take a parameter, in the statements' order: each
+/// one's condition (its parameter's number follows it) and its value.
+fn given(f: &ListFilter) -> impl Iterator<Item = (&'static str, &(dyn ToSql + Sync))> {
+    let status = f
+        .status
+        .as_ref()
+        .map(|s| ("status = ", s as &(dyn ToSql + Sync)));
+    let workflow = f
+        .workflow
+        .as_ref()
+        .map(|s| ("workflow = ", s as &(dyn ToSql + Sync)));
+    let since = f
+        .since
+        .as_ref()
+        .map(|s| ("created_at >= ", s as &(dyn ToSql + Sync)));
+    let parent = match &f.lineage {
+        Lineage::ChildrenOf(id) => Some(("parent_id = ", id as &(dyn ToSql + Sync))),
+        Lineage::Any | Lineage::Roots => None,
+    };
+    [status, workflow, since, parent].into_iter().flatten()
+}
+
+/// The parameters of the filters given, in the statements' order (after
+/// the limit, in `list_sql`'s).
 pub(super) fn filter_params(f: &ListFilter) -> impl Iterator<Item = &(dyn ToSql + Sync)> {
-    let status = f.status.as_ref().map(|s| s as &(dyn ToSql + Sync));
-    let workflow = f.workflow.as_ref().map(|s| s as &(dyn ToSql + Sync));
-    let since = f.since.as_ref().map(|s| s as &(dyn ToSql + Sync));
-    [status, workflow, since].into_iter().flatten()
+    given(f).map(|(_, v)| v)
 }
 
+/// `" AND …"` for each filter of `f`, its parameters numbered from `$first`.
+fn conditions(f: &ListFilter, first: usize) -> String {
+    let mut sql = String::new();
+    for (n, (cond, _)) in (first..).zip(given(f)) {
+        sql.push_str(&format!(" AND {cond}${n}"));
+    }
+    if f.lineage == Lineage::Roots {
+        sql.push_str(" AND parent_id IS NULL");
+    }
+    sql
+}
+
+/// `sql` as the `&'static str` [`PgStore::query`] takes (its cache of
+/// prepared statements is keyed by the text's address): each distinct text
+/// is leaked once and the same address handed out after. `wf list`'s
+/// statements are made from the filters given, so there are at most 48 of
+/// them (status, workflow and since each there or not, times three
+/// lineages, for the list and the count), whatever the values (those are
+/// parameters): the leak is bounded. Spelling out every combination as a
+/// literal, as before, stopped being readable at 24 of each.
+fn interned(sql: String) -> &'static str {
+    static TEXTS: Mutex<BTreeSet<&'static str>> = Mutex::new(BTreeSet::new());
+    // A panic elsewhere while holding it leaves a set that is still whole.
+    let mut texts = TEXTS.lock().unwrap_or_else(PoisonError::into_inner);
+    if let Some(text) = texts.get(sql.as_str()) {
+        return text;
+    }
+    let text: &'static str = Box::leak(sql.into_boxed_str());
+    texts.insert(text);
+    text
+}
+
+/// `wf list`'s statement: only the filters given are in it.
+/// `($2 IS NULL OR status = $2)` cannot use an index in a generic plan,
+/// while `status = $2` reads the newest matching rows off
+/// `instances_by_status_created`, `parent_id = $2` a parent's children off
+/// `instances_by_parent` (as on SQLite, `history::list_sql`). `$1` is the
+/// limit, then the parameters of [`filter_params`].
 pub(super) fn list_sql(f: &ListFilter) -> &'static str {
-    macro_rules! list_sql {
-        ($($cond:literal),*) => {
-            concat!(
-                "SELECT id, workflow, status, '', definition_hash, \
-                 workflow_path, base_dir, inputs, state, error, wake_at, waiting_event, lease_owner, ",
-                lease_left!(),
-                ", created_at, updated_at, parent_id, parent_key, parent_attempt, depth \
-                 FROM instances WHERE true",
-                $(" AND ", $cond,)*
-                " ORDER BY created_at DESC, seq DESC LIMIT $1"
-            )
-        };
-    }
-    match (&f.status, &f.workflow, &f.since) {
-        (None, None, None) => list_sql!(),
-        (Some(_), None, None) => list_sql!("status = $2"),
-        (None, Some(_), None) => list_sql!("workflow = $2"),
-        (None, None, Some(_)) => list_sql!("created_at >= $2"),
-        (Some(_), Some(_), None) => list_sql!("status = $2", "workflow = $3"),
-        (Some(_), None, Some(_)) => list_sql!("status = $2", "created_at >= $3"),
-        (None, Some(_), Some(_)) => list_sql!("workflow = $2", "created_at >= $3"),
-        (Some(_), Some(_), Some(_)) => {
-            list_sql!("status = $2", "workflow = $3", "created_at >= $4")
-        }
-    }
+    interned(format!(
+        "SELECT id, workflow, status, '', definition_hash, \
+         workflow_path, base_dir, inputs, state, error, wake_at, waiting_event, lease_owner, {}, \
+         created_at, updated_at, parent_id, parent_key, parent_attempt, depth \
+         FROM instances WHERE true{} ORDER BY created_at DESC, seq DESC LIMIT $1",
+        lease_left!(),
+        conditions(f, 2)
+    ))
 }
 
-/// `list_sql`'s count: how many instances its filters match, the limit aside.
+/// `list_sql`'s count: how many instances its filters match, the limit
+/// aside; the parameters of [`filter_params`] from `$1`.
 pub(super) fn count_sql(f: &ListFilter) -> &'static str {
-    macro_rules! count_sql {
-        ($($cond:literal),*) => {
-            concat!("SELECT count(*) FROM instances WHERE true", $(" AND ", $cond,)*)
-        };
-    }
-    match (&f.status, &f.workflow, &f.since) {
-        (None, None, None) => count_sql!(),
-        (Some(_), None, None) => count_sql!("status = $1"),
-        (None, Some(_), None) => count_sql!("workflow = $1"),
-        (None, None, Some(_)) => count_sql!("created_at >= $1"),
-        (Some(_), Some(_), None) => count_sql!("status = $1", "workflow = $2"),
-        (Some(_), None, Some(_)) => count_sql!("status = $1", "created_at >= $2"),
-        (None, Some(_), Some(_)) => count_sql!("workflow = $1", "created_at >= $2"),
-        (Some(_), Some(_), Some(_)) => {
-            count_sql!("status = $1", "workflow = $2", "created_at >= $3")
-        }
-    }
+    interned(format!(
+        "SELECT count(*) FROM instances WHERE true{}",
+        conditions(f, 1)
+    ))
 }
 
 pub(super) fn p<T: tokio_postgres::types::ToSql + Sync + Send + 'static>(v: T) -> Param {
@@ -257,6 +283,11 @@ impl PgStore {
             Some(r) => instance_row(r),
             None => Err(StoreError::NotFound(id.into())),
         }
+    }
+
+    pub async fn children(&self, id: &str) -> Result<Vec<InstanceRow>> {
+        let rows = self.query(CHILDREN, &[&id]).await?;
+        rows.iter().map(instance_row).collect()
     }
 
     /// Only the filters given are in the statement (`list_sql`).
@@ -516,7 +547,7 @@ impl PgStore {
     pub async fn latest_instance_id(&self) -> Result<Option<String>> {
         let rows = self
             .query(
-                "SELECT id FROM instances ORDER BY created_at DESC, seq DESC LIMIT 1",
+                "SELECT id FROM instances WHERE parent_id IS NULL ORDER BY created_at DESC, seq DESC LIMIT 1",
                 &[],
             )
             .await?;
@@ -676,8 +707,8 @@ pub(super) fn insert_definition(def: &DefinitionRow) -> Op {
 /// Inserts an instance whose definition is pinned (nothing if the id is taken).
 /// The lease `i` holds (its expiry by this process's clock) is stored as the
 /// same time left by the server's clock.
-pub(super) fn insert_instance(i: &InstanceRow) -> Op {
-    Op::Exec(
+macro_rules! insert_instance_sql {
+    () => {
         concat!(
             "INSERT INTO instances (id, workflow, status, definition_hash, workflow_path, base_dir, \
          inputs, state, error, wake_at, waiting_event, lease_owner, lease_expires_ms, created_at, \
@@ -685,18 +716,38 @@ pub(super) fn insert_instance(i: &InstanceRow) -> Op {
          VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,",
             server_ms!(),
             " + $13,$14,$15,$16,$17,$18,$19) ON CONFLICT (id) DO NOTHING"
+        )
+    };
+}
+
+pub(super) fn insert_instance(i: &InstanceRow) -> Op {
+    Op::Exec(insert_instance_sql!(), child_params(i))
+}
+
+/// [`Write::CreateChild`](crate::store::Write::CreateChild): the child,
+/// and a notification to idle workers (sent when the parent's transaction
+/// commits), which may claim it as they claim any due instance.
+pub(super) fn insert_child(i: &InstanceRow) -> Op {
+    Op::Exec(
+        concat!(
+            "WITH c AS (",
+            insert_instance_sql!(),
+            ") SELECT pg_notify('wf_' || current_schema(), '')"
         ),
-        {
-            let mut params = instance_params(i);
-            params.extend([
-                p(i.parent.as_ref().map(|x| x.id.to_string())),
-                p(i.parent.as_ref().map(|x| x.key.clone())),
-                p(i.parent.as_ref().map(|x| x.attempt)),
-                p(i.depth),
-            ]);
-            params
-        },
+        child_params(i),
     )
+}
+
+/// [`insert_instance`]'s parameters: the instance's, then its parent's.
+fn child_params(i: &InstanceRow) -> Vec<Param> {
+    let mut params = instance_params(i);
+    params.extend([
+        p(i.parent.as_ref().map(|x| x.id.to_string())),
+        p(i.parent.as_ref().map(|x| x.key.clone())),
+        p(i.parent.as_ref().map(|x| x.attempt)),
+        p(i.depth),
+    ]);
+    params
 }
 
 /// The parameters of [`insert_instance`], in its order; `$13` is the

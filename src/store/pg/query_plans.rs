@@ -190,6 +190,7 @@ fn wf_list_reads_the_newest_instances_off_an_index() {
                         workflow: workflow.clone(),
                         since,
                         limit: Some(50),
+                        ..Default::default()
                     };
                     let what = format!("wf list {f:?}");
                     let limit = Some(50i64);

@@ -62,7 +62,7 @@ impl PgStore {
         &self,
         workflow: &str,
         rows: &[ScheduleRow],
-        def: &DefinitionRow,
+        defs: &[DefinitionRow],
         read: &[ScheduleRow],
     ) -> Result<bool> {
         let outs = self
@@ -96,13 +96,11 @@ impl PgStore {
             self.pipeline(vec![Op::Simple("ROLLBACK")]).await?;
             return now.map(|_| false);
         }
-        let mut ops = vec![
-            insert_definition(def),
-            Op::Exec(
-                "DELETE FROM schedules WHERE workflow = $1",
-                vec![p(workflow.to_string())],
-            ),
-        ];
+        let mut ops: Vec<Op> = defs.iter().map(insert_definition).collect();
+        ops.push(Op::Exec(
+            "DELETE FROM schedules WHERE workflow = $1",
+            vec![p(workflow.to_string())],
+        ));
         for s in rows {
             ops.push(Op::Exec(
                 concat!(

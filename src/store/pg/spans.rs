@@ -111,6 +111,28 @@ impl PgStore {
         Ok(())
     }
 
+    /// The trace and span ids of attempt `attempt` of unit `key` (as on
+    /// SQLite, `spans::attempt_span`).
+    pub async fn attempt_span(
+        &self,
+        id: &str,
+        key: &str,
+        attempt: i64,
+    ) -> Result<Option<(String, String)>> {
+        let rows = self
+            .query(
+                "SELECT r.trace_id, a.span_id FROM attempts a \
+                 JOIN runs r ON r.instance_id = a.instance_id AND r.number = a.run \
+                 WHERE a.instance_id=$1 AND a.step_key=$2 AND a.attempt=$3 \
+                 AND a.span_id IS NOT NULL AND r.trace_id IS NOT NULL",
+                &[&id, &key, &attempt],
+            )
+            .await?;
+        rows.first()
+            .map(|r| Ok((get(r, 0)?, get(r, 1)?)))
+            .transpose()
+    }
+
     pub async fn run_trace(&self, id: &str, run: i64) -> Result<Option<RunTrace>> {
         let rows = self
             .query(

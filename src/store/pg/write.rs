@@ -166,7 +166,7 @@ pub(super) fn write_op(id: &str, w: &Write) -> Op {
         // In a fenced transaction: the instance is ours. Idle workers are
         // woken, as by `release`, when it commits.
         Write::Release => Op::Exec(RELEASE_IN_COMMIT, vec![p(id)]),
-        Write::CreateChild(child) => super::history::insert_instance(child),
+        Write::CreateChild(child) => super::history::insert_child(child),
         Write::NotifyParent {
             parent,
             name,

@@ -205,54 +205,83 @@ pub(super) fn instance(c: &Connection, id: &str) -> Result<InstanceRow> {
     .ok_or_else(|| StoreError::NotFound(id.into()))
 }
 
-/// `wf list`'s query (?1 status, ?2 workflow, ?3 created since, ?4 limit).
-/// Only the filters given are in it: `(?1 IS NULL OR status = ?1)` cannot use
-/// an index, so a status or workflow that matched nothing walked every
-/// instance. With `status = ?1` the newest matching rows come off
-/// `instances_by_status_created` (`instances_by_workflow_created`) in order.
+/// The filters of `f` that take a value, in the statements' order: each
+/// one's condition (its parameter's number follows it) and its value.
+fn given(f: &ListFilter) -> Vec<(&'static str, &dyn rusqlite::ToSql)> {
+    let mut given: Vec<(&'static str, &dyn rusqlite::ToSql)> = Vec::new();
+    if let Some(status) = &f.status {
+        given.push(("status = ", status));
+    }
+    if let Some(workflow) = &f.workflow {
+        given.push(("workflow = ", workflow));
+    }
+    if let Some(since) = &f.since {
+        given.push(("created_at >= ", since));
+    }
+    if let Lineage::ChildrenOf(parent) = &f.lineage {
+        given.push(("parent_id = ", parent));
+    }
+    given
+}
+
+/// `" AND …"` for each filter of `f`, the values numbered from ?1 in the
+/// order of [`given`]; how many values they take. With a parent given,
+/// its children come off `instances_by_parent` and are sorted (a few
+/// thousand at most): the other conditions are marked `+` (no index), or
+/// SQLite, to spare the sort, walks every instance of a status (or
+/// workflow, or since a time) newest first until it met LIMIT children.
+fn conditions(f: &ListFilter) -> (String, usize) {
+    let given = given(f);
+    let by_parent = matches!(f.lineage, Lineage::ChildrenOf(_));
+    let mut sql = String::new();
+    for (n, (cond, _)) in given.iter().enumerate() {
+        let plus = if by_parent && !cond.starts_with("parent_id") {
+            "+"
+        } else {
+            ""
+        };
+        sql.push_str(&format!(" AND {plus}{cond}?{}", n + 1));
+    }
+    if f.lineage == Lineage::Roots {
+        sql.push_str(" AND parent_id IS NULL");
+    }
+    (sql, given.len())
+}
+
+/// `wf list`'s query: the values of the filters given (?1, ?2, … as
+/// [`given`] orders them), then the limit. Only the filters given are in
+/// it: `(?1 IS NULL OR status = ?1)` cannot use an index, so a status or
+/// workflow that matched nothing walked every instance. With `status = ?1`
+/// the newest matching rows come off `instances_by_status_created`
+/// (`instances_by_workflow_created`) in order; a parent's children come off
+/// `instances_by_parent`.
 pub(super) fn list_sql(f: &ListFilter) -> String {
-    let mut sql = format!("SELECT {INSTANCE_SUMMARY_COLS} FROM instances WHERE true");
-    if f.status.is_some() {
-        sql.push_str(" AND status = ?1");
-    }
-    if f.workflow.is_some() {
-        sql.push_str(" AND workflow = ?2");
-    }
-    if f.since.is_some() {
-        sql.push_str(" AND created_at >= ?3");
-    }
-    sql.push_str(" ORDER BY created_at DESC, rowid DESC LIMIT ?4");
-    sql
+    let (conditions, n) = conditions(f);
+    format!(
+        "SELECT {INSTANCE_SUMMARY_COLS} FROM instances WHERE true{conditions} \
+         ORDER BY created_at DESC, rowid DESC LIMIT ?{}",
+        n + 1
+    )
 }
 
 pub(super) fn list_instances(c: &Connection, f: &ListFilter) -> Result<Vec<InstanceRow>> {
     let mut stmt = c.prepare_cached(&list_sql(f))?;
     let limit = f.limit.map_or(-1, |n| n.min(i64::MAX as usize) as i64);
-    let rows = stmt.query_map(
-        params![f.status, f.workflow, f.since, limit],
-        instance_from_row,
-    )?;
+    let mut values: Vec<&dyn rusqlite::ToSql> = given(f).into_iter().map(|(_, v)| v).collect();
+    values.push(&limit);
+    let rows = stmt.query_map(values.as_slice(), instance_from_row)?;
     Ok(rows.collect::<Result<_, _>>()?)
 }
 
 /// How many instances the filters of `f` match (its limit aside).
 pub(super) fn count_instances(c: &Connection, f: &ListFilter) -> Result<u64> {
-    let mut sql = String::from("SELECT count(*) FROM instances WHERE true");
-    let mut values: Vec<&str> = Vec::new();
-    let since = f.since.map(Timestamp::text);
-    for (cond, value) in [
-        ("status = ", f.status.map(InstanceStatus::as_str)),
-        ("workflow = ", f.workflow.as_deref()),
-        ("created_at >= ", since.as_deref()),
-    ] {
-        if let Some(v) = value {
-            values.push(v);
-            sql.push_str(&format!(" AND {cond}?{}", values.len()));
-        }
-    }
+    let (conditions, _) = conditions(f);
+    let values: Vec<&dyn rusqlite::ToSql> = given(f).into_iter().map(|(_, v)| v).collect();
     let n: i64 = c
-        .prepare_cached(&sql)?
-        .query_row(rusqlite::params_from_iter(values), |r| r.get(0))?;
+        .prepare_cached(&format!(
+            "SELECT count(*) FROM instances WHERE true{conditions}"
+        ))?
+        .query_row(values.as_slice(), |r| r.get(0))?;
     Ok(n.max(0) as u64)
 }
 

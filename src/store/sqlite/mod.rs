@@ -463,6 +463,19 @@ impl SqliteStore {
         spans::each_span(&self.conn, id, f)
     }
 
+    pub fn children(&self, id: &str) -> Result<Vec<InstanceRow>> {
+        history::children(&self.conn, id)
+    }
+
+    pub fn attempt_span(
+        &self,
+        id: &str,
+        key: &str,
+        attempt: i64,
+    ) -> Result<Option<(String, String)>> {
+        spans::attempt_span(&self.conn, id, key, attempt)
+    }
+
     pub fn run_trace(&self, id: &str, run: i64) -> Result<Option<RunTrace>> {
         spans::run_trace(&self.conn, id, run)
     }
@@ -604,7 +617,7 @@ impl SqliteStore {
         Ok(self
             .conn
             .query_row(
-                "SELECT id FROM instances ORDER BY created_at DESC, rowid DESC LIMIT 1",
+                "SELECT id FROM instances WHERE parent_id IS NULL ORDER BY created_at DESC, rowid DESC LIMIT 1",
                 [],
                 |r| r.get(0),
             )

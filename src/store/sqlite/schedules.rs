@@ -74,7 +74,7 @@ impl SqliteStore {
         &mut self,
         workflow: &str,
         rows: &[ScheduleRow],
-        def: &DefinitionRow,
+        defs: &[DefinitionRow],
         read: &[ScheduleRow],
     ) -> Result<bool> {
         let tx = self.write()?;
@@ -87,7 +87,9 @@ impl SqliteStore {
         if now != read {
             return Ok(false);
         }
-        history::insert_definition(&tx, def)?;
+        for def in defs {
+            history::insert_definition(&tx, def)?;
+        }
         tx.execute("DELETE FROM schedules WHERE workflow = ?1", [workflow])?;
         for row in rows {
             insert_schedule(&tx, row)?;

@@ -116,6 +116,24 @@ pub(super) fn mark_exported(c: &Connection, spans: &[SpanRow]) -> Result<()> {
     Ok(())
 }
 
+/// The trace and span ids of attempt `attempt` of unit `key` of instance
+/// `id` (what a child's first run is a child of).
+pub(super) fn attempt_span(
+    c: &Connection,
+    id: &str,
+    key: &str,
+    attempt: i64,
+) -> Result<Option<(String, String)>> {
+    Ok(c.prepare_cached(ATTEMPT_SPAN)?
+        .query_row(params![id, key, attempt], |r| Ok((r.get(0)?, r.get(1)?)))
+        .optional()?)
+}
+
+const ATTEMPT_SPAN: &str = "SELECT r.trace_id, a.span_id FROM attempts a \
+     JOIN runs r ON r.instance_id = a.instance_id AND r.number = a.run \
+     WHERE a.instance_id=?1 AND a.step_key=?2 AND a.attempt=?3 \
+     AND a.span_id IS NOT NULL AND r.trace_id IS NOT NULL";
+
 pub(super) fn run_trace(c: &Connection, id: &str, run: i64) -> Result<Option<RunTrace>> {
     Ok(c.query_row(
         "SELECT trace_id, span_id, parent_span_id, COALESCE(started_ns, 0) FROM runs \
