@@ -26,6 +26,8 @@
 //! parent present.
 //! No durations are asserted; waits are bounded generously.
 
+mod children;
+
 use crate::{Test, XorShift, integrity_check};
 use serde_json::{Map, Value, json};
 use std::collections::{BTreeMap, HashMap};
@@ -34,9 +36,9 @@ use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 /// Generous bound for anything waited for (2 cores, other work running).
-const PATIENCE: Duration = Duration::from_secs(60);
+pub(super) const PATIENCE: Duration = Duration::from_secs(60);
 
-fn env_number(name: &str, default: u64) -> u64 {
+pub(super) fn env_number(name: &str, default: u64) -> u64 {
     match std::env::var(name) {
         Ok(v) if !v.trim().is_empty() => v
             .trim()
@@ -107,7 +109,7 @@ fn workflow(rng: &mut XorShift) -> (String, BTreeMap<String, Vec<String>>) {
 
 /// Appends `INSTANCE STEP ATTEMPT TOKEN` to side.log (the side effect, first
 /// thing), works for `$1` seconds, and prints the token as JSON.
-const STEP_SH: &str = r#"#!/bin/sh
+pub(super) const STEP_SH: &str = r#"#!/bin/sh
 token="$WF_STEP_ID-$WF_ATTEMPT-$$"
 echo "$WF_INSTANCE_ID $WF_STEP_ID $WF_ATTEMPT $token" >> side.log
 sleep "$1"
@@ -115,14 +117,14 @@ echo "{\"attempt\": $WF_ATTEMPT, \"token\": \"$token\"}"
 "#;
 
 /// One line of side.log.
-struct Effect {
-    instance: String,
-    step: String,
-    attempt: u64,
-    token: String,
+pub(super) struct Effect {
+    pub(super) instance: String,
+    pub(super) step: String,
+    pub(super) attempt: u64,
+    pub(super) token: String,
 }
 
-fn effects(t: &Test) -> Vec<Effect> {
+pub(super) fn effects(t: &Test) -> Vec<Effect> {
     t.read("side.log")
         .lines()
         .map(|l| {
@@ -139,7 +141,7 @@ fn effects(t: &Test) -> Vec<Effect> {
 }
 
 /// A `wf` process with its output in files; SIGKILLed and reaped on drop.
-struct Runner {
+pub(super) struct Runner {
     child: Option<Child>,
     err: std::path::PathBuf,
 }
@@ -147,7 +149,7 @@ struct Runner {
 impl Runner {
     /// Starts `wf ARGS…`; its output goes to `runner-N.out`/`.err` (N counts
     /// the runners of a test, two of which may run at once).
-    fn spawn(t: &Test, args: &[&str]) -> Runner {
+    pub(super) fn spawn(t: &Test, args: &[&str]) -> Runner {
         static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
         let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let out = File::create(t.path().join(format!("runner-{n}.out"))).expect("runner.out");
@@ -167,12 +169,12 @@ impl Runner {
         }
     }
 
-    fn stderr(&self) -> String {
+    pub(super) fn stderr(&self) -> String {
         std::fs::read_to_string(&self.err).unwrap_or_default()
     }
 
     /// The exit code if it has exited by itself (-1 for a signal).
-    fn exited(&mut self) -> Option<i32> {
+    pub(super) fn exited(&mut self) -> Option<i32> {
         let child = self.child.as_mut().expect("child");
         match child.try_wait() {
             Ok(Some(status)) => Some(status.code().unwrap_or(-1)),
@@ -192,7 +194,7 @@ impl Runner {
     }
 
     /// Waits (bounded) for it to exit by itself; its exit code.
-    fn wait_exit(&mut self) -> i32 {
+    pub(super) fn wait_exit(&mut self) -> i32 {
         let start = Instant::now();
         loop {
             if let Some(code) = self.exited() {
@@ -208,7 +210,7 @@ impl Runner {
     }
 
     /// SIGKILL (Child::kill) and reap.
-    fn kill(&mut self) {
+    pub(super) fn kill(&mut self) {
         if let Some(mut c) = self.child.take() {
             let _ = c.kill();
             let _ = c.wait();
@@ -231,7 +233,7 @@ fn listed(t: &Test, id: &str) -> String {
 /// over, then lets `a` go on (SIGCONT): it must exit 5 having written
 /// nothing more (or 0 when it had already finished the instance). Returns
 /// the new runner, which goes on driving the instance.
-fn stall_and_take_over(t: &Test, id: &str, mut a: Runner) -> (Runner, bool) {
+pub(super) fn stall_and_take_over(t: &Test, id: &str, mut a: Runner) -> (Runner, bool) {
     a.signal("STOP");
     let start = Instant::now();
     while listed(t, id) == "running" {
@@ -289,7 +291,7 @@ impl Drop for Runner {
     }
 }
 
-fn exists(t: &Test, id: &str) -> bool {
+pub(super) fn exists(t: &Test, id: &str) -> bool {
     t.wf(&["inspect", id, "--json"]).code == 0
 }
 

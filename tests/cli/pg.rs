@@ -450,7 +450,7 @@ fn nix_is_root() -> bool {
 /// A worker on a host of its own: a UTS namespace with its own host name
 /// (`unshare --uts`, which needs root), so that its lease names that host
 /// and no other worker can take it for a process of its own.
-fn worker_on_host(t: &Test, host: &str, with_uts: bool) -> Bg {
+pub(crate) fn worker_on_host(t: &Test, host: &str, with_uts: bool) -> Bg {
     let wf = assert_cmd::cargo::cargo_bin("wf");
     let mut cmd = Command::new(if with_uts { "unshare" } else { "sh" });
     let script = format!(
@@ -477,7 +477,7 @@ fn worker_on_host(t: &Test, host: &str, with_uts: bool) -> Bg {
     Bg::from_child(cmd.spawn().expect("spawn a worker"))
 }
 
-fn can_unshare() -> bool {
+pub(crate) fn can_unshare() -> bool {
     Command::new("unshare")
         .args(["--uts", "true"])
         .stderr(Stdio::null())

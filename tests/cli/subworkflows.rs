@@ -896,3 +896,125 @@ fn list_parent_must_name_one_instance_and_not_come_with_roots() {
     assert!(ran.stderr.contains("cannot be used with"), "{}", ran.stderr);
     assert_eq!(ran.stdout, "");
 }
+
+/// A child that waits for `go`, then says which host ran its work.
+const WAITING_KID: &str = "name: kid
+defaults: { retry: { max_attempts: 5, interval: 10ms } }
+steps:
+  - id: go
+    wait_for_event: { name: go }
+  - id: work
+    run: echo \"$WF_INSTANCE_ID work\" >> side.log; sleep 0.3; hostname
+outputs: { host: \"${{ steps.work.output.stdout }}\" }
+";
+
+#[test]
+fn workers_on_other_hosts_run_the_children_and_wake_their_parents_through_a_kill_and_a_stall() {
+    use crate::durable::{eventually, lines};
+    use crate::pg::{can_unshare, pg_test, worker_on_host};
+    let Some(t) = pg_test() else { return };
+    let t = t.env("WF_LEASE_TTL", "2s");
+    let uts = can_unshare();
+    t.write("kid.yaml", WAITING_KID);
+    let path = t.write(
+        "fleet.yaml",
+        "name: fleet\nsteps:\n  - id: fan\n    workflow: ./kid.yaml\n    for_each: [0, 1, 2]\n    \
+         max_parallel: 3\n  - id: after\n    run: echo \"${{ join(steps.fan.output.*.host, ',') }}\"\n",
+    );
+    // The parents run here, until their children wait for `go`.
+    let parents: Vec<String> = (1..=6).map(|i| format!("p{i}")).collect();
+    for id in &parents {
+        t.wf(&[
+            "run",
+            path.to_str().unwrap(),
+            "--id",
+            id,
+            "--inline-wait",
+            "100ms",
+        ])
+        .code(3);
+    }
+    let kids: Vec<String> = instances(&t)
+        .iter()
+        .filter(|i| i["workflow"] == "kid")
+        .map(|i| i["id"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(kids.len(), 18);
+    for kid in &kids {
+        t.wf(&["signal", kid, "go"]).code(0);
+    }
+    // Workers on three other hosts take the children (now due) and, as
+    // each child's end makes its parent due, the parents. One dies and one
+    // stalls once the children are at work; the third finishes everything.
+    let mut b = worker_on_host(&t, "wf-host-b", uts);
+    let c = worker_on_host(&t, "wf-host-c", uts);
+    let d = worker_on_host(&t, "wf-host-d", uts);
+    eventually("some children at work", || lines(&t, "side.log").len() >= 4);
+    b.kill9();
+    c.signal("STOP");
+    eventually("every instance to complete", || {
+        let all = instances(&t);
+        all.len() == 24 && all.iter().all(|i| i["status"] == "completed")
+    });
+    let before = t.dump();
+    c.signal("CONT");
+    for w in [&c, &d] {
+        w.signal("TERM");
+    }
+    drop(b);
+    for r in [c.finish(), d.finish()] {
+        assert!(
+            r.code == 0 || r.code == 130,
+            "worker exited {}: {}",
+            r.code,
+            r.stderr
+        );
+    }
+    assert_eq!(
+        t.dump(),
+        before,
+        "the stalled worker wrote after losing its leases"
+    );
+
+    let log = lines(&t, "side.log");
+    for id in &parents {
+        let v = t.inspect(id);
+        let children = v["children"].as_array().expect("children");
+        assert_eq!(children.len(), 3, "{id}: one child per item: {children:#?}");
+        let hosts = Test::step(&v, "after")["output"]["stdout"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        assert_eq!(hosts.split(',').count(), 3, "{id}: {hosts}");
+        if uts {
+            // Run here, finished on the workers' hosts.
+            assert!(
+                hosts
+                    .split(',')
+                    .all(|h| ["wf-host-b", "wf-host-c", "wf-host-d"].contains(&h)),
+                "{id}: {hosts}"
+            );
+        }
+        for n in 0..3 {
+            let item = Test::step(&v, &format!("fan[{n}]"));
+            assert_eq!(
+                item["attempt_list"].as_array().unwrap().len(),
+                1,
+                "{id}: {item:#}"
+            );
+        }
+        for c in children {
+            let kid = c["id"].as_str().unwrap();
+            let k = t.inspect(kid);
+            let attempts = Test::step(&k, "work")["attempt_list"]
+                .as_array()
+                .unwrap()
+                .len();
+            let ran = log.iter().filter(|l| **l == format!("{kid} work")).count();
+            assert!(
+                ran >= 1 && ran <= attempts,
+                "{kid}: {ran} side effects for {attempts} recorded attempts"
+            );
+        }
+    }
+}
