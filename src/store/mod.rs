@@ -414,6 +414,15 @@ impl Store {
         each!(self.cancel_requested(id))
     }
 
+    /// What a run looks for while it runs: the cancel request, and the
+    /// events delivered and not taken (one round trip on PostgreSQL).
+    pub async fn poll(&self, id: &InstanceId) -> Result<(CancelRequest, Vec<EventRow>)> {
+        match self {
+            Store::Sqlite(s) => Ok((s.cancel_requested(id)?, s.events_after(id, 0)?)),
+            Store::Postgres(p) => p.poll(id).await,
+        }
+    }
+
     /// Events delivered and not taken, after event `after`.
     pub async fn events_after(&self, id: &InstanceId, after: i64) -> Result<Vec<EventRow>> {
         each!(self.events_after(id, after))

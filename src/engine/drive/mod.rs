@@ -49,12 +49,18 @@ pub async fn drive(
     // A child's first run is a child of the attempt that made it, in its
     // trace (unless the caller gave a context of its own).
     let mut opts = opts;
+    let parent_span = opts.parent_span.take();
     if history.last_run == 0
         && opts.traceparent.is_none()
         && let Some(p) = &history.instance.parent
-        && let Some((trace, span)) = store.attempt_span(&p.id, &p.key, p.attempt).await?
     {
-        opts.traceparent = Some(format!("00-{trace}-{span}-01"));
+        opts.traceparent = match parent_span {
+            Some(tp) => Some(tp),
+            None => store
+                .attempt_span(&p.id, &p.key, p.attempt)
+                .await?
+                .map(|(trace, span)| format!("00-{trace}-{span}-01")),
+        };
     }
     let (heartbeat, lost) = Heartbeat::start(store.location(), fence.clone(), ttl);
     end_leftovers(id, &history.open, observer).await;
@@ -177,7 +183,7 @@ async fn claim(
         // so that it does not stay due (nor hold its schedule's `overlap`)
         // forever.
         let why = format!(
-            "secret `{name}` is not set in the environment of the worker that claimed it ({owner}): export {name} where `wf worker` runs; `wf resume {} --retry-failed` then runs the instance",
+            "secret `{name}` is not set in the environment of the process that claimed it ({owner}): export {name} where `wf worker` (or the parent's `wf run`) runs; `wf resume {} --retry-failed` then runs the instance",
             &id[..id.len().min(12)]
         );
         store

@@ -9,8 +9,12 @@
 
 use super::{EngineError, InstanceId, Observer, RunOptions};
 use crate::store::{Location, Store};
+use crate::workflow::Workflow;
 use futures_util::future::LocalBoxFuture;
 use futures_util::stream::{FuturesUnordered, StreamExt as _};
+use std::cell::RefCell;
+use std::rc::Rc;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// What a child run in this process reports: nothing (its step hears of
@@ -22,11 +26,25 @@ impl Observer for Quiet {}
 
 static QUIET: Quiet = Quiet;
 
+/// A child to run here: its pinned definition when the parent holds it,
+/// and, for one made by this run, the span of the attempt that made it
+/// (W3C `traceparent`), which its first run is a child of.
+pub(super) struct Start {
+    pub(super) id: InstanceId,
+    pub(super) workflow: Option<Arc<Workflow>>,
+    pub(super) parent_span: Option<String>,
+}
+
 /// The children running in this process; each reports, when its run
 /// ended, why it could not run, if it could not.
 pub(super) struct InProcess {
     location: Location,
     running: FuturesUnordered<LocalBoxFuture<'static, Option<String>>>,
+    /// Connections a child's run gave back, for the next child (as a
+    /// worker keeps them): a child does not open the database again, nor
+    /// prepare its statements again (a new connection each was most of a
+    /// child's cost, bench/subworkflows.py).
+    pool: Rc<RefCell<Vec<Store>>>,
 }
 
 impl InProcess {
@@ -34,6 +52,7 @@ impl InProcess {
         InProcess {
             location,
             running: FuturesUnordered::new(),
+            pool: Rc::default(),
         }
     }
 
@@ -41,18 +60,55 @@ impl InProcess {
         self.running.is_empty()
     }
 
-    /// Starts driving child `id` (with the parent's inline wait).
-    pub(super) fn start(&mut self, id: InstanceId, inline_wait: Duration) {
+    /// Starts driving a child (with the parent's inline wait).
+    pub(super) fn start(&mut self, start: Start, inline_wait: Duration) {
+        let Start {
+            id,
+            workflow,
+            parent_span,
+        } = start;
+        // Made by this run's last commit: nobody else can have it yet, and
+        // it is taken at once (as `wf run` takes what it created); one made
+        // earlier is checked first, so that refusing it writes nothing.
+        let owner = parent_span.is_some().then(crate::engine::lease::owner_name);
         let location = self.location.clone();
+        let pool = self.pool.clone();
         self.running.push(Box::pin(async move {
             let opts = RunOptions {
                 inline_wait,
+                workflow,
+                parent_span,
+                owner,
                 ..RunOptions::default()
             };
-            let ran = match Store::open(&location).await {
-                Ok(mut store) => crate::engine::drive::drive(&mut store, &id, opts, &QUIET)
-                    .await
-                    .map(|_| ()),
+            // Taken at once, it would fail for want of a secret: it is
+            // left, unclaimed, for a process that has it.
+            if opts.owner.is_some()
+                && let Some(name) = opts
+                    .workflow
+                    .as_deref()
+                    .and_then(crate::engine::missing_secret)
+            {
+                let e = crate::engine::unset_secret(name);
+                return Some(format!(
+                    "child instance {id} could not run here: {e}; the step waits for it (`wf resume {id}`)"
+                ));
+            }
+            let pooled = pool.borrow_mut().pop();
+            let opened = match pooled {
+                Some(store) => Ok(store),
+                None => Store::open(&location).await,
+            };
+            let ran = match opened {
+                Ok(mut store) => {
+                    let ran = crate::engine::drive::drive(&mut store, &id, opts, &QUIET)
+                        .await
+                        .map(|_| ());
+                    if store.is_usable() {
+                        pool.borrow_mut().push(store);
+                    }
+                    ran
+                }
                 Err(e) => Err(EngineError::from(e)),
             };
             match ran {

@@ -67,6 +67,10 @@ pub struct RunOptions {
     /// `wf restart --from STEP`: reset STEP and what depends on it first
     /// (see `engine::restart`); only an ended instance can be.
     pub restart: Option<String>,
+    /// A child's first run: the span of the `workflow:` attempt that made
+    /// it (W3C `traceparent`), as its parent's run knows it; without it,
+    /// the first run reads it from the parent's attempt.
+    pub parent_span: Option<String>,
 }
 
 impl Default for RunOptions {
@@ -82,6 +86,7 @@ impl Default for RunOptions {
             tracestate: None,
             owner: None,
             restart: None,
+            parent_span: None,
         }
     }
 }
@@ -156,7 +161,7 @@ struct Applied {
     /// Jobs to start with (or after) the coming commit.
     spawns: Vec<Spawn>,
     /// Child instances to run once the coming commit made them.
-    children: Vec<InstanceId>,
+    children: Vec<children::Start>,
     /// Child instances to cancel (or terminate: true) as the parent ends early.
     ending: Vec<(InstanceId, bool)>,
     /// Decide again at once (after committing).
@@ -359,8 +364,8 @@ impl<'o> Runner<'o> {
             for (unit, job, attempt) in applied.spawns {
                 self.spawn(unit, *job, attempt);
             }
-            for id in applied.children {
-                self.children.start(id, self.opts.inline_wait);
+            for start in applied.children {
+                self.children.start(start, self.opts.inline_wait);
             }
             for (id, terminate) in applied.ending {
                 // Asked, then run here: a suspended child has no process to
@@ -372,7 +377,12 @@ impl<'o> Runner<'o> {
                     CancelRequest::Cancel
                 };
                 store.request_cancel(&id, ask).await?;
-                self.children.start(id, self.opts.inline_wait);
+                let start = children::Start {
+                    id,
+                    workflow: None,
+                    parent_span: None,
+                };
+                self.children.start(start, self.opts.inline_wait);
             }
             drop(commit_spans);
             self.record_groups(store).await?;
@@ -522,7 +532,21 @@ impl<'o> Runner<'o> {
                         );
                     }
                 }
-                Effect::RunChild { id } => applied.children.push(id),
+                Effect::RunChild { id, workflow, made } => {
+                    // Made now: its first run is a child of the attempt's
+                    // span, which this run holds.
+                    let parent_span = made.and_then(|key| {
+                        self.spans
+                            .open
+                            .get(&key)
+                            .map(|(_, span_id, _)| format!("00-{}-{span_id}-01", self.trace.0))
+                    });
+                    applied.children.push(children::Start {
+                        id,
+                        workflow,
+                        parent_span,
+                    });
+                }
                 Effect::EndChild { id, terminate } => applied.ending.push((id, terminate)),
                 Effect::Again => applied.again = true,
                 Effect::End(outcome) => applied.end = Some(outcome),
@@ -559,12 +583,11 @@ impl<'o> Runner<'o> {
     /// Looks for what other processes asked of this run: a cancel request (it
     /// starts canceling) or an awaited event (true: a waiting step can go on).
     async fn poll_external(&mut self, store: &Store) -> Result<bool, EngineError> {
-        let asked = store.cancel_requested(&self.id).await?;
+        let (asked, delivered) = store.poll(&self.id).await?;
         self.decide(Input::CancelAsked(asked));
         if self.sched.awaited_events().is_empty() {
             return Ok(false);
         }
-        let delivered = store.events_after(&self.id, 0).await?;
         Ok(self.decide(Input::Events(delivered)).again)
     }
 

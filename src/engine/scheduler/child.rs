@@ -163,8 +163,12 @@ impl Scheduler {
         rec.status = StepStatus::Waiting;
         rec.retry_at = None;
         self.put(unit);
-        self.open_children.insert(key);
-        self.effects.push(Effect::RunChild { id });
+        self.open_children.insert(key.clone());
+        self.effects.push(Effect::RunChild {
+            id,
+            workflow: Some(child),
+            made: Some(key),
+        });
         Started::Blocked
     }
 
@@ -242,14 +246,20 @@ impl Scheduler {
     /// The open children a run starts with (made by an earlier run): the
     /// driver runs them, unless they ended or another process has them.
     pub(super) fn run_open_children(&mut self) {
-        let ids: Vec<InstanceId> = self
+        let runs: Vec<Effect> = self
             .open_child_keys()
             .into_iter()
             .filter_map(|k| self.records.get(k))
-            .map(|r| self.child_id(&r.key, r.attempts))
+            .map(|r| Effect::RunChild {
+                id: self.child_id(&r.key, r.attempts),
+                workflow: match self.wf.step(&r.step_id).map(|s| &s.action) {
+                    Some(Action::Workflow(call)) => self.wf.children.get(&call.path).cloned(),
+                    _ => None,
+                },
+                made: None,
+            })
             .collect();
-        self.effects
-            .extend(ids.into_iter().map(|id| Effect::RunChild { id }));
+        self.effects.extend(runs);
     }
 }
 

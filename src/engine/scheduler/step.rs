@@ -88,7 +88,15 @@ pub enum Effect {
     /// Run the child instance `id` (made by a `workflow:` attempt this
     /// step, once the writes that create it are committed, or found open
     /// by this run), unless another process has it or it ended.
-    RunChild { id: crate::vocab::InstanceId },
+    /// `workflow`: its pinned definition, which the parent holds (so the
+    /// child's run does not read it again).
+    /// `made`: the unit whose attempt made it in this step (none for a
+    /// child an earlier run made).
+    RunChild {
+        id: crate::vocab::InstanceId,
+        workflow: Option<std::sync::Arc<crate::workflow::Workflow>>,
+        made: Option<String>,
+    },
     /// The parent ends early: ask child `id` to cancel (or terminate), and
     /// run it here if no process does.
     EndChild {

@@ -473,6 +473,36 @@ impl PgStore {
         }
     }
 
+    /// The cancel request and the events not taken, in one round trip:
+    /// each row has the request, then an event (or none).
+    pub async fn poll(&self, id: &str) -> Result<(CancelRequest, Vec<EventRow>)> {
+        let rows = self
+            .query(
+                "SELECT i.cancel_requested, e.id, e.name, e.payload, e.traceparent \
+                 FROM instances i LEFT JOIN events e ON e.instance_id = i.id AND e.consumed_by IS NULL \
+                 WHERE i.id = $1 ORDER BY e.id",
+                &[&id],
+            )
+            .await?;
+        let Some(first) = rows.first() else {
+            return Err(StoreError::NotFound(id.into()));
+        };
+        let cancel = CancelRequest::from_i64(get(first, 0)?);
+        let mut events = Vec::new();
+        for r in &rows {
+            let event: Option<i64> = get(r, 1)?;
+            if let Some(event) = event {
+                events.push(EventRow {
+                    id: event,
+                    name: get(r, 2)?,
+                    payload: get(r, 3)?,
+                    traceparent: get(r, 4)?,
+                });
+            }
+        }
+        Ok((cancel, events))
+    }
+
     pub async fn events_after(&self, id: &str, after: i64) -> Result<Vec<EventRow>> {
         self.query(EVENTS_AFTER, &[&id, &after])
             .await?
