@@ -117,7 +117,7 @@ pub fn render(workflow: &str, runs: &[RunRow], spans: &[SpanRow]) -> Vec<String>
 /// The tree of an instance and of its children, nested.
 pub fn render_traced(t: &Traced<'_>) -> Vec<String> {
     let mut lines = Vec::new();
-    for node in instance_nodes(t, None) {
+    for node in instance_nodes(t, None, false) {
         draw(&node, "", "", &mut lines);
     }
     align(lines)
@@ -176,8 +176,9 @@ fn attachments<'a>(
 
 /// An instance's runs, in order, each its root's node (or a header's);
 /// `outer`: the trace and window of the run it is nested in, which its
-/// runs in that trace are measured against.
-fn instance_nodes(t: &Traced<'_>, outer: Option<(&str, Window)>) -> Vec<Node> {
+/// runs in that trace are measured against; `nested`: it is a child shown
+/// in its parent's tree (its runs then name it).
+fn instance_nodes(t: &Traced<'_>, outer: Option<(&str, Window)>, nested: bool) -> Vec<Node> {
     let mut numbers: BTreeSet<i64> = t.runs.iter().map(|r| r.number).collect();
     numbers.extend(t.spans.iter().map(|s| s.run));
     let (under, loose) = attachments(t);
@@ -194,14 +195,14 @@ fn instance_nodes(t: &Traced<'_>, outer: Option<(&str, Window)>) -> Vec<Node> {
             head: format!("{}/{}", t.workflow, c.key),
             timing: None,
             details: vec![format!("attempt={}", c.attempt), "outcome=running".into()],
-            kids: instance_nodes(&c.traced, None),
+            kids: instance_nodes(&c.traced, None, true),
         };
         match nodes.last_mut() {
             Some(last) => last.kids.push(kid),
             None => nodes.push(kid),
         }
     }
-    if outer.is_some() || !t.children.is_empty() {
+    if nested || !t.children.is_empty() {
         // Which instance each run is, where several are shown.
         for n in &mut nodes {
             n.details.push(format!("instance={}", short(t.id)));
@@ -305,6 +306,7 @@ impl<'a> SpanTree<'a, '_> {
             kids.extend(instance_nodes(
                 child,
                 Some((span.trace_id.as_str(), self.window)),
+                true,
             ));
         }
         if nested.is_some() {
@@ -629,6 +631,111 @@ mod tests {
         assert_eq!(
             lines[1],
             "└── f/a         +0ms   10ms ▕████████████▏  attempt=1  outcome=ok"
+        );
+    }
+
+    #[test]
+    fn children_hang_under_the_attempts_that_made_them() {
+        let root = span(
+            "r",
+            None,
+            1,
+            "p/workflow",
+            0,
+            json!({"workflow.run": 1, "workflow.outcome": "waiting"}),
+        );
+        let call = span(
+            "c",
+            Some("r"),
+            1,
+            "p/call",
+            2,
+            json!({"workflow.step.id": "call", "workflow.step.attempt": 1, "workflow.step.outcome": "ok"}),
+        );
+        // The child's first run, in the parent's trace, under the call.
+        let mut kid_root = span(
+            "k",
+            Some("c"),
+            1,
+            "kid/workflow",
+            3,
+            json!({"workflow.run": 1, "workflow.outcome": "completed"}),
+        );
+        kid_root.trace_id = root.trace_id.clone();
+        let kid_step = span(
+            "ks",
+            Some("k"),
+            1,
+            "kid/x",
+            4,
+            json!({"workflow.step.id": "x", "workflow.step.attempt": 1, "workflow.step.outcome": "ok"}),
+        );
+        // A child whose attempt is still open: no span to hang under yet.
+        let open_root = span(
+            "o",
+            Some("gone"),
+            1,
+            "kid/workflow",
+            5,
+            json!({"workflow.run": 1, "workflow.outcome": "sleeping"}),
+        );
+        let parent_spans = [root, call];
+        let kid_spans = [kid_root, kid_step];
+        let open_spans = [open_root];
+        let lines = render_traced(&Traced {
+            id: "parent000000000",
+            workflow: "p",
+            runs: &[],
+            spans: &parent_spans,
+            children: vec![
+                Child {
+                    key: "call",
+                    attempt: 1,
+                    traced: Traced {
+                        id: "kid1aaaaaaaaaaa",
+                        workflow: "kid",
+                        runs: &[],
+                        spans: &kid_spans,
+                        children: Vec::new(),
+                    },
+                },
+                Child {
+                    key: "later",
+                    attempt: 2,
+                    traced: Traced {
+                        id: "kid2bbbbbbbbbbb",
+                        workflow: "kid",
+                        runs: &[],
+                        spans: &open_spans,
+                        children: Vec::new(),
+                    },
+                },
+            ],
+        });
+        let heads = [
+            "p/workflow ",
+            "├── p/call ",
+            "│   └── kid/workflow ",
+            "│       └── kid/x ",
+            "└── p/later ",
+            "    └── kid/workflow ",
+        ];
+        assert_eq!(lines.len(), heads.len(), "{lines:#?}");
+        for (line, head) in lines.iter().zip(heads) {
+            assert!(
+                line.starts_with(head),
+                "{line:?} is not {head:?}: {lines:#?}"
+            );
+        }
+        assert!(lines[5].contains("instance=kid2bbbbbbbb"), "{}", lines[5]);
+        assert!(lines[0].contains("instance=parent000000"), "{}", lines[0]);
+        assert!(lines[2].contains("instance=kid1aaaaaaaa"), "{}", lines[2]);
+        // Measured against the parent's run: the child's run starts 3 ms in.
+        assert!(lines[2].contains("+3ms"), "{}", lines[2]);
+        assert!(
+            lines[4].contains("attempt=2  outcome=running"),
+            "{}",
+            lines[4]
         );
     }
 }

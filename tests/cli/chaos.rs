@@ -233,7 +233,7 @@ fn listed(t: &Test, id: &str) -> String {
 /// over, then lets `a` go on (SIGCONT): it must exit 5 having written
 /// nothing more (or 0 when it had already finished the instance). Returns
 /// the new runner, which goes on driving the instance.
-pub(super) fn stall_and_take_over(t: &Test, id: &str, mut a: Runner) -> (Runner, bool) {
+fn stall_and_take_over(t: &Test, id: &str, mut a: Runner) -> (Runner, bool) {
     a.signal("STOP");
     let start = Instant::now();
     while listed(t, id) == "running" {
@@ -291,6 +291,66 @@ impl Drop for Runner {
     }
 }
 
+/// Waits for a random moment to stop `wf` at: early (starting up,
+/// recovering from the last crash), any moment up to `anytime_ms`, or just
+/// after an attempt starts (inside a step or its commit), then up to
+/// `after_ms` more. True for the last kind.
+pub(super) fn kill_moment(
+    t: &Test,
+    wf: &mut Runner,
+    rng: &mut XorShift,
+    anytime_ms: u64,
+    after_ms: u64,
+) -> bool {
+    let start = Instant::now();
+    match rng.below(3) {
+        0 => std::thread::sleep(Duration::from_millis(rng.below(150))),
+        1 => std::thread::sleep(Duration::from_millis(rng.below(anytime_ms))),
+        _ => {
+            let seen = t.read("side.log").lines().count();
+            while t.read("side.log").lines().count() == seen
+                && wf.exited().is_none()
+                && start.elapsed() < PATIENCE
+            {
+                std::thread::sleep(Duration::from_millis(2));
+            }
+            std::thread::sleep(Duration::from_millis(rng.below(after_ms)));
+            return true;
+        }
+    }
+    false
+}
+
+/// What stopping a runner at a kill moment did.
+pub(super) enum Hit {
+    Killed,
+    /// Stalled past its lease and taken over: the runner that goes on,
+    /// and whether the stalled one lost the instance.
+    Stalled {
+        next: Runner,
+        taken_over: bool,
+    },
+    /// It had exited by itself, with this code.
+    Exited(i32, Runner),
+}
+
+/// SIGKILLs `wf`, or, one time in four, stalls it (SIGSTOP past the lease,
+/// a takeover, SIGCONT) instead.
+pub(super) fn kill_or_stall(t: &Test, id: &str, mut wf: Runner, rng: &mut XorShift) -> Hit {
+    let stall = rng.below(4) == 0;
+    match wf.exited() {
+        None if stall && exists(t, id) => {
+            let (next, taken_over) = stall_and_take_over(t, id, wf);
+            Hit::Stalled { next, taken_over }
+        }
+        None => {
+            wf.kill();
+            Hit::Killed
+        }
+        Some(code) => Hit::Exited(code, wf),
+    }
+}
+
 pub(super) fn exists(t: &Test, id: &str) -> bool {
     t.wf(&["inspect", id, "--json"]).code == 0
 }
@@ -323,42 +383,20 @@ fn random_sigkills_of_a_fifty_step_fan_out_never_break_the_guarantees() {
             None if exists(&t, &id) => Runner::spawn(&t, &["resume", &id]),
             None => Runner::spawn(&t, &["run", path, "--id", &id]),
         };
-        let start = Instant::now();
-        match rng.below(3) {
-            // Early: starting up, recovering from the last crash.
-            0 => std::thread::sleep(Duration::from_millis(rng.below(150))),
-            // Any moment, long enough for steps to finish and the instance
-            // to move on (a whole undisturbed run takes a second or two).
-            1 => std::thread::sleep(Duration::from_millis(rng.below(1500))),
-            // Just after an attempt starts: inside a step or its commit.
-            _ => {
-                waited_for_a_step += 1;
-                let seen = t.read("side.log").lines().count();
-                while t.read("side.log").lines().count() == seen
-                    && wf.exited().is_none()
-                    && start.elapsed() < PATIENCE
-                {
-                    std::thread::sleep(Duration::from_millis(2));
-                }
-                std::thread::sleep(Duration::from_millis(rng.below(80)));
-            }
-        }
-        // One kill in four is a stall (SIGSTOP past the lease, a takeover,
-        // SIGCONT) instead of a SIGKILL.
-        let stall = rng.below(4) == 0;
-        match wf.exited() {
-            None if stall && exists(&t, &id) => {
-                let (next, lost) = stall_and_take_over(&t, &id, wf);
+        // A whole undisturbed run takes a second or two.
+        waited_for_a_step += usize::from(kill_moment(&t, &mut wf, &mut rng, 1500, 80));
+        match kill_or_stall(&t, &id, wf, &mut rng) {
+            Hit::Killed => landed += 1,
+            Hit::Stalled {
+                next,
+                taken_over: lost,
+            } => {
                 taken_over += usize::from(lost);
                 landed += 1;
                 carried = Some(next);
             }
-            None => {
-                wf.kill();
-                landed += 1;
-            }
-            Some(0) => instances.push(format!("chaos-{}", instances.len() + 1)),
-            Some(code) => panic!("`wf` exited {code} by itself:\n{}", wf.stderr()),
+            Hit::Exited(0, _) => instances.push(format!("chaos-{}", instances.len() + 1)),
+            Hit::Exited(code, wf) => panic!("`wf` exited {code} by itself:\n{}", wf.stderr()),
         }
     }
     // A runner carried over from the last takeover finishes by itself.

@@ -477,6 +477,32 @@ pub(crate) fn worker_on_host(t: &Test, host: &str, with_uts: bool) -> Bg {
     Bg::from_child(cmd.spawn().expect("spawn a worker"))
 }
 
+/// Lets the `stalled` worker go on, once everything is done, and stops it
+/// and the `live` one: each exits 0 or 130, and the stalled one, which
+/// wakes to find its leases taken, writes nothing more. Their outputs.
+pub(crate) fn stop_workers(t: &Test, stalled: Bg, live: Bg) -> (crate::Ran, crate::Ran) {
+    let before = t.dump();
+    stalled.signal("CONT");
+    for w in [&stalled, &live] {
+        w.signal("TERM");
+    }
+    let (rs, rl) = (stalled.finish(), live.finish());
+    for r in [&rs, &rl] {
+        assert!(
+            r.code == 0 || r.code == 130,
+            "worker exited {}: {}",
+            r.code,
+            r.stderr
+        );
+    }
+    assert_eq!(
+        t.dump(),
+        before,
+        "the stalled worker wrote after losing its leases"
+    );
+    (rs, rl)
+}
+
 pub(crate) fn can_unshare() -> bool {
     Command::new("unshare")
         .args(["--uts", "true"])
@@ -533,27 +559,8 @@ fn workers_on_three_hosts_drain_due_instances_through_a_kill_and_a_stall() {
         list.as_array()
             .is_some_and(|l| l.len() == ids.len() && l.iter().all(|i| i["status"] == "completed"))
     });
-    // b wakes to find its leases taken: it writes nothing more.
-    let before = t.dump();
-    b.signal("CONT");
-    for w in [&b, &c] {
-        w.signal("TERM");
-    }
     drop(a);
-    let (rb, rc) = (b.finish(), c.finish());
-    for r in [&rb, &rc] {
-        assert!(
-            r.code == 0 || r.code == 130,
-            "worker exited {}: {}",
-            r.code,
-            r.stderr
-        );
-    }
-    assert_eq!(
-        t.dump(),
-        before,
-        "the stalled worker wrote after losing its leases"
-    );
+    let (rb, _) = stop_workers(&t, b, c);
 
     // Every step ran once per recorded attempt: no attempt ran twice at
     // once, none ran unrecorded, none was lost.

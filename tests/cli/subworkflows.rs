@@ -911,7 +911,7 @@ outputs: { host: \"${{ steps.work.output.stdout }}\" }
 #[test]
 fn workers_on_other_hosts_run_the_children_and_wake_their_parents_through_a_kill_and_a_stall() {
     use crate::durable::{eventually, lines};
-    use crate::pg::{can_unshare, pg_test, worker_on_host};
+    use crate::pg::{can_unshare, pg_test, stop_workers, worker_on_host};
     let Some(t) = pg_test() else { return };
     let t = t.env("WF_LEASE_TTL", "2s");
     let uts = can_unshare();
@@ -956,25 +956,8 @@ fn workers_on_other_hosts_run_the_children_and_wake_their_parents_through_a_kill
         let all = instances(&t);
         all.len() == 24 && all.iter().all(|i| i["status"] == "completed")
     });
-    let before = t.dump();
-    c.signal("CONT");
-    for w in [&c, &d] {
-        w.signal("TERM");
-    }
     drop(b);
-    for r in [c.finish(), d.finish()] {
-        assert!(
-            r.code == 0 || r.code == 130,
-            "worker exited {}: {}",
-            r.code,
-            r.stderr
-        );
-    }
-    assert_eq!(
-        t.dump(),
-        before,
-        "the stalled worker wrote after losing its leases"
-    );
+    stop_workers(&t, c, d);
 
     let log = lines(&t, "side.log");
     for id in &parents {

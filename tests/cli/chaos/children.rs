@@ -13,7 +13,9 @@
 //! outputs in item order; each child's first run is a child span of the
 //! attempt that made it, stored once.
 
-use super::{Effect, PATIENCE, Runner, STEP_SH, effects, env_number, exists, stall_and_take_over};
+use super::{
+    Effect, Hit, PATIENCE, Runner, STEP_SH, effects, env_number, exists, kill_moment, kill_or_stall,
+};
 use crate::{Test, XorShift};
 use serde_json::Value;
 use std::time::{Duration, Instant};
@@ -79,44 +81,29 @@ fn random_sigkills_of_a_fan_out_of_children_never_break_the_guarantees() {
             None if exists(&t, &id) => Runner::spawn(&t, &["resume", &id]),
             None => Runner::spawn(&t, &["run", path, "--id", &id]),
         };
-        let start = Instant::now();
-        match rng.below(3) {
-            0 => std::thread::sleep(Duration::from_millis(rng.below(150))),
-            1 => std::thread::sleep(Duration::from_millis(rng.below(800))),
-            // Just after a step (of the parent or of a child) starts.
-            _ => {
-                let seen = t.read("side.log").lines().count();
-                while t.read("side.log").lines().count() == seen
-                    && wf.exited().is_none()
-                    && start.elapsed() < PATIENCE
-                {
-                    std::thread::sleep(Duration::from_millis(2));
-                }
-                std::thread::sleep(Duration::from_millis(rng.below(60)));
+        kill_moment(&t, &mut wf, &mut rng, 800, 60);
+        match kill_or_stall(&t, &id, wf, &mut rng) {
+            Hit::Killed => {
+                landed += 1;
+                kill += 1;
             }
-        }
-        let stall = rng.below(4) == 0;
-        match wf.exited() {
-            None if stall && exists(&t, &id) => {
-                let (next, lost) = stall_and_take_over(&t, &id, wf);
+            Hit::Stalled {
+                next,
+                taken_over: lost,
+            } => {
                 taken_over += usize::from(lost);
                 landed += 1;
                 kill += 1;
                 carried = Some(next);
             }
-            None => {
-                wf.kill();
-                landed += 1;
-                kill += 1;
-            }
-            Some(0) => instances.push(format!("fam-{}", instances.len() + 1)),
+            Hit::Exited(0, _) => instances.push(format!("fam-{}", instances.len() + 1)),
             // Waiting on a child another process holds (a stalled runner
             // let go on finishes it): its end makes the parent due.
-            Some(3) => {
+            Hit::Exited(3, _) => {
                 suspended += 1;
                 std::thread::sleep(Duration::from_millis(50));
             }
-            Some(code) => panic!("`wf` exited {code} by itself:\n{}", wf.stderr()),
+            Hit::Exited(code, wf) => panic!("`wf` exited {code} by itself:\n{}", wf.stderr()),
         }
     }
     if let Some(mut wf) = carried.take() {
