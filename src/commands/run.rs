@@ -38,6 +38,9 @@ pub struct Args {
     /// Instance id (default: a random one)
     #[arg(long)]
     pub id: Option<String>,
+    /// Record the instance for workers (`wf worker`) and print its id at once
+    #[arg(long)]
+    pub detach: bool,
     #[command(flatten)]
     pub ending: Ending,
 }
@@ -47,7 +50,11 @@ pub async fn run(args: Args, db: Option<PathBuf>, printer: &Printer) -> anyhow::
     let wf = Workflow::load(&args.file)?;
     let given = collect_inputs(&args)?;
     let inputs = engine::resolve_inputs(&wf, given)?;
-    engine::check_secrets(&wf)?;
+    // A detached instance runs where a worker runs: the secrets are
+    // looked for there.
+    if !args.detach {
+        engine::check_secrets(&wf)?;
+    }
 
     let mut store = super::open(db).await?;
     let owner = engine::lease::owner_name();
@@ -63,7 +70,7 @@ pub async fn run(args: Args, db: Option<PathBuf>, printer: &Printer) -> anyhow::
         &args.file,
         inputs,
         Some(id.clone()),
-        &owner,
+        (!args.detach).then_some(owner.as_str()),
     )
     .await;
     match created {
@@ -79,6 +86,9 @@ pub async fn run(args: Args, db: Option<PathBuf>, printer: &Printer) -> anyhow::
             }));
         }
         Ok(_) => {}
+    }
+    if args.detach {
+        return Ok(detached(printer, &id, args.ending.json));
     }
     let opts = RunOptions {
         owner: Some(owner),
@@ -153,6 +163,22 @@ fn unreachable_names(e: engine::EngineError, what: impl FnOnce() -> String) -> a
 /// inputs: a no-op that says what became of it, with the exit code of its
 /// status (0 completed, 1 failed, 3 suspended, 4 canceled, 5 running under
 /// another process, 130 interrupted).
+/// `wf run --detach`: the instance is recorded, due for the workers; its
+/// id on stdout (`{id, status}` with `--json`).
+fn detached(printer: &Printer, id: &InstanceId, json: bool) -> ExitStatus {
+    let status = ShownStatus::Stored(InstanceStatus::Sleeping);
+    if json {
+        printer.json(&RunReport::exists(id, status, ExitStatus::Success.code()));
+    } else {
+        printer.data(id);
+        printer.info(&format!(
+            "instance {} recorded, due: `wf worker` runs it",
+            super::short_id(id)
+        ));
+    }
+    ExitStatus::Success
+}
+
 fn exists(printer: &Printer, existing: &crate::store::InstanceRow, json: bool) -> ExitStatus {
     let status = ShownStatus::of(existing);
     let code = match status {

@@ -284,7 +284,7 @@ pub async fn create_instance(
     workflow_path: &Path,
     inputs: Value,
     id: Option<InstanceId>,
-    owner: &str,
+    owner: Option<&str>,
 ) -> Result<InstanceId, EngineError> {
     let ttl = lease::ttl().map_err(EngineError::Input)?;
     // A secret's value given as an input is masked like everywhere else.
@@ -299,10 +299,16 @@ pub async fn create_instance(
     };
     let (recorded_path, base_dir) = crate::workflow::origin(workflow_path);
     let now = Timestamp::now();
+    // Leased to the run that drives it now; or, detached, due at once for
+    // the first worker with room (as a schedule's fire is).
+    let (status, wake_at) = match owner {
+        Some(_) => (InstanceStatus::Running, None),
+        None => (InstanceStatus::Sleeping, Some(now)),
+    };
     let row = InstanceRow {
         id: id.clone(),
         workflow: wf.name.clone(),
-        status: InstanceStatus::Running,
+        status,
         definition: wf.source.clone(),
         definition_hash: wf.hash.clone(),
         workflow_path: recorded_path.clone(),
@@ -310,10 +316,10 @@ pub async fn create_instance(
         inputs,
         state: Value::Object(wf.state.clone()),
         error: None,
-        wake_at: None,
+        wake_at,
         waiting_event: None,
-        lease_owner: Some(owner.to_string()),
-        lease_expires_ms: Some(chrono::Utc::now().timestamp_millis() + lease::ttl_ms(ttl)),
+        lease_owner: owner.map(str::to_string),
+        lease_expires_ms: owner.map(|_| chrono::Utc::now().timestamp_millis() + lease::ttl_ms(ttl)),
         created_at: now,
         updated_at: now,
         parent: None,
@@ -323,7 +329,7 @@ pub async fn create_instance(
         let existing = store.instance(&id).await?;
         // Leased to this process: the creation's reply was lost, and the
         // store sent it again (PostgreSQL). It is this run's instance.
-        if existing.lease_owner.as_deref() == Some(owner) {
+        if owner.is_some() && existing.lease_owner.as_deref() == owner {
             return Ok(id);
         }
         if existing.definition_hash == row.definition_hash && existing.inputs == row.inputs {

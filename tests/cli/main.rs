@@ -12,6 +12,7 @@ mod control;
 mod corpus;
 mod crash;
 mod definition;
+mod detach;
 mod durable;
 mod expressions;
 mod failover;
