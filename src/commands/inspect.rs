@@ -67,6 +67,14 @@ pub async fn run(args: Args, store: &Store, printer: &Printer) -> anyhow::Result
         ),
         ("Status", status),
     ];
+    if !inst.labels.is_empty() {
+        let labels: Vec<String> = inst
+            .labels
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect();
+        header.push(("Labels", labels.join(", ")));
+    }
     if let Some(p) = &inst.parent {
         header.push((
             "Parent",

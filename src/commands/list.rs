@@ -41,6 +41,9 @@ pub struct Args {
     /// Only instances without a parent (not made by a `workflow:` step)
     #[arg(long)]
     pub roots: bool,
+    /// Only instances with this label (repeatable: all of them)
+    #[arg(long = "label", value_name = "NAME=VALUE")]
+    pub label: Vec<String>,
     /// At most this many instances, the newest (default 50; 0: all)
     #[arg(long, value_name = "N")]
     pub limit: Option<usize>,
@@ -78,7 +81,13 @@ pub async fn run(args: Args, store: &Store, printer: &Printer) -> anyhow::Result
         None if args.roots => Lineage::Roots,
         None => Lineage::Any,
     };
+    let labels = args
+        .label
+        .iter()
+        .map(|l| super::parse_label(l))
+        .collect::<Result<Vec<_>, _>>()?;
     let filter = ListFilter {
+        labels,
         status: stored,
         workflow: args.workflow.clone(),
         since,

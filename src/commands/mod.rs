@@ -228,6 +228,18 @@ pub fn parse_duration_flag(s: &str) -> Result<std::time::Duration, String> {
 
 /// An id as tables show it: its first 12 characters, which any command
 /// takes as a prefix.
+/// A `--label NAME=VALUE` (`wf run`, `wf list`): the name checked as the
+/// file's `labels:` names are.
+pub fn parse_label(s: &str) -> Result<(String, String), UsageError> {
+    let Some((name, value)) = s.split_once('=') else {
+        return Err(UsageError(format!("--label `{s}`: expected NAME=VALUE")));
+    };
+    if let Some(why) = crate::workflow::label_name_problem(name) {
+        return Err(UsageError(format!("--label `{s}`: {why}")));
+    }
+    Ok((name.to_string(), value.to_string()))
+}
+
 pub fn short_id(id: &str) -> &str {
     id.get(..12).unwrap_or(id)
 }

@@ -38,6 +38,9 @@ pub struct Args {
     /// Instance id (default: a random one)
     #[arg(long)]
     pub id: Option<String>,
+    /// A label of the instance, over the file's (repeatable)
+    #[arg(long = "label", value_name = "NAME=VALUE")]
+    pub label: Vec<String>,
     /// Record the instance for workers (`wf worker`) and print its id at once
     #[arg(long)]
     pub detach: bool,
@@ -50,6 +53,12 @@ pub async fn run(args: Args, db: Option<PathBuf>, printer: &Printer) -> anyhow::
     let wf = Workflow::load(&args.file)?;
     let given = collect_inputs(&args)?;
     let inputs = engine::resolve_inputs(&wf, given)?;
+    let labels = args
+        .label
+        .iter()
+        .map(|l| super::parse_label(l))
+        .collect::<Result<Vec<_>, _>>()?;
+    let labels = engine::render_labels(&wf, &inputs, &labels)?;
     // A detached instance runs where a worker runs: the secrets are
     // looked for there.
     if !args.detach {
@@ -71,6 +80,7 @@ pub async fn run(args: Args, db: Option<PathBuf>, printer: &Printer) -> anyhow::
         inputs,
         Some(id.clone()),
         (!args.detach).then_some(owner.as_str()),
+        labels,
     )
     .await;
     match created {

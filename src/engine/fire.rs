@@ -216,6 +216,14 @@ fn entries(
     let mut rows = Vec::new();
     for (i, s) in wf.schedules.iter().enumerate() {
         let inputs = resolve_inputs(wf, s.inputs.clone())?;
+        // Rendered now, so that an entry whose labels cannot be is refused.
+        super::render_labels(wf, &inputs, &[]).map_err(|e| {
+            EngineError::Input(format!(
+                "{}: schedule {}[{i}]: {e}",
+                path.display(),
+                wf.name
+            ))
+        })?;
         let spec = s.spec();
         let timezone = s.timezone().map(str::to_string);
         let prev = old.iter().find(|r| r.idx == i as i64);
@@ -357,6 +365,26 @@ fn min_some(a: Option<i64>, b: Option<i64>) -> Option<i64> {
     }
 }
 
+/// The labels of the instances entry `row` starts: its pinned workflow's,
+/// rendered from the entry's inputs (which `register` rendered once already,
+/// so they render).
+async fn fire_labels(store: &Store, row: &ScheduleRow) -> Result<store::Labels, EngineError> {
+    let Some(def) = store.definition(&row.definition_hash).await? else {
+        return Ok(store::Labels::new());
+    };
+    let wf = def
+        .compiled
+        .as_deref()
+        .and_then(|c| Workflow::from_compiled(c, &def.source))
+        .or_else(|| Workflow::from_pinned(&def.source, &row.workflow_path).ok());
+    Ok(match wf {
+        Some(wf) if !wf.labels.is_empty() => {
+            super::render_labels(&wf, &row.inputs, &[]).unwrap_or_default()
+        }
+        _ => store::Labels::new(),
+    })
+}
+
 /// Has the store apply `p` for entry `row`; reports it if it was ours.
 async fn apply(
     store: &mut Store,
@@ -366,6 +394,7 @@ async fn apply(
     out: &mut Vec<Fired>,
 ) -> Result<(), EngineError> {
     let now = Timestamp::now();
+    let labels = fire_labels(store, row).await?;
     let starts: Vec<(InstanceRow, i64)> = p
         .starts
         .iter()
@@ -390,6 +419,7 @@ async fn apply(
                 updated_at: now,
                 parent: None,
                 depth: 0,
+                labels: labels.clone(),
             };
             (inst, t)
         })

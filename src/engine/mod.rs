@@ -207,6 +207,26 @@ pub fn resolve_inputs(wf: &Workflow, given: Map<String, Value>) -> Result<Value,
     Ok(Value::Object(out))
 }
 
+/// The labels of an instance of `wf` with `inputs` (resolved): the file's
+/// `labels:`, rendered from the inputs, then those `given` (`wf run
+/// --label`), which win.
+pub fn render_labels(
+    wf: &Workflow,
+    inputs: &Value,
+    given: &[(String, String)],
+) -> Result<store::Labels, EngineError> {
+    let ctx = serde_json::json!({ "inputs": inputs });
+    let mut labels = store::Labels::new();
+    for (name, t) in &wf.labels {
+        let value = t
+            .render_text(&ctx)
+            .map_err(|e| EngineError::Input(format!("label `{name}`: {e}")))?;
+        labels.insert(name.clone(), value);
+    }
+    labels.extend(given.iter().cloned());
+    Ok(labels)
+}
+
 /// The definitions an instance of `wf` pins: its own first, then those of
 /// the workflows it calls (and they call), each once.
 pub fn definitions_of(wf: &Workflow) -> Vec<store::DefinitionRow> {
@@ -285,11 +305,18 @@ pub async fn create_instance(
     inputs: Value,
     id: Option<InstanceId>,
     owner: Option<&str>,
+    labels: store::Labels,
 ) -> Result<InstanceId, EngineError> {
     let ttl = lease::ttl().map_err(EngineError::Input)?;
     // A secret's value given as an input is masked like everywhere else.
     let mut inputs = inputs;
-    redact::Redactor::for_secrets(&wf.secrets).value(&mut inputs);
+    let redactor = redact::Redactor::for_secrets(&wf.secrets);
+    redactor.value(&mut inputs);
+    // A label rendered from an input that held a secret's value is masked too.
+    let labels: store::Labels = labels
+        .into_iter()
+        .map(|(k, v)| (k, redactor.text(&v)))
+        .collect();
     let id = match id {
         Some(id) => {
             check_id(id.as_str())?;
@@ -324,6 +351,7 @@ pub async fn create_instance(
         updated_at: now,
         parent: None,
         depth: 0,
+        labels,
     };
     if !store.create_instance(&row, &definitions_of(wf)).await? {
         let existing = store.instance(&id).await?;

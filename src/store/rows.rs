@@ -52,6 +52,22 @@ pub struct InstanceRow {
     pub parent: Option<ParentRef>,
     /// How many parents are above it: 0 for an instance started on its own.
     pub depth: i64,
+    /// Its labels (`labels:`, `wf run --label`), rendered when it started.
+    pub labels: Labels,
+}
+
+/// An instance's labels: name -> value, in name order.
+pub type Labels = std::collections::BTreeMap<String, String>;
+
+/// Labels as stored: a JSON object, or NULL for none.
+pub fn labels_text(labels: &Labels) -> Option<String> {
+    (!labels.is_empty()).then(|| serde_json::to_string(labels).unwrap_or_default())
+}
+
+/// Labels read back (a value that is not an object of strings is none).
+pub fn labels_of(text: Option<&str>) -> Labels {
+    text.and_then(|t| serde_json::from_str(t).ok())
+        .unwrap_or_default()
 }
 
 /// Children in the order they were made: by creation, then (made in one
@@ -85,6 +101,8 @@ pub struct ListFilter {
     /// Roots only, or the children of one instance (`wf list --roots`,
     /// `--parent ID`).
     pub lineage: Lineage,
+    /// Only instances with every one of these labels (`wf list --label`).
+    pub labels: Vec<(String, String)>,
     pub limit: Option<usize>,
 }
 

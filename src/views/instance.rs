@@ -15,6 +15,8 @@ pub struct InstanceView<'a> {
     pub workflow: &'a str,
     pub status: ShownStatus,
     pub inputs: &'a Value,
+    /// Its labels (`{}` for none).
+    pub labels: &'a crate::store::Labels,
     pub state: &'a Value,
     pub definition_hash: &'a str,
     pub error: Option<&'a str>,
@@ -159,6 +161,7 @@ impl<'a> InstanceView<'a> {
             workflow: &inst.workflow,
             status: ShownStatus::of(inst),
             inputs: &inst.inputs,
+            labels: &inst.labels,
             state: &inst.state,
             definition_hash: &inst.definition_hash,
             error: inst.error.as_deref(),

@@ -1,11 +1,12 @@
 //! `wf list --json`: an array of these, newest first.
 
 use super::ShownStatus;
-use crate::store::InstanceRow;
+use crate::store::{InstanceRow, Labels};
 use crate::vocab::{InstanceId, Timestamp};
 
 /// An instance in a listing: `{id, workflow, status, created_at,
-/// updated_at, parent}` (`parent`: the parent's id, null for a root).
+/// updated_at, parent, labels}` (`parent`: the parent's id, null for a
+/// root; `labels`: an object, `{}` for none).
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct InstanceSummary<'a> {
     pub id: &'a InstanceId,
@@ -15,6 +16,7 @@ pub struct InstanceSummary<'a> {
     pub updated_at: Timestamp,
     /// The instance whose `workflow:` step made this one (None: a root).
     pub parent: Option<&'a InstanceId>,
+    pub labels: &'a Labels,
 }
 
 impl<'a> InstanceSummary<'a> {
@@ -28,6 +30,7 @@ impl<'a> InstanceSummary<'a> {
             created_at: inst.created_at,
             updated_at: inst.updated_at,
             parent: inst.parent.as_ref().map(|p| &p.id),
+            labels: &inst.labels,
         }
     }
 }

@@ -45,6 +45,7 @@ fn instance(status: InstanceStatus) -> InstanceRow {
         updated_at: at(9),
         parent: None,
         depth: 0,
+        labels: [("team".to_string(), "core".to_string())].into(),
     }
 }
 
@@ -638,6 +639,7 @@ fn printed_as_snapshotted() {
             "workflow",
             "status",
             "inputs",
+            "labels",
             "state",
             "definition_hash",
             "error",

@@ -83,6 +83,9 @@ pub struct Workflow {
     pub secrets: Vec<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub env: Vec<(String, Template)>,
+    /// `labels:`, rendered from the inputs when an instance starts.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub labels: Vec<(String, Template)>,
     #[serde(default, skip_serializing_if = "serde_json::Map::is_empty")]
     pub state: Object,
     pub concurrency: usize,
@@ -576,6 +579,21 @@ impl Workflow {
 
     pub fn step(&self, id: &str) -> Option<&Step> {
         self.steps.iter().find(|s| s.id == id)
+    }
+}
+
+/// Why `name` cannot name a label, if it cannot: letters, digits, `_`,
+/// `.` and `-`, 1 to 63 of them (the file's `labels:`, `--label`).
+pub fn label_name_problem(name: &str) -> Option<&'static str> {
+    if name.is_empty() || name.len() > 63 {
+        Some("a label name has 1 to 63 characters")
+    } else if !name
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'))
+    {
+        Some("use letters, digits, `_`, `.` and `-`")
+    } else {
+        None
     }
 }
 

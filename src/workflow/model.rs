@@ -24,6 +24,11 @@ pub struct RawWorkflow {
     pub secrets: Vec<Spanned<String>>,
     #[serde(default)]
     pub env: BTreeMap<String, Value>,
+    /// Each instance's labels, rendered from its inputs when it starts
+    /// (`wf list --label`).
+    #[serde(default)]
+    #[schemars(with = "Option<BTreeMap<String, String>>")]
+    pub labels: Option<Spanned<BTreeMap<String, String>>>,
     #[serde(default)]
     #[schemars(with = "Option<Value>")]
     pub state: Option<Spanned<Value>>,

@@ -20,6 +20,7 @@ mod holders;
 mod http;
 mod injection;
 mod inspect;
+mod labels;
 mod leaks;
 mod outputs;
 mod ownership;

@@ -693,6 +693,7 @@ mod tests {
                 updated_at: now,
                 parent: None,
                 depth: 0,
+                labels: store::Labels::new(),
             };
             assert!(store.create_instance(&row, &defs).await.expect("create"));
 

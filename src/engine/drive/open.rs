@@ -111,6 +111,10 @@ pub(super) fn open_run(
     );
     let run = last_run + 1;
     let (root, trace, caller) = start_trace(id, wf, run, opts, &traces);
+    // Its labels, on each run's root (`workflow.label.<name>`).
+    for (name, value) in &inst.labels {
+        root.set_attribute(format!("workflow.label.{name}"), value.clone());
+    }
     writes.push(Write::StartRun {
         run,
         trace: trace.clone(),

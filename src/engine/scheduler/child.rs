@@ -129,6 +129,14 @@ impl Scheduler {
             }
         };
         self.redactor.value(&mut inputs);
+        let labels = match crate::engine::render_labels(&child, &inputs, &[]) {
+            Ok(l) => l,
+            Err(e) => {
+                let f = Failure::new(ErrorType::Expression, format!("`{}`: {e}", call.path));
+                self.fail_now(unit, f, now, spans);
+                return Started::Settled;
+            }
+        };
         let attempt = self.begin_attempt(unit, true, now, spans);
         let id = self.child_id(&key, attempt);
         let file = self.run.base_dir.join(&call.path);
@@ -158,6 +166,7 @@ impl Scheduler {
                 attempt,
             }),
             depth: self.run.depth + 1,
+            labels,
         })));
         let rec = self.record(unit);
         rec.status = StepStatus::Waiting;

@@ -137,6 +137,7 @@ fn instance(id: &str, created: i64) -> InstanceRow {
         updated_at: at(created),
         parent: None,
         depth: 0,
+        labels: Labels::new(),
     }
 }
 
@@ -784,6 +785,11 @@ async fn list_lineage(store: &mut Store) {
             attempt: 1,
         });
         row.depth = 1;
+        // Labels: each child its region, those of r1 its team too.
+        row.labels = Labels::from([("region".to_string(), format!("r{}", s % 2))]);
+        if parent == "r1" {
+            row.labels.insert("team".into(), "core".into());
+        }
         row
     };
     use InstanceStatus::{Completed, Failed, Running};
@@ -828,6 +834,34 @@ async fn list_lineage(store: &mut Store) {
         (vec![], 0)
     );
     assert_eq!(listed(store, filter(Lineage::Any)).await.1, 7);
+    // Labels, read back as written, and filtered on (all of them).
+    let c2 = store.instance(&"c2".into()).await.expect("c2");
+    assert_eq!(
+        c2.labels,
+        Labels::from([
+            ("region".to_string(), "r1".to_string()),
+            ("team".to_string(), "core".to_string())
+        ])
+    );
+    let labeled = |pairs: &[(&str, &str)]| ListFilter {
+        labels: pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+        ..Default::default()
+    };
+    assert_eq!(
+        listed(store, labeled(&[("team", "core")])).await,
+        (vec!["c4".into(), "c2".into(), "c1".into()], 3)
+    );
+    assert_eq!(
+        listed(store, labeled(&[("team", "core"), ("region", "r1")])).await,
+        (vec!["c4".into(), "c2".into()], 2)
+    );
+    assert_eq!(
+        listed(store, labeled(&[("region", "r1"), ("team", "nobody")])).await,
+        (vec![], 0)
+    );
     // With the other filters: each given, then all at once.
     let with = |f: ListFilter| ListFilter {
         lineage: children_of("r1"),
@@ -863,6 +897,7 @@ async fn list_lineage(store: &mut Store) {
                 workflow: Some("contract".into()),
                 since: Some(at(2)),
                 lineage: Lineage::Roots,
+                labels: Vec::new(),
                 limit: None,
             }
         )

@@ -23,7 +23,7 @@ macro_rules! instance_cols {
              (SELECT source FROM definitions d WHERE d.hash = instances.definition_hash), definition_hash, \
              workflow_path, base_dir, inputs, state, error, wake_at, waiting_event, lease_owner, ",
             lease_left!(),
-            ", created_at, updated_at, parent_id, parent_key, parent_attempt, depth"
+            ", created_at, updated_at, parent_id, parent_key, parent_attempt, depth, labels"
         )
     };
 }
@@ -33,7 +33,7 @@ const CHILDREN: &str = concat!(
     "SELECT id, workflow, status, '', definition_hash, workflow_path, base_dir, inputs, state, \
      error, wake_at, waiting_event, lease_owner, ",
     lease_left!(),
-    ", created_at, updated_at, parent_id, parent_key, parent_attempt, depth \
+    ", created_at, updated_at, parent_id, parent_key, parent_attempt, depth, labels \
      FROM instances WHERE parent_id = $1 ORDER BY created_at, seq"
 );
 
@@ -59,7 +59,17 @@ fn given(f: &ListFilter) -> impl Iterator<Item = (&'static str, &(dyn ToSql + Sy
         Lineage::ChildrenOf(id) => Some(("parent_id = ", id as &(dyn ToSql + Sync))),
         Lineage::Any | Lineage::Roots => None,
     };
-    [status, workflow, since, parent].into_iter().flatten()
+    let labels = f.labels.iter().flat_map(|(name, value)| {
+        [
+            ("", name as &(dyn ToSql + Sync)),
+            ("", value as &(dyn ToSql + Sync)),
+        ]
+    });
+    // A label's condition takes its name then its value (`conditions`).
+    [status, workflow, since, parent]
+        .into_iter()
+        .flatten()
+        .chain(labels)
 }
 
 /// The parameters of the filters given, in the statements' order (after
@@ -71,8 +81,13 @@ pub(super) fn filter_params(f: &ListFilter) -> impl Iterator<Item = &(dyn ToSql 
 /// `" AND …"` for each filter of `f`, its parameters numbered from `$first`.
 fn conditions(f: &ListFilter, first: usize) -> String {
     let mut sql = String::new();
-    for (n, (cond, _)) in (first..).zip(given(f)) {
+    let all = given(f).count();
+    let labels = all - 2 * f.labels.len();
+    for (n, (cond, _)) in (first..).zip(given(f)).take(labels) {
         sql.push_str(&format!(" AND {cond}${n}"));
+    }
+    for n in (first + labels..first + all).step_by(2) {
+        sql.push_str(&format!(" AND (labels::jsonb ->> ${n}) = ${}", n + 1));
     }
     if f.lineage == Lineage::Roots {
         sql.push_str(" AND parent_id IS NULL");
@@ -85,8 +100,8 @@ fn conditions(f: &ListFilter, first: usize) -> String {
 /// is leaked once and the same address handed out after. `wf list`'s
 /// statements are made from the filters given, so there are at most 48 of
 /// them (status, workflow and since each there or not, times three
-/// lineages, for the list and the count), whatever the values (those are
-/// parameters): the leak is bounded. Spelling out every combination as a
+/// lineages, for the list and the count) for each number of `--label`s,
+/// whatever the values (those are parameters): the leak is bounded. Spelling out every combination as a
 /// literal, as before, stopped being readable at 24 of each.
 fn interned(sql: String) -> &'static str {
     static TEXTS: Mutex<BTreeSet<&'static str>> = Mutex::new(BTreeSet::new());
@@ -110,7 +125,7 @@ pub(super) fn list_sql(f: &ListFilter) -> &'static str {
     interned(format!(
         "SELECT id, workflow, status, '', definition_hash, \
          workflow_path, base_dir, inputs, state, error, wake_at, waiting_event, lease_owner, {}, \
-         created_at, updated_at, parent_id, parent_key, parent_attempt, depth \
+         created_at, updated_at, parent_id, parent_key, parent_attempt, depth, labels \
          FROM instances WHERE true{} ORDER BY created_at DESC, seq DESC LIMIT $1",
         lease_left!(),
         conditions(f, 2)
@@ -177,6 +192,7 @@ pub(super) fn instance_row(r: &Row) -> Result<InstanceRow> {
             _ => None,
         },
         depth: get(r, 19)?,
+        labels: labels_of(get::<Option<String>>(r, 20)?.as_deref()),
     })
 }
 
@@ -742,10 +758,10 @@ macro_rules! insert_instance_sql {
         concat!(
             "INSERT INTO instances (id, workflow, status, definition_hash, workflow_path, base_dir, \
          inputs, state, error, wake_at, waiting_event, lease_owner, lease_expires_ms, created_at, \
-         updated_at, parent_id, parent_key, parent_attempt, depth) \
+         updated_at, parent_id, parent_key, parent_attempt, depth, labels) \
          VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,",
             server_ms!(),
-            " + $13,$14,$15,$16,$17,$18,$19) ON CONFLICT (id) DO NOTHING"
+            " + $13,$14,$15,$16,$17,$18,$19,$20) ON CONFLICT (id) DO NOTHING"
         )
     };
 }
@@ -776,6 +792,7 @@ fn child_params(i: &InstanceRow) -> Vec<Param> {
         p(i.parent.as_ref().map(|x| x.key.clone())),
         p(i.parent.as_ref().map(|x| x.attempt)),
         p(i.depth),
+        p(labels_text(&i.labels)),
     ]);
     params
 }

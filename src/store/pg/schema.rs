@@ -283,4 +283,8 @@ pub const MIGRATIONS: &[&str] = &[
     ALTER TABLE instances ADD COLUMN depth BIGINT NOT NULL DEFAULT 0;
     CREATE INDEX instances_by_parent ON instances(parent_id) WHERE parent_id IS NOT NULL;
     "#,
+    // 9: an instance's labels (`labels:`, `wf run --label`), as SQLite's 13.
+    r#"
+    ALTER TABLE instances ADD COLUMN labels TEXT;
+    "#,
 ];

@@ -37,12 +37,12 @@ pub(super) fn json_col(row: &Row, idx: usize) -> rusqlite::Result<Value> {
 const INSTANCE_COLS: &str = "id, workflow, status, \
     (SELECT source FROM definitions d WHERE d.hash = instances.definition_hash), definition_hash, \
     workflow_path, base_dir, inputs, state, error, wake_at, waiting_event, lease_owner, lease_expires_ms, \
-    created_at, updated_at, parent_id, parent_key, parent_attempt, depth";
+    created_at, updated_at, parent_id, parent_key, parent_attempt, depth, labels";
 
 /// The same columns without the definition text, for listings.
 const INSTANCE_SUMMARY_COLS: &str = "id, workflow, status, '', definition_hash, \
     workflow_path, base_dir, inputs, state, error, wake_at, waiting_event, lease_owner, lease_expires_ms, \
-    created_at, updated_at, parent_id, parent_key, parent_attempt, depth";
+    created_at, updated_at, parent_id, parent_key, parent_attempt, depth, labels";
 
 fn instance_from_row(r: &Row) -> rusqlite::Result<InstanceRow> {
     Ok(InstanceRow {
@@ -64,6 +64,7 @@ fn instance_from_row(r: &Row) -> rusqlite::Result<InstanceRow> {
         updated_at: r.get(15)?,
         parent: parent_of(r.get(16)?, r.get(17)?, r.get(18)?),
         depth: r.get(19)?,
+        labels: labels_of(r.get::<_, Option<String>>(20)?.as_deref()),
     })
 }
 
@@ -155,8 +156,8 @@ pub(super) fn insert_instance_row(c: &Connection, i: &InstanceRow) -> Result<()>
         c,
         "INSERT INTO instances (id, workflow, status, definition_hash, workflow_path, base_dir, inputs, state, \
          error, wake_at, waiting_event, lease_owner, lease_expires_ms, created_at, updated_at, \
-         parent_id, parent_key, parent_attempt, depth) \
-         VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,?17,?18,?19) \
+         parent_id, parent_key, parent_attempt, depth, labels) \
+         VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,?17,?18,?19,?20) \
          ON CONFLICT(id) DO NOTHING",
         params![
             i.id,
@@ -178,6 +179,7 @@ pub(super) fn insert_instance_row(c: &Connection, i: &InstanceRow) -> Result<()>
             i.parent.as_ref().map(|p| p.key.as_str()),
             i.parent.as_ref().map(|p| p.attempt),
             i.depth,
+            labels_text(&i.labels),
         ],
     )?;
     Ok(())
@@ -221,6 +223,11 @@ fn given(f: &ListFilter) -> Vec<(&'static str, &dyn rusqlite::ToSql)> {
     if let Lineage::ChildrenOf(parent) = &f.lineage {
         given.push(("parent_id = ", parent));
     }
+    // A label's condition takes its name then its value (`conditions`).
+    for (name, value) in &f.labels {
+        given.push(("", name));
+        given.push(("", value));
+    }
     given
 }
 
@@ -234,13 +241,22 @@ fn conditions(f: &ListFilter) -> (String, usize) {
     let given = given(f);
     let by_parent = matches!(f.lineage, Lineage::ChildrenOf(_));
     let mut sql = String::new();
-    for (n, (cond, _)) in given.iter().enumerate() {
+    let labels = given.len() - 2 * f.labels.len();
+    for (n, (cond, _)) in given.iter().enumerate().take(labels) {
         let plus = if by_parent && !cond.starts_with("parent_id") {
             "+"
         } else {
             ""
         };
         sql.push_str(&format!(" AND {plus}{cond}?{}", n + 1));
+    }
+    // Names are letters, digits, `_`, `.` and `-`: safe in a quoted key.
+    for n in (labels..given.len()).step_by(2) {
+        sql.push_str(&format!(
+            " AND json_extract(labels, '$.\"' || ?{} || '\"') = ?{}",
+            n + 1,
+            n + 2
+        ));
     }
     if f.lineage == Lineage::Roots {
         sql.push_str(" AND parent_id IS NULL");

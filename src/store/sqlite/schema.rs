@@ -180,6 +180,10 @@ pub const MIGRATIONS: &[&str] = &[
     "#,
     // 12: a parent's children, found by its id ([`PARENT_INDEX`]).
     PARENT_INDEX,
+    // 13: an instance's labels (`labels:`, `wf run --label`).
+    r#"
+    ALTER TABLE instances ADD COLUMN labels TEXT;  -- JSON object: label -> value
+    "#,
 ];
 
 // 12: `wf inspect PARENT` and a parent's cancel find its children off an
@@ -283,7 +287,8 @@ const CORE: &str = r#"
         parent_id        TEXT,              -- the parent instance, for a child
         parent_key       TEXT,              -- the parent's unit key (step or item)
         parent_attempt   INTEGER,
-        depth            INTEGER NOT NULL DEFAULT 0   -- parents above it
+        depth            INTEGER NOT NULL DEFAULT 0,  -- parents above it
+        labels           TEXT               -- JSON object: label -> value
     );
     CREATE INDEX instances_by_created ON instances(created_at);
     CREATE INDEX instances_by_status ON instances(status, wake_at);

@@ -123,6 +123,14 @@ impl Checker<'_> {
                 Default::default()
             });
 
+        let labels = match &raw.labels {
+            None => Vec::new(),
+            Some(l) => self.labels(l, &inputs, &secrets).unwrap_or_else(|e| {
+                errors.push(e);
+                Vec::new()
+            }),
+        };
+
         let has_default_retry = raw.defaults.as_ref().is_some_and(|d| d.retry.is_some());
         let (default_timeout, default_retry) = match &raw.defaults {
             None => (None, RawRetry::default()),
@@ -205,6 +213,7 @@ impl Checker<'_> {
             inputs,
             secrets,
             env,
+            labels,
             state,
             concurrency,
             timeout,
@@ -225,6 +234,47 @@ impl Checker<'_> {
             calls: self.calls.take(),
             children: BTreeMap::new(),
         })
+    }
+}
+
+impl Checker<'_> {
+    /// `labels:`: names of letters, digits, `_`, `.` and `-` (at most 63),
+    /// values that read only `inputs` (they are rendered when the instance
+    /// starts, and shown: never a secret).
+    fn labels(
+        &self,
+        l: &Spanned<BTreeMap<String, String>>,
+        inputs: &BTreeMap<String, InputSpec>,
+        secrets: &[String],
+    ) -> Result<Vec<(String, Template)>, DefinitionError> {
+        let at: Pos = l.into();
+        let mut out = Vec::new();
+        for (k, v) in &l.value {
+            let key_at = self.locate(k, at);
+            if let Some(why) = crate::workflow::label_name_problem(k) {
+                return Err(self.err(key_at, format!("label `{k}`: {why}")));
+            }
+            let ctx = ExprCtx {
+                inputs,
+                secrets,
+                scope: PLAIN,
+                step: None,
+            };
+            let t = self.template(v, key_at, &ctx)?;
+            for e in t.exprs() {
+                for path in e.references() {
+                    let root = path.first().map(String::as_str).unwrap_or_default();
+                    if !root.eq_ignore_ascii_case("inputs") {
+                        return Err(self.err(
+                            self.locate(v, key_at),
+                            format!("label `{k}` reads `{root}`: a label is rendered when the instance starts, from its `inputs` only"),
+                        ));
+                    }
+                }
+            }
+            out.push((k.clone(), t));
+        }
+        Ok(out)
     }
 }
 
