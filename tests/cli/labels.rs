@@ -210,3 +210,38 @@ fn children_and_scheduled_instances_get_their_own_files_labels() {
     let fired = listed(&t, &["--label", "kind=release", "--roots"]);
     assert_eq!(fired.len(), 2, "r1 and the fired one: {fired:?}");
 }
+
+#[test]
+fn a_label_made_of_an_input_holding_a_secret_is_masked() {
+    let t = Test::new();
+    t.write(
+        "s.yaml",
+        "name: s\nsecrets: [WF_TEST_LABEL_SECRET]\ninputs:\n  who: { default: x }\n\
+         labels: { who: \"id-${{ inputs.who }}\" }\nsteps:\n  - id: a\n    run: echo\n",
+    );
+    let out = t
+        .cmd()
+        .env("WF_TEST_LABEL_SECRET", "hunter2hunter2")
+        .args([
+            "run",
+            "s.yaml",
+            "--id",
+            "m1",
+            "--input",
+            "who=hunter2hunter2",
+        ])
+        .output()
+        .expect("run wf");
+    assert_eq!(out.status.code(), Some(0));
+    let label = t.inspect("m1")["labels"]["who"].clone();
+    assert!(
+        label
+            .as_str()
+            .is_some_and(|l| l.starts_with("id-") && !l.contains("hunter2")),
+        "{label}"
+    );
+    assert!(
+        !t.dump().contains("hunter2hunter2"),
+        "the secret reached the database"
+    );
+}
