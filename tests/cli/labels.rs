@@ -197,15 +197,7 @@ fn children_and_scheduled_instances_get_their_own_files_labels() {
     assert_eq!(listed(&t, &["--label", "region=us"]).len(), 1);
     // A schedule's instances: the labels of the file it pinned.
     t.wf(&["schedule", "add", "parent.yaml"]).code(0);
-    let next = t.wf(&["schedule", "list", "--json"]).code(0).json()[0]["next_fire_at"]
-        .as_str()
-        .map(|s| chrono::DateTime::parse_from_rfc3339(s).expect("a time"))
-        .expect("a next fire time");
-    // A wait for the clock: nothing else says a fire time is due.
-    let wait = next.timestamp_millis() - chrono::Utc::now().timestamp_millis() + 20;
-    if wait > 0 {
-        std::thread::sleep(std::time::Duration::from_millis(wait as u64));
-    }
+    crate::schedules::until_due(&t);
     t.wf(&["worker", "--once"]).code(0);
     let fired = listed(&t, &["--label", "kind=release", "--roots"]);
     assert_eq!(fired.len(), 2, "r1 and the fired one: {fired:?}");

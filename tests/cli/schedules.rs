@@ -41,7 +41,7 @@ fn schedules(t: &Test) -> Vec<Value> {
 
 /// Waits until the first entry's next fire time has passed (a wait for the
 /// clock: nothing else can say a fire time is due).
-fn until_due(t: &Test) {
+pub(crate) fn until_due(t: &Test) {
     let next = ms(schedules(t)[0]["next_fire_at"].as_str().unwrap());
     let wait = next - now_ms() + 20;
     if wait > 0 {

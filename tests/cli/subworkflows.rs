@@ -226,15 +226,7 @@ fn a_scheduled_workflow_runs_the_children_pinned_when_it_was_added() {
         "children/deploy.yaml",
         "name: deploy-region\ninputs:\n  region: {}\nsteps:\n  - id: deploy\n    run: exit 9\n",
     );
-    let next = t.wf(&["schedule", "list", "--json"]).code(0).json()[0]["next_fire_at"]
-        .as_str()
-        .map(|s| chrono::DateTime::parse_from_rfc3339(s).expect("a time"))
-        .expect("a next fire time");
-    // A wait for the clock: nothing else says a fire time is due.
-    let wait = next.timestamp_millis() - chrono::Utc::now().timestamp_millis() + 20;
-    if wait > 0 {
-        std::thread::sleep(std::time::Duration::from_millis(wait as u64));
-    }
+    crate::schedules::until_due(&t);
     t.wf(&["worker", "--once"]).code(0);
     let all = instances(&t);
     assert_eq!(all.len(), 2, "the fired instance and its child: {all:#?}");
