@@ -67,9 +67,10 @@ impl InProcess {
             workflow,
             parent_span,
         } = start;
-        // Made by this run's last commit: nobody else can have it yet, and
-        // it is taken at once (as `wf run` takes what it created); one made
-        // earlier is checked first, so that refusing it writes nothing.
+        // Made by this run's last commit: it is taken at once (as `wf run`
+        // takes what it created; a worker woken for it that got there first
+        // keeps it, and it is left to it); one made earlier is checked
+        // first, so that refusing it writes nothing.
         let owner = parent_span.is_some().then(crate::engine::lease::owner_name);
         let location = self.location.clone();
         let pool = self.pool.clone();
