@@ -192,7 +192,7 @@ pub async fn run(args: Args, store: &Store, printer: &Printer) -> anyhow::Result
     } else {
         args.depth.unwrap_or(usize::MAX)
     };
-    let load = async |with_traces: bool| -> anyhow::Result<Vec<Traced>> {
+    let load_all = async |with_traces: bool| -> anyhow::Result<Vec<Traced>> {
         let mut traced = Vec::with_capacity(ids.len());
         for id in &ids {
             traced.push(load(store, id, depth, with_traces).await?);
@@ -203,11 +203,15 @@ pub async fn run(args: Args, store: &Store, printer: &Printer) -> anyhow::Result
     // had at one moment.
     match args.format {
         Format::Tree => {
-            let traced = store.snapshot(async |_: &Store| load(false).await).await?;
+            let traced = store
+                .snapshot(async |_: &Store| load_all(false).await)
+                .await?;
             print_tree(&traced, args.all, printer);
         }
         Format::Json => {
-            let traced = store.snapshot(async |_: &Store| load(true).await).await?;
+            let traced = store
+                .snapshot(async |_: &Store| load_all(true).await)
+                .await?;
             let runs: Vec<TraceRunView> = traced
                 .iter()
                 .flat_map(Traced::each)

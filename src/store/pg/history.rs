@@ -40,54 +40,50 @@ const CHILDREN: &str = concat!(
 pub(super) const IDS_WITH_PREFIX: &str =
     "SELECT id FROM instances WHERE starts_with(id, $1) ORDER BY id = $1 DESC, id LIMIT 6";
 
-/// The filters of `f` that take a parameter, in the statements' order: each
-/// one's condition (its parameter's number follows it) and its value.
-fn given(f: &ListFilter) -> impl Iterator<Item = (&'static str, &(dyn ToSql + Sync))> {
-    let status = f
-        .status
-        .as_ref()
-        .map(|s| ("status = ", s as &(dyn ToSql + Sync)));
-    let workflow = f
-        .workflow
-        .as_ref()
-        .map(|s| ("workflow = ", s as &(dyn ToSql + Sync)));
-    let since = f
-        .since
-        .as_ref()
-        .map(|s| ("created_at >= ", s as &(dyn ToSql + Sync)));
-    let parent = match &f.lineage {
-        Lineage::ChildrenOf(id) => Some(("parent_id = ", id as &(dyn ToSql + Sync))),
-        Lineage::Any | Lineage::Roots => None,
-    };
-    let labels = f.labels.iter().flat_map(|(name, value)| {
-        [
-            ("", name as &(dyn ToSql + Sync)),
-            ("", value as &(dyn ToSql + Sync)),
-        ]
-    });
-    // A label's condition takes its name then its value (`conditions`).
-    [status, workflow, since, parent]
-        .into_iter()
-        .flatten()
-        .chain(labels)
+/// A parameter of a statement, borrowed.
+type Arg<'a> = &'a (dyn ToSql + Sync);
+
+/// The filters of `f`, in the statements' order: each one's condition,
+/// with a `#` where each of its parameters goes, and those parameters.
+fn given(f: &ListFilter) -> Vec<(&'static str, Vec<Arg<'_>>)> {
+    let mut given: Vec<(&'static str, Vec<Arg<'_>>)> = Vec::new();
+    if let Some(status) = &f.status {
+        given.push(("status = #", vec![status]));
+    }
+    if let Some(workflow) = &f.workflow {
+        given.push(("workflow = #", vec![workflow]));
+    }
+    if let Some(since) = &f.since {
+        given.push(("created_at >= #", vec![since]));
+    }
+    if let Lineage::ChildrenOf(parent) = &f.lineage {
+        given.push(("parent_id = #", vec![parent]));
+    }
+    for (name, value) in &f.labels {
+        given.push(("(labels::jsonb ->> #) = #", vec![name, value]));
+    }
+    given
 }
 
 /// The parameters of the filters given, in the statements' order (after
 /// the limit, in `list_sql`'s).
-pub(super) fn filter_params(f: &ListFilter) -> impl Iterator<Item = &(dyn ToSql + Sync)> {
-    given(f).map(|(_, v)| v)
+pub(super) fn filter_params(f: &ListFilter) -> Vec<Arg<'_>> {
+    given(f).into_iter().flat_map(|(_, v)| v).collect()
 }
 
 /// `" AND …"` for each filter of `f`, its parameters numbered from `$first`.
 fn conditions(f: &ListFilter, first: usize) -> String {
     let mut sql = String::new();
-    let all = given(f).count();
-    let labels = all - 2 * f.labels.len();
-    for (n, (cond, _)) in (first..).zip(given(f)).take(labels) {
-        sql.push_str(&format!(" AND {cond}${n}"));
-    }
-    for n in (first + labels..first + all).step_by(2) {
-        sql.push_str(&format!(" AND (labels::jsonb ->> ${n}) = ${}", n + 1));
+    let mut n = first;
+    for (cond, _) in given(f) {
+        sql.push_str(" AND ");
+        for (i, part) in cond.split('#').enumerate() {
+            if i > 0 {
+                sql.push_str(&format!("${n}"));
+                n += 1;
+            }
+            sql.push_str(part);
+        }
     }
     if f.lineage == Lineage::Roots {
         sql.push_str(" AND parent_id IS NULL");
@@ -317,7 +313,7 @@ impl PgStore {
     }
 
     pub async fn count_instances(&self, f: &ListFilter) -> Result<u64> {
-        let params: Vec<&(dyn ToSql + Sync)> = filter_params(f).collect();
+        let params = filter_params(f);
         let rows = self.query(count_sql(f), &params).await?;
         let n: i64 = match rows.first() {
             Some(r) => get(r, 0)?,

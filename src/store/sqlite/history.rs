@@ -207,28 +207,35 @@ pub(super) fn instance(c: &Connection, id: &str) -> Result<InstanceRow> {
     .ok_or_else(|| StoreError::NotFound(id.into()))
 }
 
-/// The filters of `f` that take a value, in the statements' order: each
-/// one's condition (its parameter's number follows it) and its value.
-fn given(f: &ListFilter) -> Vec<(&'static str, &dyn rusqlite::ToSql)> {
-    let mut given: Vec<(&'static str, &dyn rusqlite::ToSql)> = Vec::new();
+/// The filters of `f`, in the statements' order: each one's condition,
+/// with a `#` where each of its values goes, and those values.
+fn given(f: &ListFilter) -> Vec<(&'static str, Vec<&dyn rusqlite::ToSql>)> {
+    let mut given: Vec<(&'static str, Vec<&dyn rusqlite::ToSql>)> = Vec::new();
     if let Some(status) = &f.status {
-        given.push(("status = ", status));
+        given.push(("status = #", vec![status]));
     }
     if let Some(workflow) = &f.workflow {
-        given.push(("workflow = ", workflow));
+        given.push(("workflow = #", vec![workflow]));
     }
     if let Some(since) = &f.since {
-        given.push(("created_at >= ", since));
+        given.push(("created_at >= #", vec![since]));
     }
     if let Lineage::ChildrenOf(parent) = &f.lineage {
-        given.push(("parent_id = ", parent));
+        given.push(("parent_id = #", vec![parent]));
     }
-    // A label's condition takes its name then its value (`conditions`).
+    // Names are letters, digits, `_`, `.` and `-`: safe in a quoted key.
     for (name, value) in &f.labels {
-        given.push(("", name));
-        given.push(("", value));
+        given.push((
+            "json_extract(labels, '$.\"' || # || '\"') = #",
+            vec![name, value],
+        ));
     }
     given
+}
+
+/// The values of the filters of `f`, in [`given`]'s order.
+fn given_values(f: &ListFilter) -> Vec<&dyn rusqlite::ToSql> {
+    given(f).into_iter().flat_map(|(_, v)| v).collect()
 }
 
 /// `" AND …"` for each filter of `f`, the values numbered from ?1 in the
@@ -238,30 +245,29 @@ fn given(f: &ListFilter) -> Vec<(&'static str, &dyn rusqlite::ToSql)> {
 /// SQLite, to spare the sort, walks every instance of a status (or
 /// workflow, or since a time) newest first until it met LIMIT children.
 fn conditions(f: &ListFilter) -> (String, usize) {
-    let given = given(f);
     let by_parent = matches!(f.lineage, Lineage::ChildrenOf(_));
     let mut sql = String::new();
-    let labels = given.len() - 2 * f.labels.len();
-    for (n, (cond, _)) in given.iter().enumerate().take(labels) {
+    let mut n = 0;
+    for (cond, _) in given(f) {
         let plus = if by_parent && !cond.starts_with("parent_id") {
             "+"
         } else {
             ""
         };
-        sql.push_str(&format!(" AND {plus}{cond}?{}", n + 1));
-    }
-    // Names are letters, digits, `_`, `.` and `-`: safe in a quoted key.
-    for n in (labels..given.len()).step_by(2) {
-        sql.push_str(&format!(
-            " AND json_extract(labels, '$.\"' || ?{} || '\"') = ?{}",
-            n + 1,
-            n + 2
-        ));
+        sql.push_str(" AND ");
+        sql.push_str(plus);
+        for (i, part) in cond.split('#').enumerate() {
+            if i > 0 {
+                n += 1;
+                sql.push_str(&format!("?{n}"));
+            }
+            sql.push_str(part);
+        }
     }
     if f.lineage == Lineage::Roots {
         sql.push_str(" AND parent_id IS NULL");
     }
-    (sql, given.len())
+    (sql, n)
 }
 
 /// `wf list`'s query: the values of the filters given (?1, ?2, … as
@@ -283,7 +289,7 @@ pub(super) fn list_sql(f: &ListFilter) -> String {
 pub(super) fn list_instances(c: &Connection, f: &ListFilter) -> Result<Vec<InstanceRow>> {
     let mut stmt = c.prepare_cached(&list_sql(f))?;
     let limit = f.limit.map_or(-1, |n| n.min(i64::MAX as usize) as i64);
-    let mut values: Vec<&dyn rusqlite::ToSql> = given(f).into_iter().map(|(_, v)| v).collect();
+    let mut values = given_values(f);
     values.push(&limit);
     let rows = stmt.query_map(values.as_slice(), instance_from_row)?;
     Ok(rows.collect::<Result<_, _>>()?)
@@ -292,7 +298,7 @@ pub(super) fn list_instances(c: &Connection, f: &ListFilter) -> Result<Vec<Insta
 /// How many instances the filters of `f` match (its limit aside).
 pub(super) fn count_instances(c: &Connection, f: &ListFilter) -> Result<u64> {
     let (conditions, _) = conditions(f);
-    let values: Vec<&dyn rusqlite::ToSql> = given(f).into_iter().map(|(_, v)| v).collect();
+    let values = given_values(f);
     let n: i64 = c
         .prepare_cached(&format!(
             "SELECT count(*) FROM instances WHERE true{conditions}"
