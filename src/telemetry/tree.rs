@@ -102,18 +102,6 @@ impl Node {
     }
 }
 
-/// The tree of one instance: `runs` as recorded (for runs whose root span is
-/// not written yet) and every stored span. Returns the lines, aligned.
-pub fn render(workflow: &str, runs: &[RunRow], spans: &[SpanRow]) -> Vec<String> {
-    render_traced(&Traced {
-        id: "",
-        workflow,
-        runs,
-        spans,
-        children: Vec::new(),
-    })
-}
-
 /// The tree of an instance and of its children, nested.
 pub fn render_traced(t: &Traced<'_>) -> Vec<String> {
     let mut lines = Vec::new();
@@ -469,6 +457,18 @@ fn align(lines: Vec<Line>) -> Vec<String> {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// The tree of one instance without children: `runs` as recorded (for
+    /// runs whose root span is not written yet) and its spans.
+    fn render(workflow: &str, runs: &[RunRow], spans: &[SpanRow]) -> Vec<String> {
+        render_traced(&Traced {
+            id: "",
+            workflow,
+            runs,
+            spans,
+            children: Vec::new(),
+        })
+    }
 
     fn span(
         id: &str,
