@@ -409,12 +409,8 @@ impl Store {
         each!(self.outputs(id))
     }
 
-    /// 0: no cancel asked; 1: cancel; 2: terminate (no compensations).
-    pub async fn cancel_requested(&self, id: &InstanceId) -> Result<CancelRequest> {
-        each!(self.cancel_requested(id))
-    }
-
-    /// What a run looks for while it runs: the cancel request, and the
+    /// What a run looks for while it runs: the cancel request (0: none; 1:
+    /// cancel; 2: terminate, no compensations), and the
     /// events delivered and not taken (one round trip on PostgreSQL).
     pub async fn poll(&self, id: &InstanceId) -> Result<(CancelRequest, Vec<EventRow>)> {
         match self {

@@ -489,6 +489,19 @@ async fn events(store: &mut Store) {
     assert_eq!(got, payload);
     assert_eq!(listed[0].traceparent.as_deref(), Some(tp));
     assert_eq!(listed[1].traceparent, None);
+    // What a run polls: the same events, and no cancel request.
+    let (cancel, polled) = store.poll(&id).await.expect("poll");
+    assert_eq!(cancel, CancelRequest::None);
+    assert_eq!(
+        polled
+            .iter()
+            .map(|e| (e.id, &e.name, &e.payload, &e.traceparent))
+            .collect::<Vec<_>>(),
+        listed
+            .iter()
+            .map(|e| (e.id, &e.name, &e.payload, &e.traceparent))
+            .collect::<Vec<_>>()
+    );
     let after = store.events_after(&id, listed[0].id).await.expect("events");
     assert_eq!(after.len(), 1);
     assert_eq!(after[0].name, "other");

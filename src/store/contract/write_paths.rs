@@ -357,7 +357,7 @@ async fn apply(store: &mut Store, via: Via) -> (Read, Timestamp, Timestamp) {
         trail.push(After {
             touched: std::mem::replace(&mut last, instance.updated_at) != instance.updated_at,
             outputs: store.outputs(&id).await.expect("outputs"),
-            cancel: store.cancel_requested(&id).await.expect("cancel"),
+            cancel: store.poll(&id).await.expect("poll").0,
             instance,
         });
     }
@@ -378,6 +378,7 @@ async fn apply(store: &mut Store, via: Via) -> (Read, Timestamp, Timestamp) {
     for run in 1..=4 {
         traces.push(store.run_trace(&id, run).await.expect("trace"));
     }
+    let polled = store.poll(&id).await.expect("poll");
     let read = Read {
         view: store.view(&id, true).await.expect("view"),
         spans: store.spans(&id).await.expect("spans"),
@@ -385,8 +386,8 @@ async fn apply(store: &mut Store, via: Via) -> (Read, Timestamp, Timestamp) {
         logs,
         patches,
         outputs: store.outputs(&id).await.expect("outputs"),
-        cancel: store.cancel_requested(&id).await.expect("cancel"),
-        events: store.events_after(&id, 0).await.expect("events"),
+        cancel: polled.0,
+        events: polled.1,
         traces,
         history: take(store, "w1", "reader").await.1,
         trail,

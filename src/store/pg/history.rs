@@ -478,19 +478,12 @@ impl PgStore {
         })
     }
 
-    pub async fn cancel_requested(&self, id: &str) -> Result<CancelRequest> {
-        match self.query(CANCEL_REQUESTED, &[&id]).await?.first() {
-            Some(r) => Ok(CancelRequest::from_i64(get(r, 0)?)),
-            None => Err(StoreError::NotFound(id.into())),
-        }
-    }
-
     /// The cancel request and the events not taken, in one round trip:
-    /// each row has the request, then an event (or none).
+    /// each row has an event (or none), then the request.
     pub async fn poll(&self, id: &str) -> Result<(CancelRequest, Vec<EventRow>)> {
         let rows = self
             .query(
-                "SELECT i.cancel_requested, e.id, e.name, e.payload, e.traceparent \
+                "SELECT e.id, e.name, e.payload, e.traceparent, i.cancel_requested \
                  FROM instances i LEFT JOIN events e ON e.instance_id = i.id AND e.consumed_by IS NULL \
                  WHERE i.id = $1 ORDER BY e.id",
                 &[&id],
@@ -499,17 +492,11 @@ impl PgStore {
         let Some(first) = rows.first() else {
             return Err(StoreError::NotFound(id.into()));
         };
-        let cancel = CancelRequest::from_i64(get(first, 0)?);
+        let cancel = CancelRequest::from_i64(get(first, 4)?);
         let mut events = Vec::new();
         for r in &rows {
-            let event: Option<i64> = get(r, 1)?;
-            if let Some(event) = event {
-                events.push(EventRow {
-                    id: event,
-                    name: get(r, 2)?,
-                    payload: get(r, 3)?,
-                    traceparent: get(r, 4)?,
-                });
+            if get::<Option<i64>>(r, 0)?.is_some() {
+                events.push(event_row(r)?);
             }
         }
         Ok((cancel, events))
