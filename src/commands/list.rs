@@ -42,8 +42,8 @@ pub struct Args {
     #[arg(long)]
     pub roots: bool,
     /// Only instances with this label (repeatable: all of them)
-    #[arg(long = "label", value_name = "NAME=VALUE")]
-    pub label: Vec<String>,
+    #[arg(long = "label", value_name = "NAME=VALUE", value_parser = super::parse_label)]
+    pub label: Vec<(String, String)>,
     /// At most this many instances, the newest (default 50; 0: all)
     #[arg(long, value_name = "N")]
     pub limit: Option<usize>,
@@ -81,13 +81,8 @@ pub async fn run(args: Args, store: &Store, printer: &Printer) -> anyhow::Result
         None if args.roots => Lineage::Roots,
         None => Lineage::Any,
     };
-    let labels = args
-        .label
-        .iter()
-        .map(|l| super::parse_label(l))
-        .collect::<Result<Vec<_>, _>>()?;
     let filter = ListFilter {
-        labels,
+        labels: args.label.clone(),
         status: stored,
         workflow: args.workflow.clone(),
         since,

@@ -226,20 +226,20 @@ pub fn parse_duration_flag(s: &str) -> Result<std::time::Duration, String> {
     crate::workflow::duration::parse(s)
 }
 
-/// An id as tables show it: its first 12 characters, which any command
-/// takes as a prefix.
-/// A `--label NAME=VALUE` (`wf run`, `wf list`): the name checked as the
-/// file's `labels:` names are.
-pub fn parse_label(s: &str) -> Result<(String, String), UsageError> {
+/// A `--label NAME=VALUE` (`wf run`, `wf list`), for clap: the name
+/// checked as the file's `labels:` names are.
+pub fn parse_label(s: &str) -> Result<(String, String), String> {
     let Some((name, value)) = s.split_once('=') else {
-        return Err(UsageError(format!("--label `{s}`: expected NAME=VALUE")));
+        return Err(format!("--label `{s}`: expected NAME=VALUE"));
     };
     if let Some(why) = crate::workflow::label_name_problem(name) {
-        return Err(UsageError(format!("--label `{s}`: {why}")));
+        return Err(format!("--label `{s}`: {why}"));
     }
     Ok((name.to_string(), value.to_string()))
 }
 
+/// An id as tables show it: its first 12 characters, which any command
+/// takes as a prefix.
 pub fn short_id(id: &str) -> &str {
     id.get(..12).unwrap_or(id)
 }

@@ -39,8 +39,8 @@ pub struct Args {
     #[arg(long)]
     pub id: Option<String>,
     /// A label of the instance, over the file's (repeatable)
-    #[arg(long = "label", value_name = "NAME=VALUE")]
-    pub label: Vec<String>,
+    #[arg(long = "label", value_name = "NAME=VALUE", value_parser = super::parse_label)]
+    pub label: Vec<(String, String)>,
     /// Record the instance for workers (`wf worker`) and print its id at once
     #[arg(long)]
     pub detach: bool,
@@ -53,12 +53,7 @@ pub async fn run(args: Args, db: Option<PathBuf>, printer: &Printer) -> anyhow::
     let wf = Workflow::load(&args.file)?;
     let given = collect_inputs(&args)?;
     let inputs = engine::resolve_inputs(&wf, given)?;
-    let labels = args
-        .label
-        .iter()
-        .map(|l| super::parse_label(l))
-        .collect::<Result<Vec<_>, _>>()?;
-    let labels = engine::render_labels(&wf, &inputs, &labels)?;
+    let labels = engine::render_labels(&wf, &inputs, &args.label)?;
     // A detached instance runs where a worker runs: the secrets are
     // looked for there.
     if !args.detach {
