@@ -12,11 +12,9 @@
 
 use super::fire::{self, Fired};
 use super::{EngineError, Observer, RunOptions, RunOutcome, drive, lease};
-use crate::store::{Location, Store, StoreError};
+use crate::store::{Location, Pool, Store, StoreError};
 use crate::vocab::{InstanceId, InstanceStatus};
-use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
-use std::rc::Rc;
 use std::time::{Duration, Instant};
 use tokio::signal::unix::{Signal, SignalKind, signal};
 use tokio::task::JoinSet;
@@ -128,7 +126,7 @@ impl Worker {
         let owner = lease::owner_name();
         let ttl = lease::ttl().map_err(EngineError::Input)?;
         // Connections kept between runs (a run needs one of its own while it lasts).
-        let pool: Rc<RefCell<Vec<Store>>> = Rc::new(RefCell::new(Vec::new()));
+        let pool = Pool::new(location.clone());
         // When instances whose holder died on this host were last looked for.
         let mut last_scan: Option<Instant> = None;
         // The earliest fire time of a registered schedule still ahead, and
@@ -217,7 +215,6 @@ impl Worker {
                         );
                     }
                     active.push(id.clone());
-                    let location = location.clone();
                     let pool = pool.clone();
                     let run = RunOptions {
                         inline_wait: opts.inline_wait,
@@ -225,17 +222,10 @@ impl Worker {
                         ..RunOptions::default()
                     };
                     tasks.spawn_local(async move {
-                        let pooled = pool.borrow_mut().pop();
-                        let opened = match pooled {
-                            Some(s) => Ok(s),
-                            None => Store::open(&location).await,
-                        };
-                        let result = match opened {
+                        let result = match pool.take().await {
                             Ok(mut s) => {
                                 let r = drive::drive(&mut s, &id, run, &QUIET).await;
-                                if s.is_usable() {
-                                    pool.borrow_mut().push(s);
-                                }
+                                pool.give(s);
                                 r
                             }
                             Err(e) => Err(e.into()),

@@ -43,6 +43,7 @@
 mod contract;
 mod pending;
 mod pg;
+mod pool;
 pub mod rows;
 mod sqlite;
 mod write;
@@ -52,6 +53,7 @@ use std::path::PathBuf;
 
 pub use pending::PendingCommit;
 pub use pg::PgTarget;
+pub use pool::Pool;
 pub use rows::*;
 pub use write::Write;
 

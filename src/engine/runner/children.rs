@@ -8,12 +8,10 @@
 //! ended is not run again.
 
 use super::{EngineError, InstanceId, Observer, RunOptions};
-use crate::store::{Location, Store};
+use crate::store::{Location, Pool};
 use crate::workflow::Workflow;
 use futures_util::future::LocalBoxFuture;
 use futures_util::stream::{FuturesUnordered, StreamExt as _};
-use std::cell::RefCell;
-use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -38,21 +36,17 @@ pub(super) struct Start {
 /// The children running in this process; each reports, when its run
 /// ended, why it could not run, if it could not.
 pub(super) struct InProcess {
-    location: Location,
     running: FuturesUnordered<LocalBoxFuture<'static, Option<String>>>,
     /// Connections a child's run gave back, for the next child (as a
-    /// worker keeps them): a child does not open the database again, nor
-    /// prepare its statements again (a new connection each was most of a
-    /// child's cost, bench/subworkflows.py).
-    pool: Rc<RefCell<Vec<Store>>>,
+    /// worker keeps them).
+    pool: Pool,
 }
 
 impl InProcess {
     pub(super) fn new(location: Location) -> InProcess {
         InProcess {
-            location,
             running: FuturesUnordered::new(),
-            pool: Rc::default(),
+            pool: Pool::new(location),
         }
     }
 
@@ -72,7 +66,6 @@ impl InProcess {
         // keeps it, and it is left to it); one made earlier is checked
         // first, so that refusing it writes nothing.
         let owner = parent_span.is_some().then(crate::engine::lease::owner_name);
-        let location = self.location.clone();
         let pool = self.pool.clone();
         self.running.push(Box::pin(async move {
             let opts = RunOptions {
@@ -95,19 +88,12 @@ impl InProcess {
                     "child instance {id} could not run here: {e}; the step waits for it (`wf resume {id}`)"
                 ));
             }
-            let pooled = pool.borrow_mut().pop();
-            let opened = match pooled {
-                Some(store) => Ok(store),
-                None => Store::open(&location).await,
-            };
-            let ran = match opened {
+            let ran = match pool.take().await {
                 Ok(mut store) => {
                     let ran = crate::engine::drive::drive(&mut store, &id, opts, &QUIET)
                         .await
                         .map(|_| ());
-                    if store.is_usable() {
-                        pool.borrow_mut().push(store);
-                    }
+                    pool.give(store);
                     ran
                 }
                 Err(e) => Err(EngineError::from(e)),
