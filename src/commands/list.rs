@@ -9,6 +9,7 @@ use crate::views::{InstanceSummary, ShownStatus};
 use crate::vocab::{InstanceStatus, Timestamp};
 
 const STATUSES: &[&str] = &[
+    "queued",
     "running",
     "interrupted",
     "sleeping",
@@ -16,6 +17,7 @@ const STATUSES: &[&str] = &[
     "completed",
     "failed",
     "canceled",
+    "skipped",
 ];
 
 /// How many instances `wf list` shows without `--limit` (docs/commands.md).

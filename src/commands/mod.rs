@@ -262,8 +262,8 @@ pub fn outcome_status(o: &crate::engine::RunOutcome) -> ExitStatus {
     match o {
         Completed => ExitStatus::Success,
         Failed(_) => ExitStatus::Failure,
-        Sleeping(_) | Waiting(_) => ExitStatus::Suspended,
-        Canceled => ExitStatus::Canceled,
+        Sleeping(_) | Waiting(_) | Queued(_) => ExitStatus::Suspended,
+        Canceled | Skipped(_) => ExitStatus::Canceled,
         Interrupted => ExitStatus::Interrupted,
     }
 }

@@ -1,5 +1,5 @@
 //! `wf prune --older-than D`: deletes ended instances (completed, failed,
-//! canceled) that have not changed for `D`, with their runs, steps,
+//! canceled, skipped by their queue) that have not changed for `D`, with their runs, steps,
 //! attempts, logs, spans and events. Never touches a running, sleeping or
 //! waiting instance. Deletes a bounded batch per transaction, so a runner
 //! never waits long for the database.
@@ -20,6 +20,7 @@ pub enum Ended {
     Completed,
     Failed,
     Canceled,
+    Skipped,
 }
 
 #[derive(Debug, clap::Args)]
@@ -27,7 +28,7 @@ pub struct Args {
     /// Instances that have not changed for this long (`30d`, `12h`, `0s` for any)
     #[arg(long, value_name = "DURATION", value_parser = super::parse_duration_flag)]
     pub older_than: Duration,
-    /// Only instances with these statuses (default: all three)
+    /// Only instances with these statuses (default: all four)
     #[arg(long, value_enum, value_delimiter = ',')]
     pub status: Vec<Ended>,
     /// Count what would be deleted; delete nothing
@@ -55,7 +56,12 @@ pub async fn run(args: Args, db: Option<PathBuf>, printer: &Printer) -> anyhow::
         .and_then(|d| chrono::Utc::now().checked_sub_signed(d))
         .ok_or_else(|| UsageError(format!("--older-than {:?} is too long", args.older_than)))?;
     let mut statuses: Vec<InstanceStatus> = if args.status.is_empty() {
-        vec![Ended::Completed, Ended::Failed, Ended::Canceled]
+        vec![
+            Ended::Completed,
+            Ended::Failed,
+            Ended::Canceled,
+            Ended::Skipped,
+        ]
     } else {
         args.status.clone()
     }
@@ -64,6 +70,7 @@ pub async fn run(args: Args, db: Option<PathBuf>, printer: &Printer) -> anyhow::
         Ended::Completed => InstanceStatus::Completed,
         Ended::Failed => InstanceStatus::Failed,
         Ended::Canceled => InstanceStatus::Canceled,
+        Ended::Skipped => InstanceStatus::Skipped,
     })
     .collect();
     statuses.dedup();

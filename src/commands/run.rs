@@ -93,7 +93,8 @@ pub async fn run(args: Args, db: Option<PathBuf>, printer: &Printer) -> anyhow::
         Ok(_) => {}
     }
     if args.detach {
-        return Ok(detached(printer, &id, args.ending.json));
+        let inst = store.instance(&id).await?;
+        return Ok(detached(printer, &inst, args.ending.json));
     }
     let opts = RunOptions {
         owner: Some(owner),
@@ -170,18 +171,37 @@ fn unreachable_names(e: engine::EngineError, what: impl FnOnce() -> String) -> a
 /// another process, 130 interrupted).
 /// `wf run --detach`: the instance is recorded, due for the workers; its
 /// id on stdout (`{id, status}` with `--json`).
-fn detached(printer: &Printer, id: &InstanceId, json: bool) -> ExitStatus {
-    let status = ShownStatus::Stored(InstanceStatus::Sleeping);
+/// One with a queue is `queued` (a worker admits it), or `skipped` at once
+/// by `on_full: skip` (exit 4).
+fn detached(printer: &Printer, inst: &crate::store::InstanceRow, json: bool) -> ExitStatus {
+    let id = &inst.id;
+    let code = match inst.status {
+        InstanceStatus::Skipped => ExitStatus::Canceled,
+        _ => ExitStatus::Success,
+    };
     if json {
-        printer.json(&RunReport::exists(id, status, ExitStatus::Success.code()));
-    } else {
-        printer.data(id);
-        printer.info(&format!(
-            "instance {} recorded, due: `wf worker` runs it",
-            super::short_id(id)
+        printer.json(&RunReport::exists(
+            id,
+            ShownStatus::Stored(inst.status),
+            code.code(),
         ));
+        return code;
     }
-    ExitStatus::Success
+    printer.data(id);
+    let short = super::short_id(id);
+    match inst.status {
+        InstanceStatus::Skipped => printer.info(&format!(
+            "instance {short} {}",
+            inst.error.as_deref().unwrap_or("skipped by its queue")
+        )),
+        InstanceStatus::Queued => printer.info(&format!(
+            "instance {short} recorded, queued: `wf worker` admits it when its queue has room"
+        )),
+        _ => printer.info(&format!(
+            "instance {short} recorded, due: `wf worker` runs it"
+        )),
+    }
+    code
 }
 
 fn exists(printer: &Printer, existing: &crate::store::InstanceRow, json: bool) -> ExitStatus {
@@ -189,10 +209,12 @@ fn exists(printer: &Printer, existing: &crate::store::InstanceRow, json: bool) -
     let code = match status {
         ShownStatus::Stored(InstanceStatus::Completed) => ExitStatus::Success,
         ShownStatus::Stored(InstanceStatus::Failed) => ExitStatus::Failure,
-        ShownStatus::Stored(InstanceStatus::Sleeping | InstanceStatus::Waiting) => {
-            ExitStatus::Suspended
+        ShownStatus::Stored(
+            InstanceStatus::Sleeping | InstanceStatus::Waiting | InstanceStatus::Queued,
+        ) => ExitStatus::Suspended,
+        ShownStatus::Stored(InstanceStatus::Canceled | InstanceStatus::Skipped) => {
+            ExitStatus::Canceled
         }
-        ShownStatus::Stored(InstanceStatus::Canceled) => ExitStatus::Canceled,
         ShownStatus::Stored(InstanceStatus::Running) => ExitStatus::Held,
         ShownStatus::Interrupted => ExitStatus::Interrupted,
     };
@@ -298,6 +320,10 @@ pub fn report(
             format!("instance {id} waiting {}", parts.join("; and "))
         }
         RunOutcome::Canceled => format!("instance {id} canceled"),
+        RunOutcome::Queued(why) => format!(
+            "instance {id} queued ({why}); `wf worker` admits it when there is room (or `wf resume {short}` waits for it)"
+        ),
+        RunOutcome::Skipped(why) => format!("instance {id} {why}"),
         RunOutcome::Interrupted => {
             format!("instance {id} interrupted; continue with `wf resume {short}`")
         }

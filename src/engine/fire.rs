@@ -368,9 +368,12 @@ fn min_some(a: Option<i64>, b: Option<i64>) -> Option<i64> {
 /// The labels of the instances entry `row` starts: its pinned workflow's,
 /// rendered from the entry's inputs (which `register` rendered once already,
 /// so they render).
-async fn fire_labels(store: &Store, row: &ScheduleRow) -> Result<store::Labels, EngineError> {
+async fn fire_labels(
+    store: &Store,
+    row: &ScheduleRow,
+) -> Result<(store::Labels, Option<store::QueuePlace>), EngineError> {
     let Some(def) = store.definition(&row.definition_hash).await? else {
-        return Ok(store::Labels::new());
+        return Ok((store::Labels::new(), None));
     };
     let wf = def
         .compiled
@@ -378,10 +381,12 @@ async fn fire_labels(store: &Store, row: &ScheduleRow) -> Result<store::Labels, 
         .and_then(|c| Workflow::from_compiled(c, &def.source))
         .or_else(|| Workflow::from_pinned(&def.source, &row.workflow_path).ok());
     Ok(match wf {
-        Some(wf) if !wf.labels.is_empty() => {
-            super::render_labels(&wf, &row.inputs, &[]).unwrap_or_default()
-        }
-        _ => store::Labels::new(),
+        Some(wf) => (
+            super::render_labels(&wf, &row.inputs, &[]).unwrap_or_default(),
+            // Queued when a worker claims it: admitted then, or it waits.
+            super::render_queue(&wf, &row.inputs).unwrap_or_default(),
+        ),
+        None => (store::Labels::new(), None),
     })
 }
 
@@ -394,7 +399,7 @@ async fn apply(
     out: &mut Vec<Fired>,
 ) -> Result<(), EngineError> {
     let now = Timestamp::now();
-    let labels = fire_labels(store, row).await?;
+    let (labels, queue) = fire_labels(store, row).await?;
     let starts: Vec<(InstanceRow, i64)> = p
         .starts
         .iter()
@@ -420,6 +425,7 @@ async fn apply(
                 parent: None,
                 depth: 0,
                 labels: labels.clone(),
+                queue: queue.clone(),
             };
             (inst, t)
         })

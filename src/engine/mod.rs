@@ -227,6 +227,68 @@ pub fn render_labels(
     Ok(labels)
 }
 
+/// The place under its workflow's `queue:` of an instance with `inputs`
+/// (resolved): the key and priority rendered, the limits as the store
+/// applies them; none without a `queue:`.
+pub fn render_queue(
+    wf: &Workflow,
+    inputs: &Value,
+) -> Result<Option<store::QueuePlace>, EngineError> {
+    let Some(q) = &wf.queue else {
+        return Ok(None);
+    };
+    let ctx = serde_json::json!({ "inputs": inputs });
+    let key = match &q.key {
+        None => wf.name.clone(),
+        Some(t) => t
+            .render_text(&ctx)
+            .map_err(|e| EngineError::Input(format!("queue.key: {e}")))?,
+    };
+    if key.is_empty() || key.len() > 256 {
+        return Err(EngineError::Input(format!(
+            "queue.key renders as `{key}`: a key is 1 to 256 bytes"
+        )));
+    }
+    let priority = match &q.priority {
+        None => store::queue::DEFAULT_PRIORITY,
+        Some(t) => {
+            let text = t
+                .render_text(&ctx)
+                .map_err(|e| EngineError::Input(format!("queue.priority: {e}")))?;
+            match text.trim().parse::<i64>() {
+                Ok(p) if crate::workflow::queue::PRIORITIES.contains(&p) => p,
+                _ => {
+                    return Err(EngineError::Input(format!(
+                        "queue.priority renders as `{text}`: a priority is a whole number from 0 to 9"
+                    )));
+                }
+            }
+        }
+    };
+    let ms = |d: std::time::Duration| i64::try_from(d.as_millis()).unwrap_or(i64::MAX);
+    Ok(Some(store::QueuePlace {
+        key,
+        priority,
+        limits: store::QueueLimits {
+            concurrency: q.concurrency,
+            rate: q.rate.map(|r| store::queue::RateLimit {
+                count: r.count,
+                period_ms: ms(r.period),
+            }),
+            hold: q.hold_while_suspended,
+            on_full: match q.on_full {
+                crate::workflow::queue::OnFull::Queue => store::queue::OnFull::Queue,
+                crate::workflow::queue::OnFull::Skip => store::queue::OnFull::Skip,
+                crate::workflow::queue::OnFull::CancelPrevious => {
+                    store::queue::OnFull::CancelPrevious
+                }
+            },
+            debounce_ms: q.debounce.map(ms),
+        },
+        admitted: false,
+    }))
+}
+
 /// The definitions an instance of `wf` pins: its own first, then those of
 /// the workflows it calls (and they call), each once.
 pub fn definitions_of(wf: &Workflow) -> Vec<store::DefinitionRow> {
@@ -328,9 +390,18 @@ pub async fn create_instance(
     let now = Timestamp::now();
     // Leased to the run that drives it now; or, detached, due at once for
     // the first worker with room (as a schedule's fire is).
-    let (status, wake_at) = match owner {
-        Some(_) => (InstanceStatus::Running, None),
-        None => (InstanceStatus::Sleeping, Some(now)),
+    // With a queue, it is queued (and debounced) until its queue admits it,
+    // which may be at once (`Store::create_instance`).
+    let queue = render_queue(wf, &inputs)?;
+    let (status, wake_at) = match (&queue, owner) {
+        (Some(q), _) => (
+            InstanceStatus::Queued,
+            q.limits
+                .debounce_ms
+                .map(|d| Timestamp::from_ms(now.ms() + d)),
+        ),
+        (None, Some(_)) => (InstanceStatus::Running, None),
+        (None, None) => (InstanceStatus::Sleeping, Some(now)),
     };
     let row = InstanceRow {
         id: id.clone(),
@@ -352,8 +423,12 @@ pub async fn create_instance(
         parent: None,
         depth: 0,
         labels,
+        queue,
     };
-    if !store.create_instance(&row, &definitions_of(wf)).await? {
+    if !store
+        .create_instance(&row, &definitions_of(wf), &lease::holder_alive)
+        .await?
+    {
         let existing = store.instance(&id).await?;
         // Leased to this process: the creation's reply was lost, and the
         // store sent it again (PostgreSQL). It is this run's instance.

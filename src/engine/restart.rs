@@ -91,9 +91,12 @@ pub fn compensated(wf: &Workflow, rows: &[StepRow]) -> Vec<String> {
 /// Why `status` cannot be restarted (None: it can).
 pub fn check_ended(id: &str, status: &str) -> Result<(), RestartError> {
     let hint = match status {
-        "completed" | "failed" | "canceled" => return Ok(()),
+        "completed" | "failed" | "canceled" | "skipped" => return Ok(()),
         "sleeping" | "waiting" => "; `wf resume` continues it, `wf cancel` ends it",
         "interrupted" | "running" => "; `wf resume` continues it",
+        "queued" => {
+            "; `wf worker` (or `wf resume`) runs it once its queue admits it, `wf cancel` ends it"
+        }
         _ => "",
     };
     Err(RestartError::NotEnded {

@@ -186,6 +186,20 @@ impl Worker {
                         Vec::new()
                     }
                 };
+                // Queued instances their queues have room for now, in each
+                // queue's order (`queue:`).
+                let room = opts.concurrency.saturating_sub(active.len() + ids.len());
+                if room > 0 {
+                    match store
+                        .admit_queued(&owner, lease::ttl_ms(ttl), room, &lease::holder_alive)
+                        .await
+                    {
+                        // (Admitted to this worker: it runs them, whatever
+                        // `skip` says, or their slots would wait for the lease.)
+                        Ok(admitted) => ids.extend(admitted),
+                        Err(e) => trouble(observer, opts.once, e.into())?,
+                    }
+                }
                 // Runs whose holder died on this host before its lease expired
                 // (killed with SIGKILL, say): looked for at each poll.
                 let room = active.len() + ids.len() < opts.concurrency;

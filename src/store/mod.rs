@@ -44,6 +44,7 @@ mod contract;
 mod pending;
 mod pg;
 mod pool;
+pub mod queue;
 pub mod rows;
 mod sqlite;
 mod write;
@@ -54,6 +55,7 @@ use std::path::PathBuf;
 pub use pending::PendingCommit;
 pub use pg::PgTarget;
 pub use pool::Pool;
+pub use queue::{QueueLimits, QueuePlace};
 pub use rows::*;
 pub use write::Write;
 
@@ -484,12 +486,40 @@ impl Store {
     }
 
     /// Pins a new instance; false (nothing written) when the id is taken.
+    /// One with a queue meets it in the same transaction (`queue::arrive`
+    /// on SQLite): older queued ones its `debounce` replaces end skipped; it
+    /// is admitted at once when it has room and a holder, else `on_full`
+    /// applies. `holder_alive` judges the holders of the key's slots.
     pub async fn create_instance(
         &mut self,
         row: &InstanceRow,
         defs: &[DefinitionRow],
+        holder_alive: &dyn Fn(&str) -> bool,
     ) -> Result<bool> {
-        each!(self.create_instance(row, defs))
+        each!(self.create_instance(row, defs, holder_alive))
+    }
+
+    /// Admits the instance `fence` holds if its queue has room for it now
+    /// (a no-op for one admitted already or without a queue); otherwise it
+    /// is `queued`, and the answer says where and why.
+    pub async fn admit(
+        &mut self,
+        fence: &Fence,
+        holder_alive: &dyn Fn(&str) -> bool,
+    ) -> Result<queue::Admission> {
+        each!(self.admit(fence, holder_alive))
+    }
+
+    /// Admits, leased to `owner` for `ttl_ms`, up to `max` queued instances
+    /// no live process holds whose keys have room now, in each key's order.
+    pub async fn admit_queued(
+        &mut self,
+        owner: &str,
+        ttl_ms: i64,
+        max: usize,
+        holder_alive: &dyn Fn(&str) -> bool,
+    ) -> Result<Vec<InstanceId>> {
+        each!(self.admit_queued(owner, ttl_ms, max, holder_alive))
     }
 
     /// Copies instance `from` (its instance row, runs, steps, and attempts

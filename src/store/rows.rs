@@ -54,6 +54,8 @@ pub struct InstanceRow {
     pub depth: i64,
     /// Its labels (`labels:`, `wf run --label`), rendered when it started.
     pub labels: Labels,
+    /// Its place under its workflow's `queue:`, if it has one.
+    pub queue: Option<super::QueuePlace>,
 }
 
 /// An instance's labels: name -> value, in name order.

@@ -46,6 +46,7 @@ fn instance(status: InstanceStatus) -> InstanceRow {
         parent: None,
         depth: 0,
         labels: [("team".to_string(), "core".to_string())].into(),
+        queue: None,
     }
 }
 

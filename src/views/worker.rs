@@ -28,7 +28,10 @@ impl<'a> WorkerLine<'a> {
             id,
             outcome: outcome.end(),
             reason: match outcome {
-                RunOutcome::Failed(r) | RunOutcome::Waiting(r) => Some(r.clone()),
+                RunOutcome::Failed(r)
+                | RunOutcome::Waiting(r)
+                | RunOutcome::Queued(r)
+                | RunOutcome::Skipped(r) => Some(r.clone()),
                 RunOutcome::Sleeping(t) => Some(t.to_string()),
                 RunOutcome::Completed | RunOutcome::Canceled | RunOutcome::Interrupted => None,
             },

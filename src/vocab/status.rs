@@ -62,6 +62,8 @@ macro_rules! words {
 words! {
     /// Where an instance is (docs/execution.md, "instance status").
     InstanceStatus {
+        /// Waiting for its queue to admit it (`queue:`): nothing of it runs.
+        Queued = "queued",
         /// A process is driving it (or was, and died: `wf list` shows
         /// `interrupted` then).
         Running = "running",
@@ -72,16 +74,21 @@ words! {
         Completed = "completed",
         Failed = "failed",
         Canceled = "canceled",
+        /// Ended by its queue before it ran (`on_full: skip`, `debounce`).
+        Skipped = "skipped",
     }
 }
 
 impl InstanceStatus {
-    /// Completed, failed or canceled: nothing more runs unless it is
-    /// restarted.
+    /// Completed, failed, canceled or skipped: nothing more runs unless it
+    /// is restarted.
     pub const fn is_ended(self) -> bool {
         matches!(
             self,
-            InstanceStatus::Completed | InstanceStatus::Failed | InstanceStatus::Canceled
+            InstanceStatus::Completed
+                | InstanceStatus::Failed
+                | InstanceStatus::Canceled
+                | InstanceStatus::Skipped
         )
     }
 }
@@ -161,6 +168,11 @@ words! {
         Interrupted = "interrupted",
         /// Its process died; found by the next run.
         Crashed = "crashed",
+        /// Not a run's end (no run was opened): the queue did not admit
+        /// the instance in time.
+        Queued = "queued",
+        /// Not a run's end (no run was opened): the queue ended the instance.
+        Skipped = "skipped",
     }
 }
 

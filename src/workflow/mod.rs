@@ -8,6 +8,7 @@ pub use children::{child_hashes, tree_hash};
 pub mod duration;
 pub mod expr;
 pub mod model;
+pub mod queue;
 pub mod template;
 pub mod trigger;
 pub mod validate;
@@ -59,7 +60,7 @@ impl DefinitionError {
 
 /// The version of [`Workflow::compiled`]'s format: this crate's version, so a
 /// new wf never reads what an older one compiled (it parses the YAML instead).
-pub const COMPILED_FORMAT: &str = concat!("wf ", env!("CARGO_PKG_VERSION"), " compiled 6");
+pub const COMPILED_FORMAT: &str = concat!("wf ", env!("CARGO_PKG_VERSION"), " compiled 7");
 
 #[derive(serde::Serialize)]
 struct Compiled<'a> {
@@ -86,6 +87,9 @@ pub struct Workflow {
     /// `labels:`, rendered from the inputs when an instance starts.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub labels: Vec<(String, Template)>,
+    /// `queue:`: the admission limits of its instances.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queue: Option<queue::Queue>,
     #[serde(default, skip_serializing_if = "serde_json::Map::is_empty")]
     pub state: Object,
     pub concurrency: usize,

@@ -29,6 +29,11 @@ pub struct RawWorkflow {
     #[serde(default)]
     #[schemars(with = "Option<BTreeMap<String, String>>")]
     pub labels: Option<Spanned<BTreeMap<String, String>>>,
+    /// Admission control across instances: how many run at once per key,
+    /// how often one starts, in what order.
+    #[serde(default)]
+    #[schemars(with = "Option<RawQueue>")]
+    pub queue: Option<Spanned<RawQueue>>,
     #[serde(default)]
     #[schemars(with = "Option<Value>")]
     pub state: Option<Spanned<Value>>,
@@ -91,6 +96,43 @@ pub struct RawSchedule {
     #[serde(default)]
     #[schemars(with = "Option<String>")]
     pub catchup: Option<Spanned<String>>,
+}
+
+/// `queue:`: admission control for the instances of this workflow.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RawQueue {
+    /// Instances with the same key share the limits (default: the workflow
+    /// name); an expression may read `inputs`.
+    #[serde(default)]
+    #[schemars(with = "Option<String>")]
+    pub key: Option<Spanned<String>>,
+    /// At most this many admitted (running) instances per key.
+    #[serde(default)]
+    #[schemars(with = "Option<i64>")]
+    pub concurrency: Option<Spanned<i64>>,
+    /// `N/period` (`10/1m`): at most N admissions per key in any window of the period.
+    #[serde(default)]
+    #[schemars(with = "Option<String>")]
+    pub rate: Option<Spanned<String>>,
+    /// 0 (admitted first) .. 9, default 5, FIFO within a priority: a number,
+    /// or an expression over `inputs`.
+    #[serde(default)]
+    #[schemars(with = "Option<Value>")]
+    pub priority: Option<Spanned<Value>>,
+    /// While the key is full: `queue` (default), `skip` (end `skipped`), or
+    /// `cancel_previous` (cancel the oldest admitted instance).
+    #[serde(default)]
+    pub on_full: Option<super::queue::OnFull>,
+    /// A newer instance of the key skips the ones queued within this period
+    /// before it, and waits this long before it is admitted.
+    #[serde(default)]
+    #[schemars(with = "Option<String>")]
+    pub debounce: Option<Spanned<String>>,
+    /// A sleeping or waiting instance keeps its slot (default: it gives it
+    /// back and queues again when it is due).
+    #[serde(default)]
+    pub hold_while_suspended: bool,
 }
 
 /// `trace: { per: run | instance }`.

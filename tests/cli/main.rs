@@ -27,6 +27,7 @@ mod ownership;
 mod pg;
 mod proxy;
 mod prune;
+mod queues;
 mod restart;
 mod retries;
 mod run;

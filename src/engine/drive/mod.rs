@@ -8,8 +8,10 @@
 //! `open::open_run` (recovery, the run's trace, its opening writes), the
 //! runner's loop, `finish`.
 
+mod admit;
 mod open;
 
+pub use admit::waiting_why;
 pub(super) use open::ended_spans;
 use open::open_run;
 
@@ -39,6 +41,9 @@ pub async fn drive(
         Claim::Run(fence, history, wf) => (fence, *history, wf),
         Claim::Ended(outcome) => return Ok(outcome),
     };
+    if let Some(outcome) = admit::admit(store, &fence, &mut history, &opts, observer, ttl).await? {
+        return Ok(outcome);
+    }
     let restart = match plan_restart(store, id, &wf, &opts, &mut history).await {
         Ok(restart) => restart,
         Err(e) => {
@@ -156,6 +161,14 @@ async fn claim(
             });
         }
     };
+    // Ended by its queue before it ran (`on_full: skip`, a debounce).
+    if history.instance.status == InstanceStatus::Skipped && opts.restart.is_none() {
+        store.release(&fence).await?;
+        let why = history.instance.error.clone();
+        return Ok(Claim::Ended(RunOutcome::Skipped(
+            why.unwrap_or_else(|| "skipped by its queue".into()),
+        )));
+    }
     // Again under the lease: another process may have finished it meanwhile.
     if let Err(e) = check_resumable(store, &history.instance, opts).await {
         store.release(&fence).await?;
@@ -429,6 +442,9 @@ async fn close_run(
         }
         // Left `running` without a lease: `wf list` shows it as interrupted, `wf resume` continues it.
         RunOutcome::Interrupted => (S::Running, None, None, None),
+        // (Decided before a run opens: `admit`.)
+        RunOutcome::Queued(_) => (S::Queued, None, None, None),
+        RunOutcome::Skipped(why) => (S::Skipped, None, None, Some(why.clone())),
     };
     // A child's end is its parent's event, in the same commit: whoever
     // ends the child wakes the parent.
@@ -694,8 +710,9 @@ mod tests {
                 parent: None,
                 depth: 0,
                 labels: store::Labels::new(),
+                queue: None,
             };
-            assert!(store.create_instance(&row, &defs).await.expect("create"));
+            assert!(store.create_instance(&row, &defs, &|_| true).await.expect("create"));
 
             // The leaf's file changes: a new load differs, the pinned tree does not.
             write(

@@ -137,6 +137,15 @@ impl Scheduler {
                 return Started::Settled;
             }
         };
+        // A child with a queue is admitted by it when it is first driven.
+        let queue = match crate::engine::render_queue(&child, &inputs) {
+            Ok(q) => q,
+            Err(e) => {
+                let f = Failure::new(ErrorType::Expression, format!("`{}`: {e}", call.path));
+                self.fail_now(unit, f, now, spans);
+                return Started::Settled;
+            }
+        };
         let attempt = self.begin_attempt(unit, true, now, spans);
         let id = self.child_id(&key, attempt);
         let file = self.run.base_dir.join(&call.path);
@@ -167,6 +176,7 @@ impl Scheduler {
             }),
             depth: self.run.depth + 1,
             labels,
+            queue,
         })));
         let rec = self.record(unit);
         rec.status = StepStatus::Waiting;
@@ -281,7 +291,7 @@ fn child_result(child: &InstanceId, payload: &str) -> AttemptResult {
             Some(o) if !o.is_null() => o.clone(),
             _ => Value::Object(Map::new()),
         }),
-        Some("canceled") => AttemptResult::failed(Failure::new(
+        Some("canceled" | "skipped") => AttemptResult::failed(Failure::new(
             ErrorType::ChildCanceled,
             format!("child {child} was canceled"),
         )),

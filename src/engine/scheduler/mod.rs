@@ -53,6 +53,11 @@ pub enum RunOutcome {
     Waiting(String),
     Canceled,
     Interrupted,
+    /// Not admitted by its queue (`queue:`) within the inline wait: why,
+    /// and where it stands. No run was opened.
+    Queued(String),
+    /// Ended by its queue before it ran (`on_full: skip`, `debounce`): why.
+    Skipped(String),
 }
 
 impl RunOutcome {
@@ -65,6 +70,8 @@ impl RunOutcome {
             RunOutcome::Waiting(_) => RunEnd::Waiting,
             RunOutcome::Canceled => RunEnd::Canceled,
             RunOutcome::Interrupted => RunEnd::Interrupted,
+            RunOutcome::Queued(_) => RunEnd::Queued,
+            RunOutcome::Skipped(_) => RunEnd::Skipped,
         }
     }
 

@@ -11,12 +11,16 @@
 //! due instances, events (delivered, listed, taken by a step, shown), a
 //! schedule's fire (once), prune (ended instances with their rows; a dry
 //! run only counts), a definition pinned with the workflows it calls, and
-//! listings of roots or of one parent's children, with their counts.
+//! listings of roots or of one parent's children, with their counts, and
+//! queues (`queues.rs`).
 //!
 //! And the proof that every way a batch of writes reaches a database
 //! leaves the same rows (`write_paths`).
 
+mod queues;
 mod write_paths;
+
+use queues::*;
 
 use super::pg::PgStore;
 use super::*;
@@ -50,6 +54,9 @@ contract!(
     prune,
     definition_tree,
     list_lineage,
+    queue_admission,
+    queue_expired_slot_refuses_writes,
+    queue_arrivals,
 );
 
 fn runtime() -> tokio::runtime::Runtime {
@@ -138,6 +145,7 @@ fn instance(id: &str, created: i64) -> InstanceRow {
         parent: None,
         depth: 0,
         labels: Labels::new(),
+        queue: None,
     }
 }
 
@@ -161,7 +169,7 @@ fn contract_definition(row: &InstanceRow) -> DefinitionRow {
 
 async fn create(store: &mut Store, row: &InstanceRow) {
     let created = store
-        .create_instance(row, &[contract_definition(row)])
+        .create_instance(row, &[contract_definition(row)], &|_| true)
         .await;
     assert!(created.expect("create"), "{} was taken", row.id);
 }
@@ -754,7 +762,12 @@ async fn definition_tree(store: &mut Store) {
         .into(),
     };
     let defs = [top.clone(), mid.clone(), leaf.clone()];
-    assert!(store.create_instance(&row, &defs).await.expect("create"));
+    assert!(
+        store
+            .create_instance(&row, &defs, &|_| true)
+            .await
+            .expect("create")
+    );
     for want in &defs {
         let got = store
             .definition(&want.hash)
@@ -774,8 +787,18 @@ async fn definition_tree(store: &mut Store) {
     // writes nothing at all.
     let mut again = row.clone();
     again.id = "tree-2".into();
-    assert!(store.create_instance(&again, &defs).await.expect("create"));
-    assert!(!store.create_instance(&again, &defs).await.expect("create"));
+    assert!(
+        store
+            .create_instance(&again, &defs, &|_| true)
+            .await
+            .expect("create")
+    );
+    assert!(
+        !store
+            .create_instance(&again, &defs, &|_| true)
+            .await
+            .expect("create")
+    );
     let leaf_now = store
         .definition("h-leaf")
         .await

@@ -354,7 +354,8 @@ static STEP_COMMIT: LazyLock<String> = LazyLock::new(|| {
     let sp = s + STEP_TYPES.len();
     let st = sp + SPAN_TYPES.len();
     format!(
-        "WITH f AS (SELECT lease_epoch = $2 AND last_commit IS DISTINCT FROM ${c} AS held, \
+        "WITH f AS (SELECT lease_epoch = $2 AND last_commit IS DISTINCT FROM ${c} \
+           AND NOT (admitted AND lease_expires_ms <= {now_ms}) AS held, \
            lease_owner, seq, last_commit IS NOT DISTINCT FROM ${c} AS done FROM instances \
            WHERE id = $1 FOR UPDATE), \
          a AS ({attempts}), \
@@ -382,6 +383,7 @@ static STEP_COMMIT: LazyLock<String> = LazyLock::new(|| {
         spans = insert_spans(sp, "(SELECT seq FROM f)", FENCED),
         now = st + 1,
         c = st + 2,
+        now_ms = server_ms!(),
     )
 });
 

@@ -8,9 +8,9 @@ use crate::store::Result;
 
 const INSTANCE: &str = "INSERT INTO instances (id, workflow, status, definition_hash, workflow_path, base_dir, \
      inputs, state, outputs, error, wake_at, waiting_event, cancel_requested, lease_owner, lease_expires_ms, \
-     lease_epoch, created_at, updated_at, labels) \
+     lease_epoch, created_at, updated_at, labels, queue_key, queue_priority, queue_limits, queue_hold, admitted) \
      SELECT $2, workflow, status, definition_hash, workflow_path, base_dir, inputs, state, outputs, error, \
-     NULL, NULL, 0, NULL, NULL, 0, $3, $3, labels FROM instances WHERE id = $1";
+     NULL, NULL, 0, NULL, NULL, 0, $3, $3, labels, queue_key, queue_priority, queue_limits, queue_hold, false FROM instances WHERE id = $1";
 const RUNS: &str = "INSERT INTO runs (instance_id, number, outcome, started_at, finished_at, trace_id, span_id, \
      parent_span_id, started_ns, restart_from) \
      SELECT $2, number, outcome, started_at, finished_at, trace_id, span_id, parent_span_id, started_ns, \

@@ -8,13 +8,20 @@
 use super::text::{escape_opt, unescape_opt};
 use super::{Op, Param, PgStore};
 use crate::store::rows::*;
-use crate::store::{Result, StoreError};
+use crate::store::{QueueLimits, QueuePlace, Result, StoreError};
 use crate::vocab::Timestamp;
 use serde_json::Value;
 use std::collections::BTreeSet;
 use std::sync::{Mutex, PoisonError};
 use tokio_postgres::Row;
 use tokio_postgres::types::ToSql;
+
+/// An instance's place under its queue (`instance_row`'s columns 21–25).
+macro_rules! queue_cols {
+    () => {
+        "queue_key, queue_priority, queue_limits, queue_hold, admitted"
+    };
+}
 
 macro_rules! instance_cols {
     () => {
@@ -23,7 +30,8 @@ macro_rules! instance_cols {
              (SELECT source FROM definitions d WHERE d.hash = instances.definition_hash), definition_hash, \
              workflow_path, base_dir, inputs, state, error, wake_at, waiting_event, lease_owner, ",
             lease_left!(),
-            ", created_at, updated_at, parent_id, parent_key, parent_attempt, depth, labels"
+            ", created_at, updated_at, parent_id, parent_key, parent_attempt, depth, labels, ",
+            queue_cols!()
         )
     };
 }
@@ -33,8 +41,9 @@ const CHILDREN: &str = concat!(
     "SELECT id, workflow, status, '', definition_hash, workflow_path, base_dir, inputs, state, \
      error, wake_at, waiting_event, lease_owner, ",
     lease_left!(),
-    ", created_at, updated_at, parent_id, parent_key, parent_attempt, depth, labels \
-     FROM instances WHERE parent_id = $1 ORDER BY created_at, seq"
+    ", created_at, updated_at, parent_id, parent_key, parent_attempt, depth, labels, ",
+    queue_cols!(),
+    " FROM instances WHERE parent_id = $1 ORDER BY created_at, seq"
 );
 
 pub(super) const IDS_WITH_PREFIX: &str =
@@ -121,9 +130,10 @@ pub(super) fn list_sql(f: &ListFilter) -> &'static str {
     interned(format!(
         "SELECT id, workflow, status, '', definition_hash, \
          workflow_path, base_dir, inputs, state, error, wake_at, waiting_event, lease_owner, {}, \
-         created_at, updated_at, parent_id, parent_key, parent_attempt, depth, labels \
+         created_at, updated_at, parent_id, parent_key, parent_attempt, depth, labels, {} \
          FROM instances WHERE true{} ORDER BY created_at DESC, seq DESC LIMIT $1",
         lease_left!(),
+        queue_cols!(),
         conditions(f, 2)
     ))
 }
@@ -189,6 +199,15 @@ pub(super) fn instance_row(r: &Row) -> Result<InstanceRow> {
         },
         depth: get(r, 19)?,
         labels: labels_of(get::<Option<String>>(r, 20)?.as_deref()),
+        queue: match get::<Option<String>>(r, 21)? {
+            None => None,
+            Some(key) => Some(QueuePlace {
+                key,
+                priority: get(r, 22)?,
+                limits: QueueLimits::of_text(&get::<Option<String>>(r, 23)?.unwrap_or_default()),
+                admitted: get(r, 25)?,
+            }),
+        },
     })
 }
 
@@ -510,7 +529,15 @@ impl PgStore {
             .collect()
     }
 
-    pub async fn create_instance(&self, i: &InstanceRow, defs: &[DefinitionRow]) -> Result<bool> {
+    pub async fn create_instance(
+        &self,
+        i: &InstanceRow,
+        defs: &[DefinitionRow],
+        holder_alive: &dyn Fn(&str) -> bool,
+    ) -> Result<bool> {
+        if i.queue.is_some() {
+            return self.create_queued(i, defs, holder_alive).await;
+        }
         let mut ops = vec![Op::Simple("BEGIN")];
         ops.extend(defs.iter().map(insert_definition));
         let inserted = ops.len();
@@ -741,10 +768,11 @@ macro_rules! insert_instance_sql {
         concat!(
             "INSERT INTO instances (id, workflow, status, definition_hash, workflow_path, base_dir, \
          inputs, state, error, wake_at, waiting_event, lease_owner, lease_expires_ms, created_at, \
-         updated_at, parent_id, parent_key, parent_attempt, depth, labels) \
+         updated_at, parent_id, parent_key, parent_attempt, depth, labels, \
+         queue_key, queue_priority, queue_limits, queue_hold, admitted) \
          VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,",
             server_ms!(),
-            " + $13,$14,$15,$16,$17,$18,$19,$20) ON CONFLICT (id) DO NOTHING"
+            " + $13,$14,$15,$16,$17,$18,$19,$20,$21,$22,$23,$24,$25) ON CONFLICT (id) DO NOTHING"
         )
     };
 }
@@ -777,7 +805,20 @@ fn child_params(i: &InstanceRow) -> Vec<Param> {
         p(i.depth),
         p(labels_text(&i.labels)),
     ]);
+    params.extend(queue_params(i));
     params
+}
+
+/// An instance's queue columns (`queue_cols!`), as parameters.
+pub(super) fn queue_params(i: &InstanceRow) -> [Param; 5] {
+    let q = i.queue.as_ref();
+    [
+        p(q.map(|q| q.key.clone())),
+        p(q.map_or(crate::store::queue::DEFAULT_PRIORITY, |q| q.priority)),
+        p(q.map(|q| q.limits.to_text())),
+        p(q.is_some_and(|q| q.limits.hold)),
+        p(q.is_some_and(|q| q.admitted)),
+    ]
 }
 
 /// The parameters of [`insert_instance`], in its order; `$13` is the

@@ -44,6 +44,7 @@ mod lease;
 mod prune;
 #[cfg(test)]
 mod query_plans;
+mod queue;
 mod schedules;
 mod schema;
 mod spans;

@@ -14,17 +14,18 @@ use crate::vocab::Timestamp;
 use tokio_postgres::Row;
 
 /// A scheduled instance (`$1`–`$15`, as `history::insert_instance`, and its
-/// labels `$21`) and its fire record (`$16`–`$20`: workflow, entry, fire
+/// labels `$21` and queue `$22`–`$26`) and its fire record (`$16`–`$20`: workflow, entry, fire
 /// time, spec, zone), inserted only if that fire time has none yet.
 const START_ONCE: &str = concat!(
     "WITH f AS (INSERT INTO schedule_fires (workflow, idx, fire_ms, instance_id, spec, timezone) \
      VALUES ($16, $17, $18, $1, $19, $20) ON CONFLICT (workflow, idx, fire_ms) DO NOTHING RETURNING 1) \
      INSERT INTO instances (id, workflow, status, definition_hash, workflow_path, base_dir, \
      inputs, state, error, wake_at, waiting_event, lease_owner, lease_expires_ms, created_at, \
-     updated_at, labels) SELECT $1::text, $2::text, $3::text, $4::text, $5::text, $6::text, $7::text, \
+     updated_at, labels, queue_key, queue_priority, queue_limits, queue_hold, admitted) SELECT $1::text, $2::text, $3::text, $4::text, $5::text, $6::text, $7::text, \
      $8::text, $9::text, $10::text, $11::text, $12::text, ",
     server_ms!(),
-    " + $13::bigint, $14::text, $15::text, $21::text FROM f"
+    " + $13::bigint, $14::text, $15::text, $21::text, $22::text, $23::bigint, $24::text, \
+     $25::boolean, $26::boolean FROM f"
 );
 
 macro_rules! cols {
@@ -195,6 +196,7 @@ impl PgStore {
                 p(timezone.clone()),
                 p(crate::store::labels_text(&inst.labels)),
             ]);
+            params.extend(super::history::queue_params(inst));
             ops.push(Op::Exec(START_ONCE, params));
         }
         // The instance the last fire time started (now, or before).

@@ -287,4 +287,66 @@ pub const MIGRATIONS: &[&str] = &[
     r#"
     ALTER TABLE instances ADD COLUMN labels TEXT;
     "#,
+    // 10: queues (`queue:`), as SQLite's 14 (`admissions.seq` orders
+    // admissions made in one millisecond).
+    r#"
+    ALTER TABLE instances ADD COLUMN queue_key TEXT;
+    ALTER TABLE instances ADD COLUMN queue_priority BIGINT NOT NULL DEFAULT 5;
+    ALTER TABLE instances ADD COLUMN queue_limits TEXT;
+    ALTER TABLE instances ADD COLUMN queue_hold BOOLEAN NOT NULL DEFAULT false;
+    ALTER TABLE instances ADD COLUMN admitted BOOLEAN NOT NULL DEFAULT false;
+    CREATE INDEX instances_by_queue ON instances(queue_key, admitted, status, queue_priority, created_at, seq)
+        WHERE queue_key IS NOT NULL;
+    CREATE TABLE admissions (queue_key TEXT NOT NULL, at_ms BIGINT NOT NULL);
+    CREATE INDEX admissions_by_key ON admissions(queue_key, at_ms);
+    "#,
+    // 11: a runner's write to an instance that holds a queue slot also
+    // needs its lease unexpired (by the server's clock): past its expiry,
+    // an admission may give the slot away right after the write, and what
+    // the write started would run beside the instance admitted in its
+    // place (SQLite's `check_fence` does the same). WF001's message names
+    // the holder, as before.
+    r#"
+    CREATE OR REPLACE FUNCTION check_fence(p_id TEXT, p_epoch BIGINT) RETURNS BIGINT
+    LANGUAGE plpgsql AS $$
+    DECLARE
+        e BIGINT;
+        h TEXT;
+        a BOOLEAN;
+        x BIGINT;
+    BEGIN
+        SELECT lease_epoch, lease_owner, admitted, lease_expires_ms INTO e, h, a, x FROM instances
+            WHERE id = p_id FOR UPDATE;
+        IF e IS DISTINCT FROM p_epoch THEN
+            RAISE EXCEPTION USING ERRCODE = 'WF001', MESSAGE = COALESCE(h, '');
+        END IF;
+        IF a AND x <= (extract(epoch from clock_timestamp()) * 1000)::bigint THEN
+            RAISE EXCEPTION USING ERRCODE = 'WF001', MESSAGE = 'nobody (its lease expired while it held a queue slot, which may be given away)';
+        END IF;
+        RETURN e;
+    END $$;
+    CREATE OR REPLACE FUNCTION check_commit(p_id TEXT, p_epoch BIGINT, p_commit BIGINT) RETURNS BIGINT
+    LANGUAGE plpgsql AS $$
+    DECLARE
+        e BIGINT;
+        h TEXT;
+        c BIGINT;
+        a BOOLEAN;
+        x BIGINT;
+    BEGIN
+        SELECT lease_epoch, lease_owner, last_commit, admitted, lease_expires_ms INTO e, h, c, a, x
+            FROM instances WHERE id = p_id FOR UPDATE;
+        IF c IS NOT DISTINCT FROM p_commit THEN
+            RAISE EXCEPTION USING ERRCODE = 'WF002', MESSAGE = 'committed already';
+        END IF;
+        IF e IS DISTINCT FROM p_epoch THEN
+            RAISE EXCEPTION USING ERRCODE = 'WF001', MESSAGE = COALESCE(h, '');
+        END IF;
+        IF a AND x <= (extract(epoch from clock_timestamp()) * 1000)::bigint THEN
+            RAISE EXCEPTION USING ERRCODE = 'WF001', MESSAGE = 'nobody (its lease expired while it held a queue slot, which may be given away)';
+        END IF;
+        UPDATE instances SET last_commit = p_commit WHERE id = p_id;
+        RETURN e;
+    END $$;
+    "#,
 ];

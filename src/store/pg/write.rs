@@ -119,7 +119,14 @@ pub(super) fn write_op(id: &str, w: &Write) -> Op {
             waiting_event,
             error,
         } => Op::Exec(
-            "UPDATE instances SET status=$2, wake_at=$3, waiting_event=$4, error=$5, updated_at=$6 WHERE id=$1",
+            // One that stops running gives its queue slot back (unless it
+            // only sleeps or waits with `hold_while_suspended`), and tells
+            // idle workers, which may admit the next of its key.
+            "WITH u AS (UPDATE instances SET status=$2, wake_at=$3, waiting_event=$4, error=$5, updated_at=$6, \
+             admitted = admitted AND ($2 IN ('running', 'queued') OR ($2 IN ('sleeping', 'waiting') AND queue_hold)) \
+             WHERE id=$1 RETURNING queue_key) \
+             SELECT pg_notify('wf_' || current_schema(), '') FROM u \
+             WHERE u.queue_key IS NOT NULL AND $2 NOT IN ('running', 'queued')",
             vec![
                 p(id),
                 p(*status),

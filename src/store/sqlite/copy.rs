@@ -10,9 +10,9 @@ use rusqlite::params;
 /// The new instance row: `?1`'s, named `?2`, created `?3`, with no lease.
 const INSTANCE: &str = "INSERT INTO instances (id, workflow, status, definition_hash, workflow_path, base_dir, inputs, state, \
      outputs, error, wake_at, waiting_event, cancel_requested, lease_owner, lease_expires_ms, lease_epoch, \
-     created_at, updated_at, labels) \
+     created_at, updated_at, labels, queue_key, queue_priority, queue_limits, queue_hold, admitted) \
      SELECT ?2, workflow, status, definition_hash, workflow_path, base_dir, inputs, state, outputs, error, \
-     NULL, NULL, 0, NULL, NULL, 0, ?3, ?3, labels FROM instances WHERE id = ?1";
+     NULL, NULL, 0, NULL, NULL, 0, ?3, ?3, labels, queue_key, queue_priority, queue_limits, queue_hold, 0 FROM instances WHERE id = ?1";
 
 /// The statements that copy the rows of instance `?1` to `?2`.
 const ROWS: &[&str] = &[

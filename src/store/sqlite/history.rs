@@ -9,7 +9,7 @@
 //! `spans`, what a runner commits in `write`.
 
 use super::super::rows::*;
-use crate::store::{Result, StoreError};
+use crate::store::{QueueLimits, QueuePlace, Result, StoreError};
 use crate::vocab::Timestamp;
 use rusqlite::{Connection, OptionalExtension, Row, params};
 use serde_json::Value;
@@ -37,12 +37,14 @@ pub(super) fn json_col(row: &Row, idx: usize) -> rusqlite::Result<Value> {
 const INSTANCE_COLS: &str = "id, workflow, status, \
     (SELECT source FROM definitions d WHERE d.hash = instances.definition_hash), definition_hash, \
     workflow_path, base_dir, inputs, state, error, wake_at, waiting_event, lease_owner, lease_expires_ms, \
-    created_at, updated_at, parent_id, parent_key, parent_attempt, depth, labels";
+    created_at, updated_at, parent_id, parent_key, parent_attempt, depth, labels, \
+    queue_key, queue_priority, queue_limits, queue_hold, admitted";
 
 /// The same columns without the definition text, for listings.
 const INSTANCE_SUMMARY_COLS: &str = "id, workflow, status, '', definition_hash, \
     workflow_path, base_dir, inputs, state, error, wake_at, waiting_event, lease_owner, lease_expires_ms, \
-    created_at, updated_at, parent_id, parent_key, parent_attempt, depth, labels";
+    created_at, updated_at, parent_id, parent_key, parent_attempt, depth, labels, \
+    queue_key, queue_priority, queue_limits, queue_hold, admitted";
 
 fn instance_from_row(r: &Row) -> rusqlite::Result<InstanceRow> {
     Ok(InstanceRow {
@@ -65,6 +67,15 @@ fn instance_from_row(r: &Row) -> rusqlite::Result<InstanceRow> {
         parent: parent_of(r.get(16)?, r.get(17)?, r.get(18)?),
         depth: r.get(19)?,
         labels: labels_of(r.get::<_, Option<String>>(20)?.as_deref()),
+        queue: match r.get::<_, Option<String>>(21)? {
+            None => None,
+            Some(key) => Some(QueuePlace {
+                key,
+                priority: r.get(22)?,
+                limits: QueueLimits::of_text(&r.get::<_, Option<String>>(23)?.unwrap_or_default()),
+                admitted: r.get(25)?,
+            }),
+        },
     })
 }
 
@@ -156,8 +167,9 @@ pub(super) fn insert_instance_row(c: &Connection, i: &InstanceRow) -> Result<()>
         c,
         "INSERT INTO instances (id, workflow, status, definition_hash, workflow_path, base_dir, inputs, state, \
          error, wake_at, waiting_event, lease_owner, lease_expires_ms, created_at, updated_at, \
-         parent_id, parent_key, parent_attempt, depth, labels) \
-         VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,?17,?18,?19,?20) \
+         parent_id, parent_key, parent_attempt, depth, labels, \
+         queue_key, queue_priority, queue_limits, queue_hold, admitted) \
+         VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,?17,?18,?19,?20,?21,?22,?23,?24,?25) \
          ON CONFLICT(id) DO NOTHING",
         params![
             i.id,
@@ -180,6 +192,13 @@ pub(super) fn insert_instance_row(c: &Connection, i: &InstanceRow) -> Result<()>
             i.parent.as_ref().map(|p| p.attempt),
             i.depth,
             labels_text(&i.labels),
+            i.queue.as_ref().map(|q| q.key.as_str()),
+            i.queue
+                .as_ref()
+                .map_or(crate::store::queue::DEFAULT_PRIORITY, |q| q.priority),
+            i.queue.as_ref().map(|q| q.limits.to_text()),
+            i.queue.as_ref().is_some_and(|q| q.limits.hold),
+            i.queue.as_ref().is_some_and(|q| q.admitted),
         ],
     )?;
     Ok(())
@@ -308,6 +327,8 @@ pub(super) fn count_instances(c: &Connection, f: &ListFilter) -> Result<u64> {
 }
 
 /// Updates an instance's status and the suspension details that go with it.
+/// An instance's status; one that stops running gives its queue slot back
+/// (unless it only sleeps or waits with `hold_while_suspended`).
 pub(super) fn set_instance_status(
     c: &Connection,
     id: &str,
@@ -318,7 +339,9 @@ pub(super) fn set_instance_status(
 ) -> Result<()> {
     cached(
         c,
-        "UPDATE instances SET status=?2, wake_at=?3, waiting_event=?4, error=?5, updated_at=?6 WHERE id=?1",
+        "UPDATE instances SET status=?2, wake_at=?3, waiting_event=?4, error=?5, updated_at=?6, \
+         admitted = admitted AND (?2 IN ('running', 'queued') OR (?2 IN ('sleeping', 'waiting') AND queue_hold)) \
+         WHERE id=?1",
         params![id, status, wake_at, waiting_event, error, Timestamp::now()],
     )?;
     Ok(())

@@ -51,19 +51,39 @@ pub(super) fn acquire_lease(
 /// Refuses (with [`StoreError::Fenced`]) unless `fence` still holds the
 /// instance's lease. Called first in every transaction of a runner: the
 /// transaction holds the write lock, so nobody can take over before it ends.
+///
+/// An instance that holds a queue slot also needs its lease unexpired: past
+/// its expiry, an admission may give the slot away (raising the epoch)
+/// right after this transaction, and what it started would then run beside
+/// the instance admitted in its place. A runner whose heartbeat renewed the
+/// lease in time never meets this.
 pub(super) fn check_fence(c: &Connection, fence: &Fence) -> Result<()> {
-    let (epoch, holder): (i64, Option<String>) = c
-        .prepare_cached("SELECT lease_epoch, lease_owner FROM instances WHERE id=?1")?
-        .query_row([&fence.instance], |r| Ok((r.get(0)?, r.get(1)?)))?;
-    if epoch == fence.epoch {
-        Ok(())
-    } else {
-        Err(StoreError::Fenced {
+    let (epoch, holder, admitted, expires): (i64, Option<String>, bool, Option<i64>) = c
+        .prepare_cached(
+            "SELECT lease_epoch, lease_owner, admitted, lease_expires_ms FROM instances WHERE id=?1",
+        )?
+        .query_row([&fence.instance], |r| {
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
+        })?;
+    if epoch != fence.epoch {
+        return Err(StoreError::Fenced {
             id: fence.instance.clone(),
             holder,
-        })
+        });
     }
+    if admitted && expires.is_some_and(|e| e <= chrono::Utc::now().timestamp_millis()) {
+        return Err(StoreError::Fenced {
+            id: fence.instance.clone(),
+            holder: Some(EXPIRED_IN_SLOT.into()),
+        });
+    }
+    Ok(())
 }
+
+/// The holder a refused fence names when the runner's own lease expired
+/// while its instance held a queue slot.
+pub(crate) const EXPIRED_IN_SLOT: &str =
+    "nobody (its lease expired while it held a queue slot, which may be given away)";
 
 /// Extends our lease; `Fenced` if somebody else took it over meanwhile.
 pub(super) fn renew_lease(c: &Connection, fence: &Fence, ttl_ms: i64) -> Result<()> {

@@ -50,6 +50,7 @@ mod offthread;
 mod prune;
 #[cfg(test)]
 mod query_plans;
+mod queue;
 mod schedules;
 mod schema;
 mod spans;
@@ -513,14 +514,52 @@ impl SqliteStore {
     }
 
     /// Pins a new instance and `defs`; false (nothing written) when the id is taken.
-    pub fn create_instance(&mut self, row: &InstanceRow, defs: &[DefinitionRow]) -> Result<bool> {
+    pub fn create_instance(
+        &mut self,
+        row: &InstanceRow,
+        defs: &[DefinitionRow],
+        holder_alive: &dyn Fn(&str) -> bool,
+    ) -> Result<bool> {
         let tx = self.write()?;
         if history::instance(&tx, &row.id).is_ok() {
             return Ok(false);
         }
         history::insert_instance(&tx, row, defs)?;
+        queue::arrive(
+            &tx,
+            row,
+            chrono::Utc::now().timestamp_millis(),
+            holder_alive,
+        )?;
         tx.commit()?;
         Ok(true)
+    }
+
+    /// Admits the instance `fence` holds if its queue has room for it now.
+    pub fn admit(
+        &mut self,
+        fence: &Fence,
+        holder_alive: &dyn Fn(&str) -> bool,
+    ) -> Result<crate::store::queue::Admission> {
+        let tx = self.fenced(fence)?;
+        let now_ms = chrono::Utc::now().timestamp_millis();
+        let admission = queue::admit_one(&tx, &fence.instance, now_ms, holder_alive)?;
+        tx.commit()?;
+        Ok(admission)
+    }
+
+    /// Admits queued instances that have room, leased to `owner`.
+    pub fn admit_queued(
+        &mut self,
+        owner: &str,
+        ttl_ms: i64,
+        max: usize,
+        holder_alive: &dyn Fn(&str) -> bool,
+    ) -> Result<Vec<InstanceId>> {
+        let tx = self.write()?;
+        let ids = queue::admit_queued(&tx, owner, ttl_ms, max, holder_alive)?;
+        tx.commit()?;
+        Ok(ids)
     }
 
     /// Asks whatever process drives the instance to cancel it.

@@ -184,7 +184,30 @@ pub const MIGRATIONS: &[&str] = &[
     r#"
     ALTER TABLE instances ADD COLUMN labels TEXT;  -- JSON object: label -> value
     "#,
+    // 14: queues (`queue:`). An instance records its key, priority and
+    // limits, and whether it holds one of the key's slots; `admissions`
+    // records when each admission was, for `rate`.
+    r#"
+    ALTER TABLE instances ADD COLUMN queue_key TEXT;  -- `queue.key` rendered; NULL: no queue
+    ALTER TABLE instances ADD COLUMN queue_priority INTEGER NOT NULL DEFAULT 5;
+    ALTER TABLE instances ADD COLUMN queue_limits TEXT;  -- JSON: store::queue::QueueLimits
+    ALTER TABLE instances ADD COLUMN queue_hold INTEGER NOT NULL DEFAULT 0;  -- keeps its slot while suspended
+    ALTER TABLE instances ADD COLUMN admitted INTEGER NOT NULL DEFAULT 0;  -- holds a slot of its key
+    "#,
+    QUEUES,
 ];
+
+// 14: a key's admitted instances and its line (by priority, then age) are
+// read off one index that holds only the instances that have a queue.
+const QUEUES: &str = r#"
+    CREATE INDEX instances_by_queue ON instances(queue_key, admitted, status, queue_priority, created_at)
+        WHERE queue_key IS NOT NULL;
+    CREATE TABLE admissions (
+        queue_key  TEXT NOT NULL,
+        at_ms      INTEGER NOT NULL      -- unix ms of an admission (`rate`)
+    );
+    CREATE INDEX admissions_by_key ON admissions(queue_key, at_ms);
+    "#;
 
 // 12: `wf inspect PARENT` and a parent's cancel find its children off an
 // index that holds only children.
@@ -249,7 +272,7 @@ const LIST_INDEXES: &str = r#"
 /// creation order are those of the migrated schema; the test
 /// `current_is_what_the_migrations_make` compares the two. The migrations
 /// that only create are shared.
-pub const CURRENT: &[&str] = &[CORE, SCHEDULES, LIST_INDEXES, PARENT_INDEX];
+pub const CURRENT: &[&str] = &[CORE, SCHEDULES, LIST_INDEXES, PARENT_INDEX, QUEUES];
 
 /// What the migrations other than 8, 10 and 12 left: every table but the
 /// schedules', with the columns later migrations added.
@@ -288,7 +311,12 @@ const CORE: &str = r#"
         parent_key       TEXT,              -- the parent's unit key (step or item)
         parent_attempt   INTEGER,
         depth            INTEGER NOT NULL DEFAULT 0,  -- parents above it
-        labels           TEXT               -- JSON object: label -> value
+        labels           TEXT,              -- JSON object: label -> value
+        queue_key        TEXT,              -- `queue.key` rendered; NULL: no queue
+        queue_priority   INTEGER NOT NULL DEFAULT 5,
+        queue_limits     TEXT,              -- JSON: store::queue::QueueLimits
+        queue_hold       INTEGER NOT NULL DEFAULT 0,  -- keeps its slot while suspended
+        admitted         INTEGER NOT NULL DEFAULT 0   -- holds a slot of its key
     );
     CREATE INDEX instances_by_created ON instances(created_at);
     CREATE INDEX instances_by_status ON instances(status, wake_at);

@@ -5,7 +5,7 @@
 //!
 //! This file holds the entry point, the YAML library's errors made readable,
 //! the checker's shared state and source positions; `workflow` checks the
-//! top-level keys, `schedule` the `on.schedule` entries, `step` each step and
+//! top-level keys, `schedule` the `on.schedule` entries, `queue` the `queue:` block, `step` each step and
 //! its retry policy, `actions` what a step runs, `exprs` every expression and
 //! the names it uses, and `graph` the `needs` graph.
 
@@ -13,6 +13,7 @@ mod actions;
 mod child;
 mod exprs;
 mod graph;
+mod queue;
 mod schedule;
 mod step;
 mod workflow;

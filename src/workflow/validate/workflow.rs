@@ -131,6 +131,14 @@ impl Checker<'_> {
             }),
         };
 
+        let queue = match &raw.queue {
+            None => None,
+            Some(q) => self
+                .queue(q, &inputs, &secrets)
+                .map_err(|e| errors.push(e))
+                .ok(),
+        };
+
         let has_default_retry = raw.defaults.as_ref().is_some_and(|d| d.retry.is_some());
         let (default_timeout, default_retry) = match &raw.defaults {
             None => (None, RawRetry::default()),
@@ -214,6 +222,7 @@ impl Checker<'_> {
             secrets,
             env,
             labels,
+            queue,
             state,
             concurrency,
             timeout,

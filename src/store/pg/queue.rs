@@ -1,0 +1,415 @@
+//! Queue admission on PostgreSQL (`store::queue` decides, as on SQLite):
+//! a key's rows are read under a transaction-scoped advisory lock on the
+//! key, which serializes every admission to it across workers and hosts,
+//! with its admitted rows locked `FOR UPDATE` (a holder's renewal or commit
+//! waits, then meets the raised epoch of a revocation); the verdict is
+//! applied in the same transaction. Two round trips: the reads, then the
+//! writes and COMMIT.
+
+use super::history::{NOTIFY, get, insert_definition, insert_instance, p};
+use super::{Op, Out, Param, PgStore};
+use crate::store::queue::{
+    self, Admission, Blocked, InLine, KeyRows, Occupant, OnFull, QueueLimits, Verdict,
+};
+use crate::store::rows::*;
+use crate::store::{Result, StoreError};
+use crate::vocab::{InstanceStatus, Timestamp};
+use tokio_postgres::Row;
+
+/// The key's lock, for the rest of the transaction (`$1` the key; the
+/// schema is part of it, so that two schemas' keys never wait on each other).
+const KEY_LOCK: &str =
+    "SELECT pg_advisory_xact_lock(hashtextextended(current_schema() || ':' || $1, 0))";
+
+const OCCUPANTS: &str = concat!(
+    "SELECT id, lease_owner, ",
+    lease_left!(),
+    ", status, queue_hold FROM instances WHERE queue_key = $1 AND admitted \
+     ORDER BY created_at, seq FOR UPDATE"
+);
+
+const LINE: &str = concat!(
+    "SELECT id, lease_owner, ",
+    lease_left!(),
+    ", status, wake_at, queue_limits FROM instances \
+     WHERE queue_key = $1 AND NOT admitted AND (status = 'queued' OR id = $2) \
+     ORDER BY queue_priority, created_at, seq"
+);
+
+/// The key's admissions still in its window (older ones are deleted as
+/// admissions are made), and the server's clock.
+const WINDOW: &str = concat!(
+    "SELECT ",
+    server_ms!(),
+    ", COALESCE(array_agg(at_ms ORDER BY at_ms) FILTER (WHERE at_ms IS NOT NULL), '{}') \
+     FROM (SELECT at_ms FROM admissions WHERE queue_key = $1) a"
+);
+
+const REVOKE: &str = "UPDATE instances SET admitted = false, lease_epoch = lease_epoch + 1, \
+     lease_expires_ms = NULL, status = CASE WHEN status = 'running' THEN 'queued' ELSE status END, \
+     updated_at = $2 WHERE id = $1";
+
+const ADMIT: &str = "UPDATE instances SET admitted = true, status = 'running', wake_at = NULL, \
+     updated_at = $2 WHERE id = $1";
+
+const ADMIT_LEASED: &str = concat!(
+    "UPDATE instances SET admitted = true, status = 'running', wake_at = NULL, updated_at = $2, \
+     lease_owner = $3, lease_expires_ms = ",
+    server_ms!(),
+    " + $4, lease_epoch = lease_epoch + 1 WHERE id = $1"
+);
+
+const RECORD: &str = "INSERT INTO admissions (queue_key, at_ms) VALUES ($1, $2)";
+const PRUNE: &str = "DELETE FROM admissions WHERE queue_key = $1 AND at_ms <= $2";
+
+const SKIP_OLDER: &str = "UPDATE instances SET status = 'skipped', error = $4, wake_at = NULL, \
+     lease_expires_ms = NULL, lease_epoch = lease_epoch + 1, updated_at = $5 \
+     WHERE queue_key = $1 AND status = 'queued' AND NOT admitted AND id <> $2 \
+     AND parent_id IS NULL AND created_at >= $3";
+
+const SKIP: &str =
+    "UPDATE instances SET status = 'skipped', error = $2, lease_expires_ms = NULL WHERE id = $1";
+
+const CANCEL: &str = "UPDATE instances SET cancel_requested = GREATEST(cancel_requested, 1), \
+     updated_at = $2 WHERE id = $1";
+
+const QUEUED: &str = "UPDATE instances SET status = 'queued', wake_at = NULL, waiting_event = NULL, \
+     updated_at = $2 WHERE id = $1";
+
+/// The keys with due queued instances that no live process holds.
+const WAITING_KEYS: &str = concat!(
+    "SELECT DISTINCT queue_key FROM instances WHERE queue_key IS NOT NULL AND NOT admitted \
+     AND status = 'queued' AND (lease_expires_ms IS NULL OR lease_expires_ms <= ",
+    server_ms!(),
+    ")"
+);
+
+/// The reads of a key's rows, after its lock.
+fn reads(key: &str, candidate: &str) -> [Op; 4] {
+    [
+        Op::Query(KEY_LOCK, vec![p(key.to_string())]),
+        Op::Query(OCCUPANTS, vec![p(key.to_string())]),
+        Op::Query(LINE, vec![p(key.to_string()), p(candidate.to_string())]),
+        Op::Query(WINDOW, vec![p(key.to_string())]),
+    ]
+}
+
+/// [`reads`]' replies as [`KeyRows`], with the server's clock (ms).
+fn key_rows(
+    outs: impl Iterator<Item = Out>,
+    holder_alive: &dyn Fn(&str) -> bool,
+) -> Result<(KeyRows, i64)> {
+    let mut outs = outs.map(Out::rows);
+    let _lock = outs.next();
+    let occupants = outs.next().unwrap_or_default();
+    let line = outs.next().unwrap_or_default();
+    let window = outs.next().unwrap_or_default();
+    let w = window
+        .first()
+        .ok_or_else(|| StoreError::Corrupt("no reply to the admission window".into()))?;
+    let now_ms: i64 = get(w, 0)?;
+    let window: Vec<i64> = get(w, 1)?;
+    let live = |r: &Row| -> Result<bool> {
+        let owner: Option<String> = get(r, 1)?;
+        let left: Option<i64> = get(r, 2)?;
+        Ok(owner.is_some_and(|o| left.is_some_and(|l| l > 0) && holder_alive(&o)))
+    };
+    let occupants = occupants
+        .iter()
+        .map(|r| {
+            let status: InstanceStatus = get(r, 3)?;
+            let hold: bool = get(r, 4)?;
+            Ok(Occupant {
+                id: get(r, 0)?,
+                live: live(r)?,
+                held: hold && matches!(status, InstanceStatus::Sleeping | InstanceStatus::Waiting),
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let line = line
+        .iter()
+        .map(|r| {
+            let status: InstanceStatus = get(r, 3)?;
+            let wake: Option<Timestamp> = get(r, 4)?;
+            Ok(InLine {
+                id: get(r, 0)?,
+                leased: live(r)?,
+                not_before_ms: wake
+                    .filter(|_| status == InstanceStatus::Queued)
+                    .map(Timestamp::ms),
+                limits: QueueLimits::of_text(&get::<Option<String>>(r, 5)?.unwrap_or_default()),
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    Ok((
+        KeyRows {
+            occupants,
+            line,
+            window,
+        },
+        now_ms,
+    ))
+}
+
+/// The writes that revoke `gone` and admit `id` (leased to `lease`'s owner
+/// for its TTL, when given), recording the admission for a rate.
+fn admit_ops(
+    ops: &mut Vec<Op>,
+    gone: &[String],
+    id: &str,
+    key: &str,
+    limits: &QueueLimits,
+    lease: Option<(&str, i64)>,
+    now_ms: i64,
+) {
+    let now = Timestamp::now();
+    for g in gone {
+        ops.push(Op::Exec(REVOKE, vec![p(g.clone()), p(now)]));
+    }
+    let mut params: Vec<Param> = vec![p(id.to_string()), p(now)];
+    match lease {
+        None => ops.push(Op::Exec(ADMIT, params)),
+        Some((owner, ttl_ms)) => {
+            params.extend([p(owner.to_string()), p(ttl_ms)]);
+            ops.push(Op::Exec(ADMIT_LEASED, params));
+        }
+    }
+    if let Some(rate) = limits.rate {
+        ops.push(Op::Exec(RECORD, vec![p(key.to_string()), p(now_ms)]));
+        ops.push(Op::Exec(
+            PRUNE,
+            vec![p(key.to_string()), p(now_ms - rate.period_ms)],
+        ));
+    }
+}
+
+impl PgStore {
+    /// Sends `ops` then COMMIT, continuing the open transaction; rolled
+    /// back on an error.
+    async fn finish(&self, mut ops: Vec<Op>) -> Result<()> {
+        ops.push(Op::Simple("COMMIT"));
+        if let Err(e) = self.pipeline(ops).await {
+            let _ = self.client().batch_execute("ROLLBACK").await;
+            return Err(e);
+        }
+        Ok(())
+    }
+
+    /// [`PgStore::create_instance`] of an instance with a queue: inserted,
+    /// then met by its queue (see `sqlite/queue.rs`, `arrive`) in the same
+    /// transaction.
+    pub(super) async fn create_queued(
+        &self,
+        row: &InstanceRow,
+        defs: &[DefinitionRow],
+        holder_alive: &dyn Fn(&str) -> bool,
+    ) -> Result<bool> {
+        let Some(place) = &row.queue else {
+            return Err(StoreError::Corrupt("create_queued without a queue".into()));
+        };
+        let mut ops = vec![Op::Simple("BEGIN")];
+        ops.extend(defs.iter().map(insert_definition));
+        let inserted = ops.len();
+        ops.push(insert_instance(row));
+        ops.push(Op::Query(KEY_LOCK, vec![p(place.key.clone())]));
+        if let Some(d) = place.limits.debounce_ms {
+            let now = Timestamp::now();
+            ops.push(Op::Exec(
+                SKIP_OLDER,
+                vec![
+                    p(place.key.clone()),
+                    p(row.id.to_string()),
+                    p(Timestamp::from_ms(now.ms() - d)),
+                    p(format!(
+                        "skipped: instance {} of queue `{}` replaced it (debounce)",
+                        row.id, place.key
+                    )),
+                    p(now),
+                ],
+            ));
+        }
+        let read_from = ops.len();
+        ops.extend(reads(&place.key, &row.id));
+        let outs = self.pipeline(ops).await?;
+        if outs[inserted].count() == 0 {
+            let _ = self.client().batch_execute("ROLLBACK").await;
+            return Ok(false);
+        }
+        let (rows, now_ms) = match key_rows(outs.into_iter().skip(read_from), holder_alive) {
+            Ok(r) => r,
+            Err(e) => {
+                let _ = self.client().batch_execute("ROLLBACK").await;
+                return Err(e);
+            }
+        };
+        let mut ops = Vec::new();
+        let not_before = row.wake_at.map(Timestamp::ms);
+        match queue::admit_one(&place.limits, &rows, &row.id, not_before, now_ms) {
+            Verdict::Admit { revoke } => {
+                if row.lease_owner.is_some() {
+                    admit_ops(
+                        &mut ops,
+                        &revoke,
+                        &row.id,
+                        &place.key,
+                        &place.limits,
+                        None,
+                        now_ms,
+                    );
+                }
+            }
+            Verdict::Wait { blocked, .. } => match place.limits.on_full {
+                OnFull::Queue => {}
+                _ if matches!(blocked, Blocked::Debounce { .. }) => {}
+                OnFull::Skip => ops.push(Op::Exec(
+                    SKIP,
+                    vec![
+                        p(row.id.to_string()),
+                        p(queue::skipped_why(&place.key, &blocked)),
+                    ],
+                )),
+                OnFull::CancelPrevious => {
+                    if let Some(oldest) = rows.occupants.iter().find(|o| o.live || o.held) {
+                        ops.push(Op::Exec(
+                            CANCEL,
+                            vec![p(oldest.id.clone()), p(Timestamp::now())],
+                        ));
+                    }
+                }
+            },
+        }
+        ops.push(Op::Query(NOTIFY, vec![]));
+        self.finish(ops).await?;
+        Ok(true)
+    }
+
+    pub async fn admit(
+        &self,
+        fence: &Fence,
+        holder_alive: &dyn Fn(&str) -> bool,
+    ) -> Result<Admission> {
+        let inst = self.instance(&fence.instance).await?;
+        let Some(place) = inst.queue else {
+            return Ok(Admission::Admitted);
+        };
+        if place.admitted {
+            return Ok(Admission::Admitted);
+        }
+        let mut ops = vec![
+            Op::Simple("BEGIN"),
+            Op::Query(
+                super::lease::FENCE,
+                vec![p(fence.instance.to_string()), p(fence.epoch)],
+            ),
+        ];
+        ops.extend(reads(&place.key, &fence.instance));
+        let outs = self
+            .pipeline(ops)
+            .await
+            .map_err(|e| super::lease::named(e, fence))?;
+        let (rows, now_ms) = match key_rows(outs.into_iter().skip(2), holder_alive) {
+            Ok(r) => r,
+            Err(e) => {
+                let _ = self.client().batch_execute("ROLLBACK").await;
+                return Err(e);
+            }
+        };
+        // As read under the fence: the row above was read before it.
+        let Some(me) = rows.line.iter().find(|e| e.id == *fence.instance) else {
+            // Admitted meanwhile (it is not in the line of the unadmitted).
+            self.finish(Vec::new()).await?;
+            return Ok(Admission::Admitted);
+        };
+        let not_before = me.not_before_ms;
+        let mut ops = Vec::new();
+        let admission =
+            match queue::admit_one(&place.limits, &rows, &fence.instance, not_before, now_ms) {
+                Verdict::Admit { revoke } => {
+                    admit_ops(
+                        &mut ops,
+                        &revoke,
+                        &fence.instance,
+                        &place.key,
+                        &place.limits,
+                        None,
+                        now_ms,
+                    );
+                    Admission::Admitted
+                }
+                Verdict::Wait {
+                    position,
+                    ahead,
+                    blocked,
+                } => {
+                    if inst.status != InstanceStatus::Queued {
+                        ops.push(Op::Exec(
+                            QUEUED,
+                            vec![p(fence.instance.to_string()), p(Timestamp::now())],
+                        ));
+                    }
+                    Admission::Waiting {
+                        key: place.key.clone(),
+                        position,
+                        ahead,
+                        blocked,
+                    }
+                }
+            };
+        self.finish(ops).await?;
+        Ok(admission)
+    }
+
+    pub async fn admit_queued(
+        &self,
+        owner: &str,
+        ttl_ms: i64,
+        max: usize,
+        holder_alive: &dyn Fn(&str) -> bool,
+    ) -> Result<Vec<InstanceId>> {
+        let keys: Vec<String> = self
+            .query(WAITING_KEYS, &[])
+            .await?
+            .iter()
+            .map(|r| get(r, 0))
+            .collect::<Result<_>>()?;
+        let mut out = Vec::new();
+        for key in keys {
+            if out.len() >= max {
+                break;
+            }
+            let mut ops = vec![Op::Simple("BEGIN")];
+            ops.extend(reads(&key, ""));
+            let outs = self.pipeline(ops).await?;
+            let (rows, now_ms) = match key_rows(outs.into_iter().skip(1), holder_alive) {
+                Ok(r) => r,
+                Err(e) => {
+                    let _ = self.client().batch_execute("ROLLBACK").await;
+                    return Err(e);
+                }
+            };
+            let (admit, gone) = queue::admit_line(&rows, max - out.len(), now_ms);
+            let mut ops = Vec::new();
+            let mut revoke = gone;
+            for id in &admit {
+                let limits = rows
+                    .line
+                    .iter()
+                    .find(|e| e.id == *id)
+                    .map(|e| e.limits.clone())
+                    .unwrap_or_default();
+                admit_ops(
+                    &mut ops,
+                    &std::mem::take(&mut revoke),
+                    id,
+                    &key,
+                    &limits,
+                    Some((owner, ttl_ms)),
+                    now_ms,
+                );
+            }
+            self.finish(ops).await?;
+            out.extend(admit.into_iter().map(InstanceId::from));
+        }
+        Ok(out)
+    }
+}

@@ -1,0 +1,517 @@
+//! Queue admission (`queue:`, docs/flow-control.md): which instances of a
+//! key may run now. The decision is pure and lives here, written once: each
+//! backend reads a key's rows in a transaction that serializes the key
+//! (SQLite's write lock; a PostgreSQL advisory lock on the key), asks
+//! [`admit_one`] or [`admit_line`], and applies the verdict in the same
+//! transaction, so no two processes can both take the last slot.
+//!
+//! A slot is held by an instance whose `admitted` flag is set, for as long
+//! as its lease is live, or, with `hold_while_suspended`, while it sleeps or
+//! waits. An admitted instance whose lease died is not counted: the
+//! admission that gives its slot away revokes it (clears the flag, raises
+//! its epoch so that a stalled holder can write nothing more, and queues it
+//! again). So the flags set never exceed the limit, and a dead holder's slot
+//! frees with its lease.
+
+use serde::{Deserialize, Serialize};
+
+/// An instance's priority when its `queue:` gives none (0 is first, 9 last).
+pub const DEFAULT_PRIORITY: i64 = 5;
+
+/// The limits an instance was made under (its definition's `queue:`),
+/// stored with it as JSON.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QueueLimits {
+    /// Admitted instances of the key at once; `None`: no limit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub concurrency: Option<u32>,
+    /// Admissions of the key within any window of `period_ms`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate: Option<RateLimit>,
+    /// A sleeping or waiting instance keeps its slot.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub hold: bool,
+    /// What a new instance does while the key cannot admit it.
+    #[serde(default)]
+    pub on_full: OnFull,
+    /// Debounce: a new instance skips the key's instances queued within
+    /// this period before it, and is not admitted before it has passed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub debounce_ms: Option<i64>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RateLimit {
+    pub count: u32,
+    pub period_ms: i64,
+}
+
+/// `on_full`, as the store applies it when an instance is made.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OnFull {
+    #[default]
+    Queue,
+    Skip,
+    CancelPrevious,
+}
+
+/// An instance's place under its queue.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QueuePlace {
+    pub key: String,
+    /// 0 (first) .. 9.
+    pub priority: i64,
+    pub limits: QueueLimits,
+    /// It holds a slot (see the module's doc).
+    pub admitted: bool,
+}
+
+impl QueueLimits {
+    pub fn to_text(&self) -> String {
+        serde_json::to_string(self).unwrap_or_default()
+    }
+
+    /// As stored; unreadable text (a newer wf's) limits nothing more than
+    /// concurrency 1 would: the safe reading.
+    pub fn of_text(text: &str) -> QueueLimits {
+        serde_json::from_str(text).unwrap_or(QueueLimits {
+            concurrency: Some(1),
+            ..QueueLimits::default()
+        })
+    }
+}
+
+/// An admitted instance of the key, as admission reads it.
+#[derive(Debug, Clone)]
+pub struct Occupant {
+    pub id: String,
+    /// Its lease is held by a process that is alive (not expired; on this
+    /// host, a process that exists).
+    pub live: bool,
+    /// It sleeps or waits with `hold_while_suspended`.
+    pub held: bool,
+}
+
+/// A queued instance of the key, in admission order (priority, then age).
+#[derive(Debug, Clone)]
+pub struct InLine {
+    pub id: String,
+    pub limits: QueueLimits,
+    /// A live process holds it (a `wf run` waiting inline): it admits itself.
+    pub leased: bool,
+    /// Its debounce period is over (or it has none): `None`; else when it is.
+    pub not_before_ms: Option<i64>,
+}
+
+/// A key's rows, read under the key's lock.
+#[derive(Debug, Clone, Default)]
+pub struct KeyRows {
+    /// Admitted instances, oldest first.
+    pub occupants: Vec<Occupant>,
+    /// Queued instances, in admission order.
+    pub line: Vec<InLine>,
+    /// The key's admission times (ms) within the longest rate period of
+    /// the limits involved, oldest first.
+    pub window: Vec<i64>,
+}
+
+impl KeyRows {
+    /// The longest rate period of the limits involved (`extra` and the
+    /// line's): how far back [`KeyRows::window`] must reach.
+    pub fn window_ms(line: &[QueueLimits], extra: Option<&QueueLimits>) -> i64 {
+        line.iter()
+            .chain(extra)
+            .filter_map(|l| l.rate.map(|r| r.period_ms))
+            .max()
+            .unwrap_or(0)
+    }
+}
+
+/// Why an instance is not admitted now.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Blocked {
+    /// `concurrency` instances of the key are admitted.
+    Full { admitted: usize, limit: u32 },
+    /// The key's `rate` is spent until `until_ms`.
+    Rate {
+        count: u32,
+        period_ms: i64,
+        until_ms: i64,
+    },
+    /// Its debounce period ends at `until_ms`.
+    Debounce { until_ms: i64 },
+    /// Others are before it in the line (by priority, then age).
+    Behind,
+}
+
+/// What admission decided for one instance.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    /// Admit it; revoke these first (admitted, their holders gone).
+    Admit { revoke: Vec<String> },
+    /// Leave it queued: `position` (1-based) among the due queued ones,
+    /// `ahead` of them before it, and why.
+    Wait {
+        position: usize,
+        ahead: usize,
+        blocked: Blocked,
+    },
+}
+
+impl Blocked {
+    /// Why, in words (`wf run`, `wf inspect`): "2 of 2 admitted", …
+    pub fn describe(&self) -> String {
+        let at = |ms: i64| crate::vocab::Timestamp::from_ms(ms).to_string();
+        match self {
+            Blocked::Full { admitted, limit } => {
+                format!("{admitted} of {limit} admitted (concurrency)")
+            }
+            Blocked::Rate {
+                count,
+                period_ms,
+                until_ms,
+            } => format!(
+                "rate {count} per {} spent until {}",
+                crate::workflow::duration::human(std::time::Duration::from_millis(
+                    (*period_ms).max(0) as u64
+                )),
+                at(*until_ms)
+            ),
+            Blocked::Debounce { until_ms } => format!("debounce until {}", at(*until_ms)),
+            Blocked::Behind => "others are before it (priority, then age)".into(),
+        }
+    }
+}
+
+/// The error of an instance `on_full: skip` ended at once.
+pub fn skipped_why(key: &str, blocked: &Blocked) -> String {
+    format!("skipped: queue `{key}` is full: {}", blocked.describe())
+}
+
+/// What asking to admit an instance came to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Admission {
+    /// It holds a slot of its key now (or did already).
+    Admitted,
+    /// It stays queued under `key`.
+    Waiting {
+        key: String,
+        position: usize,
+        ahead: usize,
+        blocked: Blocked,
+    },
+}
+
+/// Room for admissions under `limits`: free slots (after revoking the dead
+/// holders', listed), and admissions the rate allows now (with when the
+/// next one does if none).
+struct Room {
+    free: usize,
+    admitted: usize,
+    revoke: Vec<String>,
+    rate_left: usize,
+    rate_again_ms: Option<i64>,
+}
+
+fn room(limits: &QueueLimits, rows: &KeyRows, now_ms: i64) -> Room {
+    let occupying = rows.occupants.iter().filter(|o| o.live || o.held).count();
+    let revoke = rows
+        .occupants
+        .iter()
+        .filter(|o| !(o.live || o.held))
+        .map(|o| o.id.clone())
+        .collect();
+    let free = match limits.concurrency {
+        None => usize::MAX,
+        Some(n) => (n as usize).saturating_sub(occupying),
+    };
+    let (rate_left, rate_again_ms) = match limits.rate {
+        None => (usize::MAX, None),
+        Some(r) => {
+            let since = now_ms - r.period_ms;
+            let recent: Vec<i64> = rows.window.iter().copied().filter(|&t| t > since).collect();
+            let left = (r.count as usize).saturating_sub(recent.len());
+            // Spent: the next admission fits when the oldest that spends it
+            // leaves the window.
+            let again = (left == 0)
+                .then(|| recent.len() - r.count as usize)
+                .and_then(|i| recent.get(i))
+                .map(|t| t + r.period_ms);
+            (left, again)
+        }
+    };
+    Room {
+        free,
+        admitted: occupying,
+        revoke,
+        rate_left,
+        rate_again_ms,
+    }
+}
+
+/// The verdict for `id` (in `rows.line`, where it sorts) under `limits`.
+/// It is admitted when it is due and fewer due instances are before it than
+/// the free slots and the rate allow.
+pub fn admit_one(
+    limits: &QueueLimits,
+    rows: &KeyRows,
+    id: &str,
+    not_before_ms: Option<i64>,
+    now_ms: i64,
+) -> Verdict {
+    let room = room(limits, rows, now_ms);
+    let due = |e: &InLine| e.not_before_ms.is_none_or(|t| t <= now_ms);
+    let ahead = rows
+        .line
+        .iter()
+        .take_while(|e| e.id != id)
+        .filter(|e| due(e))
+        .count();
+    let position = ahead + 1;
+    if let Some(t) = not_before_ms.filter(|&t| t > now_ms) {
+        return Verdict::Wait {
+            position,
+            ahead,
+            blocked: Blocked::Debounce { until_ms: t },
+        };
+    }
+    if ahead < room.free && ahead < room.rate_left {
+        return Verdict::Admit {
+            revoke: room.revoke,
+        };
+    }
+    let blocked = if room.free == 0 {
+        Blocked::Full {
+            admitted: room.admitted,
+            limit: limits.concurrency.unwrap_or(0),
+        }
+    } else if room.rate_left == 0 {
+        let r = limits.rate.unwrap_or(RateLimit {
+            count: 0,
+            period_ms: 0,
+        });
+        Blocked::Rate {
+            count: r.count,
+            period_ms: r.period_ms,
+            until_ms: room.rate_again_ms.unwrap_or(now_ms),
+        }
+    } else {
+        Blocked::Behind
+    };
+    Verdict::Wait {
+        position,
+        ahead,
+        blocked,
+    }
+}
+
+/// What a worker admits of a key's line: the due, unleased instances the
+/// free slots and the rate allow, in order (at most `max`), and the dead
+/// holders to revoke first. A due instance a live process holds keeps its
+/// place (it admits itself): the ones behind it are not admitted past it.
+pub fn admit_line(rows: &KeyRows, max: usize, now_ms: i64) -> (Vec<String>, Vec<String>) {
+    let mut admit = Vec::new();
+    let mut revoke = Vec::new();
+    let mut rank = 0;
+    for e in &rows.line {
+        if admit.len() >= max {
+            break;
+        }
+        if e.not_before_ms.is_some_and(|t| t > now_ms) {
+            continue;
+        }
+        let room = room(&e.limits, rows, now_ms);
+        if rank >= room.free || rank >= room.rate_left {
+            break;
+        }
+        if !e.leased {
+            admit.push(e.id.clone());
+            if revoke.is_empty() {
+                revoke = room.revoke;
+            }
+        }
+        rank += 1;
+    }
+    if admit.is_empty() {
+        revoke.clear();
+    }
+    (admit, revoke)
+}
+
+/// When anything of this key's line may next become admissible by time
+/// alone (a debounce ending, the rate's window moving), if it is blocked
+/// only by time: how long a worker may sleep before looking again.
+pub fn next_chance_ms(rows: &KeyRows, now_ms: i64) -> Option<i64> {
+    rows.line
+        .iter()
+        .filter_map(|e| {
+            if let Some(t) = e.not_before_ms.filter(|&t| t > now_ms) {
+                return Some(t);
+            }
+            room(&e.limits, rows, now_ms).rate_again_ms
+        })
+        .min()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn limits(concurrency: Option<u32>, rate: Option<(u32, i64)>) -> QueueLimits {
+        QueueLimits {
+            concurrency,
+            rate: rate.map(|(count, period_ms)| RateLimit { count, period_ms }),
+            ..QueueLimits::default()
+        }
+    }
+
+    fn occupant(id: &str, live: bool, held: bool) -> Occupant {
+        Occupant {
+            id: id.into(),
+            live,
+            held,
+        }
+    }
+
+    fn queued(id: &str, l: &QueueLimits, leased: bool) -> InLine {
+        InLine {
+            id: id.into(),
+            limits: l.clone(),
+            leased,
+            not_before_ms: None,
+        }
+    }
+
+    #[test]
+    fn a_full_key_admits_nobody_until_a_slot_frees() {
+        let l = limits(Some(2), None);
+        let mut rows = KeyRows {
+            occupants: vec![occupant("a", true, false), occupant("b", false, true)],
+            line: vec![queued("c", &l, true)],
+            window: vec![],
+        };
+        assert_eq!(
+            admit_one(&l, &rows, "c", None, 0),
+            Verdict::Wait {
+                position: 1,
+                ahead: 0,
+                blocked: Blocked::Full {
+                    admitted: 2,
+                    limit: 2
+                }
+            }
+        );
+        // The held one wakes without hold: its lease is gone, so is its slot.
+        rows.occupants[1].held = false;
+        assert_eq!(
+            admit_one(&l, &rows, "c", None, 0),
+            Verdict::Admit {
+                revoke: vec!["b".into()]
+            }
+        );
+    }
+
+    #[test]
+    fn the_line_goes_in_order_and_a_waiting_holder_keeps_its_place() {
+        let l = limits(Some(3), None);
+        let rows = KeyRows {
+            occupants: vec![occupant("a", true, false)],
+            line: vec![
+                queued("b", &l, true),
+                queued("c", &l, false),
+                queued("d", &l, false),
+            ],
+            window: vec![],
+        };
+        // Two free slots: b (held by its own `wf run`) and c.
+        assert_eq!(admit_line(&rows, 10, 0).0, vec!["c".to_string()]);
+        assert_eq!(admit_line(&rows, 0, 0).0, Vec::<String>::new());
+        assert!(matches!(
+            admit_one(&l, &rows, "d", None, 0),
+            Verdict::Wait {
+                position: 3,
+                blocked: Blocked::Behind,
+                ..
+            }
+        ));
+        assert!(matches!(
+            admit_one(&l, &rows, "b", None, 0),
+            Verdict::Admit { .. }
+        ));
+    }
+
+    #[test]
+    fn a_rate_counts_admissions_in_a_sliding_window() {
+        let l = limits(None, Some((2, 1000)));
+        let rows = KeyRows {
+            occupants: vec![],
+            line: vec![queued("x", &l, false), queued("y", &l, false)],
+            window: vec![100, 900],
+        };
+        assert_eq!(
+            admit_one(&l, &rows, "x", None, 1000),
+            Verdict::Wait {
+                position: 1,
+                ahead: 0,
+                blocked: Blocked::Rate {
+                    count: 2,
+                    period_ms: 1000,
+                    until_ms: 1100
+                }
+            }
+        );
+        // At 1100 the admission at 100 has left the window: one more fits.
+        assert_eq!(admit_line(&rows, 10, 1100).0, vec!["x".to_string()]);
+        assert_eq!(next_chance_ms(&rows, 1000), Some(1100));
+    }
+
+    #[test]
+    fn a_debounced_instance_waits_out_its_period_and_blocks_nobody() {
+        let l = limits(Some(1), None);
+        let mut first = queued("x", &l, false);
+        first.not_before_ms = Some(500);
+        let rows = KeyRows {
+            occupants: vec![],
+            line: vec![first, queued("y", &l, false)],
+            window: vec![],
+        };
+        assert_eq!(admit_line(&rows, 10, 0).0, vec!["y".to_string()]);
+        assert!(matches!(
+            admit_one(&l, &rows, "x", Some(500), 0),
+            Verdict::Wait {
+                blocked: Blocked::Debounce { until_ms: 500 },
+                ..
+            }
+        ));
+        assert_eq!(next_chance_ms(&rows, 0), Some(500));
+    }
+
+    #[test]
+    fn a_new_instance_joins_the_line_where_it_sorts() {
+        let l = limits(Some(2), None);
+        let behind = KeyRows {
+            occupants: vec![occupant("a", true, false)],
+            line: vec![queued("b", &l, false), queued("n", &l, true)],
+            window: vec![],
+        };
+        // Behind b, one free slot: it waits; before b, it is admitted.
+        assert!(matches!(
+            admit_one(&l, &behind, "n", None, 0),
+            Verdict::Wait { position: 2, .. }
+        ));
+        let mut before = behind.clone();
+        before.line.reverse();
+        assert!(matches!(
+            admit_one(&l, &before, "n", None, 0),
+            Verdict::Admit { .. }
+        ));
+    }
+
+    #[test]
+    fn unreadable_limits_admit_one_at_a_time() {
+        assert_eq!(QueueLimits::of_text("{bad").concurrency, Some(1));
+        let l = limits(Some(3), Some((5, 60_000)));
+        assert_eq!(QueueLimits::of_text(&l.to_text()), l);
+    }
+}

@@ -1,0 +1,292 @@
+//! Queue admission on SQLite (`store::queue` decides): a key's rows read
+//! and the verdict applied in one write transaction, which SQLite's write
+//! lock serializes with every other writer of the file.
+
+use super::history::cached;
+use crate::store::Result;
+use crate::store::queue::OnFull;
+use crate::store::queue::{self, Admission, InLine, KeyRows, Occupant, QueueLimits, Verdict};
+use crate::store::rows::*;
+use crate::vocab::{InstanceStatus, Timestamp};
+use rusqlite::{Connection, params};
+
+/// The rows admission reads for `key`: its admitted instances, its line
+/// (queued ones, and `candidate` whatever its status), the admissions in
+/// the window the limits need.
+pub(super) fn key_rows(
+    c: &Connection,
+    key: &str,
+    candidate: &str,
+    extra: Option<&QueueLimits>,
+    now_ms: i64,
+    holder_alive: &dyn Fn(&str) -> bool,
+) -> Result<KeyRows> {
+    let live = |owner: Option<String>, expires: Option<i64>| {
+        owner.is_some_and(|o| expires.is_some_and(|e| e > now_ms) && holder_alive(&o))
+    };
+    let mut stmt = c.prepare_cached(
+        "SELECT id, lease_owner, lease_expires_ms, status, queue_hold FROM instances \
+         WHERE queue_key = ?1 AND admitted = 1 ORDER BY created_at, rowid",
+    )?;
+    let occupants = stmt
+        .query_map([key], |r| {
+            let status: InstanceStatus = r.get(3)?;
+            let hold: bool = r.get(4)?;
+            Ok(Occupant {
+                id: r.get(0)?,
+                live: live(r.get(1)?, r.get(2)?),
+                held: hold && matches!(status, InstanceStatus::Sleeping | InstanceStatus::Waiting),
+            })
+        })?
+        .collect::<rusqlite::Result<Vec<_>>>()?;
+    let mut stmt = c.prepare_cached(
+        "SELECT id, lease_owner, lease_expires_ms, status, wake_at, queue_limits FROM instances \
+         WHERE queue_key = ?1 AND admitted = 0 AND (status = 'queued' OR id = ?2) \
+         ORDER BY queue_priority, created_at, rowid",
+    )?;
+    let line = stmt
+        .query_map(params![key, candidate], |r| {
+            let status: InstanceStatus = r.get(3)?;
+            let wake: Option<Timestamp> = r.get(4)?;
+            Ok(InLine {
+                id: r.get(0)?,
+                leased: live(r.get(1)?, r.get(2)?),
+                not_before_ms: wake
+                    .filter(|_| status == InstanceStatus::Queued)
+                    .map(Timestamp::ms),
+                limits: QueueLimits::of_text(&r.get::<_, Option<String>>(5)?.unwrap_or_default()),
+            })
+        })?
+        .collect::<rusqlite::Result<Vec<_>>>()?;
+    let limits: Vec<QueueLimits> = line.iter().map(|e| e.limits.clone()).collect();
+    let window_ms = KeyRows::window_ms(&limits, extra);
+    let window = if window_ms > 0 {
+        let mut stmt = c.prepare_cached(
+            "SELECT at_ms FROM admissions WHERE queue_key = ?1 AND at_ms > ?2 ORDER BY at_ms",
+        )?;
+        stmt.query_map(params![key, now_ms - window_ms], |r| r.get(0))?
+            .collect::<rusqlite::Result<Vec<i64>>>()?
+    } else {
+        Vec::new()
+    };
+    Ok(KeyRows {
+        occupants,
+        line,
+        window,
+    })
+}
+
+/// Takes the slots of admitted instances whose holders are gone: they
+/// queue again, and their epoch rises, so a stalled holder writes nothing more.
+pub(super) fn revoke(c: &Connection, ids: &[String]) -> Result<()> {
+    for id in ids {
+        cached(
+            c,
+            "UPDATE instances SET admitted = 0, lease_epoch = lease_epoch + 1, lease_expires_ms = NULL, \
+             status = CASE WHEN status = 'running' THEN 'queued' ELSE status END, updated_at = ?2 \
+             WHERE id = ?1",
+            params![id, Timestamp::now()],
+        )?;
+    }
+    Ok(())
+}
+
+/// Gives `id` a slot of `key` (and, for a worker, the lease), recording
+/// the admission when a rate counts it.
+pub(super) fn admit(
+    c: &Connection,
+    id: &str,
+    key: &str,
+    limits: &QueueLimits,
+    lease: Option<(&str, i64)>,
+    now_ms: i64,
+) -> Result<()> {
+    match lease {
+        None => cached(
+            c,
+            "UPDATE instances SET admitted = 1, status = 'running', wake_at = NULL, updated_at = ?2 WHERE id = ?1",
+            params![id, Timestamp::now()],
+        )?,
+        Some((owner, ttl_ms)) => cached(
+            c,
+            "UPDATE instances SET admitted = 1, status = 'running', wake_at = NULL, updated_at = ?2, \
+             lease_owner = ?3, lease_expires_ms = ?4, lease_epoch = lease_epoch + 1 WHERE id = ?1",
+            params![id, Timestamp::now(), owner, now_ms + ttl_ms],
+        )?,
+    };
+    if let Some(rate) = limits.rate {
+        cached(
+            c,
+            "INSERT INTO admissions (queue_key, at_ms) VALUES (?1, ?2)",
+            params![key, now_ms],
+        )?;
+        cached(
+            c,
+            "DELETE FROM admissions WHERE queue_key = ?1 AND at_ms <= ?2",
+            params![key, now_ms - rate.period_ms.max(3_600_000)],
+        )?;
+    }
+    Ok(())
+}
+
+/// Admits `id` (leased to the caller, under the fence) if its key has room
+/// for it now.
+pub(super) fn admit_one(
+    c: &Connection,
+    id: &str,
+    now_ms: i64,
+    holder_alive: &dyn Fn(&str) -> bool,
+) -> Result<Admission> {
+    let inst = super::history::instance(c, id)?;
+    let Some(place) = inst.queue else {
+        return Ok(Admission::Admitted);
+    };
+    if place.admitted {
+        return Ok(Admission::Admitted);
+    }
+    let rows = key_rows(c, &place.key, id, Some(&place.limits), now_ms, holder_alive)?;
+    let not_before = inst
+        .wake_at
+        .filter(|_| inst.status == InstanceStatus::Queued)
+        .map(Timestamp::ms);
+    match queue::admit_one(&place.limits, &rows, id, not_before, now_ms) {
+        Verdict::Admit { revoke: gone } => {
+            revoke(c, &gone)?;
+            admit(c, id, &place.key, &place.limits, None, now_ms)?;
+            Ok(Admission::Admitted)
+        }
+        Verdict::Wait {
+            position,
+            ahead,
+            blocked,
+        } => {
+            if inst.status != InstanceStatus::Queued {
+                cached(
+                    c,
+                    "UPDATE instances SET status = 'queued', wake_at = NULL, waiting_event = NULL, \
+                     updated_at = ?2 WHERE id = ?1",
+                    params![id, Timestamp::now()],
+                )?;
+            }
+            Ok(Admission::Waiting {
+                key: place.key,
+                position,
+                ahead,
+                blocked,
+            })
+        }
+    }
+}
+
+/// A new instance (inserted, `queued`) meets its queue: `debounce` skips
+/// the key's older queued instances made within its period; it is admitted
+/// at once when it has room and a holder (`wf run`), else `on_full` says
+/// whether it waits, ends `skipped`, or asks the oldest admitted one to
+/// cancel.
+pub(super) fn arrive(
+    c: &Connection,
+    row: &InstanceRow,
+    now_ms: i64,
+    holder_alive: &dyn Fn(&str) -> bool,
+) -> Result<()> {
+    let Some(place) = &row.queue else {
+        return Ok(());
+    };
+    if let Some(d) = place.limits.debounce_ms {
+        let why = format!(
+            "skipped: instance {} of queue `{}` replaced it (debounce)",
+            row.id, place.key
+        );
+        cached(
+            c,
+            "UPDATE instances SET status = 'skipped', error = ?4, wake_at = NULL, lease_expires_ms = NULL, \
+             lease_epoch = lease_epoch + 1, updated_at = ?5 \
+             WHERE queue_key = ?1 AND status = 'queued' AND admitted = 0 AND id != ?2 \
+             AND parent_id IS NULL AND created_at >= ?3",
+            params![
+                place.key,
+                row.id,
+                Timestamp::from_ms(now_ms - d),
+                why,
+                Timestamp::now()
+            ],
+        )?;
+    }
+    let rows = key_rows(
+        c,
+        &place.key,
+        &row.id,
+        Some(&place.limits),
+        now_ms,
+        holder_alive,
+    )?;
+    let not_before = row.wake_at.map(Timestamp::ms);
+    match queue::admit_one(&place.limits, &rows, &row.id, not_before, now_ms) {
+        Verdict::Admit { revoke: gone } => {
+            if row.lease_owner.is_some() {
+                revoke(c, &gone)?;
+                admit(c, &row.id, &place.key, &place.limits, None, now_ms)?;
+            }
+        }
+        Verdict::Wait { blocked, .. } => match place.limits.on_full {
+            OnFull::Queue => {}
+            _ if matches!(blocked, queue::Blocked::Debounce { .. }) => {}
+            OnFull::Skip => {
+                cached(
+                    c,
+                    "UPDATE instances SET status = 'skipped', error = ?2, lease_expires_ms = NULL WHERE id = ?1",
+                    params![row.id, queue::skipped_why(&place.key, &blocked)],
+                )?;
+            }
+            OnFull::CancelPrevious => {
+                if let Some(oldest) = rows.occupants.iter().find(|o| o.live || o.held) {
+                    cached(
+                        c,
+                        "UPDATE instances SET cancel_requested = MAX(cancel_requested, 1), updated_at = ?2 WHERE id = ?1",
+                        params![oldest.id, Timestamp::now()],
+                    )?;
+                }
+            }
+        },
+    }
+    Ok(())
+}
+
+/// A worker's admissions: for each key with due queued instances no live
+/// process holds, those its room allows, leased to `owner`; at most `max`.
+pub(super) fn admit_queued(
+    c: &Connection,
+    owner: &str,
+    ttl_ms: i64,
+    max: usize,
+    holder_alive: &dyn Fn(&str) -> bool,
+) -> Result<Vec<InstanceId>> {
+    let now_ms = chrono::Utc::now().timestamp_millis();
+    let mut stmt = c.prepare_cached(
+        "SELECT DISTINCT queue_key FROM instances WHERE queue_key IS NOT NULL AND admitted = 0 \
+         AND status = 'queued' AND (lease_expires_ms IS NULL OR lease_expires_ms <= ?1)",
+    )?;
+    let keys = stmt
+        .query_map([now_ms], |r| r.get(0))?
+        .collect::<rusqlite::Result<Vec<String>>>()?;
+    let mut out = Vec::new();
+    for key in keys {
+        if out.len() >= max {
+            break;
+        }
+        let rows = key_rows(c, &key, "", None, now_ms, holder_alive)?;
+        let (admit_ids, gone) = queue::admit_line(&rows, max - out.len(), now_ms);
+        revoke(c, &gone)?;
+        for id in admit_ids {
+            let limits = rows
+                .line
+                .iter()
+                .find(|e| e.id == id)
+                .map(|e| e.limits.clone())
+                .unwrap_or_default();
+            admit(c, &id, &key, &limits, Some((owner, ttl_ms)), now_ms)?;
+            out.push(InstanceId::from(id));
+        }
+    }
+    Ok(out)
+}
