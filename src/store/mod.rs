@@ -26,6 +26,8 @@
 //! - `spans.rs`: spans read back, marked exported, each run's trace;
 //! - `schedules.rs`, `prune.rs`, `copy.rs`: `wf schedule`, `wf prune`,
 //!   `wf restart --as`;
+//! - `queue.rs`: queue admission (`queue:`), reading a key's rows and
+//!   applying what `store/queue.rs` decides;
 //! - `types.rs`: the vocabulary (`crate::vocab`) as columns;
 //! - `query_plans.rs` (tests): the plans of the statements that must stay
 //!   flat however large the history.
