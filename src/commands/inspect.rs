@@ -6,7 +6,7 @@
 use crate::exit::ExitStatus;
 use crate::printer::Printer;
 use crate::store::{self, AttemptRow, Store};
-use crate::views::{InstanceView, ShownStatus, ordered_steps};
+use crate::views::{InstanceView, QueueStanding, ShownStatus, ordered_steps};
 use crate::vocab::{ErrorType, InstanceStatus, Timestamp};
 use crate::workflow::{Workflow, duration::human};
 use comfy_table::Cell;
@@ -40,8 +40,21 @@ pub async fn run(args: Args, store: &Store, printer: &Printer) -> anyhow::Result
     };
     view.steps = ordered_steps(&step_ids, std::mem::take(&mut view.steps));
 
+    // A queued instance: where it stands in its queue, now.
+    let standing = match &view.instance.queue {
+        Some(q) if !q.admitted && view.instance.status == InstanceStatus::Queued => {
+            store
+                .queue_standing(&id, &crate::engine::lease::holder_alive)
+                .await?
+        }
+        _ => None,
+    };
     if args.json {
-        printer.json(&InstanceView::new(&view, args.attempts));
+        let mut shown = InstanceView::new(&view, args.attempts);
+        if let Some(q) = &view.instance.queue {
+            shown.queue = Some(QueueStanding::new(q, standing.as_ref()));
+        }
+        printer.json(&shown);
         return Ok(ExitStatus::Success);
     }
     let store::InstanceView {
@@ -74,6 +87,18 @@ pub async fn run(args: Args, store: &Store, printer: &Printer) -> anyhow::Result
             .map(|(k, v)| format!("{k}={v}"))
             .collect();
         header.push(("Labels", labels.join(", ")));
+    }
+    if let Some(q) = &inst.queue {
+        let standing = QueueStanding::new(q, standing.as_ref());
+        let at = match (&standing.position, &standing.waiting_for) {
+            (Some(pos), Some(why)) => format!(", queued at position {pos}: {why}"),
+            _ if q.admitted => ", admitted".to_string(),
+            _ => String::new(),
+        };
+        header.push((
+            "Queue",
+            format!("`{}` (priority {}){at}", q.key, q.priority),
+        ));
     }
     if let Some(p) = &inst.parent {
         header.push((

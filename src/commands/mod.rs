@@ -8,6 +8,7 @@ mod list;
 mod logs;
 mod man;
 mod prune;
+mod queue;
 mod restart;
 mod result;
 mod resume;
@@ -89,6 +90,8 @@ pub enum Command {
     Prune(prune::Args),
     /// Register, remove and list the schedules `wf worker` starts instances on
     Schedule(schedule::Args),
+    /// The queues (`queue:`): admitted and queued instances per key
+    Queue(queue::Args),
     /// Resume every instance that is due (timers, events, dead leases) and start
     /// scheduled ones, until stopped
     Worker(worker::Args),
@@ -118,6 +121,7 @@ pub async fn execute(cli: Cli, printer: &Printer) -> anyhow::Result<ExitStatus> 
         Command::Signal(args) => signal::run(args, &mut open(db).await?, printer).await,
         Command::Cancel(args) => cancel::run(args, db, printer).await,
         Command::Schedule(args) => schedule::run(args, db, printer).await,
+        Command::Queue(args) => queue::run(args, db, printer).await,
         Command::Worker(args) => worker::run(args, db, printer).await,
         Command::Prune(args) => prune::run(args, db, printer).await,
         Command::Validate(args) => validate::run(args, printer),

@@ -138,7 +138,10 @@ pub async fn finish(
     took: Duration,
     json: bool,
 ) -> ExitStatus {
-    summarize(printer, store, id, took).await;
+    // (A queue's verdict before any run: no steps to sum up.)
+    if !matches!(outcome, RunOutcome::Queued(_) | RunOutcome::Skipped(_)) {
+        summarize(printer, store, id, took).await;
+    }
     let advice = match outcome {
         RunOutcome::Failed(_) if !json => failure_advice(store, id).await,
         _ => None,

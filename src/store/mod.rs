@@ -512,6 +512,22 @@ impl Store {
         each!(self.admit(fence, holder_alive))
     }
 
+    /// Every key with admitted or queued instances, or admissions in its
+    /// rate's window, by key (`wf queue list`).
+    pub async fn queues(&self) -> Result<Vec<queue::QueueSummary>> {
+        each!(self.queues())
+    }
+
+    /// Where instance `id` stands in its queue now, writing nothing
+    /// (`wf inspect`); `None` without a queue.
+    pub async fn queue_standing(
+        &self,
+        id: &InstanceId,
+        holder_alive: &dyn Fn(&str) -> bool,
+    ) -> Result<Option<queue::Admission>> {
+        each!(self.queue_standing(id, holder_alive))
+    }
+
     /// Admits, leased to `owner` for `ttl_ms`, up to `max` queued instances
     /// no live process holds whose keys have room now, in each key's order.
     pub async fn admit_queued(

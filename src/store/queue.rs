@@ -46,6 +46,28 @@ pub struct RateLimit {
     pub period_ms: i64,
 }
 
+impl RateLimit {
+    /// As a file writes it: `10/1m`.
+    pub fn text(&self) -> String {
+        format!("{}/{}", self.count, period_text(self.period_ms))
+    }
+}
+
+/// A period in the largest unit that divides it: `1m`, `90s`, `250ms`.
+fn period_text(ms: i64) -> String {
+    for (unit, size) in [
+        ("d", 86_400_000),
+        ("h", 3_600_000),
+        ("m", 60_000),
+        ("s", 1_000),
+    ] {
+        if ms > 0 && ms % size == 0 {
+            return format!("{}{unit}", ms / size);
+        }
+    }
+    format!("{ms}ms")
+}
+
 /// `on_full`, as the store applies it when an instance is made.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -143,6 +165,9 @@ pub enum Blocked {
     Debounce { until_ms: i64 },
     /// Others are before it in the line (by priority, then age).
     Behind,
+    /// Nothing: it has room, and is admitted as soon as a process asks
+    /// (`wf worker`, `wf resume`); only a standing (`wf inspect`) says this.
+    Nothing,
 }
 
 /// What admission decided for one instance.
@@ -172,14 +197,15 @@ impl Blocked {
                 period_ms,
                 until_ms,
             } => format!(
-                "rate {count} per {} spent until {}",
-                crate::workflow::duration::human(std::time::Duration::from_millis(
-                    (*period_ms).max(0) as u64
-                )),
+                "rate {count}/{} spent until {}",
+                period_text(*period_ms),
                 at(*until_ms)
             ),
             Blocked::Debounce { until_ms } => format!("debounce until {}", at(*until_ms)),
             Blocked::Behind => "others are before it (priority, then age)".into(),
+            Blocked::Nothing => {
+                "nothing (there is room: `wf worker` or `wf resume` admits it)".into()
+            }
         }
     }
 }
@@ -187,6 +213,22 @@ impl Blocked {
 /// The error of an instance `on_full: skip` ended at once.
 pub fn skipped_why(key: &str, blocked: &Blocked) -> String {
     format!("skipped: queue `{key}` is full: {}", blocked.describe())
+}
+
+/// A key as `wf queue list` shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QueueSummary {
+    pub key: String,
+    /// Instances holding a slot (a dead holder's counts until revoked).
+    pub admitted: i64,
+    /// Instances waiting for one.
+    pub queued: i64,
+    /// The limits of the key's newest instance.
+    pub limits: QueueLimits,
+    /// Admissions within the rate's window (0 without a rate).
+    pub rate_used: i64,
+    /// When the oldest queued instance was made.
+    pub oldest_queued: Option<crate::vocab::Timestamp>,
 }
 
 /// What asking to admit an instance came to.
@@ -506,6 +548,21 @@ mod tests {
             admit_one(&l, &before, "n", None, 0),
             Verdict::Admit { .. }
         ));
+    }
+
+    #[test]
+    fn a_rate_reads_as_written() {
+        let r = |period_ms| {
+            RateLimit {
+                count: 10,
+                period_ms,
+            }
+            .text()
+        };
+        assert_eq!(r(60_000), "10/1m");
+        assert_eq!(r(90_000), "10/90s");
+        assert_eq!(r(250), "10/250ms");
+        assert_eq!(r(86_400_000), "10/1d");
     }
 
     #[test]

@@ -36,6 +36,10 @@ pub struct InstanceView<'a> {
     /// The instances its `workflow:` steps made, oldest first.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub children: Vec<ChildView<'a>>,
+    /// Its place under its workflow's `queue:`, if it has one (set by the
+    /// caller, which reads where a queued one stands).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub queue: Option<super::QueueStanding<'a>>,
 }
 
 /// Where a child comes from: `{id, step, attempt}` (`step`: the unit key,
@@ -194,6 +198,10 @@ impl<'a> InstanceView<'a> {
                     })
                 })
                 .collect(),
+            queue: inst
+                .queue
+                .as_ref()
+                .map(|q| super::QueueStanding::new(q, None)),
         }
     }
 }

@@ -22,6 +22,8 @@
 //! - `result.rs`: [`ResultView`], `wf result`.
 //! - `signal.rs`: [`SignalView`], `wf signal`.
 //! - `prune.rs`: [`PruneView`], `wf prune`.
+//! - `queue.rs`: [`QueueView`], `wf queue list`; [`QueueStanding`], an
+//!   instance's place in its queue (`wf inspect`).
 //! - `schedule.rs`: [`ScheduleView`], [`ScheduleAdded`], `wf schedule list`
 //!   and `add`.
 //! - `trace.rs`: [`TraceRunView`], [`SpanView`], `wf trace --format json`.
@@ -32,6 +34,7 @@ mod instance;
 mod list;
 mod logs;
 mod prune;
+mod queue;
 mod result;
 mod run;
 mod schedule;
@@ -50,6 +53,7 @@ pub use instance::{
 pub use list::InstanceSummary;
 pub use logs::{LogView, LogsView};
 pub use prune::PruneView;
+pub use queue::{QueueStanding, QueueView};
 pub use result::ResultView;
 pub use run::{RunReport, RunStatus};
 pub use schedule::{ScheduleAdded, ScheduleView};

@@ -618,6 +618,73 @@ fn worker_lines() {
     );
 }
 
+#[test]
+fn queues() {
+    use crate::store::queue::{
+        Admission, Blocked, QueueLimits, QueuePlace, QueueSummary, RateLimit,
+    };
+    let summaries = [
+        QueueSummary {
+            key: "deploy-prod".into(),
+            admitted: 1,
+            queued: 2,
+            limits: QueueLimits {
+                concurrency: Some(1),
+                ..QueueLimits::default()
+            },
+            rate_used: 0,
+            oldest_queued: Some(at(10)),
+        },
+        QueueSummary {
+            key: "tick".into(),
+            admitted: 0,
+            queued: 0,
+            limits: QueueLimits {
+                rate: Some(RateLimit {
+                    count: 10,
+                    period_ms: 60_000,
+                }),
+                ..QueueLimits::default()
+            },
+            rate_used: 4,
+            oldest_queued: None,
+        },
+    ];
+    let views: Vec<QueueView> = summaries
+        .iter()
+        .map(|q| QueueView::new(q, at(70)))
+        .collect();
+    insta::assert_json_snapshot!("queue_list", views);
+    let place = QueuePlace {
+        key: "deploy-prod".into(),
+        priority: 5,
+        limits: QueueLimits::default(),
+        admitted: false,
+    };
+    let waiting = Admission::Waiting {
+        key: "deploy-prod".into(),
+        position: 2,
+        ahead: 1,
+        blocked: Blocked::Full {
+            admitted: 1,
+            limit: 1,
+        },
+    };
+    insta::assert_json_snapshot!(
+        "inspect_queue",
+        [
+            QueueStanding::new(&place, Some(&waiting)),
+            QueueStanding::new(
+                &QueuePlace {
+                    admitted: true,
+                    ..place.clone()
+                },
+                None
+            ),
+        ]
+    );
+}
+
 /// What `wf` prints is what the snapshots show: serde_json (with
 /// `preserve_order`) writes the fields in the same order.
 #[test]

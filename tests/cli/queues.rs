@@ -166,6 +166,33 @@ fn past_its_inline_wait_it_exits_3_queued_and_a_worker_admits_by_priority_then_a
         ran.code(0);
         assert_eq!(ran.json()["status"], "queued");
     }
+    // Where they stand: the key, and each queued one's place and why.
+    let queues = t.wf(&["queue", "list", "--json"]).code(0).json();
+    assert_eq!(queues.as_array().unwrap().len(), 1, "{queues}");
+    assert_eq!(queues[0]["key"], "deploy-prod");
+    assert_eq!(queues[0]["admitted"], 1);
+    assert_eq!(queues[0]["queued"], 5);
+    assert_eq!(queues[0]["limit"], 1);
+    assert!(queues[0]["oldest_queued_age_ms"].as_i64().unwrap() >= 0);
+    let table = t.wf(&["queue", "list"]).code(0).stdout.clone();
+    assert!(
+        table.contains("deploy-prod") && table.contains("OLDEST QUEUED"),
+        "{table}"
+    );
+    let q2 = t.inspect("q2")["queue"].clone();
+    assert_eq!(q2["key"], "deploy-prod");
+    assert_eq!(q2["admitted"], false);
+    assert_eq!(
+        q2["position"], 3,
+        "after u (priority 1) and q1 (older): {q2}"
+    );
+    assert_eq!(q2["waiting_for"], "1 of 1 admitted (concurrency)");
+    let shown = t.wf(&["inspect", "q2"]).code(0).stdout.clone();
+    assert!(
+        shown.contains("Queue:        `deploy-prod` (priority 5), queued at position 3: 1 of 1 admitted (concurrency)"),
+        "{shown}"
+    );
+    assert_eq!(t.inspect("a")["queue"]["admitted"], true);
     for tag in ["a", "q1", "q2", "u", "late", "q3"] {
         t.write(&format!("go-{tag}"), "");
     }
@@ -173,6 +200,14 @@ fn past_its_inline_wait_it_exits_3_queued_and_a_worker_admits_by_priority_then_a
     // Nothing admitted them but a worker (or their own `wf resume`).
     assert_eq!(status(&t, "q1"), "queued");
     t.wf(&["worker", "--once", "--concurrency", "4"]).code(0);
+    assert!(
+        t.wf(&["queue", "list", "--json"])
+            .json()
+            .as_array()
+            .unwrap()
+            .is_empty(),
+        "nothing admitted or queued is left"
+    );
     let s = spans(&t);
     let mut order: Vec<(&u128, &str)> = s.iter().map(|(tag, r)| (&r[0].0, tag.as_str())).collect();
     order.sort();

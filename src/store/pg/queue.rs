@@ -84,6 +84,24 @@ const WAITING_KEYS: &str = concat!(
     ")"
 );
 
+/// `OCCUPANTS` without the lock, for a standing that writes nothing.
+const OCCUPANTS_READ: &str = concat!(
+    "SELECT id, lease_owner, ",
+    lease_left!(),
+    ", status, queue_hold FROM instances WHERE queue_key = $1 AND admitted \
+     ORDER BY created_at, seq"
+);
+
+const SUMMARIES: &str = "SELECT k, \
+       (SELECT count(*) FROM instances i WHERE i.queue_key = k AND i.admitted), \
+       (SELECT count(*) FROM instances i WHERE i.queue_key = k AND NOT i.admitted AND i.status = 'queued'), \
+       (SELECT min(created_at) FROM instances i WHERE i.queue_key = k AND NOT i.admitted AND i.status = 'queued'), \
+       (SELECT queue_limits FROM instances i WHERE i.queue_key = k ORDER BY created_at DESC, seq DESC LIMIT 1), \
+       (SELECT array_agg(at_ms) FROM admissions a WHERE a.queue_key = k) \
+     FROM (SELECT DISTINCT queue_key AS k FROM instances WHERE queue_key IS NOT NULL \
+             AND (admitted OR status = 'queued') \
+           UNION SELECT DISTINCT queue_key FROM admissions) keys ORDER BY k";
+
 /// The reads of a key's rows, after its lock.
 fn reads(key: &str, candidate: &str) -> [Op; 4] {
     [
@@ -411,5 +429,83 @@ impl PgStore {
             out.extend(admit.into_iter().map(InstanceId::from));
         }
         Ok(out)
+    }
+}
+
+impl PgStore {
+    pub async fn queues(&self) -> Result<Vec<queue::QueueSummary>> {
+        let now_ms = chrono::Utc::now().timestamp_millis();
+        self.query(SUMMARIES, &[])
+            .await?
+            .iter()
+            .map(|r| {
+                let limits =
+                    QueueLimits::of_text(&get::<Option<String>>(r, 4)?.unwrap_or_default());
+                let window: Vec<i64> = get::<Option<Vec<i64>>>(r, 5)?.unwrap_or_default();
+                let rate_used = limits.rate.map_or(0, |rate| {
+                    window
+                        .iter()
+                        .filter(|&&t| t > now_ms - rate.period_ms)
+                        .count() as i64
+                });
+                Ok(queue::QueueSummary {
+                    key: get(r, 0)?,
+                    admitted: get(r, 1)?,
+                    queued: get(r, 2)?,
+                    oldest_queued: get(r, 3)?,
+                    limits,
+                    rate_used,
+                })
+            })
+            .collect()
+    }
+
+    pub async fn queue_standing(
+        &self,
+        id: &str,
+        holder_alive: &dyn Fn(&str) -> bool,
+    ) -> Result<Option<Admission>> {
+        let inst = self.instance(id).await?;
+        let Some(place) = inst.queue else {
+            return Ok(None);
+        };
+        if place.admitted {
+            return Ok(Some(Admission::Admitted));
+        }
+        let outs = self
+            .pipeline(vec![
+                Op::Simple("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"),
+                Op::Query("SELECT 1", vec![]),
+                Op::Query(OCCUPANTS_READ, vec![p(place.key.clone())]),
+                Op::Query(LINE, vec![p(place.key.clone()), p(id.to_string())]),
+                Op::Query(WINDOW, vec![p(place.key.clone())]),
+                Op::Simple("COMMIT"),
+            ])
+            .await?;
+        let (rows, now_ms) = key_rows(outs.into_iter().skip(1), holder_alive)?;
+        let not_before = inst
+            .wake_at
+            .filter(|_| inst.status == InstanceStatus::Queued)
+            .map(Timestamp::ms);
+        Ok(Some(
+            match queue::admit_one(&place.limits, &rows, id, not_before, now_ms) {
+                Verdict::Admit { .. } => Admission::Waiting {
+                    key: place.key,
+                    position: 1,
+                    ahead: 0,
+                    blocked: Blocked::Nothing,
+                },
+                Verdict::Wait {
+                    position,
+                    ahead,
+                    blocked,
+                } => Admission::Waiting {
+                    key: place.key,
+                    position,
+                    ahead,
+                    blocked,
+                },
+            },
+        ))
     }
 }

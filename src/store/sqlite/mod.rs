@@ -548,6 +548,20 @@ impl SqliteStore {
         Ok(admission)
     }
 
+    /// Every key with admitted or queued instances (`wf queue list`).
+    pub fn queues(&self) -> Result<Vec<crate::store::queue::QueueSummary>> {
+        queue::summaries(&self.conn)
+    }
+
+    /// Where an instance stands in its queue (`wf inspect`).
+    pub fn queue_standing(
+        &self,
+        id: &str,
+        holder_alive: &dyn Fn(&str) -> bool,
+    ) -> Result<Option<crate::store::queue::Admission>> {
+        queue::standing(&self.conn, id, holder_alive)
+    }
+
     /// Admits queued instances that have room, leased to `owner`.
     pub fn admit_queued(
         &mut self,

@@ -290,3 +290,86 @@ pub(super) fn admit_queued(
     }
     Ok(out)
 }
+
+/// Every key with admitted or queued instances, or admissions in a rate's
+/// window, by name.
+pub(super) fn summaries(c: &Connection) -> Result<Vec<queue::QueueSummary>> {
+    let now_ms = chrono::Utc::now().timestamp_millis();
+    let mut stmt = c.prepare_cached(
+        "SELECT k, \
+           (SELECT count(*) FROM instances i WHERE i.queue_key = k AND i.admitted = 1), \
+           (SELECT count(*) FROM instances i WHERE i.queue_key = k AND i.admitted = 0 AND i.status = 'queued'), \
+           (SELECT min(created_at) FROM instances i WHERE i.queue_key = k AND i.admitted = 0 AND i.status = 'queued'), \
+           (SELECT queue_limits FROM instances i WHERE i.queue_key = k ORDER BY created_at DESC LIMIT 1) \
+         FROM (SELECT DISTINCT queue_key AS k FROM instances WHERE queue_key IS NOT NULL \
+                 AND (admitted = 1 OR status = 'queued') \
+               UNION SELECT DISTINCT queue_key FROM admissions) ORDER BY k",
+    )?;
+    let rows = stmt
+        .query_map([], |r| {
+            Ok(queue::QueueSummary {
+                key: r.get(0)?,
+                admitted: r.get(1)?,
+                queued: r.get(2)?,
+                oldest_queued: r.get(3)?,
+                limits: QueueLimits::of_text(&r.get::<_, Option<String>>(4)?.unwrap_or_default()),
+                rate_used: 0,
+            })
+        })?
+        .collect::<rusqlite::Result<Vec<_>>>()?;
+    let mut out = Vec::with_capacity(rows.len());
+    for mut q in rows {
+        if let Some(rate) = q.limits.rate {
+            q.rate_used = c
+                .prepare_cached(
+                    "SELECT count(*) FROM admissions WHERE queue_key = ?1 AND at_ms > ?2",
+                )?
+                .query_row(params![q.key, now_ms - rate.period_ms], |r| r.get(0))?;
+        }
+        out.push(q);
+    }
+    Ok(out)
+}
+
+/// Where instance `id` stands in its queue now (nothing written): `None`
+/// without a queue.
+pub(super) fn standing(
+    c: &Connection,
+    id: &str,
+    holder_alive: &dyn Fn(&str) -> bool,
+) -> Result<Option<Admission>> {
+    let inst = super::history::instance(c, id)?;
+    let Some(place) = inst.queue else {
+        return Ok(None);
+    };
+    if place.admitted {
+        return Ok(Some(Admission::Admitted));
+    }
+    let now_ms = chrono::Utc::now().timestamp_millis();
+    let rows = key_rows(c, &place.key, id, Some(&place.limits), now_ms, holder_alive)?;
+    let not_before = inst
+        .wake_at
+        .filter(|_| inst.status == InstanceStatus::Queued)
+        .map(Timestamp::ms);
+    Ok(Some(
+        match queue::admit_one(&place.limits, &rows, id, not_before, now_ms) {
+            // Room now: it is admitted as soon as a process asks.
+            Verdict::Admit { .. } => Admission::Waiting {
+                key: place.key,
+                position: 1,
+                ahead: 0,
+                blocked: queue::Blocked::Nothing,
+            },
+            Verdict::Wait {
+                position,
+                ahead,
+                blocked,
+            } => Admission::Waiting {
+                key: place.key,
+                position,
+                ahead,
+                blocked,
+            },
+        },
+    ))
+}

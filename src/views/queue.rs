@@ -1,0 +1,76 @@
+//! `wf queue list --json` (a key of a `queue:`, where it stands) and the
+//! `queue` of `wf inspect --json` (where an instance stands in its queue).
+
+use crate::store::queue::{Admission, QueuePlace, QueueSummary};
+use crate::vocab::Timestamp;
+
+/// A queue key (`wf queue list --json` prints an array of them, by key).
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct QueueView<'a> {
+    pub key: &'a str,
+    /// Instances holding a slot.
+    pub admitted: i64,
+    /// Instances waiting for one.
+    pub queued: i64,
+    /// `concurrency` (of the key's newest instance); None: no limit.
+    pub limit: Option<u32>,
+    /// `rate` as written (`10/1m`); None: no rate.
+    pub rate: Option<String>,
+    /// Admissions the rate allows now.
+    pub rate_left: Option<i64>,
+    /// When the oldest queued instance was made, and its age in ms.
+    pub oldest_queued_at: Option<Timestamp>,
+    pub oldest_queued_age_ms: Option<i64>,
+}
+
+impl<'a> QueueView<'a> {
+    pub fn new(q: &'a QueueSummary, now: Timestamp) -> QueueView<'a> {
+        QueueView {
+            key: &q.key,
+            admitted: q.admitted,
+            queued: q.queued,
+            limit: q.limits.concurrency,
+            rate: q.limits.rate.map(|r| r.text()),
+            rate_left: q
+                .limits
+                .rate
+                .map(|r| (i64::from(r.count) - q.rate_used).max(0)),
+            oldest_queued_at: q.oldest_queued,
+            oldest_queued_age_ms: q.oldest_queued.map(|t| (now.ms() - t.ms()).max(0)),
+        }
+    }
+}
+
+/// An instance's place in its queue (`wf inspect --json`'s `queue`).
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct QueueStanding<'a> {
+    pub key: &'a str,
+    pub priority: i64,
+    /// It holds a slot.
+    pub admitted: bool,
+    /// Queued: its place among the due queued instances (1 first), and why
+    /// it waits.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub position: Option<usize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub waiting_for: Option<String>,
+}
+
+impl<'a> QueueStanding<'a> {
+    /// `place`, with `standing` when it is queued (`Store::queue_standing`).
+    pub fn new(place: &'a QueuePlace, standing: Option<&Admission>) -> QueueStanding<'a> {
+        let (position, waiting_for) = match standing {
+            Some(Admission::Waiting {
+                position, blocked, ..
+            }) => (Some(*position), Some(blocked.describe())),
+            _ => (None, None),
+        };
+        QueueStanding {
+            key: &place.key,
+            priority: place.priority,
+            admitted: place.admitted,
+            position,
+            waiting_for,
+        }
+    }
+}
