@@ -512,6 +512,23 @@ impl Store {
         each!(self.admit(fence, holder_alive))
     }
 
+    /// Takes step lock `key` (at most `limit` holders, across instances and
+    /// hosts) for unit `unit` of the instance `fence` holds: false while
+    /// `limit` attempts whose instances' leases live hold it. A holder
+    /// whose lease is dead is not counted, and loses the lock and its
+    /// lease epoch when its place is taken. Refused (`Fenced`) once the
+    /// caller's own lease expired. Given back by `Write::ReleaseLock`.
+    pub async fn take_lock(
+        &mut self,
+        fence: &Fence,
+        key: &str,
+        limit: u32,
+        unit: &str,
+        holder_alive: &dyn Fn(&str) -> bool,
+    ) -> Result<bool> {
+        each!(self.take_lock(fence, key, limit, unit, holder_alive))
+    }
+
     /// Every key with admitted or queued instances, or admissions in its
     /// rate's window, by key (`wf queue list`).
     pub async fn queues(&self) -> Result<Vec<queue::QueueSummary>> {

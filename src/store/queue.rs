@@ -231,6 +231,46 @@ pub struct QueueSummary {
     pub oldest_queued: Option<crate::vocab::Timestamp>,
 }
 
+/// An attempt holding a step lock, as taking the lock reads it.
+#[derive(Debug, Clone)]
+pub struct LockHolder {
+    pub instance: String,
+    pub unit: String,
+    /// Its instance's lease is live (the asker's own always is).
+    pub live: bool,
+}
+
+/// What asking for a step lock comes to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LockVerdict {
+    /// The unit holds it already.
+    Held,
+    /// Take it, after revoking these instances (holders whose leases are
+    /// dead: they were not counted).
+    Take { revoke: Vec<String> },
+    /// `limit` live attempts hold it.
+    Busy,
+}
+
+/// Whether unit `unit` of instance `me` may take a lock held by `holders`
+/// with `limit` places.
+pub fn lock_verdict(holders: &[LockHolder], me: &str, unit: &str, limit: u32) -> LockVerdict {
+    if holders.iter().any(|h| h.instance == me && h.unit == unit) {
+        return LockVerdict::Held;
+    }
+    let live = holders.iter().filter(|h| h.live).count();
+    if live >= limit as usize {
+        return LockVerdict::Busy;
+    }
+    let mut revoke: Vec<String> = holders
+        .iter()
+        .filter(|h| !h.live)
+        .map(|h| h.instance.clone())
+        .collect();
+    revoke.dedup();
+    LockVerdict::Take { revoke }
+}
+
 /// What asking to admit an instance came to.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Admission {
@@ -548,6 +588,26 @@ mod tests {
             admit_one(&l, &before, "n", None, 0),
             Verdict::Admit { .. }
         ));
+    }
+
+    #[test]
+    fn a_lock_has_limit_live_holders_and_takes_a_dead_ones_place() {
+        let h = |instance: &str, unit: &str, live| LockHolder {
+            instance: instance.into(),
+            unit: unit.into(),
+            live,
+        };
+        let holders = [h("a", "migrate", true), h("b", "migrate", false)];
+        assert_eq!(lock_verdict(&holders, "c", "migrate", 1), LockVerdict::Busy);
+        assert_eq!(
+            lock_verdict(&holders, "c", "migrate", 2),
+            LockVerdict::Take {
+                revoke: vec!["b".into()]
+            }
+        );
+        assert_eq!(lock_verdict(&holders, "a", "migrate", 1), LockVerdict::Held);
+        // Another unit of the holder's own instance waits like anyone.
+        assert_eq!(lock_verdict(&holders, "a", "other", 1), LockVerdict::Busy);
     }
 
     #[test]

@@ -69,6 +69,14 @@ pub enum Write {
         run: i64,
         outcome: RunEnd,
     },
+    /// A step `lock:` held by unit `key`'s attempt, given back as the
+    /// attempt ends (in the commit that records its end).
+    ReleaseLock {
+        key: String,
+    },
+    /// Every step `lock:` the instance holds, given back: when a run opens
+    /// (a dead predecessor's) and when it closes.
+    ReleaseLocks,
     /// The lease given up in the run's last commit, when nothing else is
     /// left to do under it (no live export): one commit fewer per run.
     Release,

@@ -178,6 +178,9 @@ pub struct Step {
     pub max_parallel: Option<usize>,
     #[serde(default, skip_serializing_if = "is_false")]
     pub continue_on_error: bool,
+    /// `lock:`: the semaphore each attempt holds while it runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lock: Option<Box<queue::StepLock>>,
 }
 
 #[derive(Debug, serde::Serialize, serde::Deserialize)]

@@ -257,6 +257,24 @@ pub struct RawStep {
     pub max_parallel: Option<Spanned<i64>>,
     #[serde(default)]
     pub continue_on_error: bool,
+    /// A counting semaphore shared by every instance on every host: each
+    /// attempt takes it before it starts and gives it back when it ends.
+    #[serde(default)]
+    #[schemars(with = "Option<RawLock>")]
+    pub lock: Option<Box<Spanned<RawLock>>>,
+}
+
+/// `lock: { key, limit }`.
+#[derive(Debug, Deserialize, Clone, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RawLock {
+    /// The semaphore's name; expressions allowed (no secrets).
+    #[schemars(with = "String")]
+    pub key: Spanned<String>,
+    /// How many attempts may hold it at once (default 1).
+    #[serde(default)]
+    #[schemars(with = "Option<i64>")]
+    pub limit: Option<Spanned<i64>>,
 }
 
 #[derive(Debug, Deserialize, Clone, JsonSchema)]

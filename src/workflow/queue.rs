@@ -1,7 +1,8 @@
 //! `queue:` as a checked workflow holds it: the admission limits every
-//! instance of the workflow is started under (docs/flow-control.md). Kept
-//! apart from the model because the engine renders it (`key`, `priority`)
-//! and the store applies it (`Limits`), and neither needs the rest.
+//! instance of the workflow is started under (docs/flow-control.md), and a
+//! step's `lock:`. Kept apart from the model because the engine renders
+//! them (`key`, `priority`) and the store applies them, and neither needs
+//! the rest.
 
 use super::template::Template;
 use serde::{Deserialize, Serialize};
@@ -32,6 +33,15 @@ pub struct Queue {
     /// `hold_while_suspended`: a sleeping or waiting instance keeps its slot.
     #[serde(default)]
     pub hold_while_suspended: bool,
+}
+
+/// A step's `lock: { key, limit }`: at most `limit` attempts, of any
+/// instance on any host, hold the semaphore `key` (rendered for each
+/// attempt) at once.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct StepLock {
+    pub key: Template,
+    pub limit: u32,
 }
 
 /// `rate: N/period`: at most `count` admissions in any window of `period`

@@ -22,6 +22,7 @@ mod injection;
 mod inspect;
 mod labels;
 mod leaks;
+mod locks;
 mod outputs;
 mod ownership;
 mod pg;

@@ -384,6 +384,9 @@ async fn close_run(
                 run,
                 outcome: RunEnd::Failed,
             });
+            if runner.sched.wf.steps.iter().any(|s| s.lock.is_some()) {
+                runner.sched.writes.push(Write::ReleaseLocks);
+            }
             if release {
                 runner.sched.writes.push(Write::Release);
             }
@@ -464,6 +467,11 @@ async fn close_run(
                 "error": error,
             }),
         });
+    }
+    // Whatever step locks its units took and did not give back (a lock
+    // taken for a unit that never started) go with the run.
+    if runner.sched.wf.steps.iter().any(|s| s.lock.is_some()) {
+        runner.sched.writes.push(Write::ReleaseLocks);
     }
     runner.sched.writes.push(Write::Status {
         status,

@@ -120,6 +120,10 @@ pub(super) fn open_run(
         trace: trace.clone(),
         restart_from: opts.restart.clone(),
     });
+    // Step locks a dead predecessor held (its attempts are over) are given back.
+    if wf.steps.iter().any(|s| s.lock.is_some()) {
+        writes.push(Write::ReleaseLocks);
+    }
     // A restart: the reset rows, the state rebuilt from the kept steps'
     // patches, no cancel request nor result of the ending restarted from.
     let mut cancel_requested = cancel_requested;

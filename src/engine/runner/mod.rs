@@ -24,7 +24,7 @@ use super::output_files;
 pub use super::scheduler::RunOutcome;
 pub(super) use super::scheduler::Stop;
 use super::scheduler::{Effect, Input, Job, Note, RunData, Scheduler, Settled, Setup, Unit};
-use super::{AttemptResult, EngineError, Failure, Observer, http, shell};
+use super::{AttemptResult, EngineError, Failure, Observer, http, lease, shell};
 use crate::store::{self, Fence, StepRow, Store, Write};
 use crate::telemetry::{self, recorder};
 use crate::vocab::{CancelRequest, InstanceId, Timestamp};
@@ -210,6 +210,8 @@ pub(super) struct Runner<'o> {
     /// The `workflow:` attempt that made this instance, if it is a child:
     /// its end is delivered to the parent (`drive::close_run`).
     pub(super) parent: Option<store::ParentRef>,
+    /// Step locks asked for and not taken yet: (unit key, lock key, limit).
+    lock_waits: Vec<(String, String, u32)>,
 }
 
 /// What a run starts from (see `drive`).
@@ -313,6 +315,7 @@ impl<'o> Runner<'o> {
             commit_took: Duration::ZERO,
             children: children::InProcess::new(location),
             parent: inst.parent,
+            lock_waits: Vec::new(),
         }
     }
 
@@ -387,7 +390,8 @@ impl<'o> Runner<'o> {
             drop(commit_spans);
             self.record_groups(store).await?;
             self.output_files.tidy();
-            if applied.again {
+            // Locks asked for now are tried at once: taken, their units start.
+            if self.try_locks(store).await? || applied.again {
                 continue;
             }
 
@@ -397,6 +401,19 @@ impl<'o> Runner<'o> {
                     return Ok(outcome);
                 }
                 if idle.again {
+                    continue;
+                }
+                // Units waiting for a step lock another instance holds: it
+                // is asked for again every poll (its holder's attempt
+                // ends, or its holder's lease dies).
+                if !self.lock_waits.is_empty() {
+                    tokio::select! {
+                        _ = tokio::time::sleep(POLL_EVERY) => {}
+                        _ = signals.recv() => self.stop(Stop::Signal),
+                        holder = lost(&mut self.lost) => return Err(self.fenced(holder)),
+                    }
+                    self.poll_external(store).await?;
+                    self.try_locks(store).await?;
                     continue;
                 }
                 // Only timers and events left. Short waits happen here; an
@@ -475,6 +492,7 @@ impl<'o> Runner<'o> {
             if last_poll.elapsed() >= POLL_EVERY {
                 last_poll = Instant::now();
                 self.poll_external(store).await?;
+                self.try_locks(store).await?;
             }
         }
     }
@@ -517,6 +535,9 @@ impl<'o> Runner<'o> {
                     outcome,
                     failure,
                 } => self.end_attempt_span(&key, attempt, outcome, failure.as_ref()),
+                Effect::TakeLock { key, lock, limit } => {
+                    self.lock_waits.push((key, lock, limit));
+                }
                 Effect::Skipped { key } => {
                     let span = self.spans.new_span(&key);
                     span.set_attribute("workflow.step.outcome", "skipped");
@@ -589,6 +610,32 @@ impl<'o> Runner<'o> {
             return Ok(false);
         }
         Ok(self.decide(Input::Events(delivered)).again)
+    }
+
+    /// Asks for the step locks units wait for; true when one was taken
+    /// (its unit starts at the next decision). A run that stops (or turns
+    /// to compensations) asks for none: its units will not start.
+    async fn try_locks(&mut self, store: &mut Store) -> Result<bool, EngineError> {
+        if self.lock_waits.is_empty() {
+            return Ok(false);
+        }
+        if self.sched.stop.is_some() || self.sched.compensating() {
+            self.lock_waits.clear();
+            return Ok(false);
+        }
+        let mut taken = false;
+        for (key, lock, limit) in std::mem::take(&mut self.lock_waits) {
+            if store
+                .take_lock(&self.fence, &lock, limit, &key, &lease::holder_alive)
+                .await?
+            {
+                self.decide(Input::LockTaken(key));
+                taken = true;
+            } else {
+                self.lock_waits.push((key, lock, limit));
+            }
+        }
+        Ok(taken)
     }
 
     /// The error of a run whose instance `holder` took over.

@@ -135,6 +135,34 @@ impl Scheduler {
             }
         }
 
+        // A `lock:` step's attempt starts once the driver took its lock.
+        if let Some(lock) = &step.lock
+            && matches!(exec_of(step, unit).action, Action::Run(_) | Action::Http(_))
+        {
+            let key = unit.key(&self.wf);
+            if !self.locks_held.contains(&key) {
+                if self.locks_asked.contains(&key) {
+                    return Started::Blocked;
+                }
+                match lock.key.render_text(self.ctx.value()) {
+                    Ok(name) => {
+                        let name = self.redactor.text(&name);
+                        self.locks_asked.insert(key.clone());
+                        self.effects.push(Effect::TakeLock {
+                            key,
+                            lock: name,
+                            limit: lock.limit,
+                        });
+                        return Started::Blocked;
+                    }
+                    Err(e) => {
+                        let f = Failure::new(ErrorType::Expression, format!("`lock.key`: {e}"));
+                        self.fail_now(unit, f, now, spans);
+                        return Started::Settled;
+                    }
+                }
+            }
+        }
         let exec = exec_of(step, unit);
         match exec.action {
             Action::Noop => {
@@ -403,6 +431,11 @@ impl Scheduler {
         let step = &wf.steps[unit.idx];
         let exec = exec_of(step, unit);
         let key = unit.key(&wf);
+        // Its lock is given back with the attempt's end, in the commit that
+        // records it (a retry takes it again).
+        if self.locks_held.remove(&key) {
+            self.writes.push(Write::ReleaseLock { key: key.clone() });
+        }
         // Nothing a secret's value appears in leaves this function unmasked.
         if !self.redactor.is_empty() {
             match &mut result.outcome {

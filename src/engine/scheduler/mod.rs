@@ -235,6 +235,10 @@ pub struct Scheduler {
     /// Units whose children were asked to end (or left to run) because the
     /// parent ends early.
     children_ending: HashSet<String>,
+    /// Units of `lock:` steps whose lock the driver was asked to take, and
+    /// those holding it (for their next attempt, then while it runs).
+    pub locks_asked: HashSet<String>,
+    pub locks_held: HashSet<String>,
 }
 
 impl Scheduler {
@@ -347,6 +351,8 @@ impl Scheduler {
             open_children,
             children_started: false,
             children_ending: HashSet::new(),
+            locks_asked: HashSet::new(),
+            locks_held: HashSet::new(),
         };
         s.frontier = (0..s.wf.steps.len())
             .filter(|&i| s.deps_satisfied(i) && !s.ended(i))

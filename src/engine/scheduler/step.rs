@@ -38,6 +38,9 @@ pub enum Input {
     Events(Vec<EventRow>),
     /// Nothing runs: is the run over?
     Idle,
+    /// The driver took the `lock:` of unit `key` (asked for with
+    /// [`Effect::TakeLock`]): it may start.
+    LockTaken(String),
 }
 
 /// An attempt that ended, as its executor reported it.
@@ -102,6 +105,14 @@ pub enum Effect {
     EndChild {
         id: crate::vocab::InstanceId,
         terminate: bool,
+    },
+    /// Take step lock `lock` (at most `limit` holders) for unit `key`
+    /// before its attempt starts; answer with [`Input::LockTaken`] once
+    /// taken (until then the unit waits).
+    TakeLock {
+        key: String,
+        lock: String,
+        limit: u32,
     },
     /// Decide again now, after committing: more is ready than one
     /// transaction holds, an awaited event arrived, or the outputs failed
@@ -197,6 +208,11 @@ impl Scheduler {
                 }
             }
             Input::Idle => self.idle(now),
+            Input::LockTaken(key) => {
+                self.locks_asked.remove(&key);
+                self.locks_held.insert(key);
+                self.effects.push(Effect::Again);
+            }
         }
         std::mem::take(&mut self.effects)
     }

@@ -57,6 +57,7 @@ contract!(
     queue_admission,
     queue_expired_slot_refuses_writes,
     queue_arrivals,
+    step_locks,
 );
 
 fn runtime() -> tokio::runtime::Runtime {

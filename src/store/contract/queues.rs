@@ -194,3 +194,81 @@ pub(super) async fn queue_arrivals(store: &mut Store) {
         }
     ));
 }
+
+pub(super) async fn step_locks(store: &mut Store) {
+    for id in ["l1", "l2"] {
+        create(store, &leased(instance(id, 1), "one")).await;
+    }
+    let (f1, _) = take(store, "l1", "one").await;
+    let (f2, _) = take(store, "l2", "two").await;
+    let alive = |_: &str| true;
+    assert!(
+        store
+            .take_lock(&f1, "db", 1, "m", &alive)
+            .await
+            .expect("take")
+    );
+    // Taken again by its holder: held; by another: busy, even a unit of
+    // the holder's own instance.
+    assert!(
+        store
+            .take_lock(&f1, "db", 1, "m", &alive)
+            .await
+            .expect("again")
+    );
+    assert!(
+        !store
+            .take_lock(&f1, "db", 1, "n", &alive)
+            .await
+            .expect("busy")
+    );
+    assert!(
+        !store
+            .take_lock(&f2, "db", 1, "m", &alive)
+            .await
+            .expect("busy")
+    );
+    assert!(
+        store
+            .take_lock(&f2, "db", 2, "m", &alive)
+            .await
+            .expect("room")
+    );
+    // Given back with the attempt's end.
+    store
+        .commit(&f1, &[Write::ReleaseLock { key: "m".into() }])
+        .await
+        .expect("release");
+    store
+        .commit(&f2, &[Write::ReleaseLocks])
+        .await
+        .expect("release all");
+    assert!(
+        store
+            .take_lock(&f1, "db", 1, "n", &alive)
+            .await
+            .expect("free")
+    );
+    // A holder whose process is gone: its place is taken, and it is fenced.
+    let dead = |owner: &str| owner != "one";
+    assert!(
+        store
+            .take_lock(&f2, "db", 1, "m", &dead)
+            .await
+            .expect("taken over")
+    );
+    assert!(matches!(
+        store.commit(&f1, &[Write::Reopen]).await,
+        Err(StoreError::Fenced { .. })
+    ));
+    // A lease that expired while holding a lock: its writes are refused.
+    store.renew(&f2, -1).await.expect("renew into the past");
+    assert!(matches!(
+        store.commit(&f2, &[Write::Reopen]).await,
+        Err(StoreError::Fenced { .. })
+    ));
+    assert!(matches!(
+        store.take_lock(&f2, "other", 1, "m", &alive).await,
+        Err(StoreError::Fenced { .. })
+    ));
+}

@@ -145,7 +145,11 @@ fn group(writes: &[Write]) -> Grouped<'_> {
                     _ => g.updates.push(w),
                 }
             }
-            Write::AttemptProcess { .. } | Write::CreateChild(_) | Write::NotifyParent { .. } => {
+            Write::AttemptProcess { .. }
+            | Write::CreateChild(_)
+            | Write::NotifyParent { .. }
+            | Write::ReleaseLock { .. }
+            | Write::ReleaseLocks => {
                 g.updates.push(w);
             }
             Write::Step(row) => match step_at.get(row.key.as_str()) {
@@ -355,7 +359,8 @@ static STEP_COMMIT: LazyLock<String> = LazyLock::new(|| {
     let st = sp + SPAN_TYPES.len();
     format!(
         "WITH f AS (SELECT lease_epoch = $2 AND last_commit IS DISTINCT FROM ${c} \
-           AND NOT (admitted AND lease_expires_ms <= {now_ms}) AS held, \
+           AND NOT ((admitted OR EXISTS (SELECT 1 FROM locks l WHERE l.instance_id = $1)) \
+             AND lease_expires_ms <= {now_ms}) AS held, \
            lease_owner, seq, last_commit IS NOT DISTINCT FROM ${c} AS done FROM instances \
            WHERE id = $1 FOR UPDATE), \
          a AS ({attempts}), \

@@ -509,3 +509,114 @@ impl PgStore {
         ))
     }
 }
+
+/// The holders of a step lock (`$1`), their instances' rows locked.
+const LOCK_HOLDERS: &str = concat!(
+    "SELECT l.instance_id, l.unit_key, i.lease_owner, i.",
+    lease_left!(),
+    " FROM locks l JOIN instances i ON i.id = l.instance_id WHERE l.lock_key = $1 FOR UPDATE OF i"
+);
+
+/// The caller's lease's time left.
+const MY_LEASE: &str = concat!("SELECT ", lease_left!(), " FROM instances WHERE id = $1");
+
+impl PgStore {
+    pub async fn take_lock(
+        &self,
+        fence: &Fence,
+        key: &str,
+        limit: u32,
+        unit: &str,
+        holder_alive: &dyn Fn(&str) -> bool,
+    ) -> Result<bool> {
+        let outs = self
+            .pipeline(vec![
+                Op::Simple("BEGIN"),
+                Op::Query(
+                    super::lease::FENCE,
+                    vec![p(fence.instance.to_string()), p(fence.epoch)],
+                ),
+                Op::Query(
+                    "SELECT pg_advisory_xact_lock(hashtextextended(current_schema() || ':lock:' || $1, 0))",
+                    vec![p(key.to_string())],
+                ),
+                Op::Query(MY_LEASE, vec![p(fence.instance.to_string())]),
+                Op::Query(LOCK_HOLDERS, vec![p(key.to_string())]),
+            ])
+            .await
+            .map_err(|e| super::lease::named(e, fence))?;
+        let mut outs = outs.into_iter().skip(3).map(Out::rows);
+        let mine = outs.next().unwrap_or_default();
+        let left: Option<i64> = match mine.first() {
+            Some(r) => get(r, 0)?,
+            None => None,
+        };
+        if left.is_none_or(|l| l <= 0) {
+            let _ = self.client().batch_execute("ROLLBACK").await;
+            return Err(StoreError::Fenced {
+                id: fence.instance.clone(),
+                holder: Some(EXPIRED.into()),
+            });
+        }
+        let holders = outs
+            .next()
+            .unwrap_or_default()
+            .iter()
+            .map(|r| {
+                let instance: String = get(r, 0)?;
+                let owner: Option<String> = get(r, 2)?;
+                let left: Option<i64> = get(r, 3)?;
+                let live = instance == *fence.instance
+                    || owner.is_some_and(|o| left.is_some_and(|l| l > 0) && holder_alive(&o));
+                Ok(queue::LockHolder {
+                    instance,
+                    unit: get(r, 1)?,
+                    live,
+                })
+            })
+            .collect::<Result<Vec<_>>>();
+        let holders = match holders {
+            Ok(h) => h,
+            Err(e) => {
+                let _ = self.client().batch_execute("ROLLBACK").await;
+                return Err(e);
+            }
+        };
+        match queue::lock_verdict(&holders, &fence.instance, unit, limit) {
+            queue::LockVerdict::Held => {
+                self.finish(Vec::new()).await?;
+                Ok(true)
+            }
+            queue::LockVerdict::Busy => {
+                self.finish(Vec::new()).await?;
+                Ok(false)
+            }
+            queue::LockVerdict::Take { revoke } => {
+                let mut ops = Vec::new();
+                for gone in revoke {
+                    ops.push(Op::Exec(
+                        "DELETE FROM locks WHERE lock_key = $1 AND instance_id = $2",
+                        vec![p(key.to_string()), p(gone.clone())],
+                    ));
+                    ops.push(Op::Exec(
+                        "UPDATE instances SET lease_epoch = lease_epoch + 1, lease_expires_ms = NULL WHERE id = $1",
+                        vec![p(gone)],
+                    ));
+                }
+                ops.push(Op::Exec(
+                    "INSERT INTO locks (lock_key, instance_id, unit_key) VALUES ($1, $2, $3)",
+                    vec![
+                        p(key.to_string()),
+                        p(fence.instance.to_string()),
+                        p(unit.to_string()),
+                    ],
+                ));
+                self.finish(ops).await?;
+                Ok(true)
+            }
+        }
+    }
+}
+
+/// The holder a refused lock names when the caller's own lease expired.
+const EXPIRED: &str = "nobody (its lease expired before it took a step lock)";

@@ -287,8 +287,7 @@ pub const MIGRATIONS: &[&str] = &[
     r#"
     ALTER TABLE instances ADD COLUMN labels TEXT;
     "#,
-    // 10: queues (`queue:`), as SQLite's 14 (`admissions.seq` orders
-    // admissions made in one millisecond).
+    // 10: queues (`queue:`) and step locks (`lock:`), as SQLite's 14.
     r#"
     ALTER TABLE instances ADD COLUMN queue_key TEXT;
     ALTER TABLE instances ADD COLUMN queue_priority BIGINT NOT NULL DEFAULT 5;
@@ -299,9 +298,16 @@ pub const MIGRATIONS: &[&str] = &[
         WHERE queue_key IS NOT NULL;
     CREATE TABLE admissions (queue_key TEXT NOT NULL, at_ms BIGINT NOT NULL);
     CREATE INDEX admissions_by_key ON admissions(queue_key, at_ms);
+    CREATE TABLE locks (
+        lock_key TEXT COLLATE "C" NOT NULL,
+        instance_id TEXT NOT NULL,
+        unit_key TEXT NOT NULL,
+        PRIMARY KEY (lock_key, instance_id, unit_key)
+    );
+    CREATE INDEX locks_by_instance ON locks(instance_id);
     "#,
-    // 11: a runner's write to an instance that holds a queue slot also
-    // needs its lease unexpired (by the server's clock): past its expiry,
+    // 11: a runner's write to an instance that holds a queue slot (or a
+    // step lock) also needs its lease unexpired (by the server's clock): past its expiry,
     // an admission may give the slot away right after the write, and what
     // the write started would run beside the instance admitted in its
     // place (SQLite's `check_fence` does the same). WF001's message names
@@ -315,8 +321,8 @@ pub const MIGRATIONS: &[&str] = &[
         a BOOLEAN;
         x BIGINT;
     BEGIN
-        SELECT lease_epoch, lease_owner, admitted, lease_expires_ms INTO e, h, a, x FROM instances
-            WHERE id = p_id FOR UPDATE;
+        SELECT lease_epoch, lease_owner, admitted OR EXISTS (SELECT 1 FROM locks l WHERE l.instance_id = p_id),
+            lease_expires_ms INTO e, h, a, x FROM instances WHERE id = p_id FOR UPDATE;
         IF e IS DISTINCT FROM p_epoch THEN
             RAISE EXCEPTION USING ERRCODE = 'WF001', MESSAGE = COALESCE(h, '');
         END IF;
@@ -334,8 +340,9 @@ pub const MIGRATIONS: &[&str] = &[
         a BOOLEAN;
         x BIGINT;
     BEGIN
-        SELECT lease_epoch, lease_owner, last_commit, admitted, lease_expires_ms INTO e, h, c, a, x
-            FROM instances WHERE id = p_id FOR UPDATE;
+        SELECT lease_epoch, lease_owner, last_commit,
+            admitted OR EXISTS (SELECT 1 FROM locks l WHERE l.instance_id = p_id), lease_expires_ms
+            INTO e, h, c, a, x FROM instances WHERE id = p_id FOR UPDATE;
         IF c IS NOT DISTINCT FROM p_commit THEN
             RAISE EXCEPTION USING ERRCODE = 'WF002', MESSAGE = 'committed already';
         END IF;

@@ -173,6 +173,11 @@ pub(super) fn write_op(id: &str, w: &Write) -> Op {
         // In a fenced transaction: the instance is ours. Idle workers are
         // woken, as by `release`, when it commits.
         Write::Release => Op::Exec(RELEASE_IN_COMMIT, vec![p(id)]),
+        Write::ReleaseLock { key } => Op::Exec(
+            "DELETE FROM locks WHERE instance_id = $1 AND unit_key = $2",
+            vec![p(id), p(key.clone())],
+        ),
+        Write::ReleaseLocks => Op::Exec("DELETE FROM locks WHERE instance_id = $1", vec![p(id)]),
         Write::CreateChild(child) => super::history::insert_child(child),
         Write::NotifyParent {
             parent,

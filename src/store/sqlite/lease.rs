@@ -52,15 +52,17 @@ pub(super) fn acquire_lease(
 /// instance's lease. Called first in every transaction of a runner: the
 /// transaction holds the write lock, so nobody can take over before it ends.
 ///
-/// An instance that holds a queue slot also needs its lease unexpired: past
-/// its expiry, an admission may give the slot away (raising the epoch)
+/// An instance that holds a queue slot or a step lock also needs its lease
+/// unexpired: past its expiry, an admission may give the slot away (raising the epoch)
 /// right after this transaction, and what it started would then run beside
 /// the instance admitted in its place. A runner whose heartbeat renewed the
 /// lease in time never meets this.
 pub(super) fn check_fence(c: &Connection, fence: &Fence) -> Result<()> {
     let (epoch, holder, admitted, expires): (i64, Option<String>, bool, Option<i64>) = c
         .prepare_cached(
-            "SELECT lease_epoch, lease_owner, admitted, lease_expires_ms FROM instances WHERE id=?1",
+            "SELECT lease_epoch, lease_owner, \
+             admitted OR EXISTS (SELECT 1 FROM locks l WHERE l.instance_id = ?1), lease_expires_ms \
+             FROM instances WHERE id=?1",
         )?
         .query_row([&fence.instance], |r| {
             Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))

@@ -548,6 +548,22 @@ impl SqliteStore {
         Ok(admission)
     }
 
+    /// Takes a step lock for a unit of the instance `fence` holds, if it
+    /// has room.
+    pub fn take_lock(
+        &mut self,
+        fence: &Fence,
+        key: &str,
+        limit: u32,
+        unit: &str,
+        holder_alive: &dyn Fn(&str) -> bool,
+    ) -> Result<bool> {
+        let tx = self.fenced(fence)?;
+        let taken = queue::take_lock(&tx, fence, key, limit, unit, holder_alive)?;
+        tx.commit()?;
+        Ok(taken)
+    }
+
     /// Every key with admitted or queued instances (`wf queue list`).
     pub fn queues(&self) -> Result<Vec<crate::store::queue::QueueSummary>> {
         queue::summaries(&self.conn)

@@ -3,10 +3,10 @@
 //! lock serializes with every other writer of the file.
 
 use super::history::cached;
-use crate::store::Result;
 use crate::store::queue::OnFull;
 use crate::store::queue::{self, Admission, InLine, KeyRows, Occupant, QueueLimits, Verdict};
 use crate::store::rows::*;
+use crate::store::{Result, StoreError};
 use crate::vocab::{InstanceStatus, Timestamp};
 use rusqlite::{Connection, params};
 
@@ -372,4 +372,70 @@ pub(super) fn standing(
             },
         },
     ))
+}
+
+/// Takes step lock `key` (at most `limit` holders) for unit `unit` of the
+/// fenced instance if it has room; a holder whose instance's lease is dead
+/// is not counted, and loses the lock (and its lease epoch) when its place
+/// is taken.
+pub(super) fn take_lock(
+    c: &Connection,
+    fence: &Fence,
+    key: &str,
+    limit: u32,
+    unit: &str,
+    holder_alive: &dyn Fn(&str) -> bool,
+) -> Result<bool> {
+    let now_ms = chrono::Utc::now().timestamp_millis();
+    let mine: Option<i64> = c
+        .prepare_cached("SELECT lease_expires_ms FROM instances WHERE id = ?1")?
+        .query_row([&fence.instance], |r| r.get(0))?;
+    if mine.is_none_or(|e| e <= now_ms) {
+        return Err(StoreError::Fenced {
+            id: fence.instance.clone(),
+            holder: Some(super::lease::EXPIRED_IN_SLOT.into()),
+        });
+    }
+    let mut stmt = c.prepare_cached(
+        "SELECT l.instance_id, l.unit_key, i.lease_owner, i.lease_expires_ms \
+         FROM locks l JOIN instances i ON i.id = l.instance_id WHERE l.lock_key = ?1",
+    )?;
+    let holders = stmt
+        .query_map([key], |r| {
+            let instance: String = r.get(0)?;
+            let owner: Option<String> = r.get(2)?;
+            let expires: Option<i64> = r.get(3)?;
+            let live = instance == *fence.instance
+                || owner.is_some_and(|o| expires.is_some_and(|e| e > now_ms) && holder_alive(&o));
+            Ok(queue::LockHolder {
+                instance,
+                unit: r.get(1)?,
+                live,
+            })
+        })?
+        .collect::<rusqlite::Result<Vec<_>>>()?;
+    match queue::lock_verdict(&holders, &fence.instance, unit, limit) {
+        queue::LockVerdict::Held => Ok(true),
+        queue::LockVerdict::Busy => Ok(false),
+        queue::LockVerdict::Take { revoke } => {
+            for gone in revoke {
+                cached(
+                    c,
+                    "DELETE FROM locks WHERE lock_key = ?1 AND instance_id = ?2",
+                    params![key, gone],
+                )?;
+                cached(
+                    c,
+                    "UPDATE instances SET lease_epoch = lease_epoch + 1, lease_expires_ms = NULL WHERE id = ?1",
+                    params![gone],
+                )?;
+            }
+            cached(
+                c,
+                "INSERT INTO locks (lock_key, instance_id, unit_key) VALUES (?1, ?2, ?3)",
+                params![key, fence.instance, unit],
+            )?;
+            Ok(true)
+        }
+    }
 }

@@ -184,9 +184,10 @@ pub const MIGRATIONS: &[&str] = &[
     r#"
     ALTER TABLE instances ADD COLUMN labels TEXT;  -- JSON object: label -> value
     "#,
-    // 14: queues (`queue:`). An instance records its key, priority and
-    // limits, and whether it holds one of the key's slots; `admissions`
-    // records when each admission was, for `rate`.
+    // 14: queues (`queue:`) and step locks (`lock:`). An instance records
+    // its key, priority and limits, and whether it holds one of the key's
+    // slots; `admissions` records when each admission was, for `rate`;
+    // `locks` holds a row per attempt holding a step lock.
     r#"
     ALTER TABLE instances ADD COLUMN queue_key TEXT;  -- `queue.key` rendered; NULL: no queue
     ALTER TABLE instances ADD COLUMN queue_priority INTEGER NOT NULL DEFAULT 5;
@@ -207,6 +208,13 @@ const QUEUES: &str = r#"
         at_ms      INTEGER NOT NULL      -- unix ms of an admission (`rate`)
     );
     CREATE INDEX admissions_by_key ON admissions(queue_key, at_ms);
+    CREATE TABLE locks (
+        lock_key     TEXT NOT NULL,      -- a step `lock:`'s key, rendered
+        instance_id  TEXT NOT NULL,
+        unit_key     TEXT NOT NULL,      -- the unit whose attempt holds it
+        PRIMARY KEY (lock_key, instance_id, unit_key)
+    ) WITHOUT ROWID;
+    CREATE INDEX locks_by_instance ON locks(instance_id);
     "#;
 
 // 12: `wf inspect PARENT` and a parent's cancel find its children off an

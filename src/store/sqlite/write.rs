@@ -60,6 +60,22 @@ fn apply(c: &Connection, id: &str, w: &Write) -> Result<()> {
         } => start_run(c, id, *run, trace, restart_from.as_deref()),
         Write::FinishRun { run, outcome } => finish_run(c, id, *run, outcome),
         Write::Release => release_instance(c, id),
+        Write::ReleaseLock { key } => {
+            cached(
+                c,
+                "DELETE FROM locks WHERE instance_id = ?1 AND unit_key = ?2",
+                rusqlite::params![id, key],
+            )?;
+            Ok(())
+        }
+        Write::ReleaseLocks => {
+            cached(
+                c,
+                "DELETE FROM locks WHERE instance_id = ?1",
+                rusqlite::params![id],
+            )?;
+            Ok(())
+        }
         Write::CreateChild(child) => super::history::insert_instance_row(c, child),
         Write::NotifyParent {
             parent,

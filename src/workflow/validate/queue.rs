@@ -1,6 +1,7 @@
 //! Checks `queue:`: its limits are in range, its durations and rate parse,
 //! and its `key` and `priority` read nothing but `inputs` (they are rendered
-//! when an instance is made, before anything of it runs).
+//! when an instance is made, before anything of it runs); and a step's
+//! `lock:`, on a step that runs something, its key never a secret.
 
 use super::{Checker, ExprCtx, PLAIN, Pos};
 use crate::workflow::model::RawQueue;
@@ -101,6 +102,57 @@ impl Checker<'_> {
             }
         }
         Ok(t)
+    }
+
+    /// A step's `lock:`: on a `run` or `http` step (what an attempt holds
+    /// it across), a limit from 1 to 100000, a key that reads no secret (it
+    /// is stored and shown).
+    pub(super) fn step_lock(
+        &self,
+        id: &str,
+        raw: &crate::workflow::model::RawLock,
+        at: Pos,
+        action: &crate::workflow::Action,
+        ctx: &ExprCtx,
+    ) -> Result<queue::StepLock, DefinitionError> {
+        if !matches!(
+            action,
+            crate::workflow::Action::Run(_) | crate::workflow::Action::Http(_)
+        ) {
+            return Err(self.err(
+                at,
+                format!("step `{id}`: `lock` applies to `run` and `http` steps (an attempt holds it while it runs)"),
+            ));
+        }
+        let limit = match &raw.limit {
+            None => 1,
+            Some(l) if (1..=100_000).contains(&l.value) => l.value as u32,
+            Some(l) => {
+                return Err(self.err(
+                    l.into(),
+                    format!("step `{id}`: `lock.limit` must be between 1 and 100000"),
+                ));
+            }
+        };
+        let k = &raw.key;
+        let key = self.template(&k.value, k.into(), ctx)?;
+        for e in key.exprs() {
+            for path in e.references() {
+                if path
+                    .first()
+                    .is_some_and(|r| r.eq_ignore_ascii_case("secrets"))
+                {
+                    return Err(self.err(
+                        self.locate(&k.value, k.into()),
+                        format!("step `{id}`: `lock.key` reads a secret: a lock's key is stored and shown"),
+                    ));
+                }
+            }
+        }
+        if key.is_literal() && k.value.trim().is_empty() {
+            return Err(self.err(k.into(), format!("step `{id}`: `lock.key` is empty")));
+        }
+        Ok(queue::StepLock { key, limit })
     }
 
     /// Refuses an expression of `what` that reads anything but `inputs`.

@@ -265,6 +265,17 @@ impl Checker<'_> {
             Some(m) => return Err(self.err(m.into(), "`max_parallel` must be between 1 and 10000")),
         };
 
+        let lock = match &raw.lock {
+            None => None,
+            Some(l) => Some(Box::new(self.step_lock(
+                &id,
+                &l.value,
+                (&**l).into(),
+                &action,
+                &ctx,
+            )?)),
+        };
+
         Ok(Step {
             id,
             needs,
@@ -280,6 +291,7 @@ impl Checker<'_> {
             for_each: for_each.map(Box::new),
             max_parallel,
             continue_on_error: raw.continue_on_error,
+            lock,
         })
     }
 

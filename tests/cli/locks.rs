@@ -1,0 +1,224 @@
+//! Step locks (`lock: { key, limit }`, docs/flow-control.md) through the
+//! real binary, on SQLite and PostgreSQL: a counting semaphore over every
+//! instance (and the items of one), taken before an attempt starts and
+//! given back however it ends (ok, failure and retry, timeout, cancel,
+//! a killed holder, a stalled one whose place was taken); what ran when is
+//! read from the steps' own records; definition errors.
+
+use crate::Test;
+use crate::durable::{eventually, spawn};
+
+/// A workflow whose `migrate` step holds lock `db-ENV` (limit `limit`):
+/// it records its start, waits for the file `go-TAG` (or `go-all`), then
+/// records its end, also when stopped with SIGTERM.
+fn locked(limit: u32, extra: &str) -> String {
+    format!(
+        "name: migrate\ninputs:\n  env: {{ default: prod }}\n  tag: {{ default: x }}\nsteps:\n  - id: migrate\n    \
+         lock: {{ key: \"db-${{{{ inputs.env }}}}\", limit: {limit} }}\n{extra}    run: |\n      \
+         echo \"start ${{{{ inputs.tag }}}} $(date +%s%N)\" >> log\n      \
+         trap 'echo \"end ${{{{ inputs.tag }}}} $(date +%s%N)\" >> log; exit 143' TERM\n      \
+         while [ ! -e go-${{{{ inputs.tag }}}} ] && [ ! -e go-all ]; do sleep 0.02; done\n      \
+         echo \"end ${{{{ inputs.tag }}}} $(date +%s%N)\" >> log\n"
+    )
+}
+
+/// Each tag's (start, end) records, in order.
+fn records(t: &Test) -> Vec<(String, bool, u128)> {
+    std::fs::read_to_string(t.path().join("log"))
+        .unwrap_or_default()
+        .lines()
+        .map(|l| {
+            let p: Vec<&str> = l.split_whitespace().collect();
+            (p[1].to_string(), p[0] == "start", p[2].parse().unwrap())
+        })
+        .collect()
+}
+
+/// The most attempts that held the lock at once, from their records (an
+/// unfinished one holds it to the end).
+fn most_at_once(t: &Test) -> usize {
+    let mut r = records(t);
+    r.sort_by_key(|(_, start, at)| (*at, *start));
+    let (mut now, mut most) = (0i64, 0i64);
+    for (_, start, _) in r {
+        now += if start { 1 } else { -1 };
+        most = most.max(now);
+    }
+    most as usize
+}
+
+fn starts(t: &Test) -> usize {
+    records(t).iter().filter(|r| r.1).count()
+}
+
+fn held(t: &Test) -> String {
+    t.sql("SELECT count(*) FROM locks")
+}
+
+#[test]
+fn at_most_limit_attempts_of_any_instances_hold_a_lock_and_other_keys_are_free() {
+    let t = Test::new();
+    let file = t.write("migrate.yaml", &locked(2, ""));
+    let file = file.to_str().unwrap();
+    let runs: Vec<_> = ["a", "b", "c", "d"]
+        .iter()
+        .map(|tag| spawn(&t, &["run", file, "--input", &format!("tag={tag}")]))
+        .collect();
+    eventually("two to hold the lock", || starts(&t) == 2);
+    // Another key is not held back.
+    t.write("go-dev", "");
+    t.wf(&["run", file, "--input", "tag=dev", "--input", "env=dev"])
+        .code(0);
+    assert_eq!(held(&t), "2");
+    t.write("go-all", "");
+    for r in runs {
+        r.finish().code(0);
+    }
+    assert_eq!(starts(&t), 5);
+    // (dev ran beside two holders of db-prod.)
+    let prod: Vec<_> = records(&t).into_iter().filter(|r| r.0 != "dev").collect();
+    let mut now = 0i64;
+    let mut most = 0;
+    let mut sorted = prod.clone();
+    sorted.sort_by_key(|(_, start, at)| (*at, *start));
+    for (_, start, _) in sorted {
+        now += if start { 1 } else { -1 };
+        most = most.max(now);
+    }
+    assert_eq!(most, 2, "{prod:?}");
+    assert_eq!(held(&t), "0", "every lock given back");
+}
+
+#[test]
+fn the_items_of_a_for_each_share_a_lock_like_instances() {
+    let t = Test::new();
+    let (id, ran) = t.run_yaml(
+        "items.yaml",
+        "name: items\nsteps:\n  - id: each\n    for_each: [a, b, c]\n    lock: { key: one-at-a-time }\n    \
+         run: |\n      echo \"start ${{ item }} $(date +%s%N)\" >> log\n      sleep 0.1\n      \
+         echo \"end ${{ item }} $(date +%s%N)\" >> log\n",
+        &[],
+    );
+    ran.code(0);
+    assert_eq!(t.inspect(&id)["status"], "completed");
+    assert_eq!(starts(&t), 3);
+    assert_eq!(most_at_once(&t), 1, "{:?}", records(&t));
+    assert_eq!(held(&t), "0");
+}
+
+#[test]
+fn a_lock_is_given_back_however_the_attempt_ends() {
+    let t = Test::new();
+    // Failures and their retries: each attempt takes it and gives it back.
+    let (id, ran) = t.run_yaml(
+        "flaky.yaml",
+        "name: flaky\nsteps:\n  - id: s\n    lock: { key: k }\n    retry: { max_attempts: 3, interval: 10ms }\n    \
+         run: echo x >> tries; test $(wc -l < tries) -ge 3\n",
+        &[],
+    );
+    ran.code(0);
+    assert_eq!(Test::step(&t.inspect(&id), "s")["attempts"], 3);
+    assert_eq!(held(&t), "0");
+    // A timeout.
+    let (_, ran) = t.run_yaml(
+        "slow.yaml",
+        "name: slow\nsteps:\n  - id: s\n    lock: { key: k }\n    timeout: 100ms\n    retry: { max_attempts: 1 }\n    run: sleep 30\n",
+        &[],
+    );
+    ran.code(1);
+    assert_eq!(held(&t), "0");
+    // A cancel while it runs; then the next holder gets it.
+    let file = t.write("migrate.yaml", &locked(1, ""));
+    let file = file.to_str().unwrap();
+    let a = spawn(&t, &["run", file, "--id", "a", "--input", "tag=a"]);
+    eventually("a to hold the lock", || starts(&t) == 1);
+    assert_eq!(held(&t), "1");
+    t.wf(&["cancel", "a"]).code(0);
+    a.finish().code(4);
+    assert_eq!(held(&t), "0");
+    t.write("go-b", "");
+    t.wf(&["run", file, "--id", "b", "--input", "tag=b"])
+        .code(0);
+    assert_eq!(most_at_once(&t), 1, "{:?}", records(&t));
+}
+
+#[test]
+fn a_killed_holders_lock_is_taken_at_once_and_it_runs_again_after() {
+    let t = Test::new();
+    let file = t.write("migrate.yaml", &locked(1, ""));
+    let file = file.to_str().unwrap();
+    let mut a = spawn(&t, &["run", file, "--id", "a", "--input", "tag=a"]);
+    eventually("a to hold the lock", || starts(&t) == 1);
+    a.kill9();
+    eventually("a to be gone", || a.exited());
+    // (Its step dies with it: the parent-death signal.)
+    t.write("go-b", "");
+    t.wf(&["run", file, "--id", "b", "--input", "tag=b"])
+        .code(0);
+    t.write("go-a", "");
+    t.wf(&["resume", "a"]).code(0);
+    let v = t.inspect("a");
+    assert_eq!(v["status"], "completed");
+    assert_eq!(
+        Test::step(&v, "migrate")["attempt_list"][0]["outcome"],
+        "crashed"
+    );
+    assert_eq!(held(&t), "0");
+}
+
+#[test]
+fn a_stalled_holder_whose_lock_was_taken_writes_nothing_more() {
+    let t = Test::new().env("WF_LEASE_TTL", "1s");
+    let file = t.write("migrate.yaml", &locked(1, ""));
+    let file = file.to_str().unwrap();
+    let a = spawn(&t, &["run", file, "--id", "a", "--input", "tag=a"]);
+    eventually("a to hold the lock", || starts(&t) == 1);
+    a.signal("STOP");
+    t.write("go-a", "");
+    eventually("a's step to end", || records(&t).len() == 2);
+    // Its lease expires (1s): b takes its place, which revokes it.
+    t.write("go-b", "");
+    t.wf(&["run", file, "--id", "b", "--input", "tag=b"])
+        .code(0);
+    let before = t.dump();
+    a.signal("CONT");
+    a.finish().code(5);
+    assert_eq!(
+        t.dump(),
+        before,
+        "the stalled holder wrote after its lock was taken"
+    );
+    assert_eq!(most_at_once(&t), 1, "{:?}", records(&t));
+    t.wf(&["resume", "a"]).code(0);
+    assert_eq!(t.inspect("a")["status"], "completed");
+}
+
+#[test]
+fn lock_definition_errors() {
+    let t = Test::new();
+    for (yaml, said) in [
+        (
+            "name: x\nsteps:\n  - id: nap\n    sleep: 1s\n    lock: { key: k }\n",
+            "step `nap`: `lock` applies to `run` and `http` steps",
+        ),
+        (
+            "name: x\nsecrets: [TOKEN]\nsteps:\n  - id: s\n    run: 'true'\n    lock: { key: \"${{ secrets.TOKEN }}\" }\n",
+            "step `s`: `lock.key` reads a secret",
+        ),
+        (
+            "name: x\nsteps:\n  - id: s\n    run: 'true'\n    lock: { key: k, limit: 0 }\n",
+            "`lock.limit` must be between 1 and 100000",
+        ),
+        (
+            "name: x\nsteps:\n  - id: s\n    run: 'true'\n    lock: { limit: 2 }\n",
+            "missing field `key`",
+        ),
+    ] {
+        let path = t.write("bad.yaml", yaml);
+        let out = t.wf(&["validate", path.to_str().unwrap()]);
+        out.code(2);
+        assert!(out.stderr.contains(said), "{yaml}\n{}", out.stderr);
+        assert!(out.stderr.starts_with("error: "), "{}", out.stderr);
+        assert!(out.stderr.contains("bad.yaml:"), "{}", out.stderr);
+    }
+}
