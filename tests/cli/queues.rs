@@ -511,3 +511,185 @@ fn a_queued_instance_is_canceled_without_running() {
     a.finish().code(0);
     assert!(!started(&t, "b"));
 }
+
+/// Issue 37's property: workers on three hosts admit and run 30 queued
+/// instances (a key of concurrency 3, a step lock of limit 1 inside), while
+/// workers are killed (and replaced) and stalled past their leases at
+/// random moments. From the steps' own records: at no instant did more
+/// than 3 instances of the key run, nor more than 1 attempt hold the lock;
+/// every instance completed, with no side effect beyond its recorded
+/// attempts.
+#[test]
+fn limits_hold_across_hosts_through_kills_and_stalls() {
+    use crate::XorShift;
+    use crate::pg::{can_unshare, pg_test, worker_on_host};
+    let Some(t) = pg_test() else { return };
+    let t = t.env("WF_LEASE_TTL", "2s");
+    // Hosts of their own: a killed worker's slots wait for its lease, as
+    // another machine's would (and its steps' records end by the time the
+    // test sees it gone).
+    assert!(can_unshare(), "unshare --uts is needed (CI runs as root)");
+    let step = |id: &str, extra: &str| {
+        format!(
+            "  - id: {id}\n{extra}    run: |\n      echo \"start $WF_INSTANCE_ID {id} $(hostname) $(date +%s%N)\" >> steps.log\n      \
+             sleep 0.1\n      echo \"end $WF_INSTANCE_ID {id} $(hostname) $(date +%s%N)\" >> steps.log\n"
+        )
+    };
+    let yaml = format!(
+        "name: limited\ninputs:\n  n: {{ default: '0' }}\nqueue: {{ key: shared, concurrency: 3 }}\nsteps:\n{}{}",
+        step("work", ""),
+        step("locked", "    lock: { key: the-one, limit: 1 }\n")
+    );
+    let file = t.write("limited.yaml", &yaml);
+    let ids: Vec<String> = (0..30).map(|i| format!("i{i:02}")).collect();
+    for id in &ids {
+        t.wf(&["run", file.to_str().unwrap(), "--detach", "--id", id])
+            .code(0);
+    }
+    let hosts = ["wf-host-b", "wf-host-c", "wf-host-d"];
+    let mut workers: Vec<_> = hosts
+        .iter()
+        .map(|h| Some(worker_on_host(&t, h, true)))
+        .collect();
+    let mut rng = XorShift(0x5eed_1e55 ^ u64::from(std::process::id()));
+    let completed = || {
+        t.wf(&["list", "--status", "completed", "--json", "--limit", "0"])
+            .json()
+            .as_array()
+            .map_or(0, Vec::len)
+    };
+    // When each host's worker was seen gone (its running steps died with it).
+    let mut killed: Vec<(String, u128)> = Vec::new();
+    let mut stalled = Vec::new();
+    for _ in 0..4 {
+        let before = completed();
+        if before >= 27 {
+            break;
+        }
+        eventually("progress", || completed() >= before + 2);
+        let w = rng.below(3) as usize;
+        if rng.below(2) == 0 {
+            let mut gone = workers[w].take().expect("a worker");
+            gone.kill9();
+            eventually("the worker to be gone", || gone.exited());
+            killed.push((hosts[w].to_string(), now_ns()));
+            workers[w] = Some(worker_on_host(&t, hosts[w], true));
+        } else {
+            let paused = workers[w].take().expect("a worker");
+            paused.signal("STOP");
+            // The others go on past its leases.
+            let at = completed();
+            eventually("progress without it", || completed() >= at + 2);
+            paused.signal("CONT");
+            stalled.push(paused);
+            workers[w] = Some(worker_on_host(&t, hosts[w], true));
+        }
+    }
+    assert!(
+        killed.len() + stalled.len() >= 2,
+        "the work outran the chaos: {} kills, {} stalls",
+        killed.len(),
+        stalled.len()
+    );
+    eventually("every instance to complete", || completed() == ids.len());
+    for w in workers.into_iter().flatten().chain(stalled) {
+        w.signal("TERM");
+        let r = w.finish();
+        assert!(
+            r.code == 0 || r.code == 130,
+            "worker exited {}: {}",
+            r.code,
+            r.stderr
+        );
+    }
+
+    // Each step run's interval; one a killed worker's death cut ends when
+    // the test saw it gone.
+    let log = std::fs::read_to_string(t.path().join("steps.log")).expect("steps.log");
+    let mut open: BTreeMap<(String, String), (String, u128)> = BTreeMap::new();
+    let mut runs: Vec<(String, String, u128, u128)> = Vec::new();
+    for line in log.lines() {
+        let p: Vec<&str> = line.split_whitespace().collect();
+        let [what, inst, step, host, ns] = p[..] else {
+            panic!("bad line {line:?}")
+        };
+        let ns: u128 = ns.parse().expect("ns");
+        let k = (inst.to_string(), step.to_string());
+        if what == "start" {
+            if let Some((h, s)) = open.remove(&k) {
+                runs.push((k.0.clone(), k.1.clone(), s, cut(&killed, &h, s)));
+            }
+            open.insert(k, (host.to_string(), ns));
+        } else if let Some((_, s)) = open.remove(&k) {
+            runs.push((k.0, k.1, s, ns));
+        }
+    }
+    for ((inst, step), (h, s)) in open {
+        runs.push((inst, step, s, cut(&killed, &h, s)));
+    }
+    let most = |pick: &dyn Fn(&str) -> bool| {
+        let mut edges: Vec<(u128, i32)> = Vec::new();
+        for (_, step, s, e) in &runs {
+            if pick(step) {
+                edges.push((*s, 1));
+                edges.push((*e, -1));
+            }
+        }
+        edges.sort();
+        let (mut now, mut most) = (0, 0);
+        for (_, d) in edges {
+            now += d;
+            most = most.max(now);
+        }
+        most
+    };
+    assert!(
+        most(&|_| true) <= 3,
+        "more than 3 admitted instances ran at once: {runs:?}"
+    );
+    assert!(
+        most(&|_| true) >= 2,
+        "the key never ran instances side by side"
+    );
+    assert_eq!(
+        most(&|s| s == "locked"),
+        1,
+        "more than one lock holder: {runs:?}"
+    );
+    for id in &ids {
+        let v = t.inspect(id);
+        assert_eq!(v["status"], "completed", "{id}");
+        for step in ["work", "locked"] {
+            let attempts = Test::step(&v, step)["attempt_list"]
+                .as_array()
+                .unwrap()
+                .len();
+            let ran = runs.iter().filter(|r| r.0 == *id && r.1 == step).count();
+            assert!(
+                ran >= 1 && ran <= attempts,
+                "{id} {step}: {ran} runs for {attempts} recorded attempts"
+            );
+        }
+    }
+    assert_eq!(t.sql("SELECT count(*) FROM locks"), "0");
+}
+
+fn now_ns() -> u128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock")
+        .as_nanos()
+}
+
+/// When an unfinished step run on `host` that started at `start` ended:
+/// when its worker was seen killed after it started (it died with it).
+fn cut(killed: &[(String, u128)], host: &str, start: u128) -> u128 {
+    killed
+        .iter()
+        .filter(|(h, at)| h == host && *at > start)
+        .map(|(_, at)| *at)
+        .min()
+        .unwrap_or_else(|| {
+            panic!("a step run on {host} from {start} never ended, and no worker died there")
+        })
+}
