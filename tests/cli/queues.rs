@@ -7,8 +7,8 @@
 //! and a stalled holder whose slot was given away is fenced. What ran when
 //! is read from the steps' own records.
 
-use crate::Test;
-use crate::durable::{eventually, spawn};
+use crate::durable::{Bg, eventually, spawn};
+use crate::{Ran, Test};
 use std::collections::BTreeMap;
 
 /// A workflow whose one step records its start and its pid, waits for the
@@ -65,6 +65,22 @@ fn most_at_once(t: &Test) -> usize {
     most as usize
 }
 
+/// `wf run FILE --id TAG --input tag=TAG EXTRA…`, to its end.
+fn run_as(t: &Test, file: &str, tag: &str, extra: &[&str]) -> Ran {
+    let input = format!("tag={tag}");
+    let mut args = vec!["run", file, "--id", tag, "--input", &input];
+    args.extend_from_slice(extra);
+    t.wf(&args)
+}
+
+/// The same, in the background.
+fn start_as(t: &Test, file: &str, tag: &str, extra: &[&str]) -> Bg {
+    let input = format!("tag={tag}");
+    let mut args = vec!["run", file, "--id", tag, "--input", &input];
+    args.extend_from_slice(extra);
+    spawn(t, &args)
+}
+
 fn started(t: &Test, tag: &str) -> bool {
     spans(t).contains_key(tag)
 }
@@ -81,21 +97,9 @@ fn a_full_key_queues_the_next_instance_until_its_slot_frees_and_other_keys_run_b
     let t = Test::new();
     let file = t.write("deploy.yaml", &gated(""));
     let file = file.to_str().unwrap();
-    let a = spawn(&t, &["run", file, "--id", "a", "--input", "tag=a"]);
+    let a = start_as(&t, file, "a", &[]);
     eventually("a's step to start", || started(&t, "a"));
-    let b = spawn(
-        &t,
-        &[
-            "run",
-            file,
-            "--id",
-            "b",
-            "--input",
-            "tag=b",
-            "--inline-wait",
-            "60s",
-        ],
-    );
+    let b = start_as(&t, file, "b", &["--inline-wait", "60s"]);
     eventually("b to be queued", || {
         t.wf(&["list", "--status", "queued", "--json"]).json()[0]["id"] == "b"
     });
@@ -131,18 +135,9 @@ fn past_its_inline_wait_it_exits_3_queued_and_a_worker_admits_by_priority_then_a
     let yaml = gated("  priority: \"${{ inputs.urgent }}\"\n");
     let file = t.write("deploy.yaml", &yaml);
     let file = file.to_str().unwrap();
-    let a = spawn(&t, &["run", file, "--id", "a", "--input", "tag=a"]);
+    let a = start_as(&t, file, "a", &[]);
     eventually("a's step to start", || started(&t, "a"));
-    let q = t.wf(&[
-        "run",
-        file,
-        "--id",
-        "q1",
-        "--input",
-        "tag=q1",
-        "--inline-wait",
-        "0s",
-    ]);
+    let q = run_as(&t, file, "q1", &["--inline-wait", "0s"]);
     q.code(3);
     assert!(
         q.stdout.contains("queued (queue `deploy-prod`, position 1"),
@@ -151,18 +146,7 @@ fn past_its_inline_wait_it_exits_3_queued_and_a_worker_admits_by_priority_then_a
     );
     assert_eq!(status(&t, "q1"), "queued");
     for (id, urgent) in [("q2", "5"), ("u", "1"), ("late", "9"), ("q3", "5")] {
-        let ran = t.wf(&[
-            "run",
-            file,
-            "--detach",
-            "--json",
-            "--id",
-            id,
-            "--input",
-            &format!("tag={id}"),
-            "--input",
-            &format!("urgent={urgent}"),
-        ]);
+        let ran = t.wf(&["run", file, "--detach", "--json", "--id", id, "--input", &format!("tag={id}"), "--input", &format!("urgent={urgent}")]);
         ran.code(0);
         assert_eq!(ran.json()["status"], "queued");
     }
@@ -221,9 +205,9 @@ fn on_full_skip_ends_the_newcomer_skipped_and_nothing_of_it_runs() {
     let t = Test::new();
     let file = t.write("deploy.yaml", &gated("  on_full: skip\n"));
     let file = file.to_str().unwrap();
-    let a = spawn(&t, &["run", file, "--id", "a", "--input", "tag=a"]);
+    let a = start_as(&t, file, "a", &[]);
     eventually("a's step to start", || started(&t, "a"));
-    let b = t.wf(&["run", file, "--id", "b", "--input", "tag=b"]);
+    let b = run_as(&t, file, "b", &[]);
     b.code(4);
     assert!(
         b.stdout
@@ -231,12 +215,7 @@ fn on_full_skip_ends_the_newcomer_skipped_and_nothing_of_it_runs() {
         "{}",
         b.stdout
     );
-    let v = t
-        .wf(&[
-            "run", file, "--id", "c", "--input", "tag=c", "--detach", "--json",
-        ])
-        .code(4)
-        .json();
+    let v = run_as(&t, file, "c", &["--detach", "--json"]).code(4).json();
     assert_eq!(v["status"], "skipped");
     let skipped = t.wf(&["list", "--status", "skipped", "--json"]).json();
     assert_eq!(skipped.as_array().unwrap().len(), 2);
@@ -258,21 +237,12 @@ fn cancel_previous_cancels_the_admitted_one_with_its_compensations_and_runs_the_
     );
     let file = t.write("deploy.yaml", &yaml);
     let file = file.to_str().unwrap();
-    let a = spawn(&t, &["run", file, "--id", "a", "--input", "tag=a"]);
+    let a = start_as(&t, file, "a", &[]);
     eventually("a's steps to start", || {
         started(&t, "a") && t.read("did").contains("done-a")
     });
     t.write("go-b", "");
-    let b = t.wf(&[
-        "run",
-        file,
-        "--id",
-        "b",
-        "--input",
-        "tag=b",
-        "--inline-wait",
-        "60s",
-    ]);
+    let b = run_as(&t, file, "b", &["--inline-wait", "60s"]);
     b.code(0);
     a.finish().code(4);
     assert_eq!(status(&t, "a"), "canceled");
@@ -296,15 +266,7 @@ fn debounce_keeps_the_newest_queued_instance_and_admits_it_after_the_period() {
     );
     let file = file.to_str().unwrap();
     for id in ["d1", "d2", "d3"] {
-        t.wf(&[
-            "run",
-            file,
-            "--detach",
-            "--id",
-            id,
-            "--input",
-            &format!("tag={id}"),
-        ])
+        t.wf(&["run", file, "--detach", "--id", id, "--input", &format!("tag={id}")])
         .code(0);
     }
     // Each newer one replaced the one queued within the period before it.
@@ -340,15 +302,7 @@ fn a_rate_admits_at_most_its_count_in_any_window() {
     let mut ids = Vec::new();
     for i in 0..5 {
         let id = format!("r{i}");
-        t.wf(&[
-            "run",
-            file,
-            "--detach",
-            "--id",
-            &id,
-            "--input",
-            &format!("tag={id}"),
-        ])
+        t.wf(&["run", file, "--detach", "--id", &id, "--input", &format!("tag={id}")])
         .code(0);
         ids.push(id);
     }
@@ -411,7 +365,7 @@ fn a_killed_holders_slot_frees_and_it_runs_again_after() {
     let t = Test::new();
     let file = t.write("deploy.yaml", &gated(""));
     let file = file.to_str().unwrap();
-    let mut a = spawn(&t, &["run", file, "--id", "a", "--input", "tag=a"]);
+    let mut a = start_as(&t, file, "a", &[]);
     eventually("a's step to start", || started(&t, "a"));
     a.kill9();
     eventually("a's process to be gone", || a.exited());
@@ -421,16 +375,7 @@ fn a_killed_holders_slot_frees_and_it_runs_again_after() {
     });
     // Its holder is gone (this host): its slot is free at once.
     t.write("go-b", "");
-    t.wf(&[
-        "run",
-        file,
-        "--id",
-        "b",
-        "--input",
-        "tag=b",
-        "--inline-wait",
-        "60s",
-    ])
+    run_as(&t, file, "b", &["--inline-wait", "60s"])
     .code(0);
     assert_eq!(status(&t, "a"), "queued", "its slot was given away");
     t.write("go-a", "");
@@ -451,7 +396,7 @@ fn a_stalled_holder_whose_slot_was_given_away_writes_nothing_more() {
     let t = Test::new().env("WF_LEASE_TTL", "1s");
     let file = t.write("deploy.yaml", &gated(""));
     let file = file.to_str().unwrap();
-    let a = spawn(&t, &["run", file, "--id", "a", "--input", "tag=a"]);
+    let a = start_as(&t, file, "a", &[]);
     eventually("a's step to start", || started(&t, "a"));
     // Stalled, its step ends (its processes are not stopped with it), and
     // its lease expires (1s): the next instance takes the slot.
@@ -459,16 +404,7 @@ fn a_stalled_holder_whose_slot_was_given_away_writes_nothing_more() {
     t.write("go-a", "");
     eventually("a's step to end", || spans(&t)["a"][0].1.is_some());
     t.write("go-b", "");
-    t.wf(&[
-        "run",
-        file,
-        "--id",
-        "b",
-        "--input",
-        "tag=b",
-        "--inline-wait",
-        "60s",
-    ])
+    run_as(&t, file, "b", &["--inline-wait", "60s"])
     .code(0);
     let before = t.dump();
     a.signal("CONT");
@@ -492,18 +428,9 @@ fn a_queued_instance_is_canceled_without_running() {
     let t = Test::new();
     let file = t.write("deploy.yaml", &gated(""));
     let file = file.to_str().unwrap();
-    let a = spawn(&t, &["run", file, "--id", "a", "--input", "tag=a"]);
+    let a = start_as(&t, file, "a", &[]);
     eventually("a's step to start", || started(&t, "a"));
-    t.wf(&[
-        "run",
-        file,
-        "--id",
-        "b",
-        "--input",
-        "tag=b",
-        "--inline-wait",
-        "0s",
-    ])
+    run_as(&t, file, "b", &["--inline-wait", "0s"])
     .code(3);
     t.wf(&["cancel", "b"]).code(0);
     assert_eq!(status(&t, "b"), "canceled");
