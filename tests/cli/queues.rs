@@ -146,7 +146,18 @@ fn past_its_inline_wait_it_exits_3_queued_and_a_worker_admits_by_priority_then_a
     );
     assert_eq!(status(&t, "q1"), "queued");
     for (id, urgent) in [("q2", "5"), ("u", "1"), ("late", "9"), ("q3", "5")] {
-        let ran = t.wf(&["run", file, "--detach", "--json", "--id", id, "--input", &format!("tag={id}"), "--input", &format!("urgent={urgent}")]);
+        let ran = t.wf(&[
+            "run",
+            file,
+            "--detach",
+            "--json",
+            "--id",
+            id,
+            "--input",
+            &format!("tag={id}"),
+            "--input",
+            &format!("urgent={urgent}"),
+        ]);
         ran.code(0);
         assert_eq!(ran.json()["status"], "queued");
     }
@@ -215,7 +226,9 @@ fn on_full_skip_ends_the_newcomer_skipped_and_nothing_of_it_runs() {
         "{}",
         b.stdout
     );
-    let v = run_as(&t, file, "c", &["--detach", "--json"]).code(4).json();
+    let v = run_as(&t, file, "c", &["--detach", "--json"])
+        .code(4)
+        .json();
     assert_eq!(v["status"], "skipped");
     let skipped = t.wf(&["list", "--status", "skipped", "--json"]).json();
     assert_eq!(skipped.as_array().unwrap().len(), 2);
@@ -266,7 +279,15 @@ fn debounce_keeps_the_newest_queued_instance_and_admits_it_after_the_period() {
     );
     let file = file.to_str().unwrap();
     for id in ["d1", "d2", "d3"] {
-        t.wf(&["run", file, "--detach", "--id", id, "--input", &format!("tag={id}")])
+        t.wf(&[
+            "run",
+            file,
+            "--detach",
+            "--id",
+            id,
+            "--input",
+            &format!("tag={id}"),
+        ])
         .code(0);
     }
     // Each newer one replaced the one queued within the period before it.
@@ -302,7 +323,15 @@ fn a_rate_admits_at_most_its_count_in_any_window() {
     let mut ids = Vec::new();
     for i in 0..5 {
         let id = format!("r{i}");
-        t.wf(&["run", file, "--detach", "--id", &id, "--input", &format!("tag={id}")])
+        t.wf(&[
+            "run",
+            file,
+            "--detach",
+            "--id",
+            &id,
+            "--input",
+            &format!("tag={id}"),
+        ])
         .code(0);
         ids.push(id);
     }
@@ -375,8 +404,7 @@ fn a_killed_holders_slot_frees_and_it_runs_again_after() {
     });
     // Its holder is gone (this host): its slot is free at once.
     t.write("go-b", "");
-    run_as(&t, file, "b", &["--inline-wait", "60s"])
-    .code(0);
+    run_as(&t, file, "b", &["--inline-wait", "60s"]).code(0);
     assert_eq!(status(&t, "a"), "queued", "its slot was given away");
     t.write("go-a", "");
     t.wf(&["resume", "a"]).code(0);
@@ -404,8 +432,7 @@ fn a_stalled_holder_whose_slot_was_given_away_writes_nothing_more() {
     t.write("go-a", "");
     eventually("a's step to end", || spans(&t)["a"][0].1.is_some());
     t.write("go-b", "");
-    run_as(&t, file, "b", &["--inline-wait", "60s"])
-    .code(0);
+    run_as(&t, file, "b", &["--inline-wait", "60s"]).code(0);
     let before = t.dump();
     a.signal("CONT");
     let ran = a.finish();
@@ -430,8 +457,7 @@ fn a_queued_instance_is_canceled_without_running() {
     let file = file.to_str().unwrap();
     let a = start_as(&t, file, "a", &[]);
     eventually("a's step to start", || started(&t, "a"));
-    run_as(&t, file, "b", &["--inline-wait", "0s"])
-    .code(3);
+    run_as(&t, file, "b", &["--inline-wait", "0s"]).code(3);
     t.wf(&["cancel", "b"]).code(0);
     assert_eq!(status(&t, "b"), "canceled");
     t.write("go-a", "");

@@ -102,6 +102,36 @@ const SUMMARIES: &str = "SELECT k, \
              AND (admitted OR status = 'queued') \
            UNION SELECT DISTINCT queue_key FROM admissions) keys ORDER BY k";
 
+/// The head of a key's line (`$2` rows), for a worker's look.
+const LINE_HEAD: &str = concat!(
+    "SELECT id, lease_owner, ",
+    lease_left!(),
+    ", status, wake_at, queue_limits FROM instances \
+     WHERE queue_key = $1 AND NOT admitted AND status = 'queued' \
+     ORDER BY queue_priority, created_at, seq LIMIT $2"
+);
+
+/// How many queued instances past the ones it may admit a worker reads of
+/// a line (as on SQLite: those it passes over keep their places).
+const LOOK_PAST: usize = 64;
+
+/// A worker's reads of a key's rows: the head of its line, locked (the
+/// key's lock, its admitted rows) to admit, or not, only to look.
+fn head_reads(key: &str, n: usize, locked: bool) -> [Op; 4] {
+    [
+        Op::Query(
+            if locked { KEY_LOCK } else { "SELECT $1::text" },
+            vec![p(key.to_string())],
+        ),
+        Op::Query(
+            if locked { OCCUPANTS } else { OCCUPANTS_READ },
+            vec![p(key.to_string())],
+        ),
+        Op::Query(LINE_HEAD, vec![p(key.to_string()), p(n as i64)]),
+        Op::Query(WINDOW, vec![p(key.to_string())]),
+    ]
+}
+
 /// The reads of a key's rows, after its lock.
 fn reads(key: &str, candidate: &str) -> [Op; 4] {
     [
@@ -395,8 +425,19 @@ impl PgStore {
             if out.len() >= max {
                 break;
             }
+            let head = max - out.len() + LOOK_PAST;
+            // A look first, without locks: a worker that finds nothing to
+            // admit (the usual case while a key is full) holds up nobody.
+            let outs = self.pipeline(head_reads(&key, head, false).into()).await?;
+            let (rows, now_ms) = key_rows(outs.into_iter(), holder_alive)?;
+            if queue::admit_line(&rows, max - out.len(), now_ms)
+                .0
+                .is_empty()
+            {
+                continue;
+            }
             let mut ops = vec![Op::Simple("BEGIN")];
-            ops.extend(reads(&key, ""));
+            ops.extend(head_reads(&key, head, true));
             let outs = self.pipeline(ops).await?;
             let (rows, now_ms) = match key_rows(outs.into_iter().skip(1), holder_alive) {
                 Ok(r) => r,

@@ -586,8 +586,12 @@ impl SqliteStore {
         max: usize,
         holder_alive: &dyn Fn(&str) -> bool,
     ) -> Result<Vec<InstanceId>> {
+        let keys = queue::admissible_keys(&self.conn, max, holder_alive)?;
+        if keys.is_empty() {
+            return Ok(Vec::new());
+        }
         let tx = self.write()?;
-        let ids = queue::admit_queued(&tx, owner, ttl_ms, max, holder_alive)?;
+        let ids = queue::admit_queued(&tx, &keys, owner, ttl_ms, max, holder_alive)?;
         tx.commit()?;
         Ok(ids)
     }

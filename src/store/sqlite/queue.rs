@@ -13,10 +13,33 @@ use rusqlite::{Connection, params};
 /// The rows admission reads for `key`: its admitted instances, its line
 /// (queued ones, and `candidate` whatever its status), the admissions in
 /// the window the limits need.
+/// `head`: read only the first this many of the line (a worker's look,
+/// which admits at most that many less the ones it must pass over), instead
+/// of all of it with `candidate`.
 pub(super) fn key_rows(
     c: &Connection,
     key: &str,
     candidate: &str,
+    extra: Option<&QueueLimits>,
+    now_ms: i64,
+    holder_alive: &dyn Fn(&str) -> bool,
+) -> Result<KeyRows> {
+    key_rows_of(c, key, Line::All(candidate), extra, now_ms, holder_alive)
+}
+
+/// Which of a key's queued instances admission reads.
+#[derive(Clone, Copy)]
+enum Line<'a> {
+    /// All of them, and this instance whatever its status.
+    All(&'a str),
+    /// The first this many.
+    Head(usize),
+}
+
+fn key_rows_of(
+    c: &Connection,
+    key: &str,
+    which: Line,
     extra: Option<&QueueLimits>,
     now_ms: i64,
     holder_alive: &dyn Fn(&str) -> bool,
@@ -39,13 +62,23 @@ pub(super) fn key_rows(
             })
         })?
         .collect::<rusqlite::Result<Vec<_>>>()?;
-    let mut stmt = c.prepare_cached(
-        "SELECT id, lease_owner, lease_expires_ms, status, wake_at, queue_limits FROM instances \
-         WHERE queue_key = ?1 AND admitted = 0 AND (status = 'queued' OR id = ?2) \
-         ORDER BY queue_priority, created_at, rowid",
-    )?;
+    let (sql, arg): (&str, rusqlite::types::Value) = match which {
+        Line::All(candidate) => (
+            "SELECT id, lease_owner, lease_expires_ms, status, wake_at, queue_limits FROM instances \
+             WHERE queue_key = ?1 AND admitted = 0 AND (status = 'queued' OR id = ?2) \
+             ORDER BY queue_priority, created_at, rowid",
+            candidate.to_string().into(),
+        ),
+        Line::Head(n) => (
+            "SELECT id, lease_owner, lease_expires_ms, status, wake_at, queue_limits FROM instances \
+             WHERE queue_key = ?1 AND admitted = 0 AND status = 'queued' \
+             ORDER BY queue_priority, created_at, rowid LIMIT ?2",
+            (n as i64).into(),
+        ),
+    };
+    let mut stmt = c.prepare_cached(sql)?;
     let line = stmt
-        .query_map(params![key, candidate], |r| {
+        .query_map(params![key, arg], |r| {
             let status: InstanceStatus = r.get(3)?;
             let wake: Option<Timestamp> = r.get(4)?;
             Ok(InLine {
@@ -256,25 +289,27 @@ pub(super) fn arrive(
 /// process holds, those its room allows, leased to `owner`; at most `max`.
 pub(super) fn admit_queued(
     c: &Connection,
+    keys: &[String],
     owner: &str,
     ttl_ms: i64,
     max: usize,
     holder_alive: &dyn Fn(&str) -> bool,
 ) -> Result<Vec<InstanceId>> {
     let now_ms = chrono::Utc::now().timestamp_millis();
-    let mut stmt = c.prepare_cached(
-        "SELECT DISTINCT queue_key FROM instances WHERE queue_key IS NOT NULL AND admitted = 0 \
-         AND status = 'queued' AND (lease_expires_ms IS NULL OR lease_expires_ms <= ?1)",
-    )?;
-    let keys = stmt
-        .query_map([now_ms], |r| r.get(0))?
-        .collect::<rusqlite::Result<Vec<String>>>()?;
     let mut out = Vec::new();
     for key in keys {
+        let key = key.clone();
         if out.len() >= max {
             break;
         }
-        let rows = key_rows(c, &key, "", None, now_ms, holder_alive)?;
+        let rows = key_rows_of(
+            c,
+            &key,
+            Line::Head(max + LOOK_PAST),
+            None,
+            now_ms,
+            holder_alive,
+        )?;
         let (admit_ids, gone) = queue::admit_line(&rows, max - out.len(), now_ms);
         revoke(c, &gone)?;
         for id in admit_ids {
@@ -286,6 +321,46 @@ pub(super) fn admit_queued(
                 .unwrap_or_default();
             admit(c, &id, &key, &limits, Some((owner, ttl_ms)), now_ms)?;
             out.push(InstanceId::from(id));
+        }
+    }
+    Ok(out)
+}
+
+/// How many queued instances past the ones it may admit a worker reads of
+/// a line: those held by a waiting `wf run`, or debounced, keep their places
+/// and are passed over. More of them than this only delay an admission to
+/// the next look (never admit past the limits).
+const LOOK_PAST: usize = 64;
+
+/// The keys a worker with room for `max` could admit something of now, read
+/// without the write lock (the admission itself decides again under it):
+/// a worker's look that finds nothing to do takes no lock from the runners'
+/// commits.
+pub(super) fn admissible_keys(
+    c: &Connection,
+    max: usize,
+    holder_alive: &dyn Fn(&str) -> bool,
+) -> Result<Vec<String>> {
+    let now_ms = chrono::Utc::now().timestamp_millis();
+    let mut stmt = c.prepare_cached(
+        "SELECT DISTINCT queue_key FROM instances WHERE status = 'queued' AND admitted = 0 \
+         AND queue_key IS NOT NULL AND (lease_expires_ms IS NULL OR lease_expires_ms <= ?1)",
+    )?;
+    let keys = stmt
+        .query_map([now_ms], |r| r.get(0))?
+        .collect::<rusqlite::Result<Vec<String>>>()?;
+    let mut out = Vec::new();
+    for key in keys {
+        let rows = key_rows_of(
+            c,
+            &key,
+            Line::Head(max + LOOK_PAST),
+            None,
+            now_ms,
+            holder_alive,
+        )?;
+        if !queue::admit_line(&rows, max, now_ms).0.is_empty() {
+            out.push(key);
         }
     }
     Ok(out)

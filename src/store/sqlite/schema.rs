@@ -199,7 +199,8 @@ pub const MIGRATIONS: &[&str] = &[
 ];
 
 // 14: a key's admitted instances and its line (by priority, then age) are
-// read off one index that holds only the instances that have a queue.
+// read off one index that holds only the instances that have a queue (the
+// keys with queued instances, a worker's look, off `instances_by_status`).
 const QUEUES: &str = r#"
     CREATE INDEX instances_by_queue ON instances(queue_key, admitted, status, queue_priority, created_at)
         WHERE queue_key IS NOT NULL;
