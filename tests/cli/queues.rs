@@ -646,3 +646,31 @@ fn cut(killed: &[(String, u128)], host: &str, start: u128) -> u128 {
             panic!("a step run on {host} from {start} never ended, and no worker died there")
         })
 }
+
+#[test]
+fn a_restart_that_its_queue_cannot_admit_leaves_the_instance_as_it_ended() {
+    let t = Test::new();
+    let file = t.write("deploy.yaml", &gated(""));
+    let file = file.to_str().unwrap();
+    t.write("go-done", "");
+    run_as(&t, file, "done", &[]).code(0);
+    let a = start_as(&t, file, "a", &[]);
+    eventually("a's step to start", || started(&t, "a"));
+    let before = t.inspect("done");
+    let ran = t.wf(&["restart", "done", "--from", "work", "--inline-wait", "0s"]);
+    ran.code(3);
+    assert!(
+        ran.stdout.contains("it was not started again"),
+        "{}",
+        ran.stdout
+    );
+    let after = t.inspect("done");
+    assert_eq!(after["status"], "completed");
+    assert_eq!(after["runs"], before["runs"], "no run was opened");
+    assert_eq!(after["steps"], before["steps"], "nothing was reset");
+    // With room, it is.
+    t.write("go-a", "");
+    a.finish().code(0);
+    t.wf(&["restart", "done", "--from", "work"]).code(0);
+    assert_eq!(t.inspect("done")["runs"].as_array().unwrap().len(), 2);
+}

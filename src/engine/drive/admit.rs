@@ -68,6 +68,14 @@ pub(super) async fn admit(
         if left.is_zero() {
             drop(heartbeat);
             store.release(fence).await?;
+            // An ended instance asked to run again (`wf restart`,
+            // `--retry-failed`) is left as it ended: nothing was reset, and
+            // no worker takes it up; the command is to be given again.
+            if history.instance.status.is_ended() {
+                return Ok(Some(RunOutcome::Queued(format!(
+                    "{why}; it was not started again: give the command again when its queue has room"
+                ))));
+            }
             return Ok(Some(RunOutcome::Queued(why)));
         }
         let (_, lost) =

@@ -389,7 +389,9 @@ impl PgStore {
                     ahead,
                     blocked,
                 } => {
-                    if inst.status != InstanceStatus::Queued {
+                    // (An ended one asked to run again stays as it ended
+                    // until admitted, as on SQLite.)
+                    if inst.status != InstanceStatus::Queued && !inst.status.is_ended() {
                         ops.push(Op::Exec(
                             QUEUED,
                             vec![p(fence.instance.to_string()), p(Timestamp::now())],

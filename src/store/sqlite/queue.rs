@@ -193,7 +193,9 @@ pub(super) fn admit_one(
             ahead,
             blocked,
         } => {
-            if inst.status != InstanceStatus::Queued {
+            // (An ended one asked to run again, by `wf restart` or
+            // `--retry-failed`, stays as it ended until admitted.)
+            if inst.status != InstanceStatus::Queued && !inst.status.is_ended() {
                 cached(
                     c,
                     "UPDATE instances SET status = 'queued', wake_at = NULL, waiting_event = NULL, \
