@@ -388,6 +388,88 @@ pub fn admit_one(
     }
 }
 
+/// When a queued instance may be admitted (its debounce over): its wake
+/// time, which only a `queued` instance's means that.
+pub fn not_before(
+    status: crate::vocab::InstanceStatus,
+    wake_at: Option<crate::vocab::Timestamp>,
+) -> Option<i64> {
+    wake_at
+        .filter(|_| status == crate::vocab::InstanceStatus::Queued)
+        .map(crate::vocab::Timestamp::ms)
+}
+
+/// What a new instance's arrival comes to, `on_full` applied.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Arrival {
+    /// Admit it (its creator holds its lease), revoking these first.
+    Admit { revoke: Vec<String> },
+    /// It waits in the line, `queued`.
+    Wait,
+    /// `on_full: skip`: it ends skipped, for this reason.
+    Skip(String),
+    /// `on_full: cancel_previous`: ask this admitted instance to cancel,
+    /// and wait for its slot.
+    CancelPrevious(String),
+}
+
+/// The arrival of new instance `id` of `place`'s key (in `rows.line`),
+/// whose creator holds its lease when `held` (a detached one is admitted by
+/// a worker). A debounced one waits out its period whatever `on_full` says.
+pub fn arrive(
+    place: &QueuePlace,
+    rows: &KeyRows,
+    id: &str,
+    not_before_ms: Option<i64>,
+    held: bool,
+    now_ms: i64,
+) -> Arrival {
+    match admit_one(&place.limits, rows, id, not_before_ms, now_ms) {
+        Verdict::Admit { revoke } if held => Arrival::Admit { revoke },
+        Verdict::Admit { .. } => Arrival::Wait,
+        Verdict::Wait { blocked, .. } => match place.limits.on_full {
+            OnFull::Queue => Arrival::Wait,
+            _ if matches!(blocked, Blocked::Debounce { .. }) => Arrival::Wait,
+            OnFull::Skip => Arrival::Skip(skipped_why(&place.key, &blocked)),
+            OnFull::CancelPrevious => rows
+                .occupants
+                .iter()
+                .find(|o| o.live || o.held)
+                .map_or(Arrival::Wait, |o| Arrival::CancelPrevious(o.id.clone())),
+        },
+    }
+}
+
+/// Where queued instance `id` of `key` stands under `limits`, for `wf
+/// inspect` (nothing is admitted): `Blocked::Nothing` when it has room.
+pub fn standing(
+    key: String,
+    limits: &QueueLimits,
+    rows: &KeyRows,
+    id: &str,
+    not_before_ms: Option<i64>,
+    now_ms: i64,
+) -> Admission {
+    match admit_one(limits, rows, id, not_before_ms, now_ms) {
+        Verdict::Admit { .. } => Admission::Waiting {
+            key,
+            position: 1,
+            ahead: 0,
+            blocked: Blocked::Nothing,
+        },
+        Verdict::Wait {
+            position,
+            ahead,
+            blocked,
+        } => Admission::Waiting {
+            key,
+            position,
+            ahead,
+            blocked,
+        },
+    }
+}
+
 /// What a worker admits of a key's line: the due, unleased instances the
 /// free slots and the rate allow, in order (at most `max`), and the dead
 /// holders to revoke first. A due instance a live process holds keeps its
@@ -608,6 +690,60 @@ mod tests {
         assert_eq!(lock_verdict(&holders, "a", "migrate", 1), LockVerdict::Held);
         // Another unit of the holder's own instance waits like anyone.
         assert_eq!(lock_verdict(&holders, "a", "other", 1), LockVerdict::Busy);
+    }
+
+    #[test]
+    fn on_full_decides_a_newcomers_arrival_but_never_cuts_a_debounce_short() {
+        let place = |on_full| QueuePlace {
+            key: "k".into(),
+            priority: 5,
+            limits: QueueLimits {
+                on_full,
+                ..limits(Some(1), None)
+            },
+            admitted: false,
+        };
+        let full = KeyRows {
+            occupants: vec![occupant("a", true, false)],
+            line: vec![queued("n", &limits(Some(1), None), true)],
+            window: vec![],
+        };
+        assert_eq!(
+            arrive(&place(OnFull::Queue), &full, "n", None, true, 0),
+            Arrival::Wait
+        );
+        assert!(matches!(
+            arrive(&place(OnFull::Skip), &full, "n", None, true, 0),
+            Arrival::Skip(why) if why.contains("queue `k` is full")
+        ));
+        assert_eq!(
+            arrive(&place(OnFull::CancelPrevious), &full, "n", None, true, 0),
+            Arrival::CancelPrevious("a".into())
+        );
+        assert_eq!(
+            arrive(&place(OnFull::Skip), &full, "n", Some(10), true, 0),
+            Arrival::Wait
+        );
+        // Room: admitted when its creator holds it, else left for a worker.
+        let room = KeyRows {
+            occupants: vec![],
+            ..full
+        };
+        assert_eq!(
+            arrive(&place(OnFull::Skip), &room, "n", None, true, 0),
+            Arrival::Admit { revoke: vec![] }
+        );
+        assert_eq!(
+            arrive(&place(OnFull::Skip), &room, "n", None, false, 0),
+            Arrival::Wait
+        );
+        assert!(matches!(
+            standing("k".into(), &limits(Some(1), None), &room, "n", None, 0),
+            Admission::Waiting {
+                blocked: Blocked::Nothing,
+                ..
+            }
+        ));
     }
 
     #[test]

@@ -471,6 +471,12 @@ impl Workflow {
         children::load_tree(path, &mut Vec::new())
     }
 
+    /// Whether any step takes a `lock:` (a run then gives back what the
+    /// instance holds when it opens and when it closes).
+    pub fn has_locks(&self) -> bool {
+        self.steps.iter().any(|s| s.lock.is_some())
+    }
+
     /// Reads and validates one workflow file, not the files it calls.
     fn load_file(path: &Path) -> Result<Workflow, DefinitionError> {
         let label = match is_stdin(path) {

@@ -107,7 +107,7 @@ pub(super) async fn admit(
 }
 
 /// Where a queued instance stands, in words.
-pub fn waiting_why(key: &str, position: usize, ahead: usize, blocked: &Blocked) -> String {
+fn waiting_why(key: &str, position: usize, ahead: usize, blocked: &Blocked) -> String {
     let behind = match ahead {
         0 => "first in line".to_string(),
         1 => "1 instance ahead".to_string(),

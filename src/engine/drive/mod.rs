@@ -11,7 +11,6 @@
 mod admit;
 mod open;
 
-pub use admit::waiting_why;
 pub(super) use open::ended_spans;
 use open::open_run;
 
@@ -384,7 +383,7 @@ async fn close_run(
                 run,
                 outcome: RunEnd::Failed,
             });
-            if runner.sched.wf.steps.iter().any(|s| s.lock.is_some()) {
+            if runner.sched.wf.has_locks() {
                 runner.sched.writes.push(Write::ReleaseLocks);
             }
             if release {
@@ -470,7 +469,7 @@ async fn close_run(
     }
     // Whatever step locks its units took and did not give back (a lock
     // taken for a unit that never started) go with the run.
-    if runner.sched.wf.steps.iter().any(|s| s.lock.is_some()) {
+    if runner.sched.wf.has_locks() {
         runner.sched.writes.push(Write::ReleaseLocks);
     }
     runner.sched.writes.push(Write::Status {

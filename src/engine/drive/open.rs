@@ -121,7 +121,7 @@ pub(super) fn open_run(
         restart_from: opts.restart.clone(),
     });
     // Step locks a dead predecessor held (its attempts are over) are given back.
-    if wf.steps.iter().any(|s| s.lock.is_some()) {
+    if wf.has_locks() {
         writes.push(Write::ReleaseLocks);
     }
     // A restart: the reset rows, the state rebuilt from the kept steps'

@@ -8,9 +8,7 @@
 
 use super::history::{NOTIFY, get, insert_definition, insert_instance, p};
 use super::{Op, Out, Param, PgStore};
-use crate::store::queue::{
-    self, Admission, Blocked, InLine, KeyRows, Occupant, OnFull, QueueLimits, Verdict,
-};
+use crate::store::queue::{self, Admission, InLine, KeyRows, Occupant, QueueLimits, Verdict};
 use crate::store::rows::*;
 use crate::store::{Result, StoreError};
 use crate::vocab::{InstanceStatus, Timestamp};
@@ -177,14 +175,10 @@ fn key_rows(
     let line = line
         .iter()
         .map(|r| {
-            let status: InstanceStatus = get(r, 3)?;
-            let wake: Option<Timestamp> = get(r, 4)?;
             Ok(InLine {
                 id: get(r, 0)?,
                 leased: live(r)?,
-                not_before_ms: wake
-                    .filter(|_| status == InstanceStatus::Queued)
-                    .map(Timestamp::ms),
+                not_before_ms: queue::not_before(get(r, 3)?, get(r, 4)?),
                 limits: QueueLimits::of_text(&get::<Option<String>>(r, 5)?.unwrap_or_default()),
             })
         })
@@ -292,39 +286,24 @@ impl PgStore {
         };
         let mut ops = Vec::new();
         let not_before = row.wake_at.map(Timestamp::ms);
-        match queue::admit_one(&place.limits, &rows, &row.id, not_before, now_ms) {
-            Verdict::Admit { revoke } => {
-                if row.lease_owner.is_some() {
-                    admit_ops(
-                        &mut ops,
-                        &revoke,
-                        &row.id,
-                        &place.key,
-                        &place.limits,
-                        None,
-                        now_ms,
-                    );
-                }
+        let held = row.lease_owner.is_some();
+        match queue::arrive(place, &rows, &row.id, not_before, held, now_ms) {
+            queue::Arrival::Admit { revoke } => admit_ops(
+                &mut ops,
+                &revoke,
+                &row.id,
+                &place.key,
+                &place.limits,
+                None,
+                now_ms,
+            ),
+            queue::Arrival::Wait => {}
+            queue::Arrival::Skip(why) => {
+                ops.push(Op::Exec(SKIP, vec![p(row.id.to_string()), p(why)]));
             }
-            Verdict::Wait { blocked, .. } => match place.limits.on_full {
-                OnFull::Queue => {}
-                _ if matches!(blocked, Blocked::Debounce { .. }) => {}
-                OnFull::Skip => ops.push(Op::Exec(
-                    SKIP,
-                    vec![
-                        p(row.id.to_string()),
-                        p(queue::skipped_why(&place.key, &blocked)),
-                    ],
-                )),
-                OnFull::CancelPrevious => {
-                    if let Some(oldest) = rows.occupants.iter().find(|o| o.live || o.held) {
-                        ops.push(Op::Exec(
-                            CANCEL,
-                            vec![p(oldest.id.clone()), p(Timestamp::now())],
-                        ));
-                    }
-                }
-            },
+            queue::Arrival::CancelPrevious(oldest) => {
+                ops.push(Op::Exec(CANCEL, vec![p(oldest), p(Timestamp::now())]));
+            }
         }
         ops.push(Op::Query(NOTIFY, vec![]));
         self.finish(ops).await?;
@@ -526,30 +505,15 @@ impl PgStore {
             ])
             .await?;
         let (rows, now_ms) = key_rows(outs.into_iter().skip(1), holder_alive)?;
-        let not_before = inst
-            .wake_at
-            .filter(|_| inst.status == InstanceStatus::Queued)
-            .map(Timestamp::ms);
-        Ok(Some(
-            match queue::admit_one(&place.limits, &rows, id, not_before, now_ms) {
-                Verdict::Admit { .. } => Admission::Waiting {
-                    key: place.key,
-                    position: 1,
-                    ahead: 0,
-                    blocked: Blocked::Nothing,
-                },
-                Verdict::Wait {
-                    position,
-                    ahead,
-                    blocked,
-                } => Admission::Waiting {
-                    key: place.key,
-                    position,
-                    ahead,
-                    blocked,
-                },
-            },
-        ))
+        let not_before = queue::not_before(inst.status, inst.wake_at);
+        Ok(Some(queue::standing(
+            place.key,
+            &place.limits,
+            &rows,
+            id,
+            not_before,
+            now_ms,
+        )))
     }
 }
 

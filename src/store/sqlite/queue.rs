@@ -3,7 +3,6 @@
 //! lock serializes with every other writer of the file.
 
 use super::history::cached;
-use crate::store::queue::OnFull;
 use crate::store::queue::{self, Admission, InLine, KeyRows, Occupant, QueueLimits, Verdict};
 use crate::store::rows::*;
 use crate::store::{Result, StoreError};
@@ -79,14 +78,10 @@ fn key_rows_of(
     let mut stmt = c.prepare_cached(sql)?;
     let line = stmt
         .query_map(params![key, arg], |r| {
-            let status: InstanceStatus = r.get(3)?;
-            let wake: Option<Timestamp> = r.get(4)?;
             Ok(InLine {
                 id: r.get(0)?,
                 leased: live(r.get(1)?, r.get(2)?),
-                not_before_ms: wake
-                    .filter(|_| status == InstanceStatus::Queued)
-                    .map(Timestamp::ms),
+                not_before_ms: queue::not_before(r.get(3)?, r.get(4)?),
                 limits: QueueLimits::of_text(&r.get::<_, Option<String>>(5)?.unwrap_or_default()),
             })
         })?
@@ -178,10 +173,7 @@ pub(super) fn admit_one(
         return Ok(Admission::Admitted);
     }
     let rows = key_rows(c, &place.key, id, Some(&place.limits), now_ms, holder_alive)?;
-    let not_before = inst
-        .wake_at
-        .filter(|_| inst.status == InstanceStatus::Queued)
-        .map(Timestamp::ms);
+    let not_before = queue::not_before(inst.status, inst.wake_at);
     match queue::admit_one(&place.limits, &rows, id, not_before, now_ms) {
         Verdict::Admit { revoke: gone } => {
             revoke(c, &gone)?;
@@ -256,33 +248,27 @@ pub(super) fn arrive(
         holder_alive,
     )?;
     let not_before = row.wake_at.map(Timestamp::ms);
-    match queue::admit_one(&place.limits, &rows, &row.id, not_before, now_ms) {
-        Verdict::Admit { revoke: gone } => {
-            if row.lease_owner.is_some() {
-                revoke(c, &gone)?;
-                admit(c, &row.id, &place.key, &place.limits, None, now_ms)?;
-            }
+    let held = row.lease_owner.is_some();
+    match queue::arrive(place, &rows, &row.id, not_before, held, now_ms) {
+        queue::Arrival::Admit { revoke: gone } => {
+            revoke(c, &gone)?;
+            admit(c, &row.id, &place.key, &place.limits, None, now_ms)?;
         }
-        Verdict::Wait { blocked, .. } => match place.limits.on_full {
-            OnFull::Queue => {}
-            _ if matches!(blocked, queue::Blocked::Debounce { .. }) => {}
-            OnFull::Skip => {
-                cached(
-                    c,
-                    "UPDATE instances SET status = 'skipped', error = ?2, lease_expires_ms = NULL WHERE id = ?1",
-                    params![row.id, queue::skipped_why(&place.key, &blocked)],
-                )?;
-            }
-            OnFull::CancelPrevious => {
-                if let Some(oldest) = rows.occupants.iter().find(|o| o.live || o.held) {
-                    cached(
-                        c,
-                        "UPDATE instances SET cancel_requested = MAX(cancel_requested, 1), updated_at = ?2 WHERE id = ?1",
-                        params![oldest.id, Timestamp::now()],
-                    )?;
-                }
-            }
-        },
+        queue::Arrival::Wait => {}
+        queue::Arrival::Skip(why) => {
+            cached(
+                c,
+                "UPDATE instances SET status = 'skipped', error = ?2, lease_expires_ms = NULL WHERE id = ?1",
+                params![row.id, why],
+            )?;
+        }
+        queue::Arrival::CancelPrevious(oldest) => {
+            cached(
+                c,
+                "UPDATE instances SET cancel_requested = MAX(cancel_requested, 1), updated_at = ?2 WHERE id = ?1",
+                params![oldest, Timestamp::now()],
+            )?;
+        }
     }
     Ok(())
 }
@@ -300,13 +286,12 @@ pub(super) fn admit_queued(
     let now_ms = chrono::Utc::now().timestamp_millis();
     let mut out = Vec::new();
     for key in keys {
-        let key = key.clone();
         if out.len() >= max {
             break;
         }
         let rows = key_rows_of(
             c,
-            &key,
+            key,
             Line::Head(max + LOOK_PAST),
             None,
             now_ms,
@@ -321,7 +306,7 @@ pub(super) fn admit_queued(
                 .find(|e| e.id == id)
                 .map(|e| e.limits.clone())
                 .unwrap_or_default();
-            admit(c, &id, &key, &limits, Some((owner, ttl_ms)), now_ms)?;
+            admit(c, &id, key, &limits, Some((owner, ttl_ms)), now_ms)?;
             out.push(InstanceId::from(id));
         }
     }
@@ -424,31 +409,15 @@ pub(super) fn standing(
     }
     let now_ms = chrono::Utc::now().timestamp_millis();
     let rows = key_rows(c, &place.key, id, Some(&place.limits), now_ms, holder_alive)?;
-    let not_before = inst
-        .wake_at
-        .filter(|_| inst.status == InstanceStatus::Queued)
-        .map(Timestamp::ms);
-    Ok(Some(
-        match queue::admit_one(&place.limits, &rows, id, not_before, now_ms) {
-            // Room now: it is admitted as soon as a process asks.
-            Verdict::Admit { .. } => Admission::Waiting {
-                key: place.key,
-                position: 1,
-                ahead: 0,
-                blocked: queue::Blocked::Nothing,
-            },
-            Verdict::Wait {
-                position,
-                ahead,
-                blocked,
-            } => Admission::Waiting {
-                key: place.key,
-                position,
-                ahead,
-                blocked,
-            },
-        },
-    ))
+    let not_before = queue::not_before(inst.status, inst.wake_at);
+    Ok(Some(queue::standing(
+        place.key,
+        &place.limits,
+        &rows,
+        id,
+        not_before,
+        now_ms,
+    )))
 }
 
 /// Takes step lock `key` (at most `limit` holders) for unit `unit` of the
