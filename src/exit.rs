@@ -53,7 +53,7 @@ impl ExitStatus {
                     | EngineError::Restart(_) => ExitStatus::Usage,
                     EngineError::Store(s) => Self::for_store(s),
                     EngineError::NotResumable(_) | EngineError::Internal(_) => ExitStatus::Failure,
-                    EngineError::Exists(_) => ExitStatus::Usage,
+                    EngineError::Exists(_) | EngineError::Taken(_) => ExitStatus::Usage,
                 };
             }
             if let Some(s) = cause.downcast_ref::<StoreError>() {

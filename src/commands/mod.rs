@@ -19,6 +19,7 @@ mod signal;
 mod trace;
 mod validate;
 mod worker;
+mod workflow;
 
 use crate::exit::{ExitStatus, UsageError};
 use crate::printer::Printer;
@@ -90,6 +91,8 @@ pub enum Command {
     Prune(prune::Args),
     /// Register, remove and list the schedules `wf worker` starts instances on
     Schedule(schedule::Args),
+    /// Register, remove and list workflows (for `wf serve`, webhooks and schedules)
+    Workflow(workflow::Args),
     /// The queues (`queue:`): admitted and queued instances per key
     Queue(queue::Args),
     /// Resume every instance that is due (timers, events, dead leases) and start
@@ -121,6 +124,7 @@ pub async fn execute(cli: Cli, printer: &Printer) -> anyhow::Result<ExitStatus> 
         Command::Signal(args) => signal::run(args, &mut open(db).await?, printer).await,
         Command::Cancel(args) => cancel::run(args, db, printer).await,
         Command::Schedule(args) => schedule::run(args, db, printer).await,
+        Command::Workflow(args) => workflow::run(args, db, printer).await,
         Command::Queue(args) => queue::run(args, db, printer).await,
         Command::Worker(args) => worker::run(args, db, printer).await,
         Command::Prune(args) => prune::run(args, db, printer).await,

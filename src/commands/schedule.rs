@@ -47,7 +47,18 @@ pub async fn run(args: Args, db: Option<PathBuf>, printer: &Printer) -> anyhow::
         Sub::Add { file, json } => {
             let wf = Workflow::load(&file)?;
             let mut store = super::open(db).await?;
-            let rows = fire::register(&mut store, &wf, &file).await?;
+            if wf.schedules.is_empty() {
+                return Err(UsageError(format!(
+                    "{} has no `on.schedule`: nothing to register",
+                    file.display()
+                ))
+                .into());
+            }
+            // The same registry as `wf workflow add`: the workflow is
+            // registered under its name with all its triggers.
+            let rows = crate::engine::registry::register(&mut store, &wf, &file)
+                .await?
+                .schedules;
             if !wf.secrets.is_empty() {
                 let unset: Vec<&str> = wf
                     .secrets

@@ -16,6 +16,7 @@ pub mod output;
 pub mod output_files;
 pub mod procs;
 pub mod redact;
+pub mod registry;
 pub mod restart;
 pub mod runner;
 pub mod scheduler;
@@ -52,6 +53,10 @@ pub enum EngineError {
     /// and inputs: nothing to do but say what became of it.
     #[error("instance {} exists already, with the same definition and inputs: {}", .0.id, .0.status)]
     Exists(Box<store::InstanceRow>),
+    /// An instance id that exists with another definition or other inputs
+    /// (`wf run --id`, an API start's `Idempotency-Key`).
+    #[error("an instance with id `{}` already exists, of another definition or with other inputs", .0.id)]
+    Taken(Box<store::InstanceRow>),
     #[error(transparent)]
     Restart(#[from] restart::RestartError),
     #[error("{0}")]
@@ -369,6 +374,33 @@ pub async fn create_instance(
     owner: Option<&str>,
     labels: store::Labels,
 ) -> Result<InstanceId, EngineError> {
+    let (recorded_path, base_dir) = crate::workflow::origin(workflow_path);
+    let origin = Origin {
+        path: recorded_path,
+        base_dir: base_dir.display().to_string(),
+    };
+    create_instance_at(store, wf, &origin, inputs, id, owner, labels).await
+}
+
+/// Where an instance's definition came from: the path it records, and the
+/// directory its steps run in.
+#[derive(Debug, Clone)]
+pub struct Origin {
+    pub path: String,
+    pub base_dir: String,
+}
+
+/// [`create_instance`] of a definition read earlier (a registered one),
+/// from `origin`.
+pub async fn create_instance_at(
+    store: &mut Store,
+    wf: &Workflow,
+    origin: &Origin,
+    inputs: Value,
+    id: Option<InstanceId>,
+    owner: Option<&str>,
+    labels: store::Labels,
+) -> Result<InstanceId, EngineError> {
     let ttl = lease::ttl().map_err(EngineError::Input)?;
     // A secret's value given as an input is masked like everywhere else.
     let mut inputs = inputs;
@@ -386,7 +418,6 @@ pub async fn create_instance(
         }
         None => InstanceId::random(),
     };
-    let (recorded_path, base_dir) = crate::workflow::origin(workflow_path);
     let now = Timestamp::now();
     // Leased to the run that drives it now; or, detached, due at once for
     // the first worker with room (as a schedule's fire is).
@@ -409,8 +440,8 @@ pub async fn create_instance(
         status,
         definition: wf.source.clone(),
         definition_hash: wf.hash.clone(),
-        workflow_path: recorded_path.clone(),
-        base_dir: base_dir.display().to_string(),
+        workflow_path: origin.path.clone(),
+        base_dir: origin.base_dir.clone(),
         inputs,
         state: Value::Object(wf.state.clone()),
         error: None,
@@ -438,9 +469,7 @@ pub async fn create_instance(
         if existing.definition_hash == row.definition_hash && existing.inputs == row.inputs {
             return Err(EngineError::Exists(Box::new(existing)));
         }
-        return Err(EngineError::Input(format!(
-            "an instance with id `{id}` already exists, of another definition or with other inputs"
-        )));
+        return Err(EngineError::Taken(Box::new(existing)));
     }
     Ok(id)
 }

@@ -58,6 +58,7 @@ pub use pending::PendingCommit;
 pub use pg::PgTarget;
 pub use pool::Pool;
 pub use queue::{QueueLimits, QueuePlace};
+pub use registry::Refused;
 pub use rows::*;
 pub use write::Write;
 
@@ -191,7 +192,8 @@ macro_rules! each {
     };
 }
 
-// After `each!`, which it uses.
+// After `each!`, which they use.
+mod registry;
 mod schedules;
 
 impl Store {

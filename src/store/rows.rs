@@ -459,6 +459,20 @@ pub struct DueInstance {
     pub lease_expires_ms: Option<i64>,
 }
 
+/// A registered workflow (`wf workflow add`): the definition pinned under
+/// its name, which the API starts by name, and the hook its `on.webhook`
+/// answers at.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WorkflowRow {
+    pub name: String,
+    pub definition_hash: String,
+    pub workflow_path: String,
+    pub base_dir: String,
+    /// `on.webhook.name`: `POST /hooks/NAME` (unique across the registry).
+    pub hook: Option<String>,
+    pub registered_at: Timestamp,
+}
+
 /// One registered `on.schedule` entry (`wf schedule add`), with where it is:
 /// the next fire time not yet taken, and what `overlap` keeps.
 #[derive(Debug, Clone, PartialEq)]

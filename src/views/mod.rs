@@ -29,6 +29,7 @@
 //! - `trace.rs`: [`TraceRunView`], [`SpanView`], `wf trace --format json`.
 //! - `validate.rs`: [`ValidView`], [`InvalidView`], `wf validate`.
 //! - `worker.rs`: [`WorkerLine`], a line of `wf worker --json`.
+//! - `workflow.rs`: [`WorkflowView`], `wf workflow list` and `add`.
 
 mod instance;
 mod list;
@@ -43,6 +44,7 @@ mod status;
 mod trace;
 mod validate;
 mod worker;
+mod workflow;
 
 #[cfg(test)]
 mod tests;
@@ -62,3 +64,4 @@ pub use status::ShownStatus;
 pub use trace::{SpanView, TraceRunView, run_numbers};
 pub use validate::{InvalidView, Position, ValidView};
 pub use worker::WorkerLine;
+pub use workflow::{InputView, TriggerSchedule, WebhookView, WorkflowView};

@@ -60,7 +60,7 @@ impl DefinitionError {
 
 /// The version of [`Workflow::compiled`]'s format: this crate's version, so a
 /// new wf never reads what an older one compiled (it parses the YAML instead).
-pub const COMPILED_FORMAT: &str = concat!("wf ", env!("CARGO_PKG_VERSION"), " compiled 7");
+pub const COMPILED_FORMAT: &str = concat!("wf ", env!("CARGO_PKG_VERSION"), " compiled 8");
 
 #[derive(serde::Serialize)]
 struct Compiled<'a> {
@@ -111,6 +111,9 @@ pub struct Workflow {
     /// `on.schedule`, in file order.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub schedules: Vec<trigger::Schedule>,
+    /// `on.webhook`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub webhook: Option<trigger::Webhook>,
     pub steps: Vec<Step>,
     /// The exact text the workflow was parsed from; pinned by each instance.
     #[serde(skip)]

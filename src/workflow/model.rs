@@ -66,6 +66,33 @@ pub struct RawOn {
     #[serde(default)]
     #[schemars(with = "Vec<RawSchedule>")]
     pub schedule: Vec<Spanned<RawSchedule>>,
+    /// `POST /hooks/NAME` on `wf serve` starts an instance.
+    #[serde(default)]
+    #[schemars(with = "Option<RawWebhook>")]
+    pub webhook: Option<Spanned<RawWebhook>>,
+}
+
+/// `on.webhook`: a signed HTTP request to `wf serve` starts an instance.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RawWebhook {
+    /// The hook's name: `POST /hooks/NAME`.
+    #[schemars(with = "String")]
+    pub name: Spanned<String>,
+    /// The environment variable of the server that holds the HMAC-SHA256 key
+    /// (`X-Hub-Signature-256: sha256=...`, as GitHub signs).
+    #[schemars(with = "String")]
+    pub secret: Spanned<String>,
+    /// Inputs of the instance, from the request: `body` (the JSON), `headers`
+    /// (names in lower case) and `query`.
+    #[serde(default)]
+    #[schemars(with = "Option<BTreeMap<String, Value>>")]
+    pub inputs: Option<Spanned<Map<String, Value>>>,
+    /// One instance per value: a redelivery returns the instance it started
+    /// (default: the `Idempotency-Key` header).
+    #[serde(default)]
+    #[schemars(with = "Option<String>")]
+    pub dedupe: Option<Spanned<String>>,
 }
 
 /// One `on.schedule` entry: `cron` (with `timezone`) or `every`.

@@ -79,6 +79,40 @@ pub struct Schedule {
     pub catchup_ms: u64,
 }
 
+/// One checked `on.webhook`: `POST /hooks/NAME` on `wf serve`, signed with
+/// the key in the server's environment variable `secret`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Webhook {
+    pub name: String,
+    pub secret: String,
+    /// Inputs rendered from the request (`body`, `headers`, `query`): a
+    /// JSON tree whose strings may hold `${{ }}`.
+    #[serde(default, skip_serializing_if = "Map::is_empty")]
+    pub inputs: Map<String, Value>,
+    /// The value that makes a redelivery return the instance it started;
+    /// `None`: the `Idempotency-Key` header.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dedupe: Option<super::template::Template>,
+}
+
+/// What a webhook's expressions may read.
+pub const WEBHOOK_ROOTS: &[&str] = &["body", "headers", "query"];
+
+/// A hook's name: what `/hooks/NAME` accepts, and what is wrong with `name`.
+pub fn hook_name_problem(name: &str) -> Option<&'static str> {
+    if name.is_empty() || name.len() > 64 {
+        return Some("must be 1 to 64 characters");
+    }
+    if !name
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
+        || name.starts_with('.')
+    {
+        return Some("may hold only letters, digits, `_`, `-` and `.` (not first)");
+    }
+    None
+}
+
 /// A fire time is on time for this long whatever `catchup` says: a worker
 /// that polls, restarts or was busy for a moment still starts it.
 pub const GRACE: Duration = Duration::from_secs(60);

@@ -525,6 +525,28 @@ pub async fn pinned_workflow(
     with_children(store, wf, hash, children, &label, 0).await
 }
 
+/// The definition pinned under `hash` (a registered workflow's), with the
+/// pinned definitions of the workflows it calls.
+pub async fn pinned_by_hash(
+    store: &Store,
+    hash: &str,
+    label: &str,
+) -> Result<Workflow, EngineError> {
+    let def = store.definition(hash).await?.ok_or_else(|| {
+        EngineError::Store(StoreError::Corrupt(format!(
+            "{label}: its pinned definition {hash} is missing"
+        )))
+    })?;
+    let wf = pinned_one(
+        &def.source,
+        def.compiled.as_deref(),
+        hash,
+        &def.children,
+        label,
+    )?;
+    with_children(store, wf, hash, def.children, label, 0).await
+}
+
 /// A pinned text's workflow: its compiled form when this version of wf
 /// wrote it for exactly this text (the text and `children` hash to
 /// `hash`), else the text parsed again.

@@ -356,4 +356,15 @@ pub const MIGRATIONS: &[&str] = &[
         RETURN e;
     END $$;
     "#,
+    // 12: the registry of workflows (`wf workflow add`), as SQLite's 15.
+    r#"
+    CREATE TABLE workflows (
+        name             TEXT PRIMARY KEY,
+        definition_hash  TEXT NOT NULL REFERENCES definitions(hash),
+        workflow_path    TEXT NOT NULL,
+        base_dir         TEXT NOT NULL,
+        hook             TEXT UNIQUE,
+        registered_at    TEXT NOT NULL
+    );
+    "#,
 ];

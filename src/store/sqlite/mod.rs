@@ -51,6 +51,7 @@ mod prune;
 #[cfg(test)]
 mod query_plans;
 mod queue;
+mod registry;
 mod schedules;
 mod schema;
 mod spans;

@@ -196,7 +196,23 @@ pub const MIGRATIONS: &[&str] = &[
     ALTER TABLE instances ADD COLUMN admitted INTEGER NOT NULL DEFAULT 0;  -- holds a slot of its key
     "#,
     QUEUES,
+    // 15: the registry of workflows ([`REGISTRY`]).
+    REGISTRY,
 ];
+
+// 15: the registry (`wf workflow add`): a definition pinned under a
+// workflow's name, which `wf serve` starts by name, and the hook its
+// `on.webhook` answers at (unique: one workflow per hook).
+const REGISTRY: &str = r#"
+    CREATE TABLE workflows (
+        name             TEXT PRIMARY KEY,
+        definition_hash  TEXT NOT NULL REFERENCES definitions(hash),
+        workflow_path    TEXT NOT NULL,
+        base_dir         TEXT NOT NULL,
+        hook             TEXT UNIQUE,          -- on.webhook.name
+        registered_at    TEXT NOT NULL
+    ) WITHOUT ROWID;
+    "#;
 
 // 14: a key's admitted instances and its line (by priority, then age) are
 // read off one index that holds only the instances that have a queue (the
@@ -281,7 +297,14 @@ const LIST_INDEXES: &str = r#"
 /// creation order are those of the migrated schema; the test
 /// `current_is_what_the_migrations_make` compares the two. The migrations
 /// that only create are shared.
-pub const CURRENT: &[&str] = &[CORE, SCHEDULES, LIST_INDEXES, PARENT_INDEX, QUEUES];
+pub const CURRENT: &[&str] = &[
+    CORE,
+    SCHEDULES,
+    LIST_INDEXES,
+    PARENT_INDEX,
+    QUEUES,
+    REGISTRY,
+];
 
 /// What the migrations other than 8, 10 and 12 left: every table but the
 /// schedules', with the columns later migrations added.

@@ -16,6 +16,7 @@ mod graph;
 mod queue;
 mod schedule;
 mod step;
+mod webhook;
 mod workflow;
 
 use super::duration;

@@ -195,6 +195,11 @@ impl Checker<'_> {
                 .collect(),
         };
 
+        let webhook = match raw.on.as_ref().and_then(|on| on.webhook.as_ref()) {
+            None => None,
+            Some(w) => self.webhook(w, &inputs).map_err(|e| errors.push(e)).ok(),
+        };
+
         let mut steps = Vec::with_capacity(raw.steps.value.len());
         for (i, spanned) in raw.steps.value.iter_mut().enumerate() {
             match self.step(
@@ -231,6 +236,7 @@ impl Checker<'_> {
                 .is_some_and(|t| t.per == super::model::TracePer::Instance),
             outputs,
             schedules,
+            webhook,
             results_read: self.results_read.borrow().clone(),
             steps,
             source: self.source.to_string(),

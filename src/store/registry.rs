@@ -1,0 +1,49 @@
+//! The store's registry of workflows (`wf workflow add|rm|list`): the
+//! definitions `wf serve` starts by name and by webhook, over both backends.
+//! A workflow's schedules live beside it (`schedules.rs`); removing the
+//! workflow removes them.
+
+use super::rows::{DefinitionRow, WorkflowRow};
+use super::{Result, Store};
+
+/// Why a registration was refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Refused {
+    /// Its `on.webhook.name` is the hook of this other registered workflow.
+    HookTaken(String),
+}
+
+impl Store {
+    /// Pins `row`'s definition (and `defs`, the definitions it calls) under
+    /// its name, replacing what was registered under it, in one
+    /// transaction; refused, with nothing written, when its hook is another
+    /// workflow's.
+    pub async fn register_workflow(
+        &mut self,
+        row: &WorkflowRow,
+        defs: &[DefinitionRow],
+    ) -> Result<std::result::Result<(), Refused>> {
+        each!(self.register_workflow(row, defs))
+    }
+
+    /// Removes workflow `name` and its schedules; whether anything was
+    /// registered under it.
+    pub async fn remove_workflow(&mut self, name: &str) -> Result<bool> {
+        each!(self.remove_workflow(name))
+    }
+
+    /// Every registered workflow, by name.
+    pub async fn workflows(&self) -> Result<Vec<WorkflowRow>> {
+        each!(self.workflows())
+    }
+
+    /// The workflow registered as `name`.
+    pub async fn registered(&self, name: &str) -> Result<Option<WorkflowRow>> {
+        each!(self.registered(name))
+    }
+
+    /// The workflow whose webhook is `hook`.
+    pub async fn hook(&self, hook: &str) -> Result<Option<WorkflowRow>> {
+        each!(self.hook(hook))
+    }
+}

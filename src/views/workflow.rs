@@ -1,0 +1,91 @@
+//! `wf workflow list --json` and `wf workflow add FILE --json` (and the
+//! API's `/api/v1/workflows`): registered workflows and their triggers.
+
+use crate::store::{ScheduleRow, WorkflowRow};
+use crate::vocab::Timestamp;
+use crate::workflow::Workflow;
+
+/// A registered workflow.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct WorkflowView<'a> {
+    pub name: &'a str,
+    pub description: Option<&'a str>,
+    /// The file it was registered from, and the pinned definition.
+    pub workflow_path: &'a str,
+    pub definition_hash: &'a str,
+    pub registered_at: Timestamp,
+    /// Its inputs: name, whether required, default.
+    pub inputs: Vec<InputView<'a>>,
+    /// Its `on.schedule` entries (`wf schedule list` has their cursors).
+    pub schedules: Vec<TriggerSchedule<'a>>,
+    /// Its `on.webhook`: `POST /hooks/NAME`.
+    pub webhook: Option<WebhookView<'a>>,
+}
+
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct InputView<'a> {
+    pub name: &'a str,
+    pub required: bool,
+    pub default: Option<&'a serde_json::Value>,
+    pub description: Option<&'a str>,
+}
+
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct TriggerSchedule<'a> {
+    pub spec: &'a str,
+    pub timezone: Option<&'a str>,
+    pub next_fire_at: Timestamp,
+}
+
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct WebhookView<'a> {
+    pub name: &'a str,
+    pub path: String,
+    /// The server's environment variable holding its key (never the key).
+    pub secret: &'a str,
+}
+
+impl<'a> WorkflowView<'a> {
+    /// `row`, with its definition (`None`: unreadable) and its entries
+    /// among `schedules`.
+    pub fn new(
+        row: &'a WorkflowRow,
+        wf: Option<&'a Workflow>,
+        schedules: &'a [ScheduleRow],
+    ) -> WorkflowView<'a> {
+        WorkflowView {
+            name: &row.name,
+            description: wf.and_then(|w| w.description.as_deref()),
+            workflow_path: &row.workflow_path,
+            definition_hash: &row.definition_hash,
+            registered_at: row.registered_at,
+            inputs: wf
+                .map(|w| {
+                    w.inputs
+                        .iter()
+                        .map(|(name, spec)| InputView {
+                            name,
+                            required: spec.required && spec.default.is_none(),
+                            default: spec.default.as_ref(),
+                            description: spec.description.as_deref(),
+                        })
+                        .collect()
+                })
+                .unwrap_or_default(),
+            schedules: schedules
+                .iter()
+                .filter(|s| s.workflow == row.name)
+                .map(|s| TriggerSchedule {
+                    spec: &s.spec,
+                    timezone: s.timezone.as_deref(),
+                    next_fire_at: Timestamp::from_ms(s.next_fire_ms),
+                })
+                .collect(),
+            webhook: wf.and_then(|w| w.webhook.as_ref()).map(|h| WebhookView {
+                name: &h.name,
+                path: format!("/hooks/{}", h.name),
+                secret: &h.secret,
+            }),
+        }
+    }
+}
