@@ -65,6 +65,11 @@ impl Printer {
         }
     }
 
+    /// Whether diagnostics are off (`--quiet`).
+    pub fn is_quiet(&self) -> bool {
+        self.quiet
+    }
+
     /// A time for a table cell, as `--time-format` says.
     pub fn when(&self, t: Timestamp) -> String {
         let t = t.to_chrono();

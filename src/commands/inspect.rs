@@ -6,9 +6,9 @@
 use crate::exit::ExitStatus;
 use crate::printer::Printer;
 use crate::store::{self, AttemptRow, Store};
-use crate::views::{InstanceView, QueueStanding, ShownStatus, ordered_steps};
+use crate::views::{QueueStanding, ShownStatus};
 use crate::vocab::{ErrorType, InstanceStatus, Timestamp};
-use crate::workflow::{Workflow, duration::human};
+use crate::workflow::duration::human;
 use comfy_table::Cell;
 use serde_json::Value;
 
@@ -26,35 +26,13 @@ pub struct Args {
 
 pub async fn run(args: Args, store: &Store, printer: &Printer) -> anyhow::Result<ExitStatus> {
     let id = store.resolve_id(&args.id).await?;
-    // One snapshot: a step's row and the state its commit patched together.
-    let mut view = store.view(&id, args.attempts).await?;
-    // Step order comes from the pinned definition's step list (no YAML parse needed).
-    let step_ids = match store
-        .definition_step_ids(&view.instance.definition_hash)
-        .await?
-    {
-        Some(ids) => ids,
-        None => Workflow::from_pinned(&view.instance.definition, &view.instance.workflow_path)
-            .map(|wf| wf.steps.into_iter().map(|s| s.id).collect())
-            .unwrap_or_default(),
-    };
-    view.steps = ordered_steps(&step_ids, std::mem::take(&mut view.steps));
-
-    // A queued instance: where it stands in its queue, now.
-    let standing = match &view.instance.queue {
-        Some(q) if !q.admitted && view.instance.status == InstanceStatus::Queued => {
-            store
-                .queue_standing(&id, &crate::engine::lease::holder_alive)
-                .await?
-        }
-        _ => None,
-    };
+    let (view, standing) = crate::engine::actions::inspect(store, &id, args.attempts).await?;
     if args.json {
-        let mut shown = InstanceView::new(&view, args.attempts);
-        if let Some(q) = &view.instance.queue {
-            shown.queue = Some(QueueStanding::new(q, standing.as_ref()));
-        }
-        printer.json(&shown);
+        printer.json(&crate::engine::actions::inspect_json(
+            &view,
+            standing.as_ref(),
+            args.attempts,
+        ));
         return Ok(ExitStatus::Success);
     }
     let store::InstanceView {

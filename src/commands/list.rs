@@ -2,23 +2,11 @@
 //! ([`InstanceSummary`]).
 
 use super::short_id;
-use crate::exit::{ExitStatus, UsageError};
+use crate::engine::actions::ListQuery;
+use crate::exit::ExitStatus;
 use crate::printer::Printer;
-use crate::store::{Lineage, ListFilter, Store};
-use crate::views::{InstanceSummary, ShownStatus};
-use crate::vocab::{InstanceStatus, Timestamp};
-
-const STATUSES: &[&str] = &[
-    "queued",
-    "running",
-    "interrupted",
-    "sleeping",
-    "waiting",
-    "completed",
-    "failed",
-    "canceled",
-    "skipped",
-];
+use crate::store::Store;
+use crate::views::InstanceSummary;
 
 /// How many instances `wf list` shows without `--limit` (docs/commands.md).
 const DEFAULT_LIMIT: usize = 50;
@@ -55,69 +43,17 @@ pub struct Args {
 }
 
 pub async fn run(args: Args, store: &Store, printer: &Printer) -> anyhow::Result<ExitStatus> {
-    if let Some(s) = &args.status
-        && !STATUSES.contains(&s.as_str())
-    {
-        return Err(UsageError(format!(
-            "unknown status `{s}` (one of: {})",
-            STATUSES.join(", ")
-        ))
-        .into());
-    }
-    // `interrupted` is a display status of `running` rows; filter after computing it.
-    let stored = match args.status.as_deref() {
-        Some("interrupted") => Some(InstanceStatus::Running),
-        other => other.and_then(|s| s.parse().ok()),
-    };
-    let since = args.since.map(|d| {
-        Timestamp::from(chrono::Utc::now() - chrono::Duration::from_std(d).unwrap_or_default())
-    });
-    // `interrupted` is told from `running` after the query: limit after it.
-    let limit_in_query = args.status.as_deref() != Some("interrupted");
-    let limit = match args.limit.unwrap_or(DEFAULT_LIMIT) {
-        0 => usize::MAX,
-        n => n,
-    };
-    let lineage = match &args.parent {
-        Some(prefix) => Lineage::ChildrenOf(store.resolve_id(prefix).await?),
-        None if args.roots => Lineage::Roots,
-        None => Lineage::Any,
-    };
-    let filter = ListFilter {
-        labels: args.label.clone(),
-        status: stored,
+    let query = ListQuery {
+        status: args.status.clone(),
         workflow: args.workflow.clone(),
-        since,
-        lineage,
-        // One more than shown tells whether there are more.
-        limit: Some(limit.saturating_add(1)).filter(|_| limit_in_query),
+        since: args.since,
+        parent: args.parent.clone(),
+        roots: args.roots,
+        labels: args.label.clone(),
+        limit: args.limit.unwrap_or(DEFAULT_LIMIT),
+        after: None,
     };
-    // The rows and the count of the rest, of one moment.
-    let (mut rows, more) = store
-        .snapshot(async |store: &Store| -> anyhow::Result<_> {
-            let rows: Vec<_> = store
-                .list_instances(&filter)
-                .await?
-                .into_iter()
-                .map(|i| {
-                    let status = ShownStatus::of(&i);
-                    (i, status)
-                })
-                .filter(|(_, status)| args.status.as_deref().is_none_or(|s| s == status.as_str()))
-                .collect();
-            let more = if rows.len() <= limit {
-                0
-            } else if limit_in_query {
-                let mut all = filter.clone();
-                all.limit = None;
-                (store.count_instances(&all).await? as usize).saturating_sub(limit)
-            } else {
-                rows.len() - limit
-            };
-            Ok((rows, more))
-        })
-        .await?;
-    rows.truncate(limit);
+    let (rows, more) = crate::engine::actions::list(store, &query).await?;
     let rows: Vec<InstanceSummary> = rows
         .iter()
         .map(|(i, status)| InstanceSummary::new(i, *status))

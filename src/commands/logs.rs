@@ -2,11 +2,12 @@
 //! step attempt (the last one by default), or of every attempt when no step
 //! is named.
 
+use crate::engine;
 use crate::exit::{ExitStatus, UsageError};
 use crate::printer::Printer;
 use crate::store::Store;
 use crate::views::{LogView, LogsView};
-use crate::vocab::{AttemptOutcome, InstanceId, UnitKey};
+use crate::vocab::{AttemptOutcome, InstanceId};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -40,11 +41,7 @@ async fn follow(
     printer: &Printer,
 ) -> anyhow::Result<ExitStatus> {
     use std::io::{Read as _, Seek as _, SeekFrom, Write as _};
-    let (known, defined) = step_names(store, id).await?;
-    let base = UnitKey::parse(step).step;
-    if !known.iter().any(|k| k == step) && !defined.iter().any(|d| d == base) {
-        return Err(UsageError(format!("instance {id} has no step `{step}`")).into());
-    }
+    engine::logs::check_step(store, id, step).await?;
     let mut printed = [0usize; 2];
     let mut current: Option<i64> = None;
     loop {
@@ -108,90 +105,14 @@ fn with_newline(mut text: Vec<u8>) -> Vec<u8> {
     text
 }
 
-/// Why `wf logs ID STEP` has nothing to show: no such attempt, a step of the
-/// workflow that has none yet, or no such step (naming every step of the
-/// instance's pinned definition, and the items and compensations it ran).
-async fn no_attempt(
-    store: &Store,
-    id: &InstanceId,
-    step: &str,
-    attempt: Option<i64>,
-) -> anyhow::Result<UsageError> {
-    let (known, defined) = step_names(store, id).await?;
-    let base = UnitKey::parse(step).step;
-    let exists = known.iter().any(|k| k == step) || defined.iter().any(|d| d == step);
-    Ok(UsageError(match attempt {
-        Some(n) if exists => format!("step `{step}` of instance {id} has no attempt {n}"),
-        _ if exists || (step != base && defined.iter().any(|d| d == base)) => {
-            format!("step `{step}` of instance {id} has no attempts")
-        }
-        _ => {
-            let mut names = defined;
-            names.extend(known.into_iter().filter(|k| !UnitKey::parse(k).is_step()));
-            let mut seen = std::collections::HashSet::new();
-            names.retain(|n| seen.insert(n.clone()));
-            format!(
-                "instance {id} has no step `{step}` (steps: {})",
-                names.join(", ")
-            )
-        }
-    }))
-}
-
 pub async fn run(args: Args, store: &Store, printer: &Printer) -> anyhow::Result<ExitStatus> {
     let id = store.resolve_id(&args.id).await?;
     if let (true, Some(step)) = (args.follow, &args.step) {
         return follow(store, &id, step, args.attempt, printer).await;
     }
-    if args.step.is_none() && args.attempt.is_some() {
-        return Err(UsageError("--attempt needs a STEP".into()).into());
-    }
     // What is printed was all true at one moment; it is read first and
     // printed after, so that no pager holds the read open.
-    let logs = store
-        .snapshot(async |store: &Store| -> anyhow::Result<Vec<Logged>> {
-            let mut logs = Vec::new();
-            match &args.step {
-                Some(step) => {
-                    let Some((n, stdout, stderr)) =
-                        store.attempt_logs(&id, step, args.attempt).await?
-                    else {
-                        return Err(no_attempt(store, &id, step, args.attempt).await?.into());
-                    };
-                    let outcome = store
-                        .attempts(&id)
-                        .await?
-                        .into_iter()
-                        .find(|a| a.step_key == *step && a.attempt == n)
-                        .and_then(|a| a.outcome);
-                    logs.push(Logged {
-                        key: step.clone(),
-                        attempt: n,
-                        outcome,
-                        stdout,
-                        stderr,
-                    });
-                }
-                None => {
-                    for a in store.attempts(&id).await? {
-                        if let Some((_, stdout, stderr)) = store
-                            .attempt_logs(&id, &a.step_key, Some(a.attempt))
-                            .await?
-                        {
-                            logs.push(Logged {
-                                key: a.step_key,
-                                attempt: a.attempt,
-                                outcome: a.outcome,
-                                stdout,
-                                stderr,
-                            });
-                        }
-                    }
-                }
-            }
-            Ok(logs)
-        })
-        .await?;
+    let logs = engine::logs::read(store, &id, args.step.as_deref(), args.attempt).await?;
     if args.json {
         printer.json(&LogsView {
             id: &id,
@@ -236,25 +157,4 @@ pub async fn run(args: Args, store: &Store, printer: &Printer) -> anyhow::Result
         }
     }
     Ok(ExitStatus::Success)
-}
-
-/// One attempt's captured output, as read.
-struct Logged {
-    key: String,
-    attempt: i64,
-    outcome: Option<AttemptOutcome>,
-    stdout: Vec<u8>,
-    stderr: Vec<u8>,
-}
-
-/// The keys of the steps the instance has rows for (items and
-/// compensations included), and the step ids of its pinned definition.
-async fn step_names(store: &Store, id: &InstanceId) -> anyhow::Result<(Vec<String>, Vec<String>)> {
-    let known = store.steps(id).await?.into_iter().map(|s| s.key).collect();
-    let inst = store.instance(id).await?;
-    let defined = store
-        .definition_step_ids(&inst.definition_hash)
-        .await?
-        .unwrap_or_default();
-    Ok((known, defined))
 }

@@ -15,6 +15,7 @@ mod resume;
 mod run;
 mod schedule;
 mod schema;
+mod serve;
 mod signal;
 mod trace;
 mod validate;
@@ -91,6 +92,8 @@ pub enum Command {
     Prune(prune::Args),
     /// Register, remove and list the schedules `wf worker` starts instances on
     Schedule(schedule::Args),
+    /// Serve the HTTP API, webhooks and Prometheus metrics (`--worker`: and a worker)
+    Serve(serve::Args),
     /// Register, remove and list workflows (for `wf serve`, webhooks and schedules)
     Workflow(workflow::Args),
     /// The queues (`queue:`): admitted and queued instances per key
@@ -125,6 +128,7 @@ pub async fn execute(cli: Cli, printer: &Printer) -> anyhow::Result<ExitStatus> 
         Command::Cancel(args) => cancel::run(args, db, printer).await,
         Command::Schedule(args) => schedule::run(args, db, printer).await,
         Command::Workflow(args) => workflow::run(args, db, printer).await,
+        Command::Serve(args) => serve::run(args, db, printer).await,
         Command::Queue(args) => queue::run(args, db, printer).await,
         Command::Worker(args) => worker::run(args, db, printer).await,
         Command::Prune(args) => prune::run(args, db, printer).await,
@@ -234,17 +238,7 @@ pub fn parse_duration_flag(s: &str) -> Result<std::time::Duration, String> {
     crate::workflow::duration::parse(s)
 }
 
-/// A `--label NAME=VALUE` (`wf run`, `wf list`), for clap: the name
-/// checked as the file's `labels:` names are.
-pub fn parse_label(s: &str) -> Result<(String, String), String> {
-    let Some((name, value)) = s.split_once('=') else {
-        return Err(format!("--label `{s}`: expected NAME=VALUE"));
-    };
-    if let Some(why) = crate::workflow::label_name_problem(name) {
-        return Err(format!("--label `{s}`: {why}"));
-    }
-    Ok((name.to_string(), value.to_string()))
-}
+pub use crate::workflow::parse_label;
 
 /// An id as tables show it: its first 12 characters, which any command
 /// takes as a prefix.

@@ -5,12 +5,10 @@
 //! the original is only read.
 
 use super::run::{Ending, finish};
-use crate::engine::{self, EngineError, RunOptions, restart};
-use crate::exit::{ExitStatus, UsageError};
+use crate::engine::{self, RunOptions};
+use crate::exit::ExitStatus;
 use crate::printer::Printer;
 
-use crate::views::ShownStatus;
-use crate::vocab::{InstanceId, Timestamp};
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -31,41 +29,16 @@ pub struct Args {
 pub async fn run(args: Args, db: Option<PathBuf>, printer: &Printer) -> anyhow::Result<ExitStatus> {
     let mut store = super::open(db).await?;
     let id = store.resolve_id(&args.id).await?;
-    let inst = store.instance(&id).await?;
-    // Refused before anything is written: a live holder is named (exit 5),
-    // an instance that has not ended is a usage error (exit 2).
-    match ShownStatus::of(&inst).as_str() {
-        "running" => {
-            return Err(EngineError::Held {
-                holder: inst.lease_owner.clone().unwrap_or_default(),
-                id,
-            }
-            .into());
-        }
-        status => restart::check_ended(&id, status)?,
-    }
-    let wf = engine::drive::pinned_workflow(&store, &inst).await?;
-    let mut rows = store.steps(&id).await?;
-    restart::fill_patches(&store, &id, &mut rows).await?;
-    let plan = restart::plan(&wf, &rows, &args.from)?;
-    engine::check_secrets(&wf)?;
-    let target = match &args.as_id {
-        Some(new) => {
-            engine::check_id(new)?;
-            let new = InstanceId::from(new.as_str());
-            if !store.copy_instance(&id, &new, Timestamp::now()).await? {
-                return Err(
-                    UsageError(format!("an instance with id `{new}` already exists")).into(),
-                );
-            }
-            new
-        }
-        None => id.clone(),
-    };
+    let engine::actions::Restart {
+        target,
+        workflow: wf,
+        reset_steps,
+    } = engine::actions::prepare_restart(&mut store, &id, &args.from, args.as_id.as_deref())
+        .await?;
     printer.info(&format!(
         "restarting {target} from `{}`: {} run again",
         args.from,
-        plan.reset_steps.join(", ")
+        reset_steps.join(", ")
     ));
     let opts = RunOptions {
         inline_wait: args.ending.inline_wait,

@@ -8,7 +8,6 @@ use crate::printer::Printer;
 use crate::store::Store;
 use crate::views::ResultView;
 use crate::vocab::InstanceStatus;
-use serde_json::json;
 use std::time::Duration;
 
 #[derive(Debug, clap::Args)]
@@ -40,19 +39,7 @@ pub async fn run(args: Args, store: &Store, printer: &Printer) -> anyhow::Result
             _ = tokio::signal::ctrl_c() => return Ok(ExitStatus::Interrupted),
         }
     }
-    // The status and the outputs of one moment (a restart in between
-    // clears the outputs).
-    let (inst, outputs) = store
-        .snapshot(async |s: &Store| -> anyhow::Result<_> {
-            let inst = s.instance(&id).await?;
-            let outputs = if inst.status == InstanceStatus::Completed {
-                s.outputs(&id).await?.unwrap_or_else(|| json!({}))
-            } else {
-                serde_json::Value::Null
-            };
-            Ok((inst, outputs))
-        })
-        .await?;
+    let (inst, outputs) = crate::engine::actions::result(store, &id).await?;
     let view = ResultView::new(&inst, &outputs);
     if args.json {
         printer.json(&view);

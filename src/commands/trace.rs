@@ -129,22 +129,6 @@ async fn load(
     })
 }
 
-/// The ids of instance `id` and its children, `depth` levels down, depth
-/// first.
-async fn with_children(
-    store: &Store,
-    id: InstanceId,
-    depth: usize,
-) -> anyhow::Result<Vec<InstanceId>> {
-    let mut ids = vec![id.clone()];
-    if depth > 0 {
-        for child in store.children(&id).await? {
-            ids.extend(Box::pin(with_children(store, child.id, depth - 1)).await?);
-        }
-    }
-    Ok(ids)
-}
-
 /// `--format otlp`: the spans stream from the database to stdout.
 async fn print_otlp(
     store: &Store,
@@ -152,14 +136,7 @@ async fn print_otlp(
     printer: &Printer,
 ) -> anyhow::Result<ExitStatus> {
     let mut out = printer.data_writer();
-    let written = async {
-        let mut request = otlp::RequestWriter::new(&mut out, &otlp::resource());
-        for id in ids {
-            store.each_span(id, |row| request.span(row)).await?;
-        }
-        request.finish()
-    }
-    .await;
+    let written = async { crate::engine::actions::write_otlp(store, ids, &mut out).await }.await;
     match written {
         // A reader that stopped early (`| head`) is not an error.
         Err(otlp::OtlpError::Io(e)) if e.kind() == std::io::ErrorKind::BrokenPipe => {}
@@ -233,7 +210,10 @@ pub async fn run(args: Args, store: &Store, printer: &Printer) -> anyhow::Result
                 .snapshot(async |_: &Store| {
                     let mut all = Vec::new();
                     for id in &ids {
-                        all.extend(with_children(store, id.clone(), depth).await?);
+                        all.extend(
+                            crate::engine::actions::with_descendants(store, id.clone(), depth)
+                                .await?,
+                        );
                     }
                     print_otlp(store, &all, printer).await
                 })

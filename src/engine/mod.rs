@@ -6,12 +6,14 @@
 //! crashed attempt left running, `restart` decides what `wf restart`
 //! runs again, and `advice` what can change a failed instance's result.
 
+pub mod actions;
 pub mod advice;
 pub mod context;
 pub mod drive;
 pub mod fire;
 pub mod http;
 pub mod lease;
+pub mod logs;
 pub mod output;
 pub mod output_files;
 pub mod procs;

@@ -60,6 +60,9 @@ pub enum WorkerEnd {
     Swept { errors: usize },
 }
 
+/// How often a worker records that it is alive.
+const HEARTBEAT_EVERY: Duration = Duration::from_secs(5);
+
 /// How long a worker leaves an instance alone after its run ended in an error.
 const ERROR_PAUSE: Duration = Duration::from_secs(30);
 
@@ -135,8 +138,18 @@ impl Worker {
         let mut next_fire: Option<i64> = None;
         let mut last_fired: Option<Instant> = None;
         let mut broken: HashSet<(String, i64)> = HashSet::new();
+        // Its heartbeat (`/metrics`: worker liveness), at most every
+        // [`HEARTBEAT_EVERY`].
+        let started_ms = chrono::Utc::now().timestamp_millis();
+        let mut last_beat: Option<Instant> = None;
         loop {
             let now_ms = chrono::Utc::now().timestamp_millis();
+            if !stopping && last_beat.is_none_or(|t| t.elapsed() >= HEARTBEAT_EVERY) {
+                last_beat = Some(Instant::now());
+                if let Err(e) = store.heartbeat(&owner, started_ms).await {
+                    trouble(observer, opts.once, e.into())?;
+                }
+            }
             if !stopping
                 && (next_fire.is_none_or(|t| t <= now_ms)
                     || last_fired.is_none_or(|t| t.elapsed() >= opts.poll))
@@ -275,6 +288,9 @@ impl Worker {
                 _ = sighup.recv() => stopping = true,
             }
         }
+        // Gone: no longer counted alive (a worker that dies without this
+        // stops beating, which is what the metric shows).
+        let _ = store.worker_gone(&owner).await;
         Ok(if stopping {
             WorkerEnd::Stopped
         } else {

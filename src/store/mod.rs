@@ -193,6 +193,7 @@ macro_rules! each {
 }
 
 // After `each!`, which they use.
+pub mod metrics;
 mod registry;
 mod schedules;
 

@@ -105,6 +105,9 @@ pub struct ListFilter {
     pub lineage: Lineage,
     /// Only instances with every one of these labels (`wf list --label`).
     pub labels: Vec<(String, String)>,
+    /// Only instances listed after this one (older, or as old and made
+    /// before it): the API's cursor.
+    pub after: Option<InstanceId>,
     pub limit: Option<usize>,
 }
 

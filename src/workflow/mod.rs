@@ -628,6 +628,18 @@ pub fn io_reason(e: &std::io::Error) -> String {
     }
 }
 
+/// A `--label NAME=VALUE` (`wf run`, `wf list`), for clap: the name
+/// checked as the file's `labels:` names are.
+pub fn parse_label(s: &str) -> Result<(String, String), String> {
+    let Some((name, value)) = s.split_once('=') else {
+        return Err(format!("--label `{s}`: expected NAME=VALUE"));
+    };
+    if let Some(why) = crate::workflow::label_name_problem(name) {
+        return Err(format!("--label `{s}`: {why}"));
+    }
+    Ok((name.to_string(), value.to_string()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -347,7 +347,7 @@ fn spans_kept_before_migration_6_read_back_the_same_after_it() {
          ALTER TABLE instances DROP COLUMN parent_id, DROP COLUMN parent_key, \
            DROP COLUMN parent_attempt, DROP COLUMN depth, DROP COLUMN labels, \
            DROP COLUMN queue_key, DROP COLUMN queue_priority, DROP COLUMN queue_limits, \
-           DROP COLUMN queue_hold, DROP COLUMN admitted; DROP TABLE admissions; DROP TABLE locks; DROP TABLE workflows; \
+           DROP COLUMN queue_hold, DROP COLUMN admitted; DROP TABLE admissions; DROP TABLE locks; DROP TABLE workflows; DROP TABLE workers; \
          DELETE FROM migrations WHERE version >= 6",
     );
     // Values other than the defaults the new layout leaves null are there.

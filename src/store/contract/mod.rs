@@ -935,6 +935,7 @@ async fn list_lineage(store: &mut Store) {
                 since: Some(at(2)),
                 lineage: Lineage::Roots,
                 labels: Vec::new(),
+                after: None,
                 limit: None,
             }
         )
@@ -977,5 +978,43 @@ async fn list_lineage(store: &mut Store) {
         )
         .await,
         (vec!["r2".into()], 2)
+    );
+    // A page after a cursor: the rows listed after that instance, with
+    // the other filters (the API's pagination); the count is of the rest.
+    let page = |after: &str, limit| ListFilter {
+        after: Some(after.into()),
+        limit: Some(limit),
+        ..Default::default()
+    };
+    let mut all = Vec::new();
+    let mut last: Option<String> = None;
+    loop {
+        let f = match &last {
+            None => ListFilter {
+                limit: Some(2),
+                ..Default::default()
+            },
+            Some(l) => page(l, 2),
+        };
+        let (rows, _) = listed(store, f).await;
+        if rows.is_empty() {
+            break;
+        }
+        last = rows.last().cloned();
+        all.extend(rows);
+    }
+    let (everything, n) = listed(store, filter(Lineage::Any)).await;
+    assert_eq!(all, everything, "pages of 2 walk the whole list once, in order");
+    assert_eq!(n, 7);
+    assert_eq!(
+        listed(
+            store,
+            with(ListFilter {
+                after: Some("c4".into()),
+                ..Default::default()
+            })
+        )
+        .await,
+        (vec!["c2".into(), "c1".into()], 2)
     );
 }

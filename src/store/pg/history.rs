@@ -71,6 +71,12 @@ fn given(f: &ListFilter) -> Vec<(&'static str, Vec<Arg<'_>>)> {
     for (name, value) in &f.labels {
         given.push(("(labels::jsonb ->> #) = #", vec![name, value]));
     }
+    if let Some(after) = &f.after {
+        given.push((
+            "(created_at, seq) < (SELECT created_at, seq FROM instances WHERE id = #)",
+            vec![after],
+        ));
+    }
     given
 }
 

@@ -41,6 +41,7 @@ mod conn;
 mod copy;
 mod history;
 mod lease;
+mod metrics;
 mod prune;
 #[cfg(test)]
 mod query_plans;

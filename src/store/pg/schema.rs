@@ -356,7 +356,8 @@ pub const MIGRATIONS: &[&str] = &[
         RETURN e;
     END $$;
     "#,
-    // 12: the registry of workflows (`wf workflow add`), as SQLite's 15.
+    // 12: the registry of workflows (`wf workflow add`) and workers'
+    // heartbeats, as SQLite's 15 (a heartbeat by the server's clock).
     r#"
     CREATE TABLE workflows (
         name             TEXT PRIMARY KEY,
@@ -365,6 +366,11 @@ pub const MIGRATIONS: &[&str] = &[
         base_dir         TEXT NOT NULL,
         hook             TEXT UNIQUE,
         registered_at    TEXT NOT NULL
+    );
+    CREATE TABLE workers (
+        name          TEXT PRIMARY KEY,
+        started_ms    BIGINT NOT NULL,
+        heartbeat_ms  BIGINT NOT NULL
     );
     "#,
 ];

@@ -249,6 +249,12 @@ fn given(f: &ListFilter) -> Vec<(&'static str, Vec<&dyn rusqlite::ToSql>)> {
             vec![name, value],
         ));
     }
+    if let Some(after) = &f.after {
+        given.push((
+            "(created_at, rowid) < (SELECT created_at, rowid FROM instances WHERE id = #)",
+            vec![after],
+        ));
+    }
     given
 }
 
@@ -268,7 +274,7 @@ fn conditions(f: &ListFilter) -> (String, usize) {
     let mut sql = String::new();
     let mut n = 0;
     for (cond, _) in given(f) {
-        let plus = if by_parent && !cond.starts_with("parent_id") {
+        let plus = if by_parent && !cond.starts_with("parent_id") && !cond.starts_with('(') {
             "+"
         } else {
             ""

@@ -46,6 +46,7 @@ mod closing;
 mod copy;
 mod history;
 mod lease;
+mod metrics;
 mod offthread;
 mod prune;
 #[cfg(test)]

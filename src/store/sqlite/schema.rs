@@ -196,13 +196,14 @@ pub const MIGRATIONS: &[&str] = &[
     ALTER TABLE instances ADD COLUMN admitted INTEGER NOT NULL DEFAULT 0;  -- holds a slot of its key
     "#,
     QUEUES,
-    // 15: the registry of workflows ([`REGISTRY`]).
+    // 15: the registry of workflows, and workers' heartbeats ([`REGISTRY`]).
     REGISTRY,
 ];
 
 // 15: the registry (`wf workflow add`): a definition pinned under a
 // workflow's name, which `wf serve` starts by name, and the hook its
-// `on.webhook` answers at (unique: one workflow per hook).
+// `on.webhook` answers at (unique: one workflow per hook). And each
+// worker's heartbeat (`/metrics`: worker liveness), written as it polls.
 const REGISTRY: &str = r#"
     CREATE TABLE workflows (
         name             TEXT PRIMARY KEY,
@@ -211,6 +212,11 @@ const REGISTRY: &str = r#"
         base_dir         TEXT NOT NULL,
         hook             TEXT UNIQUE,          -- on.webhook.name
         registered_at    TEXT NOT NULL
+    ) WITHOUT ROWID;
+    CREATE TABLE workers (
+        name          TEXT PRIMARY KEY,        -- the worker's lease owner name
+        started_ms    INTEGER NOT NULL,
+        heartbeat_ms  INTEGER NOT NULL         -- unix ms of its last poll
     ) WITHOUT ROWID;
     "#;
 

@@ -1,0 +1,352 @@
+//! The actions on an instance that both interfaces offer (`wf signal`,
+//! `wf restart`, `wf result`; the API's routes of the same names): what
+//! each checks and writes before anything runs, in one place, so the CLI
+//! and `wf serve` refuse and record the same things.
+
+use super::{EngineError, redact::Redactor, restart};
+use crate::store::{InstanceRow, Store};
+use crate::vocab::{InstanceId, InstanceStatus, Timestamp};
+use crate::workflow::{Action, Workflow};
+use serde_json::{Value, json};
+
+/// What [`signal`] did beyond delivering: an event no step waits for is
+/// kept, and said.
+#[derive(Debug, Default)]
+pub struct Delivered {
+    /// Why the event will likely not be taken (a misspelt name).
+    pub warning: Option<String>,
+}
+
+/// Delivers event `event` with `payload` to instance `id` (its workflow's
+/// secrets, as far as this process knows their values, masked in it); a
+/// waiting instance that waits for it becomes due for the workers.
+pub async fn signal(
+    store: &mut Store,
+    id: &InstanceId,
+    event: &str,
+    payload: Value,
+    traceparent: Option<&str>,
+) -> Result<Delivered, EngineError> {
+    if event.trim().is_empty() {
+        return Err(EngineError::Input("event name is empty".into()));
+    }
+    if event.starts_with(crate::vocab::CHILD_EVENT_PREFIX) {
+        return Err(EngineError::Input(format!(
+            "event names that start with `{}` are the ends of child instances, which wf delivers itself",
+            crate::vocab::CHILD_EVENT_PREFIX
+        )));
+    }
+    let inst = store.instance(id).await?;
+    if inst.status.is_ended() {
+        return Err(EngineError::Input(format!(
+            "instance {id} is {}; it takes no more events",
+            inst.status
+        )));
+    }
+    let mut payload = payload;
+    let mut out = Delivered::default();
+    if let Ok(wf) = super::drive::pinned_workflow(store, &inst).await {
+        Redactor::for_secrets(&wf.secrets).value(&mut payload);
+        // Names match exactly: a misspelt one would wait in the store for
+        // ever. It is kept (a restart or a later step may want it), but said.
+        out.warning = unknown_event(&wf, event);
+    }
+    let wakes = inst.status == InstanceStatus::Waiting
+        && inst
+            .waiting_event
+            .as_deref()
+            .is_some_and(|e| e.split(',').any(|n| n == event));
+    store
+        .deliver_event(id, event, &payload, traceparent, wakes)
+        .await?;
+    Ok(out)
+}
+
+/// Why no step of `wf` will take `event`, if none will.
+fn unknown_event(wf: &Workflow, event: &str) -> Option<String> {
+    let mut waits: Vec<&str> = wf
+        .steps
+        .iter()
+        .filter_map(|s| match &s.action {
+            Action::WaitForEvent { name, .. } => Some(name.as_str()),
+            _ => None,
+        })
+        .collect();
+    let mut seen = std::collections::HashSet::new();
+    waits.retain(|n| seen.insert(*n));
+    if waits.contains(&event) {
+        return None;
+    }
+    Some(match waits.as_slice() {
+        [] => format!(
+            "workflow {} never waits for an event; `{event}` is stored but no step will take it",
+            wf.name
+        ),
+        names => format!(
+            "workflow {} never waits for `{event}` (it waits for {}); the event is stored",
+            wf.name,
+            names
+                .iter()
+                .map(|n| format!("`{n}`"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    })
+}
+
+/// A restart made ready: the instance to run (the original, or its copy),
+/// its definition, and the steps that run again.
+#[derive(Debug)]
+pub struct Restart {
+    pub target: InstanceId,
+    pub workflow: Workflow,
+    pub reset_steps: Vec<String>,
+}
+
+/// Checks that ended instance `id` can restart from step `from` and, with
+/// `as_id`, copies it there first. Refused before anything is written: a
+/// live holder is named, an instance that has not ended is an input error.
+pub async fn prepare_restart(
+    store: &mut Store,
+    id: &InstanceId,
+    from: &str,
+    as_id: Option<&str>,
+) -> Result<Restart, EngineError> {
+    let inst = store.instance(id).await?;
+    match crate::views::ShownStatus::of(&inst).as_str() {
+        "running" => {
+            return Err(EngineError::Held {
+                holder: inst.lease_owner.clone().unwrap_or_default(),
+                id: id.clone(),
+            });
+        }
+        status => restart::check_ended(id, status)?,
+    }
+    let wf = super::drive::pinned_workflow(store, &inst).await?;
+    let mut rows = store.steps(id).await?;
+    restart::fill_patches(store, id, &mut rows).await?;
+    let plan = restart::plan(&wf, &rows, from)?;
+    super::check_secrets(&wf)?;
+    let target = match as_id {
+        Some(new) => {
+            super::check_id(new)?;
+            let new = InstanceId::from(new);
+            if !store.copy_instance(id, &new, Timestamp::now()).await? {
+                return Err(EngineError::Input(format!(
+                    "an instance with id `{new}` already exists"
+                )));
+            }
+            new
+        }
+        None => id.clone(),
+    };
+    Ok(Restart {
+        target,
+        workflow: wf,
+        reset_steps: plan.reset_steps,
+    })
+}
+
+/// The status and the outputs of instance `id` at one moment (a restart in
+/// between clears the outputs): `{}` for a completed instance without
+/// `outputs:`, null for one not completed.
+pub async fn result(store: &Store, id: &InstanceId) -> Result<(InstanceRow, Value), EngineError> {
+    store
+        .snapshot(async |s: &Store| -> Result<_, EngineError> {
+            let inst = s.instance(id).await?;
+            let outputs = if inst.status == InstanceStatus::Completed {
+                s.outputs(id).await?.unwrap_or_else(|| json!({}))
+            } else {
+                Value::Null
+            };
+            Ok((inst, outputs))
+        })
+        .await
+}
+
+/// What `wf inspect` shows of instance `id`: its rows of one moment, the
+/// steps in the definition's order, and, queued, where it stands in its
+/// queue now.
+pub async fn inspect(
+    store: &Store,
+    id: &InstanceId,
+    attempts: bool,
+) -> Result<
+    (
+        crate::store::InstanceView,
+        Option<crate::store::queue::Admission>,
+    ),
+    EngineError,
+> {
+    // One snapshot: a step's row and the state its commit patched together.
+    let mut view = store.view(id, attempts).await?;
+    // Step order comes from the pinned definition's step list (no YAML parse needed).
+    let step_ids = match store
+        .definition_step_ids(&view.instance.definition_hash)
+        .await?
+    {
+        Some(ids) => ids,
+        None => Workflow::from_pinned(&view.instance.definition, &view.instance.workflow_path)
+            .map(|wf| wf.steps.into_iter().map(|s| s.id).collect())
+            .unwrap_or_default(),
+    };
+    view.steps = crate::views::ordered_steps(&step_ids, std::mem::take(&mut view.steps));
+    let standing = match &view.instance.queue {
+        Some(q) if !q.admitted && view.instance.status == InstanceStatus::Queued => {
+            store
+                .queue_standing(id, &super::lease::holder_alive)
+                .await?
+        }
+        _ => None,
+    };
+    Ok((view, standing))
+}
+
+/// `wf inspect --json`'s document of what [`inspect`] read.
+pub fn inspect_json(
+    view: &crate::store::InstanceView,
+    standing: Option<&crate::store::queue::Admission>,
+    attempts: bool,
+) -> Value {
+    let mut shown = crate::views::InstanceView::new(view, attempts);
+    if let Some(q) = &view.instance.queue {
+        shown.queue = Some(crate::views::QueueStanding::new(q, standing));
+    }
+    serde_json::to_value(&shown).unwrap_or(Value::Null)
+}
+
+/// The ids of instance `id` and its children, `depth` levels down, depth
+/// first (`wf trace`'s order).
+pub async fn with_descendants(
+    store: &Store,
+    id: InstanceId,
+    depth: usize,
+) -> Result<Vec<InstanceId>, crate::store::StoreError> {
+    let mut ids = vec![id.clone()];
+    if depth > 0 {
+        for child in store.children(&id).await? {
+            ids.extend(Box::pin(with_descendants(store, child.id, depth - 1)).await?);
+        }
+    }
+    Ok(ids)
+}
+
+/// The spans of instances `ids` as one OTLP/JSON `ExportTraceServiceRequest`,
+/// streamed from the store to `out`.
+pub async fn write_otlp(
+    store: &Store,
+    ids: &[InstanceId],
+    out: &mut impl std::io::Write,
+) -> Result<(), crate::telemetry::otlp::OtlpError> {
+    use crate::telemetry::otlp;
+    let mut request = otlp::RequestWriter::new(out, &otlp::resource());
+    for id in ids {
+        store.each_span(id, |row| request.span(row)).await?;
+    }
+    request.finish()
+}
+
+/// The statuses `wf list --status` takes (`interrupted`: a `running`
+/// instance whose runner is gone).
+pub const STATUSES: &[&str] = &[
+    "queued",
+    "running",
+    "interrupted",
+    "sleeping",
+    "waiting",
+    "completed",
+    "failed",
+    "canceled",
+    "skipped",
+];
+
+/// What `wf list` (and the API's instance list) asks for.
+#[derive(Debug, Clone, Default)]
+pub struct ListQuery {
+    pub status: Option<String>,
+    pub workflow: Option<String>,
+    /// Created within this long.
+    pub since: Option<std::time::Duration>,
+    /// The children of this instance (any unique prefix).
+    pub parent: Option<String>,
+    pub roots: bool,
+    pub labels: Vec<(String, String)>,
+    /// At most this many, the newest (0: all).
+    pub limit: usize,
+    /// Listed after this instance (a page's cursor).
+    pub after: Option<InstanceId>,
+}
+
+/// The instances `q` asks for, newest first, each with its status as shown,
+/// and how many more match (all of one moment).
+pub async fn list(
+    store: &Store,
+    q: &ListQuery,
+) -> Result<(Vec<(InstanceRow, crate::views::ShownStatus)>, usize), EngineError> {
+    use crate::store::{Lineage, ListFilter};
+    use crate::views::ShownStatus;
+    if let Some(s) = &q.status
+        && !STATUSES.contains(&s.as_str())
+    {
+        return Err(EngineError::Input(format!(
+            "unknown status `{s}` (one of: {})",
+            STATUSES.join(", ")
+        )));
+    }
+    // `interrupted` is a display status of `running` rows; filter after computing it.
+    let stored = match q.status.as_deref() {
+        Some("interrupted") => Some(InstanceStatus::Running),
+        other => other.and_then(|s| s.parse().ok()),
+    };
+    let since = q.since.map(|d| {
+        Timestamp::from(chrono::Utc::now() - chrono::Duration::from_std(d).unwrap_or_default())
+    });
+    // `interrupted` is told from `running` after the query: limit after it.
+    let limit_in_query = q.status.as_deref() != Some("interrupted");
+    let limit = match q.limit {
+        0 => usize::MAX,
+        n => n,
+    };
+    let lineage = match &q.parent {
+        Some(prefix) => Lineage::ChildrenOf(store.resolve_id(prefix).await?),
+        None if q.roots => Lineage::Roots,
+        None => Lineage::Any,
+    };
+    let filter = ListFilter {
+        labels: q.labels.clone(),
+        status: stored,
+        workflow: q.workflow.clone(),
+        since,
+        lineage,
+        after: q.after.clone(),
+        // One more than shown tells whether there are more.
+        limit: Some(limit.saturating_add(1)).filter(|_| limit_in_query),
+    };
+    // The rows and the count of the rest, of one moment.
+    let (mut rows, more) = store
+        .snapshot(async |store: &Store| -> Result<_, EngineError> {
+            let rows: Vec<_> = store
+                .list_instances(&filter)
+                .await?
+                .into_iter()
+                .map(|i| {
+                    let status = ShownStatus::of(&i);
+                    (i, status)
+                })
+                .filter(|(_, status)| q.status.as_deref().is_none_or(|s| s == status.as_str()))
+                .collect();
+            let more = if rows.len() <= limit {
+                0
+            } else if limit_in_query {
+                let mut all = filter.clone();
+                all.limit = None;
+                (store.count_instances(&all).await? as usize).saturating_sub(limit)
+            } else {
+                rows.len() - limit
+            };
+            Ok((rows, more))
+        })
+        .await?;
+    rows.truncate(limit);
+    Ok((rows, more))
+}

@@ -1,0 +1,82 @@
+//! The access log: a line on stderr per request, `key=value` fields
+//! (`peer`, `method`, `path`, `status`, `ms`). The query string is never
+//! logged (a sign-in link carries the token in it), nor any header.
+
+use super::App;
+use super::error::ApiError;
+use axum::extract::{ConnectInfo, Request, State};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use std::io::Write as _;
+use std::net::SocketAddr;
+
+/// The address a request came from (both listeners', plain and TLS).
+#[derive(Debug, Clone, Copy)]
+pub struct Peer(pub SocketAddr);
+
+impl
+    axum::extract::connect_info::Connected<axum::serve::IncomingStream<'_, tokio::net::TcpListener>>
+    for Peer
+{
+    fn connect_info(s: axum::serve::IncomingStream<'_, tokio::net::TcpListener>) -> Peer {
+        Peer(*s.remote_addr())
+    }
+}
+
+impl axum::extract::connect_info::Connected<axum::serve::IncomingStream<'_, super::tls::Listener>>
+    for Peer
+{
+    fn connect_info(s: axum::serve::IncomingStream<'_, super::tls::Listener>) -> Peer {
+        Peer(*s.remote_addr())
+    }
+}
+
+#[derive(Debug)]
+pub struct Log {
+    quiet: bool,
+}
+
+impl Log {
+    pub fn new(quiet: bool) -> Log {
+        Log { quiet }
+    }
+
+    fn line(&self, peer: Option<SocketAddr>, method: &str, path: &str, status: u16, ms: f64) {
+        if self.quiet {
+            return;
+        }
+        // The path as received, its control characters escaped: a request
+        // cannot forge a line of the log.
+        let path: String = path.escape_debug().collect();
+        let peer = peer.map_or_else(|| "-".to_string(), |p| p.to_string());
+        let _ = writeln!(
+            std::io::stderr().lock(),
+            "access peer={peer} method={method} path=\"{path}\" status={status} ms={ms:.1}"
+        );
+    }
+}
+
+pub async fn layer(State(app): State<App>, req: Request, next: Next) -> Response {
+    let started = std::time::Instant::now();
+    let peer = req.extensions().get::<ConnectInfo<Peer>>().map(|c| c.0.0);
+    let method = req.method().to_string();
+    let path = req.uri().path().to_string();
+    let r = next.run(req).await;
+    app.log.line(
+        peer,
+        &method,
+        &path,
+        r.status().as_u16(),
+        started.elapsed().as_secs_f64() * 1000.0,
+    );
+    r
+}
+
+/// A route that does not exist: the same 401 as any other without the
+/// token (nothing tells a caller without it which routes exist), 404 with it.
+pub async fn fallback(State(app): State<App>, req: Request) -> Response {
+    if super::auth::proof(&app.token, req.headers()).is_none() {
+        return super::auth::unauthorized().into_response();
+    }
+    ApiError::not_found(format!("no route {} {}", req.method(), req.uri().path())).into_response()
+}

@@ -1,0 +1,328 @@
+//! The API's actions: start a registered workflow, and signal, cancel,
+//! terminate, resume, retry or restart an instance. A start records the
+//! instance for the workers, as `wf run --detach` does (201; the same
+//! `Idempotency-Key` again: 200 and that instance). Signal writes the event
+//! (200). The others are checked and recorded here, and the run they need
+//! (compensations, a resume, a restart) is driven by the server in the
+//! background, as the CLI drives it in its process (202): its end shows in
+//! the instance.
+
+use super::App;
+use super::api::{accepted, registered};
+use super::error::ApiError;
+use super::params::instance_ref;
+use crate::engine::{self, EngineError, Observer, RunOptions, actions, registry};
+use crate::views::ShownStatus;
+use crate::vocab::{CancelRequest, InstanceId, InstanceStatus};
+use axum::Json;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
+use serde_json::{Map, Value, json};
+use std::rc::Rc;
+
+/// A request body: a JSON object, or nothing (`{}`).
+fn object(body: &Bytes) -> Result<Map<String, Value>, ApiError> {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Ok(Map::new());
+    }
+    match serde_json::from_slice::<Value>(body) {
+        Ok(Value::Object(m)) => Ok(m),
+        Ok(_) => Err(ApiError::bad_request("the body must be a JSON object")),
+        Err(e) => Err(ApiError::bad_request(format!("the body is not JSON: {e}"))),
+    }
+}
+
+/// Refuses fields a route does not take (a misspelt one would be ignored).
+fn only(m: &Map<String, Value>, known: &[&str]) -> Result<(), ApiError> {
+    match m.keys().find(|k| !known.contains(&k.as_str())) {
+        Some(k) => Err(ApiError::bad_request(format!(
+            "unknown field `{k}` (this route takes: {})",
+            if known.is_empty() {
+                "none".to_string()
+            } else {
+                known.join(", ")
+            }
+        ))),
+        None => Ok(()),
+    }
+}
+
+/// `POST /api/v1/workflows/{name}/instances` `{inputs?, labels?}`: records
+/// an instance of registered workflow NAME for the workers (or queued by
+/// its queue). `Idempotency-Key`: the same key gives the same instance.
+pub async fn start(
+    State(app): State<App>,
+    Path(name): Path<String>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let m = object(&body)?;
+    only(&m, &["inputs", "labels"])?;
+    let inputs = match m.get("inputs") {
+        None | Some(Value::Null) => Map::new(),
+        Some(Value::Object(o)) => o.clone(),
+        Some(_) => return Err(ApiError::bad_request("`inputs` must be an object")),
+    };
+    let mut labels = Vec::new();
+    match m.get("labels") {
+        None | Some(Value::Null) => {}
+        Some(Value::Object(o)) => {
+            for (k, v) in o {
+                let Value::String(v) = v else {
+                    return Err(ApiError::bad_request(format!(
+                        "label `{k}` must be a string"
+                    )));
+                };
+                if let Some(why) = crate::workflow::label_name_problem(k) {
+                    return Err(ApiError::bad_request(format!("label `{k}`: {why}")));
+                }
+                labels.push((k.clone(), v.clone()));
+            }
+        }
+        Some(_) => return Err(ApiError::bad_request("`labels` must be an object")),
+    }
+    let key = match headers.get("idempotency-key") {
+        None => None,
+        Some(v) => match v.to_str() {
+            Ok(k) if !k.is_empty() && k.len() <= 255 => Some(k.to_string()),
+            _ => {
+                return Err(ApiError::bad_request(
+                    "`Idempotency-Key` must be 1 to 255 visible ASCII characters",
+                ));
+            }
+        },
+    };
+    let (status, doc) = app
+        .db
+        .run(move |l| async move {
+            let mut c = l.conn().await?;
+            let row = registered(&c, &name).await?;
+            let wf = registry::definition(&c, &row).await?;
+            let id = key.map(|k| registry::keyed_id(&format!("api {name}"), &k));
+            let started =
+                registry::start(&mut c, &row, &wf, registry::Start { inputs, labels, id }).await?;
+            let i = &started.instance;
+            let status = ShownStatus::of(i);
+            let exit = match i.status {
+                InstanceStatus::Skipped => 4,
+                _ => 0,
+            };
+            Ok((
+                if started.created {
+                    StatusCode::CREATED
+                } else {
+                    StatusCode::OK
+                },
+                json!({
+                    "id": i.id,
+                    "workflow": i.workflow,
+                    "status": status,
+                    "exit_code": exit,
+                    "created": started.created,
+                }),
+            ))
+        })
+        .await?;
+    Ok((status, Json(doc)).into_response())
+}
+
+/// `POST /api/v1/instances/{id}/signal` `{event, data?}`: `wf signal`.
+pub async fn signal(
+    State(app): State<App>,
+    Path(id): Path<String>,
+    body: Bytes,
+) -> Result<Json<Value>, ApiError> {
+    let id = instance_ref(&id)?;
+    let m = object(&body)?;
+    only(&m, &["event", "data"])?;
+    let Some(Value::String(event)) = m.get("event").cloned() else {
+        return Err(ApiError::bad_request("`event` (a string) is required"));
+    };
+    let data = m.get("data").cloned().unwrap_or(Value::Null);
+    app.db
+        .run(move |l| async move {
+            let mut c = l.conn().await?;
+            let id = c.resolve_id(&id).await?;
+            let delivered = actions::signal(&mut c, &id, &event, data, None).await?;
+            let mut doc = serde_json::to_value(crate::views::SignalView::delivered(&id, &event))
+                .unwrap_or_default();
+            if let (Some(w), Some(o)) = (delivered.warning, doc.as_object_mut()) {
+                o.insert("warning".into(), Value::from(w));
+            }
+            Ok(doc)
+        })
+        .await
+        .map(Json)
+}
+
+/// `POST /api/v1/instances/{id}/cancel`: `wf cancel`.
+pub async fn cancel(State(app): State<App>, Path(id): Path<String>) -> Result<Response, ApiError> {
+    cancel_as(app, id, false).await
+}
+
+/// `POST /api/v1/instances/{id}/terminate`: `wf cancel --terminate`.
+pub async fn terminate(
+    State(app): State<App>,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
+    cancel_as(app, id, true).await
+}
+
+async fn cancel_as(app: App, id: String, terminate: bool) -> Result<Response, ApiError> {
+    let id = instance_ref(&id)?;
+    let doc = app
+        .db
+        .run(move |l| async move {
+            let mut c = l.conn().await?;
+            let id = c.resolve_id(&id).await?;
+            let inst = c.instance(&id).await?;
+            if inst.status.is_ended() {
+                return Err(ApiError::conflict(format!(
+                    "instance {id} is already {}; there is nothing to cancel",
+                    inst.status
+                )));
+            }
+            // Asked first, so a process running it right now stops too.
+            let ask = if terminate {
+                CancelRequest::Terminate
+            } else {
+                CancelRequest::Cancel
+            };
+            c.request_cancel(&id, ask).await?;
+            if ShownStatus::of(&inst) != ShownStatus::Stored(InstanceStatus::Running) {
+                let opts = RunOptions {
+                    cancel: true,
+                    terminate,
+                    ..RunOptions::default()
+                };
+                drive(&l, id.clone(), opts);
+            }
+            Ok(json!({ "id": id, "status": "canceling" }))
+        })
+        .await?;
+    Ok(accepted(doc))
+}
+
+/// `POST /api/v1/instances/{id}/resume` `{now?}`: `wf resume [--now]`.
+pub async fn resume(
+    State(app): State<App>,
+    Path(id): Path<String>,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let m = object(&body)?;
+    only(&m, &["now"])?;
+    let now = match m.get("now") {
+        None | Some(Value::Null) => false,
+        Some(Value::Bool(b)) => *b,
+        Some(_) => return Err(ApiError::bad_request("`now` must be true or false")),
+    };
+    go_on(app, id, now, false).await
+}
+
+/// `POST /api/v1/instances/{id}/retry`: `wf resume --retry-failed`.
+pub async fn retry(State(app): State<App>, Path(id): Path<String>) -> Result<Response, ApiError> {
+    go_on(app, id, false, true).await
+}
+
+async fn go_on(app: App, id: String, now: bool, retry: bool) -> Result<Response, ApiError> {
+    let id = instance_ref(&id)?;
+    let doc = app
+        .db
+        .run(move |l| async move {
+            let c = l.conn().await?;
+            let id = c.resolve_id(&id).await?;
+            let inst = c.instance(&id).await?;
+            let shown = ShownStatus::of(&inst);
+            match inst.status {
+                _ if shown == ShownStatus::Stored(InstanceStatus::Running) => {
+                    return Err(EngineError::Held {
+                        holder: inst.lease_owner.clone().unwrap_or_default(),
+                        id,
+                    }
+                    .into());
+                }
+                InstanceStatus::Completed | InstanceStatus::Canceled | InstanceStatus::Skipped => {
+                    return Err(ApiError::new(
+                        StatusCode::CONFLICT,
+                        "not_resumable",
+                        format!("instance {id} already {}", inst.status),
+                    ));
+                }
+                InstanceStatus::Failed if !retry => {
+                    return Err(ApiError::new(
+                        StatusCode::CONFLICT,
+                        "not_resumable",
+                        format!("instance {id} failed: `POST …/retry` gives its failed steps a fresh attempt budget"),
+                    ));
+                }
+                _ => {}
+            }
+            let opts = RunOptions {
+                fire_timers: now,
+                retry_failed: retry,
+                ..RunOptions::default()
+            };
+            drive(&l, id.clone(), opts);
+            Ok(json!({ "id": id, "status": shown }))
+        })
+        .await?;
+    Ok(accepted(doc))
+}
+
+/// `POST /api/v1/instances/{id}/restart` `{from, as?}`: `wf restart`.
+pub async fn restart(
+    State(app): State<App>,
+    Path(id): Path<String>,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let id = instance_ref(&id)?;
+    let m = object(&body)?;
+    only(&m, &["from", "as"])?;
+    let Some(Value::String(from)) = m.get("from").cloned() else {
+        return Err(ApiError::bad_request("`from` (a step id) is required"));
+    };
+    let as_id = match m.get("as") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(s)) => Some(s.clone()),
+        Some(_) => return Err(ApiError::bad_request("`as` must be a string")),
+    };
+    let doc = app
+        .db
+        .run(move |l| async move {
+            let mut c = l.conn().await?;
+            let id = c.resolve_id(&id).await?;
+            let r = actions::prepare_restart(&mut c, &id, &from, as_id.as_deref()).await?;
+            let opts = RunOptions {
+                restart: Some(from.clone()),
+                workflow: Some(std::sync::Arc::new(r.workflow)),
+                ..RunOptions::default()
+            };
+            drive(&l, r.target.clone(), opts);
+            Ok(json!({ "id": r.target, "from": from, "steps": r.reset_steps, "status": "restarting" }))
+        })
+        .await?;
+    Ok(accepted(doc))
+}
+
+/// Where a background run's progress goes: nowhere (its end is recorded).
+struct Quiet;
+impl Observer for Quiet {}
+
+/// Drives instance `id` with `opts` in the background, on the server's
+/// thread; a run that cannot go on says why in the server's log.
+fn drive(local: &Rc<super::db::Local>, id: InstanceId, opts: RunOptions) {
+    let location = local.location.clone();
+    local.background(async move {
+        let ended = async {
+            let mut store = crate::store::Store::open(&location).await?;
+            engine::drive::drive(&mut store, &id, opts, &Quiet).await
+        }
+        .await;
+        match ended {
+            Ok(outcome) => eprintln!("instance {id}: {}", outcome.as_str()),
+            Err(e) => eprintln!("error: instance {id}: {e}"),
+        }
+    });
+}

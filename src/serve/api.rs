@@ -1,0 +1,396 @@
+//! The API's reads: the data of `wf list`, `inspect`, `logs`, `trace`,
+//! `result`, `queue list`, `schedule list` and `workflow list`, in their
+//! `--json` shapes. Each handler parses its request, then hands a job to the
+//! store's thread ([`Db::run`](super::db::Db::run)) that reads and builds
+//! the document there.
+
+use super::App;
+use super::error::ApiError;
+use super::params::{Params, instance_ref};
+use crate::engine::{actions, logs, registry};
+use crate::vocab::{InstanceId, Timestamp};
+use axum::Json;
+use axum::extract::{Path, RawQuery, State};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde_json::{Value, json};
+
+/// The most instances a page of the list holds.
+pub const MAX_PAGE: usize = 1000;
+
+/// `GET /healthz`: 200 while the database answers, 503 when it does not.
+pub async fn healthz(State(app): State<App>) -> Response {
+    let checked = app
+        .db
+        .run(|l| async move {
+            let c = l.conn().await?;
+            c.workflows().await?;
+            Ok(())
+        })
+        .await;
+    match checked {
+        Ok(()) => Json(json!({ "status": "ok" })).into_response(),
+        Err(e) => e.into_response(),
+    }
+}
+
+/// `GET /api/v1/instances`: `wf list --json`'s array, newest first, with its
+/// filters (`status`, `workflow`, `label=NAME=VALUE` repeated, `parent`,
+/// `roots`, `since`, `limit`); the next page's `cursor` is in the `Link`
+/// and `X-Next-Cursor` headers.
+pub async fn list(State(app): State<App>, RawQuery(q): RawQuery) -> Result<Response, ApiError> {
+    let p = Params::parse(q.as_deref());
+    let mut labels = Vec::new();
+    for l in p.all("label") {
+        let (k, v) = crate::workflow::parse_label(l).map_err(ApiError::bad_request)?;
+        labels.push((k, v));
+    }
+    let limit = match p.number("limit")? {
+        None => 50,
+        Some(n) if n >= 1 && n as usize <= MAX_PAGE => n as usize,
+        Some(n) => {
+            return Err(ApiError::bad_request(format!(
+                "`limit` is {n}: from 1 to {MAX_PAGE}"
+            )));
+        }
+    };
+    let after = p
+        .get("cursor")
+        .map(|c| instance_ref(c).map(InstanceId::from))
+        .transpose()
+        .map_err(|_| ApiError::bad_request("`cursor` is not one this server gave"))?;
+    let query = actions::ListQuery {
+        status: p.get("status").map(str::to_string),
+        workflow: p.get("workflow").map(str::to_string),
+        since: p.duration("since")?,
+        parent: p.get("parent").map(str::to_string),
+        roots: p.flag("roots")?,
+        labels,
+        limit,
+        after,
+    };
+    let (body, next) = app
+        .db
+        .run(move |l| async move {
+            let c = l.conn().await?;
+            let (rows, more) = actions::list(&c, &query).await?;
+            let next = (more > 0)
+                .then(|| rows.last().map(|(i, _)| i.id.to_string()))
+                .flatten();
+            let shown: Vec<_> = rows
+                .iter()
+                .map(|(i, s)| crate::views::InstanceSummary::new(i, *s))
+                .collect();
+            Ok((serde_json::to_value(&shown).unwrap_or_default(), next))
+        })
+        .await?;
+    let mut r = Json(body).into_response();
+    if let Some(next) = next {
+        let mut query = form_urlencoded::Serializer::new(String::new());
+        for (k, v) in form_urlencoded::parse(q.as_deref().unwrap_or_default().as_bytes()) {
+            if k != "cursor" {
+                query.append_pair(&k, &v);
+            }
+        }
+        query.append_pair("cursor", &next);
+        let link = format!("</api/v1/instances?{}>; rel=\"next\"", query.finish());
+        if let (Ok(link), Ok(next)) = (HeaderValue::from_str(&link), HeaderValue::from_str(&next)) {
+            r.headers_mut().insert(header::LINK, link);
+            r.headers_mut().insert("x-next-cursor", next);
+        }
+    }
+    Ok(r)
+}
+
+/// `GET /api/v1/instances/{id}`: `wf inspect --json` (`?attempts=1`: with
+/// every attempt).
+pub async fn inspect(
+    State(app): State<App>,
+    Path(id): Path<String>,
+    RawQuery(q): RawQuery,
+) -> Result<Json<Value>, ApiError> {
+    let attempts = Params::parse(q.as_deref()).flag("attempts")?;
+    inspected(&app, id, attempts).await.map(Json)
+}
+
+async fn inspected(app: &App, id: String, attempts: bool) -> Result<Value, ApiError> {
+    let id = instance_ref(&id)?;
+    app.db
+        .run(move |l| async move {
+            let c = l.conn().await?;
+            let id = c.resolve_id(&id).await?;
+            let (view, standing) = actions::inspect(&c, &id, attempts).await?;
+            Ok(actions::inspect_json(&view, standing.as_ref(), attempts))
+        })
+        .await
+}
+
+/// `GET /api/v1/instances/{id}/attempts`: every attempt of every step, in
+/// the steps' order: `wf inspect --attempts --json`'s `attempt_list`s, each
+/// with its `step`.
+pub async fn attempts(
+    State(app): State<App>,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    let doc = inspected(&app, id, true).await?;
+    let mut out = Vec::new();
+    for step in doc["steps"].as_array().into_iter().flatten() {
+        for a in step["attempt_list"].as_array().into_iter().flatten() {
+            let mut a = a.clone();
+            if let Some(o) = a.as_object_mut() {
+                o.shift_insert(0, "step".into(), step["id"].clone());
+            }
+            out.push(a);
+        }
+    }
+    Ok(Json(Value::Array(out)))
+}
+
+/// `GET /api/v1/instances/{id}/events`: the events delivered to it, in the
+/// order received (`wf inspect --json`'s `events`).
+pub async fn events(
+    State(app): State<App>,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    let doc = inspected(&app, id, false).await?;
+    Ok(Json(doc["events"].clone()))
+}
+
+/// `GET /api/v1/instances/{id}/logs`: `wf logs ID --json`, every attempt.
+pub async fn logs(State(app): State<App>, Path(id): Path<String>) -> Result<Json<Value>, ApiError> {
+    logs_json(&app, id, None, None).await.map(Json)
+}
+
+async fn logs_json(
+    app: &App,
+    id: String,
+    step: Option<String>,
+    attempt: Option<i64>,
+) -> Result<Value, ApiError> {
+    let id = instance_ref(&id)?;
+    app.db
+        .run(move |l| async move {
+            let c = l.conn().await?;
+            let id = c.resolve_id(&id).await?;
+            let logs = logs::read(&c, &id, step.as_deref(), attempt).await?;
+            let view = crate::views::LogsView {
+                id: &id,
+                logs: logs
+                    .iter()
+                    .map(|l| {
+                        crate::views::LogView::new(
+                            &l.key, l.attempt, l.outcome, &l.stdout, &l.stderr,
+                        )
+                    })
+                    .collect(),
+            };
+            Ok(serde_json::to_value(&view).unwrap_or_default())
+        })
+        .await
+}
+
+/// `GET /api/v1/instances/{id}/logs/{step}`: `wf logs ID STEP --json`
+/// (`?attempt=N`; the last by default). `?follow=1`: server-sent events as
+/// the attempt runs (`stdout` and `stderr` events, each a chunk of text,
+/// then `end` with the attempt's outcome).
+pub async fn step_logs(
+    State(app): State<App>,
+    Path((id, step)): Path<(String, String)>,
+    RawQuery(q): RawQuery,
+) -> Result<Response, ApiError> {
+    let p = Params::parse(q.as_deref());
+    let attempt = p.number("attempt")?;
+    if p.flag("follow")? {
+        return super::follow::stream(app, id, step, attempt).await;
+    }
+    logs_json(&app, id, Some(step), attempt)
+        .await
+        .map(|v| Json(v).into_response())
+}
+
+/// `GET /api/v1/instances/{id}/trace`: `wf trace ID --format otlp`, one
+/// OTLP/JSON `ExportTraceServiceRequest` with its children's spans.
+pub async fn trace(State(app): State<App>, Path(id): Path<String>) -> Result<Response, ApiError> {
+    let id = instance_ref(&id)?;
+    let body = app
+        .db
+        .run(move |l| async move {
+            let c = l.conn().await?;
+            let id = c.resolve_id(&id).await?;
+            c.snapshot(
+                async |s: &crate::store::Store| -> Result<Vec<u8>, ApiError> {
+                    let ids = actions::with_descendants(s, id.clone(), usize::MAX).await?;
+                    let mut out = Vec::new();
+                    actions::write_otlp(s, &ids, &mut out)
+                        .await
+                        .map_err(|e| ApiError::internal(e.to_string()))?;
+                    Ok(out)
+                },
+            )
+            .await
+        })
+        .await?;
+    Ok((
+        [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        )],
+        body,
+    )
+        .into_response())
+}
+
+/// `GET /api/v1/instances/{id}/result`: `wf result ID --json`
+/// (`{id, status, outputs, error}`), whatever the status; `?wait=30s`
+/// waits up to that long (at most 5 minutes) for the instance to end.
+pub async fn result(
+    State(app): State<App>,
+    Path(id): Path<String>,
+    RawQuery(q): RawQuery,
+) -> Result<Json<Value>, ApiError> {
+    let p = Params::parse(q.as_deref());
+    let wait = p.duration("wait")?.unwrap_or_default();
+    if wait > super::MAX_WAIT {
+        return Err(ApiError::bad_request("`wait` is at most 5m"));
+    }
+    let id = instance_ref(&id)?;
+    let mut stopping = app.stopping.clone();
+    let deadline = tokio::time::Instant::now() + wait;
+    let id = app
+        .db
+        .run(move |l| async move {
+            let c = l.conn().await?;
+            Ok(c.resolve_id(&id).await?)
+        })
+        .await?;
+    loop {
+        let id = id.clone();
+        let (doc, ended) = app
+            .db
+            .run(move |l| async move {
+                let c = l.conn().await?;
+                let (inst, outputs) = actions::result(&c, &id).await?;
+                let view = crate::views::ResultView::new(&inst, &outputs);
+                Ok((
+                    serde_json::to_value(&view).unwrap_or_default(),
+                    inst.status.is_ended(),
+                ))
+            })
+            .await?;
+        if ended || tokio::time::Instant::now() >= deadline || *stopping.borrow() {
+            return Ok(Json(doc));
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(std::time::Duration::from_millis(200)) => {}
+            _ = tokio::time::sleep_until(deadline) => {}
+            _ = stopping.changed() => {}
+        }
+    }
+}
+
+/// `GET /api/v1/queues`: `wf queue list --json`.
+pub async fn queues(State(app): State<App>) -> Result<Json<Value>, ApiError> {
+    app.db
+        .run(|l| async move {
+            let c = l.conn().await?;
+            let queues = c.queues().await?;
+            let now = Timestamp::now();
+            let views: Vec<_> = queues
+                .iter()
+                .map(|q| crate::views::QueueView::new(q, now))
+                .collect();
+            Ok(serde_json::to_value(&views).unwrap_or_default())
+        })
+        .await
+        .map(Json)
+}
+
+/// `GET /api/v1/schedules`: `wf schedule list --json`.
+pub async fn schedules(State(app): State<App>) -> Result<Json<Value>, ApiError> {
+    app.db
+        .run(|l| async move {
+            let c = l.conn().await?;
+            let rows = c.schedules().await?;
+            let mut last = Vec::with_capacity(rows.len());
+            for r in &rows {
+                last.push(match &r.last_instance {
+                    None => None,
+                    Some(id) => match c.instance(id).await {
+                        Ok(i) => Some(i),
+                        Err(crate::store::StoreError::NotFound(_)) => None,
+                        Err(e) => return Err(e.into()),
+                    },
+                });
+            }
+            let views: Vec<_> = rows
+                .iter()
+                .zip(&last)
+                .map(|(r, l)| crate::views::ScheduleView::new(r, l.as_ref()))
+                .collect();
+            Ok(serde_json::to_value(&views).unwrap_or_default())
+        })
+        .await
+        .map(Json)
+}
+
+/// `GET /api/v1/workflows`: `wf workflow list --json`.
+pub async fn workflows(State(app): State<App>) -> Result<Json<Value>, ApiError> {
+    app.db
+        .run(|l| async move {
+            let c = l.conn().await?;
+            let rows = c.workflows().await?;
+            let schedules = c.schedules().await?;
+            let mut defs = Vec::with_capacity(rows.len());
+            for r in &rows {
+                defs.push(registry::definition(&c, r).await.ok());
+            }
+            let views: Vec<_> = rows
+                .iter()
+                .zip(&defs)
+                .map(|(r, d)| crate::views::WorkflowView::new(r, d.as_ref(), &schedules))
+                .collect();
+            Ok(serde_json::to_value(&views).unwrap_or_default())
+        })
+        .await
+        .map(Json)
+}
+
+/// `GET /api/v1/workflows/{name}`: one registered workflow.
+pub async fn workflow(
+    State(app): State<App>,
+    Path(name): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    app.db
+        .run(move |l| async move {
+            let c = l.conn().await?;
+            let row = registered(&c, &name).await?;
+            let schedules = c.schedules().await?;
+            let wf = registry::definition(&c, &row).await.ok();
+            Ok(serde_json::to_value(crate::views::WorkflowView::new(
+                &row,
+                wf.as_ref(),
+                &schedules,
+            ))
+            .unwrap_or_default())
+        })
+        .await
+        .map(Json)
+}
+
+/// The workflow registered as `name`, or a 404 naming it.
+pub async fn registered(
+    store: &crate::store::Store,
+    name: &str,
+) -> Result<crate::store::WorkflowRow, ApiError> {
+    store.registered(name).await?.ok_or_else(|| {
+        ApiError::not_found(format!(
+            "no workflow is registered as `{}` (`wf workflow add FILE` registers one)",
+            name.chars().take(64).collect::<String>().escape_debug()
+        ))
+    })
+}
+
+/// 202 for what is under way.
+pub fn accepted(body: Value) -> Response {
+    (StatusCode::ACCEPTED, Json(body)).into_response()
+}

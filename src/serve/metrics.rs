@@ -1,0 +1,205 @@
+//! `GET /metrics`: the Prometheus text format (prometheus-client's encoder),
+//! made from the store at each scrape (`store::metrics`):
+//!
+//! - `wf_instances{workflow, status}`: instances by workflow and status;
+//! - `wf_attempts_total{outcome}`: ended step attempts by outcome;
+//! - `wf_attempt_duration_seconds`, `wf_run_duration_seconds`: histograms;
+//! - `wf_queue_admitted{key}`, `wf_queue_depth{key}`: each queue key's
+//!   admitted and queued instances;
+//! - `wf_worker_last_heartbeat_seconds{worker}`: unix time of each worker's
+//!   last poll (alert on `time() - … > 60`), and `wf_worker_up{worker}` (1
+//!   when it polled within the last minute);
+//! - `wf_serve_in_process_worker`: 1 when this server runs a worker.
+
+use super::App;
+use super::error::ApiError;
+use crate::store::metrics::{BUCKETS, Histogram, MetricsRows};
+use crate::store::queue::QueueSummary;
+use axum::extract::State;
+use axum::http::{HeaderValue, header};
+use axum::response::{IntoResponse, Response};
+use prometheus_client::encoding::DescriptorEncoder;
+use prometheus_client::metrics::MetricType;
+use prometheus_client::registry::Registry;
+
+/// A heartbeat older than this says the worker is gone.
+const ALIVE_MS: i64 = 60_000;
+
+/// What one scrape read, encoded when the registry asks.
+#[derive(Debug)]
+struct Scrape {
+    rows: MetricsRows,
+    queues: Vec<(String, u64, u64)>,
+    now_ms: i64,
+    in_process_worker: bool,
+}
+
+type Labels = Vec<(&'static str, String)>;
+
+fn gauge_family(
+    encoder: &mut DescriptorEncoder,
+    name: &str,
+    help: &str,
+    kind: MetricType,
+    values: impl IntoIterator<Item = (Labels, f64)>,
+) -> Result<(), std::fmt::Error> {
+    let mut m = encoder.encode_descriptor(name, help, None, kind)?;
+    for (labels, v) in values {
+        let e = m.encode_family(&labels)?;
+        let mut e = e;
+        match kind {
+            MetricType::Counter => {
+                e.encode_counter::<prometheus_client::encoding::NoLabelSet, _, f64>(
+                    &(v as u64),
+                    None,
+                )?;
+            }
+            _ => e.encode_gauge(&v)?,
+        }
+    }
+    Ok(())
+}
+
+fn histogram(
+    encoder: &mut DescriptorEncoder,
+    name: &str,
+    help: &str,
+    h: &Histogram,
+) -> Result<(), std::fmt::Error> {
+    let mut m = encoder.encode_descriptor(name, help, None, MetricType::Histogram)?;
+    // The encoder adds the buckets up; the database counted them cumulative.
+    let mut buckets = Vec::with_capacity(BUCKETS.len() + 1);
+    let mut below = 0;
+    for (b, &le) in BUCKETS.iter().zip(&h.le) {
+        buckets.push((*b, le.saturating_sub(below)));
+        below = le;
+    }
+    buckets.push((f64::MAX, h.count.saturating_sub(below)));
+    m.encode_histogram::<prometheus_client::encoding::NoLabelSet>(h.sum, h.count, &buckets, None)
+}
+
+impl prometheus_client::collector::Collector for Scrape {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        gauge_family(
+            &mut encoder,
+            "wf_instances",
+            "Instances by workflow and status",
+            MetricType::Gauge,
+            self.rows.instances.iter().map(|(w, s, n)| {
+                (
+                    vec![("workflow", w.clone()), ("status", s.clone())],
+                    *n as f64,
+                )
+            }),
+        )?;
+        gauge_family(
+            &mut encoder,
+            "wf_attempts",
+            "Ended step attempts by outcome",
+            MetricType::Counter,
+            self.rows
+                .attempts
+                .iter()
+                .map(|(o, n)| (vec![("outcome", o.clone())], *n as f64)),
+        )?;
+        histogram(
+            &mut encoder,
+            "wf_attempt_duration_seconds",
+            "Durations of ended step attempts",
+            &self.rows.attempt_seconds,
+        )?;
+        histogram(
+            &mut encoder,
+            "wf_run_duration_seconds",
+            "Durations of ended runs",
+            &self.rows.run_seconds,
+        )?;
+        gauge_family(
+            &mut encoder,
+            "wf_queue_admitted",
+            "Admitted instances by queue key",
+            MetricType::Gauge,
+            self.queues
+                .iter()
+                .map(|(k, a, _)| (vec![("key", k.clone())], *a as f64)),
+        )?;
+        gauge_family(
+            &mut encoder,
+            "wf_queue_depth",
+            "Queued (not yet admitted) instances by queue key",
+            MetricType::Gauge,
+            self.queues
+                .iter()
+                .map(|(k, _, q)| (vec![("key", k.clone())], *q as f64)),
+        )?;
+        gauge_family(
+            &mut encoder,
+            "wf_worker_last_heartbeat_seconds",
+            "Unix time of each worker's last poll",
+            MetricType::Gauge,
+            self.rows
+                .workers
+                .iter()
+                .map(|(w, ms)| (vec![("worker", w.clone())], *ms as f64 / 1000.0)),
+        )?;
+        gauge_family(
+            &mut encoder,
+            "wf_worker_up",
+            "1 when the worker polled within the last minute",
+            MetricType::Gauge,
+            self.rows.workers.iter().map(|(w, ms)| {
+                (
+                    vec![("worker", w.clone())],
+                    if self.now_ms - ms <= ALIVE_MS {
+                        1.0
+                    } else {
+                        0.0
+                    },
+                )
+            }),
+        )?;
+        gauge_family(
+            &mut encoder,
+            "wf_serve_in_process_worker",
+            "1 when this server runs a worker (--worker)",
+            MetricType::Gauge,
+            [(Vec::new(), if self.in_process_worker { 1.0 } else { 0.0 })],
+        )?;
+        Ok(())
+    }
+}
+
+fn queue_counts(q: &QueueSummary) -> (String, u64, u64) {
+    (q.key.clone(), q.admitted as u64, q.queued as u64)
+}
+
+pub async fn scrape(State(app): State<App>) -> Result<Response, ApiError> {
+    let in_process_worker = app.worker;
+    let scrape = app
+        .db
+        .run(move |l| async move {
+            let c = l.conn().await?;
+            let rows = c.metrics().await?;
+            let queues = c.queues().await?.iter().map(queue_counts).collect();
+            Ok(Scrape {
+                rows,
+                queues,
+                now_ms: chrono::Utc::now().timestamp_millis(),
+                in_process_worker,
+            })
+        })
+        .await?;
+    let mut registry = Registry::default();
+    registry.register_collector(Box::new(scrape));
+    let mut text = String::new();
+    prometheus_client::encoding::text::encode(&mut text, &registry)
+        .map_err(|e| ApiError::internal(format!("cannot encode the metrics: {e}")))?;
+    Ok((
+        [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
+        )],
+        text,
+    )
+        .into_response())
+}

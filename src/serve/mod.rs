@@ -1,0 +1,258 @@
+//! `wf serve`: the HTTP interface, beside the command line (`commands/`):
+//! both call the engine and the store, neither calls the other. It serves
+//! the API (`/api/v1`, the CLI's reads and actions with its JSON shapes),
+//! webhooks that start registered workflows (`/hooks/NAME`), Prometheus
+//! metrics (`/metrics`) and `/healthz`; with `--worker` it also runs a
+//! worker in the process.
+//!
+//! - `db.rs`: how a request's job reaches the store on the server's thread.
+//! - `auth.rs`: the token, the session cookie, CSRF.
+//! - `error.rs`: `{error: {code, message}}` and its HTTP statuses.
+//! - `api.rs`: the API's reads; `actions.rs`: its actions.
+//! - `hooks.rs`: webhooks. `metrics.rs`: `/metrics`.
+//! - `openapi.rs`: the OpenAPI document of the API.
+//! - `access.rs`: the access log, request limits and timeouts.
+//! - `tls.rs`: HTTPS through rustls.
+
+mod access;
+mod actions;
+mod api;
+pub mod auth;
+mod db;
+mod error;
+mod follow;
+mod hooks;
+mod metrics;
+pub mod openapi;
+mod params;
+mod tls;
+
+use crate::engine::worker::{Options as WorkerOptions, Worker, WorkerEnd};
+use crate::printer::Printer;
+use crate::store::{Location, Store};
+use axum::Router;
+use axum::routing::{get, post};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The largest request body the API takes (a signal's payload, a start's
+/// inputs).
+pub const API_BODY_LIMIT: usize = 1024 * 1024;
+
+/// The largest webhook body (docs/api.md).
+pub const HOOK_BODY_LIMIT: usize = 1024 * 1024;
+
+/// How long a request may take, but for the ones that wait or stream on
+/// purpose (`result?wait=`, `logs?follow=1`), which bound themselves.
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The longest `?wait=` of `result`.
+pub const MAX_WAIT: Duration = Duration::from_secs(300);
+
+/// How `wf serve` was asked to run.
+pub struct Options {
+    pub listen: SocketAddr,
+    pub token: auth::Token,
+    /// `--tls-cert` and `--tls-key`.
+    pub tls: Option<(PathBuf, PathBuf)>,
+    /// `--worker`: a worker in the process, with these options.
+    pub worker: Option<WorkerOptions>,
+}
+
+/// What every handler shares.
+#[derive(Clone)]
+pub struct App {
+    db: db::Db,
+    token: auth::Token,
+    tls: bool,
+    /// Set when the server stops: streams end, waits return.
+    stopping: tokio::sync::watch::Receiver<bool>,
+    /// Whether a worker runs in this process (`/metrics`).
+    worker: bool,
+    log: Arc<access::Log>,
+}
+
+/// Why the server stopped before it served.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    #[error("cannot listen on {addr}: {reason}")]
+    Listen { addr: SocketAddr, reason: String },
+    #[error(transparent)]
+    Tls(#[from] tls::TlsError),
+    #[error(transparent)]
+    Store(#[from] crate::store::StoreError),
+    #[error(transparent)]
+    Engine(#[from] crate::engine::EngineError),
+    #[error("cannot watch for signals: {0}")]
+    Signals(std::io::Error),
+}
+
+/// How the server ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ended {
+    /// SIGINT or SIGTERM: in-flight requests finished, the worker stopped.
+    Stopped,
+}
+
+/// The routes, with their layers.
+pub fn router(app: App) -> Router {
+    let api = Router::new()
+        .route("/api/v1/instances", get(api::list))
+        .route("/api/v1/instances/{id}", get(api::inspect))
+        .route("/api/v1/instances/{id}/attempts", get(api::attempts))
+        .route("/api/v1/instances/{id}/logs", get(api::logs))
+        .route("/api/v1/instances/{id}/logs/{step}", get(api::step_logs))
+        .route("/api/v1/instances/{id}/trace", get(api::trace))
+        .route("/api/v1/instances/{id}/result", get(api::result))
+        .route("/api/v1/instances/{id}/events", get(api::events))
+        .route("/api/v1/instances/{id}/signal", post(actions::signal))
+        .route("/api/v1/instances/{id}/cancel", post(actions::cancel))
+        .route("/api/v1/instances/{id}/terminate", post(actions::terminate))
+        .route("/api/v1/instances/{id}/resume", post(actions::resume))
+        .route("/api/v1/instances/{id}/retry", post(actions::retry))
+        .route("/api/v1/instances/{id}/restart", post(actions::restart))
+        .route("/api/v1/queues", get(api::queues))
+        .route("/api/v1/schedules", get(api::schedules))
+        .route("/api/v1/workflows", get(api::workflows))
+        .route("/api/v1/workflows/{name}", get(api::workflow))
+        .route("/api/v1/workflows/{name}/instances", post(actions::start))
+        .route("/api/v1/openapi.json", get(openapi::document))
+        .route("/metrics", get(metrics::scrape))
+        .layer(axum::extract::DefaultBodyLimit::max(API_BODY_LIMIT))
+        .route_layer(axum::middleware::from_fn_with_state(
+            app.clone(),
+            auth::require,
+        ));
+    let open = Router::new().route("/healthz", get(api::healthz)).route(
+        "/hooks/{name}",
+        post(hooks::deliver).layer(axum::extract::DefaultBodyLimit::max(HOOK_BODY_LIMIT)),
+    );
+    Router::new()
+        .merge(api)
+        .merge(open)
+        .fallback(access::fallback)
+        .layer(axum::middleware::from_fn(error::normalize))
+        .layer(axum::middleware::from_fn_with_state(
+            app.clone(),
+            access::layer,
+        ))
+        .with_state(app)
+}
+
+/// Serves until SIGINT or SIGTERM: then in-flight requests finish, streams
+/// end, and the worker (`--worker`) stops as `wf worker` does.
+pub async fn run(
+    location: Location,
+    opts: Options,
+    printer: &Printer,
+) -> Result<Ended, ServeError> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut int = signal(SignalKind::interrupt()).map_err(ServeError::Signals)?;
+    let mut term = signal(SignalKind::terminate()).map_err(ServeError::Signals)?;
+    // The schema is made (or migrated) once, before the first request.
+    let store = Store::open(&location).await?;
+    let tls = match &opts.tls {
+        Some((cert, key)) => Some(tls::acceptor(cert, key)?),
+        None => None,
+    };
+    let listener = tokio::net::TcpListener::bind(opts.listen)
+        .await
+        .map_err(|e| ServeError::Listen {
+            addr: opts.listen,
+            reason: e.to_string(),
+        })?;
+    let addr = listener.local_addr().unwrap_or(opts.listen);
+    let (stop_tx, stopping) = tokio::sync::watch::channel(false);
+    let (db, local, jobs) = db::channel(location.clone());
+    let app = App {
+        db,
+        token: opts.token.clone(),
+        tls: tls.is_some(),
+        stopping,
+        worker: opts.worker.is_some(),
+        log: Arc::new(access::Log::new(printer.is_quiet())),
+    };
+    let routes = router(app);
+    let scheme = if tls.is_some() { "https" } else { "http" };
+    printer.info(&format!(
+        "serving {} on {scheme}://{addr} (API {scheme}://{addr}/api/v1, metrics /metrics)",
+        location.describe()
+    ));
+    let local_set = tokio::task::LocalSet::new();
+    let dispatcher = local_set.spawn_local(db::dispatch(local.clone(), jobs));
+    let shutdown = async move {
+        tokio::select! {
+            _ = int.recv() => {}
+            _ = term.recv() => {}
+        }
+        let _ = stop_tx.send(true);
+    };
+    let worker = match opts.worker {
+        Some(options) => {
+            let concurrency = options.concurrency;
+            let worker =
+                Worker::new(store, location.clone(), options).map_err(ServeError::Signals)?;
+            printer.info(&format!(
+                "worker on {} (concurrency {concurrency})",
+                location.describe()
+            ));
+            Some(worker)
+        }
+        None => {
+            drop(store);
+            None
+        }
+    };
+    let served = local_set
+        .run_until(async move {
+            let log = crate::worker_log::WorkerLog {
+                printer,
+                json: false,
+            };
+            let server = async {
+                match tls {
+                    Some(acceptor) => {
+                        axum::serve(
+                            tls::Listener::new(listener, acceptor),
+                            routes.into_make_service_with_connect_info::<access::Peer>(),
+                        )
+                        .with_graceful_shutdown(shutdown)
+                        .await
+                    }
+                    None => {
+                        axum::serve(
+                            listener,
+                            routes.into_make_service_with_connect_info::<access::Peer>(),
+                        )
+                        .with_graceful_shutdown(shutdown)
+                        .await
+                    }
+                }
+            };
+            let working = async {
+                match worker {
+                    Some(w) => w.run(&log).await.map(Some),
+                    None => Ok(None),
+                }
+            };
+            let (served, worked) = tokio::join!(server, working);
+            // The runs the server drove itself stop on the same signal.
+            let background: Vec<_> = local.background.borrow_mut().drain(..).collect();
+            for t in background {
+                let _ = t.await;
+            }
+            dispatcher.abort();
+            (served, worked)
+        })
+        .await;
+    let (served, worked) = served;
+    served.map_err(|e| ServeError::Listen {
+        addr,
+        reason: e.to_string(),
+    })?;
+    match worked? {
+        Some(WorkerEnd::Stopped | WorkerEnd::Swept { .. }) | None => Ok(Ended::Stopped),
+    }
+}

@@ -1,0 +1,475 @@
+//! The OpenAPI 3.1 document of the API (`GET /api/v1/openapi.json`), built
+//! with utoipa from [`ROUTES`], the table the tests check against the
+//! router: every route is in both, with its parameters, body and answers.
+
+use axum::Json;
+use serde_json::Value;
+use utoipa::openapi::path::{
+    HttpMethod, OperationBuilder, ParameterBuilder, ParameterIn, PathItem,
+};
+use utoipa::openapi::request_body::RequestBodyBuilder;
+use utoipa::openapi::response::ResponseBuilder;
+use utoipa::openapi::schema::{ObjectBuilder, SchemaType, Type};
+use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityRequirement, SecurityScheme};
+use utoipa::openapi::{
+    ComponentsBuilder, ContentBuilder, InfoBuilder, OpenApiBuilder, PathsBuilder, Ref, RefOr,
+    Required, Schema,
+};
+
+/// A route of the API.
+pub struct Route {
+    pub method: &'static str,
+    pub path: &'static str,
+    pub summary: &'static str,
+    /// Query parameters: (name, description).
+    pub query: &'static [(&'static str, &'static str)],
+    /// The JSON body it takes, described; `None`: none.
+    pub body: Option<&'static str>,
+    /// Its answers: (status, description).
+    pub answers: &'static [(&'static str, &'static str)],
+    /// Whether it needs the token.
+    pub token: bool,
+}
+
+const READ: &[(&str, &str)] = &[
+    ("200", "The document (the CLI's `--json` shape)"),
+    ("401", "No valid token"),
+    ("404", "No such instance"),
+];
+
+const ACTED: &[(&str, &str)] = &[
+    ("202", "Recorded; the run it needs goes on in the server"),
+    ("401", "No valid token"),
+    ("404", "No such instance"),
+    (
+        "409",
+        "The instance's state refuses it, or another process holds it",
+    ),
+];
+
+/// Every route the server has.
+pub const ROUTES: &[Route] = &[
+    Route {
+        method: "get",
+        path: "/healthz",
+        summary: "200 while the database answers",
+        query: &[],
+        body: None,
+        answers: &[
+            ("200", "`{status: ok}`"),
+            ("503", "The database does not answer"),
+        ],
+        token: false,
+    },
+    Route {
+        method: "get",
+        path: "/api/v1/instances",
+        summary: "Instances, newest first (`wf list --json`); the next page's cursor in `Link` and `X-Next-Cursor`",
+        query: &[
+            (
+                "status",
+                "Only this status (queued, running, interrupted, sleeping, waiting, completed, failed, canceled, skipped)",
+            ),
+            ("workflow", "Only this workflow"),
+            ("label", "NAME=VALUE; repeat for all of several"),
+            ("parent", "Only the children of this instance"),
+            ("roots", "Only instances without a parent"),
+            ("since", "Only instances created within this long (`1h`)"),
+            ("limit", "At most this many (1 to 1000, default 50)"),
+            ("cursor", "The page after this cursor"),
+        ],
+        body: None,
+        answers: &[
+            (
+                "200",
+                "An array of `{id, workflow, status, created_at, updated_at, parent, labels}`",
+            ),
+            ("400", "A bad filter"),
+            ("401", "No valid token"),
+        ],
+        token: true,
+    },
+    Route {
+        method: "get",
+        path: "/api/v1/instances/{id}",
+        summary: "An instance (`wf inspect --json`)",
+        query: &[("attempts", "With every attempt of every step")],
+        body: None,
+        answers: READ,
+        token: true,
+    },
+    Route {
+        method: "get",
+        path: "/api/v1/instances/{id}/attempts",
+        summary: "Every attempt of every step, each with its `step`",
+        query: &[],
+        body: None,
+        answers: READ,
+        token: true,
+    },
+    Route {
+        method: "get",
+        path: "/api/v1/instances/{id}/logs",
+        summary: "The captured output of every attempt (`wf logs ID --json`)",
+        query: &[],
+        body: None,
+        answers: READ,
+        token: true,
+    },
+    Route {
+        method: "get",
+        path: "/api/v1/instances/{id}/logs/{step}",
+        summary: "An attempt's captured output (`wf logs ID STEP --json`); `follow=1`: server-sent events while it runs",
+        query: &[
+            ("attempt", "The attempt (default: the last)"),
+            (
+                "follow",
+                "Stream it as server-sent events: `attempt`, `stdout`, `stderr`, `end`",
+            ),
+        ],
+        body: None,
+        answers: READ,
+        token: true,
+    },
+    Route {
+        method: "get",
+        path: "/api/v1/instances/{id}/trace",
+        summary: "The instance's spans, with its children's, as one OTLP/JSON ExportTraceServiceRequest",
+        query: &[],
+        body: None,
+        answers: READ,
+        token: true,
+    },
+    Route {
+        method: "get",
+        path: "/api/v1/instances/{id}/result",
+        summary: "`{id, status, outputs, error}` (`wf result --json`)",
+        query: &[(
+            "wait",
+            "Wait up to this long (at most 5m) for the instance to end",
+        )],
+        body: None,
+        answers: READ,
+        token: true,
+    },
+    Route {
+        method: "get",
+        path: "/api/v1/instances/{id}/events",
+        summary: "The events delivered to the instance, in the order received",
+        query: &[],
+        body: None,
+        answers: READ,
+        token: true,
+    },
+    Route {
+        method: "post",
+        path: "/api/v1/instances/{id}/signal",
+        summary: "Deliver an event (`wf signal`)",
+        query: &[],
+        body: Some("`{event, data?}`"),
+        answers: &[
+            (
+                "200",
+                "`{id, event, delivered}` (and `warning` when no step waits for it)",
+            ),
+            ("400", "A bad body, or the instance has ended"),
+            ("401", "No valid token"),
+            ("404", "No such instance"),
+            ("413", "A body over 1 MiB"),
+        ],
+        token: true,
+    },
+    Route {
+        method: "post",
+        path: "/api/v1/instances/{id}/cancel",
+        summary: "Cancel; compensations run (`wf cancel`)",
+        query: &[],
+        body: None,
+        answers: ACTED,
+        token: true,
+    },
+    Route {
+        method: "post",
+        path: "/api/v1/instances/{id}/terminate",
+        summary: "Cancel without compensations (`wf cancel --terminate`)",
+        query: &[],
+        body: None,
+        answers: ACTED,
+        token: true,
+    },
+    Route {
+        method: "post",
+        path: "/api/v1/instances/{id}/resume",
+        summary: "Continue an interrupted, sleeping or waiting instance (`wf resume [--now]`)",
+        query: &[],
+        body: Some("`{now?}`: fire a timer that is not yet due"),
+        answers: ACTED,
+        token: true,
+    },
+    Route {
+        method: "post",
+        path: "/api/v1/instances/{id}/retry",
+        summary: "Give failed steps a fresh attempt budget and continue (`wf resume --retry-failed`)",
+        query: &[],
+        body: None,
+        answers: ACTED,
+        token: true,
+    },
+    Route {
+        method: "post",
+        path: "/api/v1/instances/{id}/restart",
+        summary: "Run a step and everything downstream of it again (`wf restart`)",
+        query: &[],
+        body: Some("`{from, as?}`"),
+        answers: ACTED,
+        token: true,
+    },
+    Route {
+        method: "get",
+        path: "/api/v1/queues",
+        summary: "Queue keys (`wf queue list --json`)",
+        query: &[],
+        body: None,
+        answers: &[
+            (
+                "200",
+                "An array of `{key, admitted, queued, limit, rate, rate_left, oldest_queued_at, oldest_queued_age_ms}`",
+            ),
+            ("401", "No valid token"),
+        ],
+        token: true,
+    },
+    Route {
+        method: "get",
+        path: "/api/v1/schedules",
+        summary: "Registered schedules (`wf schedule list --json`)",
+        query: &[],
+        body: None,
+        answers: &[
+            ("200", "An array of schedule entries"),
+            ("401", "No valid token"),
+        ],
+        token: true,
+    },
+    Route {
+        method: "get",
+        path: "/api/v1/workflows",
+        summary: "Registered workflows (`wf workflow list --json`)",
+        query: &[],
+        body: None,
+        answers: &[
+            (
+                "200",
+                "An array of `{name, workflow_path, definition_hash, registered_at, inputs, schedules, webhook}`",
+            ),
+            ("401", "No valid token"),
+        ],
+        token: true,
+    },
+    Route {
+        method: "get",
+        path: "/api/v1/workflows/{name}",
+        summary: "A registered workflow",
+        query: &[],
+        body: None,
+        answers: &[
+            (
+                "200",
+                "`{name, workflow_path, definition_hash, registered_at, inputs, schedules, webhook}`",
+            ),
+            ("401", "No valid token"),
+            ("404", "Not registered"),
+        ],
+        token: true,
+    },
+    Route {
+        method: "post",
+        path: "/api/v1/workflows/{name}/instances",
+        summary: "Start a registered workflow: the instance is recorded for the workers (`wf run --detach`); `Idempotency-Key` makes a retry return the same instance",
+        query: &[],
+        body: Some("`{inputs?, labels?}`"),
+        answers: &[
+            ("201", "`{id, workflow, status, exit_code, created: true}`"),
+            ("200", "The instance this Idempotency-Key started before"),
+            ("400", "Bad inputs or labels"),
+            ("401", "No valid token"),
+            ("404", "Not registered"),
+            (
+                "409",
+                "The Idempotency-Key started an instance with other inputs",
+            ),
+        ],
+        token: true,
+    },
+    Route {
+        method: "get",
+        path: "/api/v1/openapi.json",
+        summary: "This document",
+        query: &[],
+        body: None,
+        answers: &[("200", "OpenAPI 3.1")],
+        token: true,
+    },
+    Route {
+        method: "get",
+        path: "/metrics",
+        summary: "Prometheus text format",
+        query: &[],
+        body: None,
+        answers: &[("200", "Metrics"), ("401", "No valid token")],
+        token: true,
+    },
+    Route {
+        method: "post",
+        path: "/hooks/{name}",
+        summary: "A webhook delivery: starts the workflow registered with `on.webhook.name` NAME; signed with `X-Hub-Signature-256`",
+        query: &[],
+        body: Some("JSON, at most 1 MiB"),
+        answers: &[
+            ("201", "Started `{id, workflow, status, created: true}`"),
+            ("200", "A redelivery: the instance its dedupe value started"),
+            ("400", "Not JSON, or inputs that do not fit"),
+            ("401", "A missing or wrong signature"),
+            ("404", "No such hook"),
+            ("413", "A body over 1 MiB"),
+        ],
+        token: false,
+    },
+];
+
+fn error_schema() -> Schema {
+    let inner = ObjectBuilder::new()
+        .property(
+            "code",
+            ObjectBuilder::new().schema_type(SchemaType::new(Type::String)),
+        )
+        .required("code")
+        .property(
+            "message",
+            ObjectBuilder::new().schema_type(SchemaType::new(Type::String)),
+        )
+        .required("message");
+    Schema::Object(
+        ObjectBuilder::new()
+            .property("error", inner)
+            .required("error")
+            .build(),
+    )
+}
+
+fn any_json() -> RefOr<Schema> {
+    RefOr::T(Schema::Object(ObjectBuilder::new().build()))
+}
+
+/// The document.
+pub fn build() -> utoipa::openapi::OpenApi {
+    let mut paths = PathsBuilder::new();
+    for r in ROUTES {
+        let mut op = OperationBuilder::new()
+            .summary(Some(r.summary))
+            .operation_id(Some(format!(
+                "{}_{}",
+                r.method,
+                r.path
+                    .trim_start_matches('/')
+                    .replace(['/', '.'], "_")
+                    .replace(['{', '}'], "")
+            )));
+        for seg in r.path.split('/') {
+            if let Some(name) = seg.strip_prefix('{').and_then(|s| s.strip_suffix('}')) {
+                op = op.parameter(
+                    ParameterBuilder::new()
+                        .name(name)
+                        .parameter_in(ParameterIn::Path)
+                        .required(Required::True)
+                        .schema(Some(
+                            ObjectBuilder::new().schema_type(SchemaType::new(Type::String)),
+                        )),
+                );
+            }
+        }
+        for (name, what) in r.query {
+            op = op.parameter(
+                ParameterBuilder::new()
+                    .name(*name)
+                    .parameter_in(ParameterIn::Query)
+                    .required(Required::False)
+                    .description(Some(*what))
+                    .schema(Some(
+                        ObjectBuilder::new().schema_type(SchemaType::new(Type::String)),
+                    )),
+            );
+        }
+        if let Some(body) = r.body {
+            op = op.request_body(Some(
+                RequestBodyBuilder::new()
+                    .description(Some(body))
+                    .content(
+                        "application/json",
+                        ContentBuilder::new().schema(Some(any_json())).build(),
+                    )
+                    .build(),
+            ));
+        }
+        for (status, what) in r.answers {
+            let content = if status.starts_with('2') {
+                ContentBuilder::new().schema(Some(any_json())).build()
+            } else {
+                ContentBuilder::new()
+                    .schema(Some(RefOr::<Schema>::Ref(Ref::from_schema_name("Error"))))
+                    .build()
+            };
+            let kind = if r.path == "/metrics" && status.starts_with('2') {
+                "text/plain"
+            } else {
+                "application/json"
+            };
+            op = op.response(
+                *status,
+                ResponseBuilder::new()
+                    .description(*what)
+                    .content(kind, content)
+                    .build(),
+            );
+        }
+        if !r.token {
+            op = op.security(SecurityRequirement::default());
+        }
+        let method = if r.method == "post" {
+            HttpMethod::Post
+        } else {
+            HttpMethod::Get
+        };
+        paths = paths.path(r.path, PathItem::new(method, op.build()));
+    }
+    OpenApiBuilder::new()
+        .info(
+            InfoBuilder::new()
+                .title("wf serve")
+                .version(env!("CARGO_PKG_VERSION"))
+                .description(Some(
+                    "The HTTP API of wf, a durable workflow runner: the CLI's reads and actions, with its JSON shapes. Errors are `{error: {code, message}}`.",
+                ))
+                .build(),
+        )
+        .paths(paths.build())
+        .components(Some(
+            ComponentsBuilder::new()
+                .schema("Error", error_schema())
+                .security_scheme(
+                    "token",
+                    SecurityScheme::Http(HttpBuilder::new().scheme(HttpAuthScheme::Bearer).build()),
+                )
+                .build(),
+        ))
+        .security(Some(vec![SecurityRequirement::new(
+            "token",
+            Vec::<String>::new(),
+        )]))
+        .build()
+}
+
+/// `GET /api/v1/openapi.json`.
+pub async fn document() -> Json<Value> {
+    Json(serde_json::to_value(build()).unwrap_or_default())
+}

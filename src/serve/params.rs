@@ -1,0 +1,79 @@
+//! A request's query string, read by hand: axum's `Query` refuses with a
+//! text body, and the API's errors are JSON naming the parameter.
+
+use super::error::ApiError;
+use std::time::Duration;
+
+pub struct Params(Vec<(String, String)>);
+
+impl Params {
+    pub fn parse(query: Option<&str>) -> Params {
+        Params(
+            form_urlencoded::parse(query.unwrap_or_default().as_bytes())
+                .map(|(k, v)| (k.into_owned(), v.into_owned()))
+                .collect(),
+        )
+    }
+
+    pub fn get(&self, name: &str) -> Option<&str> {
+        self.0
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+    }
+
+    pub fn all(&self, name: &str) -> impl Iterator<Item = &str> {
+        self.0
+            .iter()
+            .filter(move |(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// `?name`, `?name=1`, `?name=true`: true; `0`/`false`: false.
+    pub fn flag(&self, name: &str) -> Result<bool, ApiError> {
+        match self.get(name) {
+            None => Ok(false),
+            Some("" | "1" | "true") => Ok(true),
+            Some("0" | "false") => Ok(false),
+            Some(v) => Err(ApiError::bad_request(format!(
+                "`{name}` is `{v}`: use true or false"
+            ))),
+        }
+    }
+
+    pub fn number(&self, name: &str) -> Result<Option<i64>, ApiError> {
+        self.get(name)
+            .map(|v| {
+                v.parse::<i64>().map_err(|_| {
+                    ApiError::bad_request(format!("`{name}` is `{v}`: a whole number is needed"))
+                })
+            })
+            .transpose()
+    }
+
+    pub fn duration(&self, name: &str) -> Result<Option<Duration>, ApiError> {
+        self.get(name)
+            .map(|v| {
+                crate::workflow::duration::parse(v)
+                    .map_err(|e| ApiError::bad_request(format!("`{name}`: {e}")))
+            })
+            .transpose()
+    }
+}
+
+/// An instance id (or unique prefix) from a path: what an id can hold, at
+/// most 128 characters; anything else is refused before the store is asked.
+pub fn instance_ref(id: &str) -> Result<String, ApiError> {
+    if id.is_empty()
+        || id.len() > 128
+        || !id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+    {
+        return Err(ApiError::not_found(format!(
+            "no instance matches `{}`",
+            id.chars().take(64).collect::<String>().escape_debug()
+        )));
+    }
+    Ok(id.to_string())
+}
