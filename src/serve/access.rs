@@ -80,3 +80,38 @@ pub async fn fallback(State(app): State<App>, req: Request) -> Response {
     }
     ApiError::not_found(format!("no route {} {}", req.method(), req.uri().path())).into_response()
 }
+
+/// The most of a too-large body read (and thrown away) before answering
+/// 413: a client that sends it all then reads the answer instead of
+/// finding the connection closed under its write.
+const DRAIN_AT_MOST: u64 = 64 * 1024 * 1024;
+
+/// A body whose `Content-Length` is over the server's limit is refused
+/// before any route reads it (413); what the client sends of it is read
+/// and dropped, up to [`DRAIN_AT_MOST`], so that it sees the answer.
+pub async fn refuse_large(req: Request, next: Next) -> Response {
+    let declared = req
+        .headers()
+        .get(axum::http::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    match declared {
+        Some(n) if n > super::API_BODY_LIMIT.max(super::HOOK_BODY_LIMIT) as u64 => {
+            if n <= DRAIN_AT_MOST {
+                use futures_util::StreamExt as _;
+                let mut stream = req.into_body().into_data_stream();
+                let drained = tokio::time::timeout(super::REQUEST_TIMEOUT, async {
+                    while let Some(Ok(_)) = stream.next().await {}
+                });
+                let _ = drained.await;
+            }
+            ApiError::new(
+                axum::http::StatusCode::PAYLOAD_TOO_LARGE,
+                "too_large",
+                "the request body is larger than the server takes",
+            )
+            .into_response()
+        }
+        _ => next.run(req).await,
+    }
+}

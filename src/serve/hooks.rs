@@ -187,3 +187,23 @@ fn unknown(name: &str) -> ApiError {
         name.chars().take(64).collect::<String>().escape_debug()
     ))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::signed;
+
+    /// GitHub's documented example ("Validating webhook deliveries").
+    #[test]
+    fn githubs_example_signature_checks() {
+        let key = b"It's a Secret to Everybody";
+        let body = b"Hello, World!";
+        let sig = "sha256=757107ea0eb2509fc211221cce984b8a37570b6d7586c22c46f4379c8b043e17";
+        assert!(signed(key, body, Some(sig)));
+        assert!(!signed(key, b"Hello, World?", Some(sig)));
+        assert!(!signed(b"another", body, Some(sig)));
+        assert!(!signed(key, body, Some(&sig[..sig.len() - 2])));
+        assert!(!signed(key, body, Some("sha1=757107ea")));
+        assert!(!signed(key, body, Some("sha256=not-hex")));
+        assert!(!signed(key, body, None));
+    }
+}

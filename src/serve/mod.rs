@@ -134,6 +134,7 @@ pub fn router(app: App) -> Router {
         .merge(open)
         .fallback(access::fallback)
         .layer(axum::middleware::from_fn(error::normalize))
+        .layer(axum::middleware::from_fn(access::refuse_large))
         .layer(axum::middleware::from_fn_with_state(
             app.clone(),
             access::layer,

@@ -1004,7 +1004,10 @@ async fn list_lineage(store: &mut Store) {
         all.extend(rows);
     }
     let (everything, n) = listed(store, filter(Lineage::Any)).await;
-    assert_eq!(all, everything, "pages of 2 walk the whole list once, in order");
+    assert_eq!(
+        all, everything,
+        "pages of 2 walk the whole list once, in order"
+    );
     assert_eq!(n, 7);
     assert_eq!(
         listed(

@@ -1,0 +1,189 @@
+//! `/metrics` parsed by a real Prometheus text parser (the Python client's,
+//! `prometheus_client.parser`, installed by `scripts/test`), and the API's
+//! OpenAPI document checked by a real validator (`openapi-spec-validator`)
+//! and against the routes the server answers.
+
+use crate::Test;
+use crate::serve::{Server, until};
+use serde_json::Value;
+use std::process::Command;
+
+/// The samples of `text`, parsed by prometheus_client: `[name, labels, value]`.
+fn parse(text: &str) -> Vec<(String, Value, f64)> {
+    let script = "import json, sys\n\
+        from prometheus_client.parser import text_string_to_metric_families\n\
+        out = []\n\
+        for fam in text_string_to_metric_families(sys.stdin.read()):\n\
+        \x20   for s in fam.samples:\n\
+        \x20       out.append([s.name, s.labels, s.value])\n\
+        print(json.dumps(out))\n";
+    let mut child = Command::new("python3")
+        .args(["-c", script])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("python3");
+    use std::io::Write as _;
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(text.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "the Prometheus parser refused the metrics (is prometheus-client installed? run `scripts/test`):\n{}\n{text}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Vec<(String, Value, f64)> = serde_json::from_slice(&out.stdout).unwrap();
+    v
+}
+
+fn sample(samples: &[(String, Value, f64)], name: &str, labels: &[(&str, &str)]) -> Option<f64> {
+    samples
+        .iter()
+        .find(|(n, l, _)| n == name && labels.iter().all(|(k, v)| l[*k] == *v))
+        .map(|s| s.2)
+}
+
+#[test]
+fn metrics_parse_as_prometheus_text_and_count_what_the_store_holds() {
+    let t = Test::new();
+    let ok = "name: ok\nsteps:\n  - id: a\n    run: 'true'\n  - id: b\n    needs: [a]\n    run: 'true'\n";
+    for _ in 0..3 {
+        t.run_yaml("ok.yaml", ok, &[]).1.code(0);
+    }
+    t.run_yaml(
+        "bad.yaml",
+        "name: bad\nsteps:\n  - id: a\n    run: exit 3\n    retry: { max_attempts: 2, interval: 1ms }\n",
+        &[],
+    )
+    .1
+    .code(1);
+    // A queue with one admitted (held by a sleeper) and one queued.
+    let q = "name: q\nqueue: { key: k1, concurrency: 1, hold_while_suspended: true }\nsteps:\n  - id: nap\n    sleep: 1h\n";
+    let path = t.write("q.yaml", q);
+    t.wf(&["run", path.to_str().unwrap()]).code(3);
+    t.wf(&["run", path.to_str().unwrap(), "--detach"]).code(0);
+    let s = Server::start(&t, &["--worker", "--poll", "50ms"], &[]);
+    until("the worker's heartbeat", || {
+        s.get("/metrics").text().contains("wf_worker_up{")
+    });
+    let r = s.get("/metrics");
+    assert_eq!(r.status, 200);
+    assert!(
+        r.header("content-type")
+            .unwrap()
+            .starts_with("text/plain; version=0.0.4")
+    );
+    let m = parse(&r.text());
+    assert_eq!(
+        sample(
+            &m,
+            "wf_instances",
+            &[("workflow", "ok"), ("status", "completed")]
+        ),
+        Some(3.0)
+    );
+    assert_eq!(
+        sample(
+            &m,
+            "wf_instances",
+            &[("workflow", "bad"), ("status", "failed")]
+        ),
+        Some(1.0)
+    );
+    assert_eq!(
+        sample(&m, "wf_attempts_total", &[("outcome", "ok")]),
+        Some(6.0)
+    );
+    assert_eq!(
+        sample(&m, "wf_attempts_total", &[("outcome", "retry")]),
+        Some(1.0)
+    );
+    assert_eq!(
+        sample(&m, "wf_attempts_total", &[("outcome", "failed")]),
+        Some(1.0)
+    );
+    assert_eq!(
+        sample(&m, "wf_attempt_duration_seconds_count", &[]),
+        Some(8.0)
+    );
+    assert_eq!(
+        sample(&m, "wf_attempt_duration_seconds_bucket", &[("le", "+Inf")]),
+        Some(8.0)
+    );
+    let small = sample(&m, "wf_attempt_duration_seconds_bucket", &[("le", "0.01")]).unwrap();
+    let big = sample(&m, "wf_attempt_duration_seconds_bucket", &[("le", "60.0")]).unwrap();
+    assert!(small <= big && big == 8.0, "{small} {big}");
+    // Five runs ended: the three `ok`, the `bad` one, the sleeper's first.
+    assert_eq!(sample(&m, "wf_run_duration_seconds_count", &[]), Some(5.0));
+    assert_eq!(sample(&m, "wf_queue_admitted", &[("key", "k1")]), Some(1.0));
+    assert_eq!(sample(&m, "wf_queue_depth", &[("key", "k1")]), Some(1.0));
+    assert_eq!(sample(&m, "wf_serve_in_process_worker", &[]), Some(1.0));
+    let beat = m
+        .iter()
+        .find(|(n, _, _)| n == "wf_worker_last_heartbeat_seconds")
+        .expect("a heartbeat")
+        .2;
+    let now = chrono::Utc::now().timestamp() as f64;
+    assert!((now - beat).abs() < 60.0, "{beat} vs {now}");
+    let up: Vec<_> = m.iter().filter(|(n, _, _)| n == "wf_worker_up").collect();
+    assert_eq!(up.len(), 1);
+    assert_eq!(up[0].2, 1.0);
+    // Stopped, the worker is gone from the metrics.
+    assert_eq!(s.stop("TERM"), 0);
+    let s = Server::start(&t, &[], &[]);
+    let m = parse(&s.get("/metrics").text());
+    assert!(m.iter().all(|(n, _, _)| n != "wf_worker_up"), "{m:?}");
+    assert_eq!(sample(&m, "wf_serve_in_process_worker", &[]), Some(0.0));
+}
+
+#[test]
+fn the_openapi_document_is_valid_and_names_every_route() {
+    let t = Test::new();
+    let s = Server::start(&t, &[], &[]);
+    let r = s.get("/api/v1/openapi.json");
+    assert_eq!(r.status, 200);
+    let doc = r.json();
+    assert_eq!(
+        doc["openapi"].as_str().map(|v| v.starts_with("3.1")),
+        Some(true)
+    );
+    let file = t.path().join("openapi.json");
+    std::fs::write(&file, &r.body).unwrap();
+    let out = Command::new("python3")
+        .args([
+            "-c",
+            "import sys; from openapi_spec_validator import validate; from openapi_spec_validator.readers import read_from_filename; validate(read_from_filename(sys.argv[1])[0]); print('valid')",
+        ])
+        .arg(&file)
+        .output()
+        .expect("python3");
+    assert!(
+        out.status.success(),
+        "openapi-spec-validator refused the document (is it installed? run `scripts/test`):\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // Every documented route answers (with the token, with made-up ids:
+    // anything but the router's "no route").
+    let paths = doc["paths"].as_object().unwrap();
+    assert!(paths.len() >= 20, "{}", paths.len());
+    for (path, item) in paths {
+        for method in item.as_object().unwrap().keys() {
+            let concrete = path
+                .replace("{id}", "nosuchinstance")
+                .replace("{step}", "nostep")
+                .replace("{name}", "noname");
+            let r = s.call(&method.to_uppercase(), &concrete, &[], Some(b"{}".to_vec()));
+            assert!(
+                !(r.status == 404 && r.text().contains("no route")) && r.status != 405,
+                "{method} {path}: {} {}",
+                r.status,
+                r.text()
+            );
+        }
+    }
+}
