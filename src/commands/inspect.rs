@@ -26,15 +26,14 @@ pub struct Args {
 
 pub async fn run(args: Args, store: &Store, printer: &Printer) -> anyhow::Result<ExitStatus> {
     let id = store.resolve_id(&args.id).await?;
-    let (view, standing) = crate::engine::actions::inspect(store, &id, args.attempts).await?;
+    let read =
+        crate::views::ordered(crate::engine::actions::inspect(store, &id, args.attempts).await?);
     if args.json {
-        printer.json(&crate::engine::actions::inspect_json(
-            &view,
-            standing.as_ref(),
-            args.attempts,
-        ));
+        printer.json(&crate::views::inspect_document(&read, args.attempts));
         return Ok(ExitStatus::Success);
     }
+    let standing = read.standing;
+    let view = read.view;
     let store::InstanceView {
         instance: inst,
         runs,

@@ -6,7 +6,7 @@ use crate::engine::actions::ListQuery;
 use crate::exit::ExitStatus;
 use crate::printer::Printer;
 use crate::store::Store;
-use crate::views::InstanceSummary;
+use crate::views::{InstanceSummary, ShownStatus};
 
 /// How many instances `wf list` shows without `--limit` (docs/commands.md).
 const DEFAULT_LIMIT: usize = 50;
@@ -56,7 +56,7 @@ pub async fn run(args: Args, store: &Store, printer: &Printer) -> anyhow::Result
     let (rows, more) = crate::engine::actions::list(store, &query).await?;
     let rows: Vec<InstanceSummary> = rows
         .iter()
-        .map(|(i, status)| InstanceSummary::new(i, *status))
+        .map(|i| InstanceSummary::new(i, ShownStatus::of(i)))
         .collect();
     // After the data, on stderr: what was left out.
     let say_more = || {

@@ -113,14 +113,16 @@ pub async fn prepare_restart(
     as_id: Option<&str>,
 ) -> Result<Restart, EngineError> {
     let inst = store.instance(id).await?;
-    match crate::views::ShownStatus::of(&inst).as_str() {
-        "running" => {
+    let now_ms = Timestamp::now().ms();
+    match inst.status {
+        InstanceStatus::Running if !super::lease::interrupted(&inst, now_ms) => {
             return Err(EngineError::Held {
                 holder: inst.lease_owner.clone().unwrap_or_default(),
                 id: id.clone(),
             });
         }
-        status => restart::check_ended(id, status)?,
+        InstanceStatus::Running => restart::check_ended(id, "interrupted")?,
+        status => restart::check_ended(id, status.as_str())?,
     }
     let wf = super::drive::pinned_workflow(store, &inst).await?;
     let mut rows = store.steps(id).await?;
@@ -164,22 +166,26 @@ pub async fn result(store: &Store, id: &InstanceId) -> Result<(InstanceRow, Valu
         .await
 }
 
-/// What `wf inspect` shows of instance `id`: its rows of one moment, the
-/// steps in the definition's order, and, queued, where it stands in its
-/// queue now.
+/// What `wf inspect` reads of an instance.
+#[derive(Debug)]
+pub struct Inspected {
+    /// Its rows, of one moment.
+    pub view: crate::store::InstanceView,
+    /// Its definition's step ids, in file order.
+    pub step_ids: Vec<String>,
+    /// Queued: where it stands in its queue now.
+    pub standing: Option<crate::store::queue::Admission>,
+}
+
+/// Reads what `wf inspect` shows of instance `id` (`attempts`: every
+/// attempt too).
 pub async fn inspect(
     store: &Store,
     id: &InstanceId,
     attempts: bool,
-) -> Result<
-    (
-        crate::store::InstanceView,
-        Option<crate::store::queue::Admission>,
-    ),
-    EngineError,
-> {
+) -> Result<Inspected, EngineError> {
     // One snapshot: a step's row and the state its commit patched together.
-    let mut view = store.view(id, attempts).await?;
+    let view = store.view(id, attempts).await?;
     // Step order comes from the pinned definition's step list (no YAML parse needed).
     let step_ids = match store
         .definition_step_ids(&view.instance.definition_hash)
@@ -190,7 +196,6 @@ pub async fn inspect(
             .map(|wf| wf.steps.into_iter().map(|s| s.id).collect())
             .unwrap_or_default(),
     };
-    view.steps = crate::views::ordered_steps(&step_ids, std::mem::take(&mut view.steps));
     let standing = match &view.instance.queue {
         Some(q) if !q.admitted && view.instance.status == InstanceStatus::Queued => {
             store
@@ -199,20 +204,11 @@ pub async fn inspect(
         }
         _ => None,
     };
-    Ok((view, standing))
-}
-
-/// `wf inspect --json`'s document of what [`inspect`] read.
-pub fn inspect_json(
-    view: &crate::store::InstanceView,
-    standing: Option<&crate::store::queue::Admission>,
-    attempts: bool,
-) -> Value {
-    let mut shown = crate::views::InstanceView::new(view, attempts);
-    if let Some(q) = &view.instance.queue {
-        shown.queue = Some(crate::views::QueueStanding::new(q, standing));
-    }
-    serde_json::to_value(&shown).unwrap_or(Value::Null)
+    Ok(Inspected {
+        view,
+        step_ids,
+        standing,
+    })
 }
 
 /// The ids of instance `id` and its children, `depth` levels down, depth
@@ -277,14 +273,10 @@ pub struct ListQuery {
     pub after: Option<InstanceId>,
 }
 
-/// The instances `q` asks for, newest first, each with its status as shown,
-/// and how many more match (all of one moment).
-pub async fn list(
-    store: &Store,
-    q: &ListQuery,
-) -> Result<(Vec<(InstanceRow, crate::views::ShownStatus)>, usize), EngineError> {
+/// The instances `q` asks for, newest first, and how many more match (all
+/// of one moment).
+pub async fn list(store: &Store, q: &ListQuery) -> Result<(Vec<InstanceRow>, usize), EngineError> {
     use crate::store::{Lineage, ListFilter};
-    use crate::views::ShownStatus;
     if let Some(s) = &q.status
         && !STATUSES.contains(&s.as_str())
     {
@@ -325,15 +317,17 @@ pub async fn list(
     // The rows and the count of the rest, of one moment.
     let (mut rows, more) = store
         .snapshot(async |store: &Store| -> Result<_, EngineError> {
+            let now_ms = Timestamp::now().ms();
             let rows: Vec<_> = store
                 .list_instances(&filter)
                 .await?
                 .into_iter()
-                .map(|i| {
-                    let status = ShownStatus::of(&i);
-                    (i, status)
+                // `running` and `interrupted` are told apart here.
+                .filter(|i| match q.status.as_deref() {
+                    Some("interrupted") => super::lease::interrupted(i, now_ms),
+                    Some("running") => !super::lease::interrupted(i, now_ms),
+                    _ => true,
                 })
-                .filter(|(_, status)| q.status.as_deref().is_none_or(|s| s == status.as_str()))
                 .collect();
             let more = if rows.len() <= limit {
                 0

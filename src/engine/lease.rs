@@ -92,6 +92,19 @@ pub fn pid_scope() -> String {
     format!("{}/{boot}/{pidns}", hostname())
 }
 
+/// Whether `inst` is `running` in the store while no live process runs it:
+/// its lease expired by `now_ms` (unix ms), or its holder is gone (what
+/// `wf list` and `wf inspect` show as `interrupted`).
+pub fn interrupted(inst: &crate::store::InstanceRow, now_ms: i64) -> bool {
+    if inst.status != crate::vocab::InstanceStatus::Running {
+        return false;
+    }
+    match (&inst.lease_owner, inst.lease_expires_ms) {
+        (Some(owner), Some(exp)) => !(exp > now_ms && holder_alive(owner)),
+        _ => true,
+    }
+}
+
 /// Whether the process named by a lease owner may still be alive. Only a
 /// holder of this host, boot and pid namespace can be found dead at once;
 /// any other (another machine, another container sharing this host name, a

@@ -75,11 +75,11 @@ pub async fn list(State(app): State<App>, RawQuery(q): RawQuery) -> Result<Respo
             let c = l.conn().await?;
             let (rows, more) = actions::list(&c, &query).await?;
             let next = (more > 0)
-                .then(|| rows.last().map(|(i, _)| i.id.to_string()))
+                .then(|| rows.last().map(|i| i.id.to_string()))
                 .flatten();
             let shown: Vec<_> = rows
                 .iter()
-                .map(|(i, s)| crate::views::InstanceSummary::new(i, *s))
+                .map(|i| crate::views::InstanceSummary::new(i, crate::views::ShownStatus::of(i)))
                 .collect();
             Ok((serde_json::to_value(&shown).unwrap_or_default(), next))
         })
@@ -119,8 +119,8 @@ async fn inspected(app: &App, id: String, attempts: bool) -> Result<Value, ApiEr
         .run(move |l| async move {
             let c = l.conn().await?;
             let id = c.resolve_id(&id).await?;
-            let (view, standing) = actions::inspect(&c, &id, attempts).await?;
-            Ok(actions::inspect_json(&view, standing.as_ref(), attempts))
+            let read = crate::views::ordered(actions::inspect(&c, &id, attempts).await?);
+            Ok(crate::views::inspect_document(&read, attempts))
         })
         .await
 }

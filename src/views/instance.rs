@@ -284,6 +284,26 @@ impl<'a> From<&'a FireRecord> for FireView<'a> {
 /// compensation of a step run again, until it is needed again, and the
 /// items of a `for_each` list that shrank. They only carry attempt numbers
 /// (their attempts stay in `--attempts`).
+/// What `engine::actions::inspect` read, its steps in [`ordered_steps`]'s
+/// order: what `wf inspect` and the API show.
+pub fn ordered(mut read: crate::engine::actions::Inspected) -> crate::engine::actions::Inspected {
+    read.view.steps = ordered_steps(&read.step_ids, std::mem::take(&mut read.view.steps));
+    read
+}
+
+/// `wf inspect --json`'s document of what `engine::actions::inspect` read
+/// (and [`ordered`] put in order).
+pub fn inspect_document(
+    read: &crate::engine::actions::Inspected,
+    attempts: bool,
+) -> serde_json::Value {
+    let mut shown = InstanceView::new(&read.view, attempts);
+    if let Some(q) = &read.view.instance.queue {
+        shown.queue = Some(super::QueueStanding::new(q, read.standing.as_ref()));
+    }
+    serde_json::to_value(&shown).unwrap_or(serde_json::Value::Null)
+}
+
 pub fn ordered_steps(step_ids: &[String], rows: Vec<StepRow>) -> Vec<StepRow> {
     let lists: HashMap<String, usize> = rows
         .iter()

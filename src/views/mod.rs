@@ -50,7 +50,8 @@ mod workflow;
 mod tests;
 
 pub use instance::{
-    AttemptView, EventView, FireView, InstanceView, RunView, StepView, ordered_steps,
+    AttemptView, EventView, FireView, InstanceView, RunView, StepView, inspect_document, ordered,
+    ordered_steps,
 };
 pub use list::InstanceSummary;
 pub use logs::{LogView, LogsView};

@@ -23,16 +23,8 @@ impl ShownStatus {
     /// `inst`'s status at `now_ms` (unix ms): a lease that expires later
     /// keeps it `running` while its holder lives.
     pub fn at(inst: &InstanceRow, now_ms: i64) -> ShownStatus {
-        if inst.status == InstanceStatus::Running {
-            let alive = match (&inst.lease_owner, inst.lease_expires_ms) {
-                (Some(owner), Some(exp)) => {
-                    exp > now_ms && crate::engine::lease::holder_alive(owner)
-                }
-                _ => false,
-            };
-            if !alive {
-                return ShownStatus::Interrupted;
-            }
+        if crate::engine::lease::interrupted(inst, now_ms) {
+            return ShownStatus::Interrupted;
         }
         ShownStatus::Stored(inst.status)
     }
