@@ -52,6 +52,7 @@ pub async fn run(args: Args, store: &Store, printer: &Printer) -> anyhow::Result
         labels: args.label.clone(),
         limit: args.limit.unwrap_or(DEFAULT_LIMIT),
         after: None,
+        count_more: true,
     };
     let (rows, more) = crate::engine::actions::list(store, &query).await?;
     let rows: Vec<InstanceSummary> = rows

@@ -271,10 +271,14 @@ pub struct ListQuery {
     pub limit: usize,
     /// Listed after this instance (a page's cursor).
     pub after: Option<InstanceId>,
+    /// Count the instances beyond the limit (`wf list` says how many);
+    /// without it, "more" is 1 when there is at least one (a page's cursor
+    /// needs no more, and the count reads every match).
+    pub count_more: bool,
 }
 
 /// The instances `q` asks for, newest first, and how many more match (all
-/// of one moment).
+/// of one moment; with `count_more` false, 1 for any number).
 pub async fn list(store: &Store, q: &ListQuery) -> Result<(Vec<InstanceRow>, usize), EngineError> {
     use crate::store::{Lineage, ListFilter};
     if let Some(s) = &q.status
@@ -331,7 +335,7 @@ pub async fn list(store: &Store, q: &ListQuery) -> Result<(Vec<InstanceRow>, usi
                 .collect();
             let more = if rows.len() <= limit {
                 0
-            } else if limit_in_query {
+            } else if limit_in_query && q.count_more {
                 let mut all = filter.clone();
                 all.limit = None;
                 (store.count_instances(&all).await? as usize).saturating_sub(limit)

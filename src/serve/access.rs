@@ -23,14 +23,6 @@ impl
     }
 }
 
-impl axum::extract::connect_info::Connected<axum::serve::IncomingStream<'_, super::tls::Listener>>
-    for Peer
-{
-    fn connect_info(s: axum::serve::IncomingStream<'_, super::tls::Listener>) -> Peer {
-        Peer(*s.remote_addr())
-    }
-}
-
 #[derive(Debug)]
 pub struct Log {
     quiet: bool,

@@ -68,6 +68,7 @@ pub async fn list(State(app): State<App>, RawQuery(q): RawQuery) -> Result<Respo
         labels,
         limit,
         after,
+        count_more: false,
     };
     let (body, next) = app
         .db

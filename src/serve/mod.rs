@@ -22,6 +22,7 @@ mod db;
 mod error;
 mod follow;
 mod hooks;
+mod listen;
 mod metrics;
 pub mod openapi;
 mod params;
@@ -98,14 +99,13 @@ pub enum Ended {
 
 /// The routes, with their layers.
 pub fn router(app: App) -> Router {
-    let api = Router::new()
+    // Routes that answer at once: bounded by REQUEST_TIMEOUT (408).
+    let quick = Router::new()
         .route("/api/v1/instances", get(api::list))
         .route("/api/v1/instances/{id}", get(api::inspect))
         .route("/api/v1/instances/{id}/attempts", get(api::attempts))
         .route("/api/v1/instances/{id}/logs", get(api::logs))
-        .route("/api/v1/instances/{id}/logs/{step}", get(api::step_logs))
         .route("/api/v1/instances/{id}/trace", get(api::trace))
-        .route("/api/v1/instances/{id}/result", get(api::result))
         .route("/api/v1/instances/{id}/events", get(api::events))
         .route("/api/v1/instances/{id}/signal", post(actions::signal))
         .route("/api/v1/instances/{id}/cancel", post(actions::cancel))
@@ -120,15 +120,27 @@ pub fn router(app: App) -> Router {
         .route("/api/v1/workflows/{name}/instances", post(actions::start))
         .route("/api/v1/openapi.json", get(openapi::document))
         .route("/metrics", get(metrics::scrape))
+        .layer(timeout());
+    // Routes that wait or stream on purpose, and bound themselves
+    // (`result?wait=` at most MAX_WAIT; a log stream ends with its attempt
+    // or the server).
+    let waiting = Router::new()
+        .route("/api/v1/instances/{id}/logs/{step}", get(api::step_logs))
+        .route("/api/v1/instances/{id}/result", get(api::result));
+    let api = quick
+        .merge(waiting)
         .layer(axum::extract::DefaultBodyLimit::max(API_BODY_LIMIT))
         .route_layer(axum::middleware::from_fn_with_state(
             app.clone(),
             auth::require,
         ));
-    let open = Router::new().route("/healthz", get(api::healthz)).route(
-        "/hooks/{name}",
-        post(hooks::deliver).layer(axum::extract::DefaultBodyLimit::max(HOOK_BODY_LIMIT)),
-    );
+    let open = Router::new()
+        .route("/healthz", get(api::healthz))
+        .route(
+            "/hooks/{name}",
+            post(hooks::deliver).layer(axum::extract::DefaultBodyLimit::max(HOOK_BODY_LIMIT)),
+        )
+        .layer(timeout());
     Router::new()
         .merge(api)
         .merge(open)
@@ -140,6 +152,13 @@ pub fn router(app: App) -> Router {
             access::layer,
         ))
         .with_state(app)
+}
+
+fn timeout() -> tower_http::timeout::TimeoutLayer {
+    tower_http::timeout::TimeoutLayer::with_status_code(
+        axum::http::StatusCode::REQUEST_TIMEOUT,
+        REQUEST_TIMEOUT,
+    )
 }
 
 /// Serves until SIGINT or SIGTERM: then in-flight requests finish, streams
@@ -166,6 +185,7 @@ pub async fn run(
         })?;
     let addr = listener.local_addr().unwrap_or(opts.listen);
     let (stop_tx, stopping) = tokio::sync::watch::channel(false);
+    let stopping_rx = stopping.clone();
     let (db, local, jobs) = db::channel(location.clone());
     let app = App {
         db,
@@ -212,48 +232,31 @@ pub async fn run(
                 printer,
                 json: false,
             };
-            let server = async {
-                match tls {
-                    Some(acceptor) => {
-                        axum::serve(
-                            tls::Listener::new(listener, acceptor),
-                            routes.into_make_service_with_connect_info::<access::Peer>(),
-                        )
-                        .with_graceful_shutdown(shutdown)
-                        .await
-                    }
-                    None => {
-                        axum::serve(
-                            listener,
-                            routes.into_make_service_with_connect_info::<access::Peer>(),
-                        )
-                        .with_graceful_shutdown(shutdown)
-                        .await
-                    }
-                }
+            let incoming = match tls {
+                Some(acceptor) => listen::Incoming::Tls(tls::Listener::new(listener, acceptor)),
+                None => listen::Incoming::Plain(listener),
             };
+            let server = async {
+                shutdown.await;
+            };
+            let serving = listen::serve(incoming, routes, stopping_rx);
             let working = async {
                 match worker {
                     Some(w) => w.run(&log).await.map(Some),
                     None => Ok(None),
                 }
             };
-            let (served, worked) = tokio::join!(server, working);
+            let ((), (), worked) = tokio::join!(server, serving, working);
             // The runs the server drove itself stop on the same signal.
             let background: Vec<_> = local.background.borrow_mut().drain(..).collect();
             for t in background {
                 let _ = t.await;
             }
             dispatcher.abort();
-            (served, worked)
+            worked
         })
         .await;
-    let (served, worked) = served;
-    served.map_err(|e| ServeError::Listen {
-        addr,
-        reason: e.to_string(),
-    })?;
-    match worked? {
+    match served? {
         Some(WorkerEnd::Stopped | WorkerEnd::Swept { .. }) | None => Ok(Ended::Stopped),
     }
 }

@@ -57,14 +57,10 @@ pub fn acceptor(cert: &Path, key: &Path) -> Result<TlsAcceptor, TlsError> {
 /// Accepted connections, handshaken.
 pub struct Listener {
     rx: mpsc::Receiver<(tokio_rustls::server::TlsStream<TcpStream>, SocketAddr)>,
-    addr: SocketAddr,
 }
 
 impl Listener {
     pub fn new(tcp: TcpListener, acceptor: TlsAcceptor) -> Listener {
-        let addr = tcp
-            .local_addr()
-            .unwrap_or_else(|_| ([0, 0, 0, 0], 0).into());
         let (tx, rx) = mpsc::channel(64);
         tokio::spawn(async move {
             loop {
@@ -87,23 +83,15 @@ impl Listener {
                 });
             }
         });
-        Listener { rx, addr }
+        Listener { rx }
     }
 }
 
-impl axum::serve::Listener for Listener {
-    type Io = tokio_rustls::server::TlsStream<TcpStream>;
-    type Addr = SocketAddr;
-
-    async fn accept(&mut self) -> (Self::Io, Self::Addr) {
-        match self.rx.recv().await {
-            Some(c) => c,
-            // The accept loop never ends while the listener lives.
-            None => std::future::pending().await,
-        }
-    }
-
-    fn local_addr(&self) -> std::io::Result<Self::Addr> {
-        Ok(self.addr)
+impl Listener {
+    /// The next handshaken connection.
+    pub async fn next(
+        &mut self,
+    ) -> Option<(tokio_rustls::server::TlsStream<TcpStream>, SocketAddr)> {
+        self.rx.recv().await
     }
 }

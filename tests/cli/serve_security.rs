@@ -524,3 +524,29 @@ fn random_requests_never_crash_the_server() {
     assert_eq!(s.get("/healthz").status, 200);
     assert!(!s.log().contains("panicked"), "{}", s.log());
 }
+
+#[test]
+fn a_client_that_never_finishes_its_headers_is_dropped_and_others_are_served() {
+    use std::io::{Read as _, Write as _};
+    let t = Test::new();
+    let s = Server::start(&t, &[], &[]);
+    let addr = s.base.trim_start_matches("http://").to_string();
+    let mut slow = std::net::TcpStream::connect(&addr).unwrap();
+    slow.write_all(b"GET /api/v1/instances HTTP/1.1\r\nHost: x\r\n")
+        .unwrap();
+    // Others are served meanwhile.
+    assert_eq!(s.get("/healthz").status, 200);
+    let started = Instant::now();
+    slow.set_read_timeout(Some(PATIENCE)).unwrap();
+    let mut buf = Vec::new();
+    let _ = slow.read_to_end(&mut buf);
+    let waited = started.elapsed();
+    assert!(waited < PATIENCE, "the connection was held for {waited:?}");
+    // Closed, with at most a 408 said.
+    let text = String::from_utf8_lossy(&buf);
+    assert!(
+        text.is_empty() || text.starts_with("HTTP/1.1 408"),
+        "{text}"
+    );
+    assert_eq!(s.get("/healthz").status, 200);
+}
