@@ -11,16 +11,18 @@
 //! due instances, events (delivered, listed, taken by a step, shown), a
 //! schedule's fire (once), prune (ended instances with their rows; a dry
 //! run only counts), a definition pinned with the workflows it calls, and
-//! listings of roots or of one parent's children, with their counts, and
-//! queues (`queues.rs`).
+//! listings of roots or of one parent's children, with their counts,
+//! queues (`queues.rs`), and the registry and metrics (`registry.rs`).
 //!
 //! And the proof that every way a batch of writes reaches a database
 //! leaves the same rows (`write_paths`).
 
 mod queues;
+mod registry;
 mod write_paths;
 
 use queues::*;
+use registry::*;
 
 use super::pg::PgStore;
 use super::*;
@@ -58,6 +60,8 @@ contract!(
     queue_expired_slot_refuses_writes,
     queue_arrivals,
     step_locks,
+    registry,
+    metrics_and_heartbeats,
 );
 
 fn runtime() -> tokio::runtime::Runtime {
