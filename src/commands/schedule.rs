@@ -7,7 +7,7 @@ use super::short_id;
 use crate::engine::fire;
 use crate::exit::{ExitStatus, UsageError};
 use crate::printer::Printer;
-use crate::store::{self, InstanceRow, ScheduleRow, Store};
+use crate::store::{InstanceRow, ScheduleRow, Store};
 use crate::views::{ScheduleAdded, ScheduleView, ShownStatus};
 use crate::vocab::Timestamp;
 use crate::workflow::Workflow;
@@ -79,7 +79,7 @@ pub async fn run(args: Args, db: Option<PathBuf>, printer: &Printer) -> anyhow::
                 ));
             }
             if json {
-                let last = last_instances(&store, &rows).await?;
+                let last = fire::last_instances(&store, &rows).await?;
                 printer.json(&ScheduleAdded {
                     workflow: &wf.name,
                     schedules: views(&rows, &last),
@@ -130,7 +130,7 @@ pub async fn run(args: Args, db: Option<PathBuf>, printer: &Printer) -> anyhow::
             let store = Store::open(&location).await?;
             let rows = store.schedules().await?;
             if json {
-                let last = last_instances(&store, &rows).await?;
+                let last = fire::last_instances(&store, &rows).await?;
                 printer.json(&views(&rows, &last));
                 return Ok(ExitStatus::Success);
             }
@@ -147,7 +147,7 @@ pub async fn run(args: Args, db: Option<PathBuf>, printer: &Printer) -> anyhow::
                 "LAST INSTANCE",
             ]);
             for r in &rows {
-                let last = match (&r.last_instance, last_instance(&store, r).await?) {
+                let last = match (&r.last_instance, fire::last_instance(&store, r).await?) {
                     (None, _) => "-".to_string(),
                     (Some(id), Some(i)) => format!("{} {}", short_id(id), ShownStatus::of(&i)),
                     (Some(id), None) => format!("{} (pruned)", short_id(id)),
@@ -195,31 +195,6 @@ async fn registered_names(store: &Store) -> anyhow::Result<Vec<String>> {
         .collect();
     names.dedup();
     Ok(names)
-}
-
-/// The instance an entry started last (`None`: it started none, or that
-/// one was pruned).
-async fn last_instance(store: &Store, r: &ScheduleRow) -> anyhow::Result<Option<InstanceRow>> {
-    let Some(id) = &r.last_instance else {
-        return Ok(None);
-    };
-    match store.instance(id).await {
-        Ok(i) => Ok(Some(i)),
-        Err(store::StoreError::NotFound(_)) => Ok(None),
-        Err(e) => Err(e.into()),
-    }
-}
-
-/// The last instance of each entry, read for its status.
-async fn last_instances(
-    store: &Store,
-    rows: &[ScheduleRow],
-) -> anyhow::Result<Vec<Option<InstanceRow>>> {
-    let mut out = Vec::with_capacity(rows.len());
-    for r in rows {
-        out.push(last_instance(store, r).await?);
-    }
-    Ok(out)
 }
 
 /// The entries as `--json` shows them (docs/commands.md), each with its

@@ -113,12 +113,7 @@ pub async fn run(args: Args, db: Option<PathBuf>, printer: &Printer) -> anyhow::
                 return Ok(ExitStatus::Success);
             }
             let store = Store::open(&location).await?;
-            let rows = store.workflows().await?;
-            let schedules = store.schedules().await?;
-            let mut defs = Vec::with_capacity(rows.len());
-            for r in &rows {
-                defs.push(registry::definition(&store, r).await.ok());
-            }
+            let (rows, defs, schedules) = registry::listing(&store).await?;
             let views: Vec<WorkflowView> = rows
                 .iter()
                 .zip(&defs)

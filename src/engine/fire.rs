@@ -504,6 +504,34 @@ async fn apply(
     Ok(())
 }
 
+/// The instance an entry started last (`None`: it started none, or that
+/// one was pruned).
+pub async fn last_instance(
+    store: &Store,
+    r: &ScheduleRow,
+) -> Result<Option<InstanceRow>, store::StoreError> {
+    let Some(id) = &r.last_instance else {
+        return Ok(None);
+    };
+    match store.instance(id).await {
+        Ok(i) => Ok(Some(i)),
+        Err(store::StoreError::NotFound(_)) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// The last instance of each entry, read for its status.
+pub async fn last_instances(
+    store: &Store,
+    rows: &[ScheduleRow],
+) -> Result<Vec<Option<InstanceRow>>, store::StoreError> {
+    let mut out = Vec::with_capacity(rows.len());
+    for r in rows {
+        out.push(last_instance(store, r).await?);
+    }
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

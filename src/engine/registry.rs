@@ -68,6 +68,20 @@ pub async fn definition(store: &Store, row: &WorkflowRow) -> Result<Workflow, En
     super::drive::pinned_by_hash(store, &row.definition_hash, &label).await
 }
 
+/// Every registered workflow with its definition (`None`: it cannot be
+/// read), and every schedule entry (`wf workflow list`, the API's).
+pub async fn listing(
+    store: &Store,
+) -> Result<(Vec<WorkflowRow>, Vec<Option<Workflow>>, Vec<ScheduleRow>), EngineError> {
+    let rows = store.workflows().await?;
+    let schedules = store.schedules().await?;
+    let mut defs = Vec::with_capacity(rows.len());
+    for r in &rows {
+        defs.push(definition(store, r).await.ok());
+    }
+    Ok((rows, defs, schedules))
+}
+
 /// What a start asks for.
 #[derive(Debug, Default)]
 pub struct Start {

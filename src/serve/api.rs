@@ -312,17 +312,7 @@ pub async fn schedules(State(app): State<App>) -> Result<Json<Value>, ApiError> 
         .run(|l| async move {
             let c = l.conn().await?;
             let rows = c.schedules().await?;
-            let mut last = Vec::with_capacity(rows.len());
-            for r in &rows {
-                last.push(match &r.last_instance {
-                    None => None,
-                    Some(id) => match c.instance(id).await {
-                        Ok(i) => Some(i),
-                        Err(crate::store::StoreError::NotFound(_)) => None,
-                        Err(e) => return Err(e.into()),
-                    },
-                });
-            }
+            let last = crate::engine::fire::last_instances(&c, &rows).await?;
             let views: Vec<_> = rows
                 .iter()
                 .zip(&last)
@@ -339,12 +329,7 @@ pub async fn workflows(State(app): State<App>) -> Result<Json<Value>, ApiError> 
     app.db
         .run(|l| async move {
             let c = l.conn().await?;
-            let rows = c.workflows().await?;
-            let schedules = c.schedules().await?;
-            let mut defs = Vec::with_capacity(rows.len());
-            for r in &rows {
-                defs.push(registry::definition(&c, r).await.ok());
-            }
+            let (rows, defs, schedules) = registry::listing(&c).await?;
             let views: Vec<_> = rows
                 .iter()
                 .zip(&defs)

@@ -61,11 +61,36 @@ impl Checker<'_> {
             .map(|i| i.value.clone())
             .unwrap_or_default();
         let inputs_at: Pos = raw.inputs.as_ref().map(Pos::from).unwrap_or(at);
+        self.trigger_inputs(&given, inputs, inputs_at, "schedule")?;
+        let catchup_ms = match &raw.catchup {
+            None => 0,
+            Some(c) => self.duration(c)?.as_millis() as u64,
+        };
+        Ok(Schedule {
+            when,
+            inputs: given,
+            overlap: raw.overlap.unwrap_or(Overlap::Skip),
+            catchup_ms,
+        })
+    }
+}
+
+impl Checker<'_> {
+    /// The inputs a trigger (`what`: a schedule, the webhook) gives its
+    /// instances: each declared by the workflow, every required one without
+    /// a default given.
+    pub(super) fn trigger_inputs(
+        &self,
+        given: &serde_json::Map<String, Value>,
+        inputs: &BTreeMap<String, InputSpec>,
+        at: Pos,
+        what: &str,
+    ) -> Result<(), DefinitionError> {
         for key in given.keys() {
             if !inputs.contains_key(key) {
                 let known: Vec<&str> = inputs.keys().map(String::as_str).collect();
                 return Err(self.err(
-                    self.locate(key, inputs_at),
+                    self.locate(key, at),
                     if known.is_empty() {
                         format!("unknown input `{key}`: the workflow declares no inputs")
                     } else {
@@ -80,20 +105,11 @@ impl Checker<'_> {
         for (name, spec) in inputs {
             if spec.required && spec.default.is_none() && !given.contains_key(name) {
                 return Err(self.err(
-                    inputs_at,
-                    format!("the schedule does not give the required input `{name}`"),
+                    at,
+                    format!("the {what} does not give the required input `{name}`"),
                 ));
             }
         }
-        let catchup_ms = match &raw.catchup {
-            None => 0,
-            Some(c) => self.duration(c)?.as_millis() as u64,
-        };
-        Ok(Schedule {
-            when,
-            inputs: given,
-            overlap: raw.overlap.unwrap_or(Overlap::Skip),
-            catchup_ms,
-        })
+        Ok(())
     }
 }

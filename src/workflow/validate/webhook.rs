@@ -38,31 +38,9 @@ impl Checker<'_> {
             .map(|i| i.value.clone())
             .unwrap_or_default();
         let inputs_at: Pos = raw.inputs.as_ref().map(Pos::from).unwrap_or(at);
+        self.trigger_inputs(&given, inputs, inputs_at, "webhook")?;
         for (key, value) in &given {
-            let key_at = self.locate(key, inputs_at);
-            if !inputs.contains_key(key) {
-                let known: Vec<&str> = inputs.keys().map(String::as_str).collect();
-                return Err(self.err(
-                    key_at,
-                    if known.is_empty() {
-                        format!("unknown input `{key}`: the workflow declares no inputs")
-                    } else {
-                        format!(
-                            "unknown input `{key}` (the workflow declares: {})",
-                            known.join(", ")
-                        )
-                    },
-                ));
-            }
-            self.request_tree(value, key_at, key)?;
-        }
-        for (name, spec) in inputs {
-            if spec.required && spec.default.is_none() && !given.contains_key(name) {
-                return Err(self.err(
-                    inputs_at,
-                    format!("the webhook does not give the required input `{name}`"),
-                ));
-            }
+            self.request_tree(value, self.locate(key, inputs_at), key)?;
         }
         let dedupe = match &raw.dedupe {
             None => None,
