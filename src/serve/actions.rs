@@ -96,36 +96,46 @@ pub async fn start(
     };
     let (status, doc) = app
         .db
-        .run(move |l| async move {
-            let mut c = l.conn().await?;
-            let row = registered(&c, &name).await?;
-            let wf = registry::definition(&c, &row).await?;
-            let id = key.map(|k| registry::keyed_id(&format!("api {name}"), &k));
-            let started =
-                registry::start(&mut c, &row, &wf, registry::Start { inputs, labels, id }).await?;
-            let i = &started.instance;
-            let status = ShownStatus::of(i);
-            let exit = match i.status {
-                InstanceStatus::Skipped => 4,
-                _ => 0,
-            };
-            Ok((
-                if started.created {
-                    StatusCode::CREATED
-                } else {
-                    StatusCode::OK
-                },
-                json!({
-                    "id": i.id,
-                    "workflow": i.workflow,
-                    "status": status,
-                    "exit_code": exit,
-                    "created": started.created,
-                }),
-            ))
-        })
+        .run(move |l| async move { start_in(&l, &name, inputs, labels, key).await })
         .await?;
     Ok((status, Json(doc)).into_response())
+}
+
+/// Records an instance of registered workflow `name` (the API's start, the
+/// inspector's form): 201 and the instance, or 200 and the one the key
+/// started before.
+pub(super) async fn start_in(
+    l: &super::db::Local,
+    name: &str,
+    inputs: Map<String, Value>,
+    labels: Vec<(String, String)>,
+    key: Option<String>,
+) -> Result<(StatusCode, Value), ApiError> {
+    let mut c = l.conn().await?;
+    let row = registered(&c, name).await?;
+    let wf = registry::definition(&c, &row).await?;
+    let id = key.map(|k| registry::keyed_id(&format!("api {name}"), &k));
+    let started =
+        registry::start(&mut c, &row, &wf, registry::Start { inputs, labels, id }).await?;
+    let i = &started.instance;
+    let exit = match i.status {
+        InstanceStatus::Skipped => 4,
+        _ => 0,
+    };
+    Ok((
+        if started.created {
+            StatusCode::CREATED
+        } else {
+            StatusCode::OK
+        },
+        json!({
+            "id": i.id,
+            "workflow": i.workflow,
+            "status": ShownStatus::of(i),
+            "exit_code": exit,
+            "created": started.created,
+        }),
+    ))
 }
 
 /// `POST /api/v1/instances/{id}/signal` `{event, data?}`: `wf signal`.
@@ -142,19 +152,27 @@ pub async fn signal(
     };
     let data = m.get("data").cloned().unwrap_or(Value::Null);
     app.db
-        .run(move |l| async move {
-            let mut c = l.conn().await?;
-            let id = c.resolve_id(&id).await?;
-            let delivered = actions::signal(&mut c, &id, &event, data, None).await?;
-            let mut doc = serde_json::to_value(crate::views::SignalView::delivered(&id, &event))
-                .unwrap_or_default();
-            if let (Some(w), Some(o)) = (delivered.warning, doc.as_object_mut()) {
-                o.insert("warning".into(), Value::from(w));
-            }
-            Ok(doc)
-        })
+        .run(move |l| async move { signal_in(&l, &id, &event, data).await })
         .await
         .map(Json)
+}
+
+/// Delivers `event` with `data` to instance `id` (any unique prefix).
+pub(super) async fn signal_in(
+    l: &super::db::Local,
+    id: &str,
+    event: &str,
+    data: Value,
+) -> Result<Value, ApiError> {
+    let mut c = l.conn().await?;
+    let id = c.resolve_id(id).await?;
+    let delivered = actions::signal(&mut c, &id, event, data, None).await?;
+    let mut doc =
+        serde_json::to_value(crate::views::SignalView::delivered(&id, event)).unwrap_or_default();
+    if let (Some(w), Some(o)) = (delivered.warning, doc.as_object_mut()) {
+        o.insert("warning".into(), Value::from(w));
+    }
+    Ok(doc)
 }
 
 /// `POST /api/v1/instances/{id}/cancel`: `wf cancel`.
@@ -174,35 +192,43 @@ async fn cancel_as(app: App, id: String, terminate: bool) -> Result<Response, Ap
     let id = instance_ref(&id)?;
     let doc = app
         .db
-        .run(move |l| async move {
-            let mut c = l.conn().await?;
-            let id = c.resolve_id(&id).await?;
-            let inst = c.instance(&id).await?;
-            if inst.status.is_ended() {
-                return Err(ApiError::conflict(format!(
-                    "instance {id} is already {}; there is nothing to cancel",
-                    inst.status
-                )));
-            }
-            // Asked first, so a process running it right now stops too.
-            let ask = if terminate {
-                CancelRequest::Terminate
-            } else {
-                CancelRequest::Cancel
-            };
-            c.request_cancel(&id, ask).await?;
-            if ShownStatus::of(&inst) != ShownStatus::Stored(InstanceStatus::Running) {
-                let opts = RunOptions {
-                    cancel: true,
-                    terminate,
-                    ..RunOptions::default()
-                };
-                drive(&l, id.clone(), opts);
-            }
-            Ok(json!({ "id": id, "status": "canceling" }))
-        })
+        .run(move |l| async move { cancel_in(&l, &id, terminate).await })
         .await?;
     Ok(accepted(doc))
+}
+
+/// Asks instance `id` to cancel (`terminate`: without compensations); one
+/// no live process runs is canceled here, in the background.
+pub(super) async fn cancel_in(
+    l: &Rc<super::db::Local>,
+    id: &str,
+    terminate: bool,
+) -> Result<Value, ApiError> {
+    let mut c = l.conn().await?;
+    let id = c.resolve_id(id).await?;
+    let inst = c.instance(&id).await?;
+    if inst.status.is_ended() {
+        return Err(ApiError::conflict(format!(
+            "instance {id} is already {}; there is nothing to cancel",
+            inst.status
+        )));
+    }
+    // Asked first, so a process running it right now stops too.
+    let ask = if terminate {
+        CancelRequest::Terminate
+    } else {
+        CancelRequest::Cancel
+    };
+    c.request_cancel(&id, ask).await?;
+    if ShownStatus::of(&inst) != ShownStatus::Stored(InstanceStatus::Running) {
+        let opts = RunOptions {
+            cancel: true,
+            terminate,
+            ..RunOptions::default()
+        };
+        drive(l, id.clone(), opts);
+    }
+    Ok(json!({ "id": id, "status": "canceling" }))
 }
 
 /// `POST /api/v1/instances/{id}/resume` `{now?}`: `wf resume [--now]`.
@@ -230,45 +256,56 @@ async fn go_on(app: App, id: String, now: bool, retry: bool) -> Result<Response,
     let id = instance_ref(&id)?;
     let doc = app
         .db
-        .run(move |l| async move {
-            let c = l.conn().await?;
-            let id = c.resolve_id(&id).await?;
-            let inst = c.instance(&id).await?;
-            let shown = ShownStatus::of(&inst);
-            match inst.status {
-                _ if shown == ShownStatus::Stored(InstanceStatus::Running) => {
-                    return Err(EngineError::Held {
-                        holder: inst.lease_owner.clone().unwrap_or_default(),
-                        id,
-                    }
-                    .into());
-                }
-                InstanceStatus::Completed | InstanceStatus::Canceled | InstanceStatus::Skipped => {
-                    return Err(ApiError::new(
-                        StatusCode::CONFLICT,
-                        "not_resumable",
-                        format!("instance {id} already {}", inst.status),
-                    ));
-                }
-                InstanceStatus::Failed if !retry => {
-                    return Err(ApiError::new(
-                        StatusCode::CONFLICT,
-                        "not_resumable",
-                        format!("instance {id} failed: `POST …/retry` gives its failed steps a fresh attempt budget"),
-                    ));
-                }
-                _ => {}
-            }
-            let opts = RunOptions {
-                fire_timers: now,
-                retry_failed: retry,
-                ..RunOptions::default()
-            };
-            drive(&l, id.clone(), opts);
-            Ok(json!({ "id": id, "status": shown }))
-        })
+        .run(move |l| async move { go_on_in(&l, &id, now, retry).await })
         .await?;
     Ok(accepted(doc))
+}
+
+/// Resumes instance `id` in the background (`now`: firing a timer not yet
+/// due; `retry`: giving failed steps a fresh attempt budget).
+pub(super) async fn go_on_in(
+    l: &Rc<super::db::Local>,
+    id: &str,
+    now: bool,
+    retry: bool,
+) -> Result<Value, ApiError> {
+    let c = l.conn().await?;
+    let id = c.resolve_id(id).await?;
+    let inst = c.instance(&id).await?;
+    let shown = ShownStatus::of(&inst);
+    match inst.status {
+        _ if shown == ShownStatus::Stored(InstanceStatus::Running) => {
+            return Err(EngineError::Held {
+                holder: inst.lease_owner.clone().unwrap_or_default(),
+                id,
+            }
+            .into());
+        }
+        InstanceStatus::Completed | InstanceStatus::Canceled | InstanceStatus::Skipped => {
+            return Err(ApiError::new(
+                StatusCode::CONFLICT,
+                "not_resumable",
+                format!("instance {id} already {}", inst.status),
+            ));
+        }
+        InstanceStatus::Failed if !retry => {
+            return Err(ApiError::new(
+                StatusCode::CONFLICT,
+                "not_resumable",
+                format!(
+                    "instance {id} failed: `POST …/retry` gives its failed steps a fresh attempt budget"
+                ),
+            ));
+        }
+        _ => {}
+    }
+    let opts = RunOptions {
+        fire_timers: now,
+        retry_failed: retry,
+        ..RunOptions::default()
+    };
+    drive(l, id.clone(), opts);
+    Ok(json!({ "id": id, "status": shown }))
 }
 
 /// `POST /api/v1/instances/{id}/restart` `{from, as?}`: `wf restart`.
@@ -290,20 +327,29 @@ pub async fn restart(
     };
     let doc = app
         .db
-        .run(move |l| async move {
-            let mut c = l.conn().await?;
-            let id = c.resolve_id(&id).await?;
-            let r = actions::prepare_restart(&mut c, &id, &from, as_id.as_deref()).await?;
-            let opts = RunOptions {
-                restart: Some(from.clone()),
-                workflow: Some(std::sync::Arc::new(r.workflow)),
-                ..RunOptions::default()
-            };
-            drive(&l, r.target.clone(), opts);
-            Ok(json!({ "id": r.target, "from": from, "steps": r.reset_steps, "status": "restarting" }))
-        })
+        .run(move |l| async move { restart_in(&l, &id, &from, as_id.as_deref()).await })
         .await?;
     Ok(accepted(doc))
+}
+
+/// Restarts ended instance `id` from step `from` (with `as_id`: a copy),
+/// in the background.
+pub(super) async fn restart_in(
+    l: &Rc<super::db::Local>,
+    id: &str,
+    from: &str,
+    as_id: Option<&str>,
+) -> Result<Value, ApiError> {
+    let mut c = l.conn().await?;
+    let id = c.resolve_id(id).await?;
+    let r = actions::prepare_restart(&mut c, &id, from, as_id).await?;
+    let opts = RunOptions {
+        restart: Some(from.to_string()),
+        workflow: Some(std::sync::Arc::new(r.workflow)),
+        ..RunOptions::default()
+    };
+    drive(l, r.target.clone(), opts);
+    Ok(json!({ "id": r.target, "from": from, "steps": r.reset_steps, "status": "restarting" }))
 }
 
 /// Where a background run's progress goes: nowhere (its end is recorded).

@@ -125,8 +125,12 @@ impl Server {
             );
             std::thread::sleep(Duration::from_millis(10));
         };
+        // Connections idle longer than 5 s are not reused: the server closes
+        // one idle for 10 s, and a request sent on it just then would race
+        // its closing (as any HTTP client's would).
         let client = reqwest::Client::builder()
             .no_proxy()
+            .pool_idle_timeout(Duration::from_secs(5))
             .redirect(reqwest::redirect::Policy::none())
             .danger_accept_invalid_certs(true)
             .build()
