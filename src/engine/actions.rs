@@ -124,10 +124,7 @@ pub async fn prepare_restart(
         InstanceStatus::Running => restart::check_ended(id, "interrupted")?,
         status => restart::check_ended(id, status.as_str())?,
     }
-    let wf = super::drive::pinned_workflow(store, &inst).await?;
-    let mut rows = store.steps(id).await?;
-    restart::fill_patches(store, id, &mut rows).await?;
-    let plan = restart::plan(&wf, &rows, from)?;
+    let (wf, reset_steps) = plan_restart(store, &inst, from).await?;
     super::check_secrets(&wf)?;
     let target = match as_id {
         Some(new) => {
@@ -145,8 +142,33 @@ pub async fn prepare_restart(
     Ok(Restart {
         target,
         workflow: wf,
-        reset_steps: plan.reset_steps,
+        reset_steps,
     })
+}
+
+/// The definition of `inst`, and the steps a restart from `from` runs
+/// again (what `wf restart` prints before it runs them).
+async fn plan_restart(
+    store: &Store,
+    inst: &InstanceRow,
+    from: &str,
+) -> Result<(Workflow, Vec<String>), EngineError> {
+    let wf = super::drive::pinned_workflow(store, inst).await?;
+    let mut rows = store.steps(&inst.id).await?;
+    restart::fill_patches(store, &inst.id, &mut rows).await?;
+    let plan = restart::plan(&wf, &rows, from)?;
+    Ok((wf, plan.reset_steps))
+}
+
+/// The steps a restart of instance `id` from `from` would run again; reads
+/// only (the inspector's confirmation).
+pub async fn restart_plan(
+    store: &Store,
+    id: &InstanceId,
+    from: &str,
+) -> Result<Vec<String>, EngineError> {
+    let inst = store.instance(id).await?;
+    Ok(plan_restart(store, &inst, from).await?.1)
 }
 
 /// The status and the outputs of instance `id` at one moment (a restart in

@@ -11,6 +11,10 @@ use crate::workflow::Workflow;
 use serde_json::{Map, Value};
 use std::path::Path;
 
+/// The label a webhook's instance carries: the hook that started it
+/// (`wf list --label wf.webhook=NAME`, the inspector's "started by").
+pub const HOOK_LABEL: &str = "wf.webhook";
+
 /// What [`register`] wrote.
 #[derive(Debug)]
 pub struct Registered {

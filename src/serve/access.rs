@@ -68,7 +68,7 @@ pub async fn layer(State(app): State<App>, req: Request, next: Next) -> Response
 /// token (nothing tells a caller without it which routes exist), 404 with it.
 pub async fn fallback(State(app): State<App>, req: Request) -> Response {
     if super::auth::proof(&app.token, req.headers()).is_none() {
-        return super::auth::unauthorized().into_response();
+        return super::auth::refuse(&req);
     }
     ApiError::not_found(format!("no route {} {}", req.method(), req.uri().path())).into_response()
 }

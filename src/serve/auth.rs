@@ -219,8 +219,38 @@ pub async fn require(State(app): State<App>, req: Request, next: Next) -> Respon
             }
             next.run(req).await
         }
-        None => unauthorized().into_response(),
+        None => refuse(&req),
     }
+}
+
+/// The session cookie's `Set-Cookie` value.
+pub fn session_cookie(app: &App) -> String {
+    format!(
+        "{COOKIE}={}; Path=/; HttpOnly; SameSite=Strict{}",
+        app.token.as_str(),
+        if app.tls { "; Secure" } else { "" }
+    )
+}
+
+/// The refusal of a request without the token: the sign-in page for a
+/// browser asking for a page, the JSON error for anything else; the same
+/// whether or not what was asked for exists.
+pub fn refuse(req: &Request) -> Response {
+    let wants_page = req.method() == Method::GET
+        && req
+            .headers()
+            .get(header::ACCEPT)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|a| a.contains("text/html"));
+    if !wants_page {
+        return unauthorized().into_response();
+    }
+    let next = req
+        .uri()
+        .path_and_query()
+        .map_or("/", axum::http::uri::PathAndQuery::as_str);
+    let page = super::pages::signin(next);
+    (StatusCode::UNAUTHORIZED, axum::response::Html(page)).into_response()
 }
 
 /// The one refusal of a request without the token.
@@ -255,13 +285,8 @@ fn sign_in(app: &App, req: &Request) -> Option<Response> {
     } else {
         format!("{}?{rest}", req.uri().path())
     };
-    let cookie = format!(
-        "{COOKIE}={}; Path=/; HttpOnly; SameSite=Strict{}",
-        app.token.as_str(),
-        if app.tls { "; Secure" } else { "" }
-    );
     let mut r = Redirect::to(&to).into_response();
-    if let Ok(v) = cookie.parse() {
+    if let Ok(v) = session_cookie(app).parse() {
         r.headers_mut().insert(header::SET_COOKIE, v);
     }
     Some(r)

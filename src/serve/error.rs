@@ -112,11 +112,11 @@ pub async fn normalize(req: axum::extract::Request, next: axum::middleware::Next
     if !(status.is_client_error() || status.is_server_error()) {
         return r;
     }
-    let is_json = r
-        .headers()
-        .get(header::CONTENT_TYPE)
-        .is_some_and(|v| v.as_bytes().starts_with(b"application/json"));
-    if is_json {
+    // JSON already, or a page (the inspector's error pages, its sign-in).
+    let shaped = r.headers().get(header::CONTENT_TYPE).is_some_and(|v| {
+        v.as_bytes().starts_with(b"application/json") || v.as_bytes().starts_with(b"text/html")
+    });
+    if shaped {
         return r;
     }
     let (parts, body) = r.into_parts();

@@ -149,7 +149,7 @@ pub async fn deliver(
             let id = dedupe.map(|d| registry::keyed_id(&format!("hook {name}"), &d));
             let start = registry::Start {
                 inputs,
-                labels: Vec::new(),
+                labels: vec![(registry::HOOK_LABEL.to_string(), name.clone())],
                 id: id.clone(),
             };
             let started = match registry::start(&mut c, &row, &wf, start).await {

@@ -12,7 +12,8 @@
 //! - `hooks.rs`: webhooks. `metrics.rs`: `/metrics`.
 //! - `openapi.rs`: the OpenAPI document of the API.
 //! - `access.rs`: the access log, request limits and timeouts.
-//! - `tls.rs`: HTTPS through rustls.
+//! - `tls.rs`: HTTPS through rustls; `listen.rs`: the connections.
+//! - `pages/`: the web inspector, the history as pages.
 
 mod access;
 mod actions;
@@ -25,6 +26,7 @@ mod hooks;
 mod listen;
 mod metrics;
 pub mod openapi;
+mod pages;
 mod params;
 mod tls;
 
@@ -120,6 +122,7 @@ pub fn router(app: App) -> Router {
         .route("/api/v1/workflows/{name}/instances", post(actions::start))
         .route("/api/v1/openapi.json", get(openapi::document))
         .route("/metrics", get(metrics::scrape))
+        .merge(pages::routes())
         .layer(timeout());
     // Routes that wait or stream on purpose, and bound themselves
     // (`result?wait=` at most MAX_WAIT; a log stream ends with its attempt
@@ -135,6 +138,7 @@ pub fn router(app: App) -> Router {
             auth::require,
         ));
     let open = Router::new()
+        .merge(pages::open_routes())
         .route("/healthz", get(api::healthz))
         .route(
             "/hooks/{name}",

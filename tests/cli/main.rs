@@ -20,6 +20,7 @@ mod holders;
 mod http;
 mod injection;
 mod inspect;
+mod inspector;
 mod labels;
 mod leaks;
 mod locks;

@@ -1,0 +1,215 @@
+//! The inspector's actions. `GET /instances/{id}/act/{action}` is the
+//! confirmation: what will happen (for a restart, the steps that will run
+//! again, as `wf restart` says), and a form; posting it does what the
+//! API's route of the same name does (`serve::actions`), then shows the
+//! instance with what happened. The form is posted with the session
+//! cookie, from this site only (`auth::require` refuses it from another).
+
+use super::super::App;
+use super::super::actions as act_api;
+use super::super::error::ApiError;
+use super::super::params::{Params, instance_ref};
+use super::list::short;
+use super::shell::{Nav, page};
+use axum::extract::{Path, RawQuery, State};
+use axum::http::StatusCode;
+use axum::response::{Html, IntoResponse, Redirect, Response};
+use maud::{Markup, html};
+use serde_json::Value;
+
+/// The actions, and what each says before it is done.
+fn describe(action: &str) -> Option<(&'static str, &'static str)> {
+    Some(match action {
+        "signal" => (
+            "Signal",
+            "Deliver an event. A step waiting for it takes it; one that is not waiting yet finds it when it gets there.",
+        ),
+        "cancel" => (
+            "Cancel",
+            "Stop the instance: nothing new starts, running steps are stopped, and the compensations of completed steps run.",
+        ),
+        "terminate" => (
+            "Terminate",
+            "Stop the instance without running any compensation (for when one is broken).",
+        ),
+        "resume" => (
+            "Resume",
+            "Continue the instance now, in this server: a timer not yet due fires at once.",
+        ),
+        "retry" => (
+            "Retry failed",
+            "Give the failed steps a fresh attempt budget and continue, in this server.",
+        ),
+        "restart" => (
+            "Restart",
+            "Run the chosen step and everything downstream of it again, in a new run; the other steps keep their results.",
+        ),
+        _ => return None,
+    })
+}
+
+pub async fn confirm(
+    State(app): State<App>,
+    Path((id, action)): Path<(String, String)>,
+    RawQuery(q): RawQuery,
+) -> Response {
+    let Some((title, what)) = describe(&action) else {
+        return super::error_page(&ApiError::not_found(format!(
+            "no action `{}`",
+            action.chars().take(32).collect::<String>()
+        )));
+    };
+    let id = match instance_ref(&id) {
+        Ok(id) => id,
+        Err(e) => return super::error_page(&e),
+    };
+    let p = Params::parse(q.as_deref());
+    let from = p.get("from").map(str::to_string);
+    let plan = {
+        let from = from.clone();
+        app.db
+            .run(move |l| async move {
+                let c = l.conn().await?;
+                let id = c.resolve_id(&id).await?;
+                let steps = match &from {
+                    Some(f) => Some(crate::engine::actions::restart_plan(&c, &id, f).await?),
+                    None => None,
+                };
+                Ok((id, steps))
+            })
+            .await
+    };
+    let (id, steps) = match plan {
+        Ok(p) => p,
+        Err(e) => return super::error_page(&e),
+    };
+    let target = format!("/instances/{id}/act/{action}");
+    let body: Markup = html! {
+        h1 { (title) " " span.mono { (short(&id)) } }
+        p { (what) }
+        form.stack method="post" action=(target) {
+            @match action.as_str() {
+                "signal" => {
+                    label { "Event name" input type="text" name="event" required autofocus; }
+                    label { "Payload (JSON, optional)" textarea name="data" placeholder="{\"approved\": true}" {} }
+                }
+                "resume" => {
+                    label { input type="checkbox" name="now" value="1" checked; " Fire a timer that is not yet due" }
+                }
+                "restart" => {
+                    @if let (Some(f), Some(steps)) = (&from, &steps) {
+                        input type="hidden" name="from" value=(f);
+                        p { "From " code { (f) } ", these run again: " @for (n, s) in steps.iter().enumerate() { @if n > 0 { ", " } code { (s) } } "." }
+                        label { "Restart a copy instead, with this id (optional)" input type="text" name="as" placeholder="new id"; }
+                    } @else {
+                        p.notice.error { "Choose the step to restart from on the instance page." }
+                    }
+                }
+                _ => {}
+            }
+            div.actions {
+                button.primary.danger[matches!(action.as_str(), "cancel" | "terminate")] type="submit" { "Confirm: " (title) }
+                a.button href=(format!("/instances/{id}")) { "Back" }
+            }
+        }
+    };
+    Html(page(title, Nav::Instances, body).into_string()).into_response()
+}
+
+pub async fn act(
+    State(app): State<App>,
+    Path((id, action)): Path<(String, String)>,
+    body: bytes::Bytes,
+) -> Response {
+    if describe(&action).is_none() {
+        return super::error_page(&ApiError::not_found("no such action"));
+    }
+    let id = match instance_ref(&id) {
+        Ok(id) => id,
+        Err(e) => return super::error_page(&e),
+    };
+    let form: Vec<(String, String)> = form_urlencoded::parse(&body)
+        .map(|(k, v)| (k.into_owned(), v.into_owned()))
+        .collect();
+    let field = |k: &str| {
+        form.iter()
+            .find(|(f, _)| f == k)
+            .map(|(_, v)| v.trim().to_string())
+            .filter(|v| !v.is_empty())
+    };
+    let (event, data, from, as_id, now) = (
+        field("event"),
+        field("data"),
+        field("from"),
+        field("as"),
+        field("now").is_some(),
+    );
+    let id2 = id.clone();
+    let done = app
+        .db
+        .run(move |l| async move {
+            let doc: Value = match action.as_str() {
+                "signal" => {
+                    let event =
+                        event.ok_or_else(|| ApiError::bad_request("an event name is required"))?;
+                    let data = match data {
+                        None => Value::Null,
+                        Some(t) => serde_json::from_str(&t).map_err(|e| {
+                            ApiError::bad_request(format!("the payload is not JSON: {e}"))
+                        })?,
+                    };
+                    act_api::signal_in(&l, &id2, &event, data).await?
+                }
+                "cancel" => act_api::cancel_in(&l, &id2, false).await?,
+                "terminate" => act_api::cancel_in(&l, &id2, true).await?,
+                "resume" => act_api::go_on_in(&l, &id2, now, false).await?,
+                "retry" => act_api::go_on_in(&l, &id2, false, true).await?,
+                "restart" => {
+                    let from = from.ok_or_else(|| ApiError::bad_request("a step is required"))?;
+                    act_api::restart_in(&l, &id2, &from, as_id.as_deref()).await?
+                }
+                _ => return Err(ApiError::not_found("no such action")),
+            };
+            Ok((action, doc))
+        })
+        .await;
+    match done {
+        Ok((action, doc)) => {
+            let target = doc["id"].as_str().unwrap_or(&id).to_string();
+            let mut said = match action.as_str() {
+                "signal" => format!(
+                    "Event `{}` delivered.",
+                    doc["event"].as_str().unwrap_or_default()
+                ),
+                "cancel" | "terminate" => "Asked to cancel.".to_string(),
+                "restart" => "Restarting.".to_string(),
+                _ => "Resuming.".to_string(),
+            };
+            if let Some(w) = doc["warning"].as_str() {
+                said.push(' ');
+                said.push_str(w);
+            }
+            let q = form_urlencoded::Serializer::new(String::new())
+                .append_pair("notice", &said)
+                .finish();
+            Redirect::to(&format!("/instances/{target}?{q}")).into_response()
+        }
+        Err(e) => {
+            let status = if e.status.is_server_error() {
+                e.status
+            } else {
+                StatusCode::UNPROCESSABLE_ENTITY
+            };
+            let body = html! {
+                h1 { "Not done" }
+                p.notice.error role="alert" { (e.message) }
+                p { a href=(format!("/instances/{id}")) { "← back to the instance" } }
+            };
+            (
+                status,
+                Html(page("Not done", Nav::Instances, body).into_string()),
+            )
+                .into_response()
+        }
+    }
+}

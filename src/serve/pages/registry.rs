@@ -1,0 +1,238 @@
+//! `GET /workflows`: the registered workflows, their schedules' next fire
+//! times and their webhooks; `GET /workflows/{name}/start`: a form made
+//! from the workflow's `inputs:` that starts an instance (as the API's
+//! start does: recorded for the workers). `GET /queues`: the queue keys.
+
+use super::super::App;
+use super::super::error::ApiError;
+use super::list::when;
+use super::shell::{Nav, page};
+use crate::engine::registry;
+use crate::views::{QueueView, WorkflowView};
+use crate::vocab::Timestamp;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::{Html, IntoResponse, Redirect, Response};
+use maud::html;
+use serde_json::{Map, Value};
+
+pub async fn workflows(State(app): State<App>) -> Response {
+    let read = app
+        .db
+        .run(|l| async move {
+            let c = l.conn().await?;
+            let (rows, defs, schedules) = registry::listing(&c).await?;
+            let views: Vec<Value> = rows
+                .iter()
+                .zip(&defs)
+                .map(|(r, d)| {
+                    serde_json::to_value(WorkflowView::new(r, d.as_ref(), &schedules))
+                        .unwrap_or_default()
+                })
+                .collect();
+            Ok(views)
+        })
+        .await;
+    let now = Timestamp::now();
+    super::respond(read.map(|views| {
+        let body = html! {
+            h1 { "Workflows" }
+            @if views.is_empty() {
+                p.muted { "No workflow is registered: " code { "wf workflow add FILE" } " registers one." }
+            } @else {
+                div.table-wrap { table {
+                    thead { tr { th { "Workflow" } th { "Schedules" } th { "Webhook" } th.hide-narrow { "File" } th { "" } } }
+                    tbody {
+                        @for w in &views {
+                            @let name = w["name"].as_str().unwrap_or_default();
+                            tr {
+                                td {
+                                    a href=(format!("/?workflow={name}")) { (name) }
+                                    @if let Some(d) = w["description"].as_str() { br; span.muted { (d) } }
+                                }
+                                td {
+                                    @for s in w["schedules"].as_array().into_iter().flatten() {
+                                        code { (s["spec"].as_str().unwrap_or_default()) }
+                                        @if let Some(tz) = s["timezone"].as_str() { " (" (tz) ")" }
+                                        @if let Some(t) = s["next_fire_at"].as_str().and_then(Timestamp::parse) { " next " (when(t, now)) }
+                                        br;
+                                    }
+                                }
+                                td { @if let Some(p) = w["webhook"]["path"].as_str() { code { "POST " (p) } } }
+                                td.mono.hide-narrow { (w["workflow_path"].as_str().unwrap_or_default()) }
+                                td { a.button href=(format!("/workflows/{name}/start")) { "Start…" } }
+                            }
+                        }
+                    }
+                } }
+            }
+        };
+        page("Workflows", Nav::Workflows, body)
+    }))
+}
+
+/// The registered workflow `name`, as the form shows it.
+async fn view_of(app: &App, name: String) -> Result<Value, ApiError> {
+    app.db
+        .run(move |l| async move {
+            let c = l.conn().await?;
+            let row = super::super::api::registered(&c, &name).await?;
+            let schedules = c.schedules().await?;
+            let wf = registry::definition(&c, &row).await.ok();
+            Ok(
+                serde_json::to_value(WorkflowView::new(&row, wf.as_ref(), &schedules))
+                    .unwrap_or_default(),
+            )
+        })
+        .await
+}
+
+fn start_page(w: &Value, error: Option<&str>) -> maud::Markup {
+    let name = w["name"].as_str().unwrap_or_default();
+    let body = html! {
+        h1 { "Start " (name) }
+        @if let Some(d) = w["description"].as_str() { p { (d) } }
+        @if let Some(e) = error { p.notice.error role="alert" { (e) } }
+        p.muted { "The instance is recorded for the workers (" code { "wf worker" } ", or " code { "wf serve --worker" } "), as " code { "wf run --detach" } " records it." }
+        form.stack method="post" action=(format!("/workflows/{name}/start")) {
+            @for i in w["inputs"].as_array().into_iter().flatten() {
+                @let input = i["name"].as_str().unwrap_or_default();
+                @let default = match &i["default"] { Value::Null => String::new(), Value::String(s) => s.clone(), other => other.to_string() };
+                label {
+                    span { code { (input) } @if i["required"] == true { " (required)" } }
+                    @if let Some(d) = i["description"].as_str() { span.muted { (d) } }
+                    input type="text" name=(format!("input.{input}")) value=(default) required[i["required"] == true];
+                }
+            }
+            label { "Labels (one name=value a line, optional)" textarea name="labels" {} }
+            label { "Idempotency key (optional: the same key starts one instance)" input type="text" name="key"; }
+            div.actions { button.primary type="submit" { "Start" } a.button href="/workflows" { "Back" } }
+        }
+    };
+    page(&format!("Start {name}"), Nav::Workflows, body)
+}
+
+pub async fn start_form(State(app): State<App>, Path(name): Path<String>) -> Response {
+    super::respond(view_of(&app, name).await.map(|w| start_page(&w, None)))
+}
+
+pub async fn start(
+    State(app): State<App>,
+    Path(name): Path<String>,
+    body: bytes::Bytes,
+) -> Response {
+    let w = match view_of(&app, name.clone()).await {
+        Ok(w) => w,
+        Err(e) => return super::error_page(&e),
+    };
+    // An input whose default is not a string (a number, a list) is read as
+    // JSON when it parses; the others are text, as `wf run --input` reads them.
+    let typed: Vec<String> = w["inputs"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|i| !matches!(i["default"], Value::Null | Value::String(_)))
+        .filter_map(|i| i["name"].as_str().map(str::to_string))
+        .collect();
+    let mut inputs = Map::new();
+    let mut labels = Vec::new();
+    let mut key = None;
+    let mut error = None;
+    for (k, v) in form_urlencoded::parse(&body) {
+        if let Some(input) = k.strip_prefix("input.") {
+            if v.is_empty() {
+                continue;
+            }
+            let value = if typed.iter().any(|t| t == input) {
+                serde_json::from_str(&v).unwrap_or_else(|_| Value::String(v.to_string()))
+            } else {
+                Value::String(v.to_string())
+            };
+            inputs.insert(input.to_string(), value);
+        } else if k == "labels" {
+            for line in v.lines().map(str::trim).filter(|l| !l.is_empty()) {
+                match crate::workflow::parse_label(line) {
+                    Ok(l) => labels.push(l),
+                    Err(e) => error = Some(e),
+                }
+            }
+        } else if k == "key" && !v.trim().is_empty() {
+            key = Some(v.trim().to_string());
+        }
+    }
+    if let Some(e) = error {
+        return (
+            StatusCode::UNPROCESSABLE_ENTITY,
+            Html(start_page(&w, Some(&e)).into_string()),
+        )
+            .into_response();
+    }
+    let started = app
+        .db
+        .run(move |l| async move {
+            super::super::actions::start_in(&l, &name, inputs, labels, key).await
+        })
+        .await;
+    match started {
+        Ok((_, doc)) => {
+            let id = doc["id"].as_str().unwrap_or_default();
+            let said = if doc["created"] == true {
+                format!(
+                    "Started: {} for the workers.",
+                    doc["status"].as_str().unwrap_or_default()
+                )
+            } else {
+                "That key started this instance before.".to_string()
+            };
+            let q = form_urlencoded::Serializer::new(String::new())
+                .append_pair("notice", &said)
+                .finish();
+            Redirect::to(&format!("/instances/{id}?{q}")).into_response()
+        }
+        Err(e) => (
+            StatusCode::UNPROCESSABLE_ENTITY,
+            Html(start_page(&w, Some(&e.message)).into_string()),
+        )
+            .into_response(),
+    }
+}
+
+pub async fn queues(State(app): State<App>) -> Response {
+    let read = app
+        .db
+        .run(|l| async move {
+            let c = l.conn().await?;
+            let queues = c.queues().await?;
+            let now = Timestamp::now();
+            Ok(queues
+                .iter()
+                .map(|q| serde_json::to_value(QueueView::new(q, now)).unwrap_or_default())
+                .collect::<Vec<Value>>())
+        })
+        .await;
+    super::respond(read.map(|views| {
+        let body = html! {
+            h1 { "Queues" }
+            @if views.is_empty() {
+                p.muted { "No queue has admitted or queued instances." }
+            } @else {
+                div.table-wrap { table {
+                    thead { tr { th { "Key" } th { "Admitted" } th { "Queued" } th { "Limit" } th { "Rate left" } th.hide-narrow { "Oldest queued" } } }
+                    tbody {
+                        @for q in &views {
+                            tr {
+                                td { code { (q["key"].as_str().unwrap_or_default()) } }
+                                td { (q["admitted"]) }
+                                td { a href=(format!("/?status=queued")) { (q["queued"]) } }
+                                td { @if q["limit"].is_null() { "-" } @else { (q["limit"]) } }
+                                td { @if let (Some(r), Some(left)) = (q["rate"].as_str(), q["rate_left"].as_i64()) { (left) " of " (r) } @else { "-" } }
+                                td.hide-narrow { (q["oldest_queued_at"].as_str().unwrap_or("-")) }
+                            }
+                        }
+                    }
+                } }
+            }
+        };
+        page("Queues", Nav::Queues, body)
+    }))
+}

@@ -1,0 +1,100 @@
+//! The trace waterfall of each run of an instance: its spans, nested under
+//! their parents, each a bar placed on the run's time axis; a run that
+//! follows another says which (its span links), and a `workflow:` step's
+//! span links to the child instance it made. HTML and CSS widths only.
+
+use super::list::short;
+use crate::store::{InstanceView, SpanRow};
+use maud::{Markup, html};
+use std::collections::BTreeMap;
+
+/// A span with its depth, in tree order.
+fn ordered(spans: &[&SpanRow]) -> Vec<(usize, SpanRow)> {
+    let ids: std::collections::HashSet<&str> = spans.iter().map(|s| s.span_id.as_str()).collect();
+    let mut children: BTreeMap<&str, Vec<&SpanRow>> = BTreeMap::new();
+    let mut roots = Vec::new();
+    for s in spans {
+        match s.parent_span_id.as_deref().filter(|p| ids.contains(p)) {
+            Some(p) => children.entry(p).or_default().push(s),
+            None => roots.push(*s),
+        }
+    }
+    let by_start = |v: &mut Vec<&SpanRow>| v.sort_by_key(|s| (s.start_ns, s.span_id.clone()));
+    by_start(&mut roots);
+    for v in children.values_mut() {
+        by_start(v);
+    }
+    let mut out = Vec::new();
+    let mut stack: Vec<(usize, &SpanRow)> = roots.into_iter().rev().map(|s| (0, s)).collect();
+    while let Some((d, s)) = stack.pop() {
+        out.push((d, s.clone()));
+        if let Some(kids) = children.get(s.span_id.as_str()) {
+            for k in kids.iter().rev() {
+                stack.push((d + 1, k));
+            }
+        }
+        if out.len() > 20_000 {
+            break;
+        }
+    }
+    out
+}
+
+pub fn waterfall(view: &InstanceView, spans: &[SpanRow]) -> Markup {
+    let mut runs: BTreeMap<i64, Vec<&SpanRow>> = BTreeMap::new();
+    for s in spans {
+        runs.entry(s.run).or_default().push(s);
+    }
+    if runs.is_empty() {
+        return html! { p.muted { "No spans were recorded." } };
+    }
+    html! {
+        @for (run, list) in &runs {
+            @let start = list.iter().map(|s| s.start_ns).min().unwrap_or(0);
+            @let end = list.iter().map(|s| s.end_ns.max(s.start_ns)).max().unwrap_or(start).max(start + 1);
+            @let span_ns = (end - start) as f64;
+            // A run's root links to the run before it (`workflow.run`).
+            @let follows: Vec<i64> = list.iter().flat_map(|s| s.links.as_array().cloned().unwrap_or_default())
+                .filter_map(|l| l["attributes"]["workflow.run"].as_i64())
+                .filter(|r| r != run).collect();
+            details open[*run == *runs.keys().last().unwrap_or(&0)] {
+                summary {
+                    "Run " (run) " · " (crate::workflow::duration::human(std::time::Duration::from_nanos((end - start).max(0) as u64)))
+                    @if let Some(f) = follows.first() { " · follows run " (f) }
+                }
+                div.waterfall role="table" aria-label=(format!("spans of run {run}")) {
+                    @for (depth, s) in ordered(list) {
+                        @let left = (s.start_ns - start) as f64 / span_ns * 100.0;
+                        @let width = ((s.end_ns.max(s.start_ns) - s.start_ns) as f64 / span_ns * 100.0).max(0.3);
+                        @let child = child_of(view, &s);
+                        div.name role="cell" style=(format!("padding-left:{}rem", depth.min(12) as f64 * 0.8)) title=(s.name) {
+                            @if let Some(c) = &child {
+                                a href=(format!("/instances/{c}")) { (s.name) " → " span.mono { (short(c)) } }
+                            } @else { (s.name) }
+                        }
+                        div.lane role="cell" {
+                            div class=(format!("bar {}", s.status)) style=(format!("left:{left:.2}%;width:{width:.2}%"))
+                                title=(format!("{}: {}", s.name, crate::workflow::duration::human(std::time::Duration::from_nanos((s.end_ns - s.start_ns).max(0) as u64)))) {}
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The child instance a `workflow:` step's span stands for, if any: the
+/// child whose parent unit and attempt are the span's (`workflow.step.id`,
+/// `workflow.step.attempt`).
+fn child_of(view: &InstanceView, s: &SpanRow) -> Option<String> {
+    let key = s.attributes["workflow.step.id"].as_str()?;
+    let attempt = s.attributes["workflow.step.attempt"].as_i64();
+    view.children
+        .iter()
+        .find(|c| {
+            c.parent
+                .as_ref()
+                .is_some_and(|p| p.key == key && attempt.is_none_or(|a| a == p.attempt))
+        })
+        .map(|c| c.id.to_string())
+}
