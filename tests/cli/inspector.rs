@@ -514,3 +514,102 @@ fn screenshots_of_the_main_pages() {
         }
     }
 }
+
+#[test]
+fn groups_children_and_secrets_show_as_they_should() {
+    let t = Test::new().env("PAGE_SECRET", "s3cr3t-page-value");
+    t.write(
+        "child.yaml",
+        "name: child\ninputs:\n  region: { required: true }\nsteps:\n  - id: deploy\n    run: echo deploying ${{ inputs.region }}\n",
+    );
+    let parent = "name: parent
+secrets: [PAGE_SECRET]
+steps:
+  - id: fan
+    for_each: [1, 2, 3]
+    run: echo item ${{ item }} $TOKEN
+    env: { TOKEN: \"${{ secrets.PAGE_SECRET }}\" }
+  - id: regions
+    needs: [fan]
+    for_each: [eu, us]
+    workflow: ./child.yaml
+    with: { region: \"${{ item }}\" }
+";
+    let (id, r) = t.run_yaml("parent.yaml", parent, &[]);
+    r.code(0);
+    let s = Server::start(&t, &[], &[("PAGE_SECRET", "s3cr3t-page-value")]);
+    let b = Browser::start();
+    b.goto(&format!("{}/?token={TOKEN}", s.base));
+    b.goto(&format!("{}/instances/{id}", s.base));
+    // Both fan-outs are groups, a chip per item or child.
+    assert_eq!(b.count("svg.graph g.node.group"), 2);
+    assert_eq!(b.count("svg.graph rect.chip"), 5);
+    // The children's spans are nested under the step that made them.
+    assert!(
+        b.count(".waterfall .name.child") >= 4,
+        "{}",
+        b.text(".waterfall")
+    );
+    assert!(b.text("main").contains("Children"));
+    // The secret is masked on every page that shows the step.
+    b.goto(&format!(
+        "{}/instances/{id}/logs/fan%5B0%5D?attempt=1",
+        s.base
+    ));
+    b.wait_text("item 1 ***");
+    for page in [
+        format!("/instances/{id}"),
+        format!("/instances/{id}/logs/fan%5B1%5D"),
+    ] {
+        b.goto(&format!("{}{page}", s.base));
+        assert!(!b.page().contains("s3cr3t"), "{page} shows the secret");
+    }
+    let errors = b.console_errors();
+    assert!(errors.is_empty(), "console errors: {errors:?}");
+}
+
+#[test]
+fn the_keyboard_reaches_the_navigation_filters_and_rows() {
+    let Scene { s, b, done, .. } = scene();
+    b.goto(&format!("{}/", s.base));
+    // Tab from the top: the brand, the three pages, then the filters, and
+    // on to the first instance's link.
+    let mut reached = Vec::new();
+    for _ in 0..14 {
+        b.rt.block_on(async {
+            let body = b.c().find(Locator::Css("body")).await?;
+            let active = b.c().active_element().await.unwrap_or(body);
+            active.send_keys("\u{e004}").await
+        })
+        .unwrap();
+        let what = b.js("const e = document.activeElement; return e.tagName + ' ' + (e.getAttribute('href') || e.getAttribute('name') || '');");
+        reached.push(what.as_str().unwrap_or_default().to_string());
+    }
+    for want in [
+        "A /workflows",
+        "A /queues",
+        "SELECT status",
+        "INPUT workflow",
+    ] {
+        assert!(
+            reached.iter().any(|r| r == want),
+            "{want} not reached: {reached:?}"
+        );
+    }
+    assert!(
+        reached.iter().any(|r| r.starts_with("A /instances/")),
+        "no instance reached: {reached:?}"
+    );
+    // Enter on a focused link opens it.
+    b.rt.block_on(async {
+        let link = b
+            .c()
+            .find(Locator::Css(&format!("a[href='/instances/{done}']")))
+            .await?;
+        link.send_keys("\u{e007}").await
+    })
+    .unwrap();
+    until("the instance page", || {
+        b.url().ends_with(&format!("/instances/{done}"))
+    });
+}

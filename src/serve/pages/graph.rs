@@ -24,6 +24,9 @@ pub struct Node {
     pub status: String,
     /// What the box says under the id (`3 items`, `child`, `2 attempts`).
     pub note: Option<String>,
+    /// A group's members (a `for_each` step's items, a `workflow:` step's
+    /// children): each one's status, drawn as a chip inside the box.
+    pub members: Vec<String>,
 }
 
 /// Where each node goes: (layer, position in the layer).
@@ -117,6 +120,10 @@ pub fn layout(nodes: &[Node]) -> Vec<(usize, usize)> {
 
 const W: usize = 168;
 const H: usize = 44;
+/// The height a group adds for its chips.
+const CHIPS: usize = 16;
+/// The most chips a group draws (then `+N`).
+const MAX_CHIPS: usize = 12;
 const GAP_X: usize = 56;
 const GAP_Y: usize = 14;
 
@@ -126,11 +133,22 @@ pub fn svg(nodes: &[Node]) -> String {
     let at = layout(nodes);
     let cols = at.iter().map(|a| a.0 + 1).max().unwrap_or(0);
     let rows = at.iter().map(|a| a.1 + 1).max().unwrap_or(0);
+    // A row is as tall as its tallest box (a group holds its chips).
+    let mut row_h = vec![H; rows];
+    for (i, n) in nodes.iter().enumerate() {
+        if !n.members.is_empty() {
+            row_h[at[i].1] = H + CHIPS;
+        }
+    }
+    let mut row_y = vec![GAP_Y; rows];
+    for k in 1..rows {
+        row_y[k] = row_y[k - 1] + row_h[k - 1] + GAP_Y;
+    }
     let width = cols * (W + GAP_X) + GAP_X / 2;
-    let height = rows * (H + GAP_Y) + GAP_Y;
+    let height = row_y.last().copied().unwrap_or(0) + row_h.last().copied().unwrap_or(0) + GAP_Y;
     let xy = |i: usize| {
         let (l, k) = at[i];
-        (GAP_X / 4 + l * (W + GAP_X), GAP_Y + k * (H + GAP_Y))
+        (GAP_X / 4 + l * (W + GAP_X), row_y[k])
     };
     let mut s = String::new();
     let _ = write!(
@@ -159,14 +177,42 @@ pub fn svg(nodes: &[Node]) -> String {
         } else {
             node.id.clone()
         };
+        let h = if node.members.is_empty() {
+            H
+        } else {
+            H + CHIPS
+        };
         let _ = write!(
             s,
-            r##"<a href="#step-{id}"><g class="node s-{status}"><title>{id}: {status}</title><rect x="{x}" y="{y}" width="{W}" height="{H}" rx="6"/><text x="{tx}" y="{ty}">{label}</text>"##,
+            r##"<a href="#step-{id}"><g class="node s-{status}{group}"><title>{id}: {status}</title><rect x="{x}" y="{y}" width="{W}" height="{h}" rx="6"/><text x="{tx}" y="{ty}">{label}</text>"##,
             status = escape(&node.status),
+            group = if node.members.is_empty() {
+                ""
+            } else {
+                " group"
+            },
             tx = x + 10,
             ty = y + 18,
             label = escape(&shown),
         );
+        for (k, m) in node.members.iter().take(MAX_CHIPS).enumerate() {
+            let _ = write!(
+                s,
+                r#"<rect class="chip s-{}" x="{}" y="{}" width="9" height="9" rx="2"/>"#,
+                escape(m),
+                x + 10 + k * 12,
+                y + H - 2
+            );
+        }
+        if node.members.len() > MAX_CHIPS {
+            let _ = write!(
+                s,
+                r#"<text class="note" x="{}" y="{}">+{}</text>"#,
+                x + 10 + MAX_CHIPS * 12,
+                y + H + 7,
+                node.members.len() - MAX_CHIPS
+            );
+        }
         let note = match &node.note {
             Some(n) => format!("{} · {n}", node.status),
             None => node.status.clone(),
@@ -209,7 +255,19 @@ mod tests {
             needs: needs.to_vec(),
             status: "completed".into(),
             note: None,
+            members: Vec::new(),
         }
+    }
+
+    #[test]
+    fn a_group_draws_a_chip_per_member_up_to_a_dozen() {
+        let mut g = node("fan", &[]);
+        g.members = vec!["completed".into(); 15];
+        g.members[3] = "failed".into();
+        let s = svg(&[g]);
+        assert_eq!(s.matches("class=\"chip ").count(), 12);
+        assert!(s.contains("chip s-failed"));
+        assert!(s.contains(">+3<"));
     }
 
     #[test]

@@ -29,6 +29,8 @@ struct Shown {
     wf: Option<Workflow>,
     outputs: Value,
     spans: Vec<SpanRow>,
+    /// The first children's spans, nested in the waterfall.
+    children: std::collections::BTreeMap<String, Vec<SpanRow>>,
 }
 
 async fn read(app: &App, id: String) -> Result<Shown, ApiError> {
@@ -43,12 +45,22 @@ async fn read(app: &App, id: String) -> Result<Shown, ApiError> {
                 .ok();
             let (_, outputs) = actions::result(&c, &id).await?;
             let spans = c.spans(&id).await?;
+            let mut children = std::collections::BTreeMap::new();
+            for child in read
+                .view
+                .children
+                .iter()
+                .take(super::trace::NESTED_CHILDREN)
+            {
+                children.insert(child.id.to_string(), c.spans(&child.id).await?);
+            }
             Ok(Shown {
                 view: read.view,
                 standing: read.standing,
                 wf,
                 outputs,
                 spans,
+                children,
             })
         })
         .await
@@ -196,10 +208,15 @@ fn graph_section(s: &Shown) -> Markup {
         .iter()
         .map(|st| {
             let row = rows.iter().find(|r| r.key == st.id);
-            let items = rows
+            let members: Vec<String> = rows
                 .iter()
-                .filter(|r| r.step_id == st.id && UnitKey::parse(&r.key).item.is_some())
-                .count();
+                .filter(|r| {
+                    let k = UnitKey::parse(&r.key);
+                    r.step_id == st.id && k.item.is_some() && !k.compensation
+                })
+                .map(|r| r.status.as_str().to_string())
+                .collect();
+            let items = members.len();
             let note = match (&st.action, items) {
                 (Action::Workflow(_), 0) => Some("child".to_string()),
                 (Action::Workflow(_), n) => Some(format!("{n} children")),
@@ -213,6 +230,7 @@ fn graph_section(s: &Shown) -> Markup {
                 needs: st.needs.clone(),
                 status: row.map_or("pending", |r| r.status.as_str()).to_string(),
                 note,
+                members,
             }
         })
         .collect();
@@ -292,7 +310,7 @@ fn steps(s: &Shown, _now: Timestamp) -> Markup {
 fn trace_section(s: &Shown) -> Markup {
     html! {
         h2 { "Trace" }
-        (super::trace::waterfall(&s.view, &s.spans))
+        (super::trace::waterfall(&s.view, &s.spans, &s.children))
     }
 }
 

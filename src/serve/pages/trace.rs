@@ -40,7 +40,17 @@ fn ordered(spans: &[&SpanRow]) -> Vec<(usize, SpanRow)> {
     out
 }
 
-pub fn waterfall(view: &InstanceView, spans: &[SpanRow]) -> Markup {
+/// The most children whose spans are nested in the waterfall (the others
+/// are links to their own pages).
+pub const NESTED_CHILDREN: usize = 50;
+
+/// `children`: the spans of the instance's children, by id, nested under
+/// the `workflow:` step's span that made each.
+pub fn waterfall(
+    view: &InstanceView,
+    spans: &[SpanRow],
+    children: &BTreeMap<String, Vec<SpanRow>>,
+) -> Markup {
     let mut runs: BTreeMap<i64, Vec<&SpanRow>> = BTreeMap::new();
     for s in spans {
         runs.entry(s.run).or_default().push(s);
@@ -72,13 +82,31 @@ pub fn waterfall(view: &InstanceView, spans: &[SpanRow]) -> Markup {
                                 a href=(format!("/instances/{c}")) { (s.name) " → " span.mono { (short(c)) } }
                             } @else { (s.name) }
                         }
-                        div.lane role="cell" {
-                            div class=(format!("bar {}", s.status)) style=(format!("left:{left:.2}%;width:{width:.2}%"))
-                                title=(format!("{}: {}", s.name, crate::workflow::duration::human(std::time::Duration::from_nanos((s.end_ns - s.start_ns).max(0) as u64)))) {}
+                        (lane(&s, left, width))
+                        @if let Some(kids) = child.as_ref().and_then(|c| children.get(c)) {
+                            @let refs: Vec<&SpanRow> = kids.iter().collect();
+                            @for (d, k) in ordered(&refs) {
+                                @let kl = (k.start_ns - start) as f64 / span_ns * 100.0;
+                                @let kw = ((k.end_ns.max(k.start_ns) - k.start_ns) as f64 / span_ns * 100.0).max(0.3);
+                                div.name.child role="cell" style=(format!("padding-left:{}rem", (depth + 1 + d).min(12) as f64 * 0.8)) title=(k.name) {
+                                    span.muted { "child run " (k.run) " · " } (k.name)
+                                }
+                                (lane(&k, kl.clamp(0.0, 100.0), kw.min(100.0 - kl.clamp(0.0, 100.0)).max(0.3)))
+                            }
                         }
                     }
                 }
             }
+        }
+    }
+}
+
+/// A span's bar on the run's axis (`left`, `width` in percent).
+fn lane(s: &SpanRow, left: f64, width: f64) -> Markup {
+    html! {
+        div.lane role="cell" {
+            div class=(format!("bar {}", s.status)) style=(format!("left:{left:.2}%;width:{width:.2}%"))
+                title=(format!("{}: {}", s.name, crate::workflow::duration::human(std::time::Duration::from_nanos((s.end_ns - s.start_ns).max(0) as u64)))) {}
         }
     }
 }
