@@ -851,3 +851,40 @@ fn the_registry_names_workflows_and_their_triggers() {
     let r = t.wf(&["workflow", "add", "-"]);
     assert_ne!(r.code, 0);
 }
+
+#[test]
+fn answers_are_gzipped_for_a_client_that_asks_but_event_streams_never() {
+    let t = Test::new();
+    let (id, ran) = t.run_yaml("greet.yaml", GREET, &[]);
+    ran.code(0);
+    let s = Server::start(&t, &[], &[]);
+    let gz = [("accept-encoding", "gzip")];
+    let r = s.call(
+        "GET",
+        &format!("/api/v1/instances/{id}?attempts=1"),
+        &gz,
+        None,
+    );
+    assert_eq!(r.status, 200);
+    assert_eq!(r.header("content-encoding").as_deref(), Some("gzip"));
+    assert_eq!(&r.body[..2], &[0x1f, 0x8b], "a gzip stream");
+    // Without asking: plain.
+    assert!(
+        s.get(&format!("/api/v1/instances/{id}"))
+            .header("content-encoding")
+            .is_none()
+    );
+    // A log stream goes out as it comes.
+    let r = s.call(
+        "GET",
+        &format!("/api/v1/instances/{id}/logs/hello?follow=1"),
+        &gz,
+        None,
+    );
+    assert_eq!(
+        r.header("content-type").as_deref(),
+        Some("text/event-stream")
+    );
+    assert!(r.header("content-encoding").is_none());
+    assert!(r.text().contains("event: end"), "{}", r.text());
+}
