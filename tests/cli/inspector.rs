@@ -423,6 +423,28 @@ fn the_actions_change_the_history() {
     b.goto(&format!("{base}/instances/{other}/act/cancel"));
     b.click("button[type=submit]");
     until("the cancel", || t.inspect(&other)["status"] == "canceled");
+    // Terminate a third (no compensation runs).
+    let (third, r) = t.run_yaml("gated.yaml", GATED, &[]);
+    r.code(3);
+    b.goto(&format!("{base}/instances/{third}"));
+    b.click("a[href$='/act/terminate']");
+    b.click("button[type=submit]");
+    until("the terminate", || {
+        t.inspect(&third)["status"] == "canceled"
+    });
+    // Retry a failed one once what failed it is fixed.
+    let flag = t.path().join("fixed");
+    let flaky = format!(
+        "name: flaky\nsteps:\n  - id: once\n    run: test -e {}\n",
+        flag.display()
+    );
+    let (failed, r) = t.run_yaml("flaky.yaml", &flaky, &[]);
+    r.code(1);
+    std::fs::write(&flag, "").unwrap();
+    b.goto(&format!("{base}/instances/{failed}"));
+    b.click("a[href$='/act/retry']");
+    b.click("button[type=submit]");
+    until("the retry", || t.inspect(&failed)["status"] == "completed");
     // Start a registered workflow from its form.
     b.goto(&format!("{base}/workflows/fanout/start"));
     b.fill("input[name='input.who']", "bo");
