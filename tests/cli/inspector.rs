@@ -318,6 +318,7 @@ fn every_page_renders_the_history_without_errors_or_outside_requests() {
     let base = s.base.clone();
     // The list: three instances, their statuses.
     b.goto(&format!("{base}/"));
+    let _ = &t;
     assert_eq!(b.count("tbody tr"), 3);
     let list = b.text("tbody");
     for (id, status) in [
@@ -355,6 +356,20 @@ fn every_page_renders_the_history_without_errors_or_outside_requests() {
     assert!(b.text("tbody").contains("fanout"));
     b.goto(&format!("{base}/queues"));
     b.wait_text("No queue");
+    // A queue with one admitted (a sleeper holding its slot) and one waiting.
+    let q = t.write(
+        "q.yaml",
+        "name: q\nqueue: { key: deploy-prod, concurrency: 1, hold_while_suspended: true }\nsteps:\n  - id: nap\n    sleep: 1h\n",
+    );
+    t.wf(&["run", q.to_str().unwrap()]).code(3);
+    t.wf(&["run", q.to_str().unwrap(), "--detach"]).code(0);
+    b.goto(&format!("{base}/queues"));
+    let cells = b.js("return [...document.querySelectorAll('tbody tr:first-child td')].map(td => td.innerText.trim());");
+    assert_eq!(
+        cells.as_array().unwrap()[..4],
+        [json!("deploy-prod"), json!("1"), json!("1"), json!("1")],
+        "{cells}"
+    );
     for page in ["/", &format!("/instances/{done}"), "/workflows", "/queues"] {
         b.goto(&format!("{base}{page}"));
         b.only_from(&base);
