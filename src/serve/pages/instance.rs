@@ -69,7 +69,6 @@ async fn read(app: &App, id: String) -> Result<Shown, ApiError> {
 pub async fn page_of(app: &App, id: String, notice: Option<&str>) -> Result<Markup, ApiError> {
     let shown = read(app, id).await?;
     let i = &shown.view.instance;
-    let status = ShownStatus::of(i);
     let ended = i.status.is_ended();
     let now = Timestamp::now();
     let body = html! {
@@ -85,7 +84,6 @@ pub async fn page_of(app: &App, id: String, notice: Option<&str>) -> Result<Mark
         (events(&shown.view, now))
         (started_by(&shown.view))
     };
-    let _ = status;
     Ok(shell::page(
         &format!("{} {}", i.workflow, short(&i.id)),
         Nav::Instances,
@@ -381,10 +379,8 @@ pub async fn logs(
                 .map(|a| a.attempt);
             let logged = match logs::read(&c, &id, Some(&step), attempt).await {
                 Ok(l) => l,
-                Err(e) if running.is_some() => {
-                    let _ = e;
-                    Vec::new()
-                }
+                // Running, it has no stored output yet: the stream shows it.
+                Err(_) if running.is_some() => Vec::new(),
                 Err(e) => return Err(e.into()),
             };
             Ok((id, step, running, logged))
