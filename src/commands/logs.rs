@@ -40,50 +40,38 @@ async fn follow(
     attempt: Option<i64>,
     printer: &Printer,
 ) -> anyhow::Result<ExitStatus> {
-    use std::io::{Read as _, Seek as _, SeekFrom, Write as _};
+    use engine::logs::Look;
+    use std::io::Write as _;
     engine::logs::check_step(store, id, step).await?;
     let mut printed = [0usize; 2];
     let mut current: Option<i64> = None;
     loop {
-        let attempts: Vec<_> = store
-            .attempts(id)
-            .await?
-            .into_iter()
-            .filter(|a| a.step_key == step && attempt.is_none_or(|n| a.attempt == n))
-            .collect();
-        let Some(a) = attempts.iter().max_by_key(|a| a.attempt) else {
+        let look = engine::logs::look(store, id, step, attempt).await?;
+        let n = match &look {
             // Not started yet: wait for it, unless the instance is over.
-            if store.instance(id).await?.status.is_ended() {
+            Look::None(true) => {
                 return Err(
                     UsageError(format!("step `{step}` of instance {id} has no attempts")).into(),
                 );
             }
-            std::thread::sleep(FOLLOW_EVERY);
-            continue;
+            Look::None(false) => {
+                std::thread::sleep(FOLLOW_EVERY);
+                continue;
+            }
+            Look::Running(n) | Look::Ended(n, ..) => *n,
         };
-        if current != Some(a.attempt) {
-            current = Some(a.attempt);
+        if current != Some(n) {
+            current = Some(n);
             printed = [0, 0];
         }
-        let ended = a.outcome.is_some();
-        if ended {
-            if let Some((_, stdout, stderr)) = store.attempt_logs(id, step, Some(a.attempt)).await?
-            {
-                printer.raw(stdout.get(printed[0]..).unwrap_or_default());
-                let _ = std::io::stderr().write_all(stderr.get(printed[1]..).unwrap_or_default());
-            }
+        if let Look::Ended(_, _, stdout, stderr) = look {
+            printer.raw(stdout.get(printed[0]..).unwrap_or_default());
+            let _ = std::io::stderr().write_all(stderr.get(printed[1]..).unwrap_or_default());
             return Ok(ExitStatus::Success);
         }
-        let live = store.live_dir().join(id);
+        let live = store.live_dir();
         for (i, ext) in ["out", "err"].into_iter().enumerate() {
-            let path = live.join(format!("{step}.{}.{ext}", a.attempt));
-            let Ok(mut f) = std::fs::File::open(&path) else {
-                continue;
-            };
-            let mut more = Vec::new();
-            if f.seek(SeekFrom::Start(printed[i] as u64)).is_ok()
-                && f.read_to_end(&mut more).is_ok()
-            {
+            if let Some(more) = engine::logs::live_since(&live, id, step, n, ext, printed[i]) {
                 printed[i] += more.len();
                 if i == 0 {
                     printer.raw(&more);

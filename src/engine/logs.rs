@@ -60,6 +60,67 @@ pub async fn read(
         .await
 }
 
+/// What a follower of a step's attempt (`wf logs --follow`, the API's
+/// `?follow=1`) finds at one look.
+#[derive(Debug)]
+pub enum Look {
+    /// No attempt yet; `true`: the instance has ended, so none will come.
+    None(bool),
+    /// Attempt `n` runs: its output is in its live copy ([`live_since`]).
+    Running(i64),
+    /// Attempt `n` ended: its outcome and its stored stdout and stderr.
+    Ended(i64, AttemptOutcome, Vec<u8>, Vec<u8>),
+}
+
+/// Looks at attempt `attempt` of `step` (default: its last).
+pub async fn look(
+    store: &Store,
+    id: &InstanceId,
+    step: &str,
+    attempt: Option<i64>,
+) -> Result<Look, EngineError> {
+    let last = store
+        .attempts(id)
+        .await?
+        .into_iter()
+        .filter(|a| a.step_key == step && attempt.is_none_or(|n| a.attempt == n))
+        .max_by_key(|a| a.attempt);
+    let Some(a) = last else {
+        return Ok(Look::None(store.instance(id).await?.status.is_ended()));
+    };
+    Ok(match a.outcome {
+        None => Look::Running(a.attempt),
+        Some(outcome) => {
+            let (out, err) = store
+                .attempt_logs(id, step, Some(a.attempt))
+                .await?
+                .map(|(_, o, e)| (o, e))
+                .unwrap_or_default();
+            Look::Ended(a.attempt, outcome, out, err)
+        }
+    })
+}
+
+/// What the live copy of stream `ext` (`out` or `err`) of attempt `n` of
+/// `step` holds from byte `from` on, if it can be read (`live_dir`: the
+/// store's [`Store::live_dir`]).
+pub fn live_since(
+    live_dir: &std::path::Path,
+    id: &InstanceId,
+    step: &str,
+    n: i64,
+    ext: &str,
+    from: usize,
+) -> Option<Vec<u8>> {
+    use std::io::{Read as _, Seek as _, SeekFrom};
+    let path = live_dir.join(&**id).join(format!("{step}.{n}.{ext}"));
+    let mut f = std::fs::File::open(path).ok()?;
+    f.seek(SeekFrom::Start(from as u64)).ok()?;
+    let mut more = Vec::new();
+    f.read_to_end(&mut more).ok()?;
+    Some(more)
+}
+
 /// Refuses a step instance `id` has no rows for and its definition does
 /// not name (what `--follow` waits for must be able to come).
 pub async fn check_step(store: &Store, id: &InstanceId, step: &str) -> Result<(), EngineError> {

@@ -117,25 +117,32 @@ pub(super) async fn start_in(
     let id = key.map(|k| registry::keyed_id(&format!("api {name}"), &k));
     let started =
         registry::start(&mut c, &row, &wf, registry::Start { inputs, labels, id }).await?;
-    let i = &started.instance;
-    let exit = match i.status {
+    let (status, mut doc) = started_doc(&started);
+    let exit = match started.instance.status {
         InstanceStatus::Skipped => 4,
         _ => 0,
     };
-    Ok((
-        if started.created {
-            StatusCode::CREATED
-        } else {
-            StatusCode::OK
-        },
-        json!({
-            "id": i.id,
-            "workflow": i.workflow,
-            "status": ShownStatus::of(i),
-            "exit_code": exit,
-            "created": started.created,
-        }),
-    ))
+    doc.shift_insert(3, "exit_code".into(), exit.into());
+    Ok((status, Value::Object(doc)))
+}
+
+/// What a start answers (the API's, a webhook's): 201 and the instance it
+/// made, or 200 and the one its key (or dedupe value) made before, as
+/// `{id, workflow, status, created}`.
+pub(super) fn started_doc(started: &registry::Started) -> (StatusCode, Map<String, Value>) {
+    let i = &started.instance;
+    let status = if started.created {
+        StatusCode::CREATED
+    } else {
+        StatusCode::OK
+    };
+    let doc = json!({
+        "id": i.id,
+        "workflow": i.workflow,
+        "status": ShownStatus::of(i),
+        "created": started.created,
+    });
+    (status, doc.as_object().cloned().unwrap_or_default())
 }
 
 /// `POST /api/v1/instances/{id}/signal` `{event, data?}`: `wf signal`.

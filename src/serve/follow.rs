@@ -10,7 +10,7 @@
 use super::App;
 use super::error::ApiError;
 use super::params::instance_ref;
-use crate::engine::logs;
+use crate::engine::logs::{self, Look};
 use crate::vocab::InstanceId;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
@@ -33,15 +33,6 @@ struct Follow {
     done: bool,
 }
 
-/// What one look found.
-enum Look {
-    /// No attempt yet; `true`: the instance ended, none will come.
-    None(bool),
-    Running(i64),
-    /// Ended: its number, outcome and stored logs.
-    Ended(i64, String, Vec<u8>, Vec<u8>),
-}
-
 pub async fn stream(
     app: App,
     id: String,
@@ -56,8 +47,7 @@ pub async fn stream(
             let c = l.conn().await?;
             let id = c.resolve_id(&id).await?;
             logs::check_step(&c, &id, &check).await?;
-            let live = c.live_dir().join(&*id);
-            Ok((id, live))
+            Ok((id, c.live_dir()))
         })
         .await?;
     let state = Follow {
@@ -100,26 +90,7 @@ impl Follow {
             .db
             .run(move |l| async move {
                 let c = l.conn().await?;
-                let attempts: Vec<_> = c
-                    .attempts(&id)
-                    .await?
-                    .into_iter()
-                    .filter(|a| a.step_key == step && attempt.is_none_or(|n| a.attempt == n))
-                    .collect();
-                let Some(a) = attempts.iter().max_by_key(|a| a.attempt) else {
-                    return Ok(Look::None(c.instance(&id).await?.status.is_ended()));
-                };
-                match a.outcome {
-                    None => Ok(Look::Running(a.attempt)),
-                    Some(o) => {
-                        let (out, err) = c
-                            .attempt_logs(&id, &step, Some(a.attempt))
-                            .await?
-                            .map(|(_, o, e)| (o, e))
-                            .unwrap_or_default();
-                        Ok(Look::Ended(a.attempt, o.as_str().to_string(), out, err))
-                    }
-                }
+                Ok(logs::look(&c, &id, &step, attempt).await?)
             })
             .await;
         let look = match look {
@@ -149,8 +120,9 @@ impl Follow {
             Look::Running(n) => {
                 self.begin(n);
                 for (i, ext) in ["out", "err"].into_iter().enumerate() {
-                    let path = self.live.join(format!("{}.{n}.{ext}", self.step));
-                    if let Some(more) = read_from(&path, self.sent[i]) {
+                    if let Some(more) =
+                        logs::live_since(&self.live, &self.id, &self.step, n, ext, self.sent[i])
+                    {
                         self.sent[i] += more.len();
                         self.text(i, &more);
                     }
@@ -163,11 +135,9 @@ impl Follow {
                 let err = err.get(self.sent[1]..).unwrap_or_default().to_vec();
                 self.text(0, &out);
                 self.text(1, &err);
-                self.queue.push_back(
-                    Event::default()
-                        .event("end")
-                        .data(serde_json::json!({ "attempt": n, "outcome": outcome }).to_string()),
-                );
+                self.queue.push_back(Event::default().event("end").data(
+                    serde_json::json!({ "attempt": n, "outcome": outcome.as_str() }).to_string(),
+                ));
                 self.done = true;
             }
         }
@@ -201,14 +171,4 @@ impl Follow {
             _ = stopping.changed() => {}
         }
     }
-}
-
-/// What file `path` holds from byte `from` on, if it can be read.
-fn read_from(path: &std::path::Path, from: usize) -> Option<Vec<u8>> {
-    use std::io::{Read as _, Seek as _, SeekFrom};
-    let mut f = std::fs::File::open(path).ok()?;
-    f.seek(SeekFrom::Start(from as u64)).ok()?;
-    let mut more = Vec::new();
-    f.read_to_end(&mut more).ok()?;
-    Some(more)
 }

@@ -162,20 +162,8 @@ pub async fn deliver(
                 },
                 Err(e) => return Err(e.into()),
             };
-            let i = &started.instance;
-            Ok((
-                if started.created {
-                    StatusCode::CREATED
-                } else {
-                    StatusCode::OK
-                },
-                json!({
-                    "id": i.id,
-                    "workflow": i.workflow,
-                    "status": crate::views::ShownStatus::of(i),
-                    "created": started.created,
-                }),
-            ))
+            let (status, doc) = super::actions::started_doc(&started);
+            Ok((status, Value::Object(doc)))
         })
         .await?;
     Ok((status, Json(doc)).into_response())
