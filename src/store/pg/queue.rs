@@ -1,10 +1,16 @@
 //! Queue admission on PostgreSQL (`store::queue` decides, as on SQLite):
 //! a key's rows are read under a transaction-scoped advisory lock on the
 //! key, which serializes every admission to it across workers and hosts,
-//! with its admitted rows locked `FOR UPDATE` (a holder's renewal or commit
-//! waits, then meets the raised epoch of a revocation); the verdict is
-//! applied in the same transaction. Two round trips: the reads, then the
-//! writes and COMMIT.
+//! and the verdict is applied in the same transaction. Two round trips: the
+//! reads, then the writes and COMMIT.
+//!
+//! Only an admission that revokes a dead holder's slot locks the key's
+//! admitted rows (`FOR UPDATE`, read again: a holder's renewal or commit
+//! waits, then meets the raised epoch). One that revokes nothing needs no
+//! row of theirs: only an admission, under the key's lock, makes a row
+//! admitted, so what a holder does meanwhile (renew, end, leave its slot)
+//! can only free room the verdict did not count on. Locking them every time
+//! made each running holder's commits wait for every admission to its key.
 
 use super::history::{NOTIFY, get, insert_definition, insert_instance, p};
 use super::{Op, Out, Param, PgStore};
@@ -74,12 +80,21 @@ const CANCEL: &str = "UPDATE instances SET cancel_requested = GREATEST(cancel_re
 const QUEUED: &str = "UPDATE instances SET status = 'queued', wake_at = NULL, waiting_event = NULL, \
      updated_at = $2 WHERE id = $1";
 
-/// The keys with due queued instances that no live process holds.
+/// The keys with due queued instances that no live process holds: a skip
+/// from key to key over `instances_queued_keys` (one index entry a key),
+/// each kept if one of its queued instances is unleased.
 const WAITING_KEYS: &str = concat!(
-    "SELECT DISTINCT queue_key FROM instances WHERE queue_key IS NOT NULL AND NOT admitted \
-     AND status = 'queued' AND (lease_expires_ms IS NULL OR lease_expires_ms <= ",
+    "WITH RECURSIVE k(key) AS ( \
+       (SELECT queue_key FROM instances WHERE status = 'queued' AND NOT admitted \
+          AND queue_key IS NOT NULL ORDER BY queue_key LIMIT 1) \
+       UNION ALL \
+       SELECT (SELECT queue_key FROM instances WHERE status = 'queued' AND NOT admitted \
+          AND queue_key > k.key ORDER BY queue_key LIMIT 1) FROM k WHERE k.key IS NOT NULL) \
+     SELECT key FROM k WHERE key IS NOT NULL AND EXISTS (SELECT 1 FROM instances i \
+       WHERE i.queue_key = k.key AND NOT i.admitted AND i.status = 'queued' \
+       AND (i.lease_expires_ms IS NULL OR i.lease_expires_ms <= ",
     server_ms!(),
-    ")"
+    "))"
 );
 
 /// `OCCUPANTS` without the lock, for a standing that writes nothing.
@@ -113,16 +128,36 @@ const LINE_HEAD: &str = concat!(
 /// a line (as on SQLite: those it passes over keep their places).
 const LOOK_PAST: usize = 64;
 
-/// A worker's reads of a key's rows: the head of its line, locked (the
-/// key's lock, its admitted rows) to admit, or not, only to look.
-fn head_reads(key: &str, n: usize, locked: bool) -> [Op; 4] {
+/// How a worker reads a key's rows.
+#[derive(Clone, Copy, PartialEq)]
+enum Look {
+    /// Without locks, only to look.
+    Unlocked,
+    /// Under the key's lock, to admit.
+    Locked,
+    /// Under the key's lock with its admitted rows locked, to admit and
+    /// revoke.
+    Revoking,
+}
+
+/// A worker's reads of a key's rows: the head of its line, read as `look`
+/// says.
+fn head_reads(key: &str, n: usize, look: Look) -> [Op; 4] {
     [
         Op::Query(
-            if locked { KEY_LOCK } else { "SELECT $1::text" },
+            if look == Look::Unlocked {
+                "SELECT $1::text"
+            } else {
+                KEY_LOCK
+            },
             vec![p(key.to_string())],
         ),
         Op::Query(
-            if locked { OCCUPANTS } else { OCCUPANTS_READ },
+            if look == Look::Revoking {
+                OCCUPANTS
+            } else {
+                OCCUPANTS_READ
+            },
             vec![p(key.to_string())],
         ),
         Op::Query(LINE_HEAD, vec![p(key.to_string()), p(n as i64)]),
@@ -130,11 +165,15 @@ fn head_reads(key: &str, n: usize, locked: bool) -> [Op; 4] {
     ]
 }
 
-/// The reads of a key's rows, after its lock.
-fn reads(key: &str, candidate: &str) -> [Op; 4] {
+/// The reads of a key's rows, after its lock; its admitted rows locked
+/// too when the verdict revokes one (`revoking`).
+fn reads(key: &str, candidate: &str, revoking: bool) -> [Op; 4] {
     [
         Op::Query(KEY_LOCK, vec![p(key.to_string())]),
-        Op::Query(OCCUPANTS, vec![p(key.to_string())]),
+        Op::Query(
+            if revoking { OCCUPANTS } else { OCCUPANTS_READ },
+            vec![p(key.to_string())],
+        ),
         Op::Query(LINE, vec![p(key.to_string()), p(candidate.to_string())]),
         Op::Query(WINDOW, vec![p(key.to_string())]),
     ]
@@ -226,6 +265,23 @@ fn admit_ops(
 }
 
 impl PgStore {
+    /// Reads the key's rows again in the open transaction, its admitted
+    /// rows locked (for a verdict that revokes); rolled back on an error.
+    async fn read_revoking(
+        &self,
+        ops: Vec<Op>,
+        holder_alive: &dyn Fn(&str) -> bool,
+    ) -> Result<(KeyRows, i64)> {
+        let rows = match self.pipeline(ops).await {
+            Ok(outs) => key_rows(outs.into_iter(), holder_alive),
+            Err(e) => Err(e),
+        };
+        if rows.is_err() {
+            let _ = self.client().batch_execute("ROLLBACK").await;
+        }
+        rows
+    }
+
     /// Sends `ops` then COMMIT, continuing the open transaction; rolled
     /// back on an error.
     async fn finish(&self, mut ops: Vec<Op>) -> Result<()> {
@@ -271,7 +327,7 @@ impl PgStore {
             ));
         }
         let read_from = ops.len();
-        ops.extend(reads(&place.key, &row.id));
+        ops.extend(reads(&place.key, &row.id, false));
         let outs = self.pipeline(ops).await?;
         if outs[inserted].count() == 0 {
             let _ = self.client().batch_execute("ROLLBACK").await;
@@ -287,7 +343,13 @@ impl PgStore {
         let mut ops = Vec::new();
         let not_before = row.wake_at.map(Timestamp::ms);
         let held = row.lease_owner.is_some();
-        match queue::arrive(place, &rows, &row.id, not_before, held, now_ms) {
+        let mut arrival = queue::arrive(place, &rows, &row.id, not_before, held, now_ms);
+        if matches!(&arrival, queue::Arrival::Admit { revoke } if !revoke.is_empty()) {
+            let ops = reads(&place.key, &row.id, true).into();
+            let (rows, now_ms) = self.read_revoking(ops, holder_alive).await?;
+            arrival = queue::arrive(place, &rows, &row.id, not_before, held, now_ms);
+        }
+        match arrival {
             queue::Arrival::Admit { revoke } => admit_ops(
                 &mut ops,
                 &revoke,
@@ -329,18 +391,22 @@ impl PgStore {
                 vec![p(fence.instance.to_string()), p(fence.epoch)],
             ),
         ];
-        ops.extend(reads(&place.key, &fence.instance));
+        ops.extend(reads(&place.key, &fence.instance, false));
         let outs = self
             .pipeline(ops)
             .await
             .map_err(|e| super::lease::named(e, fence))?;
-        let (rows, now_ms) = match key_rows(outs.into_iter().skip(2), holder_alive) {
+        let (mut rows, mut now_ms) = match key_rows(outs.into_iter().skip(2), holder_alive) {
             Ok(r) => r,
             Err(e) => {
                 let _ = self.client().batch_execute("ROLLBACK").await;
                 return Err(e);
             }
         };
+        if rows.occupants.iter().any(|o| !(o.live || o.held)) {
+            let ops = reads(&place.key, &fence.instance, true).into();
+            (rows, now_ms) = self.read_revoking(ops, holder_alive).await?;
+        }
         // As read under the fence: the row above was read before it.
         let Some(me) = rows.line.iter().find(|e| e.id == *fence.instance) else {
             // Admitted meanwhile (it is not in the line of the unadmitted).
@@ -409,7 +475,9 @@ impl PgStore {
             let head = max - out.len() + LOOK_PAST;
             // A look first, without locks: a worker that finds nothing to
             // admit (the usual case while a key is full) holds up nobody.
-            let outs = self.pipeline(head_reads(&key, head, false).into()).await?;
+            let outs = self
+                .pipeline(head_reads(&key, head, Look::Unlocked).into())
+                .await?;
             let (rows, now_ms) = key_rows(outs.into_iter(), holder_alive)?;
             if queue::admit_line(&rows, max - out.len(), now_ms)
                 .0
@@ -418,16 +486,21 @@ impl PgStore {
                 continue;
             }
             let mut ops = vec![Op::Simple("BEGIN")];
-            ops.extend(head_reads(&key, head, true));
+            ops.extend(head_reads(&key, head, Look::Locked));
             let outs = self.pipeline(ops).await?;
-            let (rows, now_ms) = match key_rows(outs.into_iter().skip(1), holder_alive) {
+            let (mut rows, mut now_ms) = match key_rows(outs.into_iter().skip(1), holder_alive) {
                 Ok(r) => r,
                 Err(e) => {
                     let _ = self.client().batch_execute("ROLLBACK").await;
                     return Err(e);
                 }
             };
-            let (admit, gone) = queue::admit_line(&rows, max - out.len(), now_ms);
+            let (mut admit, mut gone) = queue::admit_line(&rows, max - out.len(), now_ms);
+            if !gone.is_empty() {
+                let ops = head_reads(&key, head, Look::Revoking).into();
+                (rows, now_ms) = self.read_revoking(ops, holder_alive).await?;
+                (admit, gone) = queue::admit_line(&rows, max - out.len(), now_ms);
+            }
             let mut ops = Vec::new();
             let mut revoke = gone;
             for id in &admit {

@@ -373,4 +373,12 @@ pub const MIGRATIONS: &[&str] = &[
         heartbeat_ms  BIGINT NOT NULL
     );
     "#,
+    // 13: the keys that have queued instances, for a worker's look at
+    // every wake-up (`queue.rs`, WAITING_KEYS): a skip over this index
+    // reads one entry a key, where a DISTINCT read every queued row
+    // (0.57 ms a look with 1,000 queued).
+    r#"
+    CREATE INDEX instances_queued_keys ON instances(queue_key)
+        WHERE status = 'queued' AND NOT admitted;
+    "#,
 ];
