@@ -114,11 +114,7 @@ pub async fn run(args: Args, db: Option<PathBuf>, printer: &Printer) -> anyhow::
             }
             let store = Store::open(&location).await?;
             let (rows, defs, schedules) = registry::listing(&store).await?;
-            let views: Vec<WorkflowView> = rows
-                .iter()
-                .zip(&defs)
-                .map(|(r, d)| WorkflowView::new(r, d.as_ref(), &schedules))
-                .collect();
+            let views = WorkflowView::all(&rows, &defs, &schedules);
             if json {
                 printer.json(&views);
                 return Ok(ExitStatus::Success);

@@ -330,11 +330,7 @@ pub async fn workflows(State(app): State<App>) -> Result<Json<Value>, ApiError> 
         .run(|l| async move {
             let c = l.conn().await?;
             let (rows, defs, schedules) = registry::listing(&c).await?;
-            let views: Vec<_> = rows
-                .iter()
-                .zip(&defs)
-                .map(|(r, d)| crate::views::WorkflowView::new(r, d.as_ref(), &schedules))
-                .collect();
+            let views = crate::views::WorkflowView::all(&rows, &defs, &schedules);
             Ok(serde_json::to_value(&views).unwrap_or_default())
         })
         .await

@@ -115,6 +115,15 @@ pub struct Occupant {
     pub held: bool,
 }
 
+impl Occupant {
+    /// Whether its slot is taken: by a live holder, or held while it
+    /// sleeps or waits. One that is not is a dead holder's, revoked by the
+    /// next admission that counts it free.
+    pub fn occupies(&self) -> bool {
+        self.live || self.held
+    }
+}
+
 /// A queued instance of the key, in admission order (priority, then age).
 #[derive(Debug, Clone)]
 pub struct InLine {
@@ -297,11 +306,11 @@ struct Room {
 }
 
 fn room(limits: &QueueLimits, rows: &KeyRows, now_ms: i64) -> Room {
-    let occupying = rows.occupants.iter().filter(|o| o.live || o.held).count();
+    let occupying = rows.occupants.iter().filter(|o| o.occupies()).count();
     let revoke = rows
         .occupants
         .iter()
-        .filter(|o| !(o.live || o.held))
+        .filter(|o| !o.occupies())
         .map(|o| o.id.clone())
         .collect();
     let free = match limits.concurrency {
@@ -434,7 +443,7 @@ pub fn arrive(
             OnFull::CancelPrevious => rows
                 .occupants
                 .iter()
-                .find(|o| o.live || o.held)
+                .find(|o| o.occupies())
                 .map_or(Arrival::Wait, |o| Arrival::CancelPrevious(o.id.clone())),
         },
     }

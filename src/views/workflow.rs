@@ -46,6 +46,19 @@ pub struct WebhookView<'a> {
 }
 
 impl<'a> WorkflowView<'a> {
+    /// The registry's listing (`engine::registry::listing`: each row with
+    /// its definition, and every schedule), a view a row.
+    pub fn all(
+        rows: &'a [WorkflowRow],
+        defs: &'a [Option<Workflow>],
+        schedules: &'a [ScheduleRow],
+    ) -> Vec<WorkflowView<'a>> {
+        rows.iter()
+            .zip(defs)
+            .map(|(r, d)| WorkflowView::new(r, d.as_ref(), schedules))
+            .collect()
+    }
+
     /// `row`, with its definition (`None`: unreadable) and its entries
     /// among `schedules`.
     pub fn new(

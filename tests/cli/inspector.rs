@@ -448,13 +448,7 @@ fn the_actions_change_the_history() {
         t.inspect(&third)["status"] == "canceled"
     });
     // Retry a failed one once what failed it is fixed.
-    let flag = t.path().join("fixed");
-    let flaky = format!(
-        "name: flaky\nsteps:\n  - id: once\n    run: test -e {}\n",
-        flag.display()
-    );
-    let (failed, r) = t.run_yaml("flaky.yaml", &flaky, &[]);
-    r.code(1);
+    let (failed, flag) = t.failed_until_fixed();
     std::fs::write(&flag, "").unwrap();
     b.goto(&format!("{base}/instances/{failed}"));
     b.click("a[href$='/act/retry']");

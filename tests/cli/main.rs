@@ -338,6 +338,19 @@ impl Test {
         Ran::from(self.cmd().args(args).output().expect("run wf"))
     }
 
+    /// An instance of a 1-step workflow that failed for want of a file
+    /// (exit 1 checked); returns (id, that file), whose writing fixes it.
+    pub fn failed_until_fixed(&self) -> (String, PathBuf) {
+        let flag = self.path().join("fixed");
+        let flaky = format!(
+            "name: flaky\nsteps:\n  - id: once\n    run: test -e {}\n",
+            flag.display()
+        );
+        let (id, ran) = self.run_yaml("flaky.yaml", &flaky, &[]);
+        ran.code(1);
+        (id, flag)
+    }
+
     /// Writes `yaml` as `name` and runs it with `wf run --json`; returns (id, ran).
     pub fn run_yaml(&self, name: &str, yaml: &str, extra: &[&str]) -> (String, Ran) {
         let path = self.write(name, yaml);

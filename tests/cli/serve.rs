@@ -628,13 +628,7 @@ fn signal_cancel_resume_retry_and_restart_through_the_api() {
     until("the terminate", || t.inspect(&id3)["status"] == "canceled");
 
     // Retry a failed instance: its failed step gets a fresh budget.
-    let flag = t.path().join("fixed");
-    let flaky = format!(
-        "name: flaky\nsteps:\n  - id: once\n    run: test -e {}\n",
-        flag.display()
-    );
-    let (id4, ran) = t.run_yaml("flaky.yaml", &flaky, &[]);
-    ran.code(1);
+    let (id4, flag) = t.failed_until_fixed();
     assert_eq!(
         s.post(&format!("/api/v1/instances/{id4}/resume"), json!({}))
             .code(),

@@ -22,13 +22,9 @@ pub async fn workflows(State(app): State<App>) -> Response {
         .run(|l| async move {
             let c = l.conn().await?;
             let (rows, defs, schedules) = registry::listing(&c).await?;
-            let views: Vec<Value> = rows
+            let views: Vec<Value> = WorkflowView::all(&rows, &defs, &schedules)
                 .iter()
-                .zip(&defs)
-                .map(|(r, d)| {
-                    serde_json::to_value(WorkflowView::new(r, d.as_ref(), &schedules))
-                        .unwrap_or_default()
-                })
+                .map(|v| serde_json::to_value(v).unwrap_or_default())
                 .collect();
             Ok(views)
         })

@@ -403,7 +403,7 @@ impl PgStore {
                 return Err(e);
             }
         };
-        if rows.occupants.iter().any(|o| !(o.live || o.held)) {
+        if rows.occupants.iter().any(|o| !o.occupies()) {
             let ops = reads(&place.key, &fence.instance, true).into();
             (rows, now_ms) = self.read_revoking(ops, holder_alive).await?;
         }
