@@ -48,6 +48,7 @@ mod pg;
 mod pool;
 pub mod queue;
 pub mod rows;
+mod shared;
 mod sqlite;
 mod write;
 
@@ -60,6 +61,7 @@ pub use pool::Pool;
 pub use queue::{QueueLimits, QueuePlace};
 pub use registry::Refused;
 pub use rows::*;
+pub use shared::Shared;
 pub use write::Write;
 
 /// How hard a commit tries to reach the disk (`WF_DURABILITY`): `Full`
@@ -170,6 +172,9 @@ impl Location {
 pub enum Store {
     Sqlite(sqlite::SqliteStore),
     Postgres(Box<pg::PgStore>),
+    /// One of the connections the children run in one process share, taken
+    /// for each call ([`shared`]).
+    Lent(std::sync::Arc<Shared>),
 }
 
 impl Store {
@@ -178,16 +183,31 @@ impl Store {
         match self {
             Store::Sqlite(_) => "sqlite",
             Store::Postgres(_) => "postgresql",
+            Store::Lent(shared) => match shared.location() {
+                Location::Sqlite(_) => "sqlite",
+                Location::Postgres(_) => "postgresql",
+            },
         }
     }
 }
 
-/// Calls the same method on whichever backend, awaiting PostgreSQL's.
+/// Calls the same method on whichever backend, awaiting PostgreSQL's; a
+/// lent store on the connection it takes for the call.
 macro_rules! each {
     ($self:ident . $method:ident ( $($arg:expr),* )) => {
         match $self {
             Store::Sqlite(s) => s.$method($($arg),*),
             Store::Postgres(p) => p.$method($($arg),*).await,
+            Store::Lent(shared) => {
+                let mut lease = shared.take().await?;
+                match &mut *lease {
+                    Store::Sqlite(s) => s.$method($($arg),*),
+                    Store::Postgres(p) => p.$method($($arg),*).await,
+                    Store::Lent(_) => Err($crate::store::StoreError::Sql(
+                        "a shared connection is itself shared".into(),
+                    ).into()),
+                }
+            }
         }
     };
 }
@@ -212,6 +232,16 @@ impl Store {
         match self {
             Store::Sqlite(s) => Location::Sqlite(s.path().to_path_buf()),
             Store::Postgres(p) => Location::Postgres(Box::new(p.target().clone())),
+            Store::Lent(shared) => shared.location().clone(),
+        }
+    }
+
+    /// The connections the children a run drives in this process share:
+    /// those this store shares, if it is lent, else new ones to its database.
+    pub fn shared(&self) -> std::sync::Arc<Shared> {
+        match self {
+            Store::Lent(shared) => shared.clone(),
+            _ => Shared::new(self.location()),
         }
     }
 
@@ -224,7 +254,7 @@ impl Store {
     /// was lost cannot).
     pub fn is_usable(&self) -> bool {
         match self {
-            Store::Sqlite(_) => true,
+            Store::Sqlite(_) | Store::Lent(_) => true,
             Store::Postgres(p) => p.is_usable(),
         }
     }
@@ -236,6 +266,10 @@ impl Store {
         match self {
             Store::Sqlite(s) => s.live_dir(),
             Store::Postgres(p) => p.live_dir(),
+            Store::Lent(shared) => match shared.location() {
+                Location::Sqlite(path) => sqlite::SqliteStore::live_dir_of(path),
+                Location::Postgres(target) => pg::PgStore::live_dir_of(target),
+            },
         }
     }
 
@@ -296,6 +330,10 @@ impl Store {
                         .into());
                     }
                 }
+            }
+            Store::Lent(shared) => {
+                let lease = shared.take().await?;
+                Box::pin(lease.snapshot(f)).await
             }
         }
     }
@@ -425,6 +463,7 @@ impl Store {
         match self {
             Store::Sqlite(s) => Ok((s.cancel_requested(id)?, s.events_after(id, 0)?)),
             Store::Postgres(p) => p.poll(id).await,
+            Store::Lent(shared) => Box::pin(shared.take().await?.poll(id)).await,
         }
     }
 
@@ -477,6 +516,7 @@ impl Store {
         match self {
             Store::Sqlite(s) => s.vacuum().map(|()| true),
             Store::Postgres(_) => Ok(false),
+            Store::Lent(shared) => Box::pin(shared.take().await?.vacuum()).await,
         }
     }
 
@@ -485,7 +525,7 @@ impl Store {
     /// `timeout` passed, whichever is first.
     pub async fn wait_for_work(&self, timeout: std::time::Duration) {
         match self {
-            Store::Sqlite(_) => tokio::time::sleep(timeout).await,
+            Store::Sqlite(_) | Store::Lent(_) => tokio::time::sleep(timeout).await,
             Store::Postgres(p) => p.wait_for_work(timeout).await,
         }
     }
@@ -662,12 +702,21 @@ impl Store {
         match self {
             Store::Sqlite(s) => s.begin_commit(fence, writes),
             Store::Postgres(p) => Ok(p.begin_commit(fence, writes).await),
+            Store::Lent(shared) => shared::begin_commit(shared, fence, writes).await,
         }
     }
 
     /// [`Store::commit`] without waiting for the disk: for what need not
     /// outlive the machine (a process group does not outlive a power loss).
     pub async fn commit_unsynced(&mut self, fence: &Fence, writes: &[Write]) -> Result<()> {
-        each!(self.commit_unsynced(fence, writes))
+        match self {
+            Store::Sqlite(s) => s.commit_unsynced(fence, writes),
+            Store::Postgres(p) => p.commit_unsynced(fence, writes).await,
+            // The caller's next request may go on another connection.
+            Store::Lent(shared) => match &mut *shared.take().await? {
+                Store::Postgres(p) => p.commit_unsynced_awaited(fence, writes).await,
+                other => Box::pin(other.commit_unsynced(fence, writes)).await,
+            },
+        }
     }
 }

@@ -101,7 +101,7 @@ pub async fn drive(
                 opentelemetry::trace::TraceState::default(),
             )),
         live_dir: Some(store.live_dir()),
-        location: store.location(),
+        shared: store.shared(),
         deadline_from,
         opening: opened.writes,
         carried: opened.carried,

@@ -1,14 +1,15 @@
 //! Children of `workflow:` steps run in the parent's process, concurrently
 //! with its other steps: each is driven as `wf resume CHILD` would drive it
-//! (its own connection, its own lease, its own run), as a future the
-//! parent's loop polls. Whoever ends a child delivers its end to the parent
+//! (its own lease, its own run; the database through the few connections
+//! the children share, `store::shared`), as a future the parent's loop
+//! polls. Whoever ends a child delivers its end to the parent
 //! in the child's last commit, so the parent learns of it by its events
 //! whether the child ran here or elsewhere: one that another process holds
 //! (a worker that claimed it first) is left to it, and one that already
 //! ended is not run again.
 
 use super::{EngineError, InstanceId, Observer, RunOptions};
-use crate::store::{Location, Pool};
+use crate::store::{Shared, Store};
 use crate::workflow::Workflow;
 use futures_util::future::LocalBoxFuture;
 use futures_util::stream::{FuturesUnordered, StreamExt as _};
@@ -37,16 +38,16 @@ pub(super) struct Start {
 /// ended, why it could not run, if it could not.
 pub(super) struct InProcess {
     running: FuturesUnordered<LocalBoxFuture<'static, Option<String>>>,
-    /// Connections a child's run gave back, for the next child (as a
-    /// worker keeps them).
-    pool: Pool,
+    /// The connections the children's runs share, a call at a time
+    /// (`store::shared`), with the children of those children.
+    shared: Arc<Shared>,
 }
 
 impl InProcess {
-    pub(super) fn new(location: Location) -> InProcess {
+    pub(super) fn new(shared: Arc<Shared>) -> InProcess {
         InProcess {
             running: FuturesUnordered::new(),
-            pool: Pool::new(location),
+            shared,
         }
     }
 
@@ -66,7 +67,7 @@ impl InProcess {
         // keeps it, and it is left to it); one made earlier is checked
         // first, so that refusing it writes nothing.
         let owner = parent_span.is_some().then(crate::engine::lease::owner_name);
-        let pool = self.pool.clone();
+        let shared = self.shared.clone();
         self.running.push(Box::pin(async move {
             let opts = RunOptions {
                 inline_wait,
@@ -88,16 +89,10 @@ impl InProcess {
                     "child instance {id} could not run here: {e}; the step waits for it (`wf resume {id}`)"
                 ));
             }
-            let ran = match pool.take().await {
-                Ok(mut store) => {
-                    let ran = crate::engine::drive::drive(&mut store, &id, opts, &QUIET)
-                        .await
-                        .map(|_| ());
-                    pool.give(store);
-                    ran
-                }
-                Err(e) => Err(EngineError::from(e)),
-            };
+            let mut store = Store::Lent(shared);
+            let ran = crate::engine::drive::drive(&mut store, &id, opts, &QUIET)
+                .await
+                .map(|_| ());
             match ran {
                 // Held elsewhere or ended already: its end reaches the
                 // parent all the same. Anything else leaves it for `wf

@@ -235,8 +235,8 @@ pub(super) struct RunStart<'o> {
     ),
     /// Where running attempts copy their output for `wf logs --follow`.
     pub live_dir: Option<PathBuf>,
-    /// Where the store is: children run in this process open it again.
-    pub location: store::Location,
+    /// The connections children run in this process share (`children`).
+    pub shared: Arc<store::Shared>,
     /// What the workflow's `timeout` counts from: the newest `wf restart`
     /// (RFC 3339), else the instance's creation.
     pub deadline_from: Option<Timestamp>,
@@ -263,7 +263,7 @@ impl<'o> Runner<'o> {
             events,
             caller,
             live_dir,
-            location,
+            shared,
             deadline_from,
             opening,
             carried,
@@ -313,7 +313,7 @@ impl<'o> Runner<'o> {
             started_groups: Vec::new(),
             held: Vec::new(),
             commit_took: Duration::ZERO,
-            children: children::InProcess::new(location),
+            children: children::InProcess::new(shared),
             parent: inst.parent,
             lock_waits: Vec::new(),
         }

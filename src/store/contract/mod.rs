@@ -44,6 +44,19 @@ macro_rules! contract {
                 super::on_postgres(stringify!($case), super::$case);
             })*
         }
+        /// The same cases through a lent store (`store::shared`).
+        mod lent_sqlite {
+            $(#[test]
+            fn $case() {
+                super::on_lent_sqlite(super::$case);
+            })*
+        }
+        mod lent_postgres {
+            $(#[test]
+            fn $case() {
+                super::on_lent_postgres(stringify!($case), super::$case);
+            })*
+        }
     };
 }
 
@@ -86,6 +99,27 @@ fn on_postgres(name: &str, case: impl AsyncFnOnce(&mut Store)) {
             return;
         };
         case(&mut Store::Postgres(Box::new(store))).await;
+    });
+}
+
+/// A case on a store lent by connections its calls share (two at most on
+/// PostgreSQL, so that calls in turn may go on different ones).
+fn on_lent_sqlite(case: impl AsyncFnOnce(&mut Store)) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let location = Location::Sqlite(dir.path().join("wf.db"));
+    runtime().block_on(async {
+        let mut store = Store::Lent(Shared::with_max(location, 1));
+        case(&mut store).await;
+    });
+}
+
+fn on_lent_postgres(name: &str, case: impl AsyncFnOnce(&mut Store)) {
+    runtime().block_on(async {
+        let Some(store) = pg_store(&format!("wf_contract_lent_{name}")).await else {
+            return;
+        };
+        let location = Location::Postgres(Box::new(store.target().clone()));
+        case(&mut Store::Lent(Shared::with_max(location, 2))).await;
     });
 }
 

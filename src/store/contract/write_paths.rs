@@ -335,7 +335,7 @@ async fn apply(store: &mut Store, via: Via) -> (Read, Timestamp, Timestamp) {
             (_, Act::AskCancel) => store.request_cancel(&id, CancelRequest::Cancel).await,
             (Via::Pg(path), _) => match store {
                 Store::Postgres(p) => p.commit_by(path, &fence, &writes).await,
-                Store::Sqlite(_) => unreachable!("a PostgreSQL path on SQLite"),
+                Store::Sqlite(_) | Store::Lent(_) => unreachable!("a PostgreSQL path on SQLite"),
             },
             (Via::Engine, Act::Commit) => store.commit(&fence, &writes).await,
             (Via::Engine, Act::Unsynced) => store.commit_unsynced(&fence, &writes).await,

@@ -156,8 +156,13 @@ impl PgStore {
     /// (`$XDG_RUNTIME_DIR`, else the temp dir; a folder there that is not
     /// the user's own, or that others may write to, is not used).
     pub fn live_dir(&self) -> PathBuf {
+        Self::live_dir_of(&self.target)
+    }
+
+    /// [`PgStore::live_dir`] of the database at `target`.
+    pub fn live_dir_of(target: &PgTarget) -> PathBuf {
         use sha2::Digest;
-        let key = format!("{}/{}", self.target.describe(), self.target.schema);
+        let key = format!("{}/{}", target.describe(), target.schema);
         let hash = hex::encode(&sha2::Sha256::digest(key.as_bytes())[..8]);
         let base = std::env::var_os("XDG_RUNTIME_DIR")
             .filter(|d| !d.is_empty())

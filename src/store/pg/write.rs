@@ -252,19 +252,33 @@ impl PgStore {
     /// Not waited for: queued on the connection (so it lands before the
     /// next commit), committed without a flush to disk.
     pub async fn commit_unsynced(&self, fence: &Fence, writes: &[Write]) -> Result<()> {
-        if let Some(op) = batch::group_statement(&fence.instance, fence.epoch, writes) {
-            return self.pipeline_in_background(vec![op]).await;
-        }
-        let mut ops = vec![
-            Op::Simple("BEGIN"),
-            Op::Simple("SET LOCAL synchronous_commit = off"),
-            Op::Query(FENCE, vec![p(fence.instance.clone()), p(fence.epoch)]),
-        ];
-        ops.extend(writes.iter().map(|w| write_op(&fence.instance, w)));
-        ops.push(Op::Simple("COMMIT"));
-        self.pipeline_in_background(ops).await
+        self.pipeline_in_background(unsynced(fence, writes)).await
+    }
+
+    /// [`PgStore::commit_unsynced`], its reply waited for: on a connection
+    /// others share (`store::shared`), what the caller sends next may go on
+    /// another one, and must still land after it.
+    pub async fn commit_unsynced_awaited(&self, fence: &Fence, writes: &[Write]) -> Result<()> {
+        self.pipeline(unsynced(fence, writes)).await.map(|_| ())
     }
 }
+
+/// The requests of an unsynced commit.
+fn unsynced(fence: &Fence, writes: &[Write]) -> Vec<Op> {
+    if let Some(op) = batch::group_statement(&fence.instance, fence.epoch, writes) {
+        return vec![op];
+    }
+    let mut ops = vec![
+        Op::Simple("BEGIN"),
+        Op::Simple("SET LOCAL synchronous_commit = off"),
+        Op::Query(FENCE, vec![p(fence.instance.clone()), p(fence.epoch)]),
+    ];
+    ops.extend(writes.iter().map(|w| write_op(&fence.instance, w)));
+    ops.push(Op::Simple("COMMIT"));
+    ops
+}
+
+impl PgStore {}
 
 /// A commit's id: random, so that no two commits of any runner share one.
 fn commit_id() -> i64 {

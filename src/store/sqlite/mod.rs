@@ -306,7 +306,12 @@ impl SqliteStore {
     /// output as it comes, masked, for `wf logs --follow`; made (mode 0700)
     /// when an attempt needs it, removed when empty.
     pub fn live_dir(&self) -> PathBuf {
-        PathBuf::from(format!("{}.live", self.path.display()))
+        Self::live_dir_of(&self.path)
+    }
+
+    /// [`SqliteStore::live_dir`] of the database at `path`.
+    pub fn live_dir_of(path: &std::path::Path) -> PathBuf {
+        PathBuf::from(format!("{}.live", path.display()))
     }
 
     /// Starts an IMMEDIATE write transaction (takes the write lock up front, so

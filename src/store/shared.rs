@@ -1,0 +1,183 @@
+//! Connections shared by many runs of one process: the children a parent
+//! runs in its process ([`Store::Lent`]). Each of those runs holds a store
+//! for as long as it runs (a `sleep 0.1` step's child: 0.1 s), but uses it
+//! for a moment now and then (its commits, its polls); with a connection of
+//! its own each, a fan-out of 100 children opened 100 connections, each a
+//! backend process with cold caches on PostgreSQL (14–18 ms of the server's
+//! CPU apiece) and a cold page cache and statement cache on SQLite
+//! (bench/RESULTS.md). A lent store takes one of a few connections for each
+//! call and gives it back when the call returned, so the children share
+//! them as the steps of one run share the runner's.
+//!
+//! A connection is held for one call only, never across two: so no call
+//! can wait for a connection while holding another (no deadlock, however
+//! few there are), and a transaction the store makes in several round
+//! trips has its connection to itself (PostgreSQL) for its whole length.
+//! A commit begun and left under way (`begin_commit`) keeps its connection
+//! until its outcome is in.
+
+use super::{Location, Result, Store};
+use std::ops::{Deref, DerefMut};
+use std::sync::{Arc, Mutex};
+
+/// How many connections the lent stores of one process share on
+/// PostgreSQL, where each call waits for a round trip and several may be
+/// under way at once (a fan-out of 100 children: 2 and 4 measured alike,
+/// 1 and 8 slower, bench/RESULTS.md). SQLite's calls do not wait (its commit thread gives
+/// the connection back by itself): one is enough, and one keeps its page
+/// and statement caches warm.
+const PG_CONNECTIONS: usize = 4;
+
+/// The connections to one database that lent stores share.
+pub struct Shared {
+    location: Location,
+    max: usize,
+    state: Mutex<State>,
+    freed: tokio::sync::Notify,
+}
+
+#[derive(Default)]
+struct State {
+    /// Connections not in use.
+    idle: Vec<Store>,
+    /// Connections open (in use, idle, or being opened).
+    open: usize,
+}
+
+impl Shared {
+    pub fn new(location: Location) -> Arc<Shared> {
+        let max = match &location {
+            Location::Sqlite(_) => 1,
+            Location::Postgres(_) => PG_CONNECTIONS,
+        };
+        Shared::with_max(location, max)
+    }
+
+    /// At most `max` connections.
+    pub fn with_max(location: Location, max: usize) -> Arc<Shared> {
+        Arc::new(Shared {
+            location,
+            max: max.max(1),
+            state: Mutex::default(),
+            freed: tokio::sync::Notify::new(),
+        })
+    }
+
+    pub fn location(&self) -> &Location {
+        &self.location
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// A connection for one call: an idle one, a new one while fewer than
+    /// the maximum are open, else the next one given back.
+    pub async fn take(self: &Arc<Shared>) -> Result<Lease> {
+        loop {
+            let freed = self.freed.notified();
+            let idle = {
+                let mut state = self.state();
+                match state.idle.pop() {
+                    Some(store) => Some(Some(store)),
+                    None if state.open < self.max => {
+                        state.open += 1;
+                        Some(None)
+                    }
+                    None => None,
+                }
+            };
+            match idle {
+                Some(Some(store)) => return Ok(self.lease(store)),
+                Some(None) => {
+                    return match Store::open(&self.location).await {
+                        Ok(store) => Ok(self.lease(store)),
+                        Err(e) => {
+                            self.state().open -= 1;
+                            self.freed.notify_one();
+                            Err(e)
+                        }
+                    };
+                }
+                None => freed.await,
+            }
+        }
+    }
+
+    fn lease(self: &Arc<Shared>, store: Store) -> Lease {
+        Lease {
+            store: Some(store),
+            shared: self.clone(),
+        }
+    }
+}
+
+/// A shared connection, held for one call; given back when dropped (closed
+/// instead if it was lost: the next call opens another).
+pub struct Lease {
+    store: Option<Store>,
+    shared: Arc<Shared>,
+}
+
+impl Deref for Lease {
+    type Target = Store;
+
+    fn deref(&self) -> &Store {
+        self.store.as_ref().expect("held until dropped")
+    }
+}
+
+impl DerefMut for Lease {
+    fn deref_mut(&mut self) -> &mut Store {
+        self.store.as_mut().expect("held until dropped")
+    }
+}
+
+impl Drop for Lease {
+    fn drop(&mut self) {
+        if let Some(store) = self.store.take() {
+            let mut state = self.shared.state();
+            if store.is_usable() {
+                state.idle.push(store);
+            } else {
+                state.open -= 1;
+            }
+        }
+        self.shared.freed.notify_one();
+    }
+}
+
+/// [`Store::begin_commit`] on a shared connection: held (and the commit's
+/// requests written, on PostgreSQL) until the outcome is in. SQLite's
+/// commit thread takes the connection itself, and gives it back (the next
+/// call waits for it), so it is given back to the others at once.
+pub(super) async fn begin_commit(
+    shared: &Arc<Shared>,
+    fence: &super::Fence,
+    writes: Vec<super::Write>,
+) -> Result<super::PendingCommit<'static>> {
+    let mut lease = shared.take().await?;
+    if let Store::Sqlite(s) = &mut *lease {
+        return s.begin_commit(fence, writes);
+    }
+    let fence = fence.clone();
+    let mut reply: std::pin::Pin<Box<dyn Future<Output = Result<()>>>> = Box::pin(async move {
+        match &mut *lease {
+            Store::Postgres(p) => p.begin_commit(&fence, writes).await.done().await,
+            _ => Err(super::StoreError::Sql(
+                "a shared connection is itself shared".into(),
+            )),
+        }
+    });
+    // Polled once: its requests are on their way before this returns.
+    let waker = futures_util::task::noop_waker();
+    match reply
+        .as_mut()
+        .poll(&mut std::task::Context::from_waker(&waker))
+    {
+        std::task::Poll::Ready(r) => Ok(super::PendingCommit::made(r, false)),
+        std::task::Poll::Pending => Ok(super::PendingCommit::sent(reply)),
+    }
+}
