@@ -236,15 +236,6 @@ impl Store {
         }
     }
 
-    /// The connections the children a run drives in this process share:
-    /// those this store shares, if it is lent, else new ones to its database.
-    pub fn shared(&self) -> std::sync::Arc<Shared> {
-        match self {
-            Store::Lent(shared) => shared.clone(),
-            _ => Shared::new(self.location()),
-        }
-    }
-
     /// How messages name the database.
     pub fn describe(&self) -> String {
         self.location().describe()

@@ -150,6 +150,26 @@ pub struct History {
     pub cancel_requested: CancelRequest,
 }
 
+impl History {
+    /// The history of an instance just made, leased already (its lease at
+    /// epoch 0, as made): nothing ran, nothing was delivered. What a
+    /// takeover of it would read, known without reading it.
+    pub fn fresh(instance: InstanceRow) -> History {
+        History {
+            instance,
+            steps: Vec::new(),
+            open: Vec::new(),
+            abandoned_runs: Vec::new(),
+            last_run: 0,
+            traces: std::collections::BTreeMap::new(),
+            uncounted: Vec::new(),
+            unspanned: Vec::new(),
+            events: Vec::new(),
+            cancel_requested: CancelRequest::None,
+        }
+    }
+}
+
 /// A runner's claim on an instance: the epoch its lease was taken with. Every
 /// write of that runner checks it first ([`check_fence`]).
 #[derive(Debug, Clone, PartialEq, Eq)]

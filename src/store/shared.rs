@@ -10,9 +10,13 @@
 //! them as the steps of one run share the runner's.
 //!
 //! A connection is held for one call only, never across two: so no call
-//! can wait for a connection while holding another (no deadlock, however
-//! few there are), and a transaction the store makes in several round
-//! trips has its connection to itself (PostgreSQL) for its whole length.
+//! can wait for a connection while holding another, and a transaction the
+//! store makes in several round trips has its connection to itself
+//! (PostgreSQL) for its whole length. The children of one run share one
+//! [`Shared`], and their children another: a child's call that holds a
+//! connection goes on only while its parent polls it (`engine::runner::
+//! children`), which a parent waiting for a connection of the same set
+//! would not do.
 //! A commit begun and left under way (`begin_commit`) keeps its connection
 //! until its outcome is in.
 

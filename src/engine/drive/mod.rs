@@ -101,7 +101,7 @@ pub async fn drive(
                 opentelemetry::trace::TraceState::default(),
             )),
         live_dir: Some(store.live_dir()),
-        shared: store.shared(),
+        shared: store::Shared::new(store.location()),
         deadline_from,
         opening: opened.writes,
         carried: opened.carried,
@@ -148,10 +148,17 @@ async fn claim(
         super::check_secrets(&pinned)?;
         wf = Some(pinned);
     }
-    let (fence, history) = match store
-        .take_over(id, &owner, lease::ttl_ms(ttl), lease::holder_alive)
-        .await?
-    {
+    // Made leased to this run by its parent's commit: held already, and
+    // its history is its row.
+    let taken = match opts.claimed.as_deref() {
+        Some(c) => Ok((c.fence.clone(), store::History::fresh(c.instance.clone()))),
+        None => {
+            store
+                .take_over(id, &owner, lease::ttl_ms(ttl), lease::holder_alive)
+                .await?
+        }
+    };
+    let (fence, history) = match taken {
         Ok(taken) => taken,
         Err(holder) => {
             return Err(EngineError::Held {

@@ -32,6 +32,8 @@ pub(super) struct Start {
     pub(super) id: InstanceId,
     pub(super) workflow: Option<Arc<Workflow>>,
     pub(super) parent_span: Option<String>,
+    /// Made leased to this process by the commit that made it.
+    pub(super) claimed: Option<Box<super::Claimed>>,
 }
 
 /// The children running in this process; each reports, when its run
@@ -39,7 +41,12 @@ pub(super) struct Start {
 pub(super) struct InProcess {
     running: FuturesUnordered<LocalBoxFuture<'static, Option<String>>>,
     /// The connections the children's runs share, a call at a time
-    /// (`store::shared`), with the children of those children.
+    /// (`store::shared`). Theirs, not this run's nor their children's: a
+    /// child's call that holds one while it waits for its reply goes on
+    /// only when this run polls it, and this run polls its children only
+    /// between its own calls, so a call of this run must never wait for
+    /// one of their connections (a chain of 16 nested children, sharing
+    /// four, stopped so).
     shared: Arc<Shared>,
 }
 
@@ -61,12 +68,16 @@ impl InProcess {
             id,
             workflow,
             parent_span,
+            claimed,
         } = start;
         // Made by this run's last commit: it is taken at once (as `wf run`
         // takes what it created; a worker woken for it that got there first
         // keeps it, and it is left to it); one made earlier is checked
         // first, so that refusing it writes nothing.
-        let owner = parent_span.is_some().then(crate::engine::lease::owner_name);
+        let owner = match &claimed {
+            Some(c) => Some(c.fence.owner.clone()),
+            None => parent_span.is_some().then(crate::engine::lease::owner_name),
+        };
         let shared = self.shared.clone();
         self.running.push(Box::pin(async move {
             let opts = RunOptions {
@@ -74,6 +85,7 @@ impl InProcess {
                 workflow,
                 parent_span,
                 owner,
+                claimed,
                 ..RunOptions::default()
             };
             // Taken at once, it would fail for want of a secret: it is

@@ -71,6 +71,17 @@ pub struct RunOptions {
     /// it (W3C `traceparent`), as its parent's run knows it; without it,
     /// the first run reads it from the parent's attempt.
     pub parent_span: Option<String>,
+    /// A child made leased to this run by its parent's commit: its lease
+    /// and row, so the run starts without taking it over (`drive`).
+    pub claimed: Option<Box<Claimed>>,
+}
+
+/// An instance made already leased to the run that will drive it: the
+/// fence of that lease (epoch 0, as made) and the row as made.
+#[derive(Debug, Clone)]
+pub struct Claimed {
+    pub fence: Fence,
+    pub instance: store::InstanceRow,
 }
 
 impl Default for RunOptions {
@@ -87,6 +98,7 @@ impl Default for RunOptions {
             owner: None,
             restart: None,
             parent_span: None,
+            claimed: None,
         }
     }
 }
@@ -384,6 +396,7 @@ impl<'o> Runner<'o> {
                     id,
                     workflow: None,
                     parent_span: None,
+                    claimed: None,
                 };
                 self.children.start(start, self.opts.inline_wait);
             }
@@ -556,16 +569,21 @@ impl<'o> Runner<'o> {
                 Effect::RunChild { id, workflow, made } => {
                     // Made now: its first run is a child of the attempt's
                     // span, which this run holds.
-                    let parent_span = made.and_then(|key| {
+                    let parent_span = made.as_ref().and_then(|key| {
                         self.spans
                             .open
-                            .get(&key)
+                            .get(key)
                             .map(|(_, span_id, _)| format!("00-{}-{span_id}-01", self.trace.0))
                     });
+                    let claimed = match (&made, &workflow) {
+                        (Some(_), Some(child)) => self.lease_child(&id, child),
+                        _ => None,
+                    };
                     applied.children.push(children::Start {
                         id,
                         workflow,
                         parent_span,
+                        claimed,
                     });
                 }
                 Effect::EndChild { id, terminate } => applied.ending.push((id, terminate)),
@@ -574,6 +592,33 @@ impl<'o> Runner<'o> {
             }
         }
         applied
+    }
+
+    /// Makes child `id`, which the coming commit creates, leased to the
+    /// process that will run it here (at epoch 0, as made), so that its
+    /// run starts without a takeover of its own (one transaction less a
+    /// child). Not one with a queue (admitted as it is first driven), nor
+    /// one that lacks a secret (left unclaimed for a process that has it).
+    fn lease_child(&mut self, id: &InstanceId, child: &Workflow) -> Option<Box<Claimed>> {
+        if super::missing_secret(child).is_some() {
+            return None;
+        }
+        let ttl = lease::ttl().unwrap_or(lease::DEFAULT_TTL);
+        let row = self.sched.writes.iter_mut().find_map(|w| match w {
+            Write::CreateChild(row) if row.id == *id && row.queue.is_none() => Some(row),
+            _ => None,
+        })?;
+        let owner = lease::owner_name();
+        row.lease_owner = Some(owner.clone());
+        row.lease_expires_ms = Some(Timestamp::now().ms() + lease::ttl_ms(ttl));
+        Some(Box::new(Claimed {
+            fence: Fence {
+                instance: id.clone(),
+                owner,
+                epoch: 0,
+            },
+            instance: (**row).clone(),
+        }))
     }
 
     /// Passes a note of the scheduler's to the observer.
