@@ -677,7 +677,12 @@ impl Store {
     /// Applies `writes` in one transaction, refused (nothing applied) unless
     /// `fence` still holds the instance.
     pub async fn commit(&mut self, fence: &Fence, writes: &[Write]) -> Result<()> {
-        each!(self.commit(fence, writes))
+        match self {
+            Store::Lent(shared) if shared.groups_commits() => {
+                shared::grouped(shared.commit(fence, writes.to_vec())).await
+            }
+            _ => each!(self.commit(fence, writes)),
+        }
     }
 
     /// [`Store::commit`], begun and left under way while the caller goes on

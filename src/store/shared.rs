@@ -20,9 +20,10 @@
 //! A commit begun and left under way (`begin_commit`) keeps its connection
 //! until its outcome is in.
 
-use super::{Location, Result, Store};
+use super::{Fence, Location, PendingCommit, Result, Store, StoreError, Write};
 use std::ops::{Deref, DerefMut};
 use std::sync::{Arc, Mutex};
+use tokio::sync::oneshot;
 
 /// How many connections the lent stores of one process share on
 /// PostgreSQL, where each call waits for a round trip and several may be
@@ -38,6 +39,22 @@ pub struct Shared {
     max: usize,
     state: Mutex<State>,
     freed: tokio::sync::Notify,
+    /// SQLite: the commits waiting to be made together ([`Shared::commit`]).
+    group: Mutex<Group>,
+}
+
+#[derive(Default)]
+struct Group {
+    waiting: Vec<Member>,
+    /// A task is making the waiting commits (and those that come meanwhile).
+    flushing: bool,
+}
+
+/// A commit waiting for its group, and where its outcome goes.
+struct Member {
+    fence: Fence,
+    writes: Vec<Write>,
+    done: oneshot::Sender<Result<()>>,
 }
 
 #[derive(Default)]
@@ -64,6 +81,7 @@ impl Shared {
             max: max.max(1),
             state: Mutex::default(),
             freed: tokio::sync::Notify::new(),
+            group: Mutex::default(),
         })
     }
 
@@ -106,6 +124,86 @@ impl Shared {
                     };
                 }
                 None => freed.await,
+            }
+        }
+    }
+
+    /// Whether commits are made in groups ([`Shared::commit`]): on SQLite,
+    /// whose writes wait for one another anyway (one writer at a time), each
+    /// commit's sync is what costs; on PostgreSQL the server already makes
+    /// concurrent commits' WAL flushes one.
+    pub fn groups_commits(&self) -> bool {
+        matches!(self.location, Location::Sqlite(_))
+    }
+
+    /// Commits `writes` under `fence` together with the other commits of
+    /// the lent stores that are ready by the time this thread is free (a
+    /// task of its own makes them, after the task that runs the children
+    /// has polled every one that was ready): one transaction and one sync
+    /// for them all, each member applied or refused on its own fence
+    /// (`SqliteStore::commit_group`). The outcome comes on the receiver.
+    pub fn commit(
+        self: &Arc<Shared>,
+        fence: &Fence,
+        writes: Vec<Write>,
+    ) -> oneshot::Receiver<Result<()>> {
+        let (done, outcome) = oneshot::channel();
+        let start = {
+            let mut group = self.group();
+            group.waiting.push(Member {
+                fence: fence.clone(),
+                writes,
+                done,
+            });
+            !std::mem::replace(&mut group.flushing, true)
+        };
+        if start {
+            tokio::spawn(self.clone().flush());
+        }
+        outcome
+    }
+
+    fn group(&self) -> std::sync::MutexGuard<'_, Group> {
+        self.group
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Makes the waiting commits, a group a transaction, until none waits.
+    async fn flush(self: Arc<Shared>) {
+        loop {
+            let members = {
+                let mut group = self.group();
+                if group.waiting.is_empty() {
+                    group.flushing = false;
+                    return;
+                }
+                std::mem::take(&mut group.waiting)
+            };
+            let outcomes = match self.take().await {
+                Ok(mut lease) => match &mut *lease {
+                    Store::Sqlite(s) => {
+                        let each: Vec<(&Fence, &[Write])> = members
+                            .iter()
+                            .map(|m| (&m.fence, m.writes.as_slice()))
+                            .collect();
+                        s.commit_group(&each)
+                    }
+                    _ => Err(StoreError::Sql("commits are grouped on SQLite only".into())),
+                },
+                Err(e) => Err(e),
+            };
+            match outcomes {
+                Ok(outcomes) => {
+                    for (member, outcome) in members.into_iter().zip(outcomes) {
+                        let _ = member.done.send(outcome);
+                    }
+                }
+                Err(e) => {
+                    for member in members {
+                        let _ = member.done.send(Err(same_error(&e)));
+                    }
+                }
             }
         }
     }
@@ -153,24 +251,25 @@ impl Drop for Lease {
     }
 }
 
-/// [`Store::begin_commit`] on a shared connection: held (and the commit's
-/// requests written, on PostgreSQL) until the outcome is in. SQLite's
-/// commit thread takes the connection itself, and gives it back (the next
-/// call waits for it), so it is given back to the others at once.
+/// [`Store::begin_commit`] on a shared connection: on SQLite, in a group
+/// ([`Shared::commit`]); on PostgreSQL, the connection held (and the
+/// commit's requests written) until the outcome is in.
 pub(super) async fn begin_commit(
     shared: &Arc<Shared>,
-    fence: &super::Fence,
-    writes: Vec<super::Write>,
-) -> Result<super::PendingCommit<'static>> {
-    let mut lease = shared.take().await?;
-    if let Store::Sqlite(s) = &mut *lease {
-        return s.begin_commit(fence, writes);
+    fence: &Fence,
+    writes: Vec<Write>,
+) -> Result<PendingCommit<'static>> {
+    if shared.groups_commits() {
+        return Ok(PendingCommit::sent(Box::pin(grouped(
+            shared.commit(fence, writes),
+        ))));
     }
+    let mut lease = shared.take().await?;
     let fence = fence.clone();
     let mut reply: std::pin::Pin<Box<dyn Future<Output = Result<()>>>> = Box::pin(async move {
         match &mut *lease {
             Store::Postgres(p) => p.begin_commit(&fence, writes).await.done().await,
-            _ => Err(super::StoreError::Sql(
+            _ => Err(StoreError::Sql(
                 "a shared connection is itself shared".into(),
             )),
         }
@@ -181,7 +280,27 @@ pub(super) async fn begin_commit(
         .as_mut()
         .poll(&mut std::task::Context::from_waker(&waker))
     {
-        std::task::Poll::Ready(r) => Ok(super::PendingCommit::made(r, false)),
-        std::task::Poll::Pending => Ok(super::PendingCommit::sent(reply)),
+        std::task::Poll::Ready(r) => Ok(PendingCommit::made(r, false)),
+        std::task::Poll::Pending => Ok(PendingCommit::sent(reply)),
     }
+}
+
+/// `e` again, for each member of a group whose transaction failed.
+fn same_error(e: &StoreError) -> StoreError {
+    match e {
+        StoreError::ReadOnly(s) => StoreError::ReadOnly(s.clone()),
+        StoreError::Corrupt(s) => StoreError::Corrupt(s.clone()),
+        other => StoreError::Sql(match other {
+            StoreError::Sql(s) => s.clone(),
+            _ => other.to_string(),
+        }),
+    }
+}
+
+/// What a grouped commit's outcome is when its group was dropped unmade
+/// (the runtime ended first).
+pub(super) async fn grouped(outcome: oneshot::Receiver<Result<()>>) -> Result<()> {
+    outcome
+        .await
+        .unwrap_or_else(|_| Err(StoreError::Sql("the commit was dropped unmade".into())))
 }

@@ -624,6 +624,30 @@ fn overlapping_runs_with_list_signal_and_a_worker_survive_any_power_loss() {
     assert!(done.acks > 4 * 31, "{done:?}");
 }
 
+/// A fan-out of children run in the parent's process, whose commits the
+/// children's shared connection makes in groups (one transaction and one
+/// sync for the commits that are ready together, each on its own fence):
+/// every child's step that was acknowledged (its successor started, so its
+/// group's commit had returned) is in every crash state.
+#[test]
+fn a_fan_out_of_children_committing_in_groups_survives_any_power_loss() {
+    if crate::sqlite_only("power loss of a SQLite file") {
+        return;
+    }
+    let rec = Recording::new(Test::new(), SETUP);
+    rec.t.write("child.yaml", &chain("child", 6));
+    let fan = rec.t.write(
+        "fan.yaml",
+        "name: fan\nsteps:\n  - id: f\n    for_each: [1, 2, 3, 4, 5, 6, 7, 8]\n    workflow: child.yaml\n",
+    );
+    for i in 0..2 {
+        rec.run_completed(&fan, &format!("fan{i}"), &[], false);
+    }
+    let done = replay(&rec);
+    // 2 fans of 8 children of 6 steps: 5 completions and 6 starts each.
+    assert!(done.acks >= 2 * 8 * 11, "{done:?}");
+}
+
 /// A writer set to `synchronous=NORMAL` (a `WF_DURABILITY=normal` wf, as a
 /// python or sqlite3 client on NORMAL would be) commits beside FULL runs:
 /// its commits are never synced by itself, and no checkpoint may copy them

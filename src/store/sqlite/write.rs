@@ -103,6 +103,33 @@ pub(super) fn commit(
 }
 
 impl SqliteStore {
+    /// Applies each member's writes under its own fence, all in one
+    /// transaction (one sync): a member whose fence no longer holds, or
+    /// whose writes fail, is rolled back to where it began (its savepoint)
+    /// and told why; the others are applied. `Err`: the transaction itself
+    /// failed, nothing applied.
+    pub fn commit_group(&mut self, members: &[(&Fence, &[Write])]) -> Result<Vec<Result<()>>> {
+        let mut tx = self
+            .conn
+            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        let mut outcomes = Vec::with_capacity(members.len());
+        for (fence, writes) in members {
+            let sp = tx.savepoint()?;
+            let applied = super::lease::check_fence(&sp, fence).and_then(|()| {
+                writes
+                    .iter()
+                    .try_for_each(|w| apply(&sp, &fence.instance, w))
+            });
+            if applied.is_ok() {
+                sp.commit()?;
+            }
+            // (A savepoint dropped unreleased is rolled back.)
+            outcomes.push(applied);
+        }
+        self.durability.commit(tx)?;
+        Ok(outcomes)
+    }
+
     /// Applies `writes` in one transaction, refused (nothing applied) unless
     /// `fence` still holds the instance.
     pub fn commit(&mut self, fence: &Fence, writes: &[Write]) -> Result<()> {
