@@ -70,10 +70,11 @@ impl InProcess {
             parent_span,
             claimed,
         } = start;
-        // Made by this run's last commit: it is taken at once (as `wf run`
-        // takes what it created; a worker woken for it that got there first
-        // keeps it, and it is left to it); one made earlier is checked
-        // first, so that refusing it writes nothing.
+        // Made by this run's last commit: leased to this process by it
+        // (`Runner::lease_child`), or else taken at once (as `wf run` takes
+        // what it created; a worker woken for it that got there first keeps
+        // it, and it is left to it); one made earlier is checked first, so
+        // that refusing it writes nothing.
         let owner = match &claimed {
             Some(c) => Some(c.fence.owner.clone()),
             None => parent_span.is_some().then(crate::engine::lease::owner_name),
