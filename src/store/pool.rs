@@ -1,8 +1,8 @@
 //! Connections kept for the next run of the same process: a worker's runs
-//! and the children a parent runs here each take one and give it back, so a
-//! run does not open the database again nor prepare its statements again
-//! (for 1000 children, 20.9 -> 4.5 ms a child on PostgreSQL,
-//! bench/RESULTS.md). For one thread's tasks: not shared across threads.
+//! (and `wf serve`'s requests) each take one and give it back, so a run
+//! does not open the database again nor prepare its statements again (for
+//! 1000 children, when they were pooled so: 20.9 -> 4.5 ms a child on
+//! PostgreSQL, bench/RESULTS.md; children now share `store::shared`). For one thread's tasks: not shared across threads.
 
 use super::{Location, Result, Store};
 use std::cell::RefCell;

@@ -17,8 +17,8 @@
 //! connection goes on only while its parent polls it (`engine::runner::
 //! children`), which a parent waiting for a connection of the same set
 //! would not do.
-//! A commit begun and left under way (`begin_commit`) keeps its connection
-//! until its outcome is in.
+//! On PostgreSQL a commit begun and left under way (`begin_commit`) keeps
+//! its connection until its outcome is in.
 
 use super::{Fence, Location, PendingCommit, Result, Store, StoreError, Write};
 use std::ops::{Deref, DerefMut};
@@ -28,9 +28,10 @@ use tokio::sync::oneshot;
 /// How many connections the lent stores of one process share on
 /// PostgreSQL, where each call waits for a round trip and several may be
 /// under way at once (a fan-out of 100 children: 2 and 4 measured alike,
-/// 1 and 8 slower, bench/RESULTS.md). SQLite's calls do not wait (its commit thread gives
-/// the connection back by itself): one is enough, and one keeps its page
-/// and statement caches warm.
+/// 1 and 8 slower, bench/RESULTS.md). SQLite's calls do not wait, and its
+/// writers take turns anyway: one connection is enough, and one keeps its
+/// page and statement caches warm (its commits are made in groups,
+/// [`Shared::commit`]).
 const PG_CONNECTIONS: usize = 4;
 
 /// The connections to one database that lent stores share.

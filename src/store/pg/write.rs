@@ -278,8 +278,6 @@ fn unsynced(fence: &Fence, writes: &[Write]) -> Vec<Op> {
     ops
 }
 
-impl PgStore {}
-
 /// A commit's id: random, so that no two commits of any runner share one.
 fn commit_id() -> i64 {
     uuid::Uuid::new_v4().as_u64_pair().0 as i64

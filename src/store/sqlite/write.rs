@@ -109,9 +109,8 @@ impl SqliteStore {
     /// and told why; the others are applied. `Err`: the transaction itself
     /// failed, nothing applied.
     pub fn commit_group(&mut self, members: &[(&Fence, &[Write])]) -> Result<Vec<Result<()>>> {
-        let mut tx = self
-            .conn
-            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        let durability = self.durability;
+        let mut tx = self.write()?;
         let mut outcomes = Vec::with_capacity(members.len());
         for (fence, writes) in members {
             let sp = tx.savepoint()?;
@@ -126,7 +125,7 @@ impl SqliteStore {
             // (A savepoint dropped unreleased is rolled back.)
             outcomes.push(applied);
         }
-        self.durability.commit(tx)?;
+        durability.commit(tx)?;
         Ok(outcomes)
     }
 
