@@ -10,7 +10,7 @@
 //! loss within one renewal interval.
 
 use crate::store::{Fence, Location, Store, StoreError};
-use std::sync::{OnceLock, mpsc};
+use std::sync::{Arc, Mutex, OnceLock, mpsc};
 use std::time::Duration;
 use tokio::sync::watch;
 
@@ -136,12 +136,27 @@ pub fn ttl_ms(ttl: Duration) -> i64 {
 
 /// Renews a lease in the background until dropped, and reports on `lost`
 /// (the new holder's name) when a renewal finds another process took the
-/// instance over. It sleeps between renewals and wakes at once when dropped,
-/// so a short run never waits for it; its connection is opened at the first
+/// instance over. Its thread starts when the first renewal is due (a timer
+/// on the caller's runtime): most runs, a child's of one step say, end
+/// before that and never pay for a thread (bench/RESULTS.md). Once
+/// started, it sleeps between renewals and wakes at once when dropped, so
+/// a short run never waits for it; its connection is opened at the first
 /// renewal, so a short run never pays for one either.
 pub struct Heartbeat {
     stop: Option<mpsc::Sender<()>>,
+    thread: Arc<Mutex<Lazy>>,
+    starter: Option<tokio::task::JoinHandle<()>>,
+}
+
+/// The heartbeat's thread, once started; `stopped`: it never will be.
+#[derive(Default)]
+struct Lazy {
+    stopped: bool,
     thread: Option<std::thread::JoinHandle<()>>,
+}
+
+fn lazy(m: &Mutex<Lazy>) -> std::sync::MutexGuard<'_, Lazy> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 impl Heartbeat {
@@ -153,77 +168,117 @@ impl Heartbeat {
         let (stop_tx, stop_rx) = mpsc::channel::<()>();
         let (lost_tx, lost_rx) = watch::channel(None);
         let every = ttl / 6;
-        let thread = std::thread::spawn(move || {
-            // PostgreSQL: a runtime of its own, so that a renewal never waits
-            // for the runner's loop (nor the loop for a renewal's round trip).
-            // SQLite's calls complete without waiting: no runtime is needed.
-            let runtime = match &db {
-                Location::Postgres(_) => {
-                    let Ok(rt) = tokio::runtime::Builder::new_current_thread()
-                        .enable_all()
-                        .build()
-                    else {
-                        return;
-                    };
-                    Some(rt)
-                }
-                Location::Sqlite(_) => None,
-            };
-            let block_on =
-                |f: std::pin::Pin<&mut dyn std::future::Future<Output = ()>>| match &runtime {
-                    Some(rt) => rt.block_on(f),
-                    None => now_or_never(f),
-                };
-            let mut store: Option<Store> = None;
-            while let Err(mpsc::RecvTimeoutError::Timeout) = stop_rx.recv_timeout(every) {
-                if store.is_none() {
-                    let mut opened = None;
-                    block_on(std::pin::pin!(async {
-                        opened = Store::open(&db).await.ok();
-                    }));
-                    store = opened;
-                }
-                let Some(s) = &store else { continue };
-                let mut renewed = Ok(());
-                block_on(std::pin::pin!(async {
-                    // No longer than until the next one: a lost connection
-                    // is made again by the next renewal, and the runner
-                    // waits for none of it when it stops.
-                    renewed = match &runtime {
-                        Some(_) => tokio::time::timeout(every, s.renew(&fence, ttl_ms(ttl)))
-                            .await
-                            .unwrap_or_else(|_| {
-                                Err(StoreError::Sql("the renewal took too long".into()))
-                            }),
-                        None => s.renew(&fence, ttl_ms(ttl)).await,
+        let body = move || renew_until_stopped(db, fence, ttl, every, stop_rx, lost_tx);
+        let thread = Arc::new(Mutex::new(Lazy::default()));
+        let starter = match tokio::runtime::Handle::try_current() {
+            Ok(rt) => {
+                let slot = thread.clone();
+                Some(rt.spawn(async move {
+                    tokio::time::sleep(every).await;
+                    let mut slot = lazy(&slot);
+                    if !slot.stopped {
+                        slot.thread = Some(std::thread::spawn(body));
                     }
-                }));
-                match renewed {
-                    Ok(()) => {}
-                    Err(StoreError::Fenced { holder, .. }) => {
-                        let _ = lost_tx.send(Some(
-                            holder.unwrap_or_else(|| "another process".to_string()),
-                        ));
-                        return;
-                    }
-                    // Busy, or the connection failed (a server restarted):
-                    // the next renewal tries again on a new connection, and
-                    // the runner's own writes are fenced whatever happens.
-                    Err(_) => {
-                        if matches!(s, Store::Postgres(_)) {
-                            store = None;
-                        }
-                    }
-                }
+                }))
             }
-        });
+            Err(_) => {
+                lazy(&thread).thread = Some(std::thread::spawn(body));
+                None
+            }
+        };
         (
             Heartbeat {
                 stop: Some(stop_tx),
-                thread: Some(thread),
+                thread,
+                starter,
             },
             lost_rx,
         )
+    }
+}
+
+/// The heartbeat's thread: renews at once (it starts when the first
+/// renewal is due), then every `every`, until `stop` is dropped or the
+/// lease was found lost (said on `lost_tx`).
+fn renew_until_stopped(
+    db: Location,
+    fence: Fence,
+    ttl: Duration,
+    every: Duration,
+    stop: mpsc::Receiver<()>,
+    lost_tx: watch::Sender<Option<String>>,
+) {
+    // PostgreSQL: a runtime of its own, so that a renewal never waits
+    // for the runner's loop (nor the loop for a renewal's round trip).
+    // SQLite's calls complete without waiting: no runtime is needed.
+    let runtime = match &db {
+        Location::Postgres(_) => {
+            let Ok(rt) = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            else {
+                return;
+            };
+            Some(rt)
+        }
+        Location::Sqlite(_) => None,
+    };
+    let block_on = |f: std::pin::Pin<&mut dyn std::future::Future<Output = ()>>| match &runtime {
+        Some(rt) => rt.block_on(f),
+        None => now_or_never(f),
+    };
+    let mut store: Option<Store> = None;
+    let mut first = true;
+    // Due: at once the first time (unless stopped already), then after
+    // each `every` that passes without the word to stop.
+    let mut due = || {
+        if std::mem::take(&mut first) {
+            matches!(stop.try_recv(), Err(mpsc::TryRecvError::Empty))
+        } else {
+            matches!(
+                stop.recv_timeout(every),
+                Err(mpsc::RecvTimeoutError::Timeout)
+            )
+        }
+    };
+    while due() {
+        if store.is_none() {
+            let mut opened = None;
+            block_on(std::pin::pin!(async {
+                opened = Store::open(&db).await.ok();
+            }));
+            store = opened;
+        }
+        let Some(s) = &store else { continue };
+        let mut renewed = Ok(());
+        block_on(std::pin::pin!(async {
+            // No longer than until the next one: a lost connection
+            // is made again by the next renewal, and the runner
+            // waits for none of it when it stops.
+            renewed = match &runtime {
+                Some(_) => tokio::time::timeout(every, s.renew(&fence, ttl_ms(ttl)))
+                    .await
+                    .unwrap_or_else(|_| Err(StoreError::Sql("the renewal took too long".into()))),
+                None => s.renew(&fence, ttl_ms(ttl)).await,
+            }
+        }));
+        match renewed {
+            Ok(()) => {}
+            Err(StoreError::Fenced { holder, .. }) => {
+                let _ = lost_tx.send(Some(
+                    holder.unwrap_or_else(|| "another process".to_string()),
+                ));
+                return;
+            }
+            // Busy, or the connection failed (a server restarted):
+            // the next renewal tries again on a new connection, and
+            // the runner's own writes are fenced whatever happens.
+            Err(_) => {
+                if matches!(s, Store::Postgres(_)) {
+                    store = None;
+                }
+            }
+        }
     }
 }
 
@@ -241,7 +296,17 @@ fn now_or_never(f: std::pin::Pin<&mut dyn std::future::Future<Output = ()>>) {
 impl Drop for Heartbeat {
     fn drop(&mut self) {
         drop(self.stop.take());
-        if let Some(t) = self.thread.take() {
+        // Under the slot's lock: the starter either started the thread
+        // already (joined here) or never will. No renewal outlives this.
+        let thread = {
+            let mut slot = lazy(&self.thread);
+            slot.stopped = true;
+            slot.thread.take()
+        };
+        if let Some(starter) = self.starter.take() {
+            starter.abort();
+        }
+        if let Some(t) = thread {
             let _ = t.join();
         }
     }

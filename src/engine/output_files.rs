@@ -60,6 +60,28 @@ pub struct OutputFiles {
     dir: Option<TempDir>,
 }
 
+/// One [`OutputFiles`] for several runs of this process: a parent's
+/// children run here share one folder and one spare, rather than a folder
+/// made and removed for each child (its mkdir, its inode, its removal: a
+/// tenth of a sequential child's cost, bench/RESULTS.md).
+#[derive(Clone, Default)]
+pub struct SharedOutputFiles(std::sync::Arc<std::sync::Mutex<OutputFiles>>);
+
+impl SharedOutputFiles {
+    /// The files, for a call that does not wait (never held across one).
+    pub fn lock(&self) -> std::sync::MutexGuard<'_, OutputFiles> {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+impl std::fmt::Debug for SharedOutputFiles {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("SharedOutputFiles")
+    }
+}
+
 impl OutputFiles {
     /// A file for an attempt about to start.
     pub fn take(&mut self) -> std::io::Result<OutputFile> {

@@ -241,6 +241,12 @@ impl Store {
         self.location().describe()
     }
 
+    /// Whether this is a store lent to a child run in its parent's process
+    /// ([`Store::Lent`]), whose parent goes on from its commits.
+    pub fn is_lent(&self) -> bool {
+        matches!(self, Store::Lent(_))
+    }
+
     /// Whether the connection can serve another run (a PostgreSQL one that
     /// was lost cannot).
     pub fn is_usable(&self) -> bool {
@@ -679,7 +685,7 @@ impl Store {
     pub async fn commit(&mut self, fence: &Fence, writes: &[Write]) -> Result<()> {
         match self {
             Store::Lent(shared) if shared.groups_commits() => {
-                shared::grouped(shared.commit(fence, writes.to_vec())).await
+                shared::grouped(shared.commit(fence, writes.to_vec(), true)).await
             }
             _ => each!(self.commit(fence, writes)),
         }
@@ -699,6 +705,26 @@ impl Store {
             Store::Sqlite(s) => s.begin_commit(fence, writes),
             Store::Postgres(p) => Ok(p.begin_commit(fence, writes).await),
             Store::Lent(shared) => shared::begin_commit(shared, fence, writes).await,
+        }
+    }
+
+    /// [`Store::commit`] left for the next synced commit to flush: applied
+    /// and visible to every connection when this returns, not waited for
+    /// on the disk. For a commit after which the run (or a child it made)
+    /// makes a synced commit before anything outside the database may
+    /// depend on it: no process or request starts, no command returns,
+    /// between them (docs/execution.md, Durability). Both backends' logs
+    /// are one sequence, so that later sync flushes this commit too.
+    pub async fn commit_before_sync(&mut self, fence: &Fence, writes: &[Write]) -> Result<()> {
+        match self {
+            Store::Sqlite(s) => s.commit_unsynced(fence, writes),
+            // Awaited: a child's first commit, on another connection, goes
+            // on from it.
+            Store::Postgres(p) => p.commit_unsynced_awaited(fence, writes).await,
+            Store::Lent(shared) if shared.groups_commits() => {
+                shared::grouped(shared.commit(fence, writes.to_vec(), false)).await
+            }
+            Store::Lent(_) => self.commit_unsynced(fence, writes).await,
         }
     }
 

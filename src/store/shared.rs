@@ -55,6 +55,8 @@ struct Group {
 struct Member {
     fence: Fence,
     writes: Vec<Write>,
+    /// Waits for the disk (else left to the next synced commit).
+    synced: bool,
     done: oneshot::Sender<Result<()>>,
 }
 
@@ -143,10 +145,14 @@ impl Shared {
     /// has polled every one that was ready): one transaction and one sync
     /// for them all, each member applied or refused on its own fence
     /// (`SqliteStore::commit_group`). The outcome comes on the receiver.
+    /// `synced`: false for a commit whose sync the next synced commit may
+    /// make (`Store::commit_before_sync`); a group syncs when any member
+    /// asks for it.
     pub fn commit(
         self: &Arc<Shared>,
         fence: &Fence,
         writes: Vec<Write>,
+        synced: bool,
     ) -> oneshot::Receiver<Result<()>> {
         let (done, outcome) = oneshot::channel();
         let start = {
@@ -154,6 +160,7 @@ impl Shared {
             group.waiting.push(Member {
                 fence: fence.clone(),
                 writes,
+                synced,
                 done,
             });
             !std::mem::replace(&mut group.flushing, true)
@@ -188,7 +195,7 @@ impl Shared {
                             .iter()
                             .map(|m| (&m.fence, m.writes.as_slice()))
                             .collect();
-                        s.commit_group(&each)
+                        s.commit_group(&each, members.iter().any(|m| m.synced))
                     }
                     _ => Err(StoreError::Sql("commits are grouped on SQLite only".into())),
                 },
@@ -262,7 +269,7 @@ pub(super) async fn begin_commit(
 ) -> Result<PendingCommit<'static>> {
     if shared.groups_commits() {
         return Ok(PendingCommit::sent(Box::pin(grouped(
-            shared.commit(fence, writes),
+            shared.commit(fence, writes, true),
         ))));
     }
     let mut lease = shared.take().await?;

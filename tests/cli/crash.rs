@@ -254,8 +254,11 @@ enum Ack {
 
 /// Reads a mark: step processes log `step ACK INSTANCE STEP PREV` (ACK 0:
 /// a NORMAL writer's, acknowledging nothing), the test `instance ID STATUS`
-/// and `event ID NAME`.
+/// and `event ID NAME`; several, separated by `; `.
 fn acks_of(mark: &str) -> Vec<Ack> {
+    if mark.contains("; ") {
+        return mark.split("; ").flat_map(acks_of).collect();
+    }
     let words: Vec<&str> = mark.split(' ').collect();
     match words.as_slice() {
         ["step", "0", ..] => vec![],
@@ -646,6 +649,45 @@ fn a_fan_out_of_children_committing_in_groups_survives_any_power_loss() {
     let done = replay(&rec);
     // 2 fans of 8 children of 6 steps: 5 completions and 6 starts each.
     assert!(done.acks >= 2 * 8 * 11, "{done:?}");
+}
+
+/// Sequential children run in the parent's process. Of a child's commits
+/// only the one that records its first attempt syncs: the parent's commit
+/// that makes it, and the child's end (with its last step's result), leave
+/// their sync to the next one (`Runner::defers_sync`). Every acknowledged
+/// step is in every crash state all the same: a child's first step, once
+/// started, acknowledges its own attempt, the parent's attempt that made
+/// it, and the parent's step before (whose child ended before it).
+#[test]
+fn sequential_children_leaving_their_syncs_to_the_next_survive_any_power_loss() {
+    if crate::sqlite_only("power loss of a SQLite file") {
+        return;
+    }
+    let rec = Recording::new(Test::new(), SETUP);
+    rec.t.write(
+        "child.yaml",
+        "name: child\ninputs:\n  parent: { required: true }\n  step: { required: true }\n  prev: { required: true }\nsteps:\n  \
+         - id: s0\n    run: \"true\"\n    env: { WF_IOLOG_MARK: \"step 1 ${{ instance.id }} s0 -; step 1 ${{ inputs.parent }} ${{ inputs.step }} ${{ inputs.prev }}\" }\n  \
+         - id: s1\n    run: \"true\"\n    env: { WF_IOLOG_MARK: \"step 1 ${{ instance.id }} s1 s0\" }\n",
+    );
+    let mut parent = String::from("name: seq\nsteps:\n");
+    for i in 0..6 {
+        let prev = if i == 0 {
+            "-".to_string()
+        } else {
+            format!("c{}", i - 1)
+        };
+        parent.push_str(&format!(
+            "  - id: c{i}\n    workflow: child.yaml\n    with: {{ parent: \"${{{{ instance.id }}}}\", step: c{i}, prev: \"{prev}\" }}\n"
+        ));
+    }
+    let seq = rec.t.write("seq.yaml", &parent);
+    for i in 0..2 {
+        rec.run_completed(&seq, &format!("seq{i}"), &[], false);
+    }
+    let done = replay(&rec);
+    // 2 parents of 6 children: 4 acks a child (5 but the first's), and the parent's end.
+    assert!(done.acks >= 2 * (6 * 4 + 5 + 1), "{done:?}");
 }
 
 /// A writer set to `synchronous=NORMAL` (a `WF_DURABILITY=normal` wf, as a

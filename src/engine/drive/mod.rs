@@ -493,7 +493,14 @@ async fn close_run(
         runner.sched.writes.push(Write::Release);
     }
     let writes = std::mem::take(&mut runner.sched.writes);
-    store.commit(&runner.fence, &writes).await?;
+    if store.is_lent() {
+        // A child run in its parent's process: its parent goes on from
+        // this commit, and syncs before anything depends on it
+        // (`Runner::defers_sync`).
+        store.commit_before_sync(&runner.fence, &writes).await?;
+    } else {
+        store.commit(&runner.fence, &writes).await?;
+    }
     Ok(outcome)
 }
 

@@ -9,6 +9,7 @@
 //! ended is not run again.
 
 use super::{EngineError, InstanceId, Observer, RunOptions};
+use crate::engine::output_files::SharedOutputFiles;
 use crate::store::{Shared, Store};
 use crate::workflow::Workflow;
 use futures_util::future::LocalBoxFuture;
@@ -48,6 +49,9 @@ pub(super) struct InProcess {
     /// one of their connections (a chain of 16 nested children, sharing
     /// four, stopped so).
     shared: Arc<Shared>,
+    /// The children's `$WF_OUTPUT` files: one folder and one spare for
+    /// them all.
+    files: SharedOutputFiles,
 }
 
 impl InProcess {
@@ -55,6 +59,7 @@ impl InProcess {
         InProcess {
             running: FuturesUnordered::new(),
             shared,
+            files: SharedOutputFiles::default(),
         }
     }
 
@@ -80,6 +85,7 @@ impl InProcess {
             None => parent_span.is_some().then(crate::engine::lease::owner_name),
         };
         let shared = self.shared.clone();
+        let files = self.files.clone();
         self.running.push(Box::pin(async move {
             let opts = RunOptions {
                 inline_wait,
@@ -87,6 +93,7 @@ impl InProcess {
                 parent_span,
                 owner,
                 claimed,
+                output_files: Some(files),
                 ..RunOptions::default()
             };
             // Taken at once, it would fail for want of a secret: it is

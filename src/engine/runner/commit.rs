@@ -20,18 +20,23 @@ use super::*;
 impl Runner<'_> {
     /// Commits `self.sched.writes` and starts `spawns` (drained), whose attempts
     /// the commit records. Returns the commit's spans, ended, to be dropped
-    /// (and made rows) once the caller is done starting work.
+    /// (and made rows) once the caller is done starting work. `before_sync`
+    /// (with no spawns): the commit's sync is left to the next synced
+    /// commit ([`Runner::defers_sync`]).
     pub(super) async fn commit_and_start(
         &mut self,
         store: &mut Store,
         spawns: &mut Vec<(Unit, Box<Job>, i64)>,
+        before_sync: bool,
     ) -> Result<Vec<tracing::Span>, EngineError> {
         let spans = self.commit_spans(store.system());
         let writes = std::mem::take(&mut self.sched.writes);
         let fence = self.fence.clone();
         let sent = Instant::now();
         let mut deferred = Vec::new();
-        let committed = if spawns.is_empty() {
+        let committed = if spawns.is_empty() && before_sync {
+            store.commit_before_sync(&fence, &writes).await
+        } else if spawns.is_empty() {
             store.commit(&fence, &writes).await
         } else {
             // Under way while the processes load.
@@ -44,7 +49,7 @@ impl Runner<'_> {
                         // release, when the new process starts. (Not while
                         // this machine makes the commit: it competed with
                         // it, bench/RESULTS.md.)
-                        self.output_files.tidy();
+                        self.output_files.lock().tidy();
                     }
                     let r = commit.done().await;
                     self.commit_took = sent.elapsed();
@@ -82,6 +87,25 @@ impl Runner<'_> {
             self.spawn(unit, *job, attempt);
         }
         Ok(spans)
+    }
+
+    /// Whether a commit that starts nothing (`applied` holds no spawns) may
+    /// leave its sync to the next synced commit (`Store::commit_before_sync`),
+    /// as nothing outside the database can depend on it before one:
+    /// - a child run in its parent's process (a lent store): its commits
+    ///   are known outside only through its parent, whose next acknowledged
+    ///   step is itself made durable first: every start of a process or
+    ///   request is recorded by a synced commit, and so is the end of every
+    ///   run that is not such a child (docs/execution.md, Durability);
+    /// - a commit that makes children to run here at once: the next thing
+    ///   it lets happen is their runs, whose first steps are recorded so.
+    ///
+    /// Each sync flushes every earlier commit: SQLite's WAL and
+    /// PostgreSQL's are each one sequence. A sequential child so costs one
+    /// sync, as a step does, not four (bench/RESULTS.md).
+    pub(super) fn defers_sync(store: &Store, applied: &Applied) -> bool {
+        applied.spawns.is_empty()
+            && (store.is_lent() || applied.children.iter().any(|c| c.claimed.is_some()))
     }
 
     /// Starts `spawns` (drained) held at their exec, the first and then

@@ -63,7 +63,8 @@ impl Runner<'_> {
                 // Started here, not in the task, so its process group is
                 // known before the loop goes on (and recorded once it has
                 // run `groups::RECORD_AFTER`).
-                let running = match shell::start(job, span, &mut self.output_files, hold) {
+                let begun = shell::start(job, span, &mut self.output_files.lock(), hold);
+                let running = match begun {
                     Ok(r) => {
                         if r.held() {
                             self.held.push(r.pid());

@@ -74,6 +74,9 @@ pub struct RunOptions {
     /// A child made leased to this run by its parent's commit: its lease
     /// and row, so the run starts without taking it over (`drive`).
     pub claimed: Option<Box<Claimed>>,
+    /// A child run in its parent's process: the `$WF_OUTPUT` files its
+    /// siblings share (else the run has its own).
+    pub output_files: Option<output_files::SharedOutputFiles>,
 }
 
 /// An instance made already leased to the run that will drive it: the
@@ -99,6 +102,7 @@ impl Default for RunOptions {
             restart: None,
             parent_span: None,
             claimed: None,
+            output_files: None,
         }
     }
 }
@@ -190,7 +194,7 @@ pub(super) struct Runner<'o> {
     pub(super) sched: Scheduler,
     opts: RunOptions,
     observer: &'o dyn Observer,
-    output_files: output_files::OutputFiles,
+    output_files: output_files::SharedOutputFiles,
     tasks: JoinSet<Done>,
     /// A signal stopped the run while nothing ran but timers and waits
     /// (`drive` then leaves the instance sleeping or waiting).
@@ -305,7 +309,7 @@ impl<'o> Runner<'o> {
             opening,
         });
         Runner {
-            output_files: output_files::OutputFiles::default(),
+            output_files: opts.output_files.clone().unwrap_or_default(),
             id: inst.id,
             wf,
             run,
@@ -372,9 +376,26 @@ impl<'o> Runner<'o> {
                     .iter()
                     .any(|w| !matches!(w, Write::Span(_)));
             debug_assert!(decided || applied.spawns.is_empty());
+            // A child run in its parent's process whose last unit just
+            // ended: what it decided commits with its end
+            // (`drive::close_run`), one transaction rather than two. Its
+            // attempts' spans end now, before that commit; it has no
+            // `wf.commit` span of its own, as no run's closing commit has
+            // (docs/traces.md).
+            if decided && store.is_lent() && self.at_rest(&applied) {
+                let idle = self.decide(Input::Idle);
+                if let Some(outcome) = idle.end {
+                    self.committing.clear();
+                    return Ok(outcome);
+                }
+                applied.again |= idle.again;
+            }
             let mut commit_spans = Vec::new();
             if decided {
-                commit_spans = self.commit_and_start(store, &mut applied.spawns).await?;
+                let before_sync = Self::defers_sync(store, &applied);
+                commit_spans = self
+                    .commit_and_start(store, &mut applied.spawns, before_sync)
+                    .await?;
             }
             for (unit, job, attempt) in applied.spawns {
                 self.spawn(unit, *job, attempt);
@@ -402,7 +423,7 @@ impl<'o> Runner<'o> {
             }
             drop(commit_spans);
             self.record_groups(store).await?;
-            self.output_files.tidy();
+            self.output_files.lock().tidy();
             // Locks asked for now are tried at once: taken, their units start.
             if self.try_locks(store).await? || applied.again {
                 continue;
@@ -510,11 +531,25 @@ impl<'o> Runner<'o> {
         }
     }
 
+    /// Whether nothing runs, nothing is to start and nothing is asked for
+    /// once `applied` is carried out: the run ends or suspends if the
+    /// scheduler finds nothing more to do (`Input::Idle`).
+    fn at_rest(&self, applied: &Applied) -> bool {
+        applied.spawns.is_empty()
+            && applied.children.is_empty()
+            && applied.ending.is_empty()
+            && !applied.again
+            && self.lock_waits.is_empty()
+            && self.sched.running.is_empty()
+            && self.tasks.is_empty()
+            && self.children.is_empty()
+    }
+
     /// What an ended attempt leaves for the driver (its output file, its
     /// process group), and what it leaves for the scheduler.
     fn ended(&mut self, mut d: Done) -> Settled {
         if let Some(file) = d.output_file.take() {
-            self.output_files.spent(file);
+            self.output_files.lock().spent(file);
         }
         self.group_ended(&d.unit.key(&self.wf), d.attempt);
         Settled {

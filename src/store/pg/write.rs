@@ -205,16 +205,34 @@ impl PgStore {
     pub async fn commit(&self, fence: &Fence, writes: &[Write]) -> Result<()> {
         let id = commit_id();
         let how = batch::commit(&fence.instance, fence.epoch, id, writes);
-        self.send_commit(fence, id, how).await
+        self.send_commit(fence, id, how, true).await
     }
 
-    /// Sends commit `id`, made into statements as `how`.
-    async fn send_commit(&self, fence: &Fence, id: i64, how: Commit) -> Result<()> {
+    /// Sends commit `id`, made into statements as `how`; `synced`: the
+    /// reply waits for the WAL's flush (else `synchronous_commit = off`
+    /// for this transaction alone: the next synced commit flushes it).
+    async fn send_commit(&self, fence: &Fence, id: i64, how: Commit, synced: bool) -> Result<()> {
         let result = match how {
-            Commit::One(op) => self.pipeline(vec![op]).await.and_then(fence_held),
+            Commit::One(op) if synced => self.pipeline(vec![op]).await.and_then(fence_held),
+            Commit::One(op) => {
+                // In a transaction of its own, so that the setting is
+                // local to it; the statement's reply is the third.
+                let all = vec![
+                    Op::Simple("BEGIN"),
+                    Op::Simple(UNSYNCED),
+                    op,
+                    Op::Simple("COMMIT"),
+                ];
+                self.pipeline(all)
+                    .await
+                    .and_then(|outs| fence_held(outs.into_iter().skip(2).collect()))
+            }
             Commit::Pipeline(ops) => {
-                let mut all = Vec::with_capacity(ops.len() + 3);
+                let mut all = Vec::with_capacity(ops.len() + 4);
                 all.push(Op::Simple("BEGIN"));
+                if !synced {
+                    all.push(Op::Simple(UNSYNCED));
+                }
                 all.push(Op::Query(
                     CHECK_COMMIT,
                     vec![p(fence.instance.clone()), p(fence.epoch), p(id)],
@@ -256,12 +274,24 @@ impl PgStore {
     }
 
     /// [`PgStore::commit_unsynced`], its reply waited for: on a connection
-    /// others share (`store::shared`), what the caller sends next may go on
-    /// another one, and must still land after it.
+    /// others share (`store::shared`), or when a run on another connection
+    /// goes on from it (a child it made, `Store::commit_before_sync`), what
+    /// is sent next may go on another connection, and must still land
+    /// after it. Made as [`PgStore::commit`] makes a batch (so sent again,
+    /// and applied once, when the connection was lost), but not flushed.
     pub async fn commit_unsynced_awaited(&self, fence: &Fence, writes: &[Write]) -> Result<()> {
-        self.pipeline(unsynced(fence, writes)).await.map(|_| ())
+        if let Some(op) = batch::group_statement(&fence.instance, fence.epoch, writes) {
+            return self.pipeline(vec![op]).await.map(|_| ());
+        }
+        let id = commit_id();
+        let how = batch::commit(&fence.instance, fence.epoch, id, writes);
+        self.send_commit(fence, id, how, false).await
     }
 }
+
+/// Makes the transaction it runs in commit without waiting for the WAL's
+/// flush: a later synchronous commit flushes it (the WAL is one sequence).
+const UNSYNCED: &str = "SET LOCAL synchronous_commit = off";
 
 /// The requests of an unsynced commit.
 fn unsynced(fence: &Fence, writes: &[Write]) -> Vec<Op> {
@@ -270,7 +300,7 @@ fn unsynced(fence: &Fence, writes: &[Write]) -> Vec<Op> {
     }
     let mut ops = vec![
         Op::Simple("BEGIN"),
-        Op::Simple("SET LOCAL synchronous_commit = off"),
+        Op::Simple(UNSYNCED),
         Op::Query(FENCE, vec![p(fence.instance.clone()), p(fence.epoch)]),
     ];
     ops.extend(writes.iter().map(|w| write_op(&fence.instance, w)));
@@ -342,7 +372,7 @@ impl PgStore {
                     .collect(),
             ),
         };
-        self.send_commit(fence, id, how).await
+        self.send_commit(fence, id, how, true).await
     }
 
     /// Whether [`PgStore::commit`] sends `writes` as one statement.

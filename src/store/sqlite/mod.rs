@@ -341,6 +341,18 @@ impl SqliteStore {
         fence: &Fence,
         f: impl FnOnce(&Connection) -> Result<T>,
     ) -> Result<T> {
+        self.unsynced(|s| {
+            let tx = s.fenced(fence)?;
+            let out = f(&tx)?;
+            tx.commit()?;
+            Ok(out)
+        })
+    }
+
+    /// Runs `f` with the connection set to `synchronous=NORMAL` (see
+    /// [`SqliteStore::fenced_unsynced`]); its commits must not go through
+    /// `Durability::commit` (`walbuf` gathers only synced ones).
+    fn unsynced<T>(&mut self, f: impl FnOnce(&mut Self) -> Result<T>) -> Result<T> {
         // Cached statements: this runs once a step, and parsing costs more
         // than running them.
         let set = |conn: &Connection, sql: &str| -> Result<()> {
@@ -348,11 +360,7 @@ impl SqliteStore {
             Ok(())
         };
         set(&self.conn, "PRAGMA synchronous=NORMAL")?;
-        let result = self.fenced(fence).and_then(|tx| {
-            let out = f(&tx)?;
-            tx.commit()?;
-            Ok(out)
-        });
+        let result = f(self);
         let restored = set(&self.conn, self.durability.pragma());
         if restored.is_err() {
             // The connection stays NORMAL: say so, so that no commit is

@@ -108,7 +108,25 @@ impl SqliteStore {
     /// whose writes fail, is rolled back to where it began (its savepoint)
     /// and told why; the others are applied. `Err`: the transaction itself
     /// failed, nothing applied.
-    pub fn commit_group(&mut self, members: &[(&Fence, &[Write])]) -> Result<Vec<Result<()>>> {
+    /// `synced`: false to leave the group's sync to the next synced commit
+    /// (every member asked for that, `Store::commit_before_sync`).
+    pub fn commit_group(
+        &mut self,
+        members: &[(&Fence, &[Write])],
+        synced: bool,
+    ) -> Result<Vec<Result<()>>> {
+        if synced {
+            self.commit_group_now(members, true)
+        } else {
+            self.unsynced(|s| s.commit_group_now(members, false))
+        }
+    }
+
+    fn commit_group_now(
+        &mut self,
+        members: &[(&Fence, &[Write])],
+        synced: bool,
+    ) -> Result<Vec<Result<()>>> {
         let durability = self.durability;
         let mut tx = self.write()?;
         let mut outcomes = Vec::with_capacity(members.len());
@@ -125,7 +143,11 @@ impl SqliteStore {
             // (A savepoint dropped unreleased is rolled back.)
             outcomes.push(applied);
         }
-        durability.commit(tx)?;
+        if synced {
+            durability.commit(tx)?;
+        } else {
+            tx.commit()?;
+        }
         Ok(outcomes)
     }
 
