@@ -62,7 +62,7 @@ pub use queue::{QueueLimits, QueuePlace};
 pub use registry::Refused;
 pub use rows::*;
 pub use shared::Shared;
-pub use write::Write;
+pub use write::{ChildWrites, Write};
 
 /// How hard a commit tries to reach the disk (`WF_DURABILITY`): `Full`
 /// (the default) survives a power loss, `Normal` a crash of wf only. Each

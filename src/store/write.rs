@@ -92,4 +92,18 @@ pub enum Write {
         name: String,
         payload: Value,
     },
+    /// Writes to a child instance an earlier `CreateChild` of the batch
+    /// made, under the child's own fence (the lease it was made with):
+    /// the opening of its first run, when its parent runs it in its
+    /// process, so that the commit that makes the child also records its
+    /// first attempts (`engine::runner::children`). Refused, with the
+    /// whole batch, unless that fence holds.
+    Child(Box<ChildWrites>),
+}
+
+/// What [`Write::Child`] writes: `writes`, to the instance `fence` holds.
+#[derive(Debug, Clone)]
+pub struct ChildWrites {
+    pub fence: super::Fence,
+    pub writes: Vec<Write>,
 }

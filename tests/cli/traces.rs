@@ -1244,11 +1244,13 @@ steps:
 }
 
 /// A parent whose `workflow:` step makes a child that sleeps: the parent's
-/// first run suspends on the child, which a later run of its own ends.
+/// first run suspends on the child, which a later run of its own ends
+/// (`--now`: the sleep is long enough never to be due by the time the
+/// child's run looks, however slow its commits).
 fn parent_and_sleeping_child(t: &Test, env: &[(&str, &str)]) -> (String, String) {
     t.write(
         "child.yaml",
-        "name: kid\nsteps:\n  - id: first\n    run: echo one\n  - id: nap\n    sleep: 10ms\n  \
+        "name: kid\nsteps:\n  - id: first\n    run: echo one\n  - id: nap\n    sleep: 1h\n  \
          - id: last\n    run: echo two\n",
     );
     let parent = t.write(

@@ -9,7 +9,10 @@
 //! runner's loop, `finish`.
 
 mod admit;
+mod child;
 mod open;
+
+pub(super) use child::open_claimed;
 
 pub(super) use open::ended_spans;
 use open::open_run;
@@ -68,17 +71,71 @@ pub async fn drive(
     }
     let (heartbeat, lost) = Heartbeat::start(store.location(), fence.clone(), ttl);
     end_leftovers(id, &history.open, observer).await;
-    let last_run = history.last_run;
-    let opened = open_run(id, &wf, history, restart.plan, &opts);
     // A restart gives the workflow's `timeout` a fresh start: it counts from
     // the newest restart, else from the instance's creation.
     let deadline_from = if opts.restart.is_some() {
         Some(Timestamp::now())
-    } else if wf.timeout.is_some() && last_run > 0 {
+    } else if wf.timeout.is_some() && history.last_run > 0 {
         advice::deadline_start(&store.runs(id).await?)
     } else {
         None
     };
+    let ready = ready(Setup {
+        location: store.location(),
+        live_dir: store.live_dir(),
+        fence,
+        history,
+        wf,
+        restart,
+        opts,
+        observer,
+        deadline_from,
+        heartbeat,
+        lost,
+    });
+    run_ready(store, ready).await
+}
+
+/// A run opened and about to go: its runner, its heartbeat, its fence.
+pub(super) struct Ready<'o> {
+    pub(super) runner: Runner<'o>,
+    heartbeat: Heartbeat,
+    fence: store::Fence,
+}
+
+/// What [`ready`] opens a run from.
+struct Setup<'o> {
+    location: store::Location,
+    live_dir: std::path::PathBuf,
+    fence: store::Fence,
+    history: store::History,
+    wf: Arc<Workflow>,
+    restart: Restart,
+    opts: RunOptions,
+    observer: &'o dyn Observer,
+    deadline_from: Option<Timestamp>,
+    heartbeat: Heartbeat,
+    lost: tokio::sync::watch::Receiver<Option<String>>,
+}
+
+/// Opens the run (`open::open_run`: recovery, its trace, its opening
+/// writes) and makes its runner; nothing is read or written here.
+fn ready(setup: Setup<'_>) -> Ready<'_> {
+    let Setup {
+        location,
+        live_dir,
+        fence,
+        history,
+        wf,
+        restart,
+        opts,
+        observer,
+        deadline_from,
+        heartbeat,
+        lost,
+    } = setup;
+    let id = fence.instance.clone();
+    let opened = open_run(&id, &wf, history, restart.plan, &opts);
     let (run, cancel, terminate) = (opened.run, opened.cancel, opened.terminate);
     let mut runner = Runner::new(RunStart {
         wf: wf.clone(),
@@ -100,8 +157,8 @@ pub async fn drive(
                 opentelemetry::trace::TraceFlags::SAMPLED,
                 opentelemetry::trace::TraceState::default(),
             )),
-        live_dir: Some(store.live_dir()),
-        shared: store::Shared::new(store.location()),
+        live_dir: Some(live_dir),
+        shared: store::Shared::new(location),
         deadline_from,
         opening: opened.writes,
         carried: opened.carried,
@@ -110,10 +167,27 @@ pub async fn drive(
     if cancel {
         runner.stop(Stop::Cancel);
     }
-    observer.run_started(id, &wf.name, run, wf.steps.len());
+    observer.run_started(&id, &wf.name, run, wf.steps.len());
     if let Some(note) = &restart.note {
         observer.message(note);
     }
+    Ready {
+        runner,
+        heartbeat,
+        fence,
+    }
+}
+
+/// Drives a run [`ready`] opened to its end (`finish`).
+pub(super) async fn run_ready(
+    store: &mut Store,
+    ready: Ready<'_>,
+) -> Result<RunOutcome, EngineError> {
+    let Ready {
+        mut runner,
+        heartbeat,
+        fence,
+    } = ready;
     let outcome = runner.main_loop(store).await;
     finish(store, &mut runner, outcome, heartbeat, &fence).await
 }

@@ -10,7 +10,7 @@
 
 use super::{EngineError, InstanceId, Observer, RunOptions};
 use crate::engine::output_files::SharedOutputFiles;
-use crate::store::{Shared, Store};
+use crate::store::{ChildWrites, Shared, Store, Write};
 use crate::workflow::Workflow;
 use futures_util::future::LocalBoxFuture;
 use futures_util::stream::{FuturesUnordered, StreamExt as _};
@@ -35,6 +35,21 @@ pub(super) struct Start {
     pub(super) parent_span: Option<String>,
     /// Made leased to this process by the commit that made it.
     pub(super) claimed: Option<Box<super::Claimed>>,
+    /// Its run, opened before that commit, which makes its first
+    /// decisions too ([`InProcess::open`]).
+    pub(super) opened: Option<Box<crate::engine::drive::Ready<'static>>>,
+}
+
+impl Start {
+    /// Whether the commit that makes this child lets work start outside
+    /// the database: its first attempts (or those of its own children,
+    /// opened with it).
+    pub(super) fn starts_work(&self) -> bool {
+        self.opened
+            .as_ref()
+            .and_then(|r| r.runner.precommitted.as_ref())
+            .is_some_and(|a| !a.spawns.is_empty() || a.children.iter().any(Start::starts_work))
+    }
 }
 
 /// The children running in this process; each reports, when its run
@@ -67,35 +82,63 @@ impl InProcess {
         self.running.is_empty()
     }
 
-    /// Starts driving a child (with the parent's inline wait).
-    pub(super) fn start(&mut self, start: Start, inline_wait: Duration) {
-        let Start {
-            id,
-            workflow,
-            parent_span,
-            claimed,
-        } = start;
+    /// Opens the run of a child the coming commit makes leased to this
+    /// process (`drive::open_claimed`), and returns its first decisions
+    /// for that commit to make ([`Write::Child`]); `None` (and nothing
+    /// opened) when it is to be taken as any instance is, by its run.
+    pub(super) fn open(&mut self, start: &mut Start, inline_wait: Duration) -> Option<Write> {
+        let fence = start.claimed.as_ref()?.fence.clone();
+        let opts = self.options(start, inline_wait);
+        let live_dir = Store::Lent(self.shared.clone()).live_dir();
+        let location = self.shared.location().clone();
+        let mut ready = crate::engine::drive::open_claimed(location, live_dir, &opts, &QUIET)?;
+        let writes = ready.runner.open_in_parent();
+        start.opened = Some(Box::new(ready));
+        Some(Write::Child(Box::new(ChildWrites { fence, writes })))
+    }
+
+    /// How a child is run here (with the parent's inline wait).
+    fn options(&self, start: &Start, inline_wait: Duration) -> RunOptions {
         // Made by this run's last commit: leased to this process by it
         // (`Runner::lease_child`), or else taken at once (as `wf run` takes
         // what it created; a worker woken for it that got there first keeps
         // it, and it is left to it); one made earlier is checked first, so
         // that refusing it writes nothing.
-        let owner = match &claimed {
+        let owner = match &start.claimed {
             Some(c) => Some(c.fence.owner.clone()),
-            None => parent_span.is_some().then(crate::engine::lease::owner_name),
+            None => start
+                .parent_span
+                .is_some()
+                .then(crate::engine::lease::owner_name),
         };
+        RunOptions {
+            inline_wait,
+            workflow: start.workflow.clone(),
+            parent_span: start.parent_span.clone(),
+            owner,
+            claimed: start.claimed.clone(),
+            output_files: Some(self.files.clone()),
+            ..RunOptions::default()
+        }
+    }
+
+    /// Starts driving a child (with the parent's inline wait).
+    pub(super) fn start(&mut self, mut start: Start, inline_wait: Duration) {
         let shared = self.shared.clone();
-        let files = self.files.clone();
+        if let Some(ready) = start.opened.take() {
+            // Opened, its first decisions made by the commit that made it.
+            let id = start.id;
+            self.running.push(Box::pin(async move {
+                let mut store = Store::Lent(shared);
+                let ran = crate::engine::drive::run_ready(&mut store, *ready).await;
+                said_of(&id, ran.map(|_| ()))
+            }));
+            return;
+        }
+        let opts = self.options(&start, inline_wait);
+        let id = start.id;
         self.running.push(Box::pin(async move {
-            let opts = RunOptions {
-                inline_wait,
-                workflow,
-                parent_span,
-                owner,
-                claimed,
-                output_files: Some(files),
-                ..RunOptions::default()
-            };
+            let mut store = Store::Lent(shared);
             // Taken at once, it would fail for want of a secret: it is
             // left, unclaimed, for a process that has it.
             if opts.owner.is_some()
@@ -109,19 +152,10 @@ impl InProcess {
                     "child instance {id} could not run here: {e}; the step waits for it (`wf resume {id}`)"
                 ));
             }
-            let mut store = Store::Lent(shared);
             let ran = crate::engine::drive::drive(&mut store, &id, opts, &QUIET)
                 .await
                 .map(|_| ());
-            match ran {
-                // Held elsewhere or ended already: its end reaches the
-                // parent all the same. Anything else leaves it for `wf
-                // resume CHILD` or a worker, and is said.
-                Ok(()) | Err(EngineError::Held { .. } | EngineError::NotResumable(_)) => None,
-                Err(e) => Some(format!(
-                    "child instance {id} could not run here: {e}; the step waits for it (`wf resume {id}`)"
-                )),
-            }
+            said_of(&id, ran)
         }));
     }
 
@@ -141,5 +175,18 @@ impl InProcess {
             said.extend(s);
         }
         said
+    }
+}
+
+/// What the parent says of a child's run that ended so: nothing when it
+/// ran, or was held elsewhere or ended already (its end reaches the parent
+/// all the same); anything else leaves it for `wf resume CHILD` or a
+/// worker, and is said.
+fn said_of(id: &InstanceId, ran: Result<(), EngineError>) -> Option<String> {
+    match ran {
+        Ok(()) | Err(EngineError::Held { .. } | EngineError::NotResumable(_)) => None,
+        Err(e) => Some(format!(
+            "child instance {id} could not run here: {e}; the step waits for it (`wf resume {id}`)"
+        )),
     }
 }

@@ -17,7 +17,64 @@
 
 use super::*;
 
+/// What the loop's commit of its decisions came to.
+pub(super) enum Decided {
+    /// Made, if anything was decided: its spans, ended, to be dropped once
+    /// the work it let start has started.
+    Committed(Vec<tracing::Span>),
+    /// The run ends: a child run here whose last unit just ended, its
+    /// decisions left for the commit that records its end.
+    Ended(RunOutcome),
+}
+
 impl Runner<'_> {
+    /// Commits what the scheduler decided (`applied` and
+    /// `self.sched.writes`) and starts the jobs it records, if anything was
+    /// decided.
+    pub(super) async fn commit_decided(
+        &mut self,
+        store: &mut Store,
+        applied: &mut Applied,
+    ) -> Result<Decided, EngineError> {
+        self.flush_spans(&[]);
+        // Nothing decided (a wake-up to look for a cancel request
+        // while steps run, every 100 ms): no commit. Spans alone
+        // (the last commit's own span) wait for the next commit
+        // that records something, or the run's last one. A commit
+        // of nothing was a synced transaction on PostgreSQL (the
+        // fence's row lock is logged): ten a second per running
+        // instance.
+        let decided = !self.committing.is_empty()
+            || self
+                .sched
+                .writes
+                .iter()
+                .any(|w| !matches!(w, Write::Span(_)));
+        debug_assert!(decided || applied.spawns.is_empty());
+        if !decided {
+            return Ok(Decided::Committed(Vec::new()));
+        }
+        // A child run in its parent's process whose last unit just
+        // ended: what it decided commits with its end
+        // (`drive::close_run`), one transaction rather than two. Its
+        // attempts' spans end now, before that commit; it has no
+        // `wf.commit` span of its own, as no run's closing commit has
+        // (docs/traces.md).
+        if store.is_lent() && self.at_rest(applied) {
+            let idle = self.decide(Input::Idle);
+            if let Some(outcome) = idle.end {
+                self.committing.clear();
+                return Ok(Decided::Ended(outcome));
+            }
+            applied.again |= idle.again;
+        }
+        let before_sync = Self::defers_sync(store, applied);
+        let spans = self
+            .commit_and_start(store, &mut applied.spawns, before_sync)
+            .await?;
+        Ok(Decided::Committed(spans))
+    }
+
     /// Commits `self.sched.writes` and starts `spawns` (drained), whose attempts
     /// the commit records. Returns the commit's spans, ended, to be dropped
     /// (and made rows) once the caller is done starting work. `before_sync`
@@ -98,13 +155,17 @@ impl Runner<'_> {
     ///   request is recorded by a synced commit, and so is the end of every
     ///   run that is not such a child (docs/execution.md, Durability);
     /// - a commit that makes children to run here at once: the next thing
-    ///   it lets happen is their runs, whose first steps are recorded so.
+    ///   it lets happen is their runs, whose first steps are recorded so
+    ///   (unless this commit records them: a child opened with it,
+    ///   `Runner::open_in_parent`, whose first attempts start once it
+    ///   returned, makes it synced).
     ///
     /// Each sync flushes every earlier commit: SQLite's WAL and
     /// PostgreSQL's are each one sequence. A sequential child so costs one
     /// sync, as a step does, not four (bench/RESULTS.md).
     pub(super) fn defers_sync(store: &Store, applied: &Applied) -> bool {
         applied.spawns.is_empty()
+            && !applied.children.iter().any(children::Start::starts_work)
             && (store.is_lent() || applied.children.iter().any(|c| c.claimed.is_some()))
     }
 

@@ -29,6 +29,7 @@ use crate::store::{self, Fence, StepRow, Store, Write};
 use crate::telemetry::{self, recorder};
 use crate::vocab::{CancelRequest, InstanceId, Timestamp};
 use crate::workflow::Workflow;
+use commit::Decided;
 use opentelemetry::KeyValue;
 use opentelemetry::trace::Status;
 pub use spans::CarriedAttempt;
@@ -228,6 +229,10 @@ pub(super) struct Runner<'o> {
     pub(super) parent: Option<store::ParentRef>,
     /// Step locks asked for and not taken yet: (unit key, lock key, limit).
     lock_waits: Vec<(String, String, u32)>,
+    /// A child's first decisions, which its parent's commit made durable
+    /// ([`Runner::open_in_parent`]): carried out by the loop's first turn,
+    /// which commits nothing.
+    precommitted: Option<Applied>,
 }
 
 /// What a run starts from (see `drive`).
@@ -332,7 +337,20 @@ impl<'o> Runner<'o> {
             children: children::InProcess::new(shared),
             parent: inst.parent,
             lock_waits: Vec::new(),
+            precommitted: None,
         }
+    }
+
+    /// The first decisions of a child's run its parent opened before the
+    /// commit that makes the child (`drive::open_claimed`): the writes
+    /// that open the run and record its first attempts, for that commit
+    /// to make (`Write::Child`). What they start waits for it: the loop's
+    /// first turn.
+    pub(super) fn open_in_parent(&mut self) -> Vec<Write> {
+        let applied = self.decide(Input::Tick(Vec::new()));
+        self.flush_spans(&[]);
+        self.precommitted = Some(applied);
+        std::mem::take(&mut self.sched.writes)
     }
 
     /// Runs the loop, then waits for the children it runs in this process
@@ -359,44 +377,23 @@ impl<'o> Runner<'o> {
         let mut settled: Vec<Settled> = Vec::new();
         let mut last_poll = Instant::now();
         loop {
-            // One transaction: results that came in, then every start they unblock.
-            let mut applied = self.decide(Input::Tick(std::mem::take(&mut settled)));
-            self.flush_spans(&[]);
-            // Nothing decided (a wake-up to look for a cancel request
-            // while steps run, every 100 ms): no commit. Spans alone
-            // (the last commit's own span) wait for the next commit
-            // that records something, or the run's last one. A commit
-            // of nothing was a synced transaction on PostgreSQL (the
-            // fence's row lock is logged): ten a second per running
-            // instance.
-            let decided = !self.committing.is_empty()
-                || self
-                    .sched
-                    .writes
-                    .iter()
-                    .any(|w| !matches!(w, Write::Span(_)));
-            debug_assert!(decided || applied.spawns.is_empty());
-            // A child run in its parent's process whose last unit just
-            // ended: what it decided commits with its end
-            // (`drive::close_run`), one transaction rather than two. Its
-            // attempts' spans end now, before that commit; it has no
-            // `wf.commit` span of its own, as no run's closing commit has
-            // (docs/traces.md).
-            if decided && store.is_lent() && self.at_rest(&applied) {
-                let idle = self.decide(Input::Idle);
-                if let Some(outcome) = idle.end {
-                    self.committing.clear();
-                    return Ok(outcome);
-                }
-                applied.again |= idle.again;
-            }
+            // One transaction: results that came in, then every start they
+            // unblock (a child's first turn: made by its parent's commit).
             let mut commit_spans = Vec::new();
-            if decided {
-                let before_sync = Self::defers_sync(store, &applied);
-                commit_spans = self
-                    .commit_and_start(store, &mut applied.spawns, before_sync)
-                    .await?;
-            }
+            let applied = match self.precommitted.take() {
+                Some(applied) => {
+                    self.sched.opening = 0;
+                    applied
+                }
+                None => {
+                    let mut applied = self.decide(Input::Tick(std::mem::take(&mut settled)));
+                    match self.commit_decided(store, &mut applied).await? {
+                        Decided::Committed(spans) => commit_spans = spans,
+                        Decided::Ended(outcome) => return Ok(outcome),
+                    }
+                    applied
+                }
+            };
             for (unit, job, attempt) in applied.spawns {
                 self.spawn(unit, *job, attempt);
             }
@@ -418,6 +415,7 @@ impl<'o> Runner<'o> {
                     workflow: None,
                     parent_span: None,
                     claimed: None,
+                    opened: None,
                 };
                 self.children.start(start, self.opts.inline_wait);
             }
@@ -614,12 +612,20 @@ impl<'o> Runner<'o> {
                         (Some(_), Some(child)) => self.lease_child(&id, child),
                         _ => None,
                     };
-                    applied.children.push(children::Start {
+                    let mut start = children::Start {
                         id,
                         workflow,
                         parent_span,
                         claimed,
-                    });
+                        opened: None,
+                    };
+                    // Made leased to this process by the coming commit:
+                    // its run is opened now, and that commit records its
+                    // first decisions too.
+                    if let Some(opening) = self.children.open(&mut start, self.opts.inline_wait) {
+                        self.sched.writes.push(opening);
+                    }
+                    applied.children.push(start);
                 }
                 Effect::EndChild { id, terminate } => applied.ending.push((id, terminate)),
                 Effect::Again => applied.again = true,

@@ -12,15 +12,18 @@
 //! schedule's fire (once), prune (ended instances with their rows; a dry
 //! run only counts), a definition pinned with the workflows it calls, and
 //! listings of roots or of one parent's children, with their counts,
-//! queues (`queues.rs`), and the registry and metrics (`registry.rs`).
+//! queues (`queues.rs`), the registry and metrics (`registry.rs`), and
+//! children opened in their parent's commit (`children.rs`).
 //!
 //! And the proof that every way a batch of writes reaches a database
 //! leaves the same rows (`write_paths`).
 
+mod children;
 mod queues;
 mod registry;
 mod write_paths;
 
+use children::*;
 use queues::*;
 use registry::*;
 
@@ -75,6 +78,7 @@ contract!(
     step_locks,
     registry,
     metrics_and_heartbeats,
+    children_opened_in_the_parents_commit,
 );
 
 fn runtime() -> tokio::runtime::Runtime {

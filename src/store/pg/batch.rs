@@ -147,6 +147,7 @@ fn group(writes: &[Write]) -> Grouped<'_> {
             }
             Write::AttemptProcess { .. }
             | Write::CreateChild(_)
+            | Write::Child(_)
             | Write::NotifyParent { .. }
             | Write::ReleaseLock { .. }
             | Write::ReleaseLocks => {
@@ -213,14 +214,16 @@ pub(super) fn grouped(id: &str, writes: &[Write]) -> Vec<Op> {
 /// The statements that apply `writes` (grouped as `g`) to instance `id`.
 fn ops(id: &str, writes: &[Write], g: &Grouped) -> Vec<Op> {
     // Runs keep their order (closing abandoned runs comes before a new one).
-    let mut ops: Vec<Op> = g.runs.iter().map(|w| write_op(id, w)).collect();
+    let mut ops: Vec<Op> = g.runs.iter().flat_map(|w| write_op(id, w)).collect();
     if !g.attempts.is_empty() {
         let mut params = vec![p(id.to_string())];
         params.extend(attempt_columns(&g.attempts));
         ops.push(Op::Exec(&INSERT_ATTEMPTS, params));
     }
     // (An update of an attempt started in this batch runs after its insert.)
-    ops.extend(g.updates.iter().map(|w| write_op(id, w)));
+    // (A child's writes, `Write::Child`, after the `CreateChild` that
+    // made it: both are updates, in the batch's order.)
+    ops.extend(g.updates.iter().flat_map(|w| write_op(id, w)));
     if !g.steps.is_empty() {
         let mut params = vec![p(id.to_string())];
         params.extend(step_columns(&g.steps, &g.patches));
@@ -231,7 +234,7 @@ fn ops(id: &str, writes: &[Write], g: &Grouped) -> Vec<Op> {
         params.extend(span_columns(&g.spans));
         ops.push(Op::Exec(&INSERT_SPANS, params));
     }
-    ops.extend(g.instance.iter().map(|&i| write_op(id, &writes[i])));
+    ops.extend(g.instance.iter().flat_map(|&i| write_op(id, &writes[i])));
     ops
 }
 
@@ -284,6 +287,23 @@ fn one_statement(id: &str, epoch: i64, commit: i64, writes: &[Write], g: &Groupe
     params.push(p(Timestamp::now()));
     params.push(p(commit));
     Some(Op::Query(&STEP_COMMIT, params))
+}
+
+/// The statements of a child's writes ([`Write::Child`]) in its parent's
+/// commit: the check of its fence (with a commit id of its own), then its
+/// writes, grouped as a batch of its own.
+pub(super) fn child_ops(child: &crate::store::ChildWrites) -> Vec<Op> {
+    let id = child.fence.instance.as_str();
+    let mut all = vec![Op::Query(
+        super::write::CHECK_COMMIT,
+        vec![
+            p(id.to_string()),
+            p(child.fence.epoch),
+            p(super::write::commit_id()),
+        ],
+    )];
+    all.extend(ops(id, &child.writes, &group(&child.writes)));
+    all
 }
 
 /// The process group of an attempt that just started, as one statement in

@@ -21,10 +21,12 @@ use crate::vocab::Timestamp;
 const RELEASE_IN_COMMIT: &str = "WITH r AS (UPDATE instances SET lease_expires_ms=NULL WHERE id=$1) \
      SELECT pg_notify('wf_' || current_schema(), '')";
 
-/// The request that puts `w` in the store.
-pub(super) fn write_op(id: &str, w: &Write) -> Op {
+/// The requests that put `w` in the store: one, but for a child's writes
+/// ([`Write::Child`]: its fence's check, then its own).
+pub(super) fn write_op(id: &str, w: &Write) -> Vec<Op> {
     let id = id.to_string();
-    match w {
+    let op = match w {
+        Write::Child(child) => return super::batch::child_ops(child),
         Write::StartAttempt {
             key,
             attempt,
@@ -193,7 +195,8 @@ pub(super) fn write_op(id: &str, w: &Write) -> Op {
                 p(Timestamp::now()),
             ],
         ),
-    }
+    };
+    vec![op]
 }
 
 impl PgStore {
@@ -216,23 +219,15 @@ impl PgStore {
             Commit::One(op) if synced => self.pipeline(vec![op]).await.and_then(fence_held),
             Commit::One(op) => {
                 // In a transaction of its own, so that the setting is
-                // local to it; the statement's reply is the third.
-                let all = vec![
-                    Op::Simple("BEGIN"),
-                    Op::Simple(UNSYNCED),
-                    op,
-                    Op::Simple("COMMIT"),
-                ];
+                // local to it; the statement's reply is the second.
+                let all = vec![Op::Simple(BEGIN_UNSYNCED), op, Op::Simple("COMMIT")];
                 self.pipeline(all)
                     .await
-                    .and_then(|outs| fence_held(outs.into_iter().skip(2).collect()))
+                    .and_then(|outs| fence_held(outs.into_iter().skip(1).collect()))
             }
             Commit::Pipeline(ops) => {
-                let mut all = Vec::with_capacity(ops.len() + 4);
-                all.push(Op::Simple("BEGIN"));
-                if !synced {
-                    all.push(Op::Simple(UNSYNCED));
-                }
+                let mut all = Vec::with_capacity(ops.len() + 3);
+                all.push(Op::Simple(if synced { "BEGIN" } else { BEGIN_UNSYNCED }));
                 all.push(Op::Query(
                     CHECK_COMMIT,
                     vec![p(fence.instance.clone()), p(fence.epoch), p(id)],
@@ -289,9 +284,10 @@ impl PgStore {
     }
 }
 
-/// Makes the transaction it runs in commit without waiting for the WAL's
-/// flush: a later synchronous commit flushes it (the WAL is one sequence).
-const UNSYNCED: &str = "SET LOCAL synchronous_commit = off";
+/// Begins a transaction that commits without waiting for the WAL's flush:
+/// a later synchronous commit flushes it (the WAL is one sequence). One
+/// request, not two.
+const BEGIN_UNSYNCED: &str = "BEGIN; SET LOCAL synchronous_commit = off";
 
 /// The requests of an unsynced commit.
 fn unsynced(fence: &Fence, writes: &[Write]) -> Vec<Op> {
@@ -299,23 +295,22 @@ fn unsynced(fence: &Fence, writes: &[Write]) -> Vec<Op> {
         return vec![op];
     }
     let mut ops = vec![
-        Op::Simple("BEGIN"),
-        Op::Simple(UNSYNCED),
+        Op::Simple(BEGIN_UNSYNCED),
         Op::Query(FENCE, vec![p(fence.instance.clone()), p(fence.epoch)]),
     ];
-    ops.extend(writes.iter().map(|w| write_op(&fence.instance, w)));
+    ops.extend(writes.iter().flat_map(|w| write_op(&fence.instance, w)));
     ops.push(Op::Simple("COMMIT"));
     ops
 }
 
 /// A commit's id: random, so that no two commits of any runner share one.
-fn commit_id() -> i64 {
+pub(super) fn commit_id() -> i64 {
     uuid::Uuid::new_v4().as_u64_pair().0 as i64
 }
 
 /// The fence of a commit sent as a pipeline (`$1` the instance, `$2` the
 /// epoch, `$3` the commit's id): raises WF002 if the commit is in already.
-const CHECK_COMMIT: &str = "SELECT check_commit($1, $2, $3)";
+pub(super) const CHECK_COMMIT: &str = "SELECT check_commit($1, $2, $3)";
 
 /// What a statement with the fence inlined returned (`held`, the holder,
 /// `done`): refused unless its epoch was the runner's, or the commit was
@@ -368,7 +363,7 @@ impl PgStore {
             CommitPath::EachWrite => Commit::Pipeline(
                 writes
                     .iter()
-                    .map(|w| write_op(&fence.instance, w))
+                    .flat_map(|w| write_op(&fence.instance, w))
                     .collect(),
             ),
         };

@@ -82,6 +82,13 @@ fn apply(c: &Connection, id: &str, w: &Write) -> Result<()> {
             name,
             payload,
         } => super::history::insert_event(c, parent, name, payload, None, false),
+        Write::Child(child) => {
+            super::lease::check_fence(c, &child.fence)?;
+            child
+                .writes
+                .iter()
+                .try_for_each(|w| apply(c, &child.fence.instance, w))
+        }
     }
 }
 
