@@ -1,8 +1,9 @@
 //! The `$WF_OUTPUT` files of a run's attempts: each attempt gets a file of
 //! its own, under a name no earlier attempt was given, and wf reads it when
 //! the attempt succeeds. A run's files are in a folder of its own in
-//! `$TMPDIR` (mode 0700, removed with the run): a few entries to look names
-//! up in rather than the shared temp folder's, and names that need no
+//! `$TMPDIR` (mode 0700, removed with the run; the children a run runs in
+//! its process share one, [`SharedOutputFiles`]): a few entries to look
+//! names up in rather than the shared temp folder's, and names that need no
 //! randomness (a count), since nobody else can create one there.
 //!
 //! Making and removing a file per step is costly on ext4: a new inode is

@@ -121,33 +121,21 @@ struct Setup<'o> {
 /// Opens the run (`open::open_run`: recovery, its trace, its opening
 /// writes) and makes its runner; nothing is read or written here.
 fn ready(setup: Setup<'_>) -> Ready<'_> {
-    let Setup {
-        location,
-        live_dir,
-        fence,
-        history,
-        wf,
-        restart,
-        opts,
-        observer,
-        deadline_from,
-        heartbeat,
-        lost,
-    } = setup;
+    let (wf, observer, fence) = (setup.wf, setup.observer, setup.fence);
     let id = fence.instance.clone();
-    let opened = open_run(&id, &wf, history, restart.plan, &opts);
+    let opened = open_run(&id, &wf, setup.history, setup.restart.plan, &setup.opts);
     let (run, cancel, terminate) = (opened.run, opened.cancel, opened.terminate);
     let mut runner = Runner::new(RunStart {
         wf: wf.clone(),
         inst: opened.inst,
         run,
         records: opened.records,
-        opts,
+        opts: setup.opts,
         observer,
         trace: opened.trace,
         root: opened.root,
         fence: fence.clone(),
-        lost,
+        lost: setup.lost,
         uncounted: opened.uncounted,
         events: opened.events,
         caller: opened
@@ -157,9 +145,9 @@ fn ready(setup: Setup<'_>) -> Ready<'_> {
                 opentelemetry::trace::TraceFlags::SAMPLED,
                 opentelemetry::trace::TraceState::default(),
             )),
-        live_dir: Some(live_dir),
-        shared: store::Shared::new(location),
-        deadline_from,
+        live_dir: Some(setup.live_dir),
+        shared: store::Shared::new(setup.location),
+        deadline_from: setup.deadline_from,
         opening: opened.writes,
         carried: opened.carried,
     });
@@ -168,12 +156,12 @@ fn ready(setup: Setup<'_>) -> Ready<'_> {
         runner.stop(Stop::Cancel);
     }
     observer.run_started(&id, &wf.name, run, wf.steps.len());
-    if let Some(note) = &restart.note {
+    if let Some(note) = &setup.restart.note {
         observer.message(note);
     }
     Ready {
         runner,
-        heartbeat,
+        heartbeat: setup.heartbeat,
         fence,
     }
 }

@@ -68,10 +68,11 @@ impl Runner<'_> {
             }
             applied.again |= idle.again;
         }
-        let before_sync = Self::defers_sync(store, applied);
+        let before_sync = self.defers_sync(store, applied);
         let spans = self
             .commit_and_start(store, &mut applied.spawns, before_sync)
             .await?;
+        self.children_ended = false;
         Ok(Decided::Committed(spans))
     }
 
@@ -158,15 +159,21 @@ impl Runner<'_> {
     ///   it lets happen is their runs, whose first steps are recorded so
     ///   (unless this commit records them: a child opened with it,
     ///   `Runner::open_in_parent`, whose first attempts start once it
-    ///   returned, makes it synced).
+    ///   returned, makes it synced);
+    /// - a commit that records the ends of children run here (their steps'
+    ///   results): those ends were themselves committed so, and what this
+    ///   run goes on to do is acknowledged, as by any run, only by a synced
+    ///   commit.
     ///
     /// Each sync flushes every earlier commit: SQLite's WAL and
     /// PostgreSQL's are each one sequence. A sequential child so costs one
     /// sync, as a step does, not four (bench/RESULTS.md).
-    pub(super) fn defers_sync(store: &Store, applied: &Applied) -> bool {
+    pub(super) fn defers_sync(&self, store: &Store, applied: &Applied) -> bool {
         applied.spawns.is_empty()
             && !applied.children.iter().any(children::Start::starts_work)
-            && (store.is_lent() || applied.children.iter().any(|c| c.claimed.is_some()))
+            && (store.is_lent()
+                || self.children_ended
+                || applied.children.iter().any(|c| c.claimed.is_some()))
     }
 
     /// Starts `spawns` (drained) held at their exec, the first and then

@@ -233,6 +233,8 @@ pub(super) struct Runner<'o> {
     /// ([`Runner::open_in_parent`]): carried out by the loop's first turn,
     /// which commits nothing.
     precommitted: Option<Applied>,
+    /// Children run here ended since the last commit ([`Runner::defers_sync`]).
+    children_ended: bool,
 }
 
 /// What a run starts from (see `drive`).
@@ -338,6 +340,7 @@ impl<'o> Runner<'o> {
             parent: inst.parent,
             lock_waits: Vec::new(),
             precommitted: None,
+            children_ended: false,
         }
     }
 
@@ -512,6 +515,7 @@ impl<'o> Runner<'o> {
                     if let Some(said) = said {
                         self.observer.message(&said);
                     }
+                    self.children_ended = true;
                     // Its end was delivered to this instance: look now.
                     last_poll = Instant::now();
                     self.poll_external(store).await?;
