@@ -6,7 +6,9 @@
 //! in the child's last commit, so the parent learns of it by its events
 //! whether the child ran here or elsewhere: one that another process holds
 //! (a worker that claimed it first) is left to it, and one that already
-//! ended is not run again.
+//! ended is not run again. A child the parent's coming commit makes leased
+//! to this process is opened before that commit, which records its first
+//! decisions too ([`InProcess::open`], `drive::open_claimed`).
 
 use super::{EngineError, InstanceId, Observer, RunOptions};
 use crate::engine::output_files::SharedOutputFiles;
