@@ -270,9 +270,11 @@ fn renew_until_stopped(
                 ));
                 return;
             }
-            // Busy, or the connection failed (a server restarted):
-            // the next renewal tries again on a new connection, and
-            // the runner's own writes are fenced whatever happens.
+            // Busy, the connection failed (a server restarted), or the
+            // instance is not there yet (a child opened before the commit
+            // that makes it, `drive::open_claimed`, when that commit is
+            // slow): the next renewal tries again (on a new connection),
+            // and the runner's own writes are fenced whatever happens.
             Err(_) => {
                 if matches!(s, Store::Postgres(_)) {
                     store = None;

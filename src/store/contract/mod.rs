@@ -295,6 +295,19 @@ async fn take_over(store: &mut Store) {
     let r = store.commit(&f1, &[Write::State(json!(0))]).await;
     assert!(is_fenced(&r, "t1", "beta"), "{r:?}");
     store.renew(&f2, 60_000).await.expect("renew");
+    // The lease of an instance not there (yet: a child whose parent's
+    // commit that makes it is under way) is not lost: the renewal fails,
+    // and is tried again.
+    let unmade = Fence {
+        instance: "t-unmade".into(),
+        owner: "beta".into(),
+        epoch: 0,
+    };
+    let renewed = store.renew(&unmade, 60_000).await;
+    assert!(
+        renewed.is_err() && !matches!(renewed, Err(StoreError::Fenced { .. })),
+        "{renewed:?}"
+    );
     // What the history holds after a run that died with an attempt open.
     store.commit(&f2, &first_run()).await.expect("commit");
     let (f3, h) = take(store, "t1", "gamma").await;

@@ -214,10 +214,12 @@ impl PgStore {
                 &[&fence.instance],
             )
             .await?;
-        let holder = match rows.first() {
-            Some(r) => get(r, 0)?,
-            None => None,
+        // Not there (yet: a child whose parent's commit that makes it is
+        // under way): not taken over, as SQLite's renewal says too.
+        let Some(row) = rows.first() else {
+            return Err(StoreError::NotFound(fence.instance.to_string()));
         };
+        let holder = get(row, 0)?;
         Err(StoreError::Fenced {
             id: fence.instance.clone(),
             holder,
