@@ -168,7 +168,11 @@ impl Heartbeat {
         let (stop_tx, stop_rx) = mpsc::channel::<()>();
         let (lost_tx, lost_rx) = watch::channel(None);
         let every = ttl / 6;
-        let body = move || renew_until_stopped(db, fence, ttl, every, stop_rx, lost_tx);
+        // `at_once`: started when the first renewal is due (by the timer),
+        // rather than with the run.
+        let body = move |at_once: bool| {
+            renew_until_stopped(db, fence, ttl, every, at_once, stop_rx, lost_tx);
+        };
         let thread = Arc::new(Mutex::new(Lazy::default()));
         let starter = match tokio::runtime::Handle::try_current() {
             Ok(rt) => {
@@ -177,12 +181,12 @@ impl Heartbeat {
                     tokio::time::sleep(every).await;
                     let mut slot = lazy(&slot);
                     if !slot.stopped {
-                        slot.thread = Some(std::thread::spawn(body));
+                        slot.thread = Some(std::thread::spawn(move || body(true)));
                     }
                 }))
             }
             Err(_) => {
-                lazy(&thread).thread = Some(std::thread::spawn(body));
+                lazy(&thread).thread = Some(std::thread::spawn(move || body(false)));
                 None
             }
         };
@@ -197,14 +201,15 @@ impl Heartbeat {
     }
 }
 
-/// The heartbeat's thread: renews at once (it starts when the first
-/// renewal is due), then every `every`, until `stop` is dropped or the
-/// lease was found lost (said on `lost_tx`).
+/// The heartbeat's thread: renews every `every` (the first time at once
+/// when `at_once`: it started when the first renewal was due), until
+/// `stop` is dropped or the lease was found lost (said on `lost_tx`).
 fn renew_until_stopped(
     db: Location,
     fence: Fence,
     ttl: Duration,
     every: Duration,
+    at_once: bool,
     stop: mpsc::Receiver<()>,
     lost_tx: watch::Sender<Option<String>>,
 ) {
@@ -228,9 +233,9 @@ fn renew_until_stopped(
         None => now_or_never(f),
     };
     let mut store: Option<Store> = None;
-    let mut first = true;
-    // Due: at once the first time (unless stopped already), then after
-    // each `every` that passes without the word to stop.
+    let mut first = at_once;
+    // Due: at once the first time if so (unless stopped already), then
+    // after each `every` that passes without the word to stop.
     let mut due = || {
         if std::mem::take(&mut first) {
             matches!(stop.try_recv(), Err(mpsc::TryRecvError::Empty))

@@ -14,27 +14,28 @@
 
 use super::{Ready, Restart, Setup, ready};
 use crate::engine::lease::{self, Heartbeat};
-use crate::engine::runner::RunOptions;
+use crate::engine::runner::{Claimed, RunOptions};
 use crate::engine::{Observer, missing_secret};
 use crate::store::{History, Location};
 use crate::vocab::InstanceStatus;
 use std::path::PathBuf;
 
-/// The run of the child `opts.claimed` names, opened; `None` when it is
+/// The run of the child `opts.claimed` names, opened (`opts` taken, for
+/// the run); `None` when it is
 /// not one made here with its definition at hand (then `drive` takes it,
 /// as for any instance).
 pub(in crate::engine) fn open_claimed<'o>(
     location: Location,
     live_dir: PathBuf,
-    opts: &RunOptions,
+    mut opts: RunOptions,
     observer: &'o dyn Observer,
 ) -> Option<Ready<'o>> {
-    let claimed = opts.claimed.as_deref()?;
+    let Claimed { fence, instance } = *opts.claimed.take()?;
     let wf = opts
         .workflow
         .clone()
-        .filter(|wf| wf.hash == claimed.instance.definition_hash)?;
-    let history = History::fresh(claimed.instance.clone());
+        .filter(|wf| wf.hash == instance.definition_hash)?;
+    let history = History::fresh(instance);
     if history.instance.status != InstanceStatus::Running
         || history.instance.queue.is_some()
         || history.instance.parent.is_none()
@@ -45,14 +46,11 @@ pub(in crate::engine) fn open_claimed<'o>(
     {
         return None;
     }
-    let mut opts = opts.clone();
-    opts.claimed = None;
     // Its first run is a child of the attempt that made it.
     if opts.traceparent.is_none() {
         opts.traceparent = Some(opts.parent_span.take()?);
     }
     let ttl = lease::ttl().ok()?;
-    let fence = claimed.fence.clone();
     let (heartbeat, lost) = Heartbeat::start(location.clone(), fence.clone(), ttl);
     Some(ready(Setup {
         location,

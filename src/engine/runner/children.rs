@@ -93,7 +93,7 @@ impl InProcess {
         let opts = self.options(start, inline_wait);
         let live_dir = Store::Lent(self.shared.clone()).live_dir();
         let location = self.shared.location().clone();
-        let mut ready = crate::engine::drive::open_claimed(location, live_dir, &opts, &QUIET)?;
+        let mut ready = crate::engine::drive::open_claimed(location, live_dir, opts, &QUIET)?;
         let writes = ready.runner.open_in_parent();
         start.opened = Some(Box::new(ready));
         Some(Write::Child(Box::new(ChildWrites { fence, writes })))
