@@ -47,7 +47,9 @@ impl ExitStatus {
             }
             if let Some(e) = cause.downcast_ref::<EngineError>() {
                 return match e {
-                    EngineError::Held { .. } | EngineError::LeaseLost { .. } => ExitStatus::Held,
+                    EngineError::Held { .. }
+                    | EngineError::LeaseLost { .. }
+                    | EngineError::ChildLost { .. } => ExitStatus::Held,
                     EngineError::Definition(_)
                     | EngineError::Input(_)
                     | EngineError::Restart(_) => ExitStatus::Usage,

@@ -49,6 +49,14 @@ pub enum EngineError {
         "instance {id} was taken over by {holder} while this process was stalled past its lease; its steps were stopped and nothing more was recorded"
     )]
     LeaseLost { id: InstanceId, holder: String },
+    #[error(
+        "child instance {child} was taken over by {holder} while this process was stalled past its lease, as the end of its run was recorded with {id}'s: the run of {id} stopped, and `wf resume {id}` goes on from what was recorded"
+    )]
+    ChildLost {
+        id: InstanceId,
+        child: InstanceId,
+        holder: String,
+    },
     #[error("{0}")]
     NotResumable(String),
     /// `wf run --id` of an instance that exists with the same definition

@@ -61,7 +61,9 @@ impl ApiError {
     pub fn from_engine(e: EngineError) -> ApiError {
         match e {
             EngineError::Store(s) => ApiError::from_store(s),
-            EngineError::Held { .. } | EngineError::LeaseLost { .. } => {
+            EngineError::Held { .. }
+            | EngineError::LeaseLost { .. }
+            | EngineError::ChildLost { .. } => {
                 ApiError::new(StatusCode::CONFLICT, "held", e.to_string())
             }
             EngineError::Taken(_) | EngineError::Exists(_) => ApiError::conflict(e.to_string()),

@@ -45,6 +45,15 @@ pub enum Write {
         event: i64,
         key: String,
     },
+    /// The event named `name` not taken yet, taken by a waiting step: the
+    /// end of a child run in this process, handed to its parent's run
+    /// rather than read back, whose event this batch (or an earlier one)
+    /// inserts, its id unknown until then (`Write::Child`). A child's
+    /// event name is the child's own: there is one such event.
+    TakeEventNamed {
+        name: String,
+        key: String,
+    },
     /// The instance's status and what it waits for.
     Status {
         status: InstanceStatus,
@@ -92,12 +101,15 @@ pub enum Write {
         name: String,
         payload: Value,
     },
-    /// Writes to a child instance an earlier `CreateChild` of the batch
-    /// made, under the child's own fence (the lease it was made with):
-    /// the opening of its first run, when its parent runs it in its
-    /// process, so that the commit that makes the child also records its
-    /// first attempts (`engine::runner::children`). Refused, with the
-    /// whole batch, unless that fence holds.
+    /// Writes to a child instance its parent runs in its process, under
+    /// the child's own fence: the opening of its first run, after the
+    /// `CreateChild` of the batch that made it (leased to this process),
+    /// so that the commit that makes the child also records its first
+    /// attempts; and the last commit of a child's run that ended, so that
+    /// the commit that records the end of the parent's step records the
+    /// child's too (`engine::runner::children`). Refused, with the whole
+    /// batch, unless that fence holds: the error names the child
+    /// (`StoreError::Fenced`).
     Child(Box<ChildWrites>),
 }
 

@@ -445,6 +445,71 @@ fn a_parent_killed_while_its_child_runs_is_finished_by_resume_with_one_child() {
     );
 }
 
+/// A child run in its parent's process hands its end to the parent's
+/// run, whose next commit records it with the end of the step. A child
+/// taken over meanwhile (here by hand: its lease's epoch raised for
+/// another holder, as a worker that found it expired would raise it; its
+/// heartbeat's first renewal, 20 s away, would have said so) refuses that
+/// whole commit: the parent's run stops, exit 5, naming the child, and
+/// nothing of the end is recorded. Once that holder is gone, `wf resume`
+/// finishes both, the child's step once per recorded attempt.
+#[test]
+fn a_child_taken_over_as_its_end_is_recorded_stops_its_parent_until_resumed() {
+    let t = with_child(
+        "name: deploy-region\nsteps:\n  - id: deploy\n    run: echo ran >> ../side.txt; while [ ! -e ../go ]; do sleep 0.01; done\n",
+    )
+    .env("WF_LEASE_TTL", "60s");
+    t.write(
+        "release.yaml",
+        "name: release\nsteps:\n  - id: deploy\n    workflow: children/deploy.yaml\n  - id: after\n    run: echo after >> side.txt\n",
+    );
+    let bg = crate::durable::spawn(&t, &["run", "release.yaml", "--id", "rel"]);
+    let side = t.path().join("side.txt");
+    crate::durable::eventually("the child's step to start", || side.exists());
+    let child = ids_of(&t, "deploy-region").remove(0);
+    t.sql(&format!(
+        "UPDATE instances SET lease_epoch = lease_epoch + 1, lease_owner = 'intruder' WHERE id = '{child}'"
+    ));
+    std::fs::write(t.path().join("go"), "").expect("go");
+    let ran = bg.finish();
+    ran.code(5);
+    assert!(
+        ran.stderr.contains(&format!(
+            "child instance {child} was taken over by intruder"
+        )),
+        "{}",
+        ran.stderr
+    );
+    // Nothing of the child's end: its attempt is open, its parent's step
+    // waits on it, and the parent's run is closed, its lease given up.
+    let c = t.inspect(&child);
+    assert_eq!(c["status"], "running");
+    assert_eq!(Test::step(&c, "deploy")["status"], "running");
+    let rel = t.inspect("rel");
+    assert_eq!(Test::step(&rel, "deploy")["status"], "waiting");
+    assert_eq!(status_of(&t, "rel"), "interrupted");
+
+    // The other holder is gone: its lease expired.
+    t.sql(&format!(
+        "UPDATE instances SET lease_expires_ms = 1 WHERE id = '{child}'"
+    ));
+    t.wf(&["resume", "rel"]).code(0);
+    let c = t.inspect(&child);
+    assert_eq!(c["status"], "completed");
+    let attempts = Test::step(&c, "deploy")["attempts"].as_i64().unwrap_or(0);
+    assert_eq!(attempts, 2, "its open attempt crashed and ran again");
+    let lines: Vec<String> = std::fs::read_to_string(&side)
+        .expect("side")
+        .lines()
+        .map(String::from)
+        .collect();
+    assert_eq!(lines, ["ran", "ran", "after"], "once per recorded attempt");
+    let rel = t.inspect("rel");
+    assert_eq!(rel["status"], "completed");
+    assert_eq!(Test::step(&rel, "deploy")["attempts"], 1, "one child");
+    assert_eq!(ids_of(&t, "deploy-region"), [child]);
+}
+
 /// A child that compensates its first step into `../order.txt`, says so
 /// with `../prepped` once that step's result is committed (the next step
 /// starts after that commit), and waits.

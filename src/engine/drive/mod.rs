@@ -19,7 +19,7 @@ use open::open_run;
 
 use super::advice::{self, Remedy};
 use super::lease::{self, Heartbeat};
-use super::runner::{RunOptions, RunOutcome, RunStart, Runner, Stop};
+use super::runner::{ChildEnd, RunOptions, RunOutcome, RunStart, Runner, Stop};
 use super::{EngineError, Observer, procs, restart, shell};
 use crate::store::{self, Store, StoreError, Write};
 use crate::telemetry::{self, recorder};
@@ -378,11 +378,20 @@ async fn finish(
         runner.abandon().await;
     }
     if let Err(e) = &outcome
-        && (fenced_holder(e).is_some()
+        && (refused(e) == Some(&id)
             || matches!(e, EngineError::Store(StoreError::Unreachable { .. })))
     {
         // Another process owns the instance now, or the database is out of
-        // reach: write nothing (it resumes from what was recorded).
+        // reach: write nothing (it resumes from what was recorded). The
+        // ends of children run here that it had not committed yet are
+        // still theirs to make, each on its own.
+        if refused(e).is_some() {
+            for w in runner.handed_ends(None) {
+                if let Write::Child(child) = w {
+                    let _ = store.commit_before_sync(&child.fence, &child.writes).await;
+                }
+            }
+        }
         return Err(lost_lease(
             &id,
             outcome.err().unwrap_or_else(|| unreachable!()),
@@ -410,6 +419,17 @@ async fn finish(
     Ok(outcome)
 }
 
+/// The instance whose fence refused a write: the run's own, or a child's
+/// whose end it made with its own (`Write::Child`).
+fn refused(e: &EngineError) -> Option<&InstanceId> {
+    match e {
+        EngineError::Store(StoreError::Fenced { id, .. }) | EngineError::LeaseLost { id, .. } => {
+            Some(id)
+        }
+        _ => None,
+    }
+}
+
 /// The holder named by a refused (fenced) write.
 fn fenced_holder(e: &EngineError) -> Option<String> {
     match e {
@@ -422,14 +442,21 @@ fn fenced_holder(e: &EngineError) -> Option<String> {
 }
 
 /// A refused write means another process took the instance over: say so,
-/// naming it (exit 5). Any other error passes through.
-fn lost_lease(id: &str, e: EngineError) -> EngineError {
-    match fenced_holder(&e) {
-        Some(holder) => EngineError::LeaseLost {
-            id: id.into(),
+/// naming it (exit 5), or the child whose end this run was making with
+/// its own (its run closed, the instance left for `wf resume`, as after
+/// any error). Any other error passes through.
+fn lost_lease(id: &InstanceId, e: EngineError) -> EngineError {
+    match (fenced_holder(&e), refused(&e)) {
+        (Some(holder), Some(child)) if child != id => EngineError::ChildLost {
+            id: id.clone(),
+            child: child.clone(),
             holder,
         },
-        None => e,
+        (Some(holder), _) => EngineError::LeaseLost {
+            id: id.clone(),
+            holder,
+        },
+        (None, _) => e,
     }
 }
 
@@ -446,7 +473,11 @@ async fn close_run(
     let outcome = match outcome {
         Ok(o) => o,
         Err(e) => {
+            // But the ends of children run here, which are theirs (not
+            // that of the child whose fence refused them).
+            let ends = runner.handed_ends(refused(&e));
             runner.sched.writes.truncate(runner.sched.opening);
+            runner.sched.writes.extend(ends);
             runner.write_root_span(RunEnd::Failed, Some(&e.to_string()));
             runner.sched.writes.push(Write::FinishRun {
                 run,
@@ -519,6 +550,7 @@ async fn close_run(
     };
     // A child's end is its parent's event, in the same commit: whoever
     // ends the child wakes the parent.
+    let mut event = None;
     if let Some(parent) = &runner.parent
         && status.is_ended()
     {
@@ -526,14 +558,17 @@ async fn close_run(
             Write::Outputs(v) => Some(v.clone()),
             _ => None,
         });
+        let name = crate::vocab::child_event(&runner.id);
+        let payload = serde_json::json!({
+            "status": status.as_str(),
+            "outputs": outputs,
+            "error": error,
+        });
+        event = Some((name.clone(), payload.to_string()));
         runner.sched.writes.push(Write::NotifyParent {
             parent: parent.id.clone(),
-            name: crate::vocab::child_event(&runner.id),
-            payload: serde_json::json!({
-                "status": status.as_str(),
-                "outputs": outputs,
-                "error": error,
-            }),
+            name,
+            payload,
         });
     }
     // Whatever step locks its units took and did not give back (a lock
@@ -555,6 +590,20 @@ async fn close_run(
         runner.sched.writes.push(Write::Release);
     }
     let writes = std::mem::take(&mut runner.sched.writes);
+    // A child run in its parent's process that ended, its lease given up
+    // with it: its parent's run makes this commit with its step's end
+    // (`runner::children::ChildEnd`).
+    if let (Some(slot), Some((name, payload)), true) =
+        (runner.end_slot(), event, release && store.is_lent())
+    {
+        slot.put(ChildEnd {
+            fence: runner.fence.clone(),
+            writes,
+            name,
+            payload,
+        });
+        return Ok(outcome);
+    }
     if store.is_lent() {
         // A child run in its parent's process: its parent goes on from
         // this commit, and syncs before anything depends on it

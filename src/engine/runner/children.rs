@@ -8,7 +8,11 @@
 //! (a worker that claimed it first) is left to it, and one that already
 //! ended is not run again. A child the parent's coming commit makes leased
 //! to this process is opened before that commit, which records its first
-//! decisions too ([`InProcess::open`], `drive::open_claimed`).
+//! decisions too ([`InProcess::open`], `drive::open_claimed`). A child run
+//! here that ends hands its last commit to the parent's run
+//! ([`ChildEnd`]), which makes it with the end of its step: one
+//! transaction where there were two, and the parent need not read its
+//! events back to learn of it.
 
 use super::{EngineError, InstanceId, Observer, RunOptions};
 use crate::engine::output_files::SharedOutputFiles;
@@ -28,6 +32,46 @@ impl Observer for Quiet {}
 
 static QUIET: Quiet = Quiet;
 
+/// The last commit of a child run here that ended, handed to its
+/// parent's run (`drive::close_run`) rather than made: its writes, under
+/// its fence ([`Write::Child`] in the parent's next commit), and the event
+/// they deliver to the parent, which its step takes at once.
+#[derive(Debug)]
+pub struct ChildEnd {
+    pub(in crate::engine) fence: crate::store::Fence,
+    pub(in crate::engine) writes: Vec<Write>,
+    pub(in crate::engine) name: String,
+    pub(in crate::engine) payload: String,
+}
+
+/// Where a child's run leaves its [`ChildEnd`] for its parent's
+/// (`RunOptions::end_to_parent`).
+#[derive(Debug, Clone, Default)]
+pub struct EndSlot(Arc<std::sync::Mutex<Option<ChildEnd>>>);
+
+impl EndSlot {
+    pub(in crate::engine) fn put(&self, end: ChildEnd) {
+        *self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(end);
+    }
+
+    fn take(&self) -> Option<ChildEnd> {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take()
+    }
+}
+
+/// How a child's run here ended, for its parent's: what the parent says
+/// of it, and its end, when its run handed it over.
+pub(super) struct Ran {
+    pub(super) said: Option<String>,
+    pub(super) end: Option<ChildEnd>,
+}
+
 /// A child to run here: its pinned definition when the parent holds it,
 /// and, for one made by this run, the span of the attempt that made it
 /// (W3C `traceparent`), which its first run is a child of.
@@ -40,6 +84,8 @@ pub(super) struct Start {
     /// Its run, opened before that commit, which makes its first
     /// decisions too ([`InProcess::open`]).
     pub(super) opened: Option<Box<crate::engine::drive::Ready<'static>>>,
+    /// Where its run leaves its end.
+    pub(super) end: EndSlot,
 }
 
 impl Start {
@@ -57,7 +103,7 @@ impl Start {
 /// The children running in this process; each reports, when its run
 /// ended, why it could not run, if it could not.
 pub(super) struct InProcess {
-    running: FuturesUnordered<LocalBoxFuture<'static, Option<String>>>,
+    running: FuturesUnordered<LocalBoxFuture<'static, Ran>>,
     /// The connections the children's runs share, a call at a time
     /// (`store::shared`). Theirs, not this run's nor their children's: a
     /// child's call that holds one while it waits for its reply goes on
@@ -120,6 +166,7 @@ impl InProcess {
             owner,
             claimed: start.claimed.clone(),
             output_files: Some(self.files.clone()),
+            end_to_parent: Some(start.end.clone()),
             ..RunOptions::default()
         }
     }
@@ -129,16 +176,19 @@ impl InProcess {
         let shared = self.shared.clone();
         if let Some(ready) = start.opened.take() {
             // Opened, its first decisions made by the commit that made it.
-            let id = start.id;
+            let (id, slot) = (start.id, start.end);
             self.running.push(Box::pin(async move {
                 let mut store = Store::Lent(shared);
                 let ran = crate::engine::drive::run_ready(&mut store, *ready).await;
-                said_of(&id, ran.map(|_| ()))
+                Ran {
+                    said: said_of(&id, ran.map(|_| ())),
+                    end: slot.take(),
+                }
             }));
             return;
         }
         let opts = self.options(&start, inline_wait);
-        let id = start.id;
+        let (id, slot) = (start.id, start.end);
         self.running.push(Box::pin(async move {
             let mut store = Store::Lent(shared);
             // Taken at once, it would fail for want of a secret: it is
@@ -150,33 +200,38 @@ impl InProcess {
                     .and_then(crate::engine::missing_secret)
             {
                 let e = crate::engine::unset_secret(name);
-                return Some(format!(
-                    "child instance {id} could not run here: {e}; the step waits for it (`wf resume {id}`)"
-                ));
+                return Ran {
+                    said: Some(format!(
+                        "child instance {id} could not run here: {e}; the step waits for it (`wf resume {id}`)"
+                    )),
+                    end: None,
+                };
             }
             let ran = crate::engine::drive::drive(&mut store, &id, opts, &QUIET)
                 .await
                 .map(|_| ());
-            said_of(&id, ran)
+            Ran {
+                said: said_of(&id, ran),
+                end: slot.take(),
+            }
         }));
     }
 
-    /// Resolves when a child's run ended (with why it could not run, if it
-    /// could not); never while none runs.
-    pub(super) async fn next_ended(&mut self) -> Option<String> {
+    /// Resolves when a child's run ended; never while none runs.
+    pub(super) async fn next_ended(&mut self) -> Ran {
         match self.running.next().await {
-            Some(said) => said,
+            Some(ran) => ran,
             None => std::future::pending().await,
         }
     }
 
-    /// Waits for every child running here; what they could not do.
-    pub(super) async fn finish(&mut self) -> Vec<String> {
-        let mut said = Vec::new();
-        while let Some(s) = self.running.next().await {
-            said.extend(s);
+    /// Waits for every child running here.
+    pub(super) async fn finish(&mut self) -> Vec<Ran> {
+        let mut ran = Vec::new();
+        while let Some(r) = self.running.next().await {
+            ran.push(r);
         }
-        said
+        ran
     }
 }
 

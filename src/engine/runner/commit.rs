@@ -133,6 +133,7 @@ impl Runner<'_> {
             let _ = super::super::spawn::release(pid as nix::libc::pid_t);
         }
         self.sched.opening = 0;
+        self.handed.clear();
         // A span ends when last exited: here. It is closed (and made a row)
         // once the steps it let start have.
         for span in &spans {

@@ -29,6 +29,7 @@ use crate::store::{self, Fence, StepRow, Store, Write};
 use crate::telemetry::{self, recorder};
 use crate::vocab::{CancelRequest, InstanceId, Timestamp};
 use crate::workflow::Workflow;
+pub use children::{ChildEnd, EndSlot};
 use commit::Decided;
 use opentelemetry::KeyValue;
 use opentelemetry::trace::Status;
@@ -78,6 +79,10 @@ pub struct RunOptions {
     /// A child run in its parent's process: the `$WF_OUTPUT` files its
     /// siblings share (else the run has its own).
     pub output_files: Option<output_files::SharedOutputFiles>,
+    /// A child run in its parent's process: where its run, if it ends the
+    /// child, leaves its last commit for the parent's run to make
+    /// (`drive::close_run`; else it makes it).
+    pub end_to_parent: Option<EndSlot>,
 }
 
 /// An instance made already leased to the run that will drive it: the
@@ -104,6 +109,7 @@ impl Default for RunOptions {
             parent_span: None,
             claimed: None,
             output_files: None,
+            end_to_parent: None,
         }
     }
 }
@@ -235,6 +241,9 @@ pub(super) struct Runner<'o> {
     precommitted: Option<Applied>,
     /// Children run here ended since the last commit ([`Runner::defers_sync`]).
     children_ended: bool,
+    /// Children run here whose ends their runs handed to this one, not
+    /// committed yet ([`children::ChildEnd`]): their `Write::Child`s.
+    handed: Vec<InstanceId>,
 }
 
 /// What a run starts from (see `drive`).
@@ -341,7 +350,48 @@ impl<'o> Runner<'o> {
             lock_waits: Vec::new(),
             precommitted: None,
             children_ended: false,
+            handed: Vec::new(),
         }
+    }
+
+    /// Where this run, a child's run in its parent's process, leaves its
+    /// end for the parent's (`RunOptions::end_to_parent`).
+    pub(super) fn end_slot(&self) -> Option<&EndSlot> {
+        self.opts.end_to_parent.as_ref()
+    }
+
+    /// Takes the end of a child run here that its run handed over: its
+    /// writes go into this run's next commit, and its event to the
+    /// scheduler, which has the step that waits for it take it then.
+    fn child_ended_here(&mut self, end: children::ChildEnd) {
+        let children::ChildEnd {
+            fence,
+            writes,
+            name,
+            payload,
+        } = end;
+        self.handed.push(fence.instance.clone());
+        self.sched
+            .writes
+            .push(Write::Child(Box::new(store::ChildWrites { fence, writes })));
+        self.decide(Input::ChildEnded { name, payload });
+    }
+
+    /// The handed ends of children ([`Runner::child_ended_here`]) among
+    /// the writes not committed, but that of child `refused` (whose fence
+    /// refused them): a run that stops on an error makes them still, on
+    /// their own if it cannot make its own.
+    pub(super) fn handed_ends(&self, refused: Option<&InstanceId>) -> Vec<Write> {
+        self.sched.writes[self.sched.opening.min(self.sched.writes.len())..]
+            .iter()
+            .filter(|w| match w {
+                Write::Child(c) => {
+                    self.handed.contains(&c.fence.instance) && refused != Some(&c.fence.instance)
+                }
+                _ => false,
+            })
+            .cloned()
+            .collect()
     }
 
     /// The first decisions of a child's run its parent opened before the
@@ -360,8 +410,21 @@ impl<'o> Runner<'o> {
     /// (a signal stops them as it stops the run): none is left half-run.
     pub(super) async fn main_loop(&mut self, store: &mut Store) -> Result<RunOutcome, EngineError> {
         let outcome = self.decide_until_done(store).await;
-        for said in self.children.finish().await {
-            self.observer.message(&said);
+        for ran in self.children.finish().await {
+            if let Some(said) = ran.said {
+                self.observer.message(&said);
+            }
+            // Its step is not taken now: the run's last commit delivers
+            // its event, as its own would have.
+            if let Some(end) = ran.end {
+                self.handed.push(end.fence.instance.clone());
+                self.sched
+                    .writes
+                    .push(Write::Child(Box::new(store::ChildWrites {
+                        fence: end.fence,
+                        writes: end.writes,
+                    })));
+            }
         }
         outcome
     }
@@ -419,6 +482,7 @@ impl<'o> Runner<'o> {
                     parent_span: None,
                     claimed: None,
                     opened: None,
+                    end: children::EndSlot::default(),
                 };
                 self.children.start(start, self.opts.inline_wait);
             }
@@ -511,14 +575,20 @@ impl<'o> Runner<'o> {
                         done.push(joined.map_err(|e| EngineError::Internal(format!("step task failed: {e}")))?);
                     }
                 }
-                said = self.children.next_ended() => {
-                    if let Some(said) = said {
+                ran = self.children.next_ended() => {
+                    if let Some(said) = ran.said {
                         self.observer.message(&said);
                     }
                     self.children_ended = true;
-                    // Its end was delivered to this instance: look now.
-                    last_poll = Instant::now();
-                    self.poll_external(store).await?;
+                    match ran.end {
+                        Some(end) => self.child_ended_here(end),
+                        None => {
+                            // Its end, if it ended, was delivered to this
+                            // instance: look now.
+                            last_poll = Instant::now();
+                            self.poll_external(store).await?;
+                        }
+                    }
                 }
                 _ = tokio::time::sleep(timer) => {}
                 _ = signals.recv() => self.stop(Stop::Signal),
@@ -622,6 +692,7 @@ impl<'o> Runner<'o> {
                         parent_span,
                         claimed,
                         opened: None,
+                        end: children::EndSlot::default(),
                     };
                     // Made leased to this process by the coming commit:
                     // its run is opened now, and that commit records its

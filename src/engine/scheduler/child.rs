@@ -68,17 +68,26 @@ impl Scheduler {
             let elapsed = rec.started_at.map_or(Duration::ZERO, |t| now.since(t));
             let child = self.child_id(&key, attempt);
             let name = child_event(&child);
-            let Some(at) = self.events.iter().position(|e| e.name == name) else {
-                return Started::Blocked;
+            let payload = if let Some(payload) = self.ended_here.remove(&name) {
+                self.writes.push(Write::TakeEventNamed {
+                    name,
+                    key: key.clone(),
+                });
+                payload
+            } else {
+                let Some(at) = self.events.iter().position(|e| e.name == name) else {
+                    return Started::Blocked;
+                };
+                let event = self.events.remove(at);
+                self.taken_events.insert(event.id);
+                self.writes.push(Write::TakeEvent {
+                    event: event.id,
+                    key: key.clone(),
+                });
+                event.payload
             };
-            let event = self.events.remove(at);
-            self.taken_events.insert(event.id);
-            self.writes.push(Write::TakeEvent {
-                event: event.id,
-                key: key.clone(),
-            });
             self.open_children.remove(&key);
-            let mut result = child_result(&child, &event.payload);
+            let mut result = child_result(&child, &payload);
             // Canceled because this run cancels: the attempt is canceled,
             // not failed (as an attempt this run stopped is).
             if self.stop == Some(Stop::Cancel)

@@ -227,6 +227,10 @@ pub struct Scheduler {
     /// Delivered events no step has taken yet, and those this run took.
     events: Vec<EventRow>,
     taken_events: HashSet<i64>,
+    /// The ends of children run in this process handed to this run
+    /// (`Input::ChildEnded`), by event name: delivered as events are,
+    /// without their ids.
+    ended_here: HashMap<String, String>,
     /// Units waiting on the child their last attempt made, by key: they
     /// count towards `concurrency` and `max_parallel` as running units do.
     pub open_children: HashSet<String>,
@@ -348,6 +352,7 @@ impl Scheduler {
             start_states: HashMap::new(),
             events,
             taken_events: HashSet::new(),
+            ended_here: HashMap::new(),
             open_children,
             children_started: false,
             children_ending: HashSet::new(),

@@ -36,6 +36,11 @@ pub enum Input {
     /// The events delivered to the instance and not taken, as last read:
     /// those this run does not know yet are added.
     Events(Vec<EventRow>),
+    /// A child run in this process ended, and its run handed its last
+    /// commit to this one (which makes it with its next): the event it
+    /// delivers, `name` and `payload`, as `Events` would read it once
+    /// committed. Its step takes it by name (`Write::TakeEventNamed`).
+    ChildEnded { name: String, payload: String },
     /// Nothing runs: is the run over?
     Idle,
     /// The driver took the `lock:` of unit `key` (asked for with
@@ -196,7 +201,9 @@ impl Scheduler {
                 let awaited = self.awaited_events();
                 let mut arrived = false;
                 for e in delivered {
-                    if self.taken_events.contains(&e.id) || self.events.iter().any(|k| k.id == e.id)
+                    if self.taken_events.contains(&e.id)
+                        || self.events.iter().any(|k| k.id == e.id)
+                        || self.ended_here.contains_key(&e.name)
                     {
                         continue;
                     }
@@ -206,6 +213,12 @@ impl Scheduler {
                 if arrived {
                     self.effects.push(Effect::Again);
                 }
+            }
+            Input::ChildEnded { name, payload } => {
+                if self.awaited_events().contains(&name) {
+                    self.effects.push(Effect::Again);
+                }
+                self.ended_here.insert(name, payload);
             }
             Input::Idle => self.idle(now),
             Input::LockTaken(key) => {

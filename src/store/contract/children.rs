@@ -78,3 +78,102 @@ pub(super) async fn children_opened_in_the_parents_commit(store: &mut Store) {
         .await;
     assert!(is_fenced(&r, "p1", "beta"), "{r:?}");
 }
+
+/// A child's last commit made by its parent's (`Write::Child`, the end its
+/// run handed over), with the parent's step taking the event it delivers
+/// by name (`Write::TakeEventNamed`), its id unknown until then. A
+/// child's fence that does not hold refuses the whole commit, and the
+/// refusal names the child (the parent's run stops, rather than taking
+/// itself for lost); a parent's that does not names the parent.
+pub(super) async fn children_ended_in_the_parents_commit(store: &mut Store) {
+    create(store, &leased(instance("p2", 0), "alpha")).await;
+    let (fence, _) = take(store, "p2", "alpha").await;
+    let made = |child: &str| Write::CreateChild(Box::new(child_of("p2", child, "alpha")));
+    let mut writes = first_run();
+    writes.extend([
+        made("c4"),
+        opened("c4", "alpha", 0),
+        made("c5"),
+        opened("c5", "alpha", 0),
+    ]);
+    store.commit(&fence, &writes).await.expect("commit");
+    let child_fence = |child: &str| Fence {
+        instance: child.into(),
+        owner: "alpha".into(),
+        epoch: 0,
+    };
+    // The child's end, as `drive::close_run` writes it.
+    let ended = |child: &str| {
+        Write::Child(Box::new(ChildWrites {
+            fence: child_fence(child),
+            writes: vec![
+                Write::NotifyParent {
+                    parent: "p2".into(),
+                    name: format!("child:{child}"),
+                    payload: json!({"status": "completed", "outputs": {"n": 1}}),
+                },
+                Write::Status {
+                    status: InstanceStatus::Completed,
+                    wake_at: None,
+                    waiting_event: None,
+                    error: None,
+                },
+                Write::FinishRun {
+                    run: 1,
+                    outcome: RunEnd::Completed,
+                },
+                Write::Release,
+            ],
+        }))
+    };
+    let taken = |child: &str| {
+        let mut done = step("c", StepStatus::Completed, 1);
+        done.output = json!({"n": 1});
+        [
+            ended(child),
+            Write::TakeEventNamed {
+                name: format!("child:{child}"),
+                key: "c".into(),
+            },
+            Write::Step(Box::new(done)),
+        ]
+    };
+
+    store.commit(&fence, &taken("c4")).await.expect("commit");
+    let child = store.view(&"c4".into(), true).await.expect("the child");
+    assert_eq!(child.instance.status, InstanceStatus::Completed);
+    assert_eq!(child.instance.lease_expires_ms, None, "its lease given up");
+    let parent = store.view(&"p2".into(), true).await.expect("the parent");
+    let shown: Vec<_> = parent
+        .events
+        .iter()
+        .map(|e| (e.name.as_str(), e.consumed_by.as_deref()))
+        .collect();
+    assert_eq!(shown, [("child:c4", Some("c"))]);
+    let (_, polled) = store.poll(&"p2".into()).await.expect("poll");
+    assert!(polled.is_empty(), "taken, yet delivered: {polled:?}");
+
+    // c5 taken over meanwhile: its end is refused, and so is the parent's
+    // commit that holds it, naming c5 and its holder.
+    take(store, "c5", "beta").await;
+    let before = store.view(&"p2".into(), true).await.expect("the parent");
+    let r = store.commit(&fence, &taken("c5")).await;
+    assert!(is_fenced(&r, "c5", "beta"), "{r:?}");
+    let r = store.commit_before_sync(&fence, &taken("c5")).await;
+    assert!(is_fenced(&r, "c5", "beta"), "{r:?}");
+    let after = store.view(&"p2".into(), true).await.expect("the parent");
+    assert_eq!(after.events.len(), before.events.len());
+    assert_eq!(after.steps.len(), before.steps.len());
+    let child = store.view(&"c5".into(), true).await.expect("the child");
+    assert_eq!(child.instance.status, InstanceStatus::Running);
+    // The parent's fence holds: its commit without that end is made.
+    store
+        .commit(&fence, &[start("d", 1, 1, 3)])
+        .await
+        .expect("commit");
+
+    // The parent taken over: the refusal names the parent.
+    take(store, "p2", "gamma").await;
+    let r = store.commit(&fence, &taken("c5")).await;
+    assert!(is_fenced(&r, "p2", "gamma"), "{r:?}");
+}

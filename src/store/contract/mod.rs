@@ -79,6 +79,7 @@ contract!(
     registry,
     metrics_and_heartbeats,
     children_opened_in_the_parents_commit,
+    children_ended_in_the_parents_commit,
 );
 
 fn runtime() -> tokio::runtime::Runtime {

@@ -177,6 +177,7 @@ fn group(writes: &[Write]) -> Grouped<'_> {
             | Write::Outputs(_)
             | Write::Reopen
             | Write::TakeEvent { .. }
+            | Write::TakeEventNamed { .. }
             | Write::Release => g.instance.push(i),
         }
     }

@@ -115,6 +115,11 @@ pub(super) fn write_op(id: &str, w: &Write) -> Vec<Op> {
             "UPDATE events SET consumed_by=$2 WHERE id=$1",
             vec![p(*event), p(key.clone())],
         ),
+        Write::TakeEventNamed { name, key } => Op::Exec(
+            "UPDATE events SET consumed_by=$3 \
+             WHERE instance_id=$1 AND name=$2 AND consumed_by IS NULL",
+            vec![p(id), p(name.clone()), p(key.clone())],
+        ),
         Write::Status {
             status,
             wake_at,
@@ -208,7 +213,51 @@ impl PgStore {
     pub async fn commit(&self, fence: &Fence, writes: &[Write]) -> Result<()> {
         let id = commit_id();
         let how = batch::commit(&fence.instance, fence.epoch, id, writes);
-        self.send_commit(fence, id, how, true).await
+        let sent = self.send_commit(fence, id, how, true).await;
+        self.name_refused(sent, fence, writes).await
+    }
+
+    /// A refused batch that writes to children too ([`Write::Child`])
+    /// names the instance whose fence refused it, as SQLite's does: the
+    /// parent's, unless its epoch is still the runner's and a child's is
+    /// not. (Read after the refusal, whose transaction was rolled back: an
+    /// epoch only grows.)
+    async fn name_refused(&self, sent: Result<()>, fence: &Fence, writes: &[Write]) -> Result<()> {
+        let Err(StoreError::Fenced { holder, .. }) = &sent else {
+            return sent;
+        };
+        let mut fences = Vec::new();
+        children_fences(writes, &mut fences);
+        if fences.is_empty() {
+            return sent;
+        }
+        let ids: Vec<String> = fences.iter().map(|f| f.instance.to_string()).collect();
+        let Ok(rows) = self
+            .query(
+                "SELECT id, lease_epoch, lease_owner FROM instances WHERE id = ANY($1) OR id = $2",
+                &[&ids, &fence.instance.as_str()],
+            )
+            .await
+        else {
+            return sent;
+        };
+        let epoch_of = |id: &str| {
+            rows.iter()
+                .find(|r| r.get::<_, String>(0) == id)
+                .map(|r| (r.get::<_, i64>(1), r.get::<_, Option<String>>(2)))
+        };
+        if epoch_of(&fence.instance).is_some_and(|(e, _)| e == fence.epoch)
+            && let Some((child, holder)) = fences.iter().find_map(|f| match epoch_of(&f.instance) {
+                Some((e, h)) if e != f.epoch => Some((f.instance.clone(), h)),
+                _ => None,
+            })
+        {
+            return Err(StoreError::Fenced { id: child, holder });
+        }
+        Err(StoreError::Fenced {
+            id: fence.instance.clone(),
+            holder: holder.clone(),
+        })
     }
 
     /// Sends commit `id`, made into statements as `how`; `synced`: the
@@ -280,7 +329,19 @@ impl PgStore {
         }
         let id = commit_id();
         let how = batch::commit(&fence.instance, fence.epoch, id, writes);
-        self.send_commit(fence, id, how, false).await
+        let sent = self.send_commit(fence, id, how, false).await;
+        self.name_refused(sent, fence, writes).await
+    }
+}
+
+/// The fences of the children `writes` write to, theirs and their own
+/// children's.
+fn children_fences<'w>(writes: &'w [Write], out: &mut Vec<&'w Fence>) {
+    for w in writes {
+        if let Write::Child(child) = w {
+            out.push(&child.fence);
+            children_fences(&child.writes, out);
+        }
     }
 }
 

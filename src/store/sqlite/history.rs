@@ -439,6 +439,17 @@ pub(super) fn take_event(c: &Connection, event: i64, key: &str) -> Result<()> {
     Ok(())
 }
 
+/// `Write::TakeEventNamed`: the one event named `name` not taken yet.
+pub(super) fn take_event_named(c: &Connection, id: &str, name: &str, key: &str) -> Result<()> {
+    cached(
+        c,
+        "UPDATE events SET consumed_by=?3 \
+         WHERE instance_id=?1 AND name=?2 AND consumed_by IS NULL",
+        params![id, name, key],
+    )?;
+    Ok(())
+}
+
 /// Each run's trace: number -> (trace id, root span id, parent, start ns).
 pub(super) fn run_traces(
     c: &Connection,

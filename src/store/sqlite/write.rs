@@ -37,6 +37,7 @@ fn apply(c: &Connection, id: &str, w: &Write) -> Result<()> {
         Write::State(state) => set_state(c, id, state),
         Write::Span(span) => insert_span(c, span),
         Write::TakeEvent { event, key } => take_event(c, *event, key),
+        Write::TakeEventNamed { name, key } => take_event_named(c, id, name, key),
         Write::Status {
             status,
             wake_at,

@@ -111,6 +111,7 @@ fn describe(w: &Write) -> String {
         },
         Write::State(v) => format!("state {v}"),
         Write::TakeEvent { event, key } => format!("{key} takes event {event}"),
+        Write::TakeEventNamed { name, key } => format!("{key} takes event {name}"),
         Write::Outputs(v) => format!("outputs {v}"),
         other => format!("{other:?}"),
     }
@@ -705,5 +706,94 @@ steps:
         r.step(at(3), Input::Events(vec![event(5, "x"), event(9, "y")]))
             .is_empty(),
         "nothing is new"
+    );
+}
+
+/// A child run in the parent's process hands its end over
+/// (`Input::ChildEnded`): the step waiting on it takes it by name, in the
+/// commit that records the step's end and the next step's start; read
+/// back from the database before that commit, it is not taken twice.
+#[test]
+fn a_child_end_handed_over_is_taken_by_name_once() {
+    let mut wf = Workflow::from_pinned(
+        "name: p
+steps:
+  - id: c
+    workflow: child.yaml
+  - id: d
+    run: [/bin/true]
+",
+        "test.yaml",
+    )
+    .expect("a valid workflow");
+    let child = Workflow::from_pinned(
+        "name: child\nsteps:\n  - id: t\n    run: [/bin/true]\n",
+        "child.yaml",
+    )
+    .expect("a valid workflow");
+    wf.children.insert("child.yaml".into(), Arc::new(child));
+    let mut r = Run::of(History {
+        wf: Arc::new(wf),
+        rows: Vec::new(),
+        failed: None,
+    });
+    let made = r.tick(at(0));
+    let id = r.s.child_id("c", 1);
+    assert!(
+        made.iter()
+            .any(|e| matches!(e, Effect::RunChild { id: i, .. } if *i == id)),
+        "{made:?}"
+    );
+    r.writes();
+    let name = crate::vocab::child_event(&id);
+    let payload = json!({"status": "completed", "outputs": {"n": 1}}).to_string();
+    // Another child's end: no step waits on it.
+    assert!(
+        r.step(
+            at(1),
+            Input::ChildEnded {
+                name: "child:other".into(),
+                payload: payload.clone()
+            }
+        )
+        .is_empty()
+    );
+    assert!(matches!(
+        &r.step(
+            at(1),
+            Input::ChildEnded {
+                name: name.clone(),
+                payload
+            }
+        )[..],
+        [Effect::Again]
+    ));
+    // Read back before the commit that takes it: known already.
+    let read = EventRow {
+        id: 4,
+        name: name.clone(),
+        payload: "{}".into(),
+        traceparent: None,
+    };
+    assert!(r.step(at(1), Input::Events(vec![read.clone()])).is_empty());
+    let started = r.tick(at(1));
+    assert_eq!(spawned(&started), ["d#1"]);
+    assert_eq!(
+        r.writes(),
+        [
+            format!("c takes event {name}"),
+            "end c#1 ok".into(),
+            "c completed".into(),
+            "start d#1".into(),
+            "d running".into(),
+        ]
+    );
+    assert_eq!(r.s.records["c"].output, json!({"n": 1}));
+    // Read back once more: taken, it is not taken again.
+    assert!(r.step(at(2), Input::Events(vec![read])).is_empty());
+    r.tick(at(2));
+    assert!(
+        r.writes().iter().all(|w| !w.contains("takes")),
+        "taken twice"
     );
 }
