@@ -18,7 +18,7 @@ use super::{EngineError, InstanceId, Observer, RunOptions};
 use crate::engine::output_files::SharedOutputFiles;
 use crate::store::{ChildWrites, Shared, Store, Write};
 use crate::workflow::Workflow;
-use futures_util::future::LocalBoxFuture;
+use futures_util::future::{FutureExt as _, LocalBoxFuture};
 use futures_util::stream::{FuturesUnordered, StreamExt as _};
 use std::sync::Arc;
 use std::time::Duration;
@@ -223,6 +223,17 @@ impl InProcess {
             Some(ran) => ran,
             None => std::future::pending().await,
         }
+    }
+
+    /// The children whose runs ended too, by now (without waiting): their
+    /// ends go into one commit of the parent's rather than one each (a
+    /// fan-out's children end together).
+    pub(super) fn also_ended(&mut self) -> Vec<Ran> {
+        let mut ran = Vec::new();
+        while let Some(Some(r)) = self.running.next().now_or_never() {
+            ran.push(r);
+        }
+        ran
     }
 
     /// Waits for every child running here.

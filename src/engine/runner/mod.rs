@@ -576,18 +576,22 @@ impl<'o> Runner<'o> {
                     }
                 }
                 ran = self.children.next_ended() => {
-                    if let Some(said) = ran.said {
-                        self.observer.message(&said);
-                    }
                     self.children_ended = true;
-                    match ran.end {
-                        Some(end) => self.child_ended_here(end),
-                        None => {
+                    let mut look = false;
+                    for ran in std::iter::once(ran).chain(self.children.also_ended()) {
+                        if let Some(said) = ran.said {
+                            self.observer.message(&said);
+                        }
+                        match ran.end {
+                            Some(end) => self.child_ended_here(end),
                             // Its end, if it ended, was delivered to this
                             // instance: look now.
-                            last_poll = Instant::now();
-                            self.poll_external(store).await?;
+                            None => look = true,
                         }
+                    }
+                    if look {
+                        last_poll = Instant::now();
+                        self.poll_external(store).await?;
                     }
                 }
                 _ = tokio::time::sleep(timer) => {}
