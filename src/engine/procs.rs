@@ -113,15 +113,21 @@ fn members(tag: &ProcessTag) -> Vec<i64> {
 /// The process groups on this host that run attempt `attempt` of step `key`
 /// of instance `instance`, found by the variables wf gave the attempt's
 /// process (`WF_INSTANCE_ID`, `WF_STEP_ID`, `WF_ATTEMPT`, inherited by what it
-/// starts). For an attempt whose group was never recorded: its holder
+/// starts), and, when the attempt's run is known, `TRACEPARENT` in that
+/// run's trace (`trace`; a program that propagates its own spans keeps
+/// the trace): an instance of that id in another database is another
+/// run, whose steps are not this one's to end (an id given with `--id`
+/// is often the same in two databases; two tests' steps ended each
+/// other's so). For an attempt whose group was never recorded: its holder
 /// stopped or died between starting the process and recording the group.
 /// Only processes this user may read are seen, as only those could be ended.
-pub fn unrecorded(instance: &str, key: &str, attempt: i64) -> Vec<ProcessTag> {
+pub fn unrecorded(instance: &str, key: &str, attempt: i64, trace: Option<&str>) -> Vec<ProcessTag> {
     let wanted = [
         format!("WF_INSTANCE_ID={instance}"),
         format!("WF_STEP_ID={key}"),
         format!("WF_ATTEMPT={attempt}"),
     ];
+    let in_trace = trace.map(|t| format!("TRACEPARENT=00-{t}-"));
     // Never this runner's own group (a step cannot have joined it, but a
     // signal there would end the runner).
     let own = i64::from(nix::unistd::getpgrp().as_raw());
@@ -133,6 +139,11 @@ pub fn unrecorded(instance: &str, key: &str, attempt: i64) -> Vec<ProcessTag> {
         };
         let vars: Vec<&[u8]> = environ.split(|b| *b == 0).collect();
         if !wanted.iter().all(|w| vars.contains(&w.as_bytes())) {
+            continue;
+        }
+        if let Some(t) = &in_trace
+            && !vars.iter().any(|v| v.starts_with(t.as_bytes()))
+        {
             continue;
         }
         if let Some(s) = stat(pid).filter(|s| !s.zombie && s.pgrp > 1 && s.pgrp != own) {

@@ -160,6 +160,47 @@ fn a_takeover_ends_an_attempt_whose_process_group_was_never_recorded() {
     );
 }
 
+/// A takeover finds an unrecorded attempt by its processes' variables and
+/// its run's trace: an instance of the same id in another database (ids
+/// given with `--id` often are the same) is another run, whose step runs
+/// on. (Two tests of one module ended each other's steps so.)
+#[test]
+fn a_takeover_leaves_alone_the_step_of_an_instance_of_the_same_id_in_another_database() {
+    let other = Test::new();
+    let path = other.write("wf.yaml", GATED);
+    let o = spawn(&other, &["run", path.to_str().unwrap(), "--id", "own9"]);
+    eventually("the other database's attempt to start", || {
+        other.read("a.1.pid").ends_with('\n')
+    });
+    let theirs = pid_in(&other, "a.1.pid");
+
+    let t = Test::new().env("WF_LEASE_TTL", "1s");
+    let (a, attempt1) = stall_in_gated_step(&t, "own9", true);
+    let b = spawn(&t, &["resume", "own9"]);
+    eventually("b's attempt to start", || {
+        t.read("side.log").contains("a 2 start")
+    });
+    let ended = !alive(attempt1);
+    let spared = alive(theirs);
+    t.write("go.2", "");
+    let done = b.finish();
+    t.write("go.1", "");
+    a.signal("CONT");
+    let ran = a.finish();
+    kill_pid(attempt1);
+    other.write("go.1", "");
+    let went_on = o.finish();
+    assert!(ended, "the unrecorded attempt's process is still running");
+    assert!(
+        spared,
+        "the takeover ended the step of instance own9 in another database"
+    );
+    done.code(0);
+    ran.code(5);
+    went_on.code(0);
+    assert_eq!(lines(&other, "side.log"), ["a 1 start", "a 1 end", "b 1"]);
+}
+
 /// Resumes instance `id`, which must end the crashed attempt's `grandchild`
 /// before it finishes (killed here if it did not, so no test leaves it).
 fn resume_ending(t: &Test, id: &str, grandchild: u32) -> crate::Ran {

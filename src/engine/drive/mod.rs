@@ -70,7 +70,7 @@ pub async fn drive(
         };
     }
     let (heartbeat, lost) = Heartbeat::start(store.location(), fence.clone(), ttl);
-    end_leftovers(id, &history.open, observer).await;
+    end_leftovers(id, &history, observer).await;
     // A restart gives the workflow's `timeout` a fresh start: it counts from
     // the newest restart, else from the instance's creation.
     let deadline_from = if opts.restart.is_some() {
@@ -342,12 +342,16 @@ async fn plan_restart(
 /// Ends what unfinished attempts left running on this host before anything
 /// starts again: two attempts of one step never run at once. An attempt
 /// whose group was never recorded (its holder stopped or died just after
-/// starting it) is found by its processes' variables.
-async fn end_leftovers(id: &InstanceId, open: &[store::OpenAttempt], observer: &dyn Observer) {
-    for a in open {
+/// starting it) is found by its processes' variables, its run's trace
+/// among them.
+async fn end_leftovers(id: &InstanceId, history: &store::History, observer: &dyn Observer) {
+    for a in &history.open {
         let groups = match &a.process {
             Some(p) => vec![p.clone()],
-            None => procs::unrecorded(id, &a.key, a.attempt),
+            None => {
+                let trace = history.traces.get(&a.run).map(|t| t.0.as_str());
+                procs::unrecorded(id, &a.key, a.attempt, trace)
+            }
         };
         for p in &groups {
             let ended = procs::end_leftover(p, shell::KILL_GRACE).await;
