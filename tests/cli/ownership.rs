@@ -122,6 +122,32 @@ fn a_paused_holder_that_lost_its_lease_exits_5_and_writes_nothing() {
     assert_eq!(outcomes(Test::step(&v, "b")), ["ok"]);
 }
 
+/// Holder A stalled in attempt 1 of `id`'s step `a`, its process group's
+/// record erased (`stall_in_gated_step`); B takes over with `wf resume`.
+/// `at_takeover` runs once B's attempt started; then both finish. Returns
+/// whether A's attempt had ended by then (and its state), B's and A's runs.
+fn take_over_unrecorded(
+    t: &Test,
+    id: &str,
+    at_takeover: impl FnOnce(),
+) -> (bool, Option<char>, crate::Ran, crate::Ran) {
+    let (a, attempt1) = stall_in_gated_step(t, id, true);
+    let b = spawn(t, &["resume", id]);
+    eventually("b's attempt to start", || {
+        t.read("side.log").contains("a 2 start")
+    });
+    let ended = !alive(attempt1);
+    let state1 = state(attempt1);
+    at_takeover();
+    t.write("go.2", "");
+    let done = b.finish();
+    t.write("go.1", "");
+    a.signal("CONT");
+    let ran = a.finish();
+    kill_pid(attempt1);
+    (ended, state1, done, ran)
+}
+
 /// A holder can stop (or die) after starting an attempt's process and
 /// before recording its process group. The takeover then finds the group by
 /// the variables wf gave the attempt's process. The missed record is made
@@ -129,20 +155,7 @@ fn a_paused_holder_that_lost_its_lease_exits_5_and_writes_nothing() {
 #[test]
 fn a_takeover_ends_an_attempt_whose_process_group_was_never_recorded() {
     let t = Test::new().env("WF_LEASE_TTL", "1s");
-    let (a, attempt1) = stall_in_gated_step(&t, "own2", true);
-
-    let b = spawn(&t, &["resume", "own2"]);
-    eventually("b's attempt to start", || {
-        t.read("side.log").contains("a 2 start")
-    });
-    let ended = !alive(attempt1);
-    let state1 = state(attempt1);
-    t.write("go.2", "");
-    let done = b.finish();
-    t.write("go.1", "");
-    a.signal("CONT");
-    let ran = a.finish();
-    kill_pid(attempt1);
+    let (ended, state1, done, ran) = take_over_unrecorded(&t, "own2", || {});
     assert!(
         ended,
         "the unrecorded attempt's process is still running ({state1:?}) beside the new one"
@@ -175,19 +188,8 @@ fn a_takeover_leaves_alone_the_step_of_an_instance_of_the_same_id_in_another_dat
     let theirs = pid_in(&other, "a.1.pid");
 
     let t = Test::new().env("WF_LEASE_TTL", "1s");
-    let (a, attempt1) = stall_in_gated_step(&t, "own9", true);
-    let b = spawn(&t, &["resume", "own9"]);
-    eventually("b's attempt to start", || {
-        t.read("side.log").contains("a 2 start")
-    });
-    let ended = !alive(attempt1);
-    let spared = alive(theirs);
-    t.write("go.2", "");
-    let done = b.finish();
-    t.write("go.1", "");
-    a.signal("CONT");
-    let ran = a.finish();
-    kill_pid(attempt1);
+    let mut spared = false;
+    let (ended, _, done, ran) = take_over_unrecorded(&t, "own9", || spared = alive(theirs));
     other.write("go.1", "");
     let went_on = o.finish();
     assert!(ended, "the unrecorded attempt's process is still running");

@@ -364,6 +364,13 @@ impl<'o> Runner<'o> {
     /// writes go into this run's next commit, and its event to the
     /// scheduler, which has the step that waits for it take it then.
     fn child_ended_here(&mut self, end: children::ChildEnd) {
+        let (name, payload) = self.keep_child_end(end);
+        self.decide(Input::ChildEnded { name, payload });
+    }
+
+    /// Puts the writes of a child's handed end into this run's next
+    /// commit (`Write::Child`); its event's name and payload.
+    fn keep_child_end(&mut self, end: children::ChildEnd) -> (String, String) {
         let children::ChildEnd {
             fence,
             writes,
@@ -374,7 +381,7 @@ impl<'o> Runner<'o> {
         self.sched
             .writes
             .push(Write::Child(Box::new(store::ChildWrites { fence, writes })));
-        self.decide(Input::ChildEnded { name, payload });
+        (name, payload)
     }
 
     /// The handed ends of children ([`Runner::child_ended_here`]) among
@@ -417,13 +424,7 @@ impl<'o> Runner<'o> {
             // Its step is not taken now: the run's last commit delivers
             // its event, as its own would have.
             if let Some(end) = ran.end {
-                self.handed.push(end.fence.instance.clone());
-                self.sched
-                    .writes
-                    .push(Write::Child(Box::new(store::ChildWrites {
-                        fence: end.fence,
-                        writes: end.writes,
-                    })));
+                self.keep_child_end(end);
             }
         }
         outcome
