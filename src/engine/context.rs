@@ -2,7 +2,7 @@
 //! steps complete (instead of rebuilt per step), so evaluating an expression
 //! costs the same at step 10,000 as at step 1.
 
-use crate::vocab::StepStatus;
+use crate::vocab::{InstanceId, StepStatus};
 use serde_json::{Map, Value, json};
 
 pub struct Context {
@@ -14,6 +14,7 @@ pub struct Context {
 impl Context {
     pub fn new(
         instance_id: &str,
+        parent: Option<&InstanceId>,
         workflow: &str,
         run: i64,
         inputs: &Value,
@@ -26,7 +27,7 @@ impl Context {
                 "secrets": secrets,
                 "state": {},
                 "steps": {},
-                "instance": { "id": instance_id, "workflow": workflow },
+                "instance": { "id": instance_id, "parent": parent.map(InstanceId::as_str), "workflow": workflow },
                 "run": { "number": run },
                 "step": {},
             }),

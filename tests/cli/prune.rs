@@ -164,3 +164,109 @@ fn prune_with_vacuum_leaves_no_byte_of_what_it_deleted() {
         assert!(ran.stderr.contains("autovacuum"), "{}", ran.stderr);
     }
 }
+
+/// The definitions pinned (issue 53): `count(*)` of `definitions`.
+fn definitions(t: &Test) -> u64 {
+    t.sql("SELECT count(*) FROM definitions").parse().unwrap()
+}
+
+#[test]
+fn prune_keeps_the_definitions_the_registry_and_schedules_pin() {
+    let t = Test::new().env("REG_KEY", "hook-key");
+    let registered = t.write(
+        "registered.yaml",
+        "name: registered\nsecrets: [REG_KEY]\non:\n  webhook: { name: reg, secret: REG_KEY }\nsteps:\n  - id: a\n    run: 'true'\n",
+    );
+    let scheduled = t.write(
+        "scheduled.yaml",
+        "name: scheduled\non:\n  schedule:\n    - every: 1h\nsteps:\n  - id: a\n    run: 'true'\n",
+    );
+    let removed = t.write(
+        "removed.yaml",
+        "name: removed\non:\n  schedule:\n    - every: 1h\nsteps:\n  - id: a\n    run: 'true'\n",
+    );
+    t.wf(&["workflow", "add", registered.to_str().unwrap()])
+        .code(0);
+    t.wf(&["schedule", "add", scheduled.to_str().unwrap()])
+        .code(0);
+    t.wf(&["schedule", "add", removed.to_str().unwrap()])
+        .code(0);
+    t.wf(&["schedule", "rm", "removed"]).code(0);
+    // An ended instance of each, and of one nothing registered.
+    for file in [&registered, &scheduled, &removed] {
+        t.wf(&["run", file.to_str().unwrap()]).code(0);
+    }
+    let (_, ran) = t.run_yaml("plain.yaml", HELLO, &[]);
+    ran.code(0);
+    let pinned_before = definitions(&t);
+    assert_eq!(pinned_before, 4, "one definition per workflow");
+
+    let v = prune(&t, &["--older-than", "0s"]);
+    assert_eq!(v["instances"], 4, "{v}");
+    assert!(ids(&t).is_empty());
+    // What the registry and the schedules pin stays; what nothing pins goes.
+    let names: Vec<String> = t
+        .wf(&["workflow", "list", "--json"])
+        .code(0)
+        .json()
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| w["name"].as_str().unwrap().to_string())
+        .collect();
+    assert!(names.contains(&"registered".to_string()), "{names:?}");
+    assert!(names.contains(&"scheduled".to_string()), "{names:?}");
+    let left = definitions(&t);
+    let schedules = t.wf(&["schedule", "list", "--json"]).code(0).json();
+    assert_eq!(schedules.as_array().unwrap().len(), 1, "{schedules}");
+    // The registered workflows (`removed` among them: `schedule rm` ends
+    // its schedule, not its registration) keep their definitions, no other.
+    assert_eq!(
+        left,
+        names.len() as u64,
+        "a definition per registered workflow, none other: {names:?}"
+    );
+    // Pruning again, with every definition pinned or gone, is clean too.
+    prune(&t, &["--older-than", "0s"]);
+    prune(&t, &["--older-than", "0s"]);
+}
+
+#[test]
+fn prune_keeps_the_definitions_of_children_an_open_parent_has_yet_to_make() {
+    let t = Test::new();
+    t.write(
+        "grandchild.yaml",
+        "name: grandchild\nsteps:\n  - id: g\n    run: echo grandchild >> made.log\n",
+    );
+    t.write(
+        "child.yaml",
+        "name: child\nsteps:\n  - id: c\n    workflow: ./grandchild.yaml\n",
+    );
+    let parent = t.write(
+        "parent.yaml",
+        "name: parent\nsteps:\n  - id: nap\n    sleep: 1h\n  - id: call\n    workflow: ./child.yaml\n",
+    );
+    t.wf(&[
+        "run",
+        parent.to_str().unwrap(),
+        "--id",
+        "napping-parent",
+        "--inline-wait",
+        "0s",
+    ])
+    .code(3);
+    let (_, ran) = t.run_yaml("plain.yaml", HELLO, &[]);
+    ran.code(0);
+    assert_eq!(definitions(&t), 4);
+
+    let v = prune(&t, &["--older-than", "0s"]);
+    assert_eq!(v["instances"], 1, "{v}");
+    assert_eq!(definitions(&t), 3, "the parent's tree stays whole");
+    t.wf(&["resume", "napping-parent", "--now"]).code(0);
+    assert_eq!(t.read("made.log"), "grandchild\n");
+
+    // Once the whole tree has ended and is pruned, its definitions go too.
+    let v = prune(&t, &["--older-than", "0s"]);
+    assert_eq!(v["instances"], 3, "{v}");
+    assert_eq!(definitions(&t), 0);
+}

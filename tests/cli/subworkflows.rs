@@ -1058,3 +1058,45 @@ fn workers_on_other_hosts_run_the_children_and_wake_their_parents_through_a_kill
         }
     }
 }
+
+#[test]
+fn instance_parent_is_the_parents_id_in_a_child_and_null_at_the_top() {
+    let t = Test::new();
+    t.write(
+        "child.yaml",
+        "name: child
+steps:
+  - id: who
+    run: echo \"parent=${{ instance.parent }}\"
+    set_state: { parent: \"${{ instance.parent }}\" }
+outputs: { parent: \"${{ instance.parent }}\", missing: \"${{ instance.parent == null }}\" }
+",
+    );
+    let (id, ran) = t.run_yaml(
+        "top.yaml",
+        "name: top
+steps:
+  - id: call
+    workflow: ./child.yaml
+  - id: mine
+    run: echo \"parent=${{ instance.parent }}\"
+outputs: { child: \"${{ steps.call.output }}\", parent: \"${{ instance.parent }}\" }
+",
+        &[],
+    );
+    ran.code(0);
+    let child_id = ids_of(&t, "child").pop().expect("a child");
+    let child = t.wf(&["result", &child_id, "--json"]).code(0).json();
+    assert_eq!(child["outputs"]["parent"], id.as_str(), "{child}");
+    assert_eq!(child["outputs"]["missing"], false, "{child}");
+    assert_eq!(t.inspect(&child_id)["state"]["parent"], id.as_str());
+    let logs = t.wf(&["logs", &child_id, "who"]).code(0).stdout.clone();
+    assert_eq!(logs.trim(), format!("parent={id}"));
+    let top = t.wf(&["result", &id, "--json"]).code(0).json();
+    assert_eq!(top["outputs"]["parent"], Value::Null, "{top}");
+    assert_eq!(top["outputs"]["child"]["parent"], id.as_str(), "{top}");
+    assert_eq!(
+        t.wf(&["logs", &id, "mine"]).code(0).stdout.trim(),
+        "parent="
+    );
+}

@@ -314,6 +314,7 @@ impl<'o> Runner<'o> {
                 live_dir,
                 trace_id: trace.0.clone(),
                 depth: inst.depth,
+                parent: inst.parent.as_ref().map(|p| p.id.clone()),
                 caller,
             },
             inputs: inst.inputs,

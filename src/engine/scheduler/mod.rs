@@ -141,6 +141,8 @@ pub struct RunData {
     pub trace_id: String,
     /// How many parents are above the instance (0: started on its own).
     pub depth: i64,
+    /// The parent instance, for a child (`${{ instance.parent }}`).
+    pub parent: Option<InstanceId>,
     /// The caller's sampled flag and `tracestate`, passed on to steps.
     pub caller: (
         opentelemetry::trace::TraceFlags,
@@ -264,7 +266,14 @@ impl Scheduler {
         } = setup;
         let secrets = context::secret_values(&wf.secrets);
         let redactor = Redactor::for_secrets(&wf.secrets);
-        let mut ctx = Context::new(&run.id, &wf.name, run.number, &inputs, secrets);
+        let mut ctx = Context::new(
+            &run.id,
+            run.parent.as_ref(),
+            &wf.name,
+            run.number,
+            &inputs,
+            secrets,
+        );
         ctx.keep_results_of(wf.results_read.clone());
         let mut env = Vec::new();
         let mut env_map = Map::new();

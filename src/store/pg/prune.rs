@@ -14,6 +14,17 @@ pub(super) const PRUNE_BATCH: &str = "SELECT id FROM instances WHERE status = AN
      AND status IN ('completed', 'failed', 'canceled') AND updated_at < $2 \
      LIMIT $3 FOR UPDATE SKIP LOCKED";
 
+/// Deletes the definitions nothing pins any more, as SQLite's prune does:
+/// pinned by an instance, a schedule, a registered workflow, or (down the
+/// tree) by the `children` of a pinned definition.
+const UNPINNED_DEFINITIONS: &str = "WITH RECURSIVE pinned(hash) AS ( \
+       SELECT definition_hash FROM instances \
+       UNION SELECT definition_hash FROM schedules \
+       UNION SELECT definition_hash FROM workflows \
+       UNION SELECT child.value FROM pinned JOIN definitions d ON d.hash = pinned.hash \
+             CROSS JOIN LATERAL json_each_text(COALESCE(d.children, '{}')::json) AS child \
+     ) DELETE FROM definitions WHERE hash NOT IN (SELECT hash FROM pinned)";
+
 impl PgStore {
     pub async fn prune(
         &self,
@@ -91,12 +102,7 @@ impl PgStore {
                     delete("DELETE FROM runs WHERE instance_id = ANY($1)"),
                     delete("DELETE FROM instances WHERE id = ANY($1)"),
                     delete("DELETE FROM schedule_fires WHERE instance_id = ANY($1)"),
-                    Op::Exec(
-                        "DELETE FROM definitions d WHERE NOT EXISTS \
-                         (SELECT 1 FROM instances i WHERE i.definition_hash = d.hash) \
-                         AND NOT EXISTS (SELECT 1 FROM schedules s WHERE s.definition_hash = d.hash)",
-                        vec![],
-                    ),
+                    Op::Exec(UNPINNED_DEFINITIONS, vec![]),
                     Op::Simple("COMMIT"),
                 ])
                 .await;

@@ -16,6 +16,19 @@ pub(super) fn chosen_batch() -> String {
     format!("{CHOSEN} LIMIT ?3")
 }
 
+/// Deletes the definitions nothing pins any more. A definition is pinned
+/// by an instance, a schedule or a registered workflow (`wf workflow add`),
+/// and by every definition it pins in turn: a pinned definition's
+/// `children` (the workflows its `workflow:` steps call) stay whole, down
+/// the tree, for the children its instances have yet to make.
+const UNPINNED_DEFINITIONS: &str = "WITH RECURSIVE pinned(hash) AS ( \
+       SELECT definition_hash FROM instances \
+       UNION SELECT definition_hash FROM schedules \
+       UNION SELECT definition_hash FROM workflows \
+       UNION SELECT child.value FROM pinned JOIN definitions d ON d.hash = pinned.hash, \
+             json_each(d.children) AS child \
+     ) DELETE FROM definitions WHERE hash NOT IN (SELECT hash FROM pinned)";
+
 /// Rows of each table that belong to the instances `ids_sql` selects.
 fn counts(c: &Connection, ids_sql: &str, p: impl rusqlite::Params + Copy) -> Result<Pruned> {
     let count = |table: &str, column: &str| -> Result<u64> {
@@ -79,11 +92,7 @@ impl SqliteStore {
                 &format!("DELETE FROM schedule_fires WHERE instance_id IN ({chosen})"),
                 [&list],
             )?;
-            tx.execute(
-                "DELETE FROM definitions WHERE hash NOT IN (SELECT definition_hash FROM instances) \
-                 AND hash NOT IN (SELECT definition_hash FROM schedules)",
-                [],
-            )?;
+            tx.execute(UNPINNED_DEFINITIONS, [])?;
             tx.commit()?;
             total.add(&removed);
         }

@@ -85,6 +85,7 @@ fn run_data() -> RunData {
         live_dir: None,
         trace_id: "0af7651916cd43dd8448eb211c80319c".into(),
         depth: 0,
+        parent: None,
         caller: (
             opentelemetry::trace::TraceFlags::SAMPLED,
             opentelemetry::trace::TraceState::default(),
