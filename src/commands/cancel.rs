@@ -24,7 +24,7 @@ pub struct Args {
 }
 
 pub async fn run(args: Args, db: Option<PathBuf>, printer: &Printer) -> anyhow::Result<ExitStatus> {
-    let mut store = super::open(db).await?;
+    let mut store = super::open_existing(db).await?;
     let id = store.resolve_id(&args.id).await?;
     let inst = store.instance(&id).await?;
     if inst.status.is_ended() {

@@ -124,7 +124,7 @@ pub async fn execute(cli: Cli, printer: &Printer) -> anyhow::Result<ExitStatus> 
         Command::Logs(args) => logs::run(args, &open_existing(db).await?, printer).await,
         Command::Result(args) => result::run(args, &open_existing(db).await?, printer).await,
         Command::Trace(args) => trace::run(args, &open_existing(db).await?, printer).await,
-        Command::Signal(args) => signal::run(args, &mut open(db).await?, printer).await,
+        Command::Signal(args) => signal::run(args, &mut open_existing(db).await?, printer).await,
         Command::Cancel(args) => cancel::run(args, db, printer).await,
         Command::Schedule(args) => schedule::run(args, db, printer).await,
         Command::Workflow(args) => workflow::run(args, db, printer).await,
@@ -219,13 +219,13 @@ pub async fn open(db: Option<PathBuf>) -> anyhow::Result<Store> {
 /// does not exist is an error (exit 1), and nothing is created.
 pub async fn open_existing(db: Option<PathBuf>) -> anyhow::Result<Store> {
     let location = db_location(db)?;
-    if !location.exists() {
-        anyhow::bail!(
+    match Store::open_existing(&location).await? {
+        Some(store) => Ok(store),
+        None => anyhow::bail!(
             "no database at {}: nothing has run with it yet (`wf run FILE` creates it)",
             location.describe()
-        );
+        ),
     }
-    Ok(Store::open(&location).await?)
 }
 
 /// The caller's W3C trace context (`TRACEPARENT`), if it set one.

@@ -44,13 +44,13 @@ pub struct Args {
 
 pub async fn run(args: Args, db: Option<PathBuf>, printer: &Printer) -> anyhow::Result<ExitStatus> {
     let location = super::db_location(db)?;
-    if !location.exists() {
+    let Some(mut store) = crate::store::Store::open_existing(&location).await? else {
         return Err(UsageError(format!(
             "no database at {}: nothing to prune",
             location.describe()
         ))
         .into());
-    }
+    };
     let cutoff = chrono::Duration::from_std(args.older_than)
         .ok()
         .and_then(|d| chrono::Utc::now().checked_sub_signed(d))
@@ -74,7 +74,6 @@ pub async fn run(args: Args, db: Option<PathBuf>, printer: &Printer) -> anyhow::
     })
     .collect();
     statuses.dedup();
-    let mut store = crate::store::Store::open(&location).await?;
     let pruned = store
         .prune(Timestamp::from(cutoff), &statuses, BATCH, args.dry_run)
         .await?;

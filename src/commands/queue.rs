@@ -4,7 +4,6 @@
 
 use crate::exit::ExitStatus;
 use crate::printer::Printer;
-use crate::store::Store;
 use crate::views::QueueView;
 use crate::vocab::Timestamp;
 use std::path::PathBuf;
@@ -29,12 +28,7 @@ pub enum Sub {
 
 pub async fn run(args: Args, db: Option<PathBuf>, printer: &Printer) -> anyhow::Result<ExitStatus> {
     let Sub::List { json } = args.command;
-    let location = super::db_location(db)?;
-    let queues = if location.exists() {
-        Store::open(&location).await?.queues().await?
-    } else {
-        Vec::new()
-    };
+    let queues = super::open_existing(db).await?.queues().await?;
     let now = Timestamp::now();
     let views: Vec<QueueView> = queues.iter().map(|q| QueueView::new(q, now)).collect();
     if json {

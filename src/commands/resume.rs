@@ -25,7 +25,7 @@ pub struct Args {
 }
 
 pub async fn run(args: Args, db: Option<PathBuf>, printer: &Printer) -> anyhow::Result<ExitStatus> {
-    let mut store = super::open(db).await?;
+    let mut store = super::open_existing(db).await?;
     let id = store.resolve_id(&args.id).await?;
     let inst = store.instance(&id).await?;
     let mut inline_wait = args.ending.inline_wait;

@@ -60,24 +60,27 @@ pub async fn run(args: Args, db: Option<PathBuf>, printer: &Printer) -> anyhow::
         engine::check_secrets(&wf)?;
     }
 
-    let mut store = super::open(db).await?;
     let owner = engine::lease::owner_name();
+    let lease_to = (!args.detach).then_some(owner.as_str());
     // The id is known before anything is written, so that it can be named
     // whatever happens from here (a database lost mid-way: exit 6).
     let id = args
         .id
         .clone()
         .map_or_else(InstanceId::random, InstanceId::from);
-    let created = engine::create_instance(
-        &mut store,
+    // The row, with every check of its id and of what its inputs render
+    // (queue key and priority), before the database is opened or created.
+    let row = engine::new_instance(
         &wf,
-        &args.file,
+        &engine::Origin::of(&args.file),
         inputs,
         Some(id.clone()),
-        (!args.detach).then_some(owner.as_str()),
+        lease_to,
         labels,
-    )
-    .await;
+    )?;
+
+    let mut store = super::open(db).await?;
+    let created = engine::record_instance(&mut store, &wf, row, lease_to).await;
     match created {
         Err(engine::EngineError::Exists(existing)) => {
             return Ok(exists(printer, &existing, args.ending.json));

@@ -97,7 +97,7 @@ pub async fn run(args: Args, db: Option<PathBuf>, printer: &Printer) -> anyhow::
             Ok(ExitStatus::Success)
         }
         Sub::Rm { name } => {
-            let mut store = super::open(db).await?;
+            let mut store = super::open_existing(db).await?;
             let n = store.remove_schedules(&name).await?;
             if n == 0 {
                 let names = registered_names(&store).await?;
@@ -118,16 +118,7 @@ pub async fn run(args: Args, db: Option<PathBuf>, printer: &Printer) -> anyhow::
             Ok(ExitStatus::Success)
         }
         Sub::List { json } => {
-            let location = super::db_location(db)?;
-            if !location.exists() {
-                if json {
-                    printer.json::<[ScheduleView]>(&[]);
-                } else {
-                    printer.info("no schedules");
-                }
-                return Ok(ExitStatus::Success);
-            }
-            let store = Store::open(&location).await?;
+            let store = super::open_existing(db).await?;
             let rows = store.schedules().await?;
             if json {
                 let last = fire::last_instances(&store, &rows).await?;

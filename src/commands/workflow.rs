@@ -7,7 +7,6 @@
 use crate::engine::registry;
 use crate::exit::{ExitStatus, UsageError};
 use crate::printer::Printer;
-use crate::store::Store;
 use crate::views::WorkflowView;
 use crate::workflow::Workflow;
 use std::path::PathBuf;
@@ -81,7 +80,7 @@ pub async fn run(args: Args, db: Option<PathBuf>, printer: &Printer) -> anyhow::
             Ok(ExitStatus::Success)
         }
         Sub::Rm { name } => {
-            let mut store = super::open(db).await?;
+            let mut store = super::open_existing(db).await?;
             if !store.remove_workflow(&name).await? {
                 let names: Vec<String> = store
                     .workflows()
@@ -103,16 +102,7 @@ pub async fn run(args: Args, db: Option<PathBuf>, printer: &Printer) -> anyhow::
             Ok(ExitStatus::Success)
         }
         Sub::List { json } => {
-            let location = super::db_location(db)?;
-            if !location.exists() {
-                if json {
-                    printer.json::<[WorkflowView]>(&[]);
-                } else {
-                    printer.info("no workflows are registered");
-                }
-                return Ok(ExitStatus::Success);
-            }
-            let store = Store::open(&location).await?;
+            let store = super::open_existing(db).await?;
             let (rows, defs, schedules) = registry::listing(&store).await?;
             let views = WorkflowView::all(&rows, &defs, &schedules);
             if json {

@@ -355,6 +355,9 @@ pub fn missing_secret(wf: &Workflow) -> Option<&str> {
 }
 
 /// Checks an instance id given by the user (`--id`, `--as`).
+///
+/// An id is a path segment (of the live logs' folder, of the inspector's
+/// `/instances/ID`), so `.` and `..`, which name another place, are refused.
 pub fn check_id(id: &str) -> Result<(), EngineError> {
     if id.is_empty()
         || id.len() > 128
@@ -364,6 +367,11 @@ pub fn check_id(id: &str) -> Result<(), EngineError> {
     {
         return Err(EngineError::Input(format!(
             "invalid instance id `{id}`: use up to 128 letters, digits, `-`, `_` and `.`"
+        )));
+    }
+    if id.chars().all(|c| c == '.') && id.len() <= 2 {
+        return Err(EngineError::Input(format!(
+            "invalid instance id `{id}`: `.` and `..` name a folder, not an instance"
         )));
     }
     Ok(())
@@ -384,12 +392,8 @@ pub async fn create_instance(
     owner: Option<&str>,
     labels: store::Labels,
 ) -> Result<InstanceId, EngineError> {
-    let (recorded_path, base_dir) = crate::workflow::origin(workflow_path);
-    let origin = Origin {
-        path: recorded_path,
-        base_dir: base_dir.display().to_string(),
-    };
-    create_instance_at(store, wf, &origin, inputs, id, owner, labels).await
+    let row = new_instance(wf, &Origin::of(workflow_path), inputs, id, owner, labels)?;
+    record_instance(store, wf, row, owner).await
 }
 
 /// Where an instance's definition came from: the path it records, and the
@@ -398,6 +402,17 @@ pub async fn create_instance(
 pub struct Origin {
     pub path: String,
     pub base_dir: String,
+}
+
+impl Origin {
+    /// Where a workflow file read from `workflow_path` runs.
+    pub fn of(workflow_path: &Path) -> Origin {
+        let (path, base_dir) = crate::workflow::origin(workflow_path);
+        Origin {
+            path,
+            base_dir: base_dir.display().to_string(),
+        }
+    }
 }
 
 /// [`create_instance`] of a definition read earlier (a registered one),
@@ -411,6 +426,22 @@ pub async fn create_instance_at(
     owner: Option<&str>,
     labels: store::Labels,
 ) -> Result<InstanceId, EngineError> {
+    let row = new_instance(wf, origin, inputs, id, owner, labels)?;
+    record_instance(store, wf, row, owner).await
+}
+
+/// The row a new instance of `wf` starts as, with every check of what it
+/// is given made (its id, the queue key and priority its inputs render,
+/// `WF_LEASE_TTL`), touching no database: `wf run` makes it before it
+/// opens (or creates) one, so that a refusal leaves nothing behind.
+pub fn new_instance(
+    wf: &Workflow,
+    origin: &Origin,
+    inputs: Value,
+    id: Option<InstanceId>,
+    owner: Option<&str>,
+    labels: store::Labels,
+) -> Result<InstanceRow, EngineError> {
     let ttl = lease::ttl().map_err(EngineError::Input)?;
     // A secret's value given as an input is masked like everywhere else.
     let mut inputs = inputs;
@@ -466,6 +497,18 @@ pub async fn create_instance_at(
         labels,
         queue,
     };
+    Ok(row)
+}
+
+/// Records `row`, made by [`new_instance`] (leased to `owner`, if any):
+/// its id, or why not (an instance of that id exists).
+pub async fn record_instance(
+    store: &mut Store,
+    wf: &Workflow,
+    row: InstanceRow,
+    owner: Option<&str>,
+) -> Result<InstanceId, EngineError> {
+    let id = row.id.clone();
     if !store
         .create_instance(&row, &definitions_of(wf), &lease::holder_alive)
         .await?

@@ -157,15 +157,6 @@ impl Location {
             Location::Postgres(t) => t.describe(),
         }
     }
-
-    /// Whether a read-only command has anything to read (a SQLite file that
-    /// does not exist is not created by `wf list`).
-    pub fn exists(&self) -> bool {
-        match self {
-            Location::Sqlite(p) => p.exists(),
-            Location::Postgres(_) => true,
-        }
-    }
 }
 
 /// The history, in one of the backends.
@@ -225,6 +216,19 @@ impl Store {
             Location::Postgres(target) => {
                 Store::Postgres(Box::new(pg::PgStore::open(target).await?))
             }
+        })
+    }
+
+    /// Opens the history at `location` only if one is there (`None`: no
+    /// SQLite file, or no wf schema on the PostgreSQL server), creating
+    /// nothing: for the commands that only read.
+    pub async fn open_existing(location: &Location) -> Result<Option<Store>> {
+        Ok(match location {
+            Location::Sqlite(path) if !path.exists() => None,
+            Location::Sqlite(_) => Some(Store::open(location).await?),
+            Location::Postgres(target) => pg::PgStore::open_existing(target)
+                .await?
+                .map(|p| Store::Postgres(Box::new(p))),
         })
     }
 

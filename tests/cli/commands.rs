@@ -835,16 +835,28 @@ fn a_database_file_that_lost_the_closing_checkpoint_is_whole_with_its_wal() {
 
 #[test]
 fn a_read_command_on_a_missing_database_says_so_and_creates_nothing() {
+    // On PostgreSQL: a schema wf never made (the test's own).
     let t = Test::new();
-    if t.sqlite_only("a database file that does not exist; see pg::") {
-        return;
-    }
     for args in [
         vec!["list"],
         vec!["list", "--json"],
         vec!["inspect", "x"],
         vec!["logs", "x"],
         vec!["trace"],
+        vec!["result", "x"],
+        vec!["queue", "list"],
+        vec!["queue", "list", "--json"],
+        vec!["schedule", "list"],
+        vec!["schedule", "list", "--json"],
+        vec!["workflow", "list"],
+        vec!["workflow", "list", "--json"],
+        // Those that act on something recorded find nothing to act on.
+        vec!["resume", "x"],
+        vec!["signal", "x", "go"],
+        vec!["cancel", "x"],
+        vec!["restart", "x", "--from", "a"],
+        vec!["schedule", "rm", "x"],
+        vec!["workflow", "rm", "x"],
     ] {
         let ran = t.wf(&args);
         ran.code(1);
@@ -853,7 +865,17 @@ fn a_read_command_on_a_missing_database_says_so_and_creates_nothing() {
             "{args:?}: {}",
             ran.stderr
         );
+        assert!(ran.stdout.is_empty(), "{args:?}: {}", ran.stdout);
         assert!(!t.db.exists(), "{args:?} created the database");
+        if let Some((_, schema)) = &t.pg {
+            let made = t.sql(&format!(
+                "SELECT count(*) FROM pg_namespace WHERE nspname = '{schema}'"
+            ));
+            assert_eq!(made, "0", "{args:?} created the schema");
+        }
+    }
+    if t.on_pg() {
+        return;
     }
     // Nor the folders on the way to it.
     let typo = t.path().join("typo").join("x.db");

@@ -710,8 +710,12 @@ fn check_broken_db(t: &Test, what: &str, needle: &str, failures: &mut Vec<String
     let bytes = std::fs::read(&t.db).ok();
     for args in DB_COMMANDS {
         let ran = t.wf(args);
-        // A command that only reads says there is no database, and creates none.
-        let read_only = ["list", "inspect", "trace", "logs"].contains(&args[0]);
+        // A command that only reads, or acts on an instance, says there is
+        // no database, and creates none.
+        let read_only = [
+            "list", "inspect", "trace", "logs", "resume", "signal", "cancel",
+        ]
+        .contains(&args[0]);
         let needle = if read_only && !t.db.exists() {
             "no database at"
         } else {

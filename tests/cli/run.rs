@@ -762,3 +762,82 @@ steps:
         bad.stderr
     );
 }
+
+#[test]
+fn every_check_of_wf_run_comes_before_the_database_is_made() {
+    // On PostgreSQL: the schema is not made either.
+    let t = Test::new();
+    t.write(
+        "hello.yaml",
+        "name: hello\nsteps:\n  - id: a\n    run: 'true'\n",
+    );
+    t.write(
+        "queued.yaml",
+        "name: queued
+inputs:
+  k: { default: a }
+  p: { default: 5 }
+queue: { key: \"${{ inputs.k }}\", priority: \"${{ inputs.p }}\", concurrency: 1 }
+steps:
+  - id: a
+    run: 'true'
+",
+    );
+    let long_key = "k".repeat(300);
+    let long_key_input = format!("k={long_key}");
+    for (args, says) in [
+        (
+            vec!["run", "hello.yaml", "--id", "bad id!"],
+            "invalid instance id",
+        ),
+        (
+            vec!["run", "hello.yaml", "--id", ".."],
+            "invalid instance id `..`",
+        ),
+        (
+            vec!["run", "hello.yaml", "--id", "."],
+            "invalid instance id `.`",
+        ),
+        (
+            vec!["run", "hello.yaml", "--id", "a/b"],
+            "invalid instance id",
+        ),
+        (
+            vec!["run", "hello.yaml", "--detach", "--id", ".."],
+            "invalid instance id `..`",
+        ),
+        (vec!["run", "hello.yaml", "--input", "nope=1"], "nope"),
+        (vec!["run", "hello.yaml", "--label", "bad label=x"], "label"),
+        (vec!["run", "queued.yaml", "--input", "k="], "queue.key"),
+        (
+            vec!["run", "queued.yaml", "--input", &long_key_input],
+            "queue.key",
+        ),
+        (
+            vec!["run", "queued.yaml", "--input", "p=12"],
+            "queue.priority",
+        ),
+        (
+            vec!["run", "queued.yaml", "--detach", "--input", "p=-1"],
+            "queue.priority",
+        ),
+    ] {
+        let ran = t.wf(&args);
+        ran.code(2);
+        assert!(
+            ran.stderr.contains(says) && ran.stderr.lines().count() == 1,
+            "{args:?}: {}",
+            ran.stderr
+        );
+        assert!(!t.db.exists(), "{args:?} created the database");
+        if let Some((_, schema)) = &t.pg {
+            let made = t.sql(&format!(
+                "SELECT count(*) FROM pg_namespace WHERE nspname = '{schema}'"
+            ));
+            assert_eq!(made, "0", "{args:?} created the schema");
+        }
+    }
+    // Ids with dots that are not a folder's name are ids.
+    t.wf(&["run", "hello.yaml", "--id", "..."]).code(0);
+    t.wf(&["run", "hello.yaml", "--id", "v1.2"]).code(0);
+}

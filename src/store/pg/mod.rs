@@ -122,19 +122,48 @@ pub struct PgStore {
 impl PgStore {
     /// Connects and brings the schema up to date.
     pub async fn open(target: &PgTarget) -> Result<PgStore> {
+        let store = Self::connect(target).await?;
+        store.migrate().await?;
+        Ok(store)
+    }
+
+    /// [`PgStore::open`] of a schema wf made already; `None` (and nothing
+    /// created) when the server has none by that name.
+    pub async fn open_existing(target: &PgTarget) -> Result<Option<PgStore>> {
+        let store = Self::connect(target).await?;
+        let q = target::quoted(&target.schema);
+        let made = store
+            .client()
+            .query_one(
+                "SELECT to_regclass($1) IS NOT NULL",
+                &[&format!("{q}.migrations")],
+            )
+            .await
+            .map_err(|e| StoreError::Open {
+                path: target.describe(),
+                reason: sql_reason(&e),
+            })?
+            .get::<_, bool>(0);
+        if !made {
+            return Ok(None);
+        }
+        store.migrate().await?;
+        Ok(Some(store))
+    }
+
+    /// A connection to `target`, its schema not looked at yet.
+    async fn connect(target: &PgTarget) -> Result<PgStore> {
         let conn = conn::Conn::open(target)
             .await
             .map_err(|reason| StoreError::Open {
                 path: target.describe(),
                 reason,
             })?;
-        let store = PgStore {
+        Ok(PgStore {
             conn,
             target: target.clone(),
             statements: Mutex::new((0, HashMap::new())),
-        };
-        store.migrate().await?;
-        Ok(store)
+        })
     }
 
     pub fn is_usable(&self) -> bool {
