@@ -178,11 +178,22 @@ fn a_stalled_holder_whose_lock_was_taken_writes_nothing_more() {
     eventually("a's step to end", || records(&t).len() == 2);
     // Its lease expires (1s): b takes its place, which revokes it.
     t.write("go-b", "");
-    t.wf(&["run", file, "--id", "b", "--input", "tag=b"])
-        .code(0);
+    let b = spawn(&t, &["run", file, "--id", "b", "--input", "tag=b"]);
+    let b_pid = b.pid();
+    b.finish().code(0);
     let before = t.dump();
+    let a_pid = a.pid();
     a.signal("CONT");
-    a.finish().code(5);
+    let ran = a.finish();
+    ran.code(5);
+    // It names the process that took its lock (b's), not itself.
+    assert!(
+        ran.stderr.contains("instance a was taken over by")
+            && ran.stderr.contains(&format!(":{b_pid}:"))
+            && !ran.stderr.contains(&format!(":{a_pid}:")),
+        "{}",
+        ran.stderr
+    );
     assert_eq!(
         t.dump(),
         before,
@@ -220,5 +231,115 @@ fn lock_definition_errors() {
         assert!(out.stderr.contains(said), "{yaml}\n{}", out.stderr);
         assert!(out.stderr.starts_with("error: "), "{}", out.stderr);
         assert!(out.stderr.contains("bad.yaml:"), "{}", out.stderr);
+    }
+}
+
+/// Three instances of four units each on one lock key (limit 1), run at
+/// once, with one of them SIGKILLed or stalled (SIGSTOP past its lease) at a
+/// random moment in most trials (issue 53): never two holders at once (a
+/// step takes a `flock` of a shared file without waiting, and says so when
+/// it cannot), never a deadlock (PostgreSQL's 40P01), every instance
+/// completes (resumed after a kill or a lost lease), and no lock is left
+/// held. `WF_LOCK_TRIALS` sets the number of trials (default 20),
+/// `WF_LOCK_SEED` the seed (printed, to replay a failure).
+#[test]
+fn many_units_of_many_instances_on_one_key_never_deadlock_nor_overlap() {
+    let trials = crate::chaos::env_number("WF_LOCK_TRIALS", 20);
+    let seed = crate::chaos::env_number("WF_LOCK_SEED", 0).max(1);
+    let seed = if seed == 1 {
+        u64::from(std::process::id()) * 2_654_435_761 + 1
+    } else {
+        seed
+    };
+    eprintln!("WF_LOCK_SEED={seed}");
+    let mut rng = crate::XorShift(seed);
+    let yaml = "name: units\ninputs:\n  tag: { required: true }\nsteps:\n  - id: unit\n    \
+                for_each: [1, 2, 3, 4]\n    max_parallel: 4\n    lock: { key: shared, limit: 1 }\n    \
+                run: |\n      exec 9>>held.flock\n      \
+                flock -n 9 || echo \"overlap ${{ inputs.tag }} ${{ item }}\" >> overlaps\n      \
+                echo \"start ${{ inputs.tag }}-${{ item }}\" >> starts\n      \
+                sleep 0.05 9>&-\n";
+    for trial in 0..trials {
+        let t = Test::new().env("WF_LEASE_TTL", "2s");
+        let file = t.write("units.yaml", yaml);
+        let file = file.to_str().unwrap();
+        let ids = ["i0", "i1", "i2"];
+        let mut runs: Vec<_> = ids
+            .iter()
+            .map(|id| {
+                spawn(
+                    &t,
+                    &["run", file, "--id", id, "--input", &format!("tag={id}")],
+                )
+            })
+            .collect();
+        let started = |t: &Test| {
+            std::fs::read_to_string(t.path().join("starts"))
+                .unwrap_or_default()
+                .lines()
+                .count()
+        };
+        let mode = rng.below(3);
+        let victim = rng.below(3) as usize;
+        let after = rng.below(8) as usize;
+        eventually("units to start", || {
+            started(&t) >= after || runs.iter_mut().all(crate::durable::Bg::exited)
+        });
+        let mut outcomes = Vec::new();
+        match mode {
+            1 => {
+                let mut r = runs.remove(victim);
+                r.kill9();
+                eventually("the killed run to be gone", || r.exited());
+                outcomes.push(r.finish());
+            }
+            2 => {
+                let r = runs.remove(victim);
+                r.signal("STOP");
+                // The others finish, taking its place once its lease expired.
+                for r in runs.drain(..) {
+                    outcomes.push(r.finish());
+                }
+                r.signal("CONT");
+                outcomes.push(r.finish());
+            }
+            _ => {}
+        }
+        outcomes.extend(runs.into_iter().map(|r| r.finish()));
+        let context = format!("trial {trial} (WF_LOCK_SEED={seed}, mode {mode}, victim i{victim})");
+        for ran in &outcomes {
+            assert!(
+                !ran.stderr.contains("40P01") && !ran.stderr.contains("deadlock"),
+                "{context}: {}",
+                ran.stderr
+            );
+            assert!(
+                [0, 5, -1].contains(&ran.code),
+                "{context}: exit {}: {}",
+                ran.code,
+                ran.stderr
+            );
+        }
+        for id in ids {
+            for _ in 0..3 {
+                if t.inspect(id)["status"] == "completed" {
+                    break;
+                }
+                let ran = t.wf(&["resume", id]);
+                assert!(
+                    !ran.stderr.contains("40P01") && !ran.stderr.contains("deadlock"),
+                    "{context}: {}",
+                    ran.stderr
+                );
+            }
+            let v = t.inspect(id);
+            assert_eq!(v["status"], "completed", "{context}: {id}: {v}");
+        }
+        assert_eq!(
+            std::fs::read_to_string(t.path().join("overlaps")).unwrap_or_default(),
+            "",
+            "{context}: two holders at once"
+        );
+        assert_eq!(held(&t), "0", "{context}: a lock is left held");
     }
 }

@@ -432,12 +432,22 @@ fn a_stalled_holder_whose_slot_was_given_away_writes_nothing_more() {
     t.write("go-a", "");
     eventually("a's step to end", || spans(&t)["a"][0].1.is_some());
     t.write("go-b", "");
-    run_as(&t, file, "b", &["--inline-wait", "60s"]).code(0);
+    let b = start_as(&t, file, "b", &["--inline-wait", "60s"]);
+    let b_pid = b.pid();
+    b.finish().code(0);
     let before = t.dump();
+    let a_pid = a.pid();
     a.signal("CONT");
     let ran = a.finish();
     ran.code(5);
-    assert!(ran.stderr.contains("a"), "{}", ran.stderr);
+    // It names the process that took its slot (b's), not itself.
+    assert!(
+        ran.stderr.contains("instance a was taken over by")
+            && ran.stderr.contains(&format!(":{b_pid}:"))
+            && !ran.stderr.contains(&format!(":{a_pid}:")),
+        "{}",
+        ran.stderr
+    );
     assert_eq!(
         t.dump(),
         before,

@@ -49,8 +49,13 @@ const WINDOW: &str = concat!(
      FROM (SELECT at_ms FROM admissions WHERE queue_key = $1) a"
 );
 
+/// Takes a dead holder's slot (`$1`): it queues again, its epoch rises, and
+/// its lease names who revoked it (`$3`, a worker admitting; else the
+/// holder of the instance admitted in its place, `$4`), which the stalled
+/// holder's next write is refused naming.
 const REVOKE: &str = "UPDATE instances SET admitted = false, lease_epoch = lease_epoch + 1, \
      lease_expires_ms = NULL, status = CASE WHEN status = 'running' THEN 'queued' ELSE status END, \
+     lease_owner = COALESCE($3, (SELECT o.lease_owner FROM instances o WHERE o.id = $4), lease_owner), \
      updated_at = $2 WHERE id = $1";
 
 const ADMIT: &str = "UPDATE instances SET admitted = true, status = 'running', wake_at = NULL, \
@@ -194,11 +199,7 @@ fn key_rows(
         .ok_or_else(|| StoreError::Corrupt("no reply to the admission window".into()))?;
     let now_ms: i64 = get(w, 0)?;
     let window: Vec<i64> = get(w, 1)?;
-    let live = |r: &Row| -> Result<bool> {
-        let owner: Option<String> = get(r, 1)?;
-        let left: Option<i64> = get(r, 2)?;
-        Ok(owner.is_some_and(|o| left.is_some_and(|l| l > 0) && holder_alive(&o)))
-    };
+    let live = |r: &Row| -> Result<bool> { Ok(live_holder(get(r, 1)?, get(r, 2)?, holder_alive)) };
     let occupants = occupants
         .iter()
         .map(|r| {
@@ -245,7 +246,15 @@ fn admit_ops(
 ) {
     let now = Timestamp::now();
     for g in gone {
-        ops.push(Op::Exec(REVOKE, vec![p(g.clone()), p(now)]));
+        ops.push(Op::Exec(
+            REVOKE,
+            vec![
+                p(g.clone()),
+                p(now),
+                p(lease.map(|(owner, _)| owner.to_string())),
+                p(id.to_string()),
+            ],
+        ));
     }
     let mut params: Vec<Param> = vec![p(id.to_string()), p(now)];
     match lease {
@@ -590,17 +599,45 @@ impl PgStore {
     }
 }
 
-/// The holders of a step lock (`$1`), their instances' rows locked.
+/// The holders of a step lock (`$1`), with their instances' leases. Read
+/// without locking their rows: a holder's own `take_lock` holds its row
+/// while it waits for the key's lock, so waiting here for that row (with
+/// the key's lock held) closed a circle, and PostgreSQL ended one of the
+/// two with a deadlock (40P01). Only the rows of holders about to be
+/// revoked are locked, without waiting ([`RECHECK`]).
 const LOCK_HOLDERS: &str = concat!(
     "SELECT l.instance_id, l.unit_key, i.lease_owner, i.",
     lease_left!(),
-    " FROM locks l JOIN instances i ON i.id = l.instance_id WHERE l.lock_key = $1 FOR UPDATE OF i"
+    " FROM locks l JOIN instances i ON i.id = l.instance_id WHERE l.lock_key = $1"
+);
+
+/// The holders to revoke (`$1`), read again with their rows locked: those
+/// another transaction holds (a commit, a renewal, their own `take_lock`)
+/// are skipped rather than waited for, and count as live.
+const RECHECK: &str = concat!(
+    "SELECT id, lease_owner, ",
+    lease_left!(),
+    " FROM instances WHERE id = ANY($1) FOR UPDATE SKIP LOCKED"
 );
 
 /// The caller's lease's time left.
 const MY_LEASE: &str = concat!("SELECT ", lease_left!(), " FROM instances WHERE id = $1");
 
+/// Whether a holder (owner, lease time left) is alive.
+fn live_holder(
+    owner: Option<String>,
+    left: Option<i64>,
+    holder_alive: &dyn Fn(&str) -> bool,
+) -> bool {
+    owner.is_some_and(|o| left.is_some_and(|l| l > 0) && holder_alive(&o))
+}
+
 impl PgStore {
+    /// Takes step lock `key` for `unit` (see `Store::take_lock`). One lock
+    /// order, so that takers never wait on each other in a circle: the
+    /// caller's own row (the fence), then the key's advisory lock, after
+    /// which nothing is waited for: holders are read unlocked, and those
+    /// to revoke are locked with `SKIP LOCKED`.
     pub async fn take_lock(
         &self,
         fence: &Fence,
@@ -644,10 +681,8 @@ impl PgStore {
             .iter()
             .map(|r| {
                 let instance: String = get(r, 0)?;
-                let owner: Option<String> = get(r, 2)?;
-                let left: Option<i64> = get(r, 3)?;
                 let live = instance == *fence.instance
-                    || owner.is_some_and(|o| left.is_some_and(|l| l > 0) && holder_alive(&o));
+                    || live_holder(get(r, 2)?, get(r, 3)?, holder_alive);
                 Ok(queue::LockHolder {
                     instance,
                     unit: get(r, 1)?,
@@ -655,14 +690,33 @@ impl PgStore {
                 })
             })
             .collect::<Result<Vec<_>>>();
-        let holders = match holders {
+        let mut holders = match holders {
             Ok(h) => h,
             Err(e) => {
                 let _ = self.client().batch_execute("ROLLBACK").await;
                 return Err(e);
             }
         };
-        match queue::lock_verdict(&holders, &fence.instance, unit, limit) {
+        let mut verdict = queue::lock_verdict(&holders, &fence.instance, unit, limit);
+        if let queue::LockVerdict::Take { revoke } = &verdict
+            && !revoke.is_empty()
+        {
+            // Dead as read; dead still, with its row ours until COMMIT?
+            let dead = match self.recheck(revoke, holder_alive).await {
+                Ok(d) => d,
+                Err(e) => {
+                    let _ = self.client().batch_execute("ROLLBACK").await;
+                    return Err(e);
+                }
+            };
+            for h in &mut holders {
+                if revoke.contains(&h.instance) && !dead.contains(&h.instance) {
+                    h.live = true;
+                }
+            }
+            verdict = queue::lock_verdict(&holders, &fence.instance, unit, limit);
+        }
+        match verdict {
             queue::LockVerdict::Held => {
                 self.finish(Vec::new()).await?;
                 Ok(true)
@@ -678,9 +732,13 @@ impl PgStore {
                         "DELETE FROM locks WHERE lock_key = $1 AND instance_id = $2",
                         vec![p(key.to_string()), p(gone.clone())],
                     ));
+                    // Its lease names who took its place (the next write
+                    // of a stalled holder is refused naming it).
                     ops.push(Op::Exec(
-                        "UPDATE instances SET lease_epoch = lease_epoch + 1, lease_expires_ms = NULL WHERE id = $1",
-                        vec![p(gone)],
+                        "UPDATE instances SET lease_epoch = lease_epoch + 1, lease_expires_ms = NULL, \
+                         lease_owner = COALESCE((SELECT o.lease_owner FROM instances o WHERE o.id = $2), lease_owner) \
+                         WHERE id = $1",
+                        vec![p(gone), p(fence.instance.to_string())],
                     ));
                 }
                 ops.push(Op::Exec(
@@ -695,6 +753,29 @@ impl PgStore {
                 Ok(true)
             }
         }
+    }
+
+    /// Of the holders `revoke`, those whose rows this transaction now
+    /// holds and whose lease is still dead.
+    async fn recheck(
+        &self,
+        revoke: &[String],
+        holder_alive: &dyn Fn(&str) -> bool,
+    ) -> Result<Vec<String>> {
+        let rows = self
+            .pipeline(vec![Op::Query(RECHECK, vec![p(revoke.to_vec())])])
+            .await?
+            .into_iter()
+            .next()
+            .map(Out::rows)
+            .unwrap_or_default();
+        let mut dead = Vec::new();
+        for r in &rows {
+            if !live_holder(get(r, 1)?, get(r, 2)?, holder_alive) {
+                dead.push(get(r, 0)?);
+            }
+        }
+        Ok(dead)
     }
 }
 

@@ -105,15 +105,24 @@ fn key_rows_of(
 }
 
 /// Takes the slots of admitted instances whose holders are gone: they
-/// queue again, and their epoch rises, so a stalled holder writes nothing more.
-pub(super) fn revoke(c: &Connection, ids: &[String]) -> Result<()> {
+/// queue again, and their epoch rises, so a stalled holder writes nothing
+/// more. Their lease names who revoked them (`by`, a worker admitting;
+/// else the holder of `admitted`, the instance given the room), which the
+/// stalled holder's next write is refused naming.
+pub(super) fn revoke(
+    c: &Connection,
+    ids: &[String],
+    admitted: &str,
+    by: Option<&str>,
+) -> Result<()> {
     for id in ids {
         cached(
             c,
             "UPDATE instances SET admitted = 0, lease_epoch = lease_epoch + 1, lease_expires_ms = NULL, \
-             status = CASE WHEN status = 'running' THEN 'queued' ELSE status END, updated_at = ?2 \
+             status = CASE WHEN status = 'running' THEN 'queued' ELSE status END, updated_at = ?2, \
+             lease_owner = COALESCE(?3, (SELECT o.lease_owner FROM instances o WHERE o.id = ?4), lease_owner) \
              WHERE id = ?1",
-            params![id, Timestamp::now()],
+            params![id, Timestamp::now(), by, admitted],
         )?;
     }
     Ok(())
@@ -176,7 +185,7 @@ pub(super) fn admit_one(
     let not_before = queue::not_before(inst.status, inst.wake_at);
     match queue::admit_one(&place.limits, &rows, id, not_before, now_ms) {
         Verdict::Admit { revoke: gone } => {
-            revoke(c, &gone)?;
+            revoke(c, &gone, id, None)?;
             admit(c, id, &place.key, &place.limits, None, now_ms)?;
             Ok(Admission::Admitted)
         }
@@ -251,7 +260,7 @@ pub(super) fn arrive(
     let held = row.lease_owner.is_some();
     match queue::arrive(place, &rows, &row.id, not_before, held, now_ms) {
         queue::Arrival::Admit { revoke: gone } => {
-            revoke(c, &gone)?;
+            revoke(c, &gone, &row.id, None)?;
             admit(c, &row.id, &place.key, &place.limits, None, now_ms)?;
         }
         queue::Arrival::Wait => {}
@@ -298,7 +307,7 @@ pub(super) fn admit_queued(
             holder_alive,
         )?;
         let (admit_ids, gone) = queue::admit_line(&rows, max - out.len(), now_ms);
-        revoke(c, &gone)?;
+        revoke(c, &gone, "", Some(owner))?;
         for id in admit_ids {
             let limits = rows
                 .line
@@ -470,10 +479,14 @@ pub(super) fn take_lock(
                     "DELETE FROM locks WHERE lock_key = ?1 AND instance_id = ?2",
                     params![key, gone],
                 )?;
+                // Its lease names who took its place (the next write of
+                // a stalled holder is refused naming it).
                 cached(
                     c,
-                    "UPDATE instances SET lease_epoch = lease_epoch + 1, lease_expires_ms = NULL WHERE id = ?1",
-                    params![gone],
+                    "UPDATE instances SET lease_epoch = lease_epoch + 1, lease_expires_ms = NULL, \
+                     lease_owner = COALESCE((SELECT o.lease_owner FROM instances o WHERE o.id = ?2), lease_owner) \
+                     WHERE id = ?1",
+                    params![gone, fence.instance],
                 )?;
             }
             cached(
