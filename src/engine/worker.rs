@@ -66,6 +66,17 @@ const HEARTBEAT_EVERY: Duration = Duration::from_secs(5);
 /// How long a worker leaves an instance alone after its run ended in an error.
 const ERROR_PAUSE: Duration = Duration::from_secs(30);
 
+/// Whether a run ended because another process took its instance (or a
+/// child of it) over: no reason to leave the instance alone for a while.
+fn lost_lease(e: &EngineError) -> bool {
+    matches!(
+        e,
+        EngineError::LeaseLost { .. }
+            | EngineError::ChildLost { .. }
+            | EngineError::Store(StoreError::Fenced { .. })
+    )
+}
+
 /// A worker, ready to run: its signals are caught from the moment it is
 /// made (so that a SIGTERM sent once it said it started stops it cleanly).
 pub struct Worker {
@@ -275,7 +286,11 @@ impl Worker {
                             Err(e) => {
                                 observer.run_failed(&id, &e);
                                 errors += 1;
-                                if !opts.once {
+                                // A lease lost is no fault of the instance's:
+                                // it is claimed again as soon as the lease
+                                // that took it is dead (expired, or its
+                                // holder gone), as any other instance is.
+                                if !opts.once && !lost_lease(&e) {
                                     rest.insert(id, Instant::now() + ERROR_PAUSE.max(opts.poll));
                                 }
                             }

@@ -484,3 +484,69 @@ steps:
     run.signal("INT");
     run.finish().code(130);
 }
+
+/// A worker whose lease was taken while it was stalled takes the instance
+/// up again as soon as the lease that took it is dead (issue 53, item 11),
+/// not after a fixed pause (it was 30 s).
+#[test]
+fn a_worker_that_lost_a_lease_takes_the_instance_up_again_once_that_lease_is_dead() {
+    let t = Test::new().env("WF_LEASE_TTL", "2s");
+    let file = t.write(
+        "gate.yaml",
+        "name: gate\nsteps:\n  - id: s\n    run: |\n      echo ran >> runs\n      \
+         while [ ! -e go ]; do sleep 0.02; done\n",
+    );
+    t.wf(&["run", file.to_str().unwrap(), "--detach", "--id", "a"])
+        .code(0);
+    let runs = || {
+        std::fs::read_to_string(t.path().join("runs"))
+            .unwrap_or_default()
+            .lines()
+            .count()
+    };
+    let worker = spawn(&t, &["worker"]);
+    eventually("the worker to start the step", || runs() == 1);
+    worker.signal("STOP");
+    // Once its lease expired, `wf resume` takes the instance over (refused
+    // until then), starts the step again, and is killed.
+    let mut resumer = None;
+    eventually("a resume to take the lease over", || {
+        let mut r = spawn(&t, &["resume", "a"]);
+        loop {
+            if runs() == 2 {
+                resumer = Some(r);
+                return true;
+            }
+            if r.exited() {
+                return false;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    });
+    let mut resumer = resumer.expect("a resumer");
+    resumer.kill9();
+    eventually("the resume to be gone", || resumer.exited());
+    // The worker wakes to a lost lease, and takes the instance up again at
+    // once: its holder is dead. (A pause of its own would be 30 s.)
+    worker.signal("CONT");
+    let woke = std::time::Instant::now();
+    while runs() < 3 {
+        assert!(
+            woke.elapsed() < std::time::Duration::from_secs(20),
+            "the worker left the instance alone"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    t.write("go", "");
+    eventually("a to complete", || t.inspect("a")["status"] == "completed");
+    let steps = t.inspect("a");
+    let outcomes: Vec<&str> = Test::step(&steps, "s")["attempt_list"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["outcome"].as_str().unwrap())
+        .collect();
+    assert_eq!(outcomes, ["crashed", "crashed", "ok"], "{steps}");
+    worker.signal("TERM");
+    worker.finish();
+}
