@@ -109,7 +109,9 @@ impl Printer {
             "completed" | "ok" => cell.fg(Color::Green),
             "failed" | "timeout" | "crashed" => cell.fg(Color::Red),
             "running" => cell.fg(Color::Cyan),
-            "sleeping" | "waiting" | "retrying" | "retry" | "interrupted" => cell.fg(Color::Yellow),
+            "pending" | "sleeping" | "waiting" | "retrying" | "retry" | "interrupted" => {
+                cell.fg(Color::Yellow)
+            }
             "canceled" | "skipped" => cell.fg(Color::DarkGrey),
             _ => cell,
         }

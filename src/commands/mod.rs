@@ -44,8 +44,8 @@ Examples:
 
 Exit codes:
   0 completed (or success)   1 workflow failed      2 usage or definition error
-  3 suspended (sleeping or waiting)   4 canceled   5 held by another process
-  130 interrupted"
+  3 suspended or not started (sleeping, waiting, queued, pending)   4 canceled
+  5 held by another process  6 database unreachable  130 interrupted"
 )]
 pub struct Cli {
     /// SQLite file or postgres:// URL (default: $WF_DB, else $XDG_DATA_HOME/wf/wf.db)

@@ -216,7 +216,10 @@ fn exists(printer: &Printer, existing: &crate::store::InstanceRow, json: bool) -
         ShownStatus::Stored(InstanceStatus::Completed) => ExitStatus::Success,
         ShownStatus::Stored(InstanceStatus::Failed) => ExitStatus::Failure,
         ShownStatus::Stored(
-            InstanceStatus::Sleeping | InstanceStatus::Waiting | InstanceStatus::Queued,
+            InstanceStatus::Pending
+            | InstanceStatus::Sleeping
+            | InstanceStatus::Waiting
+            | InstanceStatus::Queued,
         ) => ExitStatus::Suspended,
         ShownStatus::Stored(InstanceStatus::Canceled | InstanceStatus::Skipped) => {
             ExitStatus::Canceled

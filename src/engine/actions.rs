@@ -267,6 +267,7 @@ pub async fn write_otlp(
 /// The statuses `wf list --status` takes (`interrupted`: a `running`
 /// instance whose runner is gone).
 pub const STATUSES: &[&str] = &[
+    "pending",
     "queued",
     "running",
     "interrupted",

@@ -339,7 +339,8 @@ pub async fn fire_due(
                 Some(id) => match store.instance(id).await {
                     Ok(i) => matches!(
                         i.status,
-                        InstanceStatus::Running
+                        InstanceStatus::Pending
+                            | InstanceStatus::Running
                             | InstanceStatus::Sleeping
                             | InstanceStatus::Waiting
                     ),
@@ -408,7 +409,7 @@ async fn apply(
                 id: InstanceId::random(),
                 workflow: row.workflow.clone(),
                 // Due at once: the first worker with room claims it.
-                status: InstanceStatus::Sleeping,
+                status: InstanceStatus::Pending,
                 definition: String::new(),
                 definition_hash: row.definition_hash.clone(),
                 workflow_path: row.workflow_path.clone(),

@@ -473,7 +473,7 @@ pub fn new_instance(
                 .map(|d| Timestamp::from_ms(now.ms() + d)),
         ),
         (None, Some(_)) => (InstanceStatus::Running, None),
-        (None, None) => (InstanceStatus::Sleeping, Some(now)),
+        (None, None) => (InstanceStatus::Pending, Some(now)),
     };
     let row = InstanceRow {
         id: id.clone(),

@@ -68,7 +68,7 @@ pub const ROUTES: &[Route] = &[
         query: &[
             (
                 "status",
-                "Only this status (queued, running, interrupted, sleeping, waiting, completed, failed, canceled, skipped)",
+                "Only this status (pending, queued, running, interrupted, sleeping, waiting, completed, failed, canceled, skipped)",
             ),
             ("workflow", "Only this workflow"),
             ("label", "NAME=VALUE; repeat for all of several"),

@@ -62,6 +62,10 @@ macro_rules! words {
 words! {
     /// Where an instance is (docs/execution.md, "instance status").
     InstanceStatus {
+        /// Recorded and due, not yet started by anyone (`wf run --detach`,
+        /// the API, a webhook, a schedule's fire): the first worker with
+        /// room takes it.
+        Pending = "pending",
         /// Waiting for its queue to admit it (`queue:`): nothing of it runs.
         Queued = "queued",
         /// A process is driving it (or was, and died: `wf list` shows

@@ -956,9 +956,9 @@ fn a_write_to_a_read_only_database_names_the_file() {
 }
 
 /// Creates the test's database, with no instance in it, the way a user
-/// would: a command that writes (here a cancel of an id that matches nothing).
+/// would: a command that writes (here a worker's sweep over nothing).
 pub fn empty_database(t: &Test) {
-    t.wf(&["cancel", "nothing-here"]).code(2);
+    t.wf(&["worker", "--once"]).code(0);
     assert!(t.on_pg() || t.db.exists());
 }
 

@@ -19,7 +19,17 @@ fn a_detached_instance_is_recorded_for_a_worker_and_its_id_printed() {
     // Recorded, due, and nothing ran.
     let list = t.wf(&["list", "--json"]).code(0).json();
     assert_eq!(list[0]["id"], "d1");
-    assert_eq!(list[0]["status"], "sleeping");
+    // Nobody started it: `pending`, never `sleeping`.
+    assert_eq!(list[0]["status"], "pending");
+    assert_eq!(t.inspect("d1")["status"], "pending");
+    let listed = t
+        .wf(&["list", "--status", "pending", "--json"])
+        .code(0)
+        .json();
+    assert_eq!(listed[0]["id"], "d1", "{listed}");
+    let shown = t.wf(&["list"]).code(0).stdout.clone();
+    assert!(shown.contains("pending"), "{shown}");
+    t.wf(&["result", "d1"]).code(3);
     assert!(!t.path().join("greeted").exists());
     assert!(t.inspect("d1")["runs"].as_array().unwrap().is_empty());
     // A worker runs it.
@@ -38,7 +48,7 @@ fn detach_json_and_an_id_that_exists() {
         .code(0)
         .json();
     assert_eq!(v["id"], "d2");
-    assert_eq!(v["status"], "sleeping");
+    assert_eq!(v["status"], "pending");
     assert_eq!(v["exit_code"], 0);
     // The same definition and inputs: nothing new, its status named.
     let again = t.wf(&["run", "--detach", file, "--id", "d2"]);
@@ -55,7 +65,7 @@ fn detach_json_and_an_id_that_exists() {
     ran.code(0);
     let id = ran.stdout.trim();
     assert_eq!(id.len(), 32, "{id}");
-    assert_eq!(t.inspect(id)["status"], "sleeping");
+    assert_eq!(t.inspect(id)["status"], "pending");
 }
 
 #[test]

@@ -90,8 +90,10 @@ fn add_list_and_rm() {
          steps:\n  - id: a\n    run: echo hi ${{ inputs.who }}\n",
     );
     let path = wf.to_str().unwrap();
-    // Nothing registered yet: an empty list, even before the database exists.
-    assert_eq!(schedules(&t), Vec::<Value>::new());
+    // Before the database exists, the list says there is none (exit 1).
+    let ran = t.wf(&["schedule", "list", "--json"]);
+    ran.code(1);
+    assert!(ran.stderr.contains("no database at"), "{}", ran.stderr);
     let added = t.wf(&["schedule", "add", path]);
     added.code(0);
     assert!(

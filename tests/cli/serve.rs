@@ -882,3 +882,44 @@ fn answers_are_gzipped_for_a_client_that_asks_but_event_streams_never() {
     assert!(r.header("content-encoding").is_none());
     assert!(r.text().contains("event: end"), "{}", r.text());
 }
+
+/// An instance the API starts, with no worker yet, is `pending` (issue 53,
+/// item 9): in the start's answer, the API's list and its filter, the
+/// inspector's list and instance page, `wf list`, and `/metrics`.
+#[test]
+fn an_instance_nobody_started_yet_is_pending_everywhere() {
+    let t = Test::new();
+    register_greet(&t);
+    let s = Server::start(&t, &[], &[]);
+    let r = s.post(
+        "/api/v1/workflows/greet/instances",
+        json!({ "inputs": { "who": "bo" } }),
+    );
+    assert_eq!(r.status, 201, "{}", r.text());
+    assert_eq!(r.json()["status"], "pending", "{}", r.text());
+    let id = r.json()["id"].as_str().unwrap().to_string();
+    let listed = s.get("/api/v1/instances?status=pending").json();
+    assert_eq!(listed[0]["id"], id.as_str(), "{listed}");
+    assert_eq!(
+        s.get(&format!("/api/v1/instances/{id}")).json()["status"],
+        "pending"
+    );
+    let page = s.get("/?status=pending").text();
+    assert!(
+        page.contains(&id[..12]) && page.contains("s-pending"),
+        "{page}"
+    );
+    let page = s.get(&format!("/instances/{id}")).text();
+    assert!(page.contains("s-pending"), "{page}");
+    let metrics = s.get("/metrics").text();
+    assert!(
+        metrics.lines().any(|l| l.starts_with("wf_instances{")
+            && l.contains("status=\"pending\"")
+            && l.rsplit(' ').next().and_then(|v| v.parse::<f64>().ok()) == Some(1.0)),
+        "{metrics}"
+    );
+    assert_eq!(wf_json(&t, &["list", "--json"])[0]["status"], "pending");
+    // A worker starts it: no longer pending.
+    t.wf(&["worker", "--once"]).code(0);
+    assert_eq!(t.inspect(&id)["status"], "completed");
+}

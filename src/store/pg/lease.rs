@@ -20,7 +20,7 @@ use crate::vocab::Timestamp;
 /// operator touches a name, and a name holding a comma equals none of them.
 macro_rules! due_sql {
     () => {
-        "((status = 'sleeping' AND (wake_at IS NULL OR wake_at <= $1 OR cancel_requested > 0)) \
+        "((status IN ('pending', 'sleeping') AND (wake_at IS NULL OR wake_at <= $1 OR cancel_requested > 0)) \
           OR (status = 'waiting' AND (cancel_requested > 0 OR (wake_at IS NOT NULL AND wake_at <= $1) OR EXISTS ( \
               SELECT 1 FROM events e WHERE e.instance_id = instances.id AND e.consumed_by IS NULL \
               AND e.name = ANY (string_to_array(instances.waiting_event, ','))))) \
@@ -44,7 +44,7 @@ macro_rules! due_sql {
 /// read every instance, 36 ms a poll; this reads the sleeping ones, 11 ms.
 pub(super) const CLAIM_DUE: &str = concat!(
     "WITH live AS MATERIALIZED (SELECT id, created_at, seq FROM instances \
-       WHERE status IN ('sleeping', 'waiting', 'running') AND ",
+       WHERE status IN ('pending', 'sleeping', 'waiting', 'running') AND ",
     due_sql!(),
     " AND (lease_expires_ms IS NULL OR lease_expires_ms <= ",
     server_ms!(),

@@ -218,7 +218,7 @@ impl PgStore {
         if let Some(id) = &fire.cancel {
             ops.push(Op::Exec(
                 "UPDATE instances SET cancel_requested = GREATEST(cancel_requested, 1), updated_at = $2 \
-                 WHERE id = $1 AND status IN ('running', 'sleeping', 'waiting')",
+                 WHERE id = $1 AND status IN ('pending', 'running', 'sleeping', 'waiting')",
                 vec![p(id.clone()), p(Timestamp::now())],
             ));
         }

@@ -137,7 +137,7 @@ pub(super) fn release_lease(c: &Connection, fence: &Fence) -> Result<()> {
 /// comma (which no step can wait for) never matches two listed names.
 macro_rules! due_sql {
     () => {
-        "((status = 'sleeping' AND (wake_at IS NULL OR wake_at <= ?1 OR cancel_requested > 0)) \
+        "((status IN ('pending', 'sleeping') AND (wake_at IS NULL OR wake_at <= ?1 OR cancel_requested > 0)) \
           OR (status = 'waiting' AND (cancel_requested > 0 OR (wake_at IS NOT NULL AND wake_at <= ?1) OR EXISTS ( \
               SELECT 1 FROM events e WHERE e.instance_id = instances.id AND e.consumed_by IS NULL \
               AND instr(e.name, ',') = 0 \

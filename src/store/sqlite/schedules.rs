@@ -174,7 +174,7 @@ impl SqliteStore {
         if let Some(id) = &fire.cancel {
             tx.execute(
                 "UPDATE instances SET cancel_requested = MAX(cancel_requested, 1), updated_at = ?2 \
-                 WHERE id = ?1 AND status IN ('running', 'sleeping', 'waiting')",
+                 WHERE id = ?1 AND status IN ('pending', 'running', 'sleeping', 'waiting')",
                 params![id, Timestamp::now()],
             )?;
         }
