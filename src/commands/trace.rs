@@ -4,7 +4,9 @@
 //!
 //! - `tree`: per run, the root span and the spans beneath it (docs/traces.md),
 //!   the runs of the children of `workflow:` steps under the attempts that
-//!   made them (`--depth N` levels at most).
+//!   made them (`--depth N` levels at most). On a terminal it fits the
+//!   terminal's width, span names relative to their workflow; piped or
+//!   with `--wide`, lines and names are whole.
 //! - `json`: an array of runs ([`TraceRunView`]), each `{instance_id,
 //!   workflow, run, outcome, trace_id, span_id, parent_span_id, started_at,
 //!   finished_at, duration_ms, spans}` where each span is `{trace_id,
@@ -49,6 +51,10 @@ pub struct Args {
     /// (default: all; 0: none)
     #[arg(long, value_name = "N", conflicts_with = "all")]
     pub depth: Option<usize>,
+    /// Whole lines on a terminal too: full span names, every detail on its
+    /// span's line (as when piped), however wide
+    #[arg(long)]
+    pub wide: bool,
 }
 
 /// One instance's recorded trace data, and its children's.
@@ -183,7 +189,9 @@ pub async fn run(args: Args, store: &Store, printer: &Printer) -> anyhow::Result
             let traced = store
                 .snapshot(async |_: &Store| load_all(false).await)
                 .await?;
-            print_tree(&traced, args.all, printer);
+            // On a terminal the tree fits it, unless `--wide`.
+            let width = if args.wide { None } else { printer.width() };
+            print_tree(&traced, args.all, width, printer);
         }
         Format::Json => {
             let traced = store
@@ -223,7 +231,7 @@ pub async fn run(args: Args, store: &Store, printer: &Printer) -> anyhow::Result
     Ok(ExitStatus::Success)
 }
 
-fn print_tree(traced: &[Traced], all: bool, printer: &Printer) {
+fn print_tree(traced: &[Traced], all: bool, width: Option<usize>, printer: &Printer) {
     for (i, t) in traced.iter().enumerate() {
         if all {
             if i > 0 {
@@ -234,7 +242,7 @@ fn print_tree(traced: &[Traced], all: bool, printer: &Printer) {
                 t.instance.id, t.instance.workflow
             ));
         }
-        let lines = tree::render_traced(&t.tree());
+        let lines = tree::render_traced(&t.tree(), width);
         if lines.is_empty() {
             printer.info(&format!("instance {} has no recorded spans", t.instance.id));
         }

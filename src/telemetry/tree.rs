@@ -10,23 +10,19 @@
 //! Each span shows its start offset in its run and its duration, and a
 //! waterfall bar over the run's time, so the slow step stands out; the root
 //! line carries the run's total and its trace id.
+//!
+//! On a terminal the lines fit its width ([`layout`]) and spans other than
+//! a run's root are named relative to their workflow (`charge-card`).
 
 use crate::store::{RunRow, SpanRow};
+use layout::Line;
 use serde_json::Value;
 use std::collections::{BTreeSet, HashMap, HashSet};
 
+mod layout;
+
 /// The longest status message shown on a line; the full text is in `--format json`.
 const MESSAGE_MAX: usize = 80;
-
-/// One line of the tree before the columns are aligned.
-struct Line {
-    /// Tree drawing and span name.
-    head: String,
-    /// Start offset, duration and waterfall bar (none for a run without its root yet).
-    timing: Option<String>,
-    /// Space-separated details.
-    details: Vec<String>,
-}
 
 /// Width of the waterfall bar, in characters.
 const BAR: usize = 12;
@@ -102,18 +98,27 @@ impl Node {
     }
 }
 
-/// The tree of an instance and of its children, nested.
-pub fn render_traced(t: &Traced<'_>) -> Vec<String> {
+/// The tree of an instance and of its children, nested. `width`: the
+/// terminal's, which the lines fit, the spans of each workflow named
+/// relative to it (`charge-card`, not `order-flow/charge-card`; a run's
+/// root keeps its whole name); None (piped, `--wide`): whole lines, whole
+/// names.
+pub fn render_traced(t: &Traced<'_>, width: Option<usize>) -> Vec<String> {
     let mut lines = Vec::new();
-    for node in instance_nodes(t, None, false) {
+    for node in instance_nodes(t, None, false, width.is_some()) {
         draw(&node, "", "", &mut lines);
     }
-    align(lines)
+    match width {
+        Some(w) => layout::fit(lines, w),
+        None => layout::align(lines),
+    }
 }
 
 fn draw(node: &Node, prefix: &str, indent: &str, out: &mut Vec<Line>) {
     out.push(Line {
         head: format!("{prefix}{}", node.head),
+        indent: indent.to_string(),
+        kids: !node.kids.is_empty(),
         timing: node.timing.map(|(start, end, w)| timing(start, end, w)),
         details: node.details.clone(),
     });
@@ -165,8 +170,14 @@ fn attachments<'a>(
 /// An instance's runs, in order, each its root's node (or a header's);
 /// `outer`: the trace and window of the run it is nested in, which its
 /// runs in that trace are measured against; `nested`: it is a child shown
-/// in its parent's tree (its runs then name it).
-fn instance_nodes(t: &Traced<'_>, outer: Option<(&str, Window)>, nested: bool) -> Vec<Node> {
+/// in its parent's tree (its runs then name it); `relative`: its spans are
+/// named relative to its workflow.
+fn instance_nodes(
+    t: &Traced<'_>,
+    outer: Option<(&str, Window)>,
+    nested: bool,
+    relative: bool,
+) -> Vec<Node> {
     let mut numbers: BTreeSet<i64> = t.runs.iter().map(|r| r.number).collect();
     numbers.extend(t.spans.iter().map(|s| s.run));
     let (under, loose) = attachments(t);
@@ -174,16 +185,20 @@ fn instance_nodes(t: &Traced<'_>, outer: Option<(&str, Window)>, nested: bool) -
     for number in numbers {
         let in_run: Vec<&SpanRow> = t.spans.iter().filter(|s| s.run == number).collect();
         let run = t.runs.iter().find(|r| r.number == number);
-        nodes.extend(run_nodes(t, number, run, &in_run, &under, outer));
+        nodes.extend(run_nodes(t, number, run, &in_run, &under, outer, relative));
     }
     // Children of attempts still open: under a line for the attempt, at
     // the end of the last run.
     for c in loose {
         let kid = Node {
-            head: format!("{}/{}", t.workflow, c.key),
+            head: if relative {
+                c.key.to_string()
+            } else {
+                format!("{}/{}", t.workflow, c.key)
+            },
             timing: None,
             details: vec![format!("attempt={}", c.attempt), "outcome=running".into()],
-            kids: instance_nodes(&c.traced, None, true),
+            kids: instance_nodes(&c.traced, None, true, relative),
         };
         match nodes.last_mut() {
             Some(last) => last.kids.push(kid),
@@ -210,6 +225,7 @@ fn run_nodes(
     spans: &[&SpanRow],
     under: &HashMap<&str, Vec<&Traced<'_>>>,
     outer: Option<(&str, Window)>,
+    relative: bool,
 ) -> Vec<Node> {
     let ids: HashSet<&str> = spans.iter().map(|s| s.span_id.as_str()).collect();
     let mut children: HashMap<&str, Vec<&SpanRow>> = HashMap::new();
@@ -246,6 +262,7 @@ fn run_nodes(
         children: &children,
         under,
         window,
+        relative_to: relative.then(|| format!("{}/", t.workflow)),
     };
     let mut seen = HashSet::new();
     let nodes: Vec<Node> = top.iter().filter_map(|s| tree.node(s, &mut seen)).collect();
@@ -270,6 +287,8 @@ struct SpanTree<'a, 'b> {
     children: &'b HashMap<&'a str, Vec<&'a SpanRow>>,
     under: &'b HashMap<&'a str, Vec<&'a Traced<'a>>>,
     window: Window,
+    /// `<workflow>/`, which names of spans other than the root drop.
+    relative_to: Option<String>,
 }
 
 impl<'a> SpanTree<'a, '_> {
@@ -295,13 +314,21 @@ impl<'a> SpanTree<'a, '_> {
                 child,
                 Some((span.trace_id.as_str(), self.window)),
                 true,
+                self.relative_to.is_some(),
             ));
         }
         if nested.is_some() {
             kids.sort_by_key(Node::start);
         }
+        let head = match &self.relative_to {
+            Some(prefix) if !is_root(span) => span
+                .name
+                .strip_prefix(prefix.as_str())
+                .filter(|n| !n.is_empty()),
+            _ => None,
+        };
         Some(Node {
-            head: span.name.clone(),
+            head: head.unwrap_or(&span.name).to_string(),
             timing: Some((span.start_ns, span.end_ns, self.window)),
             details,
             kids,
@@ -420,39 +447,6 @@ fn details(s: &SpanRow) -> Vec<String> {
     d
 }
 
-fn align(lines: Vec<Line>) -> Vec<String> {
-    let width = lines
-        .iter()
-        .map(|l| l.head.chars().count())
-        .max()
-        .unwrap_or(0)
-        + 3;
-    let timing_width = lines
-        .iter()
-        .filter_map(|l| l.timing.as_ref().map(|t| t.chars().count()))
-        .max()
-        .unwrap_or(0);
-    lines
-        .into_iter()
-        .map(|l| {
-            let mut line = l.head;
-            let timing = l.timing.unwrap_or_default();
-            if timing_width > 0 || !l.details.is_empty() {
-                line.push_str(&" ".repeat(width - line.chars().count()));
-            }
-            if timing_width > 0 {
-                line.push_str(&timing);
-                line.push_str(&" ".repeat(timing_width - timing.chars().count()));
-                if !l.details.is_empty() {
-                    line.push_str("  ");
-                }
-            }
-            line.push_str(&l.details.join("  "));
-            line.trim_end().to_string()
-        })
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -461,13 +455,16 @@ mod tests {
     /// The tree of one instance without children: `runs` as recorded (for
     /// runs whose root span is not written yet) and its spans.
     fn render(workflow: &str, runs: &[RunRow], spans: &[SpanRow]) -> Vec<String> {
-        render_traced(&Traced {
-            id: "",
-            workflow,
-            runs,
-            spans,
-            children: Vec::new(),
-        })
+        render_traced(
+            &Traced {
+                id: "",
+                workflow,
+                runs,
+                spans,
+                children: Vec::new(),
+            },
+            None,
+        )
     }
 
     fn span(
@@ -682,7 +679,7 @@ mod tests {
         let parent_spans = [root, call];
         let kid_spans = [kid_root, kid_step];
         let open_spans = [open_root];
-        let lines = render_traced(&Traced {
+        let traced = Traced {
             id: "parent000000000",
             workflow: "p",
             runs: &[],
@@ -711,7 +708,8 @@ mod tests {
                     },
                 },
             ],
-        });
+        };
+        let lines = render_traced(&traced, None);
         let heads = [
             "p/workflow ",
             "├── p/call ",
@@ -737,5 +735,25 @@ mod tests {
             "{}",
             lines[4]
         );
+        // On a terminal, each workflow's spans are named relative to it;
+        // the roots keep their names, and every line fits.
+        let fitted = render_traced(&traced, Some(60));
+        for (name, full) in [
+            ("├── call", "p/call"),
+            ("│       └── x", "kid/x"),
+            ("└── later", "p/later"),
+        ] {
+            assert!(
+                fitted
+                    .iter()
+                    .any(|l| l == name || l.starts_with(&format!("{name} "))),
+                "{name}: {fitted:#?}"
+            );
+            assert!(!fitted.iter().any(|l| l.contains(full)), "{fitted:#?}");
+        }
+        assert!(fitted[0].starts_with("p/workflow "), "{fitted:#?}");
+        for l in &fitted {
+            assert!(l.chars().count() <= 60, "{l}: {fitted:#?}");
+        }
     }
 }

@@ -2,7 +2,7 @@
 //! official protobuf definitions), live OTLP/HTTP export to a real receiver,
 //! spans after a crash, and W3C trace context propagation (TRACEPARENT in,
 //! TRACEPARENT to step processes, `traceparent` on HTTP calls, `wf signal`
-//! links).
+//! links). The tree on a terminal: [`terminal`].
 
 use crate::{Ran, Test};
 use prost::Message;
@@ -14,6 +14,8 @@ use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+
+mod terminal;
 
 const CARD_FLOW: &str = r#"
 name: order-flow
