@@ -4,44 +4,108 @@
 //! child file that cannot be read (pointed at where the parent names it),
 //! an invalid child (with its own file, line and column), a `with:` that
 //! names an input the child does not declare or misses one it requires,
-//! and a cycle of files (a.yaml -> b.yaml -> a.yaml).
+//! and a cycle of files (a.yaml -> b.yaml -> a.yaml). Every one is found
+//! in one pass, with the file's own errors: each step's children are read
+//! even when another step is in error.
 //!
 //! A workflow with children is identified by its source and theirs: its
 //! [`Workflow::hash`] covers the children's hashes, so an edited child
 //! makes a new definition to pin.
 
-use super::validate::{Pos, hash_source};
+use super::validate::{Invalid, Pos, hash_source};
 use super::{CallSite, DefinitionError, Workflow, origin};
+use std::collections::{BTreeMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-/// Reads the workflow file at `path` and every workflow it calls.
+/// Reads the workflow file at `path` and every workflow it calls, and
+/// reports every error of the tree in one pass: the file's own, and for
+/// each `workflow:` step (read whole, even when others are not), its
+/// child's (unreadable, invalid, or called with a `with:` it does not
+/// take), in file order, a child's where its step calls it.
 pub(super) fn load_tree(
     path: &Path,
     calling: &mut Vec<PathBuf>,
 ) -> Result<Workflow, DefinitionError> {
-    let mut wf = Workflow::load_file(path)?;
-    if wf.calls.is_empty() {
-        return Ok(wf);
-    }
+    let (wf, calls, mut found) = match Workflow::load_file(path) {
+        Ok(wf) if wf.calls.is_empty() => return Ok(wf),
+        Ok(wf) => {
+            let calls = wf.calls.clone();
+            (Some(wf), calls, Vec::new())
+        }
+        Err(Invalid { error, calls }) => {
+            let own: Vec<(Pos, DefinitionError)> = error
+                .all()
+                .into_iter()
+                .map(|e| {
+                    (
+                        Pos {
+                            line: e.line,
+                            col: e.col,
+                        },
+                        e,
+                    )
+                })
+                .collect();
+            if calls.is_empty() {
+                return Err(error);
+            }
+            (None, calls, own)
+        }
+    };
     let label = wf_label(path);
     let (_, dir) = origin(path);
     let here = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
     calling.push(here);
-    for call in wf.calls.clone() {
-        let child = match wf.children.get(&call.path) {
+    let mut children: BTreeMap<String, Arc<Workflow>> = BTreeMap::new();
+    // Children found invalid: their errors are reported once, at the first
+    // step that calls them.
+    let mut invalid = HashSet::new();
+    for call in &calls {
+        let child = match children.get(&call.path) {
             Some(child) => child.clone(),
-            None => {
-                let child = load_child(&dir, &label, &call, calling)?;
-                wf.children.insert(call.path.clone(), child.clone());
-                child
-            }
+            None if invalid.contains(&call.path) => continue,
+            None => match load_child(&dir, &label, call, calling) {
+                Ok(child) => {
+                    children.insert(call.path.clone(), child.clone());
+                    child
+                }
+                Err(e) => {
+                    if e.file != label {
+                        invalid.insert(call.path.clone());
+                    }
+                    found.extend(e.all().into_iter().map(|e| (call.at, e)));
+                    continue;
+                }
+            },
         };
-        check_with(&label, &call, &child)?;
+        if let Err(e) = check_with(&label, call, &child) {
+            found.push((call.at, e));
+        }
     }
     calling.pop();
-    wf.hash = tree_hash(&wf.hash, child_hashes(&wf));
-    Ok(wf)
+    match wf {
+        Some(mut wf) if found.is_empty() => {
+            wf.children = children;
+            wf.hash = tree_hash(&wf.hash, child_hashes(&wf));
+            Ok(wf)
+        }
+        _ => {
+            // File order (stable: a child's errors stay in its order).
+            found.sort_by_key(|(at, _)| (at.line, at.col));
+            let mut errors = found.into_iter().map(|(_, e)| e);
+            // (Never empty here: a file that did not load has an error.)
+            let mut first = errors.next().unwrap_or_else(|| DefinitionError {
+                file: label.clone(),
+                line: 1,
+                col: 1,
+                message: "invalid workflow".into(),
+                more: Vec::new(),
+            });
+            first.more = errors.collect();
+            Err(first)
+        }
+    }
 }
 
 /// The child `call` names, read relative to `dir` (the calling file's folder).
@@ -73,12 +137,17 @@ fn load_child(
             cycle.join(" -> ")
         )));
     }
-    let child = load_tree(&shown_path(dir, &call.path), calling).map_err(|mut e| {
-        e.message = format!(
-            "{} (in `{}`, which step `{}` calls at {label}:{}:{})",
-            e.message, call.path, call.step, call.at.line, call.at.col
-        );
-        e
+    let child = load_tree(&shown_path(dir, &call.path), calling).map_err(|e| {
+        let mut all = e.all().into_iter().map(|mut e| {
+            e.message = format!(
+                "{} (in `{}`, which step `{}` calls at {label}:{}:{})",
+                e.message, call.path, call.step, call.at.line, call.at.col
+            );
+            e
+        });
+        let mut first = all.next().unwrap_or(e);
+        first.more = all.collect();
+        first
     })?;
     Ok(Arc::new(child))
 }

@@ -480,8 +480,9 @@ impl Workflow {
         self.steps.iter().any(|s| s.lock.is_some())
     }
 
-    /// Reads and validates one workflow file, not the files it calls.
-    fn load_file(path: &Path) -> Result<Workflow, DefinitionError> {
+    /// Reads and validates one workflow file, not the files it calls (but
+    /// when it is invalid, names those it calls all the same).
+    fn load_file(path: &Path) -> Result<Workflow, validate::Invalid> {
         let label = match is_stdin(path) {
             true => STDIN_LABEL.to_string(),
             false => path.display().to_string(),
@@ -506,14 +507,15 @@ impl Workflow {
         let meta = std::fs::metadata(path)
             .map_err(|e| at_start(format!("cannot read workflow file: {}", io_reason(&e))))?;
         if meta.is_dir() {
-            return Err(at_start("is a directory, not a workflow file".into()));
+            return Err(at_start("is a directory, not a workflow file".into()).into());
         }
         if meta.len() > validate::MAX_FILE_BYTES as u64 {
             return Err(at_start(format!(
                 "file is {} bytes; workflow files are limited to {} bytes",
                 meta.len(),
                 validate::MAX_FILE_BYTES
-            )));
+            ))
+            .into());
         }
         // Read at most one byte over the limit: a device or pipe (`/dev/zero`)
         // reports no length but may never end.
@@ -529,7 +531,7 @@ impl Workflow {
     }
 
     /// Validates a workflow file's bytes (at most one over the limit).
-    fn from_bytes(bytes: Vec<u8>, label: &str) -> Result<Workflow, DefinitionError> {
+    fn from_bytes(bytes: Vec<u8>, label: &str) -> Result<Workflow, validate::Invalid> {
         let at_start = |message: String| DefinitionError {
             file: label.to_string(),
             line: 1,
@@ -541,7 +543,8 @@ impl Workflow {
             return Err(at_start(format!(
                 "file is over {} bytes; workflow files are limited to that",
                 validate::MAX_FILE_BYTES
-            )));
+            ))
+            .into());
         }
         let source = String::from_utf8(bytes).map_err(|e| {
             let valid = e.utf8_error().valid_up_to();
@@ -555,7 +558,7 @@ impl Workflow {
                 more: Vec::new(),
             }
         })?;
-        validate::parse_source(&source, label)
+        validate::parse_with_calls(&source, label)
     }
 
     /// Re-parses a pinned definition (as stored by an instance).

@@ -6,10 +6,13 @@
 //! failure the step's `child.failed`; a child that suspends suspends its
 //! parent until whoever ends it; a parent killed while its child runs is
 //! finished by `wf resume`, with one child; a schedule pins the children's
-//! definitions with its own.
+//! definitions with its own. Every child error of a file in one pass:
+//! [`one_pass`].
 
 use crate::{Ran, Test};
 use serde_json::Value;
+
+mod one_pass;
 
 const CHILD: &str = "name: deploy-region
 inputs:

@@ -54,6 +54,12 @@ impl<T> From<&Box<Spanned<T>>> for Pos {
 
 /// Parses and validates workflow source text. `label` names the file in errors.
 pub fn parse_source(source: &str, label: &str) -> Result<Workflow, DefinitionError> {
+    parse_with_calls(source, label).map_err(|invalid| invalid.error)
+}
+
+/// [`parse_source`], and when the text is invalid, the `workflow:` steps
+/// read before that was known ([`Invalid::calls`]).
+pub(crate) fn parse_with_calls(source: &str, label: &str) -> Result<Workflow, Invalid> {
     let err_at = |pos: Pos, message: String| DefinitionError {
         file: label.to_string(),
         line: pos.line,
@@ -69,7 +75,8 @@ pub fn parse_source(source: &str, label: &str) -> Result<Workflow, DefinitionErr
                 source.len(),
                 MAX_FILE_BYTES
             ),
-        ));
+        )
+        .into());
     }
     // Blank, or nothing but comments (and document markers): an empty document.
     if source.lines().all(|l| {
@@ -79,7 +86,8 @@ pub fn parse_source(source: &str, label: &str) -> Result<Workflow, DefinitionErr
         return Err(err_at(
             Pos { line: 1, col: 1 },
             "empty workflow file (expected a mapping with `name` and `steps`)".into(),
-        ));
+        )
+        .into());
     }
     let raw: RawWorkflow =
         serde_saphyr::from_str_with_options(source, yaml_options()).map_err(|e| {
@@ -92,7 +100,7 @@ pub fn parse_source(source: &str, label: &str) -> Result<Workflow, DefinitionErr
                 .unwrap_or(Pos { line: 1, col: 1 });
             err_at(pos, yaml_message(&e))
         })?;
-    Checker {
+    let mut checker = Checker {
         source,
         label,
         step_ids: HashMap::new(),
@@ -101,8 +109,30 @@ pub fn parse_source(source: &str, label: &str) -> Result<Workflow, DefinitionErr
         results_read: std::cell::RefCell::new(Some(Default::default())),
         warnings: Default::default(),
         calls: Default::default(),
+    };
+    let checked = checker.check(raw);
+    checked.map_err(|error| Invalid {
+        error,
+        calls: checker.calls.take(),
+    })
+}
+
+/// An invalid workflow file: its errors, and the `workflow:` steps it calls
+/// that were read all the same (each whole), so that their children are
+/// checked in the same pass.
+#[derive(Debug)]
+pub(crate) struct Invalid {
+    pub error: DefinitionError,
+    pub calls: Vec<CallSite>,
+}
+
+impl From<DefinitionError> for Invalid {
+    fn from(error: DefinitionError) -> Invalid {
+        Invalid {
+            error,
+            calls: Vec::new(),
+        }
     }
-    .check(raw)
 }
 
 /// YAML 1.2 rules: only `true`/`false` are booleans, so `[x, y, no]` stays a

@@ -9,7 +9,7 @@ impl Checker<'_> {
     /// input, a secret, a step, a schedule) rather than stopping at the
     /// first; the graph checks need every step, so they run only when the
     /// rest is sound. The first error carries the others ([`gathered`]).
-    pub(super) fn check(mut self, mut raw: RawWorkflow) -> Result<Workflow, DefinitionError> {
+    pub(super) fn check(&mut self, mut raw: RawWorkflow) -> Result<Workflow, DefinitionError> {
         let mut errors: Vec<DefinitionError> = Vec::new();
         let name = raw.name.value.clone();
         if name.is_empty()
