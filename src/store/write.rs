@@ -94,6 +94,15 @@ pub enum Write {
     /// with the parent's): one child per attempt, or none. Nothing if its
     /// id is taken.
     CreateChild(Box<InstanceRow>),
+    /// A completed child whose parent's saga compensates the step that made
+    /// it (a `workflow:` step without a `compensate:` of its own): asked to
+    /// run its own compensations, as a cancel of it would, and due at once
+    /// (`pending`) for whoever runs it; its end is delivered to `parent`
+    /// as before. Nothing unless it is still `completed` and `parent`'s.
+    CompensateChild {
+        child: InstanceId,
+        parent: InstanceId,
+    },
     /// A child ended: the event its parent's step waits for, delivered in
     /// the child's last commit (so whoever ends the child wakes the parent).
     NotifyParent {

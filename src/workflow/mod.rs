@@ -599,6 +599,20 @@ impl Workflow {
     pub fn step(&self, id: &str) -> Option<&Step> {
         self.steps.iter().find(|s| s.id == id)
     }
+
+    /// Whether a completed `step` of this workflow has something to undo
+    /// when a saga compensates: its own `compensate:`, or, a `workflow:`
+    /// step without one, its child's compensations (down the tree).
+    pub fn step_compensates(&self, step: &Step) -> bool {
+        step.compensate.is_some()
+            || matches!(&step.action, Action::Workflow(call)
+                if self.children.get(&call.path).is_some_and(|c| c.compensates()))
+    }
+
+    /// Whether undoing a completed instance of this workflow runs anything.
+    pub fn compensates(&self) -> bool {
+        self.steps.iter().any(|s| self.step_compensates(s))
+    }
 }
 
 /// Why `name` cannot name a label, if it cannot: letters, digits, `_`,

@@ -1103,3 +1103,120 @@ outputs: { child: \"${{ steps.call.output }}\", parent: \"${{ instance.parent }}
         "parent="
     );
 }
+
+/// A completed child is undone with its parent (issue 53, item 10): when
+/// the parent's saga compensates, a `workflow:` step without a
+/// `compensate:` of its own runs its child's compensations, newest first
+/// (the grandchild's among them, in their place), and the child ends
+/// `canceled`; one with its own `compensate:` runs that instead.
+#[test]
+fn a_completed_child_runs_its_compensations_when_its_parents_saga_compensates() {
+    let t = Test::new();
+    t.write(
+        "grandchild.yaml",
+        "name: grandchild\nsteps:\n  - id: g\n    run: echo do-g >> log\n    \
+         compensate: { run: echo undo-g >> log }\n",
+    );
+    t.write(
+        "child.yaml",
+        "name: child\nsteps:\n  - id: a\n    run: echo do-a >> log\n    \
+         compensate: { run: echo undo-a >> log }\n  - id: nest\n    workflow: ./grandchild.yaml\n  \
+         - id: b\n    run: echo do-b >> log\n    compensate: { run: echo undo-b >> log }\n",
+    );
+    t.write(
+        "own.yaml",
+        "name: own\nsteps:\n  - id: o\n    run: echo do-o >> log\n    \
+         compensate: { run: echo undo-o-by-itself >> log }\n",
+    );
+    let (id, ran) = t.run_yaml(
+        "saga.yaml",
+        "name: saga\nsteps:\n  - id: first\n    run: echo do-first >> log\n    \
+         compensate: { run: echo undo-first >> log }\n  - id: call\n    workflow: ./child.yaml\n  \
+         - id: other\n    workflow: ./own.yaml\n    compensate: { run: echo undo-other-by-parent >> log }\n  \
+         - id: boom\n    retry: { max_attempts: 1 }\n    run: exit 1\n",
+        &[],
+    );
+    ran.code(1);
+    assert_eq!(
+        t.read("log"),
+        "do-first\ndo-a\ndo-g\ndo-b\ndo-o\n\
+         undo-other-by-parent\nundo-b\nundo-g\nundo-a\nundo-first\n",
+        "newest first, the children's in their step's place"
+    );
+    let parent = t.inspect(&id);
+    assert_eq!(parent["status"], "failed");
+    let comp = Test::step(&parent, "call:compensate");
+    assert_eq!(comp["status"], "completed", "{parent}");
+    let child_id = ids_of(&t, "child").pop().expect("the child");
+    let child = t.inspect(&child_id);
+    assert_eq!(child["status"], "canceled", "{child}");
+    for key in ["a:compensate", "b:compensate", "nest:compensate"] {
+        assert_eq!(
+            Test::step(&child, key)["status"],
+            "completed",
+            "{key}: {child}"
+        );
+    }
+    let grandchild_id = ids_of(&t, "grandchild").pop().expect("the grandchild");
+    assert_eq!(t.inspect(&grandchild_id)["status"], "canceled");
+    // The child with a parent-side `compensate:` was left as it was.
+    let own_id = ids_of(&t, "own").pop().expect("own");
+    assert_eq!(t.inspect(&own_id)["status"], "completed");
+    // The inspector shows the child's compensation too (both interfaces).
+    let shown = t.wf(&["inspect", &child_id]).code(0).stdout.clone();
+    assert!(
+        shown.contains("a:compensate") && shown.contains("canceled"),
+        "{shown}"
+    );
+}
+
+/// The parent killed while its child runs its compensations: `wf resume`
+/// of the parent runs the child on (its compensation's attempt crashed,
+/// and is retried), and both end as if nothing happened.
+#[test]
+fn a_child_compensating_when_its_parent_is_killed_is_finished_by_resume() {
+    let t = Test::new();
+    t.write(
+        "child.yaml",
+        "name: child\nsteps:\n  - id: a\n    run: echo do-a >> log\n    \
+         compensate:\n      run: |\n        echo undo-a >> log\n        \
+         while [ ! -e go ]; do sleep 0.02; done\n",
+    );
+    let saga = t.write(
+        "saga.yaml",
+        "name: saga\nsteps:\n  - id: call\n    workflow: ./child.yaml\n  \
+         - id: boom\n    retry: { max_attempts: 1 }\n    run: exit 1\n",
+    );
+    let mut parent =
+        crate::durable::spawn(&t, &["run", saga.to_str().unwrap(), "--id", "killed-saga"]);
+    crate::durable::eventually("the child's compensation to run", || {
+        t.read("log").contains("undo-a")
+    });
+    parent.kill9();
+    crate::durable::eventually("the parent to be gone", || parent.exited());
+    t.write("go", "");
+    t.wf(&["resume", "killed-saga"]).code(1);
+    assert_eq!(
+        t.read("log"),
+        "do-a\nundo-a\nundo-a\n",
+        "undone again after the crash"
+    );
+    let v = t.inspect("killed-saga");
+    assert_eq!(v["status"], "failed");
+    assert_eq!(
+        Test::step(&v, "call:compensate")["status"],
+        "completed",
+        "{v}"
+    );
+    let child = ids_of(&t, "child").pop().expect("the child");
+    let c = t.inspect(&child);
+    assert_eq!(c["status"], "canceled", "{c}");
+    let attempts = Test::step(&c, "a:compensate")["attempt_list"].clone();
+    let outcomes: Vec<&str> = attempts
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["outcome"].as_str().unwrap())
+        .collect();
+    assert_eq!(outcomes, ["crashed", "ok"], "{c}");
+}

@@ -72,9 +72,10 @@ pub(super) fn open_run(
     // (made in the attempt's commit) runs on, and its end is the attempt's.
     let mut carried = HashMap::new();
     open.retain(|a| {
-        let waits = records
-            .get(&a.key)
-            .is_some_and(|r| r.attempts == a.attempt && Scheduler::waits_on_child(wf, r));
+        let waits = records.get(&a.key).is_some_and(|r| {
+            r.attempts == a.attempt
+                && (Scheduler::waits_on_child(wf, r) || Scheduler::compensates_child(wf, r))
+        });
         if waits
             && let Some((span_id, start_ns)) = &a.span
             && let Some((trace_id, root_span_id, _, _)) = traces.get(&a.run)

@@ -17,8 +17,29 @@ pub(super) struct Exec<'a> {
     pub errors: Option<&'a BTreeMap<i32, String>>,
 }
 
+/// A child's compensation (see `start_child_compensation`) is one attempt:
+/// a second would find the child no longer completed.
+static ONCE: RetryPolicy = RetryPolicy {
+    max_attempts: 1,
+    backoff: crate::workflow::Backoff::Exponential,
+    interval: Duration::from_secs(1),
+    multiplier: 2.0,
+    max_interval: Duration::from_secs(3600),
+    non_retryable: Vec::new(),
+    retryable: Vec::new(),
+    crash_only: false,
+};
+
 pub(super) fn exec_of<'a>(step: &'a Step, unit: &Unit) -> Exec<'a> {
     match (&step.compensate, unit.compensation) {
+        (None, true) if matches!(step.action, Action::Workflow(_)) => Exec {
+            action: &step.action,
+            dir: None,
+            env: &[],
+            timeout: None,
+            retry: &ONCE,
+            errors: None,
+        },
         (Some(c), true) => Exec {
             action: &c.action,
             dir: c.dir.as_deref(),
@@ -133,6 +154,14 @@ impl Scheduler {
             if let Some(list) = &step.for_each {
                 return self.fan_out(unit, list, now, spans);
             }
+        }
+
+        // A `workflow:` step without a `compensate:` is undone by its child.
+        if unit.compensation
+            && step.compensate.is_none()
+            && matches!(step.action, Action::Workflow(_))
+        {
+            return self.start_child_compensation(unit, now, spans);
         }
 
         // A `lock:` step's attempt starts once the driver took its lock.

@@ -30,10 +30,14 @@ impl Scheduler {
     }
 
     /// The event a row waits for: its `wait_for_event`'s name, or the end
-    /// of the child its `workflow:` attempt made.
+    /// of the child its `workflow:` attempt made (or, its compensation, the
+    /// end of that child's compensations).
     pub fn awaited_event(&self, rec: &StepRow) -> Option<String> {
         if rec.status != StepStatus::Waiting {
             return None;
+        }
+        if Self::compensates_child(&self.wf, rec) {
+            return self.compensated_child(&rec.key).map(|c| child_event(&c));
         }
         match self.wf.step(&rec.step_id).map(|s| &s.action) {
             Some(Action::WaitForEvent { name, .. }) => Some(name.clone()),
@@ -52,6 +56,117 @@ impl Scheduler {
             )
     }
 
+    /// Whether `rec` is the compensation of a completed `workflow:` unit
+    /// without a `compensate:` of its own, waiting on its child to undo
+    /// what it did.
+    pub fn compensates_child(wf: &Workflow, rec: &StepRow) -> bool {
+        rec.status == StepStatus::Waiting
+            && UnitKey::parse(&rec.key).compensation
+            && wf
+                .step(&rec.step_id)
+                .is_some_and(|s| s.compensate.is_none() && matches!(s.action, Action::Workflow(_)))
+    }
+
+    /// The child whose compensations compensation unit `key` runs: the
+    /// one its step's last (completed) attempt made.
+    fn compensated_child(&self, key: &str) -> Option<InstanceId> {
+        let k = UnitKey::parse(key);
+        let base = UnitKey {
+            compensation: false,
+            ..k
+        }
+        .to_string();
+        let rec = self.records.get(&base)?;
+        Some(self.child_id(&base, rec.attempts))
+    }
+
+    /// Compensates a completed `workflow:` unit without a `compensate:` of
+    /// its own: its child (completed) is asked, in the commit that records
+    /// this attempt, to run its own compensations, newest first, as a
+    /// cancel of it would (`Write::CompensateChild`), and is run here
+    /// unless another process has it; the attempt ends with the child's
+    /// end: `ok` once it was undone (it ends `canceled`), `child.failed`
+    /// when one of its compensations failed. One attempt: a second would
+    /// find the child no longer completed.
+    pub(super) fn start_child_compensation(
+        &mut self,
+        unit: &Unit,
+        now: Timestamp,
+        spans: &mut dyn SpanIds,
+    ) -> Started {
+        let key = unit.key(&self.wf);
+        let Some(child) = self.compensated_child(&key) else {
+            let attempt = self.begin_attempt(unit, true, now, spans);
+            self.settle_result(unit, attempt, ok(Value::Null), Duration::ZERO, now);
+            return Started::Settled;
+        };
+        let name = child_event(&child);
+        let rec = self.record(unit);
+        if rec.status == StepStatus::Waiting {
+            let attempt = rec.attempts;
+            let elapsed = rec.started_at.map_or(Duration::ZERO, |t| now.since(t));
+            let Some(payload) = self.take_child_end(&name, &key) else {
+                return Started::Blocked;
+            };
+            let v: Value = serde_json::from_str(&payload).unwrap_or(Value::Null);
+            let result = match v.get("status").and_then(Value::as_str) {
+                Some("canceled" | "completed") => ok(json!({ "compensated": child.as_str() })),
+                _ => AttemptResult::failed(Failure::new(
+                    ErrorType::ChildFailed,
+                    format!(
+                        "the compensations of child {child} failed{}",
+                        v.get("error")
+                            .and_then(Value::as_str)
+                            .map(|e| format!(": {e}"))
+                            .unwrap_or_default()
+                    ),
+                )),
+            };
+            self.settle_result(unit, attempt, result, elapsed, now);
+            return Started::Settled;
+        }
+        let workflow = match &self.wf.steps[unit.idx].action {
+            Action::Workflow(call) => self.wf.children.get(&call.path).cloned(),
+            _ => None,
+        };
+        self.begin_attempt(unit, true, now, spans);
+        self.writes.push(Write::CompensateChild {
+            child: child.clone(),
+            parent: self.run.id.clone(),
+        });
+        let rec = self.record(unit);
+        rec.status = StepStatus::Waiting;
+        rec.retry_at = None;
+        self.put(unit);
+        self.effects.push(Effect::RunChild {
+            id: child,
+            workflow,
+            made: None,
+        });
+        Started::Blocked
+    }
+
+    /// The end of a child (event `name`), for unit `key`, if it came: taken
+    /// from what a child run here handed over, else from the delivered
+    /// events; the write that marks it taken is queued.
+    fn take_child_end(&mut self, name: &str, key: &str) -> Option<String> {
+        if let Some(payload) = self.ended_here.remove(name) {
+            self.writes.push(Write::TakeEventNamed {
+                name: name.to_string(),
+                key: key.to_string(),
+            });
+            return Some(payload);
+        }
+        let at = self.events.iter().position(|e| e.name == name)?;
+        let event = self.events.remove(at);
+        self.taken_events.insert(event.id);
+        self.writes.push(Write::TakeEvent {
+            event: event.id,
+            key: key.to_string(),
+        });
+        Some(event.payload)
+    }
+
     /// Starts a `workflow:` unit: takes its child's end if it came, else
     /// (a first attempt, or a retry) creates the attempt's child.
     pub(super) fn start_child(
@@ -68,23 +183,8 @@ impl Scheduler {
             let elapsed = rec.started_at.map_or(Duration::ZERO, |t| now.since(t));
             let child = self.child_id(&key, attempt);
             let name = child_event(&child);
-            let payload = if let Some(payload) = self.ended_here.remove(&name) {
-                self.writes.push(Write::TakeEventNamed {
-                    name,
-                    key: key.clone(),
-                });
-                payload
-            } else {
-                let Some(at) = self.events.iter().position(|e| e.name == name) else {
-                    return Started::Blocked;
-                };
-                let event = self.events.remove(at);
-                self.taken_events.insert(event.id);
-                self.writes.push(Write::TakeEvent {
-                    event: event.id,
-                    key: key.clone(),
-                });
-                event.payload
+            let Some(payload) = self.take_child_end(&name, &key) else {
+                return Started::Blocked;
             };
             self.open_children.remove(&key);
             let mut result = child_result(&child, &payload);
@@ -273,20 +373,35 @@ impl Scheduler {
 
     /// The open children a run starts with (made by an earlier run): the
     /// driver runs them, unless they ended or another process has them.
+    /// Children being compensated (asked by an earlier run) are run too.
     pub(super) fn run_open_children(&mut self) {
-        let runs: Vec<Effect> = self
+        let definition = |r: &StepRow| match self.wf.step(&r.step_id).map(|s| &s.action) {
+            Some(Action::Workflow(call)) => self.wf.children.get(&call.path).cloned(),
+            _ => None,
+        };
+        let mut runs: Vec<Effect> = self
             .open_child_keys()
             .into_iter()
             .filter_map(|k| self.records.get(k))
             .map(|r| Effect::RunChild {
                 id: self.child_id(&r.key, r.attempts),
-                workflow: match self.wf.step(&r.step_id).map(|s| &s.action) {
-                    Some(Action::Workflow(call)) => self.wf.children.get(&call.path).cloned(),
-                    _ => None,
-                },
+                workflow: definition(r),
                 made: None,
             })
             .collect();
+        let mut compensating: Vec<&StepRow> = self
+            .records
+            .values()
+            .filter(|r| Self::compensates_child(&self.wf, r))
+            .collect();
+        compensating.sort_by(|a, b| a.key.cmp(&b.key));
+        runs.extend(compensating.into_iter().filter_map(|r| {
+            Some(Effect::RunChild {
+                id: self.compensated_child(&r.key)?,
+                workflow: definition(r),
+                made: None,
+            })
+        }));
         self.effects.extend(runs);
     }
 }

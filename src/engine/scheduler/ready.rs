@@ -225,7 +225,7 @@ impl Scheduler {
         }
         let mut done: Vec<(i64, Unit)> = Vec::new();
         for (idx, step) in self.wf.steps.iter().enumerate() {
-            if step.compensate.is_none() {
+            if !self.wf.step_compensates(step) {
                 continue;
             }
             let mut units = vec![Unit::step(idx)];
@@ -272,7 +272,7 @@ impl Scheduler {
     pub fn compensations_pending(&self) -> bool {
         !self.terminate
             && self.wf.steps.iter().enumerate().any(|(idx, step)| {
-                if step.compensate.is_none() {
+                if !self.wf.step_compensates(step) {
                     return false;
                 }
                 let units: Vec<Unit> =

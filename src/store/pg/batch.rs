@@ -149,6 +149,7 @@ fn group(writes: &[Write]) -> Grouped<'_> {
             | Write::CreateChild(_)
             | Write::Child(_)
             | Write::NotifyParent { .. }
+            | Write::CompensateChild { .. }
             | Write::ReleaseLock { .. }
             | Write::ReleaseLocks => {
                 g.updates.push(w);

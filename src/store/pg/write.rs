@@ -186,6 +186,16 @@ pub(super) fn write_op(id: &str, w: &Write) -> Vec<Op> {
         ),
         Write::ReleaseLocks => Op::Exec("DELETE FROM locks WHERE instance_id = $1", vec![p(id)]),
         Write::CreateChild(child) => super::history::insert_child(child),
+        Write::CompensateChild { child, parent } => Op::Exec(
+            "UPDATE instances SET status = 'pending', wake_at = $3, error = NULL, \
+             cancel_requested = GREATEST(cancel_requested, 1), updated_at = $3 \
+             WHERE id = $1 AND parent_id = $2 AND status = 'completed'",
+            vec![
+                p(child.to_string()),
+                p(parent.to_string()),
+                p(Timestamp::now()),
+            ],
+        ),
         Write::NotifyParent {
             parent,
             name,

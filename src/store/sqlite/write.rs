@@ -83,6 +83,17 @@ fn apply(c: &Connection, id: &str, w: &Write) -> Result<()> {
             name,
             payload,
         } => super::history::insert_event(c, parent, name, payload, None, false),
+        Write::CompensateChild { child, parent } => {
+            let now = Timestamp::now();
+            cached(
+                c,
+                "UPDATE instances SET status = 'pending', wake_at = ?3, error = NULL, \
+                 cancel_requested = MAX(cancel_requested, 1), updated_at = ?3 \
+                 WHERE id = ?1 AND parent_id = ?2 AND status = 'completed'",
+                rusqlite::params![child, parent, now],
+            )?;
+            Ok(())
+        }
         Write::Child(child) => {
             super::lease::check_fence(c, &child.fence)?;
             child
