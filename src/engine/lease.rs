@@ -107,11 +107,17 @@ pub fn interrupted(inst: &crate::store::InstanceRow, now_ms: i64) -> bool {
 
 /// Whether the process named by a lease owner may still be alive. Only a
 /// holder of this host, boot and pid namespace can be found dead at once;
-/// any other (another machine, another container sharing this host name, a
-/// name an older wf wrote without them) is taken as alive until its lease
-/// expires.
+/// any other (another machine, another container sharing this host name)
+/// is taken as alive until its lease expires. A name an older wf wrote
+/// (`host:pid:nonce`, before holders named their boot and pid namespace)
+/// is judged as that wf judged it, by its pid on this host: after an
+/// upgrade, a crash the older wf left is taken over at once, as it would
+/// have been.
 pub fn holder_alive(owner: &str) -> bool {
     let parts: Vec<&str> = owner.split(':').collect();
+    if let [host, pid, _nonce] = parts.as_slice() {
+        return *host != hostname() || pid_alive_here(pid);
+    }
     let [host, pid, _nonce, boot, pidns] = parts.as_slice() else {
         return true;
     };
@@ -120,13 +126,16 @@ pub fn holder_alive(owner: &str) -> bool {
     {
         return true;
     }
+    pid_alive_here(pid)
+}
+
+/// Whether pid `pid` (as a holder name writes it) is a live process of
+/// this pid namespace (this process is).
+fn pid_alive_here(pid: &str) -> bool {
     let Ok(pid) = pid.parse::<i32>() else {
         return true;
     };
-    if pid == std::process::id() as i32 {
-        return true;
-    }
-    super::procs::pid_alive(pid)
+    pid == std::process::id() as i32 || super::procs::pid_alive(pid)
 }
 
 /// The lease TTL in milliseconds, as the store keeps it.

@@ -42,6 +42,7 @@ mod state;
 mod subworkflows;
 mod switches;
 mod traces;
+mod upgrade;
 mod webhooks;
 
 use assert_cmd::cargo::CommandCargoExt;
@@ -314,7 +315,12 @@ impl Test {
 
     /// A `wf` command with `--db` pointing into the test dir and a clean env.
     pub fn cmd(&self) -> Command {
-        let mut cmd = Command::cargo_bin("wf").expect("wf binary");
+        self.cmd_of(Command::cargo_bin("wf").expect("wf binary"))
+    }
+
+    /// [`Test::cmd`] of another `wf` binary (`tests/cli/upgrade.rs`: the
+    /// previous release's).
+    pub fn cmd_of(&self, mut cmd: Command) -> Command {
         cmd.current_dir(self.dir.path())
             .env_remove("WF_DB")
             .env_remove("TRACEPARENT")
