@@ -377,25 +377,6 @@ pub fn check_id(id: &str) -> Result<(), EngineError> {
     Ok(())
 }
 
-/// Creates a new instance row pinning `wf`'s definition, leased to `owner`
-/// (who drives it next: no worker may claim it first). Nothing is written
-/// unless the inputs check out.
-///
-/// `id`: the caller's (`wf run` makes one with [`InstanceId::random`] when
-/// none is given, so that it can name it whatever happens).
-pub async fn create_instance(
-    store: &mut Store,
-    wf: &Workflow,
-    workflow_path: &Path,
-    inputs: Value,
-    id: Option<InstanceId>,
-    owner: Option<&str>,
-    labels: store::Labels,
-) -> Result<InstanceId, EngineError> {
-    let row = new_instance(wf, &Origin::of(workflow_path), inputs, id, owner, labels)?;
-    record_instance(store, wf, row, owner).await
-}
-
 /// Where an instance's definition came from: the path it records, and the
 /// directory its steps run in.
 #[derive(Debug, Clone)]
@@ -415,8 +396,10 @@ impl Origin {
     }
 }
 
-/// [`create_instance`] of a definition read earlier (a registered one),
-/// from `origin`.
+/// Creates a new instance of `wf` (read from `origin`) pinning its
+/// definition, leased to `owner` (who drives it next: no worker may claim
+/// it first); nothing is written unless what it is given checks out
+/// ([`new_instance`], then [`record_instance`]).
 pub async fn create_instance_at(
     store: &mut Store,
     wf: &Workflow,

@@ -352,20 +352,24 @@ pub struct RetryPolicy {
     pub crash_only: bool,
 }
 
-/// One attempt; were it retried: exponential backoff from 1 s, doubling, at
-/// most 1 h apart (docs/execution.md).
+impl RetryPolicy {
+    /// One attempt; were it retried: exponential backoff from 1 s,
+    /// doubling, at most 1 h apart (docs/execution.md).
+    pub const ONE_ATTEMPT: RetryPolicy = RetryPolicy {
+        max_attempts: 1,
+        backoff: Backoff::Exponential,
+        interval: Duration::from_secs(1),
+        multiplier: 2.0,
+        max_interval: Duration::from_secs(3600),
+        non_retryable: Vec::new(),
+        retryable: Vec::new(),
+        crash_only: false,
+    };
+}
+
 impl Default for RetryPolicy {
     fn default() -> Self {
-        RetryPolicy {
-            max_attempts: 1,
-            backoff: Backoff::Exponential,
-            interval: Duration::from_secs(1),
-            multiplier: 2.0,
-            max_interval: Duration::from_secs(3600),
-            non_retryable: Vec::new(),
-            retryable: Vec::new(),
-            crash_only: false,
-        }
+        RetryPolicy::ONE_ATTEMPT
     }
 }
 

@@ -235,8 +235,9 @@ fn a_commit_whose_reply_was_lost_is_looked_up_not_guessed() {
 #[test]
 fn a_run_whose_creation_reply_was_lost_runs_its_instance_once() {
     let Some(mut t) = pg_test() else { return };
-    // Migrated first, so that the creation is the first thing armed.
-    t.wf(&["list"]).code(0);
+    // Migrated first (a worker's sweep over nothing), so that the creation
+    // is the first thing armed.
+    t.wf(&["worker", "--once"]).code(0);
     let proxy = behind_proxy(&mut t);
     let path = t.write(
         "three.yaml",

@@ -51,6 +51,21 @@ fn starts(t: &Test) -> usize {
     records(t).iter().filter(|r| r.1).count()
 }
 
+/// `ran`, the stalled holder of instance `id` (process `itself`), says it
+/// was taken over by process `taker` (whose place it took: issue 53), not
+/// by itself.
+#[track_caller]
+pub(crate) fn names_the_taker(ran: &crate::Ran, id: &str, taker: u32, itself: u32) {
+    assert!(
+        ran.stderr
+            .contains(&format!("instance {id} was taken over by"))
+            && ran.stderr.contains(&format!(":{taker}:"))
+            && !ran.stderr.contains(&format!(":{itself}:")),
+        "{}",
+        ran.stderr
+    );
+}
+
 fn held(t: &Test) -> String {
     t.sql("SELECT count(*) FROM locks")
 }
@@ -187,13 +202,7 @@ fn a_stalled_holder_whose_lock_was_taken_writes_nothing_more() {
     let ran = a.finish();
     ran.code(5);
     // It names the process that took its lock (b's), not itself.
-    assert!(
-        ran.stderr.contains("instance a was taken over by")
-            && ran.stderr.contains(&format!(":{b_pid}:"))
-            && !ran.stderr.contains(&format!(":{a_pid}:")),
-        "{}",
-        ran.stderr
-    );
+    names_the_taker(&ran, "a", b_pid, a_pid);
     assert_eq!(
         t.dump(),
         before,

@@ -186,6 +186,9 @@ fn tls_modes_verify_what_they_say() {
     let trusting = |mode: &str, root: &std::path::Path| {
         format!("sslmode={mode}&sslrootcert={}", root.display())
     };
+    // The schema made first (a worker's sweep over nothing): `list` only
+    // reads one that exists.
+    t.wf(&["worker", "--once"]).code(0);
     for (host, query, ok) in [
         ("localhost", trusting("verify-full", &ca), true),
         ("127.0.0.1", trusting("verify-ca", &ca), true),
@@ -286,7 +289,7 @@ fn concurrent_first_starts_migrate_once() {
     let children: Vec<_> = (0..6)
         .map(|_| {
             t.cmd()
-                .args(["list", "--json"])
+                .args(["worker", "--once"])
                 .stdout(Stdio::piped())
                 .stderr(Stdio::piped())
                 .spawn()
@@ -300,7 +303,6 @@ fn concurrent_first_starts_migrate_once() {
             "{}",
             String::from_utf8_lossy(&out.stderr)
         );
-        assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "[]");
     }
     assert_eq!(
         t.psql("SELECT string_agg(version::text, ',' ORDER BY version) FROM migrations"),

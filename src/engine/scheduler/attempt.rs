@@ -19,16 +19,7 @@ pub(super) struct Exec<'a> {
 
 /// A child's compensation (see `start_child_compensation`) is one attempt:
 /// a second would find the child no longer completed.
-static ONCE: RetryPolicy = RetryPolicy {
-    max_attempts: 1,
-    backoff: crate::workflow::Backoff::Exponential,
-    interval: Duration::from_secs(1),
-    multiplier: 2.0,
-    max_interval: Duration::from_secs(3600),
-    non_retryable: Vec::new(),
-    retryable: Vec::new(),
-    crash_only: false,
-};
+static ONCE: RetryPolicy = RetryPolicy::ONE_ATTEMPT;
 
 pub(super) fn exec_of<'a>(step: &'a Step, unit: &Unit) -> Exec<'a> {
     match (&step.compensate, unit.compensation) {
