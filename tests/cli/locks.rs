@@ -52,13 +52,15 @@ fn starts(t: &Test) -> usize {
 }
 
 /// `ran`, the stalled holder of instance `id` (process `itself`), says it
-/// was taken over by process `taker` (whose place it took: issue 53), not
-/// by itself.
+/// lost it to process `taker` (which took its place: issue 53), not to
+/// itself. (Its run says `was taken over by`; a refusal met elsewhere,
+/// `lost instance … to`.)
 #[track_caller]
 pub(crate) fn names_the_taker(ran: &crate::Ran, id: &str, taker: u32, itself: u32) {
     assert!(
-        ran.stderr
+        (ran.stderr
             .contains(&format!("instance {id} was taken over by"))
+            || ran.stderr.contains(&format!("lost instance {id} to")))
             && ran.stderr.contains(&format!(":{taker}:"))
             && !ran.stderr.contains(&format!(":{itself}:")),
         "{}",
