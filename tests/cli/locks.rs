@@ -336,8 +336,16 @@ fn many_units_of_many_instances_on_one_key_never_deadlock_nor_overlap() {
                 "{context}: {}",
                 ran.stderr
             );
+            // On SQLite, a victim stopped inside a transaction holds the
+            // database's write lock: another run may give up waiting for
+            // it (`database is locked`, exit 1), its history intact, and is
+            // resumed below like the others.
+            let locked_out = !t.on_pg()
+                && mode == 2
+                && ran.code == 1
+                && ran.stderr.contains("database is locked");
             assert!(
-                [0, 5, -1].contains(&ran.code),
+                [0, 5, -1].contains(&ran.code) || locked_out,
                 "{context}: exit {}: {}",
                 ran.code,
                 ran.stderr
