@@ -22,6 +22,7 @@ pub mod auth;
 mod db;
 mod error;
 mod follow;
+mod headers;
 mod hooks;
 mod listen;
 mod metrics;
@@ -158,6 +159,9 @@ pub fn router(app: App) -> Router {
             app.clone(),
             access::layer,
         ))
+        // Outermost: every answer carries them, refusals of the layers
+        // above included.
+        .layer(axum::middleware::from_fn(headers::secure))
         .with_state(app)
 }
 

@@ -563,3 +563,98 @@ fn a_client_that_never_finishes_its_headers_is_dropped_and_others_are_served() {
     );
     assert_eq!(s.get("/healthz").status, 200);
 }
+
+/// Every answer carries the security headers (SPEC §8; issue 54, item 3),
+/// whatever made it: a page, the API, an asset, the metrics, a refusal
+/// without the token (HTML or JSON), an unknown path, a method not allowed,
+/// a body too large, a webhook refused, the health check. The pages work
+/// under that policy: the browser tests (`inspector::`) find no console
+/// error on any page, and a violation of it is one.
+#[test]
+fn every_answer_carries_the_security_headers() {
+    let t = Test::new();
+    let (id, ran) = t.run_yaml(
+        "one.yaml",
+        "name: one\nsteps:\n  - id: a\n    run: 'true'\n",
+        &[],
+    );
+    ran.code(0);
+    let s = Server::start(&t, &[], &[]);
+    let html = || vec![("accept", "text/html".to_string())];
+    let answers = vec![
+        ("page", s.get("/")),
+        ("instance page", s.get(&format!("/instances/{id}"))),
+        ("api", s.get("/api/v1/instances")),
+        ("asset", s.get("/assets/wf.js")),
+        ("metrics", s.get("/metrics")),
+        ("openapi", s.get("/api/v1/openapi.json")),
+        ("no token, api", no_token(&s, "GET", "/api/v1/instances")),
+        ("no token, page", s.raw("GET", "/workflows", &html(), None)),
+        ("unknown path", s.get("/api/v1/nosuchroute")),
+        (
+            "method not allowed",
+            s.call("DELETE", "/api/v1/instances", &[], None),
+        ),
+        (
+            "too large",
+            s.call(
+                "POST",
+                &format!("/api/v1/instances/{id}/signal"),
+                &[("content-type", "application/json")],
+                Some(vec![b' '; 10 << 20]),
+            ),
+        ),
+        ("unknown hook", no_token(&s, "POST", "/hooks/nope")),
+        ("health", no_token(&s, "GET", "/healthz")),
+    ];
+    for (what, r) in &answers {
+        let csp = r.header("content-security-policy").unwrap_or_default();
+        for directive in [
+            "default-src 'self'",
+            "script-src 'self'",
+            "frame-ancestors 'none'",
+            "object-src 'none'",
+            "base-uri 'none'",
+        ] {
+            assert!(
+                csp.contains(directive),
+                "{what} ({}): CSP `{csp}`",
+                r.status
+            );
+        }
+        // No inline script, and nothing from another origin.
+        assert!(
+            !csp.contains("unsafe-eval") && !csp.contains("script-src 'self' 'unsafe-inline'"),
+            "{what}: {csp}"
+        );
+        assert!(!csp.contains("http"), "{what}: {csp}");
+        assert_eq!(
+            r.header("x-content-type-options").as_deref(),
+            Some("nosniff"),
+            "{what} ({})",
+            r.status
+        );
+        assert_eq!(
+            r.header("referrer-policy").as_deref(),
+            Some("same-origin"),
+            "{what} ({})",
+            r.status
+        );
+        assert_eq!(
+            r.header("x-frame-options").as_deref(),
+            Some("DENY"),
+            "{what}"
+        );
+        if r.status == 401 {
+            assert!(
+                r.header("www-authenticate").is_some(),
+                "{what}: a 401 says how to authenticate"
+            );
+        }
+    }
+    let statuses: Vec<u16> = answers.iter().map(|(_, r)| r.status).collect();
+    assert!(
+        statuses.contains(&401) && statuses.contains(&404) && statuses.contains(&413),
+        "{statuses:?}"
+    );
+}
