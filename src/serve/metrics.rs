@@ -1,5 +1,7 @@
-//! `GET /metrics`: the Prometheus text format (prometheus-client's encoder),
-//! made from the store at each scrape (`store::metrics`):
+//! `GET /metrics`: Prometheus's classic text format, or OpenMetrics to a
+//! scraper that asks (prometheus-client's encoder writes OpenMetrics;
+//! [`classic`] renames its counters' families and drops `# EOF`), label
+//! values escaped, made from the store at each scrape (`store::metrics`):
 //!
 //! - `wf_instances{workflow, status}`: instances by workflow and status;
 //! - `wf_attempts_total{outcome}`: ended step attempts by outcome;
@@ -45,6 +47,10 @@ fn gauge_family(
 ) -> Result<(), std::fmt::Error> {
     let mut m = encoder.encode_descriptor(name, help, None, kind)?;
     for (labels, v) in values {
+        let labels: Labels = labels
+            .into_iter()
+            .map(|(k, v)| (k, escape_label(&v)))
+            .collect();
         let e = m.encode_family(&labels)?;
         let mut e = e;
         match kind {
@@ -58,6 +64,59 @@ fn gauge_family(
         }
     }
     Ok(())
+}
+
+/// A label value as both text formats write it between quotes (the
+/// encoder writes it as given): `\`, `"` and a line feed escaped, so that
+/// a value from an input (a queue key) can neither end the value nor the
+/// sample.
+fn escape_label(v: &str) -> String {
+    let mut out = String::with_capacity(v.len());
+    for c in v.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '"' => out.push_str("\\\""),
+            '\n' => out.push_str("\\n"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// The media type of OpenMetrics text, which the encoder writes.
+const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+/// The media type of Prometheus's classic text format.
+const CLASSIC: &str = "text/plain; version=0.0.4; charset=utf-8";
+
+/// OpenMetrics text (the encoder's) as Prometheus's classic text format:
+/// a counter's family is named by its samples' name (`wf_attempts_total`
+/// in `# HELP` and `# TYPE`, where OpenMetrics names it `wf_attempts`),
+/// and there is no `# EOF`. Everything else is written alike.
+fn classic(openmetrics: &str) -> String {
+    let counters: std::collections::HashSet<&str> = openmetrics
+        .lines()
+        .filter_map(|l| l.strip_prefix("# TYPE ")?.strip_suffix(" counter"))
+        .collect();
+    let mut out = String::with_capacity(openmetrics.len());
+    for line in openmetrics.lines() {
+        if line == "# EOF" {
+            continue;
+        }
+        let renamed = ["# HELP ", "# TYPE "].iter().find_map(|p| {
+            let rest = line.strip_prefix(p)?;
+            let (name, tail) = rest.split_once(' ')?;
+            counters
+                .contains(name)
+                .then(|| format!("{p}{name}_total {tail}"))
+        });
+        match renamed {
+            Some(l) => out.push_str(&l),
+            None => out.push_str(line),
+        }
+        out.push('\n');
+    }
+    out
 }
 
 fn histogram(
@@ -173,7 +232,18 @@ fn queue_counts(q: &QueueSummary) -> (String, u64, u64) {
     (q.key.clone(), q.admitted as u64, q.queued as u64)
 }
 
-pub async fn scrape(State(app): State<App>) -> Result<Response, ApiError> {
+/// `GET /metrics`: Prometheus's classic text format, or OpenMetrics for a
+/// scraper that asks for it (`Accept: application/openmetrics-text`), each
+/// under its own media type.
+pub async fn scrape(
+    State(app): State<App>,
+    headers: axum::http::HeaderMap,
+) -> Result<Response, ApiError> {
+    let openmetrics = headers
+        .get_all(header::ACCEPT)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .any(|v| v.contains("application/openmetrics-text"));
     let in_process_worker = app.worker;
     let scrape = app
         .db
@@ -194,12 +264,14 @@ pub async fn scrape(State(app): State<App>) -> Result<Response, ApiError> {
     let mut text = String::new();
     prometheus_client::encoding::text::encode(&mut text, &registry)
         .map_err(|e| ApiError::internal(format!("cannot encode the metrics: {e}")))?;
+    let (media, body) = if openmetrics {
+        (OPENMETRICS, text)
+    } else {
+        (CLASSIC, classic(&text))
+    };
     Ok((
-        [(
-            header::CONTENT_TYPE,
-            HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
-        )],
-        text,
+        [(header::CONTENT_TYPE, HeaderValue::from_static(media))],
+        body,
     )
         .into_response())
 }

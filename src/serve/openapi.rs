@@ -313,7 +313,7 @@ pub const ROUTES: &[Route] = &[
     Route {
         method: "get",
         path: "/metrics",
-        summary: "Prometheus text format",
+        summary: "Prometheus text format (OpenMetrics with `Accept: application/openmetrics-text`)",
         query: &[],
         body: None,
         answers: &[("200", "Metrics"), ("401", "No valid token")],

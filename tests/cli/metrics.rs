@@ -10,15 +10,24 @@ use std::process::Command;
 
 /// The samples of `text`, parsed by prometheus_client: `[name, labels, value]`.
 fn parse(text: &str) -> Vec<(String, Value, f64)> {
-    let script = "import json, sys\n\
-        from prometheus_client.parser import text_string_to_metric_families\n\
+    parse_with("prometheus_client.parser", text)
+}
+
+/// The samples of `text`, parsed by prometheus_client's parser `module`
+/// (`prometheus_client.parser` for the classic text format,
+/// `prometheus_client.openmetrics.parser` for OpenMetrics).
+fn parse_with(module: &str, text: &str) -> Vec<(String, Value, f64)> {
+    let script = format!(
+        "import json, sys\n\
+        from {module} import text_string_to_metric_families\n\
         out = []\n\
         for fam in text_string_to_metric_families(sys.stdin.read()):\n\
         \x20   for s in fam.samples:\n\
         \x20       out.append([s.name, s.labels, s.value])\n\
-        print(json.dumps(out))\n";
+        print(json.dumps(out))\n"
+    );
     let mut child = Command::new("python3")
-        .args(["-c", script])
+        .args(["-c", &script])
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
@@ -183,6 +192,87 @@ fn the_openapi_document_is_valid_and_names_every_route() {
                 "{method} {path}: {} {}",
                 r.status,
                 r.text()
+            );
+        }
+    }
+}
+
+/// Label values from inputs (queue keys) are escaped as the format requires:
+/// quotes, backslashes and line feeds cannot end a value or add a series,
+/// and UTF-8 passes as it is; the classic text format is served as such
+/// (`# TYPE wf_attempts_total counter`, no `# EOF`), and OpenMetrics to a
+/// scraper that asks for it, each parsed by its own parser (issue 54).
+#[test]
+fn label_values_are_escaped_and_each_format_is_served_as_itself() {
+    let t = Test::new();
+    let file = t.write(
+        "q.yaml",
+        "name: q\ninputs:\n  k: { required: true }\n\
+         queue: { key: \"${{ inputs.k }}\", concurrency: 1, hold_while_suspended: true }\n\
+         steps:\n  - id: nap\n    sleep: 1h\n",
+    );
+    let keys = [
+        "inj\"} 1\nwf_injected_total 999\nx{k=\"",
+        "back\\slash\\",
+        "ünïcödé ✓",
+    ];
+    for key in keys {
+        let input = format!("k={key}");
+        let args = ["run", file.to_str().unwrap(), "--input", &input];
+        t.wf(&[&args[..], &["--inline-wait", "0s"]].concat())
+            .code(3);
+        t.wf(&[&args[..], &["--detach"]].concat()).code(0);
+    }
+    let s = Server::start(&t, &[], &[]);
+    let classic = s.get("/metrics");
+    assert_eq!(
+        classic.header("content-type").as_deref(),
+        Some("text/plain; version=0.0.4; charset=utf-8")
+    );
+    let text = classic.text();
+    assert!(text.contains("# TYPE wf_attempts_total counter"), "{text}");
+    assert!(!text.contains("# EOF"), "{text}");
+    let open = s.raw(
+        "GET",
+        "/metrics",
+        &[
+            ("authorization", format!("Bearer {}", crate::serve::TOKEN)),
+            (
+                "accept",
+                "application/openmetrics-text;version=1.0.0,text/plain;version=0.0.4;q=0.5"
+                    .to_string(),
+            ),
+        ],
+        None,
+    );
+    assert_eq!(
+        open.header("content-type").as_deref(),
+        Some("application/openmetrics-text; version=1.0.0; charset=utf-8")
+    );
+    assert!(open.text().trim_end().ends_with("# EOF"), "{}", open.text());
+    for (format, samples) in [
+        ("classic", parse(&text)),
+        (
+            "openmetrics",
+            parse_with("prometheus_client.openmetrics.parser", &open.text()),
+        ),
+    ] {
+        assert!(
+            samples
+                .iter()
+                .all(|(n, _, _)| !n.starts_with("wf_injected")),
+            "{format}: a forged series: {samples:?}"
+        );
+        for key in keys {
+            assert_eq!(
+                sample(&samples, "wf_queue_admitted", &[("key", key)]),
+                Some(1.0),
+                "{format}: {key:?}: {samples:?}"
+            );
+            assert_eq!(
+                sample(&samples, "wf_queue_depth", &[("key", key)]),
+                Some(1.0),
+                "{format}: {key:?}"
             );
         }
     }
