@@ -70,7 +70,11 @@ pub async fn fallback(State(app): State<App>, req: Request) -> Response {
     if super::auth::proof(&app.token, req.headers()).is_none() {
         return super::auth::refuse(&req);
     }
-    ApiError::not_found(format!("no route {} {}", req.method(), req.uri().path())).into_response()
+    let e = ApiError::not_found(format!("no route {} {}", req.method(), req.uri().path()));
+    if super::auth::wants_page(&req) {
+        return super::pages::error_page(&e);
+    }
+    e.into_response()
 }
 
 /// The most of a too-large body read (and thrown away) before answering

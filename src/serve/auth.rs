@@ -236,13 +236,7 @@ pub fn session_cookie(app: &App) -> String {
 /// browser asking for a page, the JSON error for anything else; the same
 /// whether or not what was asked for exists.
 pub fn refuse(req: &Request) -> Response {
-    let wants_page = req.method() == Method::GET
-        && req
-            .headers()
-            .get(header::ACCEPT)
-            .and_then(|v| v.to_str().ok())
-            .is_some_and(|a| a.contains("text/html"));
-    if !wants_page {
+    if !wants_page(req) {
         return unauthorized().into_response();
     }
     let next = req
@@ -251,6 +245,17 @@ pub fn refuse(req: &Request) -> Response {
         .map_or("/", axum::http::uri::PathAndQuery::as_str);
     let page = super::pages::signin(next);
     (StatusCode::UNAUTHORIZED, axum::response::Html(page)).into_response()
+}
+
+/// Whether `req` is a browser's asking for a page (a GET that accepts
+/// HTML): its errors are pages, not JSON.
+pub fn wants_page(req: &Request) -> bool {
+    req.method() == Method::GET
+        && req
+            .headers()
+            .get(header::ACCEPT)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|a| a.contains("text/html"))
 }
 
 /// The one refusal of a request without the token.

@@ -629,6 +629,9 @@ pub fn label_name_problem(name: &str) -> Option<&'static str> {
         .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'))
     {
         Some("use letters, digits, `_`, `.` and `-`")
+    } else if name.starts_with("wf.") {
+        // (`wf.webhook`: the hook that started an instance.)
+        Some("names starting with `wf.` are wf's own")
     } else {
         None
     }

@@ -414,7 +414,7 @@ fn the_actions_change_the_history() {
     b.fill("input[name=event]", "go");
     b.fill("textarea[name=data]", r#"{"approved": true}"#);
     b.click("button[type=submit]");
-    b.wait_text("Event `go` delivered");
+    b.wait_text("Event delivered.");
     assert_eq!(t.inspect(&waiting)["events"][0]["name"], "go");
     // Resume runs it here.
     b.click("a[href$='/act/resume']");

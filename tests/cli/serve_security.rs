@@ -658,3 +658,70 @@ fn every_answer_carries_the_security_headers() {
         "{statuses:?}"
     );
 }
+
+/// What a link can make a page say, and ask of the server (issue 54, item
+/// 2): an instance page's notice is one of a fixed set named by a code (an
+/// address with any text says nothing), an unknown page is an HTML page
+/// for a browser (JSON for a client), and the reserved `wf.` labels (the
+/// hook that started an instance) cannot be set by a start, a run or a
+/// workflow file.
+#[test]
+fn notices_are_a_fixed_set_unknown_pages_are_pages_and_wf_labels_are_reserved() {
+    let t = Test::new();
+    let (id, ran) = t.run_yaml(
+        "one.yaml",
+        "name: one\nsteps:\n  - id: a\n    run: 'true'\n",
+        &[],
+    );
+    ran.code(0);
+    t.wf(&["workflow", "add", "one.yaml"]).code(0);
+    let s = Server::start(&t, &[], &[]);
+    let forged = s.get(&format!(
+        "/instances/{id}?notice=Your+account+is+locked%2C+call+555-0100"
+    ));
+    assert_eq!(forged.status, 200);
+    assert!(!forged.text().contains("555-0100"), "{}", forged.text());
+    let said = s.get(&format!("/instances/{id}?notice=canceling")).text();
+    assert!(said.contains("Asked to cancel."), "{said}");
+    // An unknown page: HTML for a browser, JSON for a client.
+    let page = s.call("GET", "/no/such/page", &[("accept", "text/html")], None);
+    assert_eq!(page.status, 404);
+    assert!(
+        page.header("content-type")
+            .unwrap_or_default()
+            .starts_with("text/html"),
+        "{:?}",
+        page.header("content-type")
+    );
+    assert!(page.text().contains("Error 404"), "{}", page.text());
+    let api = s.get("/no/such/page");
+    assert_eq!((api.status, api.code().as_str()), (404, "not_found"));
+    // `wf.` labels are wf's own.
+    let before = t.wf(&["list", "--json"]).code(0).stdout.clone();
+    let r = s.post(
+        "/api/v1/workflows/one/instances",
+        json!({ "labels": { "wf.webhook": "forged" } }),
+    );
+    assert_eq!(
+        (r.status, r.code().as_str()),
+        (400, "invalid"),
+        "{}",
+        r.text()
+    );
+    assert!(r.text().contains("wf."), "{}", r.text());
+    let ran = t.wf(&["run", "one.yaml", "--label", "wf.webhook=forged"]);
+    ran.code(2);
+    assert!(ran.stderr.contains("wf's own"), "{}", ran.stderr);
+    t.write(
+        "labeled.yaml",
+        "name: labeled\nlabels: { wf.origin: x }\nsteps:\n  - id: a\n    run: 'true'\n",
+    );
+    let ran = t.wf(&["validate", "labeled.yaml"]);
+    ran.code(2);
+    assert!(ran.stderr.contains("wf's own"), "{}", ran.stderr);
+    assert_eq!(
+        t.wf(&["list", "--json"]).code(0).stdout,
+        before,
+        "nothing started"
+    );
+}

@@ -9,6 +9,7 @@ use super::super::App;
 use super::super::actions as act_api;
 use super::super::error::ApiError;
 use super::super::params::{Params, instance_ref};
+use super::Notice;
 use super::list::short;
 use super::shell::{Nav, page};
 use axum::extract::{Path, RawQuery, State};
@@ -176,23 +177,14 @@ pub async fn act(
     match done {
         Ok((action, doc)) => {
             let target = doc["id"].as_str().unwrap_or(&id).to_string();
-            let mut said = match action.as_str() {
-                "signal" => format!(
-                    "Event `{}` delivered.",
-                    doc["event"].as_str().unwrap_or_default()
-                ),
-                "cancel" | "terminate" => "Asked to cancel.".to_string(),
-                "restart" => "Restarting.".to_string(),
-                _ => "Resuming.".to_string(),
+            let said = match action.as_str() {
+                "signal" if doc["warning"].is_string() => Notice::SignaledUnawaited,
+                "signal" => Notice::Signaled,
+                "cancel" | "terminate" => Notice::Canceling,
+                "restart" => Notice::Restarting,
+                _ => Notice::Resuming,
             };
-            if let Some(w) = doc["warning"].as_str() {
-                said.push(' ');
-                said.push_str(w);
-            }
-            let q = form_urlencoded::Serializer::new(String::new())
-                .append_pair("notice", &said)
-                .finish();
-            Redirect::to(&format!("/instances/{target}?{q}")).into_response()
+            Redirect::to(&format!("/instances/{target}?notice={}", said.code())).into_response()
         }
         Err(e) => {
             let status = if e.status.is_server_error() {

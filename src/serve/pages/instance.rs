@@ -103,7 +103,8 @@ pub async fn page(
             Err(e) => super::error_page(&e),
         };
     }
-    super::respond(page_of(&app, id, p.get("notice")).await)
+    let notice = p.get("notice").and_then(super::Notice::of_code);
+    super::respond(page_of(&app, id, notice.map(super::Notice::text)).await)
 }
 
 /// The part that changes while the instance runs: header, graph, steps.

@@ -56,6 +56,66 @@ pub fn open_routes() -> Router<App> {
         .route("/signin", get(shell::signin_page).post(shell::signin))
 }
 
+/// What an instance page says after an action sent the browser there
+/// (`?notice=CODE`): one of a fixed set, so that a link cannot make the
+/// page say what the server never said; an unknown code says nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Notice {
+    Signaled,
+    /// Delivered, but the definition never waits for an event of that name.
+    SignaledUnawaited,
+    Canceling,
+    Restarting,
+    Resuming,
+    Started,
+    StartedBefore,
+}
+
+impl Notice {
+    const ALL: [Notice; 7] = [
+        Notice::Signaled,
+        Notice::SignaledUnawaited,
+        Notice::Canceling,
+        Notice::Restarting,
+        Notice::Resuming,
+        Notice::Started,
+        Notice::StartedBefore,
+    ];
+
+    /// Its word in the address.
+    pub fn code(self) -> &'static str {
+        match self {
+            Notice::Signaled => "signaled",
+            Notice::SignaledUnawaited => "signaled-unawaited",
+            Notice::Canceling => "canceling",
+            Notice::Restarting => "restarting",
+            Notice::Resuming => "resuming",
+            Notice::Started => "started",
+            Notice::StartedBefore => "started-before",
+        }
+    }
+
+    /// What the page says.
+    pub fn text(self) -> &'static str {
+        match self {
+            Notice::Signaled => "Event delivered.",
+            Notice::SignaledUnawaited => {
+                "Event delivered; this instance's definition never waits for an event of that \
+                 name (the event is kept)."
+            }
+            Notice::Canceling => "Asked to cancel.",
+            Notice::Restarting => "Restarting.",
+            Notice::Resuming => "Resuming.",
+            Notice::Started => "Started: recorded for the workers.",
+            Notice::StartedBefore => "That key started this instance before.",
+        }
+    }
+
+    pub fn of_code(code: &str) -> Option<Notice> {
+        Notice::ALL.into_iter().find(|n| n.code() == code)
+    }
+}
+
 /// The sign-in page (for `auth`), `next` the page to go on to.
 pub fn signin(next: &str) -> String {
     shell::page("Sign in", shell::Nav::None, shell::signin_body(next, false)).into_string()

@@ -173,17 +173,11 @@ pub async fn start(
         Ok((_, doc)) => {
             let id = doc["id"].as_str().unwrap_or_default();
             let said = if doc["created"] == true {
-                format!(
-                    "Started: {} for the workers.",
-                    doc["status"].as_str().unwrap_or_default()
-                )
+                super::Notice::Started
             } else {
-                "That key started this instance before.".to_string()
+                super::Notice::StartedBefore
             };
-            let q = form_urlencoded::Serializer::new(String::new())
-                .append_pair("notice", &said)
-                .finish();
-            Redirect::to(&format!("/instances/{id}?{q}")).into_response()
+            Redirect::to(&format!("/instances/{id}?notice={}", said.code())).into_response()
         }
         Err(e) => (
             StatusCode::UNPROCESSABLE_ENTITY,
