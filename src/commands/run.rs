@@ -70,14 +70,14 @@ pub async fn run(args: Args, db: Option<PathBuf>, printer: &Printer) -> anyhow::
         .map_or_else(InstanceId::random, InstanceId::from);
     // The row, with every check of its id and of what its inputs render
     // (queue key and priority), before the database is opened or created.
-    let row = engine::new_instance(
-        &wf,
-        &engine::Origin::of(&args.file),
+    let row = engine::new_instance(engine::NewInstance {
+        wf: &wf,
+        origin: &engine::Origin::of(&args.file),
         inputs,
-        Some(id.clone()),
-        lease_to,
+        id: Some(id.clone()),
+        owner: lease_to,
         labels,
-    )?;
+    })?;
 
     let mut store = super::open(db).await?;
     let created = engine::record_instance(&mut store, &wf, row, lease_to).await;

@@ -402,29 +402,38 @@ impl Origin {
 /// ([`new_instance`], then [`record_instance`]).
 pub async fn create_instance_at(
     store: &mut Store,
-    wf: &Workflow,
-    origin: &Origin,
-    inputs: Value,
-    id: Option<InstanceId>,
-    owner: Option<&str>,
-    labels: store::Labels,
+    new: NewInstance<'_>,
 ) -> Result<InstanceId, EngineError> {
-    let row = new_instance(wf, origin, inputs, id, owner, labels)?;
+    let (wf, owner) = (new.wf, new.owner);
+    let row = new_instance(new)?;
     record_instance(store, wf, row, owner).await
+}
+
+/// What a new instance is made of: its definition and where it was read
+/// from, its inputs (resolved), its id (`None`: a random one), who drives
+/// it first (`None`: the workers), and its labels (rendered).
+pub struct NewInstance<'a> {
+    pub wf: &'a Workflow,
+    pub origin: &'a Origin,
+    pub inputs: Value,
+    pub id: Option<InstanceId>,
+    pub owner: Option<&'a str>,
+    pub labels: store::Labels,
 }
 
 /// The row a new instance of `wf` starts as, with every check of what it
 /// is given made (its id, the queue key and priority its inputs render,
 /// `WF_LEASE_TTL`), touching no database: `wf run` makes it before it
 /// opens (or creates) one, so that a refusal leaves nothing behind.
-pub fn new_instance(
-    wf: &Workflow,
-    origin: &Origin,
-    inputs: Value,
-    id: Option<InstanceId>,
-    owner: Option<&str>,
-    labels: store::Labels,
-) -> Result<InstanceRow, EngineError> {
+pub fn new_instance(new: NewInstance<'_>) -> Result<InstanceRow, EngineError> {
+    let NewInstance {
+        wf,
+        origin,
+        inputs,
+        id,
+        owner,
+        labels,
+    } = new;
     let ttl = lease::ttl().map_err(EngineError::Input)?;
     // A secret's value given as an input is masked like everywhere else.
     let mut inputs = inputs;

@@ -121,9 +121,15 @@ pub async fn start(
         base_dir: row.base_dir.clone(),
     };
     let id = req.id.unwrap_or_else(InstanceId::random);
-    match super::create_instance_at(store, wf, &origin, inputs, Some(id.clone()), None, labels)
-        .await
-    {
+    let new = super::NewInstance {
+        wf,
+        origin: &origin,
+        inputs,
+        id: Some(id.clone()),
+        owner: None,
+        labels,
+    };
+    match super::create_instance_at(store, new).await {
         Ok(_) => Ok(Started {
             instance: store.instance(&id).await?,
             created: true,

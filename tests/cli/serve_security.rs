@@ -10,6 +10,17 @@ use crate::serve::{PATIENCE, Server, TOKEN};
 use serde_json::{Value, json};
 use std::time::Instant;
 
+/// A completed instance of a one-step workflow `one` (`one.yaml`); its id.
+fn completed_one(t: &Test) -> String {
+    let (id, ran) = t.run_yaml(
+        "one.yaml",
+        "name: one\nsteps:\n  - id: a\n    run: 'true'\n",
+        &[],
+    );
+    ran.code(0);
+    id
+}
+
 fn no_token(s: &Server, method: &str, path: &str) -> crate::serve::Resp {
     s.raw(method, path, &[], None)
 }
@@ -17,12 +28,7 @@ fn no_token(s: &Server, method: &str, path: &str) -> crate::serve::Resp {
 #[test]
 fn every_route_but_health_and_hooks_needs_the_token() {
     let t = Test::new();
-    let (id, ran) = t.run_yaml(
-        "one.yaml",
-        "name: one\nsteps:\n  - id: a\n    run: 'true'\n",
-        &[],
-    );
-    ran.code(0);
+    let id = completed_one(&t);
     let s = Server::start(&t, &[], &[]);
     let refused = no_token(&s, "GET", "/api/v1/instances");
     assert_eq!(refused.status, 401);
@@ -216,12 +222,7 @@ fn hostile_ids_and_bodies_are_refused_cleanly() {
 #[test]
 fn a_thousand_requests_at_once_are_all_answered() {
     let t = Test::new();
-    let (id, ran) = t.run_yaml(
-        "one.yaml",
-        "name: one\nsteps:\n  - id: a\n    run: 'true'\n",
-        &[],
-    );
-    ran.code(0);
+    let id = completed_one(&t);
     let s = Server::start(&t, &[], &[]);
     let auth = vec![("authorization", format!("Bearer {TOKEN}"))];
     let futures: Vec<_> = (0..1000)
@@ -425,12 +426,7 @@ fn https_with_the_given_certificate() {
 #[test]
 fn random_requests_never_crash_the_server() {
     let t = Test::new();
-    let (id, ran) = t.run_yaml(
-        "one.yaml",
-        "name: one\nsteps:\n  - id: a\n    run: 'true'\n",
-        &[],
-    );
-    ran.code(0);
+    let id = completed_one(&t);
     let s = Server::start(&t, &[], &[]);
     let mut rng = crate::XorShift(0x5eed_f00d_cafe_0001);
     let methods = ["GET", "POST", "PUT", "DELETE", "PATCH", "HEAD", "OPTIONS"];
@@ -573,12 +569,7 @@ fn a_client_that_never_finishes_its_headers_is_dropped_and_others_are_served() {
 #[test]
 fn every_answer_carries_the_security_headers() {
     let t = Test::new();
-    let (id, ran) = t.run_yaml(
-        "one.yaml",
-        "name: one\nsteps:\n  - id: a\n    run: 'true'\n",
-        &[],
-    );
-    ran.code(0);
+    let id = completed_one(&t);
     let s = Server::start(&t, &[], &[]);
     let html = || vec![("accept", "text/html".to_string())];
     let answers = vec![
@@ -668,12 +659,7 @@ fn every_answer_carries_the_security_headers() {
 #[test]
 fn notices_are_a_fixed_set_unknown_pages_are_pages_and_wf_labels_are_reserved() {
     let t = Test::new();
-    let (id, ran) = t.run_yaml(
-        "one.yaml",
-        "name: one\nsteps:\n  - id: a\n    run: 'true'\n",
-        &[],
-    );
-    ran.code(0);
+    let id = completed_one(&t);
     t.wf(&["workflow", "add", "one.yaml"]).code(0);
     let s = Server::start(&t, &[], &[]);
     let forged = s.get(&format!(
