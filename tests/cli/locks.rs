@@ -344,8 +344,19 @@ fn many_units_of_many_instances_on_one_key_never_deadlock_nor_overlap() {
                 && mode == 2
                 && ran.code == 1
                 && ran.stderr.contains("database is locked");
+            // On PostgreSQL, a victim stopped inside a transaction (taking
+            // a lock is two round trips) has its session ended by the
+            // server after the lease TTL (idle_in_transaction_session_timeout),
+            // and on waking it exits 1 with the connection lost rather than
+            // going on over a new one (issue 62); its history is intact, and
+            // it is resumed below.
+            let session_ended = t.on_pg()
+                && mode == 2
+                && ran.code == 1
+                && ran.stderr.contains(&format!("units i{victim} run"))
+                && ran.stderr.contains("the connection to the server was lost");
             assert!(
-                [0, 5, -1].contains(&ran.code) || locked_out,
+                [0, 5, -1].contains(&ran.code) || locked_out || session_ended,
                 "{context}: exit {}: {}",
                 ran.code,
                 ran.stderr
