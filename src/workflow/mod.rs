@@ -609,13 +609,22 @@ impl Workflow {
     /// step without one, its child's compensations (down the tree).
     pub fn step_compensates(&self, step: &Step) -> bool {
         step.compensate.is_some()
-            || matches!(&step.action, Action::Workflow(call)
-                if self.children.get(&call.path).is_some_and(|c| c.compensates()))
+            || (step.undone_by_its_child()
+                && matches!(&step.action, Action::Workflow(call)
+                    if self.children.get(&call.path).is_some_and(|c| c.compensates())))
     }
 
     /// Whether undoing a completed instance of this workflow runs anything.
     pub fn compensates(&self) -> bool {
         self.steps.iter().any(|s| self.step_compensates(s))
+    }
+}
+
+impl Step {
+    /// A `workflow:` step without a `compensate:` of its own: its
+    /// compensation runs its child's (`engine::scheduler::child`).
+    pub fn undone_by_its_child(&self) -> bool {
+        self.compensate.is_none() && matches!(self.action, Action::Workflow(_))
     }
 }
 

@@ -23,7 +23,7 @@ static ONCE: RetryPolicy = RetryPolicy::ONE_ATTEMPT;
 
 pub(super) fn exec_of<'a>(step: &'a Step, unit: &Unit) -> Exec<'a> {
     match (&step.compensate, unit.compensation) {
-        (None, true) if matches!(step.action, Action::Workflow(_)) => Exec {
+        (None, true) if step.undone_by_its_child() => Exec {
             action: &step.action,
             dir: None,
             env: &[],
@@ -148,10 +148,7 @@ impl Scheduler {
         }
 
         // A `workflow:` step without a `compensate:` is undone by its child.
-        if unit.compensation
-            && step.compensate.is_none()
-            && matches!(step.action, Action::Workflow(_))
-        {
+        if unit.compensation && step.undone_by_its_child() {
             return self.start_child_compensation(unit, now, spans);
         }
 

@@ -62,9 +62,7 @@ impl Scheduler {
     pub fn compensates_child(wf: &Workflow, rec: &StepRow) -> bool {
         rec.status == StepStatus::Waiting
             && UnitKey::parse(&rec.key).compensation
-            && wf
-                .step(&rec.step_id)
-                .is_some_and(|s| s.compensate.is_none() && matches!(s.action, Action::Workflow(_)))
+            && wf.step(&rec.step_id).is_some_and(Step::undone_by_its_child)
     }
 
     /// The child whose compensations compensation unit `key` runs: the

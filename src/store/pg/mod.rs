@@ -123,7 +123,7 @@ impl PgStore {
     /// Connects and brings the schema up to date.
     pub async fn open(target: &PgTarget) -> Result<PgStore> {
         let store = Self::connect(target).await?;
-        store.migrate().await?;
+        store.migrate(true).await?;
         Ok(store)
     }
 
@@ -131,24 +131,7 @@ impl PgStore {
     /// created) when the server has none by that name.
     pub async fn open_existing(target: &PgTarget) -> Result<Option<PgStore>> {
         let store = Self::connect(target).await?;
-        let q = target::quoted(&target.schema);
-        let made = store
-            .client()
-            .query_one(
-                "SELECT to_regclass($1) IS NOT NULL",
-                &[&format!("{q}.migrations")],
-            )
-            .await
-            .map_err(|e| StoreError::Open {
-                path: target.describe(),
-                reason: sql_reason(&e),
-            })?
-            .get::<_, bool>(0);
-        if !made {
-            return Ok(None);
-        }
-        store.migrate().await?;
-        Ok(Some(store))
+        Ok(store.migrate(false).await?.then_some(store))
     }
 
     /// A connection to `target`, its schema not looked at yet.
@@ -200,7 +183,9 @@ impl PgStore {
         base.join(format!("wf-live-{}-{hash}", nix::unistd::geteuid()))
     }
 
-    async fn migrate(&self) -> Result<()> {
+    /// Brings the schema up to date; one that was never made is made only
+    /// with `create` (false: nothing is made, and the answer is false).
+    async fn migrate(&self, create: bool) -> Result<bool> {
         let client = self.client();
         let known = schema::MIGRATIONS.len() as i64;
         let fail = |reason: String| StoreError::Open {
@@ -226,7 +211,10 @@ impl PgStore {
             });
         }
         if version == known {
-            return Ok(());
+            return Ok(true);
+        }
+        if version == 0 && !create {
+            return Ok(false);
         }
         let applied = async {
             client.batch_execute("BEGIN").await?;
@@ -269,7 +257,7 @@ impl PgStore {
         }
         .await;
         match applied {
-            Ok(None) => Ok(()),
+            Ok(None) => Ok(true),
             Ok(Some(found)) => Err(StoreError::TooNew {
                 path: format!("{} (schema {schema})", self.target.describe()),
                 found,
