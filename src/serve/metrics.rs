@@ -1,22 +1,24 @@
 //! `GET /metrics`: Prometheus's classic text format, or OpenMetrics to a
 //! scraper that asks (prometheus-client's encoder writes OpenMetrics;
 //! [`classic`] renames its counters' families and drops `# EOF`), label
-//! values escaped, made from the store at each scrape (`store::metrics`):
+//! values escaped, made at each scrape from the counts the store keeps in
+//! its commits (`store::metrics`: a few rows, however long the history):
 //!
 //! - `wf_instances{workflow, status}`: instances by workflow and status;
-//! - `wf_attempts_total{outcome}`: ended step attempts by outcome;
-//! - `wf_attempt_duration_seconds`, `wf_run_duration_seconds`: histograms;
-//! - `wf_queue_admitted{key}`, `wf_queue_depth{key}`: each queue key's
-//!   admitted and queued instances;
-//! - `wf_worker_last_heartbeat_seconds{worker}`: unix time of each worker's
-//!   last poll (alert on `time() - … > 60`), and `wf_worker_up{worker}` (1
-//!   when it polled within the last minute);
+//! - `wf_attempts_total{workflow, outcome}`, `wf_runs_total{workflow,
+//!   outcome}`: ended step attempts and runs (never lowered by a prune);
+//! - `wf_attempt_duration_seconds{workflow}`,
+//!   `wf_run_duration_seconds{workflow}`: histograms;
+//! - `wf_queue_admitted{key}`, `wf_queue_depth{key}`: the 100 busiest
+//!   queue keys' admitted and queued instances, the rest as `key="other"`;
+//! - `wf_worker_last_heartbeat_seconds{host}`: unix time of the newest
+//!   poll of a worker on each host (alert on `time() - … > 60`), and
+//!   `wf_workers_up{host}` (how many polled within the last minute);
 //! - `wf_serve_in_process_worker`: 1 when this server runs a worker.
 
 use super::App;
 use super::error::ApiError;
-use crate::store::metrics::{BUCKETS, Histogram, MetricsRows};
-use crate::store::queue::QueueSummary;
+use crate::store::metrics::{BUCKETS, Histogram, MetricsRows, worker_host};
 use axum::extract::State;
 use axum::http::{HeaderValue, header};
 use axum::response::{IntoResponse, Response};
@@ -31,7 +33,6 @@ const ALIVE_MS: i64 = 60_000;
 #[derive(Debug)]
 struct Scrape {
     rows: MetricsRows,
-    queues: Vec<(String, u64, u64)>,
     now_ms: i64,
     in_process_worker: bool,
 }
@@ -119,103 +120,128 @@ fn classic(openmetrics: &str) -> String {
     out
 }
 
-fn histogram(
+fn histograms(
     encoder: &mut DescriptorEncoder,
     name: &str,
     help: &str,
-    h: &Histogram,
+    by_workflow: &[(String, Histogram)],
 ) -> Result<(), std::fmt::Error> {
     let mut m = encoder.encode_descriptor(name, help, None, MetricType::Histogram)?;
-    // The encoder adds the buckets up; the database counted them cumulative.
-    let mut buckets = Vec::with_capacity(BUCKETS.len() + 1);
-    let mut below = 0;
-    for (b, &le) in BUCKETS.iter().zip(&h.le) {
-        buckets.push((*b, le.saturating_sub(below)));
-        below = le;
+    for (workflow, h) in by_workflow {
+        // The encoder adds the buckets up; the store counted them cumulative.
+        let mut buckets = Vec::with_capacity(BUCKETS.len() + 1);
+        let mut below = 0;
+        for (b, &le) in BUCKETS.iter().zip(&h.le) {
+            buckets.push((*b, le.saturating_sub(below)));
+            below = le;
+        }
+        buckets.push((f64::MAX, h.count.saturating_sub(below)));
+        let labels: Labels = vec![("workflow", escape_label(workflow))];
+        m.encode_family(&labels)?
+            .encode_histogram::<prometheus_client::encoding::NoLabelSet>(
+                h.sum, h.count, &buckets, None,
+            )?;
     }
-    buckets.push((f64::MAX, h.count.saturating_sub(below)));
-    m.encode_histogram::<prometheus_client::encoding::NoLabelSet>(h.sum, h.count, &buckets, None)
+    Ok(())
+}
+
+/// Per host: the newest heartbeat of its workers, and how many of them
+/// polled within [`ALIVE_MS`].
+fn hosts(workers: &[(String, i64)], now_ms: i64) -> Vec<(String, i64, u64)> {
+    let mut by_host: std::collections::BTreeMap<&str, (i64, u64)> = Default::default();
+    for (name, ms) in workers {
+        let h = by_host.entry(worker_host(name)).or_insert((i64::MIN, 0));
+        h.0 = h.0.max(*ms);
+        if now_ms - ms <= ALIVE_MS {
+            h.1 += 1;
+        }
+    }
+    by_host
+        .into_iter()
+        .map(|(h, (ms, up))| (h.to_string(), ms, up))
+        .collect()
+}
+
+fn by_workflow_and<'a>(
+    label: &'static str,
+    rows: &'a [(String, String, u64)],
+) -> impl Iterator<Item = (Labels, f64)> + 'a {
+    rows.iter()
+        .map(move |(w, l, n)| (vec![("workflow", w.clone()), (label, l.clone())], *n as f64))
 }
 
 impl prometheus_client::collector::Collector for Scrape {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let rows = &self.rows;
         gauge_family(
             &mut encoder,
             "wf_instances",
             "Instances by workflow and status",
             MetricType::Gauge,
-            self.rows.instances.iter().map(|(w, s, n)| {
-                (
-                    vec![("workflow", w.clone()), ("status", s.clone())],
-                    *n as f64,
-                )
-            }),
+            by_workflow_and("status", &rows.instances),
         )?;
         gauge_family(
             &mut encoder,
             "wf_attempts",
-            "Ended step attempts by outcome",
+            "Ended step attempts by workflow and outcome",
             MetricType::Counter,
-            self.rows
-                .attempts
-                .iter()
-                .map(|(o, n)| (vec![("outcome", o.clone())], *n as f64)),
+            by_workflow_and("outcome", &rows.attempts),
         )?;
-        histogram(
+        gauge_family(
+            &mut encoder,
+            "wf_runs",
+            "Ended runs by workflow and outcome",
+            MetricType::Counter,
+            by_workflow_and("outcome", &rows.runs),
+        )?;
+        histograms(
             &mut encoder,
             "wf_attempt_duration_seconds",
-            "Durations of ended step attempts",
-            &self.rows.attempt_seconds,
+            "Durations of ended step attempts, by workflow",
+            &rows.attempt_seconds,
         )?;
-        histogram(
+        histograms(
             &mut encoder,
             "wf_run_duration_seconds",
-            "Durations of ended runs",
-            &self.rows.run_seconds,
+            "Durations of ended runs, by workflow",
+            &rows.run_seconds,
         )?;
         gauge_family(
             &mut encoder,
             "wf_queue_admitted",
-            "Admitted instances by queue key",
+            "Admitted instances by queue key (the 100 busiest keys, the rest as key=other)",
             MetricType::Gauge,
-            self.queues
+            rows.queues
                 .iter()
-                .map(|(k, a, _)| (vec![("key", k.clone())], *a as f64)),
+                .map(|q| (vec![("key", q.key.clone())], q.admitted as f64)),
         )?;
         gauge_family(
             &mut encoder,
             "wf_queue_depth",
-            "Queued (not yet admitted) instances by queue key",
+            "Queued instances by queue key (the 100 busiest keys, the rest as key=other)",
             MetricType::Gauge,
-            self.queues
+            rows.queues
                 .iter()
-                .map(|(k, _, q)| (vec![("key", k.clone())], *q as f64)),
+                .map(|q| (vec![("key", q.key.clone())], q.queued as f64)),
         )?;
+        let hosts = hosts(&rows.workers, self.now_ms);
         gauge_family(
             &mut encoder,
             "wf_worker_last_heartbeat_seconds",
-            "Unix time of each worker's last poll",
+            "Unix time of the newest poll of a worker on each host",
             MetricType::Gauge,
-            self.rows
-                .workers
+            hosts
                 .iter()
-                .map(|(w, ms)| (vec![("worker", w.clone())], *ms as f64 / 1000.0)),
+                .map(|(h, ms, _)| (vec![("host", h.clone())], *ms as f64 / 1000.0)),
         )?;
         gauge_family(
             &mut encoder,
-            "wf_worker_up",
-            "1 when the worker polled within the last minute",
+            "wf_workers_up",
+            "Workers on each host that polled within the last minute",
             MetricType::Gauge,
-            self.rows.workers.iter().map(|(w, ms)| {
-                (
-                    vec![("worker", w.clone())],
-                    if self.now_ms - ms <= ALIVE_MS {
-                        1.0
-                    } else {
-                        0.0
-                    },
-                )
-            }),
+            hosts
+                .iter()
+                .map(|(h, _, up)| (vec![("host", h.clone())], *up as f64)),
         )?;
         gauge_family(
             &mut encoder,
@@ -226,10 +252,6 @@ impl prometheus_client::collector::Collector for Scrape {
         )?;
         Ok(())
     }
-}
-
-fn queue_counts(q: &QueueSummary) -> (String, u64, u64) {
-    (q.key.clone(), q.admitted as u64, q.queued as u64)
 }
 
 /// `GET /metrics`: Prometheus's classic text format, or OpenMetrics for a
@@ -248,12 +270,9 @@ pub async fn scrape(
     let scrape = app
         .db
         .run(move |l| async move {
-            let c = l.conn().await?;
-            let rows = c.metrics().await?;
-            let queues = c.queues().await?.iter().map(queue_counts).collect();
+            let rows = l.conn().await?.metrics().await?;
             Ok(Scrape {
                 rows,
-                queues,
                 now_ms: chrono::Utc::now().timestamp_millis(),
                 in_process_worker,
             })

@@ -8,9 +8,42 @@ use crate::serve::{Server, until};
 use serde_json::Value;
 use std::process::Command;
 
-/// The samples of `text`, parsed by prometheus_client: `[name, labels, value]`.
-fn parse(text: &str) -> Vec<(String, Value, f64)> {
+/// The samples of `text`, parsed by prometheus_client: `[name, labels, value]`,
+/// once Prometheus's own `promtool check metrics` finds nothing wrong with
+/// it (parse and lint: a counter's `_total`, help texts, units).
+pub(crate) fn parse(text: &str) -> Vec<(String, Value, f64)> {
+    promtool_check(text);
     parse_with("prometheus_client.parser", text)
+}
+
+/// `promtool check metrics` (Debian's `prometheus`, which `.ci/run`
+/// installs) on `text`: it must pass, with nothing to say.
+pub(crate) fn promtool_check(text: &str) {
+    let mut child = Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("promtool (Debian's prometheus package) is needed: apt-get install prometheus");
+    use std::io::Write as _;
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(text.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        out.status.success() && said.trim().is_empty(),
+        "promtool check metrics: {:?}\n{said}\n{text}",
+        out.status
+    );
 }
 
 /// The samples of `text`, parsed by prometheus_client's parser `module`
@@ -78,7 +111,7 @@ fn metrics_parse_as_prometheus_text_and_count_what_the_store_holds() {
     t.wf(&["run", path.to_str().unwrap(), "--detach"]).code(0);
     let s = Server::start(&t, &["--worker", "--poll", "50ms"], &[]);
     until("the worker's heartbeat", || {
-        s.get("/metrics").text().contains("wf_worker_up{")
+        s.get("/metrics").text().contains("wf_workers_up{")
     });
     let r = s.get("/metrics");
     assert_eq!(r.status, 200);
@@ -105,30 +138,74 @@ fn metrics_parse_as_prometheus_text_and_count_what_the_store_holds() {
         Some(1.0)
     );
     assert_eq!(
-        sample(&m, "wf_attempts_total", &[("outcome", "ok")]),
+        sample(
+            &m,
+            "wf_attempts_total",
+            &[("workflow", "ok"), ("outcome", "ok")]
+        ),
         Some(6.0)
     );
     assert_eq!(
-        sample(&m, "wf_attempts_total", &[("outcome", "retry")]),
+        sample(
+            &m,
+            "wf_attempts_total",
+            &[("workflow", "bad"), ("outcome", "retry")]
+        ),
         Some(1.0)
     );
     assert_eq!(
-        sample(&m, "wf_attempts_total", &[("outcome", "failed")]),
+        sample(
+            &m,
+            "wf_attempts_total",
+            &[("workflow", "bad"), ("outcome", "failed")]
+        ),
         Some(1.0)
     );
+    let ok = [("workflow", "ok")];
     assert_eq!(
-        sample(&m, "wf_attempt_duration_seconds_count", &[]),
-        Some(8.0)
+        sample(&m, "wf_attempt_duration_seconds_count", &ok),
+        Some(6.0)
     );
     assert_eq!(
-        sample(&m, "wf_attempt_duration_seconds_bucket", &[("le", "+Inf")]),
-        Some(8.0)
+        sample(
+            &m,
+            "wf_attempt_duration_seconds_bucket",
+            &[("workflow", "bad"), ("le", "+Inf")]
+        ),
+        Some(2.0)
     );
-    let small = sample(&m, "wf_attempt_duration_seconds_bucket", &[("le", "0.01")]).unwrap();
-    let big = sample(&m, "wf_attempt_duration_seconds_bucket", &[("le", "60.0")]).unwrap();
-    assert!(small <= big && big == 8.0, "{small} {big}");
+    let bucket = |le| {
+        sample(
+            &m,
+            "wf_attempt_duration_seconds_bucket",
+            &[("workflow", "ok"), ("le", le)],
+        )
+        .unwrap()
+    };
+    let (small, big) = (bucket("0.01"), bucket("60.0"));
+    assert!(small <= big && big == 6.0, "{small} {big}");
     // Five runs ended: the three `ok`, the `bad` one, the sleeper's first.
-    assert_eq!(sample(&m, "wf_run_duration_seconds_count", &[]), Some(5.0));
+    assert_eq!(sample(&m, "wf_run_duration_seconds_count", &ok), Some(3.0));
+    assert_eq!(
+        sample(
+            &m,
+            "wf_runs_total",
+            &[("workflow", "ok"), ("outcome", "completed")]
+        ),
+        Some(3.0)
+    );
+    assert_eq!(
+        sample(
+            &m,
+            "wf_runs_total",
+            &[("workflow", "bad"), ("outcome", "failed")]
+        ),
+        Some(1.0)
+    );
+    assert_eq!(
+        sample(&m, "wf_run_duration_seconds_count", &[("workflow", "q")]),
+        Some(1.0)
+    );
     assert_eq!(sample(&m, "wf_queue_admitted", &[("key", "k1")]), Some(1.0));
     assert_eq!(sample(&m, "wf_queue_depth", &[("key", "k1")]), Some(1.0));
     assert_eq!(sample(&m, "wf_serve_in_process_worker", &[]), Some(1.0));
@@ -139,14 +216,17 @@ fn metrics_parse_as_prometheus_text_and_count_what_the_store_holds() {
         .2;
     let now = chrono::Utc::now().timestamp() as f64;
     assert!((now - beat).abs() < 60.0, "{beat} vs {now}");
-    let up: Vec<_> = m.iter().filter(|(n, _, _)| n == "wf_worker_up").collect();
+    // By host (this machine's name), not by process.
+    let up: Vec<_> = m.iter().filter(|(n, _, _)| n == "wf_workers_up").collect();
     assert_eq!(up.len(), 1);
     assert_eq!(up[0].2, 1.0);
+    let host = nix::unistd::gethostname().unwrap().into_string().unwrap();
+    assert_eq!(up[0].1["host"], host.as_str());
     // Stopped, the worker is gone from the metrics.
     assert_eq!(s.stop("TERM"), 0);
     let s = Server::start(&t, &[], &[]);
     let m = parse(&s.get("/metrics").text());
-    assert!(m.iter().all(|(n, _, _)| n != "wf_worker_up"), "{m:?}");
+    assert!(m.iter().all(|(n, _, _)| n != "wf_workers_up"), "{m:?}");
     assert_eq!(sample(&m, "wf_serve_in_process_worker", &[]), Some(0.0));
 }
 

@@ -756,6 +756,7 @@ async fn prune(store: &mut Store) {
         both
     );
     assert!(store.instance(&"p1".into()).await.is_ok());
+    let before = store.metrics().await.expect("metrics");
     // By status, then the rest, one instance a batch.
     let failed = store
         .prune(cutoff, &[Failed], 1, false)
@@ -782,6 +783,18 @@ async fn prune(store: &mut Store) {
     assert!(store.events_after(&p1, 0).await.expect("events").is_empty());
     let nothing = store.prune(cutoff, &all, 100, false).await.expect("prune");
     assert_eq!(nothing, Pruned::default());
+    // The counts of ended attempts and runs stay where they were; the
+    // gauge of instances falls by what was deleted.
+    let after = store.metrics().await.expect("metrics");
+    assert_eq!(after.attempts, before.attempts);
+    assert_eq!(after.attempts.len(), 1);
+    assert_eq!(after.runs, before.runs);
+    assert_eq!(after.attempt_seconds, before.attempt_seconds);
+    assert_eq!(after.run_seconds, before.run_seconds);
+    let total = |m: &crate::store::metrics::MetricsRows| -> u64 {
+        m.instances.iter().map(|(_, _, n)| n).sum()
+    };
+    assert_eq!((total(&before), total(&after)), (4, 2));
 }
 
 /// An instance pins its definition and those of the workflows it calls, in

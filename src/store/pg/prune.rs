@@ -122,6 +122,9 @@ impl PgStore {
                 instances: outs[5].count(),
             });
         }
+        // What it deleted lowered gauges by deltas: fold them now rather
+        // than leave them all to the next scrape.
+        self.fold_metrics().await?;
         Ok(total)
     }
 }

@@ -381,4 +381,141 @@ pub const MIGRATIONS: &[&str] = &[
     CREATE INDEX instances_queued_keys ON instances(queue_key)
         WHERE status = 'queued' AND NOT admitted;
     "#,
+    // 14: what `/metrics` reports, kept in the commits that change it, as
+    // SQLite's 17 keeps it (`store/metrics.rs`). Triggers append each
+    // change to `metric_deltas` rather than add it to a total: an
+    // increment of a shared total row would lock it until the commit,
+    // making every commit of a fleet wait on the one before it (and two
+    // commits that change two totals in opposite orders deadlock). Deltas
+    // are folded into the totals by whoever takes the fold's advisory lock
+    // first (a scrape, a worker's heartbeat, a prune), in one statement;
+    // a scrape reads the totals and the deltas not folded yet. Pruning
+    // deletes instances (their gauges fall) but never the counts of ended
+    // attempts and runs. The counts of the history already there are made
+    // once, here.
+    r#"
+    CREATE TABLE metric_counts (
+        metric    TEXT COLLATE "C" NOT NULL,  -- instances, attempts, runs, queue_admitted, queue_depth
+        workflow  TEXT COLLATE "C" NOT NULL,  -- '' for a queue's
+        label     TEXT COLLATE "C" NOT NULL,  -- the status, the outcome, or the queue key
+        n         BIGINT NOT NULL,
+        PRIMARY KEY (metric, workflow, label)
+    );
+    CREATE TABLE metric_buckets (
+        metric    TEXT COLLATE "C" NOT NULL,  -- attempt_seconds, run_seconds
+        workflow  TEXT COLLATE "C" NOT NULL,
+        bucket    INTEGER NOT NULL,           -- wf_bucket(seconds)
+        count     BIGINT NOT NULL,
+        sum       DOUBLE PRECISION NOT NULL,
+        PRIMARY KEY (metric, workflow, bucket)
+    );
+    CREATE TABLE metric_deltas (
+        metric    TEXT NOT NULL,
+        workflow  TEXT NOT NULL,
+        label     TEXT NOT NULL,              -- '' for a duration
+        bucket    INTEGER,                    -- a duration's bucket; NULL for a count
+        n         BIGINT NOT NULL,
+        seconds   DOUBLE PRECISION            -- a duration
+    );
+
+    -- The index of the first of store::metrics::BUCKETS at least `s`; 14: +Inf.
+    CREATE FUNCTION wf_bucket(s DOUBLE PRECISION) RETURNS INTEGER
+    LANGUAGE sql IMMUTABLE AS $$
+        SELECT CASE WHEN s <= 0.01 THEN 0 WHEN s <= 0.05 THEN 1 WHEN s <= 0.1 THEN 2
+            WHEN s <= 0.25 THEN 3 WHEN s <= 0.5 THEN 4 WHEN s <= 1.0 THEN 5 WHEN s <= 2.5 THEN 6
+            WHEN s <= 5.0 THEN 7 WHEN s <= 10.0 THEN 8 WHEN s <= 30.0 THEN 9 WHEN s <= 60.0 THEN 10
+            WHEN s <= 300.0 THEN 11 WHEN s <= 900.0 THEN 12 WHEN s <= 3600.0 THEN 13 ELSE 14 END
+    $$;
+
+    CREATE FUNCTION wf_count_instance() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+        IF TG_OP <> 'INSERT' THEN
+            INSERT INTO metric_deltas (metric, workflow, label, n) VALUES ('instances', OLD.workflow, OLD.status, -1);
+            IF OLD.queue_key IS NOT NULL AND OLD.admitted THEN
+                INSERT INTO metric_deltas (metric, workflow, label, n) VALUES ('queue_admitted', '', OLD.queue_key, -1);
+            ELSIF OLD.queue_key IS NOT NULL AND OLD.status = 'queued' THEN
+                INSERT INTO metric_deltas (metric, workflow, label, n) VALUES ('queue_depth', '', OLD.queue_key, -1);
+            END IF;
+        END IF;
+        IF TG_OP <> 'DELETE' THEN
+            INSERT INTO metric_deltas (metric, workflow, label, n) VALUES ('instances', NEW.workflow, NEW.status, 1);
+            IF NEW.queue_key IS NOT NULL AND NEW.admitted THEN
+                INSERT INTO metric_deltas (metric, workflow, label, n) VALUES ('queue_admitted', '', NEW.queue_key, 1);
+            ELSIF NEW.queue_key IS NOT NULL AND NEW.status = 'queued' THEN
+                INSERT INTO metric_deltas (metric, workflow, label, n) VALUES ('queue_depth', '', NEW.queue_key, 1);
+            END IF;
+        END IF;
+        RETURN NULL;
+    END $$;
+    CREATE TRIGGER metrics_instance_added AFTER INSERT ON instances
+        FOR EACH ROW EXECUTE FUNCTION wf_count_instance();
+    CREATE TRIGGER metrics_instance_changed AFTER UPDATE OF workflow, status, queue_key, admitted ON instances
+        FOR EACH ROW WHEN (OLD.workflow IS DISTINCT FROM NEW.workflow OR OLD.status IS DISTINCT FROM NEW.status
+            OR OLD.queue_key IS DISTINCT FROM NEW.queue_key OR OLD.admitted IS DISTINCT FROM NEW.admitted)
+        EXECUTE FUNCTION wf_count_instance();
+    CREATE TRIGGER metrics_instance_deleted AFTER DELETE ON instances
+        FOR EACH ROW EXECUTE FUNCTION wf_count_instance();
+
+    -- An attempt's or a run's end (TG_ARGV[0]: attempts or runs).
+    CREATE FUNCTION wf_count_end() RETURNS trigger LANGUAGE plpgsql AS $$
+    DECLARE
+        w TEXT;
+        s DOUBLE PRECISION;
+    BEGIN
+        w := COALESCE((SELECT workflow FROM instances WHERE id = NEW.instance_id), '');
+        INSERT INTO metric_deltas (metric, workflow, label, n) VALUES (TG_ARGV[0], w, NEW.outcome, 1);
+        IF NEW.finished_at IS NOT NULL THEN
+            s := extract(epoch from (NEW.finished_at::timestamptz - NEW.started_at::timestamptz))::float8;
+            INSERT INTO metric_deltas (metric, workflow, label, bucket, n, seconds)
+                VALUES (TG_ARGV[1], w, '', wf_bucket(s), 1, s);
+        END IF;
+        RETURN NULL;
+    END $$;
+    CREATE TRIGGER metrics_attempt_ended AFTER UPDATE OF outcome ON attempts
+        FOR EACH ROW WHEN (OLD.outcome IS NULL AND NEW.outcome IS NOT NULL)
+        EXECUTE FUNCTION wf_count_end('attempts', 'attempt_seconds');
+    -- A commit that starts and ends an attempt inserts it ended (batch.rs);
+    -- a copy (`wf restart --as`, which sets wf.copying) inserts attempts
+    -- and runs that ended in their source, counted there.
+    CREATE TRIGGER metrics_attempt_inserted_ended AFTER INSERT ON attempts
+        FOR EACH ROW WHEN (NEW.outcome IS NOT NULL AND current_setting('wf.copying', true) IS DISTINCT FROM 'on')
+        EXECUTE FUNCTION wf_count_end('attempts', 'attempt_seconds');
+    CREATE TRIGGER metrics_run_ended AFTER UPDATE OF outcome ON runs
+        FOR EACH ROW WHEN (OLD.outcome IS NULL AND NEW.outcome IS NOT NULL)
+        EXECUTE FUNCTION wf_count_end('runs', 'run_seconds');
+    CREATE TRIGGER metrics_run_inserted_ended AFTER INSERT ON runs
+        FOR EACH ROW WHEN (NEW.outcome IS NOT NULL AND current_setting('wf.copying', true) IS DISTINCT FROM 'on')
+        EXECUTE FUNCTION wf_count_end('runs', 'run_seconds');
+
+    INSERT INTO metric_counts (metric, workflow, label, n)
+        SELECT 'instances', workflow, status, count(*) FROM instances GROUP BY workflow, status;
+    INSERT INTO metric_counts (metric, workflow, label, n)
+        SELECT 'queue_admitted', '', queue_key, count(*) FROM instances
+        WHERE queue_key IS NOT NULL AND admitted GROUP BY queue_key;
+    INSERT INTO metric_counts (metric, workflow, label, n)
+        SELECT 'queue_depth', '', queue_key, count(*) FROM instances
+        WHERE queue_key IS NOT NULL AND NOT admitted AND status = 'queued' GROUP BY queue_key;
+    INSERT INTO metric_counts (metric, workflow, label, n)
+        SELECT 'attempts', COALESCE(i.workflow, ''), a.outcome, count(*)
+        FROM attempts a LEFT JOIN instances i ON i.id = a.instance_id
+        WHERE a.outcome IS NOT NULL GROUP BY 2, 3;
+    INSERT INTO metric_counts (metric, workflow, label, n)
+        SELECT 'runs', COALESCE(i.workflow, ''), r.outcome, count(*)
+        FROM runs r LEFT JOIN instances i ON i.id = r.instance_id
+        WHERE r.outcome IS NOT NULL GROUP BY 2, 3;
+    INSERT INTO metric_buckets (metric, workflow, bucket, count, sum)
+        SELECT 'attempt_seconds', w, wf_bucket(s), count(*), sum(s) FROM (
+            SELECT COALESCE(i.workflow, '') AS w,
+                extract(epoch from (a.finished_at::timestamptz - a.started_at::timestamptz))::float8 AS s
+            FROM attempts a LEFT JOIN instances i ON i.id = a.instance_id
+            WHERE a.outcome IS NOT NULL AND a.finished_at IS NOT NULL
+        ) t GROUP BY 1, 2, 3;
+    INSERT INTO metric_buckets (metric, workflow, bucket, count, sum)
+        SELECT 'run_seconds', w, wf_bucket(s), count(*), sum(s) FROM (
+            SELECT COALESCE(i.workflow, '') AS w,
+                extract(epoch from (r.finished_at::timestamptz - r.started_at::timestamptz))::float8 AS s
+            FROM runs r LEFT JOIN instances i ON i.id = r.instance_id
+            WHERE r.outcome IS NOT NULL AND r.finished_at IS NOT NULL
+        ) t GROUP BY 1, 2, 3;
+    "#,
 ];

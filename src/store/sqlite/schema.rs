@@ -198,7 +198,147 @@ pub const MIGRATIONS: &[&str] = &[
     QUEUES,
     // 15: the registry of workflows, and workers' heartbeats ([`REGISTRY`]).
     REGISTRY,
+    // 17: `/metrics`' counts, kept by triggers ([`METRICS`]).
+    METRICS,
 ];
+
+// 17: what `/metrics` reports, kept in the commits that change it
+// (`store/metrics.rs`): triggers count each change of an instance's
+// status or queue standing, and each attempt's and run's end, in the
+// transaction that makes it, so a scrape reads a few rows however long the
+// history. Pruning deletes instances (their gauges fall) but never the
+// counts of ended attempts and runs (counters never go down). The counts
+// of the history already there are made once, here. An attempt or run is
+// inserted open and ended by an update, which is what is counted: the
+// ended rows a copy inserts (`wf restart --as`) were counted in their
+// source.
+const METRICS: &str = r#"
+    CREATE TABLE metric_counts (
+        metric    TEXT NOT NULL,     -- instances, attempts, runs, queue_admitted, queue_depth
+        workflow  TEXT NOT NULL,     -- '' for a queue's
+        label     TEXT NOT NULL,     -- the status, the outcome, or the queue key
+        n         INTEGER NOT NULL,
+        PRIMARY KEY (metric, workflow, label)
+    ) WITHOUT ROWID;
+    CREATE TABLE metric_buckets (
+        metric    TEXT NOT NULL,     -- attempt_seconds, run_seconds
+        workflow  TEXT NOT NULL,
+        bucket    INTEGER NOT NULL,  -- index of the first of store::metrics::BUCKETS at least the duration; 14: +Inf
+        count     INTEGER NOT NULL,
+        sum       REAL NOT NULL,     -- seconds
+        PRIMARY KEY (metric, workflow, bucket)
+    ) WITHOUT ROWID;
+
+    CREATE TRIGGER metrics_instance_added AFTER INSERT ON instances BEGIN
+        INSERT INTO metric_counts (metric, workflow, label, n)
+            SELECT m, w, l, 1 FROM (
+                SELECT 'instances' AS m, NEW.workflow AS w, NEW.status AS l
+                UNION ALL SELECT 'queue_admitted', '', NEW.queue_key WHERE NEW.queue_key IS NOT NULL AND NEW.admitted
+                UNION ALL SELECT 'queue_depth', '', NEW.queue_key
+                    WHERE NEW.queue_key IS NOT NULL AND NOT NEW.admitted AND NEW.status = 'queued'
+            ) WHERE true
+            ON CONFLICT (metric, workflow, label) DO UPDATE SET n = n + excluded.n;
+    END;
+    CREATE TRIGGER metrics_instance_changed AFTER UPDATE OF workflow, status, queue_key, admitted ON instances
+    WHEN OLD.workflow IS NOT NEW.workflow OR OLD.status IS NOT NEW.status
+        OR OLD.queue_key IS NOT NEW.queue_key OR OLD.admitted IS NOT NEW.admitted BEGIN
+        INSERT INTO metric_counts (metric, workflow, label, n)
+            SELECT m, w, l, sum(d) FROM (
+                SELECT 'instances' AS m, OLD.workflow AS w, OLD.status AS l, -1 AS d
+                UNION ALL SELECT 'instances', NEW.workflow, NEW.status, 1
+                UNION ALL SELECT 'queue_admitted', '', OLD.queue_key, -1 WHERE OLD.queue_key IS NOT NULL AND OLD.admitted
+                UNION ALL SELECT 'queue_admitted', '', NEW.queue_key, 1 WHERE NEW.queue_key IS NOT NULL AND NEW.admitted
+                UNION ALL SELECT 'queue_depth', '', OLD.queue_key, -1
+                    WHERE OLD.queue_key IS NOT NULL AND NOT OLD.admitted AND OLD.status = 'queued'
+                UNION ALL SELECT 'queue_depth', '', NEW.queue_key, 1
+                    WHERE NEW.queue_key IS NOT NULL AND NOT NEW.admitted AND NEW.status = 'queued'
+            ) WHERE true GROUP BY m, w, l HAVING sum(d) <> 0
+            ON CONFLICT (metric, workflow, label) DO UPDATE SET n = n + excluded.n;
+        DELETE FROM metric_counts WHERE metric IN ('queue_admitted', 'queue_depth') AND workflow = ''
+            AND label IN (OLD.queue_key, NEW.queue_key) AND n = 0;
+    END;
+    CREATE TRIGGER metrics_instance_deleted AFTER DELETE ON instances BEGIN
+        INSERT INTO metric_counts (metric, workflow, label, n)
+            SELECT m, w, l, -1 FROM (
+                SELECT 'instances' AS m, OLD.workflow AS w, OLD.status AS l
+                UNION ALL SELECT 'queue_admitted', '', OLD.queue_key WHERE OLD.queue_key IS NOT NULL AND OLD.admitted
+                UNION ALL SELECT 'queue_depth', '', OLD.queue_key
+                    WHERE OLD.queue_key IS NOT NULL AND NOT OLD.admitted AND OLD.status = 'queued'
+            ) WHERE true
+            ON CONFLICT (metric, workflow, label) DO UPDATE SET n = n + excluded.n;
+        DELETE FROM metric_counts WHERE metric IN ('queue_admitted', 'queue_depth') AND workflow = ''
+            AND label = OLD.queue_key AND n = 0;
+    END;
+    CREATE TRIGGER metrics_attempt_ended AFTER UPDATE OF outcome ON attempts
+    WHEN OLD.outcome IS NULL AND NEW.outcome IS NOT NULL BEGIN
+        INSERT INTO metric_counts (metric, workflow, label, n)
+            SELECT 'attempts', COALESCE((SELECT workflow FROM instances WHERE id = NEW.instance_id), ''), NEW.outcome, 1
+            WHERE true
+            ON CONFLICT (metric, workflow, label) DO UPDATE SET n = n + 1;
+        INSERT INTO metric_buckets (metric, workflow, bucket, count, sum)
+            SELECT 'attempt_seconds', COALESCE((SELECT workflow FROM instances WHERE id = NEW.instance_id), ''),
+                CASE WHEN s <= 0.01 THEN 0 WHEN s <= 0.05 THEN 1 WHEN s <= 0.1 THEN 2 WHEN s <= 0.25 THEN 3
+                 WHEN s <= 0.5 THEN 4 WHEN s <= 1.0 THEN 5 WHEN s <= 2.5 THEN 6 WHEN s <= 5.0 THEN 7
+                 WHEN s <= 10.0 THEN 8 WHEN s <= 30.0 THEN 9 WHEN s <= 60.0 THEN 10 WHEN s <= 300.0 THEN 11
+                 WHEN s <= 900.0 THEN 12 WHEN s <= 3600.0 THEN 13 ELSE 14 END, 1, s
+            FROM (SELECT (julianday(NEW.finished_at) - julianday(NEW.started_at)) * 86400.0 AS s)
+            WHERE s IS NOT NULL
+            ON CONFLICT (metric, workflow, bucket) DO UPDATE SET count = count + 1, sum = sum + excluded.sum;
+    END;
+    CREATE TRIGGER metrics_run_ended AFTER UPDATE OF outcome ON runs
+    WHEN OLD.outcome IS NULL AND NEW.outcome IS NOT NULL BEGIN
+        INSERT INTO metric_counts (metric, workflow, label, n)
+            SELECT 'runs', COALESCE((SELECT workflow FROM instances WHERE id = NEW.instance_id), ''), NEW.outcome, 1
+            WHERE true
+            ON CONFLICT (metric, workflow, label) DO UPDATE SET n = n + 1;
+        INSERT INTO metric_buckets (metric, workflow, bucket, count, sum)
+            SELECT 'run_seconds', COALESCE((SELECT workflow FROM instances WHERE id = NEW.instance_id), ''),
+                CASE WHEN s <= 0.01 THEN 0 WHEN s <= 0.05 THEN 1 WHEN s <= 0.1 THEN 2 WHEN s <= 0.25 THEN 3
+                 WHEN s <= 0.5 THEN 4 WHEN s <= 1.0 THEN 5 WHEN s <= 2.5 THEN 6 WHEN s <= 5.0 THEN 7
+                 WHEN s <= 10.0 THEN 8 WHEN s <= 30.0 THEN 9 WHEN s <= 60.0 THEN 10 WHEN s <= 300.0 THEN 11
+                 WHEN s <= 900.0 THEN 12 WHEN s <= 3600.0 THEN 13 ELSE 14 END, 1, s
+            FROM (SELECT (julianday(NEW.finished_at) - julianday(NEW.started_at)) * 86400.0 AS s)
+            WHERE s IS NOT NULL
+            ON CONFLICT (metric, workflow, bucket) DO UPDATE SET count = count + 1, sum = sum + excluded.sum;
+    END;
+
+    INSERT INTO metric_counts (metric, workflow, label, n)
+        SELECT 'instances', workflow, status, count(*) FROM instances GROUP BY workflow, status;
+    INSERT INTO metric_counts (metric, workflow, label, n)
+        SELECT 'queue_admitted', '', queue_key, count(*) FROM instances
+        WHERE queue_key IS NOT NULL AND admitted GROUP BY queue_key;
+    INSERT INTO metric_counts (metric, workflow, label, n)
+        SELECT 'queue_depth', '', queue_key, count(*) FROM instances
+        WHERE queue_key IS NOT NULL AND NOT admitted AND status = 'queued' GROUP BY queue_key;
+    INSERT INTO metric_counts (metric, workflow, label, n)
+        SELECT 'attempts', COALESCE(i.workflow, ''), a.outcome, count(*)
+        FROM attempts a LEFT JOIN instances i ON i.id = a.instance_id
+        WHERE a.outcome IS NOT NULL GROUP BY 2, 3;
+    INSERT INTO metric_counts (metric, workflow, label, n)
+        SELECT 'runs', COALESCE(i.workflow, ''), r.outcome, count(*)
+        FROM runs r LEFT JOIN instances i ON i.id = r.instance_id
+        WHERE r.outcome IS NOT NULL GROUP BY 2, 3;
+    INSERT INTO metric_buckets (metric, workflow, bucket, count, sum)
+        SELECT 'attempt_seconds', w, CASE WHEN s <= 0.01 THEN 0 WHEN s <= 0.05 THEN 1 WHEN s <= 0.1 THEN 2 WHEN s <= 0.25 THEN 3
+                 WHEN s <= 0.5 THEN 4 WHEN s <= 1.0 THEN 5 WHEN s <= 2.5 THEN 6 WHEN s <= 5.0 THEN 7
+                 WHEN s <= 10.0 THEN 8 WHEN s <= 30.0 THEN 9 WHEN s <= 60.0 THEN 10 WHEN s <= 300.0 THEN 11
+                 WHEN s <= 900.0 THEN 12 WHEN s <= 3600.0 THEN 13 ELSE 14 END AS b, count(*), sum(s) FROM (
+            SELECT COALESCE(i.workflow, '') AS w,
+                (julianday(a.finished_at) - julianday(a.started_at)) * 86400.0 AS s
+            FROM attempts a LEFT JOIN instances i ON i.id = a.instance_id
+            WHERE a.outcome IS NOT NULL AND a.finished_at IS NOT NULL
+        ) WHERE s IS NOT NULL GROUP BY w, b;
+    INSERT INTO metric_buckets (metric, workflow, bucket, count, sum)
+        SELECT 'run_seconds', w, CASE WHEN s <= 0.01 THEN 0 WHEN s <= 0.05 THEN 1 WHEN s <= 0.1 THEN 2 WHEN s <= 0.25 THEN 3
+                 WHEN s <= 0.5 THEN 4 WHEN s <= 1.0 THEN 5 WHEN s <= 2.5 THEN 6 WHEN s <= 5.0 THEN 7
+                 WHEN s <= 10.0 THEN 8 WHEN s <= 30.0 THEN 9 WHEN s <= 60.0 THEN 10 WHEN s <= 300.0 THEN 11
+                 WHEN s <= 900.0 THEN 12 WHEN s <= 3600.0 THEN 13 ELSE 14 END AS b, count(*), sum(s) FROM (
+            SELECT COALESCE(i.workflow, '') AS w,
+                (julianday(r.finished_at) - julianday(r.started_at)) * 86400.0 AS s
+            FROM runs r LEFT JOIN instances i ON i.id = r.instance_id
+            WHERE r.outcome IS NOT NULL AND r.finished_at IS NOT NULL
+        ) WHERE s IS NOT NULL GROUP BY w, b;
+    "#;
 
 // 15: the registry (`wf workflow add`): a definition pinned under a
 // workflow's name, which `wf serve` starts by name, and the hook its
@@ -310,6 +450,7 @@ pub const CURRENT: &[&str] = &[
     PARENT_INDEX,
     QUEUES,
     REGISTRY,
+    METRICS,
 ];
 
 /// What the migrations other than 8, 10 and 12 left: every table but the
