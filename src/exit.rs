@@ -52,6 +52,7 @@ impl ExitStatus {
                     | EngineError::ChildLost { .. } => ExitStatus::Held,
                     EngineError::Definition(_)
                     | EngineError::Input(_)
+                    | EngineError::MissingInput(_)
                     | EngineError::Restart(_) => ExitStatus::Usage,
                     EngineError::Store(s) => Self::for_store(s),
                     EngineError::NotResumable(_) | EngineError::Internal(_) => ExitStatus::Failure,

@@ -34,6 +34,9 @@ pub struct Args {
     /// Only instances with this label (repeatable: all of them)
     #[arg(long = "label", value_name = "NAME=VALUE", value_parser = super::parse_label)]
     pub label: Vec<(String, String)>,
+    /// Only instances of this queue key (`queue.key`, rendered)
+    #[arg(long, value_name = "KEY")]
+    pub queue: Option<String>,
     /// At most this many instances, the newest (default 50; 0: all)
     #[arg(long, value_name = "N")]
     pub limit: Option<usize>,
@@ -50,6 +53,7 @@ pub async fn run(args: Args, store: &Store, printer: &Printer) -> anyhow::Result
         parent: args.parent.clone(),
         roots: args.roots,
         labels: args.label.clone(),
+        queue: args.queue.clone(),
         limit: args.limit.unwrap_or(DEFAULT_LIMIT),
         after: None,
         count_more: true,

@@ -137,7 +137,25 @@ pub async fn execute(cli: Cli, printer: &Printer) -> anyhow::Result<ExitStatus> 
         Command::Man(args) => man::run(args, printer),
         Command::Schema(args) => schema::run(args, printer),
     };
-    result.map_err(|e| name_read_only(e, location))
+    result.map_err(|e| how_to_give(name_read_only(e, location)))
+}
+
+/// A required input not given, said as the command line gives it.
+fn how_to_give(err: anyhow::Error) -> anyhow::Error {
+    use crate::engine::EngineError;
+    let missing = err
+        .chain()
+        .find_map(|cause| match cause.downcast_ref::<EngineError>() {
+            Some(EngineError::MissingInput(name)) => Some(name.clone()),
+            _ => None,
+        });
+    match missing {
+        Some(name) => UsageError(format!(
+            "missing required input `{name}` (give it with --input {name}=VALUE)"
+        ))
+        .into(),
+        None => err,
+    }
 }
 
 /// A write SQLite refused because the database is read-only (a read-only

@@ -62,8 +62,8 @@ pub async fn signal(
     Ok(out)
 }
 
-/// Why no step of `wf` will take `event`, if none will.
-fn unknown_event(wf: &Workflow, event: &str) -> Option<String> {
+/// The events `wf`'s steps wait for, each once, in file order.
+fn waited_for(wf: &Workflow) -> Vec<&str> {
     let mut waits: Vec<&str> = wf
         .steps
         .iter()
@@ -74,6 +74,31 @@ fn unknown_event(wf: &Workflow, event: &str) -> Option<String> {
         .collect();
     let mut seen = std::collections::HashSet::new();
     waits.retain(|n| seen.insert(*n));
+    waits
+}
+
+/// The events an instance takes, for a form to offer: those it waits for
+/// now first, then the others its workflow's steps wait for.
+pub async fn signal_events(store: &Store, id: &InstanceId) -> Result<Vec<String>, EngineError> {
+    let inst = store.instance(id).await?;
+    let mut names: Vec<String> = inst
+        .waiting_event
+        .as_deref()
+        .map(|e| e.split(',').map(str::to_string).collect())
+        .unwrap_or_default();
+    if let Ok(wf) = super::drive::pinned_workflow(store, &inst).await {
+        for n in waited_for(&wf) {
+            if !names.iter().any(|m| m == n) {
+                names.push(n.to_string());
+            }
+        }
+    }
+    Ok(names)
+}
+
+/// Why no step of `wf` will take `event`, if none will.
+fn unknown_event(wf: &Workflow, event: &str) -> Option<String> {
+    let waits = waited_for(wf);
     if waits.contains(&event) {
         return None;
     }
@@ -169,6 +194,44 @@ pub async fn restart_plan(
 ) -> Result<Vec<String>, EngineError> {
     let inst = store.instance(id).await?;
     Ok(plan_restart(store, &inst, from).await?.1)
+}
+
+/// What `wf resume --retry-failed` of an instance would run, read only
+/// (the inspector's confirmation says it before, as the run does when it
+/// starts).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RetryPlan {
+    /// The failed steps (units) that get a fresh attempt budget.
+    pub failed: Vec<String>,
+    /// After compensations undid steps: what runs again, and why (the
+    /// run's own words).
+    pub rerun: Option<String>,
+}
+
+/// The [`RetryPlan`] of instance `id` now.
+pub async fn retry_plan(store: &Store, id: &InstanceId) -> Result<RetryPlan, EngineError> {
+    let inst = store.instance(id).await?;
+    let wf = super::drive::pinned_workflow(store, &inst).await?;
+    let mut rows = store.steps(id).await?;
+    let failed = rows
+        .iter()
+        .filter(|r| r.status == crate::vocab::StepStatus::Failed)
+        .map(|r| r.key.clone())
+        .collect();
+    let compensated = if inst.status == InstanceStatus::Failed {
+        restart::compensated(&wf, &rows)
+    } else {
+        Vec::new()
+    };
+    let rerun = match compensated.first() {
+        Some(from) => {
+            restart::fill_patches(store, id, &mut rows).await?;
+            let plan = restart::plan(&wf, &rows, from)?;
+            Some(super::drive::retry_note(&plan.reset_steps, &compensated))
+        }
+        None => None,
+    };
+    Ok(RetryPlan { failed, rerun })
 }
 
 /// The status and the outputs of instance `id` at one moment (a restart in
@@ -290,6 +353,8 @@ pub struct ListQuery {
     pub parent: Option<String>,
     pub roots: bool,
     pub labels: Vec<(String, String)>,
+    /// Only instances of this queue key.
+    pub queue: Option<String>,
     /// At most this many, the newest (0: all).
     pub limit: usize,
     /// Listed after this instance (a page's cursor).
@@ -333,6 +398,7 @@ pub async fn list(store: &Store, q: &ListQuery) -> Result<(Vec<InstanceRow>, usi
     };
     let filter = ListFilter {
         labels: q.labels.clone(),
+        queue: q.queue.clone(),
         status: stored,
         workflow: q.workflow.clone(),
         since,

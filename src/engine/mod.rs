@@ -43,6 +43,10 @@ pub enum EngineError {
     Definition(#[from] DefinitionError),
     #[error("{0}")]
     Input(String),
+    /// A required input not given: each interface says how to give it
+    /// (`--input NAME=VALUE`, the body's `inputs`, the start form).
+    #[error("missing required input `{0}`")]
+    MissingInput(String),
     #[error("instance {id} is held by another process ({holder})")]
     Held { id: InstanceId, holder: String },
     #[error(
@@ -182,26 +186,9 @@ pub fn resolve_inputs(wf: &Workflow, given: Map<String, Value>) -> Result<Value,
     for (name, spec) in &wf.inputs {
         match given.get(name) {
             Some(v) => {
-                // `--input n=5` arrives as text; follow the default's type when it has one.
-                let v = match (v, &spec.default) {
-                    (Value::String(s), Some(Value::Number(_))) => serde_json::from_str::<
-                        serde_json::Number,
-                    >(s)
-                    .map(Value::Number)
-                    .map_err(|_| {
-                        EngineError::Input(format!("input `{name}` must be a number, got `{s}`"))
-                    })?,
-                    (Value::String(s), Some(Value::Bool(_))) => match s.as_str() {
-                        "true" => Value::Bool(true),
-                        "false" => Value::Bool(false),
-                        _ => {
-                            return Err(EngineError::Input(format!(
-                                "input `{name}` must be true or false, got `{s}`"
-                            )));
-                        }
-                    },
-                    _ => v.clone(),
-                };
+                // Checked against the default's type when it has one: text
+                // (`--input n=5`, a form's field) is read as that type.
+                let v = typed_input(name, v, spec.default.as_ref())?;
                 out.insert(name.clone(), v);
             }
             None => match &spec.default {
@@ -209,9 +196,7 @@ pub fn resolve_inputs(wf: &Workflow, given: Map<String, Value>) -> Result<Value,
                     out.insert(name.clone(), d.clone());
                 }
                 None if spec.required => {
-                    return Err(EngineError::Input(format!(
-                        "missing required input `{name}` (give it with --input {name}=VALUE)"
-                    )));
+                    return Err(EngineError::MissingInput(name.clone()));
                 }
                 None => {
                     out.insert(name.clone(), Value::Null);
@@ -220,6 +205,46 @@ pub fn resolve_inputs(wf: &Workflow, given: Map<String, Value>) -> Result<Value,
         }
     }
     Ok(Value::Object(out))
+}
+
+/// Input `name`'s value `v` as the type of its default (a number, true or
+/// false, a list, an object), before anything starts: text is read as
+/// that type (a list or an object as JSON), and a value of another type is
+/// refused, naming the input. An input without a default, or with a text
+/// one, takes any value.
+fn typed_input(name: &str, v: &Value, default: Option<&Value>) -> Result<Value, EngineError> {
+    let (kind, example) = match default {
+        Some(Value::Number(_)) => ("a number", "5"),
+        Some(Value::Bool(_)) => ("true or false", "true"),
+        Some(Value::Array(_)) => ("a list (JSON)", "[\"eu\", \"us\"]"),
+        Some(Value::Object(_)) => ("an object (JSON)", "{\"key\": \"value\"}"),
+        _ => return Ok(v.clone()),
+    };
+    let same = |v: &Value| {
+        matches!(
+            (v, default),
+            (Value::Number(_), Some(Value::Number(_)))
+                | (Value::Bool(_), Some(Value::Bool(_)))
+                | (Value::Array(_), Some(Value::Array(_)))
+                | (Value::Object(_), Some(Value::Object(_)))
+        )
+    };
+    if same(v) {
+        return Ok(v.clone());
+    }
+    let parsed = match v {
+        Value::String(s) => serde_json::from_str::<Value>(s.trim()).ok().filter(same),
+        _ => None,
+    };
+    parsed.ok_or_else(|| {
+        let got = match v {
+            Value::String(s) => s.clone(),
+            other => other.to_string(),
+        };
+        EngineError::Input(format!(
+            "input `{name}` must be {kind}, e.g. {example}; got `{got}`"
+        ))
+    })
 }
 
 /// The labels of an instance of `wf` with `inputs` (resolved): the file's

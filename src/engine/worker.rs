@@ -153,7 +153,23 @@ impl Worker {
         // [`HEARTBEAT_EVERY`].
         let started_ms = chrono::Utc::now().timestamp_millis();
         let mut last_beat: Option<Instant> = None;
+        // The SQLite file as the worker opened it: deleted, moved or
+        // replaced under it, the worker claims nothing more (what it would
+        // write would go to a file nobody reads) and ends with the error
+        // once its runs have.
+        let file = location.file_id().and_then(Result::ok);
+        let mut gone: Option<String> = None;
         loop {
+            if gone.is_none()
+                && let Err(why) = location.still(file)
+            {
+                observer.trouble(EngineError::Store(crate::store::StoreError::Open {
+                    path: location.describe(),
+                    reason: format!("{why}: claiming nothing more"),
+                }));
+                gone = Some(why);
+                stopping = true;
+            }
             let now_ms = chrono::Utc::now().timestamp_millis();
             if !stopping && last_beat.is_none_or(|t| t.elapsed() >= HEARTBEAT_EVERY) {
                 last_beat = Some(Instant::now());
@@ -306,6 +322,12 @@ impl Worker {
         // Gone: no longer counted alive (a worker that dies without this
         // stops beating, which is what the metric shows).
         let _ = store.worker_gone(&owner).await;
+        if let Some(why) = gone {
+            return Err(EngineError::Store(crate::store::StoreError::Open {
+                path: location.describe(),
+                reason: why,
+            }));
+        }
         Ok(if stopping {
             WorkerEnd::Stopped
         } else {

@@ -9,6 +9,7 @@
 
 use super::App;
 use super::api::{accepted, registered};
+use super::body::{self, NoBody, RestartBody, ResumeBody, SignalBody, StartBody};
 use super::error::ApiError;
 use super::params::instance_ref;
 use crate::engine::{self, EngineError, Observer, RunOptions, actions, registry};
@@ -22,33 +23,6 @@ use bytes::Bytes;
 use serde_json::{Map, Value, json};
 use std::rc::Rc;
 
-/// A request body: a JSON object, or nothing (`{}`).
-fn object(body: &Bytes) -> Result<Map<String, Value>, ApiError> {
-    if body.iter().all(u8::is_ascii_whitespace) {
-        return Ok(Map::new());
-    }
-    match serde_json::from_slice::<Value>(body) {
-        Ok(Value::Object(m)) => Ok(m),
-        Ok(_) => Err(ApiError::bad_request("the body must be a JSON object")),
-        Err(e) => Err(ApiError::bad_request(format!("the body is not JSON: {e}"))),
-    }
-}
-
-/// Refuses fields a route does not take (a misspelt one would be ignored).
-fn only(m: &Map<String, Value>, known: &[&str]) -> Result<(), ApiError> {
-    match m.keys().find(|k| !known.contains(&k.as_str())) {
-        Some(k) => Err(ApiError::bad_request(format!(
-            "unknown field `{k}` (this route takes: {})",
-            if known.is_empty() {
-                "none".to_string()
-            } else {
-                known.join(", ")
-            }
-        ))),
-        None => Ok(()),
-    }
-}
-
 /// `POST /api/v1/workflows/{name}/instances` `{inputs?, labels?}`: records
 /// an instance of registered workflow NAME for the workers (or queued by
 /// its queue). `Idempotency-Key`: the same key gives the same instance.
@@ -58,30 +32,14 @@ pub async fn start(
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Response, ApiError> {
-    let m = object(&body)?;
-    only(&m, &["inputs", "labels"])?;
-    let inputs = match m.get("inputs") {
-        None | Some(Value::Null) => Map::new(),
-        Some(Value::Object(o)) => o.clone(),
-        Some(_) => return Err(ApiError::bad_request("`inputs` must be an object")),
-    };
+    let b: StartBody = body::json(&body)?;
+    let inputs = b.inputs.unwrap_or_default();
     let mut labels = Vec::new();
-    match m.get("labels") {
-        None | Some(Value::Null) => {}
-        Some(Value::Object(o)) => {
-            for (k, v) in o {
-                let Value::String(v) = v else {
-                    return Err(ApiError::bad_request(format!(
-                        "label `{k}` must be a string"
-                    )));
-                };
-                if let Some(why) = crate::workflow::label_name_problem(k) {
-                    return Err(ApiError::bad_request(format!("label `{k}`: {why}")));
-                }
-                labels.push((k.clone(), v.clone()));
-            }
+    for (k, v) in b.labels.unwrap_or_default() {
+        if let Some(why) = crate::workflow::label_name_problem(&k) {
+            return Err(ApiError::bad_request(format!("label `{k}`: {why}")));
         }
-        Some(_) => return Err(ApiError::bad_request("`labels` must be an object")),
+        labels.push((k, v));
     }
     let key = match headers.get("idempotency-key") {
         None => None,
@@ -152,12 +110,7 @@ pub async fn signal(
     body: Bytes,
 ) -> Result<Json<Value>, ApiError> {
     let id = instance_ref(&id)?;
-    let m = object(&body)?;
-    only(&m, &["event", "data"])?;
-    let Some(Value::String(event)) = m.get("event").cloned() else {
-        return Err(ApiError::bad_request("`event` (a string) is required"));
-    };
-    let data = m.get("data").cloned().unwrap_or(Value::Null);
+    let SignalBody { event, data } = body::json(&body)?;
     app.db
         .run(move |l| async move { signal_in(&l, &id, &event, data).await })
         .await
@@ -182,16 +135,23 @@ pub(super) async fn signal_in(
     Ok(doc)
 }
 
-/// `POST /api/v1/instances/{id}/cancel`: `wf cancel`.
-pub async fn cancel(State(app): State<App>, Path(id): Path<String>) -> Result<Response, ApiError> {
+/// `POST /api/v1/instances/{id}/cancel` (no body): `wf cancel`.
+pub async fn cancel(
+    State(app): State<App>,
+    Path(id): Path<String>,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let NoBody {} = body::json(&body)?;
     cancel_as(app, id, false).await
 }
 
-/// `POST /api/v1/instances/{id}/terminate`: `wf cancel --terminate`.
+/// `POST /api/v1/instances/{id}/terminate` (no body): `wf cancel --terminate`.
 pub async fn terminate(
     State(app): State<App>,
     Path(id): Path<String>,
+    body: Bytes,
 ) -> Result<Response, ApiError> {
+    let NoBody {} = body::json(&body)?;
     cancel_as(app, id, true).await
 }
 
@@ -244,18 +204,17 @@ pub async fn resume(
     Path(id): Path<String>,
     body: Bytes,
 ) -> Result<Response, ApiError> {
-    let m = object(&body)?;
-    only(&m, &["now"])?;
-    let now = match m.get("now") {
-        None | Some(Value::Null) => false,
-        Some(Value::Bool(b)) => *b,
-        Some(_) => return Err(ApiError::bad_request("`now` must be true or false")),
-    };
-    go_on(app, id, now, false).await
+    let ResumeBody { now } = body::json(&body)?;
+    go_on(app, id, now.unwrap_or(false), false).await
 }
 
-/// `POST /api/v1/instances/{id}/retry`: `wf resume --retry-failed`.
-pub async fn retry(State(app): State<App>, Path(id): Path<String>) -> Result<Response, ApiError> {
+/// `POST /api/v1/instances/{id}/retry` (no body): `wf resume --retry-failed`.
+pub async fn retry(
+    State(app): State<App>,
+    Path(id): Path<String>,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let NoBody {} = body::json(&body)?;
     go_on(app, id, false, true).await
 }
 
@@ -322,16 +281,7 @@ pub async fn restart(
     body: Bytes,
 ) -> Result<Response, ApiError> {
     let id = instance_ref(&id)?;
-    let m = object(&body)?;
-    only(&m, &["from", "as"])?;
-    let Some(Value::String(from)) = m.get("from").cloned() else {
-        return Err(ApiError::bad_request("`from` (a step id) is required"));
-    };
-    let as_id = match m.get("as") {
-        None | Some(Value::Null) => None,
-        Some(Value::String(s)) => Some(s.clone()),
-        Some(_) => return Err(ApiError::bad_request("`as` must be a string")),
-    };
+    let RestartBody { from, as_id } = body::json(&body)?;
     let doc = app
         .db
         .run(move |l| async move { restart_in(&l, &id, &from, as_id.as_deref()).await })

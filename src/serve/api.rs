@@ -25,6 +25,13 @@ pub async fn healthz(State(app): State<App>) -> Response {
         .run(|l| async move {
             let c = l.conn().await?;
             c.workflows().await?;
+            // Readable by a new connection too (a file whose mode was
+            // changed leaves the open ones working).
+            if let crate::store::Location::Sqlite(path) = &l.location {
+                std::fs::File::open(path).map_err(|e| {
+                    ApiError::unavailable(format!("the database file {}: {e}", path.display()))
+                })?;
+            }
             Ok(())
         })
         .await;
@@ -66,6 +73,7 @@ pub async fn list(State(app): State<App>, RawQuery(q): RawQuery) -> Result<Respo
         parent: p.get("parent").map(str::to_string),
         roots: p.flag("roots")?,
         labels,
+        queue: p.get("queue").map(str::to_string),
         limit,
         after,
         count_more: false,

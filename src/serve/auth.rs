@@ -232,6 +232,23 @@ pub fn session_cookie(app: &App) -> String {
     )
 }
 
+/// Where a sign-in may send the browser: `next` when it is a path of this
+/// site, else `/`. A path is `/` and then visible ASCII only: no `//` or
+/// `/\` (another host to a browser), and no whitespace or control
+/// character anywhere (browsers drop tabs and line feeds from a URL, so
+/// `/\t/evil.example` would become `//evil.example`; and a header cannot
+/// hold a line feed). The one check of `next`, wherever it comes from.
+pub fn local_next(next: &str) -> &str {
+    let visible = next.bytes().all(|b| b.is_ascii_graphic());
+    let mut after = next.bytes().skip(1);
+    let other_host = matches!(after.next(), Some(b'/' | b'\\'));
+    if next.starts_with('/') && visible && !other_host && !next.contains('\\') {
+        next
+    } else {
+        "/"
+    }
+}
+
 /// The refusal of a request without the token: the sign-in page for a
 /// browser asking for a page, the JSON error for anything else; the same
 /// whether or not what was asked for exists.
@@ -243,7 +260,7 @@ pub fn refuse(req: &Request) -> Response {
         .uri()
         .path_and_query()
         .map_or("/", axum::http::uri::PathAndQuery::as_str);
-    let page = super::pages::signin(next);
+    let page = super::pages::signin(local_next(next));
     (StatusCode::UNAUTHORIZED, axum::response::Html(page)).into_response()
 }
 
@@ -295,4 +312,30 @@ fn sign_in(app: &App, req: &Request) -> Option<Response> {
         r.headers_mut().insert(header::SET_COOKIE, v);
     }
     Some(r)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::local_next;
+
+    #[test]
+    fn next_is_a_path_of_this_site_or_home() {
+        for ok in ["/", "/instances/abc?status=failed", "/queues#k", "/a/%2F/b"] {
+            assert_eq!(local_next(ok), ok);
+        }
+        for bad in [
+            "//evil.example",
+            "/\\evil.example",
+            "/\t/evil.example",
+            "/\n/evil.example",
+            "/a\r\nSet-Cookie: x=1",
+            "/ space",
+            "https://evil.example/",
+            "evil",
+            "",
+            "/ü",
+        ] {
+            assert_eq!(local_next(bad), "/", "{bad:?}");
+        }
+    }
 }

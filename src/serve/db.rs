@@ -8,7 +8,7 @@
 //! PostgreSQL server's `max_connections` is 100 by default).
 
 use super::error::ApiError;
-use crate::store::{Location, Pool, Store};
+use crate::store::{FileId, Location, Pool, Store};
 use std::future::Future;
 use std::pin::Pin;
 use std::rc::Rc;
@@ -29,6 +29,10 @@ pub struct Db {
 /// What a job has on the server's thread.
 pub struct Local {
     pub location: Location,
+    /// The SQLite file as the server opened it: a request finds the file
+    /// deleted, moved or replaced and is refused (503) rather than read
+    /// or written to a file nobody will read again.
+    file: Option<FileId>,
     pool: Pool,
     permits: Arc<Semaphore>,
     /// Runs the server drives itself (a cancel's compensations, a resume,
@@ -67,6 +71,11 @@ impl Drop for Conn {
 impl Local {
     /// A connection, once fewer than [`MAX_CONNECTIONS`] are in use.
     pub async fn conn(&self) -> Result<Conn, ApiError> {
+        self.location.still(self.file).map_err(|why| {
+            ApiError::unavailable(format!(
+                "{why} while the server ran: nothing is read or written until it is restarted"
+            ))
+        })?;
         let permit = self
             .permits
             .clone()
@@ -116,8 +125,10 @@ impl Db {
 /// their jobs ([`dispatch`]) on the local task set.
 pub fn channel(location: Location) -> (Db, Rc<Local>, mpsc::UnboundedReceiver<Job>) {
     let (tx, rx) = mpsc::unbounded_channel();
+    let file = location.file_id().and_then(Result::ok);
     let local = Rc::new(Local {
         pool: Pool::new(location.clone()),
+        file,
         location,
         permits: Arc::new(Semaphore::new(MAX_CONNECTIONS)),
         background: Default::default(),

@@ -54,6 +54,10 @@ impl ApiError {
                 ApiError::new(StatusCode::BAD_REQUEST, "ambiguous", e.to_string())
             }
             StoreError::Unreachable { .. } => ApiError::unavailable(e.to_string()),
+            StoreError::Busy(_) => ApiError::unavailable(format!(
+                "the database is locked by another process; nothing was done, try again ({e})"
+            )),
+            StoreError::Open { .. } => ApiError::unavailable(e.to_string()),
             other => ApiError::internal(other.to_string()),
         }
     }
@@ -70,6 +74,9 @@ impl ApiError {
             EngineError::NotResumable(_) => {
                 ApiError::new(StatusCode::CONFLICT, "not_resumable", e.to_string())
             }
+            EngineError::MissingInput(name) => ApiError::bad_request(format!(
+                "missing required input `{name}`: give it in the request's `inputs` (`{{\"inputs\": {{\"{name}\": …}}}}`)"
+            )),
             EngineError::Definition(_) | EngineError::Input(_) | EngineError::Restart(_) => {
                 ApiError::bad_request(e.to_string())
             }

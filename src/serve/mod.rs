@@ -8,7 +8,8 @@
 //! - `db.rs`: how a request's job reaches the store on the server's thread.
 //! - `auth.rs`: the token, the session cookie, CSRF.
 //! - `error.rs`: `{error: {code, message}}` and its HTTP statuses.
-//! - `api.rs`: the API's reads; `actions.rs`: its actions.
+//! - `api.rs`: the API's reads; `actions.rs`: its actions; `body.rs`:
+//!   their request bodies as types.
 //! - `hooks.rs`: webhooks. `metrics.rs`: `/metrics`.
 //! - `openapi.rs`: the OpenAPI document of the API.
 //! - `access.rs`: the access log, request limits and timeouts.
@@ -19,6 +20,7 @@ mod access;
 mod actions;
 mod api;
 pub mod auth;
+mod body;
 mod db;
 mod error;
 mod follow;
@@ -134,6 +136,7 @@ pub fn router(app: App) -> Router {
     let api = quick
         .merge(waiting)
         .layer(axum::extract::DefaultBodyLimit::max(API_BODY_LIMIT))
+        .route_layer(axum::middleware::from_fn(params::known))
         .route_layer(axum::middleware::from_fn_with_state(
             app.clone(),
             auth::require,

@@ -77,3 +77,52 @@ pub fn instance_ref(id: &str) -> Result<String, ApiError> {
     }
     Ok(id.to_string())
 }
+
+/// The query parameters each API route takes (by its matched path); a
+/// route not named takes none. Every other parameter is refused, naming
+/// it, before the route runs: a misspelt filter (`?stauts=failed`) would
+/// otherwise answer as if no filter were given.
+const TAKES: &[(&str, &[&str])] = &[
+    (
+        "/api/v1/instances",
+        &[
+            "status", "workflow", "label", "since", "parent", "roots", "queue", "limit", "cursor",
+        ],
+    ),
+    ("/api/v1/instances/{id}", &["attempts"]),
+    ("/api/v1/instances/{id}/logs/{step}", &["attempt", "follow"]),
+    ("/api/v1/instances/{id}/result", &["wait"]),
+];
+
+/// Refuses (400) an API request with a query parameter its route does not
+/// take ([`TAKES`]).
+pub async fn known(
+    matched: Option<axum::extract::MatchedPath>,
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    use axum::response::IntoResponse as _;
+    let Some(path) = matched.as_ref().map(axum::extract::MatchedPath::as_str) else {
+        return next.run(req).await;
+    };
+    if path.starts_with("/api/") {
+        let takes: &[&str] = TAKES
+            .iter()
+            .find(|(p, _)| *p == path)
+            .map_or(&[], |(_, t)| t);
+        let query = req.uri().query().unwrap_or_default().as_bytes();
+        if let Some((k, _)) = form_urlencoded::parse(query).find(|(k, _)| !takes.contains(&&**k)) {
+            let takes = if takes.is_empty() {
+                "none".to_string()
+            } else {
+                takes.join(", ")
+            };
+            return ApiError::bad_request(format!(
+                "unknown query parameter `{}` (this route takes: {takes})",
+                k.chars().take(64).collect::<String>().escape_debug()
+            ))
+            .into_response();
+        }
+    }
+    next.run(req).await
+}

@@ -111,6 +111,11 @@ pub enum StoreError {
     ReadOnly(String),
     #[error("corrupt record in database: {0}")]
     Corrupt(String),
+    /// SQLite could not take its lock within `busy_timeout`: another
+    /// process holds the database (a long write, a backup). Nothing was
+    /// written; the same request later may succeed (`wf serve`: 503).
+    #[error("database error: {0}")]
+    Busy(String),
     /// The connection was lost and could not be made again within
     /// `WF_DB_RETRY` (exit 6): what was recorded stays.
     #[error("database {path} unreachable for {}: {reason}", crate::workflow::duration::format(.after.as_millis() as u64))]
@@ -140,7 +145,44 @@ pub enum Location {
     Postgres(Box<PgTarget>),
 }
 
+/// A SQLite file's identity (device, inode): the same path naming
+/// another file, or none, is a database deleted, moved or replaced under
+/// a long-lived process, whose writes would go to a file nobody reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FileId(u64, u64);
+
 impl Location {
+    /// The identity of the SQLite file now (`None` on PostgreSQL).
+    pub fn file_id(&self) -> Option<std::io::Result<FileId>> {
+        use std::os::unix::fs::MetadataExt as _;
+        match self {
+            Location::Sqlite(path) => {
+                Some(std::fs::metadata(path).map(|m| FileId(m.dev(), m.ino())))
+            }
+            Location::Postgres(_) => None,
+        }
+    }
+
+    /// Whether the SQLite file is still the one that had identity `was`:
+    /// `Err` says what became of it.
+    pub fn still(&self, was: Option<FileId>) -> std::result::Result<(), String> {
+        let (Some(was), Some(now), Location::Sqlite(path)) = (was, self.file_id(), self) else {
+            return Ok(());
+        };
+        match now {
+            Ok(now) if now == was => Ok(()),
+            Ok(_) => Err(format!(
+                "the database file {} was replaced by another file",
+                path.display()
+            )),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(format!(
+                "the database file {} is gone (deleted or moved)",
+                path.display()
+            )),
+            Err(e) => Err(format!("the database file {}: {e}", path.display())),
+        }
+    }
+
     /// `--db`/`WF_DB`: a `postgres://` or `postgresql://` URL, else a path.
     pub fn parse(text: &std::ffi::OsStr) -> Result<Location> {
         match text.to_str() {

@@ -105,6 +105,8 @@ pub struct ListFilter {
     pub lineage: Lineage,
     /// Only instances with every one of these labels (`wf list --label`).
     pub labels: Vec<(String, String)>,
+    /// Only instances of this queue key (`wf list --queue`).
+    pub queue: Option<String>,
     /// Only instances listed after this one (older, or as old and made
     /// before it): the API's cursor.
     pub after: Option<InstanceId>,

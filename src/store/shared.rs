@@ -298,6 +298,7 @@ fn same_error(e: &StoreError) -> StoreError {
     match e {
         StoreError::ReadOnly(s) => StoreError::ReadOnly(s.clone()),
         StoreError::Corrupt(s) => StoreError::Corrupt(s.clone()),
+        StoreError::Busy(s) => StoreError::Busy(s.clone()),
         other => StoreError::Sql(match other {
             StoreError::Sql(s) => s.clone(),
             _ => other.to_string(),

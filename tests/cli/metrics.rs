@@ -357,3 +357,104 @@ fn label_values_are_escaped_and_each_format_is_served_as_itself() {
         }
     }
 }
+
+/// The value of one sample of a scrape of `s`, 0 when it is absent.
+fn scraped(s: &Server, name: &str, labels: &[(&str, &str)]) -> f64 {
+    sample(&parse(&s.get("/metrics").text()), name, labels).unwrap_or(0.0)
+}
+
+/// Counters never go down: a prune deletes instances and their attempts,
+/// but `wf_attempts_total` and `wf_runs_total` stay where they were (the
+/// gauge of instances falls); another server of the same database answers
+/// the same figures, and so does a server started again (SPEC §8).
+#[test]
+fn counters_never_go_down_across_prune_restarts_and_servers() {
+    let t = Test::new();
+    let ok = "name: ok\nsteps:\n  - id: a\n    run: 'true'\n  - id: b\n    needs: [a]\n    run: 'true'\n";
+    for _ in 0..3 {
+        t.run_yaml("ok.yaml", ok, &[]).1.code(0);
+    }
+    let a = Server::start(&t, &[], &[]);
+    let b = Server::start(&t, &[], &[]);
+    let attempts = [("workflow", "ok"), ("outcome", "ok")];
+    let runs = [("workflow", "ok"), ("outcome", "completed")];
+    let completed = [("workflow", "ok"), ("status", "completed")];
+    assert_eq!(scraped(&a, "wf_attempts_total", &attempts), 6.0);
+    assert_eq!(scraped(&b, "wf_instances", &completed), 3.0);
+    t.wf(&["prune", "--older-than", "0s"]).code(0);
+    assert_eq!(
+        t.wf(&["list", "--json"]).json().as_array().map(Vec::len),
+        Some(0),
+        "the prune deleted every instance"
+    );
+    for s in [&a, &b] {
+        assert_eq!(scraped(s, "wf_attempts_total", &attempts), 6.0);
+        assert_eq!(scraped(s, "wf_runs_total", &runs), 3.0);
+        assert_eq!(
+            scraped(
+                s,
+                "wf_attempt_duration_seconds_count",
+                &[("workflow", "ok")]
+            ),
+            6.0
+        );
+        assert_eq!(scraped(s, "wf_instances", &completed), 0.0);
+    }
+    t.run_yaml("ok.yaml", ok, &[]).1.code(0);
+    assert_eq!(scraped(&b, "wf_attempts_total", &attempts), 8.0);
+    assert_eq!(a.stop("TERM"), 0);
+    let a = Server::start(&t, &[], &[]);
+    assert_eq!(scraped(&a, "wf_attempts_total", &attempts), 8.0);
+    assert_eq!(scraped(&a, "wf_runs_total", &runs), 4.0);
+    assert_eq!(scraped(&a, "wf_instances", &completed), 1.0);
+}
+
+/// No label takes an unbounded set of values: the 100 busiest queue keys
+/// have series of their own, the rest are summed as `key="other"`; a
+/// key's series ends when its work does.
+#[test]
+fn queue_keys_beyond_the_busiest_are_summed_as_other() {
+    let t = Test::new();
+    let file = t.write(
+        "q.yaml",
+        "name: q\ninputs:\n  k: { required: true }\n\
+         queue: { key: \"order-${{ inputs.k }}\", concurrency: 1 }\n\
+         steps:\n  - id: a\n    run: 'true'\n",
+    );
+    let keys = 103;
+    for k in 0..keys {
+        let input = format!("k={k:03}");
+        t.wf(&["run", file.to_str().unwrap(), "--input", &input, "--detach"])
+            .code(0);
+    }
+    let s = Server::start(&t, &[], &[]);
+    let m = parse(&s.get("/metrics").text());
+    let depth: Vec<_> = m.iter().filter(|(n, _, _)| n == "wf_queue_depth").collect();
+    assert_eq!(depth.len(), 101, "{depth:?}");
+    let total: f64 = depth.iter().map(|(_, _, v)| v).sum();
+    assert_eq!(total, f64::from(keys));
+    assert_eq!(sample(&m, "wf_queue_depth", &[("key", "other")]), Some(3.0));
+    // Their work done, the keys' series are gone.
+    t.wf(&["worker", "--once"]).code(0);
+    until("every queued instance to complete", || {
+        t.wf(&["list", "--status", "completed", "--json", "--limit", "200"])
+            .json()
+            .as_array()
+            .map_or(0, Vec::len)
+            == keys as usize
+    });
+    let m = parse(&s.get("/metrics").text());
+    assert!(
+        m.iter()
+            .all(|(n, _, _)| n != "wf_queue_depth" && n != "wf_queue_admitted"),
+        "{m:?}"
+    );
+    assert_eq!(
+        sample(
+            &m,
+            "wf_instances",
+            &[("workflow", "q"), ("status", "completed")]
+        ),
+        Some(f64::from(keys))
+    );
+}

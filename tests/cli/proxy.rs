@@ -26,6 +26,10 @@ struct Shared {
     armed: Mutex<Option<String>>,
     /// Replies dropped so far.
     cuts: AtomicUsize,
+    /// Down: every connection cut, new ones closed at once ([`Proxy::down`]).
+    down: std::sync::atomic::AtomicBool,
+    /// The clients' connections, to cut when it goes down.
+    open: Mutex<Vec<TcpStream>>,
 }
 
 impl Proxy {
@@ -38,9 +42,15 @@ impl Proxy {
         let s = shared.clone();
         std::thread::spawn(move || {
             for client in listener.incoming().flatten() {
+                if s.down.load(Ordering::SeqCst) {
+                    continue;
+                }
                 let Ok(server) = TcpStream::connect(&upstream) else {
                     continue;
                 };
+                if let Ok(c) = client.try_clone() {
+                    s.open.lock().expect("lock").push(c);
+                }
                 let s = s.clone();
                 std::thread::spawn(move || relay(client, server, s));
             }
@@ -51,6 +61,15 @@ impl Proxy {
     /// The next run of a statement whose text holds `sql` loses its reply.
     pub fn arm(&self, sql: &str) {
         *self.shared.armed.lock().expect("lock") = Some(sql.to_string());
+    }
+
+    /// The server unreachable from now on: every connection through the
+    /// proxy is cut, and a new one is closed as soon as it is made.
+    pub fn down(&self) {
+        self.shared.down.store(true, Ordering::SeqCst);
+        for c in self.shared.open.lock().expect("lock").drain(..) {
+            let _ = c.shutdown(Shutdown::Both);
+        }
     }
 
     pub fn cuts(&self) -> usize {

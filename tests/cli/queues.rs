@@ -678,3 +678,81 @@ fn a_restart_that_its_queue_cannot_admit_leaves_the_instance_as_it_ended() {
     t.wf(&["restart", "done", "--from", "work"]).code(0);
     assert_eq!(t.inspect("done")["runs"].as_array().unwrap().len(), 2);
 }
+
+/// `wf list --queue KEY`, the API's `?queue=KEY` and the inspector's
+/// queue page (each count a link to that key's instances) list one key's
+/// instances, not every queued one.
+#[test]
+fn one_keys_instances_are_listed_by_the_cli_the_api_and_the_queue_page() {
+    let t = Test::new();
+    let file = t.write(
+        "q.yaml",
+        "name: q\ninputs:\n  k: { required: true }\n\
+         queue: { key: \"${{ inputs.k }}\", concurrency: 1 }\n\
+         steps:\n  - id: a\n    run: 'true'\n",
+    );
+    let mut ids: BTreeMap<&str, Vec<String>> = BTreeMap::new();
+    for key in ["k1", "k1", "k2"] {
+        let input = format!("k={key}");
+        let ran = t.wf(&[
+            "run",
+            file.to_str().unwrap(),
+            "--input",
+            &input,
+            "--detach",
+            "--json",
+        ]);
+        ran.code(0);
+        ids.entry(key)
+            .or_default()
+            .push(ran.json()["id"].as_str().unwrap().to_string());
+    }
+    let listed = |v: serde_json::Value| -> Vec<String> {
+        let mut out: Vec<String> = v
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|i| i["id"].as_str().unwrap().to_string())
+            .collect();
+        out.sort();
+        out
+    };
+    let mut k1 = ids["k1"].clone();
+    k1.sort();
+    assert_eq!(
+        listed(t.wf(&["list", "--queue", "k1", "--json"]).json()),
+        k1
+    );
+    assert_eq!(
+        listed(
+            t.wf(&["list", "--queue", "k2", "--status", "queued", "--json"])
+                .json()
+        ),
+        ids["k2"]
+    );
+    assert!(listed(t.wf(&["list", "--queue", "none", "--json"]).json()).is_empty());
+    let s = crate::serve::Server::start(&t, &[], &[]);
+    assert_eq!(listed(s.get("/api/v1/instances?queue=k1").json()), k1);
+    // The queue page links each key's counts to that key's instances.
+    let page = s
+        .call("GET", "/queues", &[("accept", "text/html")], None)
+        .text();
+    assert!(
+        page.contains("href=\"/?queue=k1&amp;status=queued\""),
+        "{page}"
+    );
+    assert!(
+        page.contains("href=\"/?queue=k2&amp;status=queued\""),
+        "{page}"
+    );
+    let list = s
+        .call(
+            "GET",
+            "/?queue=k2&status=queued",
+            &[("accept", "text/html")],
+            None,
+        )
+        .text();
+    assert!(list.contains(&ids["k2"][0][..12]), "{list}");
+    assert!(!list.contains(&ids["k1"][0][..12]), "{list}");
+}

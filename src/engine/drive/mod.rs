@@ -286,6 +286,23 @@ async fn claim(
     Ok(Claim::Run(fence, Box::new(history), wf))
 }
 
+/// What a retry of failed steps after compensations runs, as the run
+/// says it when it starts and the inspector's confirmation before:
+/// "running `a`, `b` again: the failure's compensations undid `a`".
+pub(crate) fn retry_note(reset_steps: &[String], compensated: &[String]) -> String {
+    let quoted = |ids: &[String]| {
+        ids.iter()
+            .map(|s| format!("`{s}`"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    format!(
+        "running {} again: the failure's compensations undid {}",
+        quoted(reset_steps),
+        quoted(compensated)
+    )
+}
+
 /// What a restart resets, and what the run says of it when it starts.
 struct Restart {
     plan: Option<restart::Plan>,
@@ -321,16 +338,9 @@ async fn plan_restart(
     restart::fill_patches(store, id, &mut history.steps).await?;
     let plan = restart::plan(wf, &history.steps, from)?;
     let note = (!compensated.is_empty()).then(|| {
-        let quoted = |ids: &[String]| {
-            ids.iter()
-                .map(|s| format!("`{s}`"))
-                .collect::<Vec<_>>()
-                .join(", ")
-        };
         format!(
-            "--retry-failed: running {} again: the failure's compensations undid {}",
-            quoted(&plan.reset_steps),
-            quoted(&compensated)
+            "--retry-failed: {}",
+            retry_note(&plan.reset_steps, &compensated)
         )
     });
     Ok(Restart {

@@ -66,6 +66,7 @@ pub async fn confirm(
     };
     let p = Params::parse(q.as_deref());
     let from = p.get("from").map(str::to_string);
+    let (wants_retry, wants_signal) = (action == "retry", action == "signal");
     let plan = {
         let from = from.clone();
         app.db
@@ -76,11 +77,21 @@ pub async fn confirm(
                     Some(f) => Some(crate::engine::actions::restart_plan(&c, &id, f).await?),
                     None => None,
                 };
-                Ok((id, steps))
+                let retry = if wants_retry {
+                    Some(crate::engine::actions::retry_plan(&c, &id).await?)
+                } else {
+                    None
+                };
+                let events = if wants_signal {
+                    crate::engine::actions::signal_events(&c, &id).await?
+                } else {
+                    Vec::new()
+                };
+                Ok((id, steps, retry, events))
             })
             .await
     };
-    let (id, steps) = match plan {
+    let (id, steps, retry, events) = match plan {
         Ok(p) => p,
         Err(e) => return super::error_page(&e),
     };
@@ -91,8 +102,17 @@ pub async fn confirm(
         form.stack method="post" action=(target) {
             @match action.as_str() {
                 "signal" => {
-                    label { "Event name" input type="text" name="event" required autofocus; }
-                    label { "Payload (JSON, optional)" textarea name="data" placeholder="{\"approved\": true}" {} }
+                    (signal_fields(&events, events.first().map_or("", String::as_str), ""))
+                }
+                "retry" => {
+                    @if let Some(plan) = &retry {
+                        @if !plan.failed.is_empty() {
+                            p { "Failed, given a fresh attempt budget: " @for (n, s) in plan.failed.iter().enumerate() { @if n > 0 { ", " } code { (s) } } "." }
+                        }
+                        @if let Some(rerun) = &plan.rerun {
+                            p.notice role="status" { "This retry is " (rerun) "." }
+                        }
+                    }
                 }
                 "resume" => {
                     label { input type="checkbox" name="now" value="1" checked; " Fire a timer that is not yet due" }
@@ -115,6 +135,22 @@ pub async fn confirm(
         }
     };
     Html(page(title, Nav::Instances, body).into_string()).into_response()
+}
+
+/// The signal form's fields: the event name, offering the events the
+/// instance takes (those it waits for now first), and the payload;
+/// `event` and `data` as last typed.
+fn signal_fields(events: &[String], event: &str, data: &str) -> Markup {
+    html! {
+        label { "Event name"
+            input type="text" name="event" list="events" required autofocus value=(event);
+        }
+        @if !events.is_empty() {
+            datalist #events { @for e in events { option value=(e) {} } }
+            p.muted { "It takes: " @for (n, e) in events.iter().enumerate() { @if n > 0 { ", " } code { (e) } } "." }
+        }
+        label { "Payload (JSON, optional)" textarea name="data" placeholder="{\"approved\": true}" { (data) } }
+    }
 }
 
 pub async fn act(
@@ -145,6 +181,8 @@ pub async fn act(
         field("as"),
         field("now").is_some(),
     );
+    let signaled = action == "signal";
+    let typed = (event.clone(), data.clone());
     let id2 = id.clone();
     let done = app
         .db
@@ -192,6 +230,36 @@ pub async fn act(
             } else {
                 StatusCode::UNPROCESSABLE_ENTITY
             };
+            if signaled && !e.status.is_server_error() {
+                // The form again, with what was typed and what was wrong.
+                let events = {
+                    let id = id.clone();
+                    app.db
+                        .run(move |l| async move {
+                            let c = l.conn().await?;
+                            let id = c.resolve_id(&id).await?;
+                            Ok(crate::engine::actions::signal_events(&c, &id).await?)
+                        })
+                        .await
+                        .unwrap_or_default()
+                };
+                let body = html! {
+                    h1 { "Signal " span.mono { (short(&id)) } }
+                    p.notice.error role="alert" { (e.message) }
+                    form.stack method="post" action=(format!("/instances/{id}/act/signal")) {
+                        (signal_fields(&events, typed.0.as_deref().unwrap_or_default(), typed.1.as_deref().unwrap_or_default()))
+                        div.actions {
+                            button.primary type="submit" { "Confirm: Signal" }
+                            a.button href=(format!("/instances/{id}")) { "Back" }
+                        }
+                    }
+                };
+                return (
+                    status,
+                    Html(page("Signal", Nav::Instances, body).into_string()),
+                )
+                    .into_response();
+            }
             let body = html! {
                 h1 { "Not done" }
                 p.notice.error role="alert" { (e.message) }

@@ -108,8 +108,12 @@ pub async fn page(
 }
 
 /// The part that changes while the instance runs: header, graph, steps.
+/// Once the instance has ended it carries `data-ended`, and the page's
+/// script loads the whole page again: its buttons, the restart form and
+/// the trace follow the instance to its end.
 fn live(s: &Shown, now: Timestamp) -> Markup {
     html! {
+        @if s.view.instance.status.is_ended() { span data-ended hidden {} }
         (header(s, now))
         (graph_section(s))
         (steps(s, now))
@@ -235,7 +239,9 @@ fn graph_section(s: &Shown) -> Markup {
         .collect();
     html! {
         h2 { "Graph" }
-        div.graph-wrap { (maud::PreEscaped(graph::svg(&nodes))) }
+        // Both drawn; the stylesheet shows the one that fits the screen.
+        div.graph-wrap.across { (maud::PreEscaped(graph::svg(&nodes, graph::Direction::Across))) }
+        div.graph-wrap.down { (maud::PreEscaped(graph::svg(&nodes, graph::Direction::Down))) }
     }
 }
 
@@ -258,6 +264,16 @@ fn steps(s: &Shown, _now: Timestamp) -> Markup {
             .filter(|a| a.step_key == row.key)
             .collect()
     };
+    let child_of = |row: &StepRow, a: &AttemptRow| -> Option<&InstanceId> {
+        v.children
+            .iter()
+            .find(|c| {
+                c.parent
+                    .as_ref()
+                    .is_some_and(|p| p.key == row.key && p.attempt == a.attempt)
+            })
+            .map(|c| &c.id)
+    };
     html! {
         h2 { "Steps" }
         div.table-wrap {
@@ -279,7 +295,13 @@ fn steps(s: &Shown, _now: Timestamp) -> Markup {
                                         ul {
                                             @for a in list {
                                                 li {
-                                                    a href=(format!("/instances/{id}/logs/{}?attempt={}", row.key, a.attempt)) { "attempt " (a.attempt) }
+                                                    // A `workflow:` step's attempt made a child: its page, not logs.
+                                                    @if let Some(child) = child_of(row, a) {
+                                                        a href=(format!("/instances/{child}")) { "attempt " (a.attempt) }
+                                                        " → child " a.mono href=(format!("/instances/{child}")) { (short(child)) }
+                                                    } @else {
+                                                        a href=(format!("/instances/{id}/logs/{}?attempt={}", row.key, a.attempt)) { "attempt " (a.attempt) }
+                                                    }
                                                     " (run " (a.run) "): "
                                                     (a.outcome.map_or("running", |o| o.as_str()))
                                                     @if let Some(t) = &a.error_type { " · " code { (t.to_string()) } }

@@ -26,6 +26,7 @@ struct Filters {
     label: String,
     parent: String,
     since: String,
+    queue: String,
 }
 
 impl Filters {
@@ -37,6 +38,7 @@ impl Filters {
             label: get("label"),
             parent: get("parent"),
             since: get("since"),
+            queue: get("queue"),
         }
     }
 
@@ -49,6 +51,7 @@ impl Filters {
             ("label", &self.label),
             ("parent", &self.parent),
             ("since", &self.since),
+            ("queue", &self.queue),
         ] {
             if !v.is_empty() {
                 q.append_pair(k, v);
@@ -80,6 +83,7 @@ impl Filters {
             parent: non_empty(&self.parent),
             roots: false,
             labels,
+            queue: non_empty(&self.queue),
             limit: PAGE,
             after,
             count_more: false,
@@ -162,8 +166,9 @@ fn filter_form(f: &Filters) -> Markup {
             label { "Label" input type="text" name="label" value=(f.label) placeholder="name=value" size="14"; }
             label { "Parent" input type="text" name="parent" value=(f.parent) placeholder="id prefix" size="12"; }
             label { "Since" input type="text" name="since" value=(f.since) placeholder="1h, 7d" size="6"; }
+            label { "Queue" input type="text" name="queue" value=(f.queue) placeholder="key" size="10"; }
             button type="submit" { "Filter" }
-            @if !(f.status.is_empty() && f.workflow.is_empty() && f.label.is_empty() && f.parent.is_empty() && f.since.is_empty()) {
+            @if !(f.status.is_empty() && f.workflow.is_empty() && f.label.is_empty() && f.parent.is_empty() && f.since.is_empty() && f.queue.is_empty()) {
                 a.button href="/" { "Clear" }
             }
         }

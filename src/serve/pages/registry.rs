@@ -37,7 +37,7 @@ pub async fn workflows(State(app): State<App>) -> Response {
                 p.muted { "No workflow is registered: " code { "wf workflow add FILE" } " registers one." }
             } @else {
                 div.table-wrap { table {
-                    thead { tr { th { "Workflow" } th { "Schedules" } th { "Webhook" } th.hide-narrow { "File" } th { "" } } }
+                    thead { tr { th { "Workflow" } th { "Schedules" } th { "Webhook" } th.hide-narrow { "File" } th.hide-narrow { "" } } }
                     tbody {
                         @for w in &views {
                             @let name = w["name"].as_str().unwrap_or_default();
@@ -45,6 +45,8 @@ pub async fn workflows(State(app): State<App>) -> Response {
                                 td {
                                     a href=(format!("/?workflow={name}")) { (name) }
                                     @if let Some(d) = w["description"].as_str() { br; span.muted { (d) } }
+                                    // On a narrow screen the button is here, not in a column of its own.
+                                    div.show-narrow { a.button href=(format!("/workflows/{name}/start")) { "Start…" } }
                                 }
                                 td {
                                     @for s in w["schedules"].as_array().into_iter().flatten() {
@@ -56,7 +58,7 @@ pub async fn workflows(State(app): State<App>) -> Response {
                                 }
                                 td { @if let Some(p) = w["webhook"]["path"].as_str() { code { "POST " (p) } } }
                                 td.mono.hide-narrow { (w["workflow_path"].as_str().unwrap_or_default()) }
-                                td { a.button href=(format!("/workflows/{name}/start")) { "Start…" } }
+                                td.hide-narrow { a.button href=(format!("/workflows/{name}/start")) { "Start…" } }
                             }
                         }
                     }
@@ -121,15 +123,9 @@ pub async fn start(
         Ok(w) => w,
         Err(e) => return super::error_page(&e),
     };
-    // An input whose default is not a string (a number, a list) is read as
-    // JSON when it parses; the others are text, as `wf run --input` reads them.
-    let typed: Vec<String> = w["inputs"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|i| !matches!(i["default"], Value::Null | Value::String(_)))
-        .filter_map(|i| i["name"].as_str().map(str::to_string))
-        .collect();
+    // Every field is text, as `wf run --input` gives it: the engine reads
+    // it as the input's declared type (a number, a list…) or refuses it,
+    // naming the input, before anything starts.
     let mut inputs = Map::new();
     let mut labels = Vec::new();
     let mut key = None;
@@ -139,12 +135,7 @@ pub async fn start(
             if v.is_empty() {
                 continue;
             }
-            let value = if typed.iter().any(|t| t == input) {
-                serde_json::from_str(&v).unwrap_or_else(|_| Value::String(v.to_string()))
-            } else {
-                Value::String(v.to_string())
-            };
-            inputs.insert(input.to_string(), value);
+            inputs.insert(input.to_string(), Value::String(v.to_string()));
         } else if k == "labels" {
             for line in v.lines().map(str::trim).filter(|l| !l.is_empty()) {
                 match crate::workflow::parse_label(line) {
@@ -212,8 +203,15 @@ pub async fn queues(State(app): State<App>) -> Response {
                         @for q in &views {
                             tr {
                                 td { code { (q["key"].as_str().unwrap_or_default()) } }
-                                td { (q["admitted"]) }
-                                td { a href=(format!("/?status=queued")) { (q["queued"]) } }
+                                @let key = q["key"].as_str().unwrap_or_default();
+                                @let of_key = |status: &str| {
+                                    let mut u = form_urlencoded::Serializer::new(String::new());
+                                    u.append_pair("queue", key);
+                                    if !status.is_empty() { u.append_pair("status", status); }
+                                    format!("/?{}", u.finish())
+                                };
+                                td { a href=(of_key("")) { (q["admitted"]) } }
+                                td { a href=(of_key("queued")) { (q["queued"]) } }
                                 td { @if q["limit"].is_null() { "-" } @else { (q["limit"]) } }
                                 td { @if let (Some(r), Some(left)) = (q["rate"].as_str(), q["rate_left"].as_i64()) { (left) " of " (r) } @else { "-" } }
                                 td.hide-narrow { (q["oldest_queued_at"].as_str().unwrap_or("-")) }

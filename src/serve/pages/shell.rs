@@ -110,9 +110,7 @@ pub async fn signin(State(app): State<App>, body: bytes::Bytes) -> Response {
         }
     }
     // Only a path of this site: never a redirect elsewhere.
-    if !next.starts_with('/') || next.starts_with("//") || next.contains('\\') {
-        next = "/".into();
-    }
+    let next = super::super::auth::local_next(&next).to_string();
     if !app.token.matches(&token) {
         return (
             StatusCode::UNAUTHORIZED,

@@ -1004,6 +1004,7 @@ async fn list_lineage(store: &mut Store) {
                 since: Some(at(2)),
                 lineage: Lineage::Roots,
                 labels: Vec::new(),
+                queue: None,
                 after: None,
                 limit: None,
             }

@@ -68,6 +68,9 @@ fn given(f: &ListFilter) -> Vec<(&'static str, Vec<Arg<'_>>)> {
     if let Lineage::ChildrenOf(parent) = &f.lineage {
         given.push(("parent_id = #", vec![parent]));
     }
+    if let Some(key) = &f.queue {
+        given.push(("queue_key = #", vec![key]));
+    }
     for (name, value) in &f.labels {
         given.push(("(labels::jsonb ->> #) = #", vec![name, value]));
     }

@@ -242,6 +242,9 @@ fn given(f: &ListFilter) -> Vec<(&'static str, Vec<&dyn rusqlite::ToSql>)> {
     if let Lineage::ChildrenOf(parent) = &f.lineage {
         given.push(("parent_id = #", vec![parent]));
     }
+    if let Some(key) = &f.queue {
+        given.push(("queue_key = #", vec![key]));
+    }
     // Names are letters, digits, `_`, `.` and `-`: safe in a quoted key.
     for (name, value) in &f.labels {
         given.push((

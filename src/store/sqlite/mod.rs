@@ -75,6 +75,14 @@ impl From<rusqlite::Error> for StoreError {
             rusqlite::Error::SqliteFailure(f, _) if f.code == rusqlite::ErrorCode::ReadOnly => {
                 StoreError::ReadOnly(sqlite_reason(&e))
             }
+            rusqlite::Error::SqliteFailure(f, _)
+                if matches!(
+                    f.code,
+                    rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked
+                ) =>
+            {
+                StoreError::Busy(sqlite_reason(&e))
+            }
             _ => StoreError::Sql(sqlite_reason(&e)),
         }
     }
@@ -201,7 +209,7 @@ impl SqliteStore {
         };
         store.configure(store.durability).map_err(|e| {
             err(match e {
-                StoreError::Sql(s) | StoreError::ReadOnly(s) => s,
+                StoreError::Sql(s) | StoreError::ReadOnly(s) | StoreError::Busy(s) => s,
                 other => other.to_string(),
             })
         })?;

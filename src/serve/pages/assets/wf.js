@@ -10,7 +10,12 @@
     if (!url || document.hidden) return;
     fetch(url, { credentials: "same-origin", headers: { "Accept": "text/html" } })
       .then(function (r) { return r.ok ? r.text() : null; })
-      .then(function (html) { if (html !== null && el.innerHTML !== html) el.innerHTML = html; })
+      .then(function (html) {
+        if (html === null || el.innerHTML === html) return;
+        el.innerHTML = html;
+        // The instance ended: the page again, with what an ended one offers.
+        if (el.querySelector("[data-ended]")) location.reload();
+      })
       .catch(function () {});
   }
   document.querySelectorAll("[data-live]").forEach(function (el) {

@@ -10,6 +10,8 @@
 //! the plain run) write the pages at 1280 and 360 px wide into DIR
 //! (`scripts/screenshots` runs it for docs/inspector.md).
 
+mod follows;
+
 use crate::Test;
 use crate::serve::{PATIENCE, Server, TOKEN, until};
 use fantoccini::{Client, ClientBuilder, Locator};
@@ -336,9 +338,13 @@ fn every_page_renders_the_history_without_errors_or_outside_requests() {
     // An instance: header, graph, steps, attempts, trace, outputs.
     b.goto(&format!("{base}/instances/{}", &done[..8]));
     assert!(b.text("h1").contains(&done));
-    assert_eq!(b.count("svg.graph g.node"), 4, "a box per step");
-    assert_eq!(b.count("svg.graph path.edge"), 4, "an arrow per need");
-    assert_eq!(b.count("svg.graph g.node.s-completed"), 4);
+    assert_eq!(b.count(".across svg.graph g.node"), 4, "a box per step");
+    assert_eq!(
+        b.count(".across svg.graph path.edge"),
+        4,
+        "an arrow per need"
+    );
+    assert_eq!(b.count(".across svg.graph g.node.s-completed"), 4);
     let steps = b.text("#live table");
     for key in ["prepare", "items[0]", "items[2]", "greet", "report"] {
         assert!(steps.contains(key), "{steps}");
@@ -531,7 +537,10 @@ fn a_browser_without_the_session_gets_the_sign_in_page() {
 #[ignore = "writes the docs' screenshots: scripts/screenshots"]
 fn screenshots_of_the_main_pages() {
     let dir = std::env::var("WF_SCREENSHOTS").expect("WF_SCREENSHOTS=DIR");
-    let Scene { s, b, done, .. } = scene();
+    // `t` kept: its directory holds the server's database.
+    let Scene {
+        t: _t, s, b, done, ..
+    } = scene();
     for (w, h) in [(1280, 900), (360, 740)] {
         b.resize(w, h);
         for (name, page) in [
@@ -573,8 +582,8 @@ steps:
     b.goto(&format!("{}/?token={TOKEN}", s.base));
     b.goto(&format!("{}/instances/{id}", s.base));
     // Both fan-outs are groups, a chip per item or child.
-    assert_eq!(b.count("svg.graph g.node.group"), 2);
-    assert_eq!(b.count("svg.graph rect.chip"), 5);
+    assert_eq!(b.count(".across svg.graph g.node.group"), 2);
+    assert_eq!(b.count(".across svg.graph rect.chip"), 5);
     // The children's spans are nested under the step that made them.
     assert!(
         b.count(".waterfall .name.child") >= 4,
@@ -601,7 +610,10 @@ steps:
 
 #[test]
 fn the_keyboard_reaches_the_navigation_filters_and_rows() {
-    let Scene { s, b, done, .. } = scene();
+    // `t` kept: its directory holds the server's database.
+    let Scene {
+        t: _t, s, b, done, ..
+    } = scene();
     b.goto(&format!("{}/", s.base));
     // Tab from the top: the brand, the three pages, then the filters, and
     // on to the first instance's link.

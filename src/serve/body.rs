@@ -1,0 +1,112 @@
+//! The API's request bodies as types: each route's body is a struct that
+//! refuses fields it does not know (`deny_unknown_fields`) and values of
+//! the wrong type, with a 400 that names the field; an empty body is `{}`.
+//! One reader ([`json`]) for every route, so none of them takes a body it
+//! then ignores.
+
+use super::error::ApiError;
+use bytes::Bytes;
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
+use serde_json::{Map, Value};
+use std::collections::BTreeMap;
+
+/// `POST /api/v1/workflows/{name}/instances`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StartBody {
+    /// The inputs by name (a JSON value each, read as `--input` reads text).
+    #[serde(default)]
+    pub inputs: Option<Map<String, Value>>,
+    /// Labels to add (names starting with `wf.` are wf's own).
+    #[serde(default)]
+    pub labels: Option<BTreeMap<String, String>>,
+}
+
+/// `POST /api/v1/instances/{id}/signal`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SignalBody {
+    pub event: String,
+    #[serde(default)]
+    pub data: Value,
+}
+
+/// `POST /api/v1/instances/{id}/resume`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ResumeBody {
+    /// Fire a timer that is not due yet (`wf resume --now`).
+    #[serde(default)]
+    pub now: Option<bool>,
+}
+
+/// `POST /api/v1/instances/{id}/restart`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RestartBody {
+    pub from: String,
+    #[serde(default, rename = "as")]
+    pub as_id: Option<String>,
+}
+
+/// The body of a route that takes none (cancel, terminate, retry): empty,
+/// or `{}`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NoBody {}
+
+/// `body` as a route's `T`: empty is `{}`; anything but a JSON object, an
+/// unknown field or a value of the wrong type is a 400 naming it.
+pub fn json<T: DeserializeOwned>(body: &Bytes) -> Result<T, ApiError> {
+    let value = if body.iter().all(u8::is_ascii_whitespace) {
+        Value::Object(Map::new())
+    } else {
+        serde_json::from_slice::<Value>(body)
+            .map_err(|e| ApiError::bad_request(format!("the body is not JSON: {e}")))?
+    };
+    if !value.is_object() {
+        return Err(ApiError::bad_request("the body must be a JSON object"));
+    }
+    serde_path_to_error::deserialize(value).map_err(|e| {
+        let path = e.path().to_string();
+        let inner = e.into_inner().to_string();
+        if path == "." || inner.starts_with("unknown field") || inner.starts_with("missing field") {
+            ApiError::bad_request(format!("the body: {inner}"))
+        } else {
+            ApiError::bad_request(format!("the body's `{path}`: {inner}"))
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn message<T: DeserializeOwned + std::fmt::Debug>(body: &str) -> String {
+        json::<T>(&Bytes::from(body.to_string()))
+            .expect_err(body)
+            .message
+    }
+
+    #[test]
+    fn names_what_it_refuses() {
+        assert!(message::<NoBody>(r#"{"reason": "x"}"#).contains("unknown field `reason`"));
+        assert!(message::<NoBody>("garbage").starts_with("the body is not JSON"));
+        assert_eq!(message::<NoBody>("[1]"), "the body must be a JSON object");
+        assert!(message::<ResumeBody>(r#"{"now": "yes"}"#).contains("`now`"));
+        assert!(message::<SignalBody>("{}").contains("missing field `event`"));
+        assert!(message::<StartBody>(r#"{"labels": {"a": 1}}"#).contains("`labels.a`"));
+        assert!(message::<RestartBody>(r#"{"from": "a", "as": 3}"#).contains("`as`"));
+    }
+
+    #[test]
+    fn takes_what_it_knows() {
+        json::<NoBody>(&Bytes::new()).expect("empty");
+        json::<NoBody>(&Bytes::from_static(b" {} ")).expect("{}");
+        let r: RestartBody = json(&Bytes::from_static(br#"{"from": "a", "as": "b"}"#)).expect("ok");
+        assert_eq!((r.from.as_str(), r.as_id.as_deref()), ("a", Some("b")));
+        let s: StartBody = json(&Bytes::from_static(br#"{"inputs": null}"#)).expect("null");
+        assert!(s.inputs.is_none());
+    }
+}
