@@ -35,8 +35,8 @@ pub struct Histogram {
     pub sum: f64,
 }
 
-/// One kept count: a metric, its workflow (`""` for a queue's), its label
-/// (status, outcome or queue key) and the count, as the stores read it.
+/// One kept gauge: a metric, its workflow (`""` for a queue's), its label
+/// (status or queue key) and the count, as the stores read it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CountRow {
     pub metric: String,
@@ -45,13 +45,17 @@ pub struct CountRow {
     pub n: i64,
 }
 
-/// One kept histogram bucket: the durations of a metric and workflow that
-/// fell in bucket `bucket` (the index of the first of [`BUCKETS`] at least
-/// the duration; `BUCKETS.len()` for `+Inf`), how many and their sum.
+/// One kept count of ends: the attempts or runs (`metric`) of a workflow
+/// that ended with `outcome` and lasted a duration in bucket `bucket` (the
+/// index of the first of [`BUCKETS`] at least the duration;
+/// `BUCKETS.len()` for `+Inf`; -1 for an end without a duration), how
+/// many and the sum of their durations. The counters by outcome and the
+/// histograms by workflow are its sums: an end is one row's change.
 #[derive(Debug, Clone, PartialEq)]
 pub struct BucketRow {
     pub metric: String,
     pub workflow: String,
+    pub outcome: String,
     pub bucket: i64,
     pub count: i64,
     pub sum: f64,
@@ -103,8 +107,6 @@ impl MetricsRows {
             let n = u64::try_from(n).unwrap_or(0);
             match metric.as_str() {
                 "instances" => out.instances.push((workflow, label, n)),
-                "attempts" => out.attempts.push((workflow, label, n)),
-                "runs" => out.runs.push((workflow, label, n)),
                 "queue_admitted" | "queue_depth" if n > 0 => {
                     let q = keys.entry(label.clone()).or_insert_with(|| QueueCounts {
                         key: label,
@@ -120,13 +122,21 @@ impl MetricsRows {
             }
         }
         out.queues = busiest(keys.into_values().collect());
+        let mut ends: BTreeMap<(String, String, String), u64> = BTreeMap::new();
         let mut hist: BTreeMap<(String, String), (Vec<u64>, u64, f64)> = BTreeMap::new();
         for b in buckets {
+            let count = u64::try_from(b.count).unwrap_or(0);
+            *ends
+                .entry((b.metric.clone(), b.workflow.clone(), b.outcome))
+                .or_default() += count;
+            // An end without a duration is counted, not in the histogram.
+            let Ok(at) = usize::try_from(b.bucket) else {
+                continue;
+            };
+            let at = at.min(BUCKETS.len());
             let h = hist
                 .entry((b.metric, b.workflow))
                 .or_insert_with(|| (vec![0; BUCKETS.len()], 0, 0.0));
-            let count = u64::try_from(b.count).unwrap_or(0);
-            let at = usize::try_from(b.bucket).unwrap_or(BUCKETS.len());
             // Cumulative: a duration in bucket i is at most every bound from i on.
             for le in h.0.iter_mut().skip(at) {
                 *le += count;
@@ -134,11 +144,18 @@ impl MetricsRows {
             h.1 += count;
             h.2 += b.sum;
         }
+        for ((metric, workflow, outcome), n) in ends {
+            match metric.as_str() {
+                "attempts" => out.attempts.push((workflow, outcome, n)),
+                "runs" => out.runs.push((workflow, outcome, n)),
+                _ => {}
+            }
+        }
         for ((metric, workflow), (le, count, sum)) in hist {
             let h = Histogram { le, count, sum };
             match metric.as_str() {
-                "attempt_seconds" => out.attempt_seconds.push((workflow, h)),
-                "run_seconds" => out.run_seconds.push((workflow, h)),
+                "attempts" => out.attempt_seconds.push((workflow, h)),
+                "runs" => out.run_seconds.push((workflow, h)),
                 _ => {}
             }
         }
@@ -220,38 +237,41 @@ mod tests {
 
     #[test]
     fn parts_add_up_and_histograms_are_cumulative() {
+        let end = |outcome: &str, bucket, count, sum| BucketRow {
+            metric: "attempts".into(),
+            workflow: "w".into(),
+            outcome: outcome.into(),
+            bucket,
+            count,
+            sum,
+        };
         let m = MetricsRows::of(
             vec![
-                count("attempts", "w", "ok", 3),
-                count("attempts", "w", "ok", 2),
                 count("instances", "w", "running", 1),
                 count("instances", "w", "running", -1),
             ],
             vec![
-                BucketRow {
-                    metric: "attempt_seconds".into(),
-                    workflow: "w".into(),
-                    bucket: 2,
-                    count: 2,
-                    sum: 0.15,
-                },
-                BucketRow {
-                    metric: "attempt_seconds".into(),
-                    workflow: "w".into(),
-                    bucket: 14,
-                    count: 1,
-                    sum: 5000.0,
-                },
+                end("ok", 2, 2, 0.15),
+                end("failed", 14, 1, 5000.0),
+                // A part not folded yet (PostgreSQL), and an end without a duration.
+                end("ok", 2, 1, 0.0),
+                end("ok", -1, 1, 0.0),
             ],
             Vec::new(),
         );
-        assert_eq!(m.attempts, vec![("w".into(), "ok".into(), 5)]);
+        assert_eq!(
+            m.attempts,
+            vec![
+                ("w".into(), "failed".into(), 1),
+                ("w".into(), "ok".into(), 4)
+            ]
+        );
         assert_eq!(m.instances, vec![("w".into(), "running".into(), 0)]);
         let (w, h) = &m.attempt_seconds[0];
         assert_eq!(w, "w");
-        assert_eq!(h.count, 3);
-        assert_eq!(h.le[..3], [0, 0, 2]);
-        assert_eq!(*h.le.last().expect("buckets"), 2);
+        assert_eq!(h.count, 4);
+        assert_eq!(h.le[..3], [0, 0, 3]);
+        assert_eq!(*h.le.last().expect("buckets"), 3);
         assert!((h.sum - 5000.15).abs() < 1e-9);
     }
 

@@ -22,11 +22,11 @@ const FOLD: &str = "WITH lock AS (SELECT pg_try_advisory_xact_lock(hashtextexten
            SELECT metric, workflow, label, sum(n) FROM d WHERE bucket IS NULL GROUP BY 1, 2, 3 \
            ON CONFLICT (metric, workflow, label) DO UPDATE SET n = metric_counts.n + excluded.n \
            RETURNING 1), \
-     h AS (INSERT INTO metric_buckets (metric, workflow, bucket, count, sum) \
-           SELECT metric, workflow, bucket, sum(n), sum(seconds) FROM d WHERE bucket IS NOT NULL \
-           GROUP BY 1, 2, 3 \
-           ON CONFLICT (metric, workflow, bucket) DO UPDATE SET count = metric_buckets.count + excluded.count, \
-           sum = metric_buckets.sum + excluded.sum RETURNING 1), \
+     h AS (INSERT INTO metric_ends (metric, workflow, outcome, bucket, count, sum) \
+           SELECT metric, workflow, label, bucket, sum(n), sum(seconds) FROM d WHERE bucket IS NOT NULL \
+           GROUP BY 1, 2, 3, 4 \
+           ON CONFLICT (metric, workflow, outcome, bucket) DO UPDATE SET count = metric_ends.count + excluded.count, \
+           sum = metric_ends.sum + excluded.sum RETURNING 1), \
      z AS (DELETE FROM metric_counts m WHERE (SELECT got FROM lock) \
            AND m.metric IN ('queue_admitted', 'queue_depth') AND m.n = 0 \
            AND NOT EXISTS (SELECT 1 FROM d WHERE d.metric = m.metric AND d.workflow = m.workflow \
@@ -46,7 +46,7 @@ const FOLD_LOCK: &str =
 /// The totals alone: what a scrape reads after its own fold, which moved
 /// every delta committed before it.
 const COUNTS: &str = "SELECT metric, workflow, label, n FROM metric_counts";
-const BUCKETS: &str = "SELECT metric, workflow, bucket, count, sum FROM metric_buckets";
+const ENDS: &str = "SELECT metric, workflow, outcome, bucket, count, sum FROM metric_ends";
 
 /// The totals and the deltas not folded yet, in one statement each (one
 /// snapshot: a fold commits all or nothing): what a scrape reads when
@@ -54,9 +54,9 @@ const BUCKETS: &str = "SELECT metric, workflow, bucket, count, sum FROM metric_b
 const COUNTS_AND_DELTAS: &str = "SELECT metric, workflow, label, n FROM metric_counts \
      UNION ALL SELECT metric, workflow, label, sum(n)::bigint FROM metric_deltas \
      WHERE bucket IS NULL GROUP BY 1, 2, 3";
-const BUCKETS_AND_DELTAS: &str = "SELECT metric, workflow, bucket, count, sum FROM metric_buckets \
-     UNION ALL SELECT metric, workflow, bucket, sum(n)::bigint, sum(seconds) FROM metric_deltas \
-     WHERE bucket IS NOT NULL GROUP BY 1, 2, 3";
+const ENDS_AND_DELTAS: &str = "SELECT metric, workflow, outcome, bucket, count, sum FROM metric_ends \
+     UNION ALL SELECT metric, workflow, label, bucket, sum(n)::bigint, sum(seconds) FROM metric_deltas \
+     WHERE bucket IS NOT NULL GROUP BY 1, 2, 3, 4";
 
 impl PgStore {
     /// Folds the deltas into the totals, unless another fold is under
@@ -113,9 +113,9 @@ impl PgStore {
         // server answers).
         let folded = self.fold_metrics().await?;
         let (counts_sql, buckets_sql) = if folded {
-            (COUNTS, BUCKETS)
+            (COUNTS, ENDS)
         } else {
-            (COUNTS_AND_DELTAS, BUCKETS_AND_DELTAS)
+            (COUNTS_AND_DELTAS, ENDS_AND_DELTAS)
         };
         let counts = self
             .query(counts_sql, &[])
@@ -138,9 +138,10 @@ impl PgStore {
                 Ok(BucketRow {
                     metric: get(r, 0)?,
                     workflow: get(r, 1)?,
-                    bucket: i64::from(get::<i32>(r, 2)?),
-                    count: get(r, 3)?,
-                    sum: get(r, 4)?,
+                    outcome: get(r, 2)?,
+                    bucket: i64::from(get::<i32>(r, 3)?),
+                    count: get(r, 4)?,
+                    sum: get(r, 5)?,
                 })
             })
             .collect::<Result<Vec<_>>>()?;
@@ -204,19 +205,22 @@ mod tests {
                 eprintln!("PostgreSQL only (WF_TEST_PG): not run");
                 return;
             };
-            let bulk = "INSERT INTO metric_deltas (metric, workflow, label, n) \
-                        SELECT 'attempts', 'w', 'ok', 1 FROM generate_series(1, 200000)";
+            let bulk = "INSERT INTO metric_deltas (metric, workflow, label, bucket, n, seconds) \
+                        SELECT 'attempts', 'w', 'ok', 0, 1, 0.001 FROM generate_series(1, 200000)";
             store.exec(bulk, &[]).await.expect("bulk");
             let size = "SELECT pg_relation_size('metric_deltas')";
-            let bytes: i64 = get(&store.query(size, &[]).await.expect("size")[0], 0).expect("bytes");
+            let bytes: i64 =
+                get(&store.query(size, &[]).await.expect("size")[0], 0).expect("bytes");
             assert!(bytes > COMPACT_BYTES, "{bytes}");
             let m = store.metrics().await.expect("metrics");
             assert_eq!(m.attempts, vec![("w".into(), "ok".into(), 200_000)]);
-            let bytes: i64 = get(&store.query(size, &[]).await.expect("size")[0], 0).expect("bytes");
+            let bytes: i64 =
+                get(&store.query(size, &[]).await.expect("size")[0], 0).expect("bytes");
             assert_eq!(bytes, 0, "truncated");
             store
                 .exec(
-                    "INSERT INTO metric_deltas (metric, workflow, label, n) VALUES ('attempts', 'w', 'ok', 2)",
+                    "INSERT INTO metric_deltas (metric, workflow, label, bucket, n, seconds) \
+                     VALUES ('attempts', 'w', 'ok', 0, 2, 0.002)",
                     &[],
                 )
                 .await

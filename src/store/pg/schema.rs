@@ -395,33 +395,37 @@ pub const MIGRATIONS: &[&str] = &[
     // once, here.
     r#"
     CREATE TABLE metric_counts (
-        metric    TEXT COLLATE "C" NOT NULL,  -- instances, attempts, runs, queue_admitted, queue_depth
+        metric    TEXT COLLATE "C" NOT NULL,  -- instances, queue_admitted, queue_depth (gauges)
         workflow  TEXT COLLATE "C" NOT NULL,  -- '' for a queue's
-        label     TEXT COLLATE "C" NOT NULL,  -- the status, the outcome, or the queue key
+        label     TEXT COLLATE "C" NOT NULL,  -- the status, or the queue key
         n         BIGINT NOT NULL,
         PRIMARY KEY (metric, workflow, label)
     );
-    CREATE TABLE metric_buckets (
-        metric    TEXT COLLATE "C" NOT NULL,  -- attempt_seconds, run_seconds
+    -- Ended attempts and runs by workflow, outcome and duration bucket (as
+    -- SQLite's `metric_ends`).
+    CREATE TABLE metric_ends (
+        metric    TEXT COLLATE "C" NOT NULL,  -- attempts, runs
         workflow  TEXT COLLATE "C" NOT NULL,
-        bucket    INTEGER NOT NULL,           -- wf_bucket(seconds)
+        outcome   TEXT COLLATE "C" NOT NULL,
+        bucket    INTEGER NOT NULL,           -- wf_bucket(seconds); -1: no duration
         count     BIGINT NOT NULL,
         sum       DOUBLE PRECISION NOT NULL,
-        PRIMARY KEY (metric, workflow, bucket)
+        PRIMARY KEY (metric, workflow, outcome, bucket)
     );
     CREATE TABLE metric_deltas (
         metric    TEXT NOT NULL,
         workflow  TEXT NOT NULL,
-        label     TEXT NOT NULL,              -- '' for a duration
-        bucket    INTEGER,                    -- a duration's bucket; NULL for a count
+        label     TEXT NOT NULL,              -- a gauge's status or key; an end's outcome
+        bucket    INTEGER,                    -- an end's bucket; NULL for a gauge's change
         n         BIGINT NOT NULL,
-        seconds   DOUBLE PRECISION            -- a duration
+        seconds   DOUBLE PRECISION            -- an end's duration
     );
 
-    -- The index of the first of store::metrics::BUCKETS at least `s`; 14: +Inf.
+    -- The index of the first of store::metrics::BUCKETS at least `s`;
+    -- 14: +Inf; -1: no duration.
     CREATE FUNCTION wf_bucket(s DOUBLE PRECISION) RETURNS INTEGER
     LANGUAGE sql IMMUTABLE AS $$
-        SELECT CASE WHEN s <= 0.01 THEN 0 WHEN s <= 0.05 THEN 1 WHEN s <= 0.1 THEN 2
+        SELECT CASE WHEN s IS NULL THEN -1 WHEN s <= 0.01 THEN 0 WHEN s <= 0.05 THEN 1 WHEN s <= 0.1 THEN 2
             WHEN s <= 0.25 THEN 3 WHEN s <= 0.5 THEN 4 WHEN s <= 1.0 THEN 5 WHEN s <= 2.5 THEN 6
             WHEN s <= 5.0 THEN 7 WHEN s <= 10.0 THEN 8 WHEN s <= 30.0 THEN 9 WHEN s <= 60.0 THEN 10
             WHEN s <= 300.0 THEN 11 WHEN s <= 900.0 THEN 12 WHEN s <= 3600.0 THEN 13 ELSE 14 END
@@ -456,36 +460,32 @@ pub const MIGRATIONS: &[&str] = &[
     CREATE TRIGGER metrics_instance_deleted AFTER DELETE ON instances
         FOR EACH ROW EXECUTE FUNCTION wf_count_instance();
 
-    -- An attempt's or a run's end (TG_ARGV[0]: attempts or runs).
+    -- An attempt's or a run's end (TG_ARGV[0]: attempts or runs): one delta.
     CREATE FUNCTION wf_count_end() RETURNS trigger LANGUAGE plpgsql AS $$
     DECLARE
-        w TEXT;
         s DOUBLE PRECISION;
     BEGIN
-        w := COALESCE((SELECT workflow FROM instances WHERE id = NEW.instance_id), '');
-        INSERT INTO metric_deltas (metric, workflow, label, n) VALUES (TG_ARGV[0], w, NEW.outcome, 1);
-        IF NEW.finished_at IS NOT NULL THEN
-            s := extract(epoch from (NEW.finished_at::timestamptz - NEW.started_at::timestamptz))::float8;
-            INSERT INTO metric_deltas (metric, workflow, label, bucket, n, seconds)
-                VALUES (TG_ARGV[1], w, '', wf_bucket(s), 1, s);
-        END IF;
+        s := extract(epoch from (NEW.finished_at::timestamptz - NEW.started_at::timestamptz))::float8;
+        INSERT INTO metric_deltas (metric, workflow, label, bucket, n, seconds)
+            VALUES (TG_ARGV[0], COALESCE((SELECT workflow FROM instances WHERE id = NEW.instance_id), ''),
+                NEW.outcome, wf_bucket(s), 1, COALESCE(s, 0));
         RETURN NULL;
     END $$;
     CREATE TRIGGER metrics_attempt_ended AFTER UPDATE OF outcome ON attempts
         FOR EACH ROW WHEN (OLD.outcome IS NULL AND NEW.outcome IS NOT NULL)
-        EXECUTE FUNCTION wf_count_end('attempts', 'attempt_seconds');
+        EXECUTE FUNCTION wf_count_end('attempts');
     -- A commit that starts and ends an attempt inserts it ended (batch.rs);
     -- a copy (`wf restart --as`, which sets wf.copying) inserts attempts
     -- and runs that ended in their source, counted there.
     CREATE TRIGGER metrics_attempt_inserted_ended AFTER INSERT ON attempts
         FOR EACH ROW WHEN (NEW.outcome IS NOT NULL AND current_setting('wf.copying', true) IS DISTINCT FROM 'on')
-        EXECUTE FUNCTION wf_count_end('attempts', 'attempt_seconds');
+        EXECUTE FUNCTION wf_count_end('attempts');
     CREATE TRIGGER metrics_run_ended AFTER UPDATE OF outcome ON runs
         FOR EACH ROW WHEN (OLD.outcome IS NULL AND NEW.outcome IS NOT NULL)
-        EXECUTE FUNCTION wf_count_end('runs', 'run_seconds');
+        EXECUTE FUNCTION wf_count_end('runs');
     CREATE TRIGGER metrics_run_inserted_ended AFTER INSERT ON runs
         FOR EACH ROW WHEN (NEW.outcome IS NOT NULL AND current_setting('wf.copying', true) IS DISTINCT FROM 'on')
-        EXECUTE FUNCTION wf_count_end('runs', 'run_seconds');
+        EXECUTE FUNCTION wf_count_end('runs');
 
     INSERT INTO metric_counts (metric, workflow, label, n)
         SELECT 'instances', workflow, status, count(*) FROM instances GROUP BY workflow, status;
@@ -495,27 +495,19 @@ pub const MIGRATIONS: &[&str] = &[
     INSERT INTO metric_counts (metric, workflow, label, n)
         SELECT 'queue_depth', '', queue_key, count(*) FROM instances
         WHERE queue_key IS NOT NULL AND NOT admitted AND status = 'queued' GROUP BY queue_key;
-    INSERT INTO metric_counts (metric, workflow, label, n)
-        SELECT 'attempts', COALESCE(i.workflow, ''), a.outcome, count(*)
-        FROM attempts a LEFT JOIN instances i ON i.id = a.instance_id
-        WHERE a.outcome IS NOT NULL GROUP BY 2, 3;
-    INSERT INTO metric_counts (metric, workflow, label, n)
-        SELECT 'runs', COALESCE(i.workflow, ''), r.outcome, count(*)
-        FROM runs r LEFT JOIN instances i ON i.id = r.instance_id
-        WHERE r.outcome IS NOT NULL GROUP BY 2, 3;
-    INSERT INTO metric_buckets (metric, workflow, bucket, count, sum)
-        SELECT 'attempt_seconds', w, wf_bucket(s), count(*), sum(s) FROM (
-            SELECT COALESCE(i.workflow, '') AS w,
+    INSERT INTO metric_ends (metric, workflow, outcome, bucket, count, sum)
+        SELECT 'attempts', w, o, wf_bucket(s), count(*), COALESCE(sum(s), 0) FROM (
+            SELECT COALESCE(i.workflow, '') AS w, a.outcome AS o,
                 extract(epoch from (a.finished_at::timestamptz - a.started_at::timestamptz))::float8 AS s
             FROM attempts a LEFT JOIN instances i ON i.id = a.instance_id
-            WHERE a.outcome IS NOT NULL AND a.finished_at IS NOT NULL
-        ) t GROUP BY 1, 2, 3;
-    INSERT INTO metric_buckets (metric, workflow, bucket, count, sum)
-        SELECT 'run_seconds', w, wf_bucket(s), count(*), sum(s) FROM (
-            SELECT COALESCE(i.workflow, '') AS w,
+            WHERE a.outcome IS NOT NULL
+        ) t GROUP BY 1, 2, 3, 4;
+    INSERT INTO metric_ends (metric, workflow, outcome, bucket, count, sum)
+        SELECT 'runs', w, o, wf_bucket(s), count(*), COALESCE(sum(s), 0) FROM (
+            SELECT COALESCE(i.workflow, '') AS w, r.outcome AS o,
                 extract(epoch from (r.finished_at::timestamptz - r.started_at::timestamptz))::float8 AS s
             FROM runs r LEFT JOIN instances i ON i.id = r.instance_id
-            WHERE r.outcome IS NOT NULL AND r.finished_at IS NOT NULL
-        ) t GROUP BY 1, 2, 3;
+            WHERE r.outcome IS NOT NULL
+        ) t GROUP BY 1, 2, 3, 4;
     "#,
 ];

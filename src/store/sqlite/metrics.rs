@@ -1,5 +1,6 @@
 //! `/metrics`' reads on SQLite (`store/metrics.rs`): the counts the
-//! triggers of migration 17 keep, and workers' heartbeats.
+//! triggers of migration 17 keep (`metric_counts`, `metric_ends`), and
+//! workers' heartbeats.
 
 use super::SqliteStore;
 use crate::store::Result;
@@ -21,14 +22,17 @@ impl SqliteStore {
             })?
             .collect::<rusqlite::Result<Vec<_>>>()?;
         let buckets = c
-            .prepare_cached("SELECT metric, workflow, bucket, count, sum FROM metric_buckets")?
+            .prepare_cached(
+                "SELECT metric, workflow, outcome, bucket, count, sum FROM metric_ends",
+            )?
             .query_map([], |r| {
                 Ok(BucketRow {
                     metric: r.get(0)?,
                     workflow: r.get(1)?,
-                    bucket: r.get(2)?,
-                    count: r.get(3)?,
-                    sum: r.get(4)?,
+                    outcome: r.get(2)?,
+                    bucket: r.get(3)?,
+                    count: r.get(4)?,
+                    sum: r.get(5)?,
                 })
             })?
             .collect::<rusqlite::Result<Vec<_>>>()?;

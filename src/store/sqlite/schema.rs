@@ -214,19 +214,23 @@ pub const MIGRATIONS: &[&str] = &[
 // source.
 const METRICS: &str = r#"
     CREATE TABLE metric_counts (
-        metric    TEXT NOT NULL,     -- instances, attempts, runs, queue_admitted, queue_depth
+        metric    TEXT NOT NULL,     -- instances, queue_admitted, queue_depth (gauges)
         workflow  TEXT NOT NULL,     -- '' for a queue's
-        label     TEXT NOT NULL,     -- the status, the outcome, or the queue key
+        label     TEXT NOT NULL,     -- the status, or the queue key
         n         INTEGER NOT NULL,
         PRIMARY KEY (metric, workflow, label)
     ) WITHOUT ROWID;
-    CREATE TABLE metric_buckets (
-        metric    TEXT NOT NULL,     -- attempt_seconds, run_seconds
+    -- Ended attempts and runs, by workflow, outcome and duration bucket:
+    -- one row a kind, so that an end is one upsert (the counters by outcome
+    -- and the histograms by workflow are its sums).
+    CREATE TABLE metric_ends (
+        metric    TEXT NOT NULL,     -- attempts, runs
         workflow  TEXT NOT NULL,
-        bucket    INTEGER NOT NULL,  -- index of the first of store::metrics::BUCKETS at least the duration; 14: +Inf
+        outcome   TEXT NOT NULL,
+        bucket    INTEGER NOT NULL,  -- index of the first of store::metrics::BUCKETS at least the duration; 14: +Inf; -1: no duration
         count     INTEGER NOT NULL,
         sum       REAL NOT NULL,     -- seconds
-        PRIMARY KEY (metric, workflow, bucket)
+        PRIMARY KEY (metric, workflow, outcome, bucket)
     ) WITHOUT ROWID;
 
     CREATE TRIGGER metrics_instance_added AFTER INSERT ON instances BEGIN
@@ -271,35 +275,25 @@ const METRICS: &str = r#"
     END;
     CREATE TRIGGER metrics_attempt_ended AFTER UPDATE OF outcome ON attempts
     WHEN OLD.outcome IS NULL AND NEW.outcome IS NOT NULL BEGIN
-        INSERT INTO metric_counts (metric, workflow, label, n)
-            SELECT 'attempts', COALESCE((SELECT workflow FROM instances WHERE id = NEW.instance_id), ''), NEW.outcome, 1
-            WHERE true
-            ON CONFLICT (metric, workflow, label) DO UPDATE SET n = n + 1;
-        INSERT INTO metric_buckets (metric, workflow, bucket, count, sum)
-            SELECT 'attempt_seconds', COALESCE((SELECT workflow FROM instances WHERE id = NEW.instance_id), ''),
-                CASE WHEN s <= 0.01 THEN 0 WHEN s <= 0.05 THEN 1 WHEN s <= 0.1 THEN 2 WHEN s <= 0.25 THEN 3
-                 WHEN s <= 0.5 THEN 4 WHEN s <= 1.0 THEN 5 WHEN s <= 2.5 THEN 6 WHEN s <= 5.0 THEN 7
-                 WHEN s <= 10.0 THEN 8 WHEN s <= 30.0 THEN 9 WHEN s <= 60.0 THEN 10 WHEN s <= 300.0 THEN 11
-                 WHEN s <= 900.0 THEN 12 WHEN s <= 3600.0 THEN 13 ELSE 14 END, 1, s
-            FROM (SELECT (julianday(NEW.finished_at) - julianday(NEW.started_at)) * 86400.0 AS s)
-            WHERE s IS NOT NULL
-            ON CONFLICT (metric, workflow, bucket) DO UPDATE SET count = count + 1, sum = sum + excluded.sum;
+        INSERT INTO metric_ends (metric, workflow, outcome, bucket, count, sum)
+            SELECT 'attempts', COALESCE((SELECT workflow FROM instances WHERE id = NEW.instance_id), ''),
+                NEW.outcome, CASE WHEN s IS NULL THEN -1 WHEN s <= 0.01 THEN 0 WHEN s <= 0.05 THEN 1 WHEN s <= 0.1 THEN 2
+                 WHEN s <= 0.25 THEN 3 WHEN s <= 0.5 THEN 4 WHEN s <= 1.0 THEN 5 WHEN s <= 2.5 THEN 6
+                 WHEN s <= 5.0 THEN 7 WHEN s <= 10.0 THEN 8 WHEN s <= 30.0 THEN 9 WHEN s <= 60.0 THEN 10
+                 WHEN s <= 300.0 THEN 11 WHEN s <= 900.0 THEN 12 WHEN s <= 3600.0 THEN 13 ELSE 14 END, 1, COALESCE(s, 0)
+            FROM (SELECT (julianday(NEW.finished_at) - julianday(NEW.started_at)) * 86400.0 AS s) WHERE true
+            ON CONFLICT (metric, workflow, outcome, bucket) DO UPDATE SET count = count + 1, sum = sum + excluded.sum;
     END;
     CREATE TRIGGER metrics_run_ended AFTER UPDATE OF outcome ON runs
     WHEN OLD.outcome IS NULL AND NEW.outcome IS NOT NULL BEGIN
-        INSERT INTO metric_counts (metric, workflow, label, n)
-            SELECT 'runs', COALESCE((SELECT workflow FROM instances WHERE id = NEW.instance_id), ''), NEW.outcome, 1
-            WHERE true
-            ON CONFLICT (metric, workflow, label) DO UPDATE SET n = n + 1;
-        INSERT INTO metric_buckets (metric, workflow, bucket, count, sum)
-            SELECT 'run_seconds', COALESCE((SELECT workflow FROM instances WHERE id = NEW.instance_id), ''),
-                CASE WHEN s <= 0.01 THEN 0 WHEN s <= 0.05 THEN 1 WHEN s <= 0.1 THEN 2 WHEN s <= 0.25 THEN 3
-                 WHEN s <= 0.5 THEN 4 WHEN s <= 1.0 THEN 5 WHEN s <= 2.5 THEN 6 WHEN s <= 5.0 THEN 7
-                 WHEN s <= 10.0 THEN 8 WHEN s <= 30.0 THEN 9 WHEN s <= 60.0 THEN 10 WHEN s <= 300.0 THEN 11
-                 WHEN s <= 900.0 THEN 12 WHEN s <= 3600.0 THEN 13 ELSE 14 END, 1, s
-            FROM (SELECT (julianday(NEW.finished_at) - julianday(NEW.started_at)) * 86400.0 AS s)
-            WHERE s IS NOT NULL
-            ON CONFLICT (metric, workflow, bucket) DO UPDATE SET count = count + 1, sum = sum + excluded.sum;
+        INSERT INTO metric_ends (metric, workflow, outcome, bucket, count, sum)
+            SELECT 'runs', COALESCE((SELECT workflow FROM instances WHERE id = NEW.instance_id), ''),
+                NEW.outcome, CASE WHEN s IS NULL THEN -1 WHEN s <= 0.01 THEN 0 WHEN s <= 0.05 THEN 1 WHEN s <= 0.1 THEN 2
+                 WHEN s <= 0.25 THEN 3 WHEN s <= 0.5 THEN 4 WHEN s <= 1.0 THEN 5 WHEN s <= 2.5 THEN 6
+                 WHEN s <= 5.0 THEN 7 WHEN s <= 10.0 THEN 8 WHEN s <= 30.0 THEN 9 WHEN s <= 60.0 THEN 10
+                 WHEN s <= 300.0 THEN 11 WHEN s <= 900.0 THEN 12 WHEN s <= 3600.0 THEN 13 ELSE 14 END, 1, COALESCE(s, 0)
+            FROM (SELECT (julianday(NEW.finished_at) - julianday(NEW.started_at)) * 86400.0 AS s) WHERE true
+            ON CONFLICT (metric, workflow, outcome, bucket) DO UPDATE SET count = count + 1, sum = sum + excluded.sum;
     END;
 
     INSERT INTO metric_counts (metric, workflow, label, n)
@@ -310,34 +304,26 @@ const METRICS: &str = r#"
     INSERT INTO metric_counts (metric, workflow, label, n)
         SELECT 'queue_depth', '', queue_key, count(*) FROM instances
         WHERE queue_key IS NOT NULL AND NOT admitted AND status = 'queued' GROUP BY queue_key;
-    INSERT INTO metric_counts (metric, workflow, label, n)
-        SELECT 'attempts', COALESCE(i.workflow, ''), a.outcome, count(*)
-        FROM attempts a LEFT JOIN instances i ON i.id = a.instance_id
-        WHERE a.outcome IS NOT NULL GROUP BY 2, 3;
-    INSERT INTO metric_counts (metric, workflow, label, n)
-        SELECT 'runs', COALESCE(i.workflow, ''), r.outcome, count(*)
-        FROM runs r LEFT JOIN instances i ON i.id = r.instance_id
-        WHERE r.outcome IS NOT NULL GROUP BY 2, 3;
-    INSERT INTO metric_buckets (metric, workflow, bucket, count, sum)
-        SELECT 'attempt_seconds', w, CASE WHEN s <= 0.01 THEN 0 WHEN s <= 0.05 THEN 1 WHEN s <= 0.1 THEN 2 WHEN s <= 0.25 THEN 3
-                 WHEN s <= 0.5 THEN 4 WHEN s <= 1.0 THEN 5 WHEN s <= 2.5 THEN 6 WHEN s <= 5.0 THEN 7
-                 WHEN s <= 10.0 THEN 8 WHEN s <= 30.0 THEN 9 WHEN s <= 60.0 THEN 10 WHEN s <= 300.0 THEN 11
-                 WHEN s <= 900.0 THEN 12 WHEN s <= 3600.0 THEN 13 ELSE 14 END AS b, count(*), sum(s) FROM (
-            SELECT COALESCE(i.workflow, '') AS w,
+    INSERT INTO metric_ends (metric, workflow, outcome, bucket, count, sum)
+        SELECT 'attempts', w, o, CASE WHEN s IS NULL THEN -1 WHEN s <= 0.01 THEN 0 WHEN s <= 0.05 THEN 1 WHEN s <= 0.1 THEN 2
+                 WHEN s <= 0.25 THEN 3 WHEN s <= 0.5 THEN 4 WHEN s <= 1.0 THEN 5 WHEN s <= 2.5 THEN 6
+                 WHEN s <= 5.0 THEN 7 WHEN s <= 10.0 THEN 8 WHEN s <= 30.0 THEN 9 WHEN s <= 60.0 THEN 10
+                 WHEN s <= 300.0 THEN 11 WHEN s <= 900.0 THEN 12 WHEN s <= 3600.0 THEN 13 ELSE 14 END AS b, count(*), COALESCE(sum(s), 0) FROM (
+            SELECT COALESCE(i.workflow, '') AS w, a.outcome AS o,
                 (julianday(a.finished_at) - julianday(a.started_at)) * 86400.0 AS s
             FROM attempts a LEFT JOIN instances i ON i.id = a.instance_id
-            WHERE a.outcome IS NOT NULL AND a.finished_at IS NOT NULL
-        ) WHERE s IS NOT NULL GROUP BY w, b;
-    INSERT INTO metric_buckets (metric, workflow, bucket, count, sum)
-        SELECT 'run_seconds', w, CASE WHEN s <= 0.01 THEN 0 WHEN s <= 0.05 THEN 1 WHEN s <= 0.1 THEN 2 WHEN s <= 0.25 THEN 3
-                 WHEN s <= 0.5 THEN 4 WHEN s <= 1.0 THEN 5 WHEN s <= 2.5 THEN 6 WHEN s <= 5.0 THEN 7
-                 WHEN s <= 10.0 THEN 8 WHEN s <= 30.0 THEN 9 WHEN s <= 60.0 THEN 10 WHEN s <= 300.0 THEN 11
-                 WHEN s <= 900.0 THEN 12 WHEN s <= 3600.0 THEN 13 ELSE 14 END AS b, count(*), sum(s) FROM (
-            SELECT COALESCE(i.workflow, '') AS w,
+            WHERE a.outcome IS NOT NULL
+        ) GROUP BY w, o, b;
+    INSERT INTO metric_ends (metric, workflow, outcome, bucket, count, sum)
+        SELECT 'runs', w, o, CASE WHEN s IS NULL THEN -1 WHEN s <= 0.01 THEN 0 WHEN s <= 0.05 THEN 1 WHEN s <= 0.1 THEN 2
+                 WHEN s <= 0.25 THEN 3 WHEN s <= 0.5 THEN 4 WHEN s <= 1.0 THEN 5 WHEN s <= 2.5 THEN 6
+                 WHEN s <= 5.0 THEN 7 WHEN s <= 10.0 THEN 8 WHEN s <= 30.0 THEN 9 WHEN s <= 60.0 THEN 10
+                 WHEN s <= 300.0 THEN 11 WHEN s <= 900.0 THEN 12 WHEN s <= 3600.0 THEN 13 ELSE 14 END AS b, count(*), COALESCE(sum(s), 0) FROM (
+            SELECT COALESCE(i.workflow, '') AS w, r.outcome AS o,
                 (julianday(r.finished_at) - julianday(r.started_at)) * 86400.0 AS s
             FROM runs r LEFT JOIN instances i ON i.id = r.instance_id
-            WHERE r.outcome IS NOT NULL AND r.finished_at IS NOT NULL
-        ) WHERE s IS NOT NULL GROUP BY w, b;
+            WHERE r.outcome IS NOT NULL
+        ) GROUP BY w, o, b;
     "#;
 
 // 15: the registry (`wf workflow add`): a definition pinned under a
