@@ -36,9 +36,8 @@ pub async fn run(args: Args, db: Option<PathBuf>, printer: &Printer) -> anyhow::
     } = engine::actions::prepare_restart(&mut store, &id, &args.from, args.as_id.as_deref())
         .await?;
     printer.info(&format!(
-        "restarting {target} from `{}`: {} run again",
-        args.from,
-        reset_steps.join(", ")
+        "restarting {target} {}",
+        engine::actions::restart_words(&args.from, &reset_steps)
     ));
     let opts = RunOptions {
         inline_wait: args.ending.inline_wait,

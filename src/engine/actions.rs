@@ -185,6 +185,14 @@ async fn plan_restart(
     Ok((wf, plan.reset_steps))
 }
 
+/// What a restart from step `from` runs again, as the CLI says it before
+/// it runs and the inspector's confirmation before it is confirmed:
+/// "from `c`: `c`, `d` run again".
+pub fn restart_words(from: &str, reset_steps: &[String]) -> String {
+    let steps: Vec<String> = reset_steps.iter().map(|s| format!("`{s}`")).collect();
+    format!("from `{from}`: {} run again", steps.join(", "))
+}
+
 /// The steps a restart of instance `id` from `from` would run again; reads
 /// only (the inspector's confirmation).
 pub async fn restart_plan(

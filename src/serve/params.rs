@@ -78,10 +78,11 @@ pub fn instance_ref(id: &str) -> Result<String, ApiError> {
     Ok(id.to_string())
 }
 
-/// The query parameters each API route takes (by its matched path); a
-/// route not named takes none. Every other parameter is refused, naming
-/// it, before the route runs: a misspelt filter (`?stauts=failed`) would
-/// otherwise answer as if no filter were given.
+/// The query parameters each route takes (by its matched path); a route
+/// not named takes none. Every other parameter is refused, naming it,
+/// before the route runs: a misspelt filter (`?stauts=failed`) would
+/// otherwise answer as if no filter were given. (`?token=` signs a browser
+/// in before any route: `auth::require`.)
 const TAKES: &[(&str, &[&str])] = &[
     (
         "/api/v1/instances",
@@ -92,10 +93,19 @@ const TAKES: &[(&str, &[&str])] = &[
     ("/api/v1/instances/{id}", &["attempts"]),
     ("/api/v1/instances/{id}/logs/{step}", &["attempt", "follow"]),
     ("/api/v1/instances/{id}/result", &["wait"]),
+    (
+        "/",
+        &[
+            "status", "workflow", "label", "parent", "since", "queue", "cursor", "fragment",
+        ],
+    ),
+    ("/instances/{id}", &["fragment", "notice"]),
+    ("/instances/{id}/logs/{step}", &["attempt"]),
+    ("/instances/{id}/act/{action}", &["from"]),
 ];
 
-/// Refuses (400) an API request with a query parameter its route does not
-/// take ([`TAKES`]).
+/// Refuses (400) a request with a query parameter its route does not take
+/// ([`TAKES`]): the JSON error, or a page for a page's route.
 pub async fn known(
     matched: Option<axum::extract::MatchedPath>,
     req: axum::extract::Request,
@@ -105,24 +115,31 @@ pub async fn known(
     let Some(path) = matched.as_ref().map(axum::extract::MatchedPath::as_str) else {
         return next.run(req).await;
     };
-    if path.starts_with("/api/") {
-        let takes: &[&str] = TAKES
-            .iter()
-            .find(|(p, _)| *p == path)
-            .map_or(&[], |(_, t)| t);
-        let query = req.uri().query().unwrap_or_default().as_bytes();
-        if let Some((k, _)) = form_urlencoded::parse(query).find(|(k, _)| !takes.contains(&&**k)) {
-            let takes = if takes.is_empty() {
-                "none".to_string()
-            } else {
-                takes.join(", ")
-            };
-            return ApiError::bad_request(format!(
-                "unknown query parameter `{}` (this route takes: {takes})",
-                k.chars().take(64).collect::<String>().escape_debug()
-            ))
-            .into_response();
-        }
+    // Assets and the metrics take what they are given (a cache-busting
+    // suffix, a scraper's own parameters).
+    if path.starts_with("/assets/") || path == "/metrics" {
+        return next.run(req).await;
+    }
+    let takes: &[&str] = TAKES
+        .iter()
+        .find(|(p, _)| *p == path)
+        .map_or(&[], |(_, t)| t);
+    let query = req.uri().query().unwrap_or_default().as_bytes();
+    if let Some((k, _)) = form_urlencoded::parse(query).find(|(k, _)| !takes.contains(&&**k)) {
+        let takes = if takes.is_empty() {
+            "none".to_string()
+        } else {
+            takes.join(", ")
+        };
+        let e = ApiError::bad_request(format!(
+            "unknown query parameter `{}` (this route takes: {takes})",
+            k.chars().take(64).collect::<String>().escape_debug()
+        ));
+        return if path.starts_with("/api/") {
+            e.into_response()
+        } else {
+            super::pages::error_page(&e)
+        };
     }
     next.run(req).await
 }

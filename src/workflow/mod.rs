@@ -661,14 +661,16 @@ pub fn io_reason(e: &std::io::Error) -> String {
     }
 }
 
-/// A `--label NAME=VALUE` (`wf run`, `wf list`), for clap: the name
-/// checked as the file's `labels:` names are.
+/// A label as `NAME=VALUE` (`wf run --label`, `wf list --label`, the
+/// API's and the inspector's `label=`): the name checked as the file's
+/// `labels:` names are. The error names the label, not where it came
+/// from: clap says `--label`, the API the parameter.
 pub fn parse_label(s: &str) -> Result<(String, String), String> {
     let Some((name, value)) = s.split_once('=') else {
-        return Err(format!("--label `{s}`: expected NAME=VALUE"));
+        return Err(format!("label `{s}`: expected NAME=VALUE"));
     };
     if let Some(why) = crate::workflow::label_name_problem(name) {
-        return Err(format!("--label `{s}`: {why}"));
+        return Err(format!("label `{s}`: {why}"));
     }
     Ok((name.to_string(), value.to_string()))
 }

@@ -100,7 +100,45 @@ fn bodies_and_queries_with_what_a_route_does_not_take_are_refused_naming_it() {
         ),
         "`wf.webhook`",
     );
-    // Query parameters, by route.
+    // Query parameters, by route; a page's answer is a page.
+    let page = s.call("GET", "/?stauts=failed", &[("accept", "text/html")], None);
+    assert_eq!(page.status, 400);
+    assert!(
+        page.text().contains("unknown query parameter `stauts`"),
+        "{}",
+        page.text()
+    );
+    assert!(
+        page.text().starts_with("<!DOCTYPE html>"),
+        "{}",
+        page.text()
+    );
+    assert_eq!(
+        s.call(
+            "GET",
+            "/?status=sleeping&queue=k",
+            &[("accept", "text/html")],
+            None
+        )
+        .status,
+        200
+    );
+    // A form's fields other than its own.
+    let form = s.call(
+        "POST",
+        &format!("/instances/{id}/act/cancel"),
+        &[
+            ("content-type", "application/x-www-form-urlencoded"),
+            ("accept", "text/html"),
+        ],
+        Some(b"reason=x".to_vec()),
+    );
+    assert_eq!(form.status, 400, "{}", form.text());
+    assert!(
+        form.text().contains("unknown form field `reason`"),
+        "{}",
+        form.text()
+    );
     refused(s.get("/api/v1/instances?stauts=failed"), "`stauts`");
     refused(s.get("/api/v1/queues?key=k"), "`key`");
     refused(

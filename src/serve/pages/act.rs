@@ -120,7 +120,7 @@ pub async fn confirm(
                 "restart" => {
                     @if let (Some(f), Some(steps)) = (&from, &steps) {
                         input type="hidden" name="from" value=(f);
-                        p { "From " code { (f) } ", these run again: " @for (n, s) in steps.iter().enumerate() { @if n > 0 { ", " } code { (s) } } "." }
+                        p.notice role="status" { "Restarting " (short(&id)) " " (crate::engine::actions::restart_words(f, steps)) "." }
                         label { "Restart a copy instead, with this id (optional)" input type="text" name="as" placeholder="new id"; }
                     } @else {
                         p.notice.error { "Choose the step to restart from on the instance page." }
@@ -168,6 +168,16 @@ pub async fn act(
     let form: Vec<(String, String)> = form_urlencoded::parse(&body)
         .map(|(k, v)| (k.into_owned(), v.into_owned()))
         .collect();
+    // The form's own fields only, as the API's bodies are read.
+    if let Some((k, _)) = form
+        .iter()
+        .find(|(k, _)| !["event", "data", "from", "as", "now"].contains(&k.as_str()))
+    {
+        return super::error_page(&ApiError::bad_request(format!(
+            "unknown form field `{}`",
+            k.chars().take(64).collect::<String>().escape_debug()
+        )));
+    }
     let field = |k: &str| {
         form.iter()
             .find(|(f, _)| f == k)

@@ -143,8 +143,16 @@ pub async fn start(
                     Err(e) => error = Some(e),
                 }
             }
-        } else if k == "key" && !v.trim().is_empty() {
-            key = Some(v.trim().to_string());
+        } else if k == "key" {
+            if !v.trim().is_empty() {
+                key = Some(v.trim().to_string());
+            }
+        } else {
+            // The form's own fields only, as the API's bodies are read.
+            error = Some(format!(
+                "unknown form field `{}`",
+                k.chars().take(64).collect::<String>().escape_debug()
+            ));
         }
     }
     if let Some(e) = error {

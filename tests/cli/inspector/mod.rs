@@ -432,7 +432,7 @@ fn the_actions_change_the_history() {
     b.goto(&format!("{base}/instances/{waiting}"));
     b.js("document.querySelector('select[name=from]').value = 'after';");
     b.click("form[action$='/act/restart'] button");
-    b.wait_text("these run again: after");
+    b.wait_text("from `after`: `after` run again");
     b.click("button[type=submit]");
     until("the restart", || {
         let i = t.inspect(&waiting);
