@@ -16,24 +16,33 @@ pub(crate) fn parse(text: &str) -> Vec<(String, Value, f64)> {
     parse_with("prometheus_client.parser", text)
 }
 
-/// `promtool check metrics` (Debian's `prometheus`, which `.ci/run`
-/// installs) on `text`: it must pass, with nothing to say.
-pub(crate) fn promtool_check(text: &str) {
-    let mut child = Command::new("promtool")
-        .args(["check", "metrics"])
+/// What `cmd` prints given `input` on its stdin (`missing`: what to say
+/// when it cannot be started).
+fn piped(cmd: &mut Command, input: &str, missing: &str) -> std::process::Output {
+    let mut child = cmd
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
-        .expect("promtool (Debian's prometheus package) is needed: apt-get install prometheus");
+        .expect(missing);
     use std::io::Write as _;
     child
         .stdin
         .take()
         .unwrap()
-        .write_all(text.as_bytes())
+        .write_all(input.as_bytes())
         .unwrap();
-    let out = child.wait_with_output().unwrap();
+    child.wait_with_output().unwrap()
+}
+
+/// `promtool check metrics` (Debian's `prometheus`, which `.ci/run`
+/// installs) on `text`: it must pass, with nothing to say.
+pub(crate) fn promtool_check(text: &str) {
+    let out = piped(
+        Command::new("promtool").args(["check", "metrics"]),
+        text,
+        "promtool (Debian's prometheus package) is needed: apt-get install prometheus",
+    );
     let said = format!(
         "{}{}",
         String::from_utf8_lossy(&out.stdout),
@@ -59,21 +68,11 @@ fn parse_with(module: &str, text: &str) -> Vec<(String, Value, f64)> {
         \x20       out.append([s.name, s.labels, s.value])\n\
         print(json.dumps(out))\n"
     );
-    let mut child = Command::new("python3")
-        .args(["-c", &script])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("python3");
-    use std::io::Write as _;
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(text.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
+    let out = piped(
+        Command::new("python3").args(["-c", &script]),
+        text,
+        "python3",
+    );
     assert!(
         out.status.success(),
         "the Prometheus parser refused the metrics (is prometheus-client installed? run `scripts/test`):\n{}\n{text}",
