@@ -1,6 +1,6 @@
 //! Schedules (issue 15): `wf schedule add/rm/list`, and `wf worker`
 //! starting an instance for each due fire time exactly once however many
-//! workers run, with `overlap` and `catchup` as docs/workflow-file.md/docs/execution.md say. (The DST
+//! workers run, with `overlap` and `catchup` as docs/workflow-file.md and docs/execution.md say. (The DST
 //! rules are unit tests with a fixed clock: `workflow::trigger`.)
 
 use crate::Test;

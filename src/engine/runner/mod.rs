@@ -9,7 +9,8 @@
 //! attempts, the signals, the heartbeat's word, the spawn hold and the
 //! commit's overlap with it, the clock, and the run's spans.
 //!
-//! This file holds the loop (decide, commit, spawn, wait, poll); `launch`
+//! This file holds the loop (decide, commit, spawn, wait, poll); `options`
+//! what a run is asked to do and the signals that stop it, `launch`
 //! starts an attempt's process or request, `commit` overlaps the commit
 //! with the processes' start, `spans` keeps the run's trace, and `groups`
 //! records the process groups of attempts that run long enough to need it.
@@ -18,6 +19,7 @@ mod children;
 mod commit;
 mod groups;
 mod launch;
+mod options;
 mod spans;
 
 use super::output_files;
@@ -33,6 +35,8 @@ pub use children::{ChildEnd, EndSlot};
 use commit::Decided;
 use opentelemetry::KeyValue;
 use opentelemetry::trace::Status;
+use options::Signals;
+pub use options::{Claimed, RunOptions};
 pub use spans::CarriedAttempt;
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -42,112 +46,9 @@ use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tracing_opentelemetry::OpenTelemetrySpanExt as _;
 
-/// How one run should behave.
-#[derive(Debug, Clone)]
-pub struct RunOptions {
-    /// Waits (timers, retry backoffs) up to this long happen inside the run.
-    pub inline_wait: Duration,
-    /// Fire timers that are not yet due (`wf resume --now`).
-    pub fire_timers: bool,
-    /// Give failed steps a fresh attempt budget (`wf resume --retry-failed`).
-    pub retry_failed: bool,
-    /// Cancel the instance: start nothing new, run compensations (`wf cancel`).
-    pub cancel: bool,
-    /// With `cancel`: run no compensations (`wf cancel --terminate`).
-    pub terminate: bool,
-    /// The definition, when the caller has just parsed it (used if it is the pinned one).
-    pub workflow: Option<Arc<Workflow>>,
-    /// W3C `traceparent` this run's trace is a child of (`TRACEPARENT` of
-    /// `wf run` and `wf resume`), and its `tracestate` (`TRACESTATE`).
-    pub traceparent: Option<String>,
-    pub tracestate: Option<String>,
-    /// The lease owner to take the instance as: `wf run`'s, which created
-    /// it leased to itself, or a worker's, which claimed it; either way the
-    /// run takes it at once and checks it under the lease (`drive`). None:
-    /// a name of this run's own, the instance checked before it is taken.
-    pub owner: Option<String>,
-    /// `wf restart --from STEP`: reset STEP and what depends on it first
-    /// (see `engine::restart`); only an ended instance can be.
-    pub restart: Option<String>,
-    /// A child's first run: the span of the `workflow:` attempt that made
-    /// it (W3C `traceparent`), as its parent's run knows it; without it,
-    /// the first run reads it from the parent's attempt.
-    pub parent_span: Option<String>,
-    /// A child made leased to this run by its parent's commit: its lease
-    /// and row, so the run starts without taking it over (`drive`).
-    pub claimed: Option<Box<Claimed>>,
-    /// A child run in its parent's process: the `$WF_OUTPUT` files its
-    /// siblings share (else the run has its own).
-    pub output_files: Option<output_files::SharedOutputFiles>,
-    /// A child run in its parent's process: where its run, if it ends the
-    /// child, leaves its last commit for the parent's run to make
-    /// (`drive::close_run`; else it makes it).
-    pub end_to_parent: Option<EndSlot>,
-}
-
-/// An instance made already leased to the run that will drive it: the
-/// fence of that lease (epoch 0, as made) and the row as made.
-#[derive(Debug, Clone)]
-pub struct Claimed {
-    pub fence: Fence,
-    pub instance: store::InstanceRow,
-}
-
-impl Default for RunOptions {
-    fn default() -> Self {
-        RunOptions {
-            inline_wait: Duration::from_secs(30),
-            fire_timers: false,
-            retry_failed: false,
-            cancel: false,
-            terminate: false,
-            workflow: None,
-            traceparent: None,
-            tracestate: None,
-            owner: None,
-            restart: None,
-            parent_span: None,
-            claimed: None,
-            output_files: None,
-            end_to_parent: None,
-        }
-    }
-}
-
 /// How often a run looks for a cancel request or an awaited event while it
 /// waits (docs/execution.md: they take effect within 200 ms).
 const POLL_EVERY: Duration = Duration::from_millis(100);
-
-/// The signals that interrupt a run: Ctrl-C, SIGTERM, SIGHUP.
-struct Signals {
-    int: tokio::signal::unix::Signal,
-    term: tokio::signal::unix::Signal,
-    hup: tokio::signal::unix::Signal,
-}
-
-impl Signals {
-    fn install() -> Result<Signals, EngineError> {
-        use tokio::signal::unix::{SignalKind, signal};
-        let one = |kind: SignalKind, name: &str| {
-            signal(kind).map_err(|e| {
-                EngineError::Internal(format!("cannot install the {name} handler: {e}"))
-            })
-        };
-        Ok(Signals {
-            int: one(SignalKind::interrupt(), "SIGINT")?,
-            term: one(SignalKind::terminate(), "SIGTERM")?,
-            hup: one(SignalKind::hangup(), "SIGHUP")?,
-        })
-    }
-
-    async fn recv(&mut self) {
-        tokio::select! {
-            _ = self.int.recv() => {}
-            _ = self.term.recv() => {}
-            _ = self.hup.recv() => {}
-        }
-    }
-}
 
 /// Resolves with the new holder's name once the heartbeat finds the lease lost.
 async fn lost(rx: &mut watch::Receiver<Option<String>>) -> String {

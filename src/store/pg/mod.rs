@@ -36,11 +36,19 @@ macro_rules! lease_left {
     };
 }
 
+/// An instance's place under its queue (`instance_row`'s columns 21–25).
+macro_rules! queue_cols {
+    () => {
+        "queue_key, queue_priority, queue_limits, queue_hold, admitted"
+    };
+}
+
 mod batch;
 mod conn;
 mod copy;
 mod history;
 mod lease;
+mod list;
 mod metrics;
 mod prune;
 #[cfg(test)]

@@ -13,8 +13,9 @@
 //! `scripts/test` sets); without a server there is nothing to test.
 
 use super::PgStore;
-use super::history::{IDS_WITH_PREFIX, list_sql};
+use super::history::IDS_WITH_PREFIX;
 use super::lease::{CLAIM_DUE, DUE_INSTANCES};
+use super::list::list_sql;
 use super::prune::PRUNE_BATCH;
 use super::spans::{SELECT_SPANS, UNEXPORTED_SPANS};
 use crate::store::ListFilter;
@@ -195,7 +196,7 @@ fn wf_list_reads_the_newest_instances_off_an_index() {
                     let what = format!("wf list {f:?}");
                     let limit = Some(50i64);
                     let mut params: Vec<&(dyn ToSql + Sync)> = vec![&limit];
-                    params.extend(super::history::filter_params(&f));
+                    params.extend(super::list::filter_params(&f));
                     let p = plan(&store, list_sql(&f), &params).await;
                     assert_eq!(p["Node Type"], "Limit", "{what}: {p:#}");
                     // Unfiltered, the newest are the end of an index; a

@@ -46,6 +46,7 @@ mod closing;
 mod copy;
 mod history;
 mod lease;
+mod list;
 mod metrics;
 mod offthread;
 mod prune;
@@ -433,11 +434,11 @@ impl SqliteStore {
 
     /// Instances, newest first, as `filter` says.
     pub fn list_instances(&self, filter: &ListFilter) -> Result<Vec<InstanceRow>> {
-        history::list_instances(&self.conn, filter)
+        list::list_instances(&self.conn, filter)
     }
 
     pub fn count_instances(&self, filter: &ListFilter) -> Result<u64> {
-        history::count_instances(&self.conn, filter)
+        list::count_instances(&self.conn, filter)
     }
 
     pub fn runs(&self, id: &str) -> Result<Vec<RunRow>> {

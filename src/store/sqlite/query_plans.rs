@@ -7,8 +7,8 @@
 //! `bench/scale.py`; this test fails when a change to the SQL or the schema
 //! turns one of them into a walk over every instance.
 
-use super::history::list_sql;
 use super::lease::{CLAIM_DUE_SQL, DUE_INSTANCES_SQL};
+use super::list::list_sql;
 use super::prune::chosen_batch;
 use super::{IDS_WITH_PREFIX_SQL, SqliteStore, prefix_end};
 use crate::store::ListFilter;

@@ -44,7 +44,7 @@ impl Expr {
     /// The value's kind as GitHub names it (`Null`, `Boolean`, `Number`,
     /// `String`, `Array`, `Object`) and the value as JavaScript's
     /// `JSON.stringify` sees it (non-finite numbers are null): what GitHub's
-    /// conformance data states results as (`tests/expressions.rs`).
+    /// conformance data states results as (`tests/expressions/main.rs`).
     #[doc(hidden)]
     pub fn eval_for_conformance(&self, ctx: &Value) -> Result<(&'static str, Value), ExprError> {
         fn plain(v: Val<'_>) -> Value {

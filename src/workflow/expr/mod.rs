@@ -9,7 +9,7 @@
 //! function names in any case, JavaScript's number formatting. GitHub's own
 //! implementation (actions/languageservices, `expressions/src`) is ported
 //! here piece by piece, and its cross-language conformance data is run
-//! through this module by `tests/expressions.rs`. wf adds array literals
+//! through this module by `tests/expressions/main.rs`. wf adds array literals
 //! `[1, 'a']` and the status functions of `if:`.
 //!
 //! Parsing never panics, whatever the input: positions are byte offsets into

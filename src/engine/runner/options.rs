@@ -1,0 +1,113 @@
+//! What a run is asked to do ([`RunOptions`]: the flags of `wf run`,
+//! `wf resume`, `wf cancel`, `wf restart`, and what a parent or a worker
+//! hands a run), and the signals that interrupt it.
+
+use super::{EndSlot, output_files};
+use crate::engine::EngineError;
+use crate::store::{self, Fence};
+use crate::workflow::Workflow;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// How one run should behave.
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    /// Waits (timers, retry backoffs) up to this long happen inside the run.
+    pub inline_wait: Duration,
+    /// Fire timers that are not yet due (`wf resume --now`).
+    pub fire_timers: bool,
+    /// Give failed steps a fresh attempt budget (`wf resume --retry-failed`).
+    pub retry_failed: bool,
+    /// Cancel the instance: start nothing new, run compensations (`wf cancel`).
+    pub cancel: bool,
+    /// With `cancel`: run no compensations (`wf cancel --terminate`).
+    pub terminate: bool,
+    /// The definition, when the caller has just parsed it (used if it is the pinned one).
+    pub workflow: Option<Arc<Workflow>>,
+    /// W3C `traceparent` this run's trace is a child of (`TRACEPARENT` of
+    /// `wf run` and `wf resume`), and its `tracestate` (`TRACESTATE`).
+    pub traceparent: Option<String>,
+    pub tracestate: Option<String>,
+    /// The lease owner to take the instance as: `wf run`'s, which created
+    /// it leased to itself, or a worker's, which claimed it; either way the
+    /// run takes it at once and checks it under the lease (`drive`). None:
+    /// a name of this run's own, the instance checked before it is taken.
+    pub owner: Option<String>,
+    /// `wf restart --from STEP`: reset STEP and what depends on it first
+    /// (see `engine::restart`); only an ended instance can be.
+    pub restart: Option<String>,
+    /// A child's first run: the span of the `workflow:` attempt that made
+    /// it (W3C `traceparent`), as its parent's run knows it; without it,
+    /// the first run reads it from the parent's attempt.
+    pub parent_span: Option<String>,
+    /// A child made leased to this run by its parent's commit: its lease
+    /// and row, so the run starts without taking it over (`drive`).
+    pub claimed: Option<Box<Claimed>>,
+    /// A child run in its parent's process: the `$WF_OUTPUT` files its
+    /// siblings share (else the run has its own).
+    pub output_files: Option<output_files::SharedOutputFiles>,
+    /// A child run in its parent's process: where its run, if it ends the
+    /// child, leaves its last commit for the parent's run to make
+    /// (`drive::close_run`; else it makes it).
+    pub end_to_parent: Option<EndSlot>,
+}
+
+/// An instance made already leased to the run that will drive it: the
+/// fence of that lease (epoch 0, as made) and the row as made.
+#[derive(Debug, Clone)]
+pub struct Claimed {
+    pub fence: Fence,
+    pub instance: store::InstanceRow,
+}
+
+impl Default for RunOptions {
+    fn default() -> Self {
+        RunOptions {
+            inline_wait: Duration::from_secs(30),
+            fire_timers: false,
+            retry_failed: false,
+            cancel: false,
+            terminate: false,
+            workflow: None,
+            traceparent: None,
+            tracestate: None,
+            owner: None,
+            restart: None,
+            parent_span: None,
+            claimed: None,
+            output_files: None,
+            end_to_parent: None,
+        }
+    }
+}
+
+/// The signals that interrupt a run: Ctrl-C, SIGTERM, SIGHUP.
+pub(super) struct Signals {
+    int: tokio::signal::unix::Signal,
+    term: tokio::signal::unix::Signal,
+    hup: tokio::signal::unix::Signal,
+}
+
+impl Signals {
+    pub(super) fn install() -> Result<Signals, EngineError> {
+        use tokio::signal::unix::{SignalKind, signal};
+        let one = |kind: SignalKind, name: &str| {
+            signal(kind).map_err(|e| {
+                EngineError::Internal(format!("cannot install the {name} handler: {e}"))
+            })
+        };
+        Ok(Signals {
+            int: one(SignalKind::interrupt(), "SIGINT")?,
+            term: one(SignalKind::terminate(), "SIGTERM")?,
+            hup: one(SignalKind::hangup(), "SIGHUP")?,
+        })
+    }
+
+    pub(super) async fn recv(&mut self) {
+        tokio::select! {
+            _ = self.int.recv() => {}
+            _ = self.term.recv() => {}
+            _ = self.hup.recv() => {}
+        }
+    }
+}
