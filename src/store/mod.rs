@@ -15,9 +15,10 @@
 //! The two backends' files mirror each other by name and job:
 //! - `mod.rs`: the backend's store type, its connection and settings;
 //! - `schema.rs`: the migrations;
-//! - `records.rs`: an instance's rows read (the history a takeover reads
+//! - `history.rs`: an instance's rows read (the history a takeover reads
 //!   included), new instances, events and cancel requests (and on SQLite
 //!   the statement of each write, which `write.rs` calls);
+//! - `list.rs`: `wf list`'s statements, made of the filters given;
 //! - `lease.rs`: who holds an instance: take over, the fence, renew and
 //!   release, the due instances and their claim;
 //! - `write.rs`: a batch of [`Write`]s applied under the fence (`commit`,
@@ -26,6 +27,8 @@
 //! - `spans.rs`: spans read back, marked exported, each run's trace;
 //! - `schedules.rs`, `prune.rs`, `copy.rs`: `wf schedule`, `wf prune`,
 //!   `wf restart --as`;
+//! - `registry.rs`: `wf workflow add` and the registry's reads;
+//! - `metrics.rs`: `/metrics`' kept counts and workers' heartbeats;
 //! - `queue.rs`: queue admission (`queue:`), reading a key's rows and
 //!   applying what `store/queue.rs` decides;
 //! - `types.rs`: the vocabulary (`crate::vocab`) as columns;
@@ -39,7 +42,8 @@
 //! step's as one), `conn.rs` (reconnecting), `target.rs` and `url.rs` (where
 //! the database is), `text.rs` (NUL in text columns). Above both,
 //! `pending.rs` is a commit under way ([`PendingCommit`]), `write.rs` the
-//! [`Write`]s, `rows.rs` the rows, `schedules.rs` the schedule interface.
+//! [`Write`]s, `rows.rs` the rows, `schedules.rs` the schedule interface,
+//! `metrics.rs` what a scrape reads.
 
 #[cfg(test)]
 mod contract;

@@ -1,10 +1,10 @@
 //! The JSON documents `wf` prints (`wf … --json`, `wf trace --format json`,
-//! `wf worker --json`'s lines) and that `wf serve` will serve: one struct per
+//! `wf worker --json`'s lines) and that `wf serve` serves: one struct per
 //! shape, each built from the store rows it shows.
 //!
 //! Why a module of its own: the shapes are a contract (docs/commands.md,
 //! docs/traces.md; fields may be added, none renamed), and two interfaces
-//! show them, `commands/` today and `serve/` (planned), neither of which may
+//! show them, `commands/` and `serve/` (the API), neither of which may
 //! call the other. So they live here, below both: an interface fetches the
 //! rows, builds the view and prints or serves it. A view holds the words of
 //! `vocab` (statuses, outcomes, ids, times), which serialize as their text,
