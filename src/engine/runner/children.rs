@@ -68,6 +68,8 @@ impl EndSlot {
 /// How a child's run here ended, for its parent's: what the parent says
 /// of it, and its end, when its run handed it over.
 pub(super) struct Ran {
+    /// The child whose run this was.
+    id: InstanceId,
     pub(super) said: Option<String>,
     pub(super) end: Option<ChildEnd>,
 }
@@ -115,6 +117,14 @@ pub(super) struct InProcess {
     /// The children's `$WF_OUTPUT` files: one folder and one spare for
     /// them all.
     files: SharedOutputFiles,
+    /// The children with a run going here, and a run asked of one of them
+    /// meanwhile (to end it: `Effect::EndChild`), started once that run
+    /// ends. Started at once it would be refused (the child is held, by
+    /// this process), and if the run going ended suspended, not having
+    /// seen the cancel request yet, nothing would run the child to its
+    /// end, and the parent would wait for it.
+    here: std::collections::HashSet<InstanceId>,
+    again: std::collections::HashMap<InstanceId, (Start, Duration)>,
 }
 
 impl InProcess {
@@ -123,6 +133,8 @@ impl InProcess {
             running: FuturesUnordered::new(),
             shared,
             files: SharedOutputFiles::default(),
+            here: std::collections::HashSet::new(),
+            again: std::collections::HashMap::new(),
         }
     }
 
@@ -173,6 +185,11 @@ impl InProcess {
 
     /// Starts driving a child (with the parent's inline wait).
     pub(super) fn start(&mut self, mut start: Start, inline_wait: Duration) {
+        if start.opened.is_none() && self.here.contains(&start.id) {
+            self.again.insert(start.id.clone(), (start, inline_wait));
+            return;
+        }
+        self.here.insert(start.id.clone());
         let shared = self.shared.clone();
         if let Some(ready) = start.opened.take() {
             // Opened, its first decisions made by the commit that made it.
@@ -183,6 +200,7 @@ impl InProcess {
                 Ran {
                     said: said_of(&id, ran.map(|_| ())),
                     end: slot.take(),
+                    id,
                 }
             }));
             return;
@@ -205,6 +223,7 @@ impl InProcess {
                         "child instance {id} could not run here: {e}; the step waits for it (`wf resume {id}`)"
                     )),
                     end: None,
+                    id,
                 };
             }
             let ran = crate::engine::drive::drive(&mut store, &id, opts, &QUIET)
@@ -213,14 +232,25 @@ impl InProcess {
             Ran {
                 said: said_of(&id, ran),
                 end: slot.take(),
+                id,
             }
         }));
+    }
+
+    /// A child's run here ended: the run asked of it meanwhile, if one
+    /// was, starts now.
+    fn ended(&mut self, ran: Ran) -> Ran {
+        self.here.remove(&ran.id);
+        if let Some((start, inline_wait)) = self.again.remove(&ran.id) {
+            self.start(start, inline_wait);
+        }
+        ran
     }
 
     /// Resolves when a child's run ended; never while none runs.
     pub(super) async fn next_ended(&mut self) -> Ran {
         match self.running.next().await {
-            Some(ran) => ran,
+            Some(ran) => self.ended(ran),
             None => std::future::pending().await,
         }
     }
@@ -231,7 +261,7 @@ impl InProcess {
     pub(super) fn also_ended(&mut self) -> Vec<Ran> {
         let mut ran = Vec::new();
         while let Some(Some(r)) = self.running.next().now_or_never() {
-            ran.push(r);
+            ran.push(self.ended(r));
         }
         ran
     }
@@ -240,7 +270,7 @@ impl InProcess {
     pub(super) async fn finish(&mut self) -> Vec<Ran> {
         let mut ran = Vec::new();
         while let Some(r) = self.running.next().await {
-            ran.push(r);
+            ran.push(self.ended(r));
         }
         ran
     }

@@ -43,14 +43,13 @@ const COMPACT_BYTES: i64 = 8 << 20;
 const FOLD_LOCK: &str =
     "SELECT pg_try_advisory_xact_lock(hashtextextended(current_schema() || ':metrics fold', 0))";
 
-/// The totals alone: what a scrape reads after its own fold, which moved
-/// every delta committed before it.
-const COUNTS: &str = "SELECT metric, workflow, label, n FROM metric_counts";
-const ENDS: &str = "SELECT metric, workflow, outcome, bucket, count, sum FROM metric_ends";
-
-/// The totals and the deltas not folded yet, in one statement each (one
-/// snapshot: a fold commits all or nothing): what a scrape reads when
-/// another fold was under way.
+/// The totals and the deltas not folded yet, in one statement each: one
+/// snapshot, which holds every change committed before it, folded or not
+/// (a fold commits all or nothing). So a scrape shows at least what any
+/// scrape before it showed, whichever server answered it and whether a
+/// fold was under way: the counters never go down. (Reading the totals
+/// alone after a fold of one's own would miss a delta that another
+/// server's scrape, unable to fold meanwhile, had counted.)
 const COUNTS_AND_DELTAS: &str = "SELECT metric, workflow, label, n FROM metric_counts \
      UNION ALL SELECT metric, workflow, label, sum(n)::bigint FROM metric_deltas \
      WHERE bucket IS NULL GROUP BY 1, 2, 3";
@@ -59,18 +58,17 @@ const ENDS_AND_DELTAS: &str = "SELECT metric, workflow, outcome, bucket, count, 
      WHERE bucket IS NOT NULL GROUP BY 1, 2, 3, 4";
 
 impl PgStore {
-    /// Folds the deltas into the totals, unless another fold is under
-    /// way: whether this one did.
-    pub(super) async fn fold_metrics(&self) -> Result<bool> {
+    /// Folds the deltas into the totals, unless another fold is under way.
+    pub(super) async fn fold_metrics(&self) -> Result<()> {
         let rows = self.query(FOLD, &[]).await?;
         let Some(r) = rows.first() else {
-            return Ok(false);
+            return Ok(());
         };
-        let (folded, bytes): (bool, i64) = (get(r, 0)?, get(r, 2)?);
+        let bytes: i64 = get(r, 2)?;
         if bytes > COMPACT_BYTES {
             self.compact_metrics().await;
         }
-        Ok(folded)
+        Ok(())
     }
 
     /// Empties the deltas' table to no pages: holding the fold's lock (no
@@ -107,18 +105,10 @@ impl PgStore {
     }
 
     pub async fn metrics(&self) -> Result<MetricsRows> {
-        // Read after a fold of its own: every change committed before is
-        // in the totals, so the totals alone are at least what any scrape
-        // before this one showed (the counters never go down, whichever
-        // server answers).
-        let folded = self.fold_metrics().await?;
-        let (counts_sql, buckets_sql) = if folded {
-            (COUNTS, ENDS)
-        } else {
-            (COUNTS_AND_DELTAS, ENDS_AND_DELTAS)
-        };
+        // Folded first, so that the deltas each read adds up stay few.
+        self.fold_metrics().await?;
         let counts = self
-            .query(counts_sql, &[])
+            .query(COUNTS_AND_DELTAS, &[])
             .await?
             .iter()
             .map(|r| {
@@ -131,7 +121,7 @@ impl PgStore {
             })
             .collect::<Result<Vec<_>>>()?;
         let buckets = self
-            .query(buckets_sql, &[])
+            .query(ENDS_AND_DELTAS, &[])
             .await?
             .iter()
             .map(|r| {

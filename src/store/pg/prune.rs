@@ -124,7 +124,7 @@ impl PgStore {
         }
         // What it deleted lowered gauges by deltas: fold them now rather
         // than leave them all to the next scrape.
-        let _ = self.fold_metrics().await?;
+        self.fold_metrics().await?;
         Ok(total)
     }
 }
