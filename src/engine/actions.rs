@@ -226,16 +226,12 @@ pub async fn retry_plan(store: &Store, id: &InstanceId) -> Result<RetryPlan, Eng
         .filter(|r| r.status == crate::vocab::StepStatus::Failed)
         .map(|r| r.key.clone())
         .collect();
-    let compensated = if inst.status == InstanceStatus::Failed {
-        restart::compensated(&wf, &rows)
-    } else {
-        Vec::new()
-    };
+    let compensated = restart::undone_by_failure(&wf, inst.status, &rows);
     let rerun = match compensated.first() {
         Some(from) => {
             restart::fill_patches(store, id, &mut rows).await?;
             let plan = restart::plan(&wf, &rows, from)?;
-            Some(super::drive::retry_note(&plan.reset_steps, &compensated))
+            Some(restart::retry_note(&plan.reset_steps, &compensated))
         }
         None => None,
     };

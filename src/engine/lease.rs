@@ -57,6 +57,13 @@ pub fn owner_name() -> String {
     )
 }
 
+/// The host of a lease owner's name ([`owner_name`]; a worker's heartbeat
+/// is kept under it): `/metrics` reports workers by host, so that a
+/// restart adds no series.
+pub fn owner_host(owner: &str) -> &str {
+    owner.split(':').next().unwrap_or(owner)
+}
+
 /// This process's boot id (its first 8 hex digits) and pid namespace (the
 /// inode of `/proc/self/ns/pid`); `?` where the kernel does not say.
 fn machine() -> &'static (String, String) {
@@ -325,5 +332,19 @@ impl Drop for Heartbeat {
         if let Some(t) = thread {
             let _ = t.join();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::owner_host;
+
+    #[test]
+    fn workers_are_told_by_host() {
+        assert_eq!(
+            owner_host("build-1:4242:0a1b2c3d:12345678:4026531836"),
+            "build-1"
+        );
+        assert_eq!(owner_host("w1"), "w1");
     }
 }

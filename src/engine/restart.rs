@@ -14,7 +14,7 @@
 
 use super::output::merge_patch;
 use crate::store::StepRow;
-use crate::vocab::{InstanceId, StepStatus, UnitKey};
+use crate::vocab::{InstanceId, InstanceStatus, StepStatus, UnitKey};
 use crate::workflow::Workflow;
 use serde_json::Value;
 use std::collections::HashMap;
@@ -66,6 +66,36 @@ pub async fn fill_patches(
         }
     }
     Ok(())
+}
+
+/// What `wf resume --retry-failed` of an instance that ended `status`
+/// runs again besides its failed steps: the steps its failure's
+/// compensations undid ([`compensated`]); none unless it failed. The run
+/// decides by it (`drive`), and the inspector's confirmation says it
+/// (`actions::retry_plan`).
+pub fn undone_by_failure(wf: &Workflow, status: InstanceStatus, rows: &[StepRow]) -> Vec<String> {
+    if status == InstanceStatus::Failed {
+        compensated(wf, rows)
+    } else {
+        Vec::new()
+    }
+}
+
+/// What a retry of failed steps after compensations runs, as the run
+/// says it when it starts and the inspector's confirmation before:
+/// "running `a`, `b` again: the failure's compensations undid `a`".
+pub fn retry_note(reset_steps: &[String], compensated: &[String]) -> String {
+    let quoted = |ids: &[String]| {
+        ids.iter()
+            .map(|s| format!("`{s}`"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    format!(
+        "running {} again: the failure's compensations undid {}",
+        quoted(reset_steps),
+        quoted(compensated)
+    )
 }
 
 /// The steps whose compensation ran, in definition order: what

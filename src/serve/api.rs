@@ -6,7 +6,7 @@
 
 use super::App;
 use super::error::ApiError;
-use super::params::{Params, instance_ref};
+use super::params::{Params, instance_ref, shown};
 use crate::engine::{actions, logs, registry};
 use crate::vocab::{InstanceId, Timestamp};
 use axum::Json;
@@ -375,7 +375,7 @@ pub async fn registered(
     store.registered(name).await?.ok_or_else(|| {
         ApiError::not_found(format!(
             "no workflow is registered as `{}` (`wf workflow add FILE` registers one)",
-            name.chars().take(64).collect::<String>().escape_debug()
+            shown(name)
         ))
     })
 }

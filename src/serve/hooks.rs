@@ -172,7 +172,7 @@ pub async fn deliver(
 fn unknown(name: &str) -> ApiError {
     ApiError::not_found(format!(
         "no registered workflow has webhook `{}`",
-        name.chars().take(64).collect::<String>().escape_debug()
+        super::params::shown(name)
     ))
 }
 

@@ -18,7 +18,8 @@
 
 use super::App;
 use super::error::ApiError;
-use crate::store::metrics::{BUCKETS, Histogram, MetricsRows, worker_host};
+use crate::engine::lease::owner_host;
+use crate::store::metrics::{BUCKETS, Histogram, MetricsRows};
 use axum::extract::State;
 use axum::http::{HeaderValue, header};
 use axum::response::{IntoResponse, Response};
@@ -150,7 +151,7 @@ fn histograms(
 fn hosts(workers: &[(String, i64)], now_ms: i64) -> Vec<(String, i64, u64)> {
     let mut by_host: std::collections::BTreeMap<&str, (i64, u64)> = Default::default();
     for (name, ms) in workers {
-        let h = by_host.entry(worker_host(name)).or_insert((i64::MIN, 0));
+        let h = by_host.entry(owner_host(name)).or_insert((i64::MIN, 0));
         h.0 = h.0.max(*ms);
         if now_ms - ms <= ALIVE_MS {
             h.1 += 1;

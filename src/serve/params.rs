@@ -61,6 +61,22 @@ impl Params {
     }
 }
 
+/// A name from a request (an id, a field, a parameter) as an error shows
+/// it: its first 64 characters, escaped, so that no request can make an
+/// answer long or put a line break in it.
+pub fn shown(name: &str) -> String {
+    name.chars()
+        .take(64)
+        .collect::<String>()
+        .escape_debug()
+        .to_string()
+}
+
+/// The refusal of a form's field that is not one of the form's own.
+pub fn unknown_form_field(name: &str) -> String {
+    format!("unknown form field `{}`", shown(name))
+}
+
 /// An instance id (or unique prefix) from a path: what an id can hold, at
 /// most 128 characters; anything else is refused before the store is asked.
 pub fn instance_ref(id: &str) -> Result<String, ApiError> {
@@ -72,7 +88,7 @@ pub fn instance_ref(id: &str) -> Result<String, ApiError> {
     {
         return Err(ApiError::not_found(format!(
             "no instance matches `{}`",
-            id.chars().take(64).collect::<String>().escape_debug()
+            shown(id)
         )));
     }
     Ok(id.to_string())
@@ -133,7 +149,7 @@ pub async fn known(
         };
         let e = ApiError::bad_request(format!(
             "unknown query parameter `{}` (this route takes: {takes})",
-            k.chars().take(64).collect::<String>().escape_debug()
+            shown(&k)
         ));
         return if path.starts_with("/api/") {
             e.into_response()

@@ -194,12 +194,6 @@ fn busiest(mut keys: Vec<QueueCounts>) -> Vec<QueueCounts> {
     keys
 }
 
-/// The host of a worker's name (`host:pid:…`, `engine::lease::owner_name`):
-/// workers are reported by host, so that a restart adds no series.
-pub fn worker_host(name: &str) -> &str {
-    name.split(':').next().unwrap_or(name)
-}
-
 impl Store {
     /// What `/metrics` reports, now.
     pub async fn metrics(&self) -> Result<MetricsRows> {
@@ -295,14 +289,5 @@ mod tests {
         assert!(!m.queues.iter().any(|q| q.key == "empty" || q.key == "k000"));
         let total: u64 = m.queues.iter().map(|q| q.queued).sum();
         assert_eq!(total, (1..=(TOP_KEYS as u64 + 5)).sum::<u64>());
-    }
-
-    #[test]
-    fn workers_are_told_by_host() {
-        assert_eq!(
-            worker_host("build-1:4242:0a1b2c3d:12345678:4026531836"),
-            "build-1"
-        );
-        assert_eq!(worker_host("w1"), "w1");
     }
 }

@@ -289,23 +289,6 @@ async fn claim(
     Ok(Claim::Run(fence, Box::new(history), wf))
 }
 
-/// What a retry of failed steps after compensations runs, as the run
-/// says it when it starts and the inspector's confirmation before:
-/// "running `a`, `b` again: the failure's compensations undid `a`".
-pub(crate) fn retry_note(reset_steps: &[String], compensated: &[String]) -> String {
-    let quoted = |ids: &[String]| {
-        ids.iter()
-            .map(|s| format!("`{s}`"))
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
-    format!(
-        "running {} again: the failure's compensations undid {}",
-        quoted(reset_steps),
-        quoted(compensated)
-    )
-}
-
 /// What a restart resets, and what the run says of it when it starts.
 struct Restart {
     plan: Option<restart::Plan>,
@@ -323,8 +306,8 @@ async fn plan_restart(
     opts: &RunOptions,
     history: &mut store::History,
 ) -> Result<Restart, EngineError> {
-    let compensated = if opts.retry_failed && history.instance.status == InstanceStatus::Failed {
-        restart::compensated(wf, &history.steps)
+    let compensated = if opts.retry_failed {
+        restart::undone_by_failure(wf, history.instance.status, &history.steps)
     } else {
         Vec::new()
     };
@@ -343,7 +326,7 @@ async fn plan_restart(
     let note = (!compensated.is_empty()).then(|| {
         format!(
             "--retry-failed: {}",
-            retry_note(&plan.reset_steps, &compensated)
+            restart::retry_note(&plan.reset_steps, &compensated)
         )
     });
     Ok(Restart {

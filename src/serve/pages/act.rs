@@ -8,7 +8,7 @@
 use super::super::App;
 use super::super::actions as act_api;
 use super::super::error::ApiError;
-use super::super::params::{Params, instance_ref};
+use super::super::params::{Params, instance_ref, unknown_form_field};
 use super::Notice;
 use super::list::short;
 use super::shell::{Nav, page};
@@ -173,10 +173,7 @@ pub async fn act(
         .iter()
         .find(|(k, _)| !["event", "data", "from", "as", "now"].contains(&k.as_str()))
     {
-        return super::error_page(&ApiError::bad_request(format!(
-            "unknown form field `{}`",
-            k.chars().take(64).collect::<String>().escape_debug()
-        )));
+        return super::error_page(&ApiError::bad_request(unknown_form_field(k)));
     }
     let field = |k: &str| {
         form.iter()

@@ -149,10 +149,7 @@ pub async fn start(
             }
         } else {
             // The form's own fields only, as the API's bodies are read.
-            error = Some(format!(
-                "unknown form field `{}`",
-                k.chars().take(64).collect::<String>().escape_debug()
-            ));
+            error = Some(super::super::params::unknown_form_field(&k));
         }
     }
     if let Some(e) = error {

@@ -8,6 +8,13 @@ use super::{Op, PgStore};
 use crate::store::Result;
 use crate::store::metrics::{BucketRow, CountRow, FORGET_WORKER_MS, MetricsRows};
 
+/// The fold's advisory lock (tried, never waited for), one per schema.
+macro_rules! fold_lock {
+    () => {
+        "pg_try_advisory_xact_lock(hashtextextended(current_schema() || ':metrics fold', 0))"
+    };
+}
+
 /// Moves every committed delta into the totals, in one statement (so in
 /// one transaction, which a lost reply makes safe to send again: a second
 /// fold moves what is left). Queue rows that were zero before it, and that
@@ -15,7 +22,10 @@ use crate::store::metrics::{BucketRow, CountRow, FORGET_WORKER_MS, MetricsRows};
 /// takes an advisory lock of its own (tried, never waited for: a fold that
 /// finds another under way leaves the deltas to it, and two folds never
 /// lock the same totals in opposite orders).
-const FOLD: &str = "WITH lock AS (SELECT pg_try_advisory_xact_lock(hashtextextended(current_schema() || ':metrics fold', 0)) AS got), \
+const FOLD: &str = concat!(
+    "WITH lock AS (SELECT ",
+    fold_lock!(),
+    " AS got), \
      d AS (DELETE FROM metric_deltas WHERE (SELECT got FROM lock) \
            RETURNING metric, workflow, label, bucket, n, seconds), \
      c AS (INSERT INTO metric_counts (metric, workflow, label, n) \
@@ -31,7 +41,8 @@ const FOLD: &str = "WITH lock AS (SELECT pg_try_advisory_xact_lock(hashtextexten
            AND m.metric IN ('queue_admitted', 'queue_depth') AND m.n = 0 \
            AND NOT EXISTS (SELECT 1 FROM d WHERE d.metric = m.metric AND d.workflow = m.workflow \
                            AND d.label = m.label) RETURNING 1) \
-     SELECT (SELECT got FROM lock), (SELECT count(*) FROM d), pg_relation_size('metric_deltas')";
+     SELECT (SELECT got FROM lock), (SELECT count(*) FROM d), pg_relation_size('metric_deltas')"
+);
 
 /// The size of the deltas' table past which a fold empties it with
 /// `TRUNCATE`: deleted rows stay in its pages until a vacuum, and a vacuum
@@ -39,9 +50,11 @@ const FOLD: &str = "WITH lock AS (SELECT pg_try_advisory_xact_lock(hashtextexten
 /// million instances, 363 MB: 64 ms a scrape).
 const COMPACT_BYTES: i64 = 8 << 20;
 
-/// The fold's advisory lock, taken first by [`PgStore::compact_metrics`].
-const FOLD_LOCK: &str =
-    "SELECT pg_try_advisory_xact_lock(hashtextextended(current_schema() || ':metrics fold', 0))";
+/// The fold's advisory lock, taken first by [`PgStore::compact_metrics`]:
+/// the same lock as [`FOLD`]'s, which then goes on in the transaction that
+/// holds it (one expression for both: a compaction that took another lock
+/// would truncate deltas a fold had not moved).
+const FOLD_LOCK: &str = concat!("SELECT ", fold_lock!());
 
 /// The totals and the deltas not folded yet, in one statement each: one
 /// snapshot, which holds every change committed before it, folded or not
