@@ -1,9 +1,5 @@
 //! Typed exit status: the codes of docs/commands.md, and which error maps to which.
 
-use crate::engine::EngineError;
-use crate::store::StoreError;
-use crate::workflow::DefinitionError;
-
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ExitStatus {
     /// Completed, or the command succeeded.
@@ -36,42 +32,11 @@ impl ExitStatus {
         }
     }
 
-    /// The exit status an error stands for.
+    /// The exit status an error stands for: its kind's
+    /// ([`ErrorKind`](crate::error_kind::ErrorKind), the table both
+    /// interfaces read).
     pub fn for_error(err: &anyhow::Error) -> ExitStatus {
-        for cause in err.chain() {
-            if cause.is::<DefinitionError>()
-                || cause.is::<UsageError>()
-                || cause.is::<crate::engine::restart::RestartError>()
-            {
-                return ExitStatus::Usage;
-            }
-            if let Some(e) = cause.downcast_ref::<EngineError>() {
-                return match e {
-                    EngineError::Held { .. }
-                    | EngineError::LeaseLost { .. }
-                    | EngineError::ChildLost { .. } => ExitStatus::Held,
-                    EngineError::Definition(_)
-                    | EngineError::Input(_)
-                    | EngineError::MissingInput(_)
-                    | EngineError::Restart(_) => ExitStatus::Usage,
-                    EngineError::Store(s) => Self::for_store(s),
-                    EngineError::NotResumable(_) | EngineError::Internal(_) => ExitStatus::Failure,
-                    EngineError::Exists(_) | EngineError::Taken(_) => ExitStatus::Usage,
-                };
-            }
-            if let Some(s) = cause.downcast_ref::<StoreError>() {
-                return Self::for_store(s);
-            }
-        }
-        ExitStatus::Failure
-    }
-
-    fn for_store(e: &StoreError) -> ExitStatus {
-        match e {
-            StoreError::NotFound(_) | StoreError::Ambiguous { .. } => ExitStatus::Usage,
-            StoreError::Unreachable { .. } => ExitStatus::Unreachable,
-            _ => ExitStatus::Failure,
-        }
+        crate::error_kind::ErrorKind::of_chain(err).exit()
     }
 }
 

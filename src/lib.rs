@@ -4,6 +4,7 @@
 
 pub mod commands;
 pub mod engine;
+pub mod error_kind;
 pub mod exit;
 pub mod printer;
 pub mod serve;

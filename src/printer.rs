@@ -12,6 +12,7 @@ use std::io::{IsTerminal, Write};
 use std::sync::Mutex;
 use std::time::Duration;
 
+#[derive(Clone)]
 pub struct Printer {
     quiet: bool,
     /// Colour on stderr (diagnostics, progress).

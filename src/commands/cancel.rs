@@ -4,11 +4,10 @@
 //! steps, compensates, and exits 4).
 
 use super::run::report;
-use crate::engine::{self, EngineError, RunOptions};
-use crate::exit::{ExitStatus, UsageError};
+use crate::engine::{self, EngineError};
+use crate::exit::ExitStatus;
 use crate::printer::Printer;
 use crate::views::RunReport;
-use crate::vocab::CancelRequest;
 use std::path::PathBuf;
 
 #[derive(Debug, clap::Args)]
@@ -26,28 +25,11 @@ pub struct Args {
 pub async fn run(args: Args, db: Option<PathBuf>, printer: &Printer) -> anyhow::Result<ExitStatus> {
     let mut store = super::open_existing(db).await?;
     let id = store.resolve_id(&args.id).await?;
-    let inst = store.instance(&id).await?;
-    if inst.status.is_ended() {
-        return Err(UsageError(format!(
-            "instance {id} is already {}; there is nothing to cancel",
-            inst.status
-        ))
-        .into());
-    }
-    // Ask first, so a process running the instance right now stops too.
-    let ask = if args.terminate {
-        CancelRequest::Terminate
-    } else {
-        CancelRequest::Cancel
-    };
-    store.request_cancel(&id, ask).await?;
-    let opts = RunOptions {
-        cancel: true,
-        terminate: args.terminate,
-        ..RunOptions::default()
-    };
+    let asked = engine::actions::cancel(&mut store, &id, args.terminate).await?;
+    // Driven here even when another process was seen running it: it may
+    // have died since; a live one holds it and acts on the request itself.
     let progress = printer.progress();
-    let outcome = engine::drive::drive(&mut store, &id, opts, &progress).await;
+    let outcome = engine::drive::drive(&mut store, &id, asked.run.opts, &progress).await;
     progress.finish();
     match outcome {
         Ok(outcome) => {

@@ -10,7 +10,6 @@ use crate::exit::ExitStatus;
 use crate::printer::Printer;
 
 use std::path::PathBuf;
-use std::sync::Arc;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -29,23 +28,19 @@ pub struct Args {
 pub async fn run(args: Args, db: Option<PathBuf>, printer: &Printer) -> anyhow::Result<ExitStatus> {
     let mut store = super::open_existing(db).await?;
     let id = store.resolve_id(&args.id).await?;
-    let engine::actions::Restart {
-        target,
-        workflow: wf,
-        reset_steps,
-    } = engine::actions::prepare_restart(&mut store, &id, &args.from, args.as_id.as_deref())
-        .await?;
+    let engine::actions::Restart { run, reset_steps } =
+        engine::actions::prepare_restart(&mut store, &id, &args.from, args.as_id.as_deref())
+            .await?;
+    let target = run.id;
     printer.info(&format!(
         "restarting {target} {}",
         engine::actions::restart_words(&args.from, &reset_steps)
     ));
     let opts = RunOptions {
         inline_wait: args.ending.inline_wait,
-        restart: Some(args.from.clone()),
-        workflow: Some(Arc::new(wf)),
         traceparent: super::traceparent(),
         tracestate: std::env::var("TRACESTATE").ok(),
-        ..RunOptions::default()
+        ..run.opts
     };
     let progress = printer.progress();
     let started = std::time::Instant::now();

@@ -2,7 +2,7 @@
 //! its history, running its pinned definition.
 
 use super::run::{Ending, finish};
-use crate::engine::{self, RunOptions};
+use crate::engine::{self, RunOptions, RunOutcome};
 use crate::exit::ExitStatus;
 use crate::printer::Printer;
 use crate::vocab::{InstanceStatus, Timestamp};
@@ -27,6 +27,26 @@ pub struct Args {
 pub async fn run(args: Args, db: Option<PathBuf>, printer: &Printer) -> anyhow::Result<ExitStatus> {
     let mut store = super::open_existing(db).await?;
     let id = store.resolve_id(&args.id).await?;
+    let how = engine::actions::Resume {
+        now: args.now,
+        retry: args.retry_failed,
+    };
+    let started = std::time::Instant::now();
+    let ready = match engine::actions::resume(&store, &id, how).await {
+        Ok(ready) => ready,
+        Err(e) if completed(&e) => return Ok(nothing_to_do(printer, &id)),
+        // Ended by its queue before it ran: said as its run said it.
+        Err(engine::EngineError::NotResumable {
+            why: engine::Unresumable::Skipped,
+            ..
+        }) => {
+            let why = store.instance(&id).await?.error;
+            let outcome = RunOutcome::Skipped(why.unwrap_or_else(|| "skipped by its queue".into()));
+            let took = started.elapsed();
+            return Ok(finish(printer, &store, &id, &outcome, took, args.ending.json).await);
+        }
+        Err(e) => return Err(e.into()),
+    };
     let inst = store.instance(&id).await?;
     let mut inline_wait = args.ending.inline_wait;
     // A sleeping instance is resumed when its timer is due: wait for it here.
@@ -44,14 +64,11 @@ pub async fn run(args: Args, db: Option<PathBuf>, printer: &Printer) -> anyhow::
     }
     let opts = RunOptions {
         inline_wait,
-        fire_timers: args.now,
-        retry_failed: args.retry_failed,
         traceparent: super::traceparent(),
         tracestate: std::env::var("TRACESTATE").ok(),
-        ..RunOptions::default()
+        ..ready.run.opts
     };
     let progress = printer.progress();
-    let started = std::time::Instant::now();
     let outcome = engine::drive::drive(&mut store, &id, opts, &progress).await;
     progress.finish();
     match outcome {
@@ -64,13 +81,24 @@ pub async fn run(args: Args, db: Option<PathBuf>, printer: &Printer) -> anyhow::
             args.ending.json,
         )
         .await),
-        // Completed already, or by another process while we waited for the lease.
-        Err(engine::EngineError::NotResumable(_))
-            if store.instance(&id).await?.status == InstanceStatus::Completed =>
-        {
-            printer.info(&format!("instance {id} already completed; nothing to do"));
-            Ok(ExitStatus::Success)
-        }
+        // Completed by another process while we waited for the lease.
+        Err(e) if completed(&e) => Ok(nothing_to_do(printer, &id)),
         Err(e) => Err(e.into()),
     }
+}
+
+/// Whether `e` refused an instance that completed: not an error to resume.
+fn completed(e: &engine::EngineError) -> bool {
+    matches!(
+        e,
+        engine::EngineError::NotResumable {
+            why: engine::Unresumable::Completed,
+            ..
+        }
+    )
+}
+
+fn nothing_to_do(printer: &Printer, id: &crate::vocab::InstanceId) -> ExitStatus {
+    printer.info(&format!("instance {id} already completed; nothing to do"));
+    ExitStatus::Success
 }

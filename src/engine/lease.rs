@@ -112,6 +112,15 @@ pub fn interrupted(inst: &crate::store::InstanceRow, now_ms: i64) -> bool {
     }
 }
 
+/// `inst`'s status as shown at `now_ms` (unix ms): `interrupted` for a
+/// `running` one whose runner is gone, else the stored one.
+pub fn shown(inst: &crate::store::InstanceRow, now_ms: i64) -> crate::vocab::ShownStatus {
+    if interrupted(inst, now_ms) {
+        return crate::vocab::ShownStatus::Interrupted;
+    }
+    crate::vocab::ShownStatus::Stored(inst.status)
+}
+
 /// Whether the process named by a lease owner may still be alive. Only a
 /// holder of this host, boot and pid namespace can be found dead at once;
 /// any other (another machine, another container sharing this host name)

@@ -61,8 +61,15 @@ pub enum EngineError {
         child: InstanceId,
         holder: String,
     },
-    #[error("{0}")]
-    NotResumable(String),
+    /// A resume (or a cancel's run) of an instance that cannot go on.
+    #[error("instance {id} {why}")]
+    NotResumable { id: InstanceId, why: Unresumable },
+    /// A cancel of an instance that has ended.
+    #[error("instance {id} is already {status}; there is nothing to cancel")]
+    NothingToCancel {
+        id: InstanceId,
+        status: crate::vocab::InstanceStatus,
+    },
     /// `wf run --id` of an instance that exists with the same definition
     /// and inputs: nothing to do but say what became of it.
     #[error("instance {} exists already, with the same definition and inputs: {}", .0.id, .0.status)]
@@ -75,6 +82,34 @@ pub enum EngineError {
     Restart(#[from] restart::RestartError),
     #[error("{0}")]
     Internal(String),
+}
+
+/// Why an instance cannot be resumed; said after its id (CLI wording: a
+/// failed one's remedy names the commands; the API says its own).
+#[derive(Debug, thiserror::Error)]
+pub enum Unresumable {
+    #[error("already completed")]
+    Completed,
+    #[error("was canceled; it cannot be resumed")]
+    Canceled,
+    #[error("was skipped by its queue; it cannot be resumed")]
+    Skipped,
+    /// Failed, and not to be retried.
+    #[error("failed{}; {}", .0.error.as_deref().map(|e| format!(" ({e})")).unwrap_or_default(), .0.remedy.advice(&.0.short, &.0.file))]
+    Failed(Box<FailedRun>),
+}
+
+/// A failed instance a resume refused: its error, and what can change its
+/// result.
+#[derive(Debug)]
+pub struct FailedRun {
+    pub error: Option<String>,
+    pub remedy: advice::Remedy,
+    /// Whether a retry was asked (and the remedy says why it would not help).
+    pub retry: bool,
+    /// The id as shown, and the workflow file: for the CLI's advice.
+    pub short: String,
+    pub file: String,
 }
 
 /// Why an attempt did not succeed.

@@ -14,7 +14,7 @@
 
 use super::output::merge_patch;
 use crate::store::StepRow;
-use crate::vocab::{InstanceId, InstanceStatus, StepStatus, UnitKey};
+use crate::vocab::{InstanceId, InstanceStatus, ShownStatus, StepStatus, UnitKey};
 use crate::workflow::Workflow;
 use serde_json::Value;
 use std::collections::HashMap;
@@ -31,8 +31,8 @@ pub enum RestartError {
         "instance {id} is {status}; only an ended instance (completed, failed or canceled) can be restarted{hint}"
     )]
     NotEnded {
-        id: String,
-        status: String,
+        id: InstanceId,
+        status: ShownStatus,
         hint: &'static str,
     },
     #[error(
@@ -119,19 +119,22 @@ pub fn compensated(wf: &Workflow, rows: &[StepRow]) -> Vec<String> {
 }
 
 /// Why `status` cannot be restarted (None: it can).
-pub fn check_ended(id: &str, status: &str) -> Result<(), RestartError> {
+pub fn check_ended(id: &InstanceId, status: ShownStatus) -> Result<(), RestartError> {
+    use InstanceStatus as S;
     let hint = match status {
-        "completed" | "failed" | "canceled" | "skipped" => return Ok(()),
-        "sleeping" | "waiting" => "; `wf resume` continues it, `wf cancel` ends it",
-        "interrupted" | "running" => "; `wf resume` continues it",
-        "queued" => {
+        ShownStatus::Stored(S::Completed | S::Failed | S::Canceled | S::Skipped) => return Ok(()),
+        ShownStatus::Stored(S::Sleeping | S::Waiting) => {
+            "; `wf resume` continues it, `wf cancel` ends it"
+        }
+        ShownStatus::Interrupted | ShownStatus::Stored(S::Running) => "; `wf resume` continues it",
+        ShownStatus::Stored(S::Queued) => {
             "; `wf worker` (or `wf resume`) runs it once its queue admits it, `wf cancel` ends it"
         }
-        _ => "",
+        ShownStatus::Stored(S::Pending) => "",
     };
     Err(RestartError::NotEnded {
-        id: id.into(),
-        status: status.into(),
+        id: id.clone(),
+        status,
         hint,
     })
 }

@@ -298,7 +298,11 @@ impl Worker {
                         match result {
                             Ok(outcome) => observer.run_ended(&id, &outcome),
                             // Another worker got there first: not an error for us.
-                            Err(EngineError::Held { .. } | EngineError::NotResumable(_)) => {}
+                            Err(
+                                EngineError::Held { .. }
+                                | EngineError::NotResumable { .. }
+                                | EngineError::NothingToCancel { .. },
+                            ) => {}
                             Err(e) => {
                                 observer.run_failed(&id, &e);
                                 errors += 1;

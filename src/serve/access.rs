@@ -102,8 +102,7 @@ pub async fn refuse_large(req: Request, next: Next) -> Response {
                 let _ = drained.await;
             }
             ApiError::new(
-                axum::http::StatusCode::PAYLOAD_TOO_LARGE,
-                "too_large",
+                crate::error_kind::ErrorKind::TooLarge,
                 "the request body is larger than the server takes",
             )
             .into_response()

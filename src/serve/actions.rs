@@ -12,9 +12,10 @@ use super::api::{accepted, registered};
 use super::body::{self, NoBody, RestartBody, ResumeBody, SignalBody, StartBody};
 use super::error::ApiError;
 use super::params::instance_ref;
-use crate::engine::{self, EngineError, Observer, RunOptions, actions, registry};
+use crate::engine::worker::WorkerObserver;
+use crate::engine::{self, Observer, actions, registry};
 use crate::views::ShownStatus;
-use crate::vocab::{CancelRequest, InstanceId, InstanceStatus};
+use crate::vocab::InstanceStatus;
 use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
@@ -173,27 +174,9 @@ pub(super) async fn cancel_in(
 ) -> Result<Value, ApiError> {
     let mut c = l.conn().await?;
     let id = c.resolve_id(id).await?;
-    let inst = c.instance(&id).await?;
-    if inst.status.is_ended() {
-        return Err(ApiError::conflict(format!(
-            "instance {id} is already {}; there is nothing to cancel",
-            inst.status
-        )));
-    }
-    // Asked first, so a process running it right now stops too.
-    let ask = if terminate {
-        CancelRequest::Terminate
-    } else {
-        CancelRequest::Cancel
-    };
-    c.request_cancel(&id, ask).await?;
-    if ShownStatus::of(&inst) != ShownStatus::Stored(InstanceStatus::Running) {
-        let opts = RunOptions {
-            cancel: true,
-            terminate,
-            ..RunOptions::default()
-        };
-        drive(l, id.clone(), opts);
+    let asked = actions::cancel(&mut c, &id, terminate).await?;
+    if asked.held_by.is_none() {
+        drive(l, asked.run);
     }
     Ok(json!({ "id": id, "status": "canceling" }))
 }
@@ -237,41 +220,10 @@ pub(super) async fn go_on_in(
 ) -> Result<Value, ApiError> {
     let c = l.conn().await?;
     let id = c.resolve_id(id).await?;
-    let inst = c.instance(&id).await?;
-    let shown = ShownStatus::of(&inst);
-    match inst.status {
-        _ if shown == ShownStatus::Stored(InstanceStatus::Running) => {
-            return Err(EngineError::Held {
-                holder: inst.lease_owner.clone().unwrap_or_default(),
-                id,
-            }
-            .into());
-        }
-        InstanceStatus::Completed | InstanceStatus::Canceled | InstanceStatus::Skipped => {
-            return Err(ApiError::new(
-                StatusCode::CONFLICT,
-                "not_resumable",
-                format!("instance {id} already {}", inst.status),
-            ));
-        }
-        InstanceStatus::Failed if !retry => {
-            return Err(ApiError::new(
-                StatusCode::CONFLICT,
-                "not_resumable",
-                format!(
-                    "instance {id} failed: `POST …/retry` gives its failed steps a fresh attempt budget"
-                ),
-            ));
-        }
-        _ => {}
-    }
-    let opts = RunOptions {
-        fire_timers: now,
-        retry_failed: retry,
-        ..RunOptions::default()
-    };
-    drive(l, id.clone(), opts);
-    Ok(json!({ "id": id, "status": shown }))
+    let ready = actions::resume(&c, &id, actions::Resume { now, retry }).await?;
+    let status = ready.status;
+    drive(l, ready.run);
+    Ok(json!({ "id": id, "status": status }))
 }
 
 /// `POST /api/v1/instances/{id}/restart` `{from, as?}`: `wf restart`.
@@ -300,32 +252,34 @@ pub(super) async fn restart_in(
     let mut c = l.conn().await?;
     let id = c.resolve_id(id).await?;
     let r = actions::prepare_restart(&mut c, &id, from, as_id).await?;
-    let opts = RunOptions {
-        restart: Some(from.to_string()),
-        workflow: Some(std::sync::Arc::new(r.workflow)),
-        ..RunOptions::default()
-    };
-    drive(l, r.target.clone(), opts);
-    Ok(json!({ "id": r.target, "from": from, "steps": r.reset_steps, "status": "restarting" }))
+    let target = r.run.id.clone();
+    drive(l, r.run);
+    Ok(json!({ "id": target, "from": from, "steps": r.reset_steps, "status": "restarting" }))
 }
 
 /// Where a background run's progress goes: nowhere (its end is recorded).
 struct Quiet;
 impl Observer for Quiet {}
 
-/// Drives instance `id` with `opts` in the background, on the server's
-/// thread; a run that cannot go on says why in the server's log.
-fn drive(local: &Rc<super::db::Local>, id: InstanceId, opts: RunOptions) {
+/// Drives `run` in the background, on the server's thread; its end (or
+/// why it could not go on) is said in the server's log, as a worker's are.
+fn drive(local: &Rc<super::db::Local>, run: actions::ToRun) {
     let location = local.location.clone();
+    let printer = local.printer.clone();
     local.background(async move {
+        let actions::ToRun { id, opts } = run;
         let ended = async {
             let mut store = crate::store::Store::open(&location).await?;
             engine::drive::drive(&mut store, &id, opts, &Quiet).await
         }
         .await;
+        let log = crate::worker_log::WorkerLog {
+            printer: &printer,
+            json: false,
+        };
         match ended {
-            Ok(outcome) => eprintln!("instance {id}: {}", outcome.as_str()),
-            Err(e) => eprintln!("error: instance {id}: {e}"),
+            Ok(outcome) => log.run_ended(&id, &outcome),
+            Err(e) => log.run_failed(&id, &e),
         }
     });
 }

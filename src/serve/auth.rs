@@ -211,8 +211,7 @@ pub async fn require(State(app): State<App>, req: Request, next: Next) -> Respon
             let safe = matches!(*req.method(), Method::GET | Method::HEAD | Method::OPTIONS);
             if !safe && !same_site(req.headers()) {
                 return ApiError::new(
-                    StatusCode::FORBIDDEN,
-                    "cross_site",
+                    crate::error_kind::ErrorKind::CrossSite,
                     "a request from another site may not change anything here",
                 )
                 .into_response();
@@ -278,8 +277,7 @@ pub fn wants_page(req: &Request) -> bool {
 /// The one refusal of a request without the token.
 pub fn unauthorized() -> ApiError {
     ApiError::new(
-        StatusCode::UNAUTHORIZED,
-        "unauthorized",
+        crate::error_kind::ErrorKind::Unauthorized,
         "this server needs its token: `Authorization: Bearer TOKEN`",
     )
 }

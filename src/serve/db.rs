@@ -38,6 +38,8 @@ pub struct Local {
     /// Runs the server drives itself (a cancel's compensations, a resume,
     /// a restart), awaited before it exits.
     pub background: std::cell::RefCell<Vec<tokio::task::JoinHandle<()>>>,
+    /// Where those runs say how they ended: the server's log.
+    pub printer: crate::printer::Printer,
 }
 
 /// A connection of the pool, given back when dropped.
@@ -123,7 +125,10 @@ impl Db {
 
 /// The channel's two ends: the [`Db`] requests use, and the loop that runs
 /// their jobs ([`dispatch`]) on the local task set.
-pub fn channel(location: Location) -> (Db, Rc<Local>, mpsc::UnboundedReceiver<Job>) {
+pub fn channel(
+    location: Location,
+    printer: crate::printer::Printer,
+) -> (Db, Rc<Local>, mpsc::UnboundedReceiver<Job>) {
     let (tx, rx) = mpsc::unbounded_channel();
     let file = location.file_id().and_then(Result::ok);
     let local = Rc::new(Local {
@@ -132,6 +137,7 @@ pub fn channel(location: Location) -> (Db, Rc<Local>, mpsc::UnboundedReceiver<Jo
         location,
         permits: Arc::new(Semaphore::new(MAX_CONNECTIONS)),
         background: Default::default(),
+        printer,
     });
     (Db { tx }, local, rx)
 }

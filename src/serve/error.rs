@@ -1,11 +1,11 @@
-//! The API's errors: `{"error": {"code", "message"}}` with an HTTP status
-//! that stands for the exit code the CLI gives for the same failure
-//! (docs/api.md): 2 (usage) is 400, or 404 for what does not exist; 1
-//! (failed) 422; 4 (canceled) and 5 (held by another process) 409; 6 (the
-//! database unreachable) 503. Every error response of the server has this
-//! shape, axum's own rejections included ([`normalize`]).
+//! The API's errors: `{"error": {"code", "message"}}` with the HTTP status
+//! and code of their [`ErrorKind`], the same kind that gives the CLI's exit
+//! code for the same failure (docs/api.md's table). Every error response
+//! of the server has this shape, axum's own rejections included
+//! ([`normalize`]).
 
-use crate::engine::EngineError;
+use crate::engine::{EngineError, Unresumable};
+use crate::error_kind::ErrorKind;
 use crate::store::StoreError;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -13,79 +13,79 @@ use serde_json::json;
 
 #[derive(Debug, Clone)]
 pub struct ApiError {
-    pub status: StatusCode,
-    pub code: &'static str,
+    pub kind: ErrorKind,
     pub message: String,
 }
 
 impl ApiError {
-    pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> ApiError {
+    pub fn new(kind: ErrorKind, message: impl Into<String>) -> ApiError {
         ApiError {
-            status,
-            code,
+            kind,
             message: message.into(),
         }
     }
 
     pub fn bad_request(message: impl Into<String>) -> ApiError {
-        ApiError::new(StatusCode::BAD_REQUEST, "invalid", message)
+        ApiError::new(ErrorKind::Invalid, message)
     }
 
     pub fn not_found(message: impl Into<String>) -> ApiError {
-        ApiError::new(StatusCode::NOT_FOUND, "not_found", message)
+        ApiError::new(ErrorKind::NotFound, message)
     }
 
     pub fn conflict(message: impl Into<String>) -> ApiError {
-        ApiError::new(StatusCode::CONFLICT, "conflict", message)
+        ApiError::new(ErrorKind::Conflict, message)
     }
 
     pub fn unavailable(message: impl Into<String>) -> ApiError {
-        ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "unavailable", message)
+        ApiError::new(ErrorKind::Unavailable, message)
     }
 
     pub fn internal(message: impl Into<String>) -> ApiError {
-        ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", message)
+        ApiError::new(ErrorKind::Internal, message)
+    }
+
+    /// The HTTP status its kind answers with.
+    pub fn status(&self) -> StatusCode {
+        StatusCode::from_u16(self.kind.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR)
     }
 
     pub fn from_store(e: StoreError) -> ApiError {
-        match e {
-            StoreError::NotFound(_) => ApiError::not_found(e.to_string()),
-            StoreError::Ambiguous { .. } => {
-                ApiError::new(StatusCode::BAD_REQUEST, "ambiguous", e.to_string())
-            }
-            StoreError::Unreachable { .. } => ApiError::unavailable(e.to_string()),
-            StoreError::Busy(_) => ApiError::unavailable(format!(
+        let message = match &e {
+            StoreError::Busy(_) => format!(
                 "the database is locked by another process; nothing was done, try again ({e})"
-            )),
-            StoreError::Open { .. } => ApiError::unavailable(e.to_string()),
-            other => ApiError::internal(other.to_string()),
-        }
+            ),
+            _ => e.to_string(),
+        };
+        ApiError::new(ErrorKind::of_store(&e), message)
     }
 
+    /// An engine error in the API's words: where the CLI's names a flag or
+    /// a command, this names the request's field or route.
     pub fn from_engine(e: EngineError) -> ApiError {
-        match e {
-            EngineError::Store(s) => ApiError::from_store(s),
-            EngineError::Held { .. }
-            | EngineError::LeaseLost { .. }
-            | EngineError::ChildLost { .. } => {
-                ApiError::new(StatusCode::CONFLICT, "held", e.to_string())
-            }
-            EngineError::Taken(_) | EngineError::Exists(_) => ApiError::conflict(e.to_string()),
-            EngineError::NotResumable(_) => {
-                ApiError::new(StatusCode::CONFLICT, "not_resumable", e.to_string())
-            }
-            EngineError::MissingInput(name) => ApiError::bad_request(format!(
+        let kind = ErrorKind::of_engine(&e);
+        let message = match e {
+            EngineError::Store(s) => return ApiError::from_store(s),
+            EngineError::MissingInput(name) => format!(
                 "missing required input `{name}`: give it in the request's `inputs` (`{{\"inputs\": {{\"{name}\": …}}}}`)"
-            )),
-            EngineError::Definition(_) | EngineError::Input(_) | EngineError::Restart(_) => {
-                ApiError::bad_request(e.to_string())
-            }
-            EngineError::Internal(_) => ApiError::internal(e.to_string()),
-        }
+            ),
+            EngineError::NotResumable {
+                id,
+                why: Unresumable::Failed(f),
+            } if !f.retry => format!(
+                "instance {id} failed{}: `POST …/retry` gives its failed steps a fresh attempt budget",
+                f.error
+                    .as_deref()
+                    .map(|e| format!(" ({e})"))
+                    .unwrap_or_default()
+            ),
+            e => e.to_string(),
+        };
+        ApiError::new(kind, message)
     }
 
     pub fn body(&self) -> serde_json::Value {
-        json!({ "error": { "code": self.code, "message": self.message } })
+        json!({ "error": { "code": self.kind.code(), "message": self.message } })
     }
 }
 
@@ -103,8 +103,8 @@ impl From<EngineError> for ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let mut r = (self.status, axum::Json(self.body())).into_response();
-        if self.status == StatusCode::UNAUTHORIZED {
+        let mut r = (self.status(), axum::Json(self.body())).into_response();
+        if self.status() == StatusCode::UNAUTHORIZED {
             r.headers_mut().insert(
                 header::WWW_AUTHENTICATE,
                 HeaderValue::from_static(super::headers::AUTHENTICATE),
@@ -135,21 +135,24 @@ pub async fn normalize(req: axum::extract::Request, next: axum::middleware::Next
         .await
         .map(|b| String::from_utf8_lossy(&b).trim().to_string())
         .unwrap_or_default();
-    let (code, message) = match status {
-        StatusCode::NOT_FOUND => ("not_found", "no such route".to_string()),
+    let (kind, message) = match status {
+        StatusCode::NOT_FOUND => (ErrorKind::NotFound, "no such route".to_string()),
         StatusCode::METHOD_NOT_ALLOWED => (
-            "method_not_allowed",
+            ErrorKind::MethodNotAllowed,
             "the route does not take this method".to_string(),
         ),
         StatusCode::PAYLOAD_TOO_LARGE => (
-            "too_large",
+            ErrorKind::TooLarge,
             "the request body is larger than the server takes".to_string(),
         ),
-        StatusCode::REQUEST_TIMEOUT => ("timeout", "the request took too long".to_string()),
-        _ if text.is_empty() => ("invalid", status.to_string()),
-        _ => ("invalid", text),
+        StatusCode::REQUEST_TIMEOUT => {
+            (ErrorKind::Timeout, "the request took too long".to_string())
+        }
+        _ if status.is_server_error() => (ErrorKind::Internal, status.to_string()),
+        _ if text.is_empty() => (ErrorKind::Invalid, status.to_string()),
+        _ => (ErrorKind::Invalid, text),
     };
-    let mut out = ApiError::new(status, code, message).into_response();
+    let mut out = ApiError::new(kind, message).into_response();
     for (k, v) in &parts.headers {
         if k == header::ALLOW || k == header::WWW_AUTHENTICATE {
             out.headers_mut().insert(k, v.clone());

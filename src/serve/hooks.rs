@@ -19,6 +19,7 @@
 use super::App;
 use super::error::ApiError;
 use crate::engine::registry;
+use crate::error_kind::ErrorKind;
 use crate::workflow::template;
 use axum::Json;
 use axum::extract::{Path, RawQuery, State};
@@ -100,8 +101,7 @@ pub async fn deliver(
             };
             let Some(key) = std::env::var_os(&hook.secret).filter(|k| !k.is_empty()) else {
                 return Err(ApiError::new(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    "unavailable",
+                    ErrorKind::Unavailable,
                     format!(
                         "webhook `{name}` cannot verify deliveries: `{}` is not set where the server runs",
                         hook.secret
@@ -111,8 +111,7 @@ pub async fn deliver(
             use std::os::unix::ffi::OsStrExt as _;
             if !signed(key.as_bytes(), &body, signature.as_deref()) {
                 return Err(ApiError::new(
-                    StatusCode::UNAUTHORIZED,
-                    "bad_signature",
+                    ErrorKind::BadSignature,
                     "the X-Hub-Signature-256 header is missing or does not sign this body",
                 ));
             }

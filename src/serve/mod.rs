@@ -200,7 +200,7 @@ pub async fn run(
     let addr = listener.local_addr().unwrap_or(opts.listen);
     let (stop_tx, stopping) = tokio::sync::watch::channel(false);
     let stopping_rx = stopping.clone();
-    let (db, local, jobs) = db::channel(location.clone());
+    let (db, local, jobs) = db::channel(location.clone(), printer.clone());
     let app = App {
         db,
         token: opts.token.clone(),

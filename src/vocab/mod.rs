@@ -10,7 +10,7 @@ mod time;
 
 pub use error_type::ErrorType;
 pub use key::{CHILD_EVENT_PREFIX, InstanceId, UnitKey, child_event, split_awaited};
-pub use status::{AttemptOutcome, CancelRequest, InstanceStatus, RunEnd, StepStatus};
+pub use status::{AttemptOutcome, CancelRequest, InstanceStatus, RunEnd, ShownStatus, StepStatus};
 pub use time::Timestamp;
 
 /// A stored word this build does not know: a corrupt row, or one written by

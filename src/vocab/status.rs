@@ -215,6 +215,38 @@ impl CancelRequest {
     }
 }
 
+/// An instance's status as shown: the stored one, except that a `running`
+/// instance whose runner is gone (its lease expired, or its holder was a
+/// process of this host that died) is `interrupted`, which `wf resume` or a
+/// worker continues. Serializes as its word.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ShownStatus {
+    Stored(InstanceStatus),
+    Interrupted,
+}
+
+impl ShownStatus {
+    /// The word shown.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            ShownStatus::Stored(s) => s.as_str(),
+            ShownStatus::Interrupted => "interrupted",
+        }
+    }
+}
+
+impl std::fmt::Display for ShownStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl serde::Serialize for ShownStatus {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

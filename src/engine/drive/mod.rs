@@ -23,10 +23,10 @@ pub use pinned::{pinned_by_hash, pinned_workflow};
 use super::advice::{self, Remedy};
 use super::lease::{self, Heartbeat};
 use super::runner::{ChildEnd, RunOptions, RunOutcome, RunStart, Runner, Stop};
-use super::{EngineError, Observer, procs, restart, shell};
+use super::{EngineError, Observer, Unresumable, procs, restart, shell};
 use crate::store::{self, Store, StoreError, Write};
 use crate::telemetry::{self, recorder};
-use crate::vocab::{InstanceId, InstanceStatus, RunEnd, StepStatus, Timestamp};
+use crate::vocab::{InstanceId, InstanceStatus, RunEnd, ShownStatus, StepStatus, Timestamp};
 use crate::workflow::Workflow;
 use std::sync::Arc;
 
@@ -619,39 +619,40 @@ async fn close_run(
 /// never; failed ones only with `--retry-failed`, and not once the
 /// workflow's `timeout` passed: the run would time out at once). A refusal
 /// of a failed instance says what can change its result ([`advice`]).
-async fn check_resumable(
+pub(crate) async fn check_resumable(
     store: &Store,
     inst: &store::InstanceRow,
     opts: &RunOptions,
 ) -> Result<(), EngineError> {
     let id = &inst.id;
     if opts.restart.is_some() {
-        return Ok(restart::check_ended(id, inst.status.as_str())?);
+        return Ok(restart::check_ended(id, ShownStatus::Stored(inst.status))?);
     }
+    let refused = |why| {
+        Err(EngineError::NotResumable {
+            id: id.clone(),
+            why,
+        })
+    };
     match inst.status {
-        InstanceStatus::Completed => Err(EngineError::NotResumable(format!(
-            "instance {id} already completed"
-        ))),
-        InstanceStatus::Canceled => Err(EngineError::NotResumable(format!(
-            "instance {id} was canceled; it cannot be resumed"
-        ))),
-        InstanceStatus::Failed if opts.cancel => Err(EngineError::NotResumable(format!(
-            "instance {id} already failed; there is nothing to cancel"
-        ))),
+        InstanceStatus::Completed => refused(Unresumable::Completed),
+        InstanceStatus::Canceled => refused(Unresumable::Canceled),
+        InstanceStatus::Failed if opts.cancel => Err(EngineError::NothingToCancel {
+            id: id.clone(),
+            status: inst.status,
+        }),
         InstanceStatus::Failed => {
             let remedy = advice::remedy_of(store, inst).await?;
-            let refused = !opts.retry_failed || matches!(remedy, Remedy::DeadlinePassed { .. });
-            if !refused {
+            if opts.retry_failed && !matches!(remedy, Remedy::DeadlinePassed { .. }) {
                 return Ok(());
             }
-            Err(EngineError::NotResumable(format!(
-                "instance {id} failed{}; {}",
-                inst.error
-                    .as_deref()
-                    .map(|e| format!(" ({e})"))
-                    .unwrap_or_default(),
-                remedy.advice(&id[..id.len().min(12)], &inst.workflow_path)
-            )))
+            refused(Unresumable::Failed(Box::new(super::FailedRun {
+                error: inst.error.clone(),
+                remedy,
+                retry: opts.retry_failed,
+                short: id[..id.len().min(12)].to_string(),
+                file: inst.workflow_path.clone(),
+            })))
         }
         _ => Ok(()),
     }

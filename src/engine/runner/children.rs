@@ -282,7 +282,12 @@ impl InProcess {
 /// worker, and is said.
 fn said_of(id: &InstanceId, ran: Result<(), EngineError>) -> Option<String> {
     match ran {
-        Ok(()) | Err(EngineError::Held { .. } | EngineError::NotResumable(_)) => None,
+        Ok(())
+        | Err(
+            EngineError::Held { .. }
+            | EngineError::NotResumable { .. }
+            | EngineError::NothingToCancel { .. },
+        ) => None,
         Err(e) => Some(format!(
             "child instance {id} could not run here: {e}; the step waits for it (`wf resume {id}`)"
         )),

@@ -232,12 +232,12 @@ pub async fn act(
             Redirect::to(&format!("/instances/{target}?notice={}", said.code())).into_response()
         }
         Err(e) => {
-            let status = if e.status.is_server_error() {
-                e.status
+            let status = if e.status().is_server_error() {
+                e.status()
             } else {
                 StatusCode::UNPROCESSABLE_ENTITY
             };
-            if signaled && !e.status.is_server_error() {
+            if signaled && !e.status().is_server_error() {
                 // The form again, with what was typed and what was wrong.
                 let events = {
                     let id = id.clone();

@@ -124,12 +124,12 @@ pub fn signin(next: &str) -> String {
 /// An error as a page: its message, and the way back.
 pub fn error_page(e: &ApiError) -> Response {
     let body = maud::html! {
-        h1 { "Error " (e.status.as_u16()) }
+        h1 { "Error " (e.status().as_u16()) }
         p.notice.error { (e.message) }
         p { a href="/" { "Instances" } }
     };
     (
-        e.status,
+        e.status(),
         Html(shell::page("Error", shell::Nav::None, body).into_string()),
     )
         .into_response()

@@ -3,7 +3,11 @@
 //! each checks and writes before anything runs, in one place, so the CLI
 //! and `wf serve` refuse and record the same things.
 
-use super::{EngineError, redact::Redactor, restart};
+mod control;
+
+pub use control::{CancelAsked, Resumable, Resume, ToRun, cancel, resume};
+
+use super::{EngineError, RunOptions, redact::Redactor, restart};
 use crate::store::{InstanceRow, Store};
 use crate::vocab::{InstanceId, InstanceStatus, Timestamp};
 use crate::workflow::{Action, Workflow};
@@ -119,12 +123,11 @@ fn unknown_event(wf: &Workflow, event: &str) -> Option<String> {
     })
 }
 
-/// A restart made ready: the instance to run (the original, or its copy),
-/// its definition, and the steps that run again.
+/// A restart made ready: the run (of the original, or of its copy, with
+/// its definition), and the steps that run again.
 #[derive(Debug)]
 pub struct Restart {
-    pub target: InstanceId,
-    pub workflow: Workflow,
+    pub run: ToRun,
     pub reset_steps: Vec<String>,
 }
 
@@ -138,17 +141,13 @@ pub async fn prepare_restart(
     as_id: Option<&str>,
 ) -> Result<Restart, EngineError> {
     let inst = store.instance(id).await?;
-    let now_ms = Timestamp::now().ms();
-    match inst.status {
-        InstanceStatus::Running if !super::lease::interrupted(&inst, now_ms) => {
-            return Err(EngineError::Held {
-                holder: inst.lease_owner.clone().unwrap_or_default(),
-                id: id.clone(),
-            });
-        }
-        InstanceStatus::Running => restart::check_ended(id, "interrupted")?,
-        status => restart::check_ended(id, status.as_str())?,
+    if let Some(holder) = control::live_holder(&inst) {
+        return Err(EngineError::Held {
+            holder,
+            id: id.clone(),
+        });
     }
+    restart::check_ended(id, super::lease::shown(&inst, Timestamp::now().ms()))?;
     let (wf, reset_steps) = plan_restart(store, &inst, from).await?;
     super::check_secrets(&wf)?;
     let target = match as_id {
@@ -165,8 +164,14 @@ pub async fn prepare_restart(
         None => id.clone(),
     };
     Ok(Restart {
-        target,
-        workflow: wf,
+        run: ToRun {
+            id: target,
+            opts: RunOptions {
+                restart: Some(from.to_string()),
+                workflow: Some(std::sync::Arc::new(wf)),
+                ..RunOptions::default()
+            },
+        },
         reset_steps,
     })
 }

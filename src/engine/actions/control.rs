@@ -1,0 +1,119 @@
+//! The actions that make an instance run again or end (`wf cancel`,
+//! `wf resume`, `wf resume --retry-failed`, `wf restart`, and the API's
+//! routes and the inspector's buttons of the same names): what each checks
+//! and records before anything runs, and the run it makes ready. The CLI
+//! drives that run in its process, `wf serve` in the background; neither
+//! decides what may run.
+
+use super::super::drive::check_resumable;
+use super::super::{EngineError, RunOptions, Unresumable, lease};
+use crate::store::{InstanceRow, Store};
+use crate::vocab::{CancelRequest, InstanceId, InstanceStatus, ShownStatus, Timestamp};
+
+/// A run an action made ready: the instance, and the options to drive it
+/// with (the caller adds its own: progress, a trace parent, an inline wait).
+#[derive(Debug)]
+pub struct ToRun {
+    pub id: InstanceId,
+    pub opts: RunOptions,
+}
+
+/// What [`cancel`] did: the request is recorded; `held_by` names the live
+/// process that runs the instance (it acts on the request itself), else the
+/// run that compensates and ends it is made ready.
+#[derive(Debug)]
+pub struct CancelAsked {
+    pub run: ToRun,
+    pub held_by: Option<String>,
+}
+
+/// The live process running `inst` now, if one is.
+pub(super) fn live_holder(inst: &InstanceRow) -> Option<String> {
+    let running =
+        inst.status == InstanceStatus::Running && !lease::interrupted(inst, Timestamp::now().ms());
+    running.then(|| inst.lease_owner.clone().unwrap_or_default())
+}
+
+/// Asks instance `id` to cancel (`terminate`: without compensations).
+/// Asked first, in the store, so that a process running it right now stops
+/// too; an ended instance has nothing to cancel.
+pub async fn cancel(
+    store: &mut Store,
+    id: &InstanceId,
+    terminate: bool,
+) -> Result<CancelAsked, EngineError> {
+    let inst = store.instance(id).await?;
+    if inst.status.is_ended() {
+        return Err(EngineError::NothingToCancel {
+            id: id.clone(),
+            status: inst.status,
+        });
+    }
+    let ask = if terminate {
+        CancelRequest::Terminate
+    } else {
+        CancelRequest::Cancel
+    };
+    store.request_cancel(id, ask).await?;
+    Ok(CancelAsked {
+        run: ToRun {
+            id: id.clone(),
+            opts: RunOptions {
+                cancel: true,
+                terminate,
+                ..RunOptions::default()
+            },
+        },
+        held_by: live_holder(&inst),
+    })
+}
+
+/// How a resume was asked: `now` fires a timer not yet due; `retry` gives
+/// failed steps a fresh attempt budget.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Resume {
+    pub now: bool,
+    pub retry: bool,
+}
+
+/// What [`resume`] made ready, and the status the instance had.
+#[derive(Debug)]
+pub struct Resumable {
+    pub run: ToRun,
+    pub status: ShownStatus,
+}
+
+/// Checks that instance `id` can go on as `how` asks, before anything is
+/// written: not while a live process runs it (held), never once completed,
+/// canceled or skipped, a failed one only with `retry` and only while a
+/// retry can help (its remedy says why not). The run checks again under
+/// its lease.
+pub async fn resume(store: &Store, id: &InstanceId, how: Resume) -> Result<Resumable, EngineError> {
+    let inst = store.instance(id).await?;
+    if let Some(holder) = live_holder(&inst) {
+        return Err(EngineError::Held {
+            id: id.clone(),
+            holder,
+        });
+    }
+    if inst.status == InstanceStatus::Skipped {
+        return Err(EngineError::NotResumable {
+            id: id.clone(),
+            why: Unresumable::Skipped,
+        });
+    }
+    let opts = RunOptions {
+        fire_timers: how.now,
+        retry_failed: how.retry,
+        ..RunOptions::default()
+    };
+    check_resumable(store, &inst, &opts).await?;
+    let status = lease::shown(&inst, Timestamp::now().ms());
+    Ok(Resumable {
+        run: ToRun {
+            id: id.clone(),
+            opts,
+        },
+        status,
+    })
+}
