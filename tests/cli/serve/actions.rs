@@ -391,3 +391,25 @@ fn an_instance_nobody_started_yet_is_pending_everywhere() {
     t.wf(&["worker", "--once"]).code(0);
     assert_eq!(t.inspect(&id)["status"], "completed");
 }
+
+#[test]
+fn a_retry_that_cannot_help_is_refused_before_anything_runs_as_the_cli_refuses_it() {
+    // Failed by its workflow's timeout: a retry would time out at once.
+    let t = Test::new();
+    let s = Server::start(&t, &[], &[]);
+    let (id, ran) = t.run_yaml(
+        "late.yaml",
+        "name: late\ntimeout: 1s\nsteps:\n  - id: slow\n    run: sleep 30\n",
+        &[],
+    );
+    ran.code(1);
+    let cli = t.wf(&["resume", &id, "--retry-failed"]);
+    cli.code(1);
+    assert!(cli.stderr.contains("deadline"), "{}", cli.stderr);
+    let r = s.post(&format!("/api/v1/instances/{id}/retry"), json!({}));
+    assert_eq!((r.status, r.code()), (409, "not_resumable".into()), "{}", r.text());
+    assert!(r.text().contains("deadline"), "{}", r.text());
+    // Nothing ran: still the one run it had.
+    assert_eq!(t.inspect(&id)["runs"].as_array().unwrap().len(), 1);
+    assert_eq!(t.inspect(&id)["status"], "failed");
+}
