@@ -47,7 +47,11 @@ pub struct Args {
 
 pub async fn run(args: Args, store: &Store, printer: &Printer) -> anyhow::Result<ExitStatus> {
     let query = ListQuery {
-        status: args.status.clone(),
+        status: args
+            .status
+            .as_deref()
+            .map(crate::engine::actions::list_status)
+            .transpose()?,
         workflow: args.workflow.clone(),
         since: args.since,
         parent: args.parent.clone(),

@@ -67,7 +67,7 @@ pub async fn list(State(app): State<App>, RawQuery(q): RawQuery) -> Result<Respo
         .transpose()
         .map_err(|_| ApiError::bad_request("`cursor` is not one this server gave"))?;
     let query = actions::ListQuery {
-        status: p.get("status").map(str::to_string),
+        status: p.get("status").map(actions::list_status).transpose()?,
         workflow: p.get("workflow").map(str::to_string),
         since: p.duration("since")?,
         parent: p.get("parent").map(str::to_string),

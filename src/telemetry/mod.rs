@@ -62,9 +62,62 @@ pub fn inject(
     out
 }
 
-/// Parses a W3C `traceparent` (through the propagator) into (trace_id, parent span_id).
-pub fn parse_traceparent(s: &str) -> Option<(String, String)> {
-    extract(s, None).map(|sc| (sc.trace_id().to_string(), sc.span_id().to_string()))
+/// A W3C `traceparent`: the one type wf writes one with (a child's first
+/// run under its parent's attempt, a run linked to the event that woke
+/// it) and reads one back through, both through the propagator.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TraceParent {
+    pub trace_id: opentelemetry::trace::TraceId,
+    pub span_id: opentelemetry::trace::SpanId,
+    pub flags: TraceFlags,
+}
+
+impl TraceParent {
+    /// Span `span_id` of trace `trace_id` (hex, as stored), sampled.
+    pub fn of(trace_id: &str, span_id: &str) -> Option<TraceParent> {
+        Some(TraceParent {
+            trace_id: opentelemetry::trace::TraceId::from_hex(trace_id).ok()?,
+            span_id: opentelemetry::trace::SpanId::from_hex(span_id).ok()?,
+            flags: TraceFlags::SAMPLED,
+        })
+    }
+
+    /// A `traceparent` header's value, if it is a valid one.
+    pub fn parse(s: &str) -> Option<TraceParent> {
+        let sc = extract(s, None)?;
+        Some(TraceParent {
+            trace_id: sc.trace_id(),
+            span_id: sc.span_id(),
+            flags: sc.trace_flags(),
+        })
+    }
+
+    /// As the span context of a remote parent (or link).
+    pub fn context(&self) -> SpanContext {
+        SpanContext::new(
+            self.trace_id,
+            self.span_id,
+            self.flags,
+            true,
+            TraceState::default(),
+        )
+    }
+}
+
+impl std::fmt::Display for TraceParent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let headers = inject(
+            &self.trace_id.to_string(),
+            &self.span_id.to_string(),
+            self.flags,
+            &TraceState::default(),
+        );
+        let value = headers
+            .iter()
+            .find(|(k, _)| k == "traceparent")
+            .map(|(_, v)| v.as_str());
+        f.write_str(value.unwrap_or_default())
+    }
 }
 
 /// A span link to another span, as stored in `SpanRow::links`.
@@ -89,16 +142,19 @@ mod tests {
                 ("tracestate".to_string(), "vendor=abc".to_string()),
             ]
         );
-        assert_eq!(parse_traceparent(&headers[0].1), Some((t, s)));
+        let parsed = TraceParent::parse(&headers[0].1).expect("valid");
         assert_eq!(
-            parse_traceparent("00-00000000000000000000000000000000-0000000000000001-01"),
+            (parsed.trace_id.to_string(), parsed.span_id.to_string()),
+            (t.clone(), s.clone())
+        );
+        assert_eq!(
+            TraceParent::parse("00-00000000000000000000000000000000-0000000000000001-01"),
             None
         );
-        assert_eq!(parse_traceparent("garbage"), None);
-        assert_eq!(
-            parse_traceparent("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")
-                .map(|p| p.1),
-            Some("00f067aa0ba902b7".into())
-        );
+        assert_eq!(TraceParent::parse("garbage"), None);
+        let ours = TraceParent::of(&t, &s).expect("hex");
+        assert_eq!(ours.to_string(), format!("00-{t}-{s}-01"));
+        assert_eq!(TraceParent::parse(&ours.to_string()), Some(ours));
+        assert_eq!(TraceParent::of("zz", &s), None);
     }
 }

@@ -226,12 +226,39 @@ pub enum ShownStatus {
 }
 
 impl ShownStatus {
+    /// Every status shown, in the order a list's filter offers them.
+    pub const ALL: [ShownStatus; 10] = [
+        ShownStatus::Stored(InstanceStatus::Pending),
+        ShownStatus::Stored(InstanceStatus::Queued),
+        ShownStatus::Stored(InstanceStatus::Running),
+        ShownStatus::Interrupted,
+        ShownStatus::Stored(InstanceStatus::Sleeping),
+        ShownStatus::Stored(InstanceStatus::Waiting),
+        ShownStatus::Stored(InstanceStatus::Completed),
+        ShownStatus::Stored(InstanceStatus::Failed),
+        ShownStatus::Stored(InstanceStatus::Canceled),
+        ShownStatus::Stored(InstanceStatus::Skipped),
+    ];
+
     /// The word shown.
     pub const fn as_str(self) -> &'static str {
         match self {
             ShownStatus::Stored(s) => s.as_str(),
             ShownStatus::Interrupted => "interrupted",
         }
+    }
+}
+
+impl std::str::FromStr for ShownStatus {
+    type Err = super::UnknownWord;
+    fn from_str(s: &str) -> Result<ShownStatus, super::UnknownWord> {
+        ShownStatus::ALL
+            .into_iter()
+            .find(|w| w.as_str() == s)
+            .ok_or_else(|| super::UnknownWord {
+                what: "status",
+                word: s.to_string(),
+            })
     }
 }
 

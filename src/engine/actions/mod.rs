@@ -9,7 +9,7 @@ pub use control::{CancelAsked, Resumable, Resume, ToRun, cancel, resume};
 
 use super::{EngineError, RunOptions, redact::Redactor, restart};
 use crate::store::{InstanceRow, Store};
-use crate::vocab::{InstanceId, InstanceStatus, Timestamp};
+use crate::vocab::{InstanceId, InstanceStatus, ShownStatus, Timestamp};
 use crate::workflow::{Action, Workflow};
 use serde_json::{Value, json};
 
@@ -336,25 +336,23 @@ pub async fn write_otlp(
     request.finish()
 }
 
-/// The statuses `wf list --status` takes (`interrupted`: a `running`
+/// The status `wf list --status` (the API's `status`, the page's filter)
+/// names: any word [`ShownStatus`] shows (`interrupted`: a `running`
 /// instance whose runner is gone).
-pub const STATUSES: &[&str] = &[
-    "pending",
-    "queued",
-    "running",
-    "interrupted",
-    "sleeping",
-    "waiting",
-    "completed",
-    "failed",
-    "canceled",
-    "skipped",
-];
+pub fn list_status(word: &str) -> Result<ShownStatus, EngineError> {
+    word.parse().map_err(|_| {
+        let words: Vec<&str> = ShownStatus::ALL.iter().map(|s| s.as_str()).collect();
+        EngineError::Input(format!(
+            "unknown status `{word}` (one of: {})",
+            words.join(", ")
+        ))
+    })
+}
 
 /// What `wf list` (and the API's instance list) asks for.
 #[derive(Debug, Clone, Default)]
 pub struct ListQuery {
-    pub status: Option<String>,
+    pub status: Option<ShownStatus>,
     pub workflow: Option<String>,
     /// Created within this long.
     pub since: Option<std::time::Duration>,
@@ -378,24 +376,17 @@ pub struct ListQuery {
 /// of one moment; with `count_more` false, 1 for any number).
 pub async fn list(store: &Store, q: &ListQuery) -> Result<(Vec<InstanceRow>, usize), EngineError> {
     use crate::store::{Lineage, ListFilter};
-    if let Some(s) = &q.status
-        && !STATUSES.contains(&s.as_str())
-    {
-        return Err(EngineError::Input(format!(
-            "unknown status `{s}` (one of: {})",
-            STATUSES.join(", ")
-        )));
-    }
-    // `interrupted` is a display status of `running` rows; filter after computing it.
-    let stored = match q.status.as_deref() {
-        Some("interrupted") => Some(InstanceStatus::Running),
-        other => other.and_then(|s| s.parse().ok()),
-    };
+    // `interrupted` is a shown status of `running` rows: told apart after
+    // the query, which asks for both.
+    let stored = q.status.map(|s| match s {
+        ShownStatus::Stored(s) => s,
+        ShownStatus::Interrupted => InstanceStatus::Running,
+    });
     let since = q.since.map(|d| {
         Timestamp::from(chrono::Utc::now() - chrono::Duration::from_std(d).unwrap_or_default())
     });
     // `interrupted` is told from `running` after the query: limit after it.
-    let limit_in_query = q.status.as_deref() != Some("interrupted");
+    let limit_in_query = q.status != Some(ShownStatus::Interrupted);
     let limit = match q.limit {
         0 => usize::MAX,
         n => n,
@@ -425,9 +416,11 @@ pub async fn list(store: &Store, q: &ListQuery) -> Result<(Vec<InstanceRow>, usi
                 .await?
                 .into_iter()
                 // `running` and `interrupted` are told apart here.
-                .filter(|i| match q.status.as_deref() {
-                    Some("interrupted") => super::lease::interrupted(i, now_ms),
-                    Some("running") => !super::lease::interrupted(i, now_ms),
+                .filter(|i| match q.status {
+                    Some(
+                        s @ (ShownStatus::Interrupted
+                        | ShownStatus::Stored(InstanceStatus::Running)),
+                    ) => super::lease::shown(i, now_ms) == s,
                     _ => true,
                 })
                 .collect();

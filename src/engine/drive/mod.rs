@@ -69,7 +69,8 @@ pub async fn drive(
             None => store
                 .attempt_span(&p.id, &p.key, p.attempt)
                 .await?
-                .map(|(trace, span)| format!("00-{trace}-{span}-01")),
+                .and_then(|(trace, span)| telemetry::TraceParent::of(&trace, &span))
+                .map(|t| t.to_string()),
         };
     }
     let (heartbeat, lost) = Heartbeat::start(store.location(), fence.clone(), ttl);
@@ -559,11 +560,13 @@ async fn close_run(
             _ => None,
         });
         let name = crate::vocab::child_event(&runner.id);
-        let payload = serde_json::json!({
-            "status": status.as_str(),
-            "outputs": outputs,
-            "error": error,
-        });
+        let end = super::scheduler::ChildEndEvent {
+            status,
+            outputs,
+            error: error.clone(),
+        };
+        let payload =
+            serde_json::to_value(&end).map_err(|e| EngineError::Internal(e.to_string()))?;
         event = Some((name.clone(), payload.to_string()));
         runner.sched.writes.push(Write::NotifyParent {
             parent: parent.id.clone(),

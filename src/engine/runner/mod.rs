@@ -571,8 +571,8 @@ impl<'o> Runner<'o> {
                 }
                 Effect::LinkEvent { name, traceparent } => {
                     // The run an event wakes links to the context it was sent under.
-                    if let Some(sc) = telemetry::parse_traceparent(&traceparent)
-                        .and_then(|(trace, span)| recorder::span_context(&trace, &span, true))
+                    if let Some(sc) =
+                        telemetry::TraceParent::parse(&traceparent).map(|t| t.context())
                     {
                         self.root.add_link_with_attributes(
                             sc,
@@ -587,7 +587,10 @@ impl<'o> Runner<'o> {
                         self.spans
                             .open
                             .get(key)
-                            .map(|(_, span_id, _)| format!("00-{}-{span_id}-01", self.trace.0))
+                            .and_then(|(_, span_id, _)| {
+                                telemetry::TraceParent::of(&self.trace.0, span_id)
+                            })
+                            .map(|t| t.to_string())
                     });
                     let claimed = match (&made, &workflow) {
                         (Some(_), Some(child)) => self.lease_child(&id, child),

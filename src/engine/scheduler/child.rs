@@ -404,25 +404,37 @@ impl Scheduler {
     }
 }
 
-/// What a child's end means for the attempt that made it (the event's
-/// payload: `{status, outputs, error}`).
+/// A child's end as its parent's event carries it (the event named
+/// [`child_event`] of the child): written with the child's final status in
+/// the commit that ends it, read back by the parent's attempt.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct ChildEndEvent {
+    pub status: InstanceStatus,
+    /// The child's `outputs:` (completed), if it has any.
+    pub outputs: Option<Value>,
+    pub error: Option<String>,
+}
+
+/// What a child's end means for the attempt that made it.
 fn child_result(child: &InstanceId, payload: &str) -> AttemptResult {
-    let v: Value = serde_json::from_str(payload).unwrap_or(Value::Null);
-    match v.get("status").and_then(Value::as_str) {
-        Some("completed") => ok(match v.get("outputs") {
-            Some(o) if !o.is_null() => o.clone(),
-            _ => Value::Object(Map::new()),
-        }),
-        Some("canceled" | "skipped") => AttemptResult::failed(Failure::new(
-            ErrorType::ChildCanceled,
-            format!("child {child} was canceled"),
-        )),
+    // A payload that does not read is a child that did not complete.
+    let end = serde_json::from_str::<ChildEndEvent>(payload).ok();
+    match end.as_ref().map(|e| e.status) {
+        Some(InstanceStatus::Completed) => ok(end
+            .and_then(|e| e.outputs)
+            .filter(|o| !o.is_null())
+            .unwrap_or_else(|| Value::Object(Map::new()))),
+        Some(InstanceStatus::Canceled | InstanceStatus::Skipped) => {
+            AttemptResult::failed(Failure::new(
+                ErrorType::ChildCanceled,
+                format!("child {child} was canceled"),
+            ))
+        }
         _ => AttemptResult::failed(Failure::new(
             ErrorType::ChildFailed,
             format!(
                 "child {child} failed{}",
-                v.get("error")
-                    .and_then(Value::as_str)
+                end.and_then(|e| e.error)
                     .map(|e| format!(": {e}"))
                     .unwrap_or_default()
             ),

@@ -23,6 +23,7 @@ mod suspend;
 #[cfg(test)]
 mod tests;
 
+pub use child::ChildEndEvent;
 pub use step::{Effect, Input, Job, MAX_SETTLED_PER_COMMIT, Note, Settled, SpanIds};
 
 use super::context::{self, Context};

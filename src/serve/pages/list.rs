@@ -7,7 +7,7 @@ use super::super::App;
 use super::super::error::ApiError;
 use super::super::params::{Params, instance_ref};
 use super::shell::{self, Nav};
-use crate::engine::actions::{self, ListQuery, STATUSES};
+use crate::engine::actions::{self, ListQuery};
 use crate::store::InstanceRow;
 use crate::views::ShownStatus;
 use crate::vocab::{InstanceId, Timestamp};
@@ -77,7 +77,10 @@ impl Filters {
             ),
         };
         Ok(ListQuery {
-            status: non_empty(&self.status),
+            status: non_empty(&self.status)
+                .as_deref()
+                .map(actions::list_status)
+                .transpose()?,
             workflow: non_empty(&self.workflow),
             since,
             parent: non_empty(&self.parent),
@@ -159,7 +162,7 @@ fn filter_form(f: &Filters) -> Markup {
             label { "Status"
                 select name="status" {
                     option value="" selected[f.status.is_empty()] { "any" }
-                    @for s in STATUSES { option value=(s) selected[f.status == *s] { (s) } }
+                    @for s in ShownStatus::ALL { option value=(s.as_str()) selected[f.status == s.as_str()] { (s.as_str()) } }
                 }
             }
             label { "Workflow" input type="text" name="workflow" value=(f.workflow) size="14"; }

@@ -407,7 +407,12 @@ fn a_retry_that_cannot_help_is_refused_before_anything_runs_as_the_cli_refuses_i
     cli.code(1);
     assert!(cli.stderr.contains("deadline"), "{}", cli.stderr);
     let r = s.post(&format!("/api/v1/instances/{id}/retry"), json!({}));
-    assert_eq!((r.status, r.code()), (409, "not_resumable".into()), "{}", r.text());
+    assert_eq!(
+        (r.status, r.code()),
+        (409, "not_resumable".into()),
+        "{}",
+        r.text()
+    );
     assert!(r.text().contains("deadline"), "{}", r.text());
     // Nothing ran: still the one run it had.
     assert_eq!(t.inspect(&id)["runs"].as_array().unwrap().len(), 1);
