@@ -47,6 +47,7 @@
 
 #[cfg(test)]
 mod contract;
+mod list_sql;
 mod pending;
 mod pg;
 mod pool;

@@ -422,6 +422,12 @@ pub enum Arrival {
     CancelPrevious(String),
 }
 
+/// Why an instance a newer one of its key replaced (`debounce`) ended
+/// `skipped`: the same words on both backends.
+pub fn debounced(by: &crate::vocab::InstanceId, key: &str) -> String {
+    format!("skipped: instance {by} of queue `{key}` replaced it (debounce)")
+}
+
 /// The arrival of new instance `id` of `place`'s key (in `rows.line`),
 /// whose creator holds its lease when `held` (a detached one is admitted by
 /// a worker). A debounced one waits out its period whatever `on_full` says.

@@ -27,13 +27,27 @@ macro_rules! instance_cols {
     };
 }
 
+/// An instance's columns as listings show them: its definition's source
+/// left out.
+macro_rules! summary_cols {
+    () => {
+        concat!(
+            "id, workflow, status, '', definition_hash, workflow_path, base_dir, inputs, state, \
+             error, wake_at, waiting_event, lease_owner, ",
+            lease_left!(),
+            ", created_at, updated_at, parent_id, parent_key, parent_attempt, depth, labels, ",
+            queue_cols!()
+        )
+    };
+}
+
+/// [`summary_cols`] as a constant, for the statements built at run time.
+pub(super) const SUMMARY_COLS: &str = summary_cols!();
+
 /// The children of an instance (`$1`), oldest first, as listings show them.
 const CHILDREN: &str = concat!(
-    "SELECT id, workflow, status, '', definition_hash, workflow_path, base_dir, inputs, state, \
-     error, wake_at, waiting_event, lease_owner, ",
-    lease_left!(),
-    ", created_at, updated_at, parent_id, parent_key, parent_attempt, depth, labels, ",
-    queue_cols!(),
+    "SELECT ",
+    summary_cols!(),
     " FROM instances WHERE parent_id = $1 ORDER BY created_at, seq"
 );
 

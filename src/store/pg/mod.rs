@@ -125,6 +125,28 @@ pub struct PgStore {
     target: PgTarget,
     /// The statements prepared on the connection of this generation.
     statements: Mutex<(u64, HashMap<Sql, Statement>)>,
+    /// The statements built at run time (`wf list`'s, one per shape of its
+    /// filters) prepared on the connection of this generation, by text:
+    /// at most [`MAX_BUILT`], else emptied first.
+    built: Mutex<(u64, HashMap<String, Statement>)>,
+}
+
+/// The most built statements kept prepared on a connection. `wf list`'s
+/// shapes number 48 for each count of `--label`s.
+const MAX_BUILT: usize = 256;
+
+/// A statement's text: a constant (its prepared form kept by address), or
+/// one built at run time from a request's shape (kept by its text).
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Text<'a> {
+    Fixed(&'static str),
+    Built(&'a str),
+}
+
+impl From<&'static str> for Text<'_> {
+    fn from(sql: &'static str) -> Self {
+        Text::Fixed(sql)
+    }
 }
 
 impl PgStore {
@@ -154,6 +176,7 @@ impl PgStore {
             conn,
             target: target.clone(),
             statements: Mutex::new((0, HashMap::new())),
+            built: Mutex::new((0, HashMap::new())),
         })
     }
 
@@ -287,13 +310,47 @@ impl PgStore {
         &self,
         generation: u64,
         client: &Client,
-        sql: &'static str,
+        sql: Text<'_>,
     ) -> std::result::Result<Statement, tokio_postgres::Error> {
+        let sql = match sql {
+            Text::Fixed(sql) => sql,
+            Text::Built(sql) => return self.built_statement(generation, client, sql).await,
+        };
         if let Some(s) = self.prepared(generation, |m| m.get(&Sql(sql)).cloned()) {
             return Ok(s);
         }
         let s = client.prepare(sql).await?;
         self.prepared(generation, |m| m.insert(Sql(sql), s.clone()));
+        Ok(s)
+    }
+
+    /// [`PgStore::statement`] of a text built at run time.
+    async fn built_statement(
+        &self,
+        generation: u64,
+        client: &Client,
+        sql: &str,
+    ) -> std::result::Result<Statement, tokio_postgres::Error> {
+        let cached = |f: &mut dyn FnMut(&mut HashMap<String, Statement>)| {
+            if let Ok(mut m) = self.built.lock() {
+                if m.0 != generation {
+                    *m = (generation, HashMap::new());
+                }
+                f(&mut m.1);
+            }
+        };
+        let mut found = None;
+        cached(&mut |m| found = m.get(sql).cloned());
+        if let Some(s) = found {
+            return Ok(s);
+        }
+        let s = client.prepare(sql).await?;
+        cached(&mut |m| {
+            if m.len() >= MAX_BUILT {
+                m.clear();
+            }
+            m.insert(sql.to_string(), s.clone());
+        });
         Ok(s)
     }
 
@@ -334,9 +391,10 @@ impl PgStore {
     /// is the same when applied twice: a claim, a renewal).
     pub(super) async fn query(
         &self,
-        sql: &'static str,
+        sql: impl Into<Text<'_>>,
         params: &[&(dyn ToSql + Sync)],
     ) -> Result<Vec<Row>> {
+        let sql = sql.into();
         let mut since = None;
         loop {
             let (generation, client) = self.conn.current();
@@ -362,7 +420,7 @@ impl PgStore {
         let mut since = None;
         loop {
             let (generation, client) = self.conn.current();
-            let sent = match self.statement(generation, &client, sql).await {
+            let sent = match self.statement(generation, &client, sql.into()).await {
                 Ok(stmt) => client.execute(&stmt, params).await,
                 Err(e) => Err(e),
             };

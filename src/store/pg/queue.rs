@@ -327,10 +327,7 @@ impl PgStore {
                     p(place.key.clone()),
                     p(row.id.to_string()),
                     p(Timestamp::from_ms(now.ms() - d)),
-                    p(format!(
-                        "skipped: instance {} of queue `{}` replaced it (debounce)",
-                        row.id, place.key
-                    )),
+                    p(queue::debounced(&row.id, &place.key)),
                     p(now),
                 ],
             ));

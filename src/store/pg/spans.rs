@@ -97,7 +97,7 @@ impl PgStore {
         // to `f` would be given twice.
         let (generation, client) = self.conn.current();
         let stmt = self
-            .statement(generation, &client, SELECT_SPANS)
+            .statement(generation, &client, SELECT_SPANS.into())
             .await
             .map_err(|e| self.fail(e))?;
         let rows = client

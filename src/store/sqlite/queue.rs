@@ -229,10 +229,7 @@ pub(super) fn arrive(
         return Ok(());
     };
     if let Some(d) = place.limits.debounce_ms {
-        let why = format!(
-            "skipped: instance {} of queue `{}` replaced it (debounce)",
-            row.id, place.key
-        );
+        let why = queue::debounced(&row.id, &place.key);
         cached(
             c,
             "UPDATE instances SET status = 'skipped', error = ?4, wake_at = NULL, lease_expires_ms = NULL, \
