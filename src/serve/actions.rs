@@ -14,14 +14,14 @@ use super::error::ApiError;
 use super::params::instance_ref;
 use crate::engine::worker::WorkerObserver;
 use crate::engine::{self, Observer, actions, registry};
-use crate::views::ShownStatus;
-use crate::vocab::InstanceStatus;
+use crate::views::{Accepted, Accepting, RestartAccepted, ShownStatus, SignalView, Started};
+use crate::vocab::{InstanceId, InstanceStatus};
 use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 use std::rc::Rc;
 
 /// `POST /api/v1/workflows/{name}/instances` `{inputs?, labels?}`: records
@@ -53,55 +53,51 @@ pub async fn start(
             }
         },
     };
-    let (status, doc) = app
+    let started = app
         .db
         .run(move |l| async move { start_in(&l, &name, inputs, labels, key).await })
         .await?;
-    Ok((status, Json(doc)).into_response())
+    let exit = match started.instance.status {
+        InstanceStatus::Skipped => 4,
+        _ => 0,
+    };
+    Ok(started_response(&started, Some(exit)))
 }
 
 /// Records an instance of registered workflow `name` (the API's start, the
-/// inspector's form): 201 and the instance, or 200 and the one the key
-/// started before.
+/// inspector's form): made now, or the one the key started before.
 pub(super) async fn start_in(
     l: &super::db::Local,
     name: &str,
     inputs: Map<String, Value>,
     labels: Vec<(String, String)>,
     key: Option<String>,
-) -> Result<(StatusCode, Value), ApiError> {
+) -> Result<registry::Started, ApiError> {
     let mut c = l.conn().await?;
     let row = registered(&c, name).await?;
     let wf = registry::definition(&c, &row).await?;
     let id = key.map(|k| registry::keyed_id(&format!("api {name}"), &k));
-    let started =
-        registry::start(&mut c, &row, &wf, registry::Start { inputs, labels, id }).await?;
-    let (status, mut doc) = started_doc(&started);
-    let exit = match started.instance.status {
-        InstanceStatus::Skipped => 4,
-        _ => 0,
-    };
-    doc.shift_insert(3, "exit_code".into(), exit.into());
-    Ok((status, Value::Object(doc)))
+    Ok(registry::start(&mut c, &row, &wf, registry::Start { inputs, labels, id }).await?)
 }
 
-/// What a start answers (the API's, a webhook's): 201 and the instance it
-/// made, or 200 and the one its key (or dedupe value) made before, as
-/// `{id, workflow, status, created}`.
-pub(super) fn started_doc(started: &registry::Started) -> (StatusCode, Map<String, Value>) {
+/// What a start answers (the API's, with `exit`; a webhook's): 201 and the
+/// instance it made, or 200 and the one its key (or dedupe value) made
+/// before.
+pub(super) fn started_response(started: &registry::Started, exit: Option<u8>) -> Response {
     let i = &started.instance;
     let status = if started.created {
         StatusCode::CREATED
     } else {
         StatusCode::OK
     };
-    let doc = json!({
-        "id": i.id,
-        "workflow": i.workflow,
-        "status": ShownStatus::of(i),
-        "created": started.created,
-    });
-    (status, doc.as_object().cloned().unwrap_or_default())
+    let view = Started {
+        id: &i.id,
+        workflow: &i.workflow,
+        status: ShownStatus::of(i),
+        exit_code: exit,
+        created: started.created,
+    };
+    (status, Json(view)).into_response()
 }
 
 /// `POST /api/v1/instances/{id}/signal` `{event, data?}`: `wf signal`.
@@ -109,13 +105,19 @@ pub async fn signal(
     State(app): State<App>,
     Path(id): Path<String>,
     body: Bytes,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Response, ApiError> {
     let id = instance_ref(&id)?;
     let SignalBody { event, data } = body::json(&body)?;
-    app.db
-        .run(move |l| async move { signal_in(&l, &id, &event, data).await })
-        .await
-        .map(Json)
+    let ev = event.clone();
+    let (id, delivered) = app
+        .db
+        .run(move |l| async move { signal_in(&l, &id, &ev, data).await })
+        .await?;
+    let view = SignalView {
+        warning: delivered.warning.as_deref(),
+        ..SignalView::delivered(&id, &event)
+    };
+    Ok(Json(view).into_response())
 }
 
 /// Delivers `event` with `data` to instance `id` (any unique prefix).
@@ -124,16 +126,11 @@ pub(super) async fn signal_in(
     id: &str,
     event: &str,
     data: Value,
-) -> Result<Value, ApiError> {
+) -> Result<(InstanceId, actions::Delivered), ApiError> {
     let mut c = l.conn().await?;
     let id = c.resolve_id(id).await?;
     let delivered = actions::signal(&mut c, &id, event, data, None).await?;
-    let mut doc =
-        serde_json::to_value(crate::views::SignalView::delivered(&id, event)).unwrap_or_default();
-    if let (Some(w), Some(o)) = (delivered.warning, doc.as_object_mut()) {
-        o.insert("warning".into(), Value::from(w));
-    }
-    Ok(doc)
+    Ok((id, delivered))
 }
 
 /// `POST /api/v1/instances/{id}/cancel` (no body): `wf cancel`.
@@ -158,11 +155,14 @@ pub async fn terminate(
 
 async fn cancel_as(app: App, id: String, terminate: bool) -> Result<Response, ApiError> {
     let id = instance_ref(&id)?;
-    let doc = app
+    let id = app
         .db
         .run(move |l| async move { cancel_in(&l, &id, terminate).await })
         .await?;
-    Ok(accepted(doc))
+    Ok(accepted(Accepted {
+        id: &id,
+        status: Accepting::Canceling,
+    }))
 }
 
 /// Asks instance `id` to cancel (`terminate`: without compensations); one
@@ -171,14 +171,14 @@ pub(super) async fn cancel_in(
     l: &Rc<super::db::Local>,
     id: &str,
     terminate: bool,
-) -> Result<Value, ApiError> {
+) -> Result<InstanceId, ApiError> {
     let mut c = l.conn().await?;
     let id = c.resolve_id(id).await?;
     let asked = actions::cancel(&mut c, &id, terminate).await?;
     if asked.held_by.is_none() {
         drive(l, asked.run);
     }
-    Ok(json!({ "id": id, "status": "canceling" }))
+    Ok(id)
 }
 
 /// `POST /api/v1/instances/{id}/resume` `{now?}`: `wf resume [--now]`.
@@ -203,11 +203,14 @@ pub async fn retry(
 
 async fn go_on(app: App, id: String, now: bool, retry: bool) -> Result<Response, ApiError> {
     let id = instance_ref(&id)?;
-    let doc = app
+    let (id, was) = app
         .db
         .run(move |l| async move { go_on_in(&l, &id, now, retry).await })
         .await?;
-    Ok(accepted(doc))
+    Ok(accepted(Accepted {
+        id: &id,
+        status: Accepting::Resuming(was),
+    }))
 }
 
 /// Resumes instance `id` in the background (`now`: firing a timer not yet
@@ -217,13 +220,13 @@ pub(super) async fn go_on_in(
     id: &str,
     now: bool,
     retry: bool,
-) -> Result<Value, ApiError> {
+) -> Result<(InstanceId, ShownStatus), ApiError> {
     let c = l.conn().await?;
     let id = c.resolve_id(id).await?;
     let ready = actions::resume(&c, &id, actions::Resume { now, retry }).await?;
     let status = ready.status;
     drive(l, ready.run);
-    Ok(json!({ "id": id, "status": status }))
+    Ok((id, status))
 }
 
 /// `POST /api/v1/instances/{id}/restart` `{from, as?}`: `wf restart`.
@@ -234,11 +237,17 @@ pub async fn restart(
 ) -> Result<Response, ApiError> {
     let id = instance_ref(&id)?;
     let RestartBody { from, as_id } = body::json(&body)?;
-    let doc = app
+    let f = from.clone();
+    let (target, steps) = app
         .db
-        .run(move |l| async move { restart_in(&l, &id, &from, as_id.as_deref()).await })
+        .run(move |l| async move { restart_in(&l, &id, &f, as_id.as_deref()).await })
         .await?;
-    Ok(accepted(doc))
+    Ok(accepted(RestartAccepted {
+        id: &target,
+        from: &from,
+        steps: &steps,
+        status: Accepting::Restarting,
+    }))
 }
 
 /// Restarts ended instance `id` from step `from` (with `as_id`: a copy),
@@ -248,13 +257,13 @@ pub(super) async fn restart_in(
     id: &str,
     from: &str,
     as_id: Option<&str>,
-) -> Result<Value, ApiError> {
+) -> Result<(InstanceId, Vec<String>), ApiError> {
     let mut c = l.conn().await?;
     let id = c.resolve_id(id).await?;
     let r = actions::prepare_restart(&mut c, &id, from, as_id).await?;
     let target = r.run.id.clone();
     drive(l, r.run);
-    Ok(json!({ "id": target, "from": from, "steps": r.reset_steps, "status": "restarting" }))
+    Ok((target, r.reset_steps))
 }
 
 /// Where a background run's progress goes: nowhere (its end is recorded).

@@ -381,6 +381,6 @@ pub async fn registered(
 }
 
 /// 202 for what is under way.
-pub fn accepted(body: Value) -> Response {
+pub fn accepted(body: impl serde::Serialize) -> Response {
     (StatusCode::ACCEPTED, Json(body)).into_response()
 }

@@ -23,7 +23,7 @@ use crate::error_kind::ErrorKind;
 use crate::workflow::template;
 use axum::Json;
 use axum::extract::{Path, RawQuery, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use hmac::{Hmac, Mac};
@@ -88,7 +88,8 @@ pub async fn deliver(
         .get("idempotency-key")
         .and_then(|v| v.to_str().ok())
         .map(str::to_string);
-    let (status, doc) = app
+    let hook_name = name.clone();
+    let started = app
         .db
         .run(move |l| async move {
             let mut c = l.conn().await?;
@@ -116,7 +117,7 @@ pub async fn deliver(
                 ));
             }
             if ping {
-                return Ok((StatusCode::OK, json!({ "hook": name, "ping": "ok" })));
+                return Ok(None);
             }
             let body: Value = serde_json::from_slice(&body)
                 .map_err(|e| ApiError::bad_request(format!("the body is not JSON: {e}")))?;
@@ -161,11 +162,17 @@ pub async fn deliver(
                 },
                 Err(e) => return Err(e.into()),
             };
-            let (status, doc) = super::actions::started_doc(&started);
-            Ok((status, Value::Object(doc)))
+            Ok(Some(started))
         })
         .await?;
-    Ok((status, Json(doc)).into_response())
+    Ok(match started {
+        Some(started) => super::actions::started_response(&started, None),
+        None => Json(crate::views::HookPing {
+            hook: &hook_name,
+            ping: "ok",
+        })
+        .into_response(),
+    })
 }
 
 fn unknown(name: &str) -> ApiError {

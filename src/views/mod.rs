@@ -30,7 +30,10 @@
 //! - `validate.rs`: [`ValidView`], [`InvalidView`], `wf validate`.
 //! - `worker.rs`: [`WorkerLine`], a line of `wf worker --json`.
 //! - `workflow.rs`: [`WorkflowView`], `wf workflow list` and `add`.
+//! - `accepted.rs`: [`Accepted`], [`RestartAccepted`], [`Started`], what
+//!   `wf serve` answers for an action it accepted.
 
+mod accepted;
 mod instance;
 mod list;
 mod logs;
@@ -49,6 +52,7 @@ mod workflow;
 #[cfg(test)]
 mod tests;
 
+pub use accepted::{Accepted, Accepting, HookPing, RestartAccepted, Started};
 pub use instance::{
     AttemptView, EventView, FireView, InstanceView, RunView, StepView, inspect_document, ordered,
     ordered_steps,

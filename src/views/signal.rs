@@ -9,6 +9,9 @@ pub struct SignalView<'a> {
     pub event: &'a str,
     /// Always true: a delivery that failed is an error, not a view.
     pub delivered: bool,
+    /// Why no step will likely take it (a misspelt name); the event is kept.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub warning: Option<&'a str>,
 }
 
 impl<'a> SignalView<'a> {
@@ -18,6 +21,7 @@ impl<'a> SignalView<'a> {
             id,
             event,
             delivered: true,
+            warning: None,
         }
     }
 }

@@ -402,6 +402,60 @@ fn signal() {
 }
 
 #[test]
+fn signal_unawaited() {
+    let id = InstanceId::from(ID);
+    insta::assert_json_snapshot!(SignalView {
+        warning: Some(
+            "workflow w never waits for `aproved` (it waits for `approved`); the event is stored"
+        ),
+        ..SignalView::delivered(&id, "aproved")
+    });
+}
+
+#[test]
+fn accepted() {
+    let id = InstanceId::from(ID);
+    insta::assert_json_snapshot!(
+        "accepted",
+        [
+            Accepted {
+                id: &id,
+                status: Accepting::Canceling,
+            },
+            Accepted {
+                id: &id,
+                status: Accepting::Resuming(ShownStatus::Interrupted),
+            },
+        ]
+    );
+    let steps = vec!["build".to_string(), "deploy".to_string()];
+    insta::assert_json_snapshot!(
+        "restart_accepted",
+        RestartAccepted {
+            id: &id,
+            from: "build",
+            steps: &steps,
+            status: Accepting::Restarting,
+        }
+    );
+    let start = |exit_code, created| Started {
+        id: &id,
+        workflow: "deploy",
+        status: ShownStatus::Stored(InstanceStatus::Pending),
+        exit_code,
+        created,
+    };
+    insta::assert_json_snapshot!("started", [start(Some(0), true), start(None, false)]);
+    insta::assert_json_snapshot!(
+        "hook_ping",
+        HookPing {
+            hook: "push",
+            ping: "ok"
+        }
+    );
+}
+
+#[test]
 fn prune() {
     let pruned = Pruned {
         instances: 2,

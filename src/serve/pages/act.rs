@@ -194,7 +194,9 @@ pub async fn act(
     let done = app
         .db
         .run(move |l| async move {
-            let doc: Value = match action.as_str() {
+            // Where the page goes next: the instance acted on (a restart's
+            // copy), with what was done.
+            let done: (crate::vocab::InstanceId, Notice) = match action.as_str() {
                 "signal" => {
                     let event =
                         event.ok_or_else(|| ApiError::bad_request("an event name is required"))?;
@@ -204,31 +206,38 @@ pub async fn act(
                             ApiError::bad_request(format!("the payload is not JSON: {e}"))
                         })?,
                     };
-                    act_api::signal_in(&l, &id2, &event, data).await?
+                    let (id, delivered) = act_api::signal_in(&l, &id2, &event, data).await?;
+                    match delivered.warning {
+                        Some(_) => (id, Notice::SignaledUnawaited),
+                        None => (id, Notice::Signaled),
+                    }
                 }
-                "cancel" => act_api::cancel_in(&l, &id2, false).await?,
-                "terminate" => act_api::cancel_in(&l, &id2, true).await?,
-                "resume" => act_api::go_on_in(&l, &id2, now, false).await?,
-                "retry" => act_api::go_on_in(&l, &id2, false, true).await?,
+                "cancel" => (
+                    act_api::cancel_in(&l, &id2, false).await?,
+                    Notice::Canceling,
+                ),
+                "terminate" => (act_api::cancel_in(&l, &id2, true).await?, Notice::Canceling),
+                "resume" => (
+                    act_api::go_on_in(&l, &id2, now, false).await?.0,
+                    Notice::Resuming,
+                ),
+                "retry" => (
+                    act_api::go_on_in(&l, &id2, false, true).await?.0,
+                    Notice::Resuming,
+                ),
                 "restart" => {
                     let from = from.ok_or_else(|| ApiError::bad_request("a step is required"))?;
-                    act_api::restart_in(&l, &id2, &from, as_id.as_deref()).await?
+                    let (target, _) =
+                        act_api::restart_in(&l, &id2, &from, as_id.as_deref()).await?;
+                    (target, Notice::Restarting)
                 }
                 _ => return Err(ApiError::not_found("no such action")),
             };
-            Ok((action, doc))
+            Ok(done)
         })
         .await;
     match done {
-        Ok((action, doc)) => {
-            let target = doc["id"].as_str().unwrap_or(&id).to_string();
-            let said = match action.as_str() {
-                "signal" if doc["warning"].is_string() => Notice::SignaledUnawaited,
-                "signal" => Notice::Signaled,
-                "cancel" | "terminate" => Notice::Canceling,
-                "restart" => Notice::Restarting,
-                _ => Notice::Resuming,
-            };
+        Ok((target, said)) => {
             Redirect::to(&format!("/instances/{target}?notice={}", said.code())).into_response()
         }
         Err(e) => {

@@ -21,16 +21,12 @@ pub async fn workflows(State(app): State<App>) -> Response {
         .db
         .run(|l| async move {
             let c = l.conn().await?;
-            let (rows, defs, schedules) = registry::listing(&c).await?;
-            let views: Vec<Value> = WorkflowView::all(&rows, &defs, &schedules)
-                .iter()
-                .map(|v| serde_json::to_value(v).unwrap_or_default())
-                .collect();
-            Ok(views)
+            Ok(registry::listing(&c).await?)
         })
         .await;
     let now = Timestamp::now();
-    super::respond(read.map(|views| {
+    super::respond(read.map(|(rows, defs, schedules)| {
+        let views = WorkflowView::all(&rows, &defs, &schedules);
         let body = html! {
             h1 { "Workflows" }
             @if views.is_empty() {
@@ -40,24 +36,24 @@ pub async fn workflows(State(app): State<App>) -> Response {
                     thead { tr { th { "Workflow" } th { "Schedules" } th { "Webhook" } th.hide-narrow { "File" } th.hide-narrow { "" } } }
                     tbody {
                         @for w in &views {
-                            @let name = w["name"].as_str().unwrap_or_default();
+                            @let name = w.name;
                             tr {
                                 td {
                                     a href=(format!("/?workflow={name}")) { (name) }
-                                    @if let Some(d) = w["description"].as_str() { br; span.muted { (d) } }
+                                    @if let Some(d) = w.description { br; span.muted { (d) } }
                                     // On a narrow screen the button is here, not in a column of its own.
                                     div.show-narrow { a.button href=(format!("/workflows/{name}/start")) { "Start…" } }
                                 }
                                 td {
-                                    @for s in w["schedules"].as_array().into_iter().flatten() {
-                                        code { (s["spec"].as_str().unwrap_or_default()) }
-                                        @if let Some(tz) = s["timezone"].as_str() { " (" (tz) ")" }
-                                        @if let Some(t) = s["next_fire_at"].as_str().and_then(Timestamp::parse) { " next " (when(t, now)) }
+                                    @for s in &w.schedules {
+                                        code { (s.spec) }
+                                        @if let Some(tz) = s.timezone { " (" (tz) ")" }
+                                        " next " (when(s.next_fire_at, now))
                                         br;
                                     }
                                 }
-                                td { @if let Some(p) = w["webhook"]["path"].as_str() { code { "POST " (p) } } }
-                                td.mono.hide-narrow { (w["workflow_path"].as_str().unwrap_or_default()) }
+                                td { @if let Some(h) = &w.webhook { code { "POST " (h.path) } } }
+                                td.mono.hide-narrow { (w.workflow_path) }
                                 td.hide-narrow { a.button href=(format!("/workflows/{name}/start")) { "Start…" } }
                             }
                         }
@@ -69,37 +65,42 @@ pub async fn workflows(State(app): State<App>) -> Response {
     }))
 }
 
+/// What the start form shows of a registered workflow: its row, its
+/// definition (None: unreadable) and every schedule.
+type Registered = (
+    crate::store::WorkflowRow,
+    Option<crate::workflow::Workflow>,
+    Vec<crate::store::ScheduleRow>,
+);
+
 /// The registered workflow `name`, as the form shows it.
-async fn view_of(app: &App, name: String) -> Result<Value, ApiError> {
+async fn read_registered(app: &App, name: String) -> Result<Registered, ApiError> {
     app.db
         .run(move |l| async move {
             let c = l.conn().await?;
             let row = super::super::api::registered(&c, &name).await?;
             let schedules = c.schedules().await?;
             let wf = registry::definition(&c, &row).await.ok();
-            Ok(
-                serde_json::to_value(WorkflowView::new(&row, wf.as_ref(), &schedules))
-                    .unwrap_or_default(),
-            )
+            Ok((row, wf, schedules))
         })
         .await
 }
 
-fn start_page(w: &Value, error: Option<&str>) -> maud::Markup {
-    let name = w["name"].as_str().unwrap_or_default();
+fn start_page((row, wf, schedules): &Registered, error: Option<&str>) -> maud::Markup {
+    let w = WorkflowView::new(row, wf.as_ref(), schedules);
+    let name = w.name;
     let body = html! {
         h1 { "Start " (name) }
-        @if let Some(d) = w["description"].as_str() { p { (d) } }
+        @if let Some(d) = w.description { p { (d) } }
         @if let Some(e) = error { p.notice.error role="alert" { (e) } }
         p.muted { "The instance is recorded for the workers (" code { "wf worker" } ", or " code { "wf serve --worker" } "), as " code { "wf run --detach" } " records it." }
         form.stack method="post" action=(format!("/workflows/{name}/start")) {
-            @for i in w["inputs"].as_array().into_iter().flatten() {
-                @let input = i["name"].as_str().unwrap_or_default();
-                @let default = match &i["default"] { Value::Null => String::new(), Value::String(s) => s.clone(), other => other.to_string() };
+            @for i in &w.inputs {
+                @let default = match i.default { None | Some(Value::Null) => String::new(), Some(Value::String(s)) => s.clone(), Some(other) => other.to_string() };
                 label {
-                    span { code { (input) } @if i["required"] == true { " (required)" } }
-                    @if let Some(d) = i["description"].as_str() { span.muted { (d) } }
-                    input type="text" name=(format!("input.{input}")) value=(default) required[i["required"] == true];
+                    span { code { (i.name) } @if i.required { " (required)" } }
+                    @if let Some(d) = i.description { span.muted { (d) } }
+                    input type="text" name=(format!("input.{}", i.name)) value=(default) required[i.required];
                 }
             }
             label { "Labels (one name=value a line, optional)" textarea name="labels" {} }
@@ -111,7 +112,11 @@ fn start_page(w: &Value, error: Option<&str>) -> maud::Markup {
 }
 
 pub async fn start_form(State(app): State<App>, Path(name): Path<String>) -> Response {
-    super::respond(view_of(&app, name).await.map(|w| start_page(&w, None)))
+    super::respond(
+        read_registered(&app, name)
+            .await
+            .map(|w| start_page(&w, None)),
+    )
 }
 
 pub async fn start(
@@ -119,7 +124,7 @@ pub async fn start(
     Path(name): Path<String>,
     body: bytes::Bytes,
 ) -> Response {
-    let w = match view_of(&app, name.clone()).await {
+    let w = match read_registered(&app, name.clone()).await {
         Ok(w) => w,
         Err(e) => return super::error_page(&e),
     };
@@ -166,9 +171,9 @@ pub async fn start(
         })
         .await;
     match started {
-        Ok((_, doc)) => {
-            let id = doc["id"].as_str().unwrap_or_default();
-            let said = if doc["created"] == true {
+        Ok(started) => {
+            let id = &started.instance.id;
+            let said = if started.created {
                 super::Notice::Started
             } else {
                 super::Notice::StartedBefore
@@ -188,15 +193,12 @@ pub async fn queues(State(app): State<App>) -> Response {
         .db
         .run(|l| async move {
             let c = l.conn().await?;
-            let queues = c.queues().await?;
-            let now = Timestamp::now();
-            Ok(queues
-                .iter()
-                .map(|q| serde_json::to_value(QueueView::new(q, now)).unwrap_or_default())
-                .collect::<Vec<Value>>())
+            Ok(c.queues().await?)
         })
         .await;
-    super::respond(read.map(|views| {
+    super::respond(read.map(|queues| {
+        let now = Timestamp::now();
+        let views: Vec<QueueView<'_>> = queues.iter().map(|q| QueueView::new(q, now)).collect();
         let body = html! {
             h1 { "Queues" }
             @if views.is_empty() {
@@ -207,19 +209,18 @@ pub async fn queues(State(app): State<App>) -> Response {
                     tbody {
                         @for q in &views {
                             tr {
-                                td { code { (q["key"].as_str().unwrap_or_default()) } }
-                                @let key = q["key"].as_str().unwrap_or_default();
+                                td { code { (q.key) } }
                                 @let of_key = |status: &str| {
                                     let mut u = form_urlencoded::Serializer::new(String::new());
-                                    u.append_pair("queue", key);
+                                    u.append_pair("queue", q.key);
                                     if !status.is_empty() { u.append_pair("status", status); }
                                     format!("/?{}", u.finish())
                                 };
-                                td { a href=(of_key("")) { (q["admitted"]) } }
-                                td { a href=(of_key("queued")) { (q["queued"]) } }
-                                td { @if q["limit"].is_null() { "-" } @else { (q["limit"]) } }
-                                td { @if let (Some(r), Some(left)) = (q["rate"].as_str(), q["rate_left"].as_i64()) { (left) " of " (r) } @else { "-" } }
-                                td.hide-narrow { (q["oldest_queued_at"].as_str().unwrap_or("-")) }
+                                td { a href=(of_key("")) { (q.admitted) } }
+                                td { a href=(of_key("queued")) { (q.queued) } }
+                                td { @if let Some(l) = q.limit { (l) } @else { "-" } }
+                                td { @if let (Some(r), Some(left)) = (&q.rate, q.rate_left) { (left) " of " (r) } @else { "-" } }
+                                td.hide-narrow { @if let Some(t) = q.oldest_queued_at { (t) } @else { "-" } }
                             }
                         }
                     }
