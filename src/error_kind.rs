@@ -6,6 +6,7 @@
 //! back and checks every row against them.
 
 use crate::engine::EngineError;
+use crate::engine::hooks::HookError;
 use crate::exit::{ExitStatus, UsageError};
 use crate::store::StoreError;
 use crate::workflow::DefinitionError;
@@ -158,6 +159,13 @@ impl ErrorKind {
             | EngineError::Taken(_)
             | EngineError::NothingToCancel { .. } => ErrorKind::Conflict,
             EngineError::Internal(_) => ErrorKind::Internal,
+            EngineError::NotRegistered { .. } => ErrorKind::NotFound,
+            EngineError::Hook(h) => match h {
+                HookError::Unknown(_) => ErrorKind::NotFound,
+                HookError::KeyUnset { .. } => ErrorKind::Unavailable,
+                HookError::BadSignature => ErrorKind::BadSignature,
+                HookError::NotJson(_) | HookError::Render { .. } => ErrorKind::Invalid,
+            },
         }
     }
 

@@ -5,7 +5,7 @@
 //! whatever the file says now. `wf schedule add` registers the same way.
 
 use crate::engine::registry;
-use crate::exit::{ExitStatus, UsageError};
+use crate::exit::ExitStatus;
 use crate::printer::Printer;
 use crate::views::WorkflowView;
 use crate::workflow::Workflow;
@@ -81,23 +81,7 @@ pub async fn run(args: Args, db: Option<PathBuf>, printer: &Printer) -> anyhow::
         }
         Sub::Rm { name } => {
             let mut store = super::open_existing(db).await?;
-            if !store.remove_workflow(&name).await? {
-                let names: Vec<String> = store
-                    .workflows()
-                    .await?
-                    .into_iter()
-                    .map(|r| r.name)
-                    .collect();
-                return Err(UsageError(if names.is_empty() {
-                    format!("no workflow is registered as `{name}` (none is registered)")
-                } else {
-                    format!(
-                        "no workflow is registered as `{name}` (registered: {})",
-                        names.join(", ")
-                    )
-                })
-                .into());
-            }
+            registry::unregister(&mut store, &name).await?;
             printer.info(&format!("removed {name}"));
             Ok(ExitStatus::Success)
         }

@@ -11,6 +11,7 @@ pub mod advice;
 pub mod context;
 pub mod drive;
 pub mod fire;
+pub mod hooks;
 pub mod http;
 pub mod lease;
 pub mod logs;
@@ -80,6 +81,16 @@ pub enum EngineError {
     Taken(Box<store::InstanceRow>),
     #[error(transparent)]
     Restart(#[from] restart::RestartError),
+    /// No workflow is registered under `name`; `registered`: the names
+    /// that are.
+    #[error("no workflow is registered as `{name}` ({})", registry::registered_words(.registered))]
+    NotRegistered {
+        name: String,
+        registered: Vec<String>,
+    },
+    /// A webhook delivery refused before anything was written.
+    #[error(transparent)]
+    Hook(#[from] hooks::HookError),
     #[error("{0}")]
     Internal(String),
 }

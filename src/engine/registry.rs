@@ -159,3 +159,43 @@ pub fn keyed_id(scope: &str, key: &str) -> InstanceId {
 pub fn is_not_found(e: &EngineError) -> bool {
     matches!(e, EngineError::Store(store::StoreError::NotFound(_)))
 }
+
+/// The registered workflow `name`, or why there is none.
+pub async fn registered(store: &Store, name: &str) -> Result<WorkflowRow, EngineError> {
+    match store.registered(name).await? {
+        Some(row) => Ok(row),
+        None => Err(not_registered(store, name).await?),
+    }
+}
+
+/// Removes the registration of workflow `name` with its triggers (`wf
+/// workflow rm`); the instances it started stay.
+pub async fn unregister(store: &mut Store, name: &str) -> Result<(), EngineError> {
+    if store.remove_workflow(name).await? {
+        return Ok(());
+    }
+    Err(not_registered(store, name).await?)
+}
+
+async fn not_registered(store: &Store, name: &str) -> Result<EngineError, EngineError> {
+    let registered = store
+        .workflows()
+        .await?
+        .into_iter()
+        .map(|r| r.name)
+        .collect();
+    Ok(EngineError::NotRegistered {
+        name: name.to_string(),
+        registered,
+    })
+}
+
+/// What is registered, said after a name that is not: the names, or how to
+/// register one.
+pub fn registered_words(names: &[String]) -> String {
+    if names.is_empty() {
+        "none is registered: `wf workflow add FILE` registers one".to_string()
+    } else {
+        format!("registered: {}", names.join(", "))
+    }
+}

@@ -6,7 +6,7 @@
 
 use super::App;
 use super::error::ApiError;
-use super::params::{Params, instance_ref, shown};
+use super::params::{Params, instance_ref};
 use crate::engine::{actions, logs, registry};
 use crate::vocab::{InstanceId, Timestamp};
 use axum::Json;
@@ -372,12 +372,7 @@ pub async fn registered(
     store: &crate::store::Store,
     name: &str,
 ) -> Result<crate::store::WorkflowRow, ApiError> {
-    store.registered(name).await?.ok_or_else(|| {
-        ApiError::not_found(format!(
-            "no workflow is registered as `{}` (`wf workflow add FILE` registers one)",
-            shown(name)
-        ))
-    })
+    Ok(crate::engine::registry::registered(store, name).await?)
 }
 
 /// 202 for what is under way.

@@ -79,6 +79,12 @@ impl ApiError {
                     .map(|e| format!(" ({e})"))
                     .unwrap_or_default()
             ),
+            // A name from the request, shown as every name from one is.
+            EngineError::NotRegistered { name, registered } => format!(
+                "no workflow is registered as `{}` ({})",
+                super::params::shown(&name),
+                crate::engine::registry::registered_words(&registered)
+            ),
             e => e.to_string(),
         };
         ApiError::new(kind, message)
