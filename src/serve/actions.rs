@@ -9,7 +9,7 @@
 
 use super::App;
 use super::api::{accepted, registered};
-use super::body::{self, NoBody, RestartBody, ResumeBody, SignalBody, StartBody};
+use super::body::{Body, NoBody, RestartBody, ResumeBody, SignalBody, StartBody};
 use super::error::ApiError;
 use super::params::instance_ref;
 use crate::engine::worker::WorkerObserver;
@@ -20,7 +20,6 @@ use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
-use bytes::Bytes;
 use serde_json::{Map, Value};
 use std::rc::Rc;
 
@@ -31,9 +30,8 @@ pub async fn start(
     State(app): State<App>,
     Path(name): Path<String>,
     headers: HeaderMap,
-    body: Bytes,
+    Body(b): Body<StartBody>,
 ) -> Result<Response, ApiError> {
-    let b: StartBody = body::json(&body)?;
     let inputs = b.inputs.unwrap_or_default();
     let mut labels = Vec::new();
     for (k, v) in b.labels.unwrap_or_default() {
@@ -104,10 +102,9 @@ pub(super) fn started_response(started: &registry::Started, exit: Option<u8>) ->
 pub async fn signal(
     State(app): State<App>,
     Path(id): Path<String>,
-    body: Bytes,
+    Body(SignalBody { event, data }): Body<SignalBody>,
 ) -> Result<Response, ApiError> {
     let id = instance_ref(&id)?;
-    let SignalBody { event, data } = body::json(&body)?;
     let ev = event.clone();
     let (id, delivered) = app
         .db
@@ -137,9 +134,8 @@ pub(super) async fn signal_in(
 pub async fn cancel(
     State(app): State<App>,
     Path(id): Path<String>,
-    body: Bytes,
+    Body(NoBody {}): Body<NoBody>,
 ) -> Result<Response, ApiError> {
-    let NoBody {} = body::json(&body)?;
     cancel_as(app, id, false).await
 }
 
@@ -147,9 +143,8 @@ pub async fn cancel(
 pub async fn terminate(
     State(app): State<App>,
     Path(id): Path<String>,
-    body: Bytes,
+    Body(NoBody {}): Body<NoBody>,
 ) -> Result<Response, ApiError> {
-    let NoBody {} = body::json(&body)?;
     cancel_as(app, id, true).await
 }
 
@@ -185,9 +180,8 @@ pub(super) async fn cancel_in(
 pub async fn resume(
     State(app): State<App>,
     Path(id): Path<String>,
-    body: Bytes,
+    Body(ResumeBody { now }): Body<ResumeBody>,
 ) -> Result<Response, ApiError> {
-    let ResumeBody { now } = body::json(&body)?;
     go_on(app, id, now.unwrap_or(false), false).await
 }
 
@@ -195,9 +189,8 @@ pub async fn resume(
 pub async fn retry(
     State(app): State<App>,
     Path(id): Path<String>,
-    body: Bytes,
+    Body(NoBody {}): Body<NoBody>,
 ) -> Result<Response, ApiError> {
-    let NoBody {} = body::json(&body)?;
     go_on(app, id, false, true).await
 }
 
@@ -233,10 +226,9 @@ pub(super) async fn go_on_in(
 pub async fn restart(
     State(app): State<App>,
     Path(id): Path<String>,
-    body: Bytes,
+    Body(RestartBody { from, as_id }): Body<RestartBody>,
 ) -> Result<Response, ApiError> {
     let id = instance_ref(&id)?;
-    let RestartBody { from, as_id } = body::json(&body)?;
     let f = from.clone();
     let (target, steps) = app
         .db

@@ -56,6 +56,30 @@ pub struct RestartBody {
 #[serde(deny_unknown_fields)]
 pub struct NoBody {}
 
+/// A route's body as its `T`, the extractor every API route with a body
+/// takes: its rejection is the API's error ([`json`]'s 400 naming the
+/// field, or 413 for a body over the limit).
+#[derive(Debug)]
+pub struct Body<T>(pub T);
+
+impl<S: Send + Sync, T: DeserializeOwned> axum::extract::FromRequest<S> for Body<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(req: axum::extract::Request, state: &S) -> Result<Self, ApiError> {
+        let bytes = Bytes::from_request(req, state).await.map_err(|e| {
+            if e.status() == axum::http::StatusCode::PAYLOAD_TOO_LARGE {
+                ApiError::new(
+                    crate::error_kind::ErrorKind::TooLarge,
+                    "the request body is larger than the server takes",
+                )
+            } else {
+                ApiError::bad_request(format!("the body could not be read: {}", e.body_text()))
+            }
+        })?;
+        json(&bytes).map(Body)
+    }
+}
+
 /// `body` as a route's `T`: empty is `{}`; anything but a JSON object, an
 /// unknown field or a value of the wrong type is a 400 naming it.
 pub fn json<T: DeserializeOwned>(body: &Bytes) -> Result<T, ApiError> {
