@@ -29,7 +29,7 @@ pub async fn run(args: Args, store: &Store, printer: &Printer) -> anyhow::Result
     let read =
         crate::views::ordered(crate::engine::actions::inspect(store, &id, args.attempts).await?);
     if args.json {
-        printer.json(&crate::views::inspect_document(&read, args.attempts));
+        printer.json(&crate::views::inspect_view(&read, args.attempts));
         return Ok(ExitStatus::Success);
     }
     let standing = read.standing;

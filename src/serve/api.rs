@@ -90,7 +90,7 @@ pub async fn list(State(app): State<App>, RawQuery(q): RawQuery) -> Result<Respo
                 .iter()
                 .map(|i| crate::views::InstanceSummary::new(i, crate::views::ShownStatus::of(i)))
                 .collect();
-            Ok((serde_json::to_value(&shown).unwrap_or_default(), next))
+            Ok((document(&shown)?, next))
         })
         .await?;
     let mut r = Json(body).into_response();
@@ -119,17 +119,25 @@ pub async fn inspect(
     RawQuery(q): RawQuery,
 ) -> Result<Json<Value>, ApiError> {
     let attempts = Params::parse(q.as_deref()).flag("attempts")?;
-    inspected(&app, id, attempts).await.map(Json)
+    inspected(&app, id, attempts, |v| document(v))
+        .await
+        .map(Json)
 }
 
-async fn inspected(app: &App, id: String, attempts: bool) -> Result<Value, ApiError> {
+/// What `render` makes of instance `id` as `wf inspect [--attempts]` reads it.
+async fn inspected(
+    app: &App,
+    id: String,
+    attempts: bool,
+    render: fn(&crate::views::InstanceView<'_>) -> Result<Value, ApiError>,
+) -> Result<Value, ApiError> {
     let id = instance_ref(&id)?;
     app.db
         .run(move |l| async move {
             let c = l.conn().await?;
             let id = c.resolve_id(&id).await?;
             let read = crate::views::ordered(actions::inspect(&c, &id, attempts).await?);
-            Ok(crate::views::inspect_document(&read, attempts))
+            render(&crate::views::inspect_view(&read, attempts))
         })
         .await
 }
@@ -141,18 +149,9 @@ pub async fn attempts(
     State(app): State<App>,
     Path(id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
-    let doc = inspected(&app, id, true).await?;
-    let mut out = Vec::new();
-    for step in doc["steps"].as_array().into_iter().flatten() {
-        for a in step["attempt_list"].as_array().into_iter().flatten() {
-            let mut a = a.clone();
-            if let Some(o) = a.as_object_mut() {
-                o.shift_insert(0, "step".into(), step["id"].clone());
-            }
-            out.push(a);
-        }
-    }
-    Ok(Json(Value::Array(out)))
+    inspected(&app, id, true, |v| document(v.all_attempts()))
+        .await
+        .map(Json)
 }
 
 /// `GET /api/v1/instances/{id}/events`: the events delivered to it, in the
@@ -161,8 +160,9 @@ pub async fn events(
     State(app): State<App>,
     Path(id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
-    let doc = inspected(&app, id, false).await?;
-    Ok(Json(doc["events"].clone()))
+    inspected(&app, id, false, |v| document(&v.events))
+        .await
+        .map(Json)
 }
 
 /// `GET /api/v1/instances/{id}/logs`: `wf logs ID --json`, every attempt.
@@ -193,7 +193,7 @@ async fn logs_json(
                     })
                     .collect(),
             };
-            Ok(serde_json::to_value(&view).unwrap_or_default())
+            document(&view)
         })
         .await
 }
@@ -280,10 +280,7 @@ pub async fn result(
                 let c = l.conn().await?;
                 let (inst, outputs) = actions::result(&c, &id).await?;
                 let view = crate::views::ResultView::new(&inst, &outputs);
-                Ok((
-                    serde_json::to_value(&view).unwrap_or_default(),
-                    inst.status.is_ended(),
-                ))
+                Ok((document(&view)?, inst.status.is_ended()))
             })
             .await?;
         if ended || tokio::time::Instant::now() >= deadline || *stopping.borrow() {
@@ -308,7 +305,7 @@ pub async fn queues(State(app): State<App>) -> Result<Json<Value>, ApiError> {
                 .iter()
                 .map(|q| crate::views::QueueView::new(q, now))
                 .collect();
-            Ok(serde_json::to_value(&views).unwrap_or_default())
+            document(&views)
         })
         .await
         .map(Json)
@@ -326,7 +323,7 @@ pub async fn schedules(State(app): State<App>) -> Result<Json<Value>, ApiError> 
                 .zip(&last)
                 .map(|(r, l)| crate::views::ScheduleView::new(r, l.as_ref()))
                 .collect();
-            Ok(serde_json::to_value(&views).unwrap_or_default())
+            document(&views)
         })
         .await
         .map(Json)
@@ -339,7 +336,7 @@ pub async fn workflows(State(app): State<App>) -> Result<Json<Value>, ApiError> 
             let c = l.conn().await?;
             let (rows, defs, schedules) = registry::listing(&c).await?;
             let views = crate::views::WorkflowView::all(&rows, &defs, &schedules);
-            Ok(serde_json::to_value(&views).unwrap_or_default())
+            document(&views)
         })
         .await
         .map(Json)
@@ -356,12 +353,11 @@ pub async fn workflow(
             let row = registered(&c, &name).await?;
             let schedules = c.schedules().await?;
             let wf = registry::definition(&c, &row).await.ok();
-            Ok(serde_json::to_value(crate::views::WorkflowView::new(
+            document(crate::views::WorkflowView::new(
                 &row,
                 wf.as_ref(),
                 &schedules,
             ))
-            .unwrap_or_default())
         })
         .await
         .map(Json)
@@ -378,4 +374,11 @@ pub async fn registered(
 /// 202 for what is under way.
 pub fn accepted(body: impl serde::Serialize) -> Response {
     (StatusCode::ACCEPTED, Json(body)).into_response()
+}
+
+/// A view as the JSON document a route answers with: a view that does not
+/// serialize is a bug, answered as one (500), never `null`.
+pub(super) fn document(view: impl serde::Serialize) -> Result<Value, ApiError> {
+    serde_json::to_value(view)
+        .map_err(|e| ApiError::internal(format!("a view did not serialize: {e}")))
 }

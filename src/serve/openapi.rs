@@ -3,7 +3,6 @@
 //! router: every route is in both, with its parameters, body and answers.
 
 use axum::Json;
-use serde_json::Value;
 use utoipa::openapi::path::{
     HttpMethod, OperationBuilder, ParameterBuilder, ParameterIn, PathItem,
 };
@@ -470,8 +469,8 @@ pub fn build() -> utoipa::openapi::OpenApi {
 }
 
 /// `GET /api/v1/openapi.json`.
-pub async fn document() -> Json<Value> {
-    Json(serde_json::to_value(build()).unwrap_or_default())
+pub async fn document() -> Json<utoipa::openapi::OpenApi> {
+    Json(build())
 }
 
 #[cfg(test)]

@@ -293,15 +293,35 @@ pub fn ordered(mut read: crate::engine::actions::Inspected) -> crate::engine::ac
 
 /// `wf inspect --json`'s document of what `engine::actions::inspect` read
 /// (and [`ordered`] put in order).
-pub fn inspect_document(
-    read: &crate::engine::actions::Inspected,
-    attempts: bool,
-) -> serde_json::Value {
+pub fn inspect_view(read: &crate::engine::actions::Inspected, attempts: bool) -> InstanceView<'_> {
     let mut shown = InstanceView::new(&read.view, attempts);
     if let Some(q) = &read.view.instance.queue {
         shown.queue = Some(super::QueueStanding::new(q, read.standing.as_ref()));
     }
-    serde_json::to_value(&shown).unwrap_or(serde_json::Value::Null)
+    shown
+}
+
+/// An attempt with its unit (`GET /api/v1/instances/{id}/attempts`).
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct StepAttempt<'a> {
+    pub step: &'a str,
+    #[serde(flatten)]
+    pub attempt: &'a AttemptView<'a>,
+}
+
+impl<'a> InstanceView<'a> {
+    /// Every attempt of every unit, in the units' order (`--attempts`).
+    pub fn all_attempts(&'a self) -> Vec<StepAttempt<'a>> {
+        self.steps
+            .iter()
+            .flat_map(|s| {
+                s.attempt_list.iter().flatten().map(|attempt| StepAttempt {
+                    step: s.id,
+                    attempt,
+                })
+            })
+            .collect()
+    }
 }
 
 pub fn ordered_steps(step_ids: &[String], rows: Vec<StepRow>) -> Vec<StepRow> {

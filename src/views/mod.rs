@@ -54,8 +54,8 @@ mod tests;
 
 pub use accepted::{Accepted, Accepting, HookPing, RestartAccepted, Started};
 pub use instance::{
-    AttemptView, EventView, FireView, InstanceView, RunView, StepView, inspect_document, ordered,
-    ordered_steps,
+    AttemptView, EventView, FireView, InstanceView, RunView, StepAttempt, StepView, inspect_view,
+    ordered, ordered_steps,
 };
 pub use list::InstanceSummary;
 pub use logs::{LogView, LogsView};
