@@ -26,7 +26,7 @@ use super::runner::{ChildEnd, RunOptions, RunOutcome, RunStart, Runner, Stop};
 use super::{EngineError, Observer, Unresumable, procs, restart, shell};
 use crate::store::{self, Store, StoreError, Write};
 use crate::telemetry::{self, recorder};
-use crate::vocab::{InstanceId, InstanceStatus, RunEnd, ShownStatus, StepStatus, Timestamp};
+use crate::vocab::{InstanceId, InstanceStatus, RunEnd, ShownStatus, Timestamp};
 use crate::workflow::Workflow;
 use std::sync::Arc;
 
@@ -461,7 +461,11 @@ fn lost_lease(id: &InstanceId, e: EngineError) -> EngineError {
     }
 }
 
-/// Closes the run whatever happened, so history never shows a run in progress.
+/// Closes the run whatever happened, so history never shows a run in
+/// progress: the scheduler decides how ([`Scheduler::close`]); this writes
+/// the root span and the run's end, gives up the lease, and commits.
+///
+/// [`Scheduler::close`]: super::scheduler::Scheduler::close
 async fn close_run(
     store: &mut Store,
     runner: &mut Runner<'_>,
@@ -469,24 +473,19 @@ async fn close_run(
     release: bool,
 ) -> Result<RunOutcome, EngineError> {
     let run = runner.run;
-    // Decisions not committed when the run stopped on an error are dropped,
-    // as a failed transaction drops them.
     let outcome = match outcome {
         Ok(o) => o,
         Err(e) => {
-            // But the ends of children run here, which are theirs (not
-            // that of the child whose fence refused them).
+            // Decisions not committed are dropped, but the ends of children
+            // run here are theirs (not that of the child whose fence
+            // refused them).
             let ends = runner.handed_ends(refused(&e));
-            runner.sched.writes.truncate(runner.sched.opening);
-            runner.sched.writes.extend(ends);
+            runner.sched.close_on_error(ends);
             runner.write_root_span(RunEnd::Failed, Some(&e.to_string()));
             runner.sched.writes.push(Write::FinishRun {
                 run,
                 outcome: RunEnd::Failed,
             });
-            if runner.sched.wf.has_locks() {
-                runner.sched.writes.push(Write::ReleaseLocks);
-            }
             if release {
                 runner.sched.writes.push(Write::Release);
             }
@@ -499,92 +498,14 @@ async fn close_run(
         RunOutcome::Failed(reason) => Some(reason.as_str()),
         _ => None,
     };
-    match &outcome {
-        RunOutcome::Failed(_) => {
-            runner.sched.abandon_retries(
-                StepStatus::Failed,
-                "the workflow failed",
-                Timestamp::now(),
-            );
-        }
-        RunOutcome::Canceled => {
-            runner.sched.abandon_retries(
-                StepStatus::Canceled,
-                "the instance was canceled",
-                Timestamp::now(),
-            );
-        }
-        _ => {}
-    }
     runner.write_root_span(outcome.end(), failure);
-    use InstanceStatus as S;
-    let (status, wake_at, waiting_event, error) = match &outcome {
-        RunOutcome::Completed => (S::Completed, None, None, None),
-        RunOutcome::Failed(reason) => (S::Failed, None, None, Some(reason.clone())),
-        RunOutcome::Sleeping(wake) => (S::Sleeping, Some(*wake), None, None),
-        RunOutcome::Waiting(event) => (
-            S::Waiting,
-            runner.sched.next_wake(),
-            Some(event.clone()),
-            None,
-        ),
-        RunOutcome::Canceled => (S::Canceled, None, None, None),
-        // Stopped while it only waited for a timer or an event: it stays
-        // sleeping or waiting, as it was.
-        RunOutcome::Interrupted if runner.idle_when_stopped => {
-            match runner
-                .sched
-                .suspend_outcome(runner.sched.next_wake(), Timestamp::now())
-            {
-                RunOutcome::Waiting(event) => {
-                    (S::Waiting, runner.sched.next_wake(), Some(event), None)
-                }
-                RunOutcome::Sleeping(wake) => (S::Sleeping, Some(wake), None, None),
-                _ => (S::Running, None, None, None),
-            }
-        }
-        // Left `running` without a lease: `wf list` shows it as interrupted, `wf resume` continues it.
-        RunOutcome::Interrupted => (S::Running, None, None, None),
-        // (Decided before a run opens: `admit`.)
-        RunOutcome::Queued(_) => (S::Queued, None, None, None),
-        RunOutcome::Skipped(why) => (S::Skipped, None, None, Some(why.clone())),
-    };
-    // A child's end is its parent's event, in the same commit: whoever
-    // ends the child wakes the parent.
-    let mut event = None;
-    if let Some(parent) = &runner.parent
-        && status.is_ended()
-    {
-        let outputs = runner.sched.writes.iter().rev().find_map(|w| match w {
-            Write::Outputs(v) => Some(v.clone()),
-            _ => None,
-        });
-        let name = crate::vocab::child_event(&runner.id);
-        let end = super::scheduler::ChildEndEvent {
-            status,
-            outputs,
-            error: error.clone(),
-        };
-        let payload =
-            serde_json::to_value(&end).map_err(|e| EngineError::Internal(e.to_string()))?;
-        event = Some((name.clone(), payload.to_string()));
-        runner.sched.writes.push(Write::NotifyParent {
-            parent: parent.id.clone(),
-            name,
-            payload,
-        });
-    }
-    // Whatever step locks its units took and did not give back (a lock
-    // taken for a unit that never started) go with the run.
-    if runner.sched.wf.has_locks() {
-        runner.sched.writes.push(Write::ReleaseLocks);
-    }
-    runner.sched.writes.push(Write::Status {
-        status,
-        wake_at,
-        waiting_event,
-        error,
-    });
+    let closed = runner.sched.close(
+        &runner.id,
+        runner.parent.as_ref(),
+        &outcome,
+        runner.idle_when_stopped,
+        Timestamp::now(),
+    )?;
     runner.sched.writes.push(Write::FinishRun {
         run,
         outcome: outcome.end(),
@@ -596,9 +517,11 @@ async fn close_run(
     // A child run in its parent's process that ended, its lease given up
     // with it: its parent's run makes this commit with its step's end
     // (`runner::children::ChildEnd`).
-    if let (Some(slot), Some((name, payload)), true) =
-        (runner.end_slot(), event, release && store.is_lent())
-    {
+    if let (Some(slot), Some((name, payload)), true) = (
+        runner.end_slot(),
+        closed.parent_event,
+        release && store.is_lent(),
+    ) {
         slot.put(ChildEnd {
             fence: runner.fence.clone(),
             writes,

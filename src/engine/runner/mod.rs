@@ -225,6 +225,7 @@ impl<'o> Runner<'o> {
             deadline,
             events,
             opening,
+            secrets: super::context::secret_values(&wf.secrets),
         });
         Runner {
             output_files: opts.output_files.clone().unwrap_or_default(),

@@ -14,6 +14,7 @@
 
 mod attempt;
 pub mod child;
+mod close;
 mod ready;
 pub mod recovery;
 mod render;
@@ -24,9 +25,10 @@ mod suspend;
 mod tests;
 
 pub use child::ChildEndEvent;
+pub use close::Closed;
 pub use step::{Effect, Input, Job, MAX_SETTLED_PER_COMMIT, Note, Settled, SpanIds};
 
-use super::context::{self, Context};
+use super::context::Context;
 use super::output::merge_patch;
 use super::redact::Redactor;
 use super::{AttemptResult, Failure, http, shell};
@@ -168,6 +170,10 @@ pub struct Setup {
     pub events: Vec<EventRow>,
     /// The writes that open the run (see [`Scheduler::opening`]).
     pub opening: Vec<Write>,
+    /// The values of the workflow's secrets by name, as the process running
+    /// it has them (`context::secret_values`): what `secrets.NAME` gives,
+    /// and what is masked in everything the run records.
+    pub secrets: Map<String, Value>,
 }
 
 /// The run's records and what it decided from them.
@@ -264,9 +270,13 @@ impl Scheduler {
             deadline,
             events,
             opening,
+            secrets,
         } = setup;
-        let secrets = context::secret_values(&wf.secrets);
-        let redactor = Redactor::for_secrets(&wf.secrets);
+        let redactor = Redactor::new(
+            secrets
+                .values()
+                .filter_map(|v| v.as_str().map(str::to_string)),
+        );
         let mut ctx = Context::new(
             &run.id,
             run.parent.as_ref(),

@@ -3,7 +3,10 @@
 //! Each test reads as a history: "a completed, b failed at 10:00 and is
 //! due again at 10:01; what runs at 10:00:30?"
 
+mod close;
 mod driven;
+mod run;
+mod secrets;
 
 use super::retry::{Verdict, judge};
 use super::*;
@@ -28,6 +31,8 @@ struct History {
     wf: Arc<Workflow>,
     rows: Vec<StepRow>,
     failed: Option<String>,
+    /// The secrets' values the run is given.
+    secrets: serde_json::Map<String, serde_json::Value>,
 }
 
 impl History {
@@ -36,6 +41,7 @@ impl History {
             wf: workflow(yaml),
             rows: Vec::new(),
             failed: None,
+            secrets: serde_json::Map::new(),
         }
     }
 
@@ -70,6 +76,7 @@ impl History {
             deadline: None,
             events: Vec::new(),
             opening: Vec::new(),
+            secrets: self.secrets,
         });
         assert_eq!(s.failed, self.failed, "the failure history implies");
         s
