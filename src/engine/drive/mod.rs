@@ -155,7 +155,7 @@ fn ready(setup: Setup<'_>) -> Ready<'_> {
         opening: opened.writes,
         carried: opened.carried,
     });
-    runner.sched.terminate = terminate;
+    runner.sched.set_terminate(terminate);
     if cancel {
         runner.stop(Stop::Cancel);
     }
@@ -482,14 +482,14 @@ async fn close_run(
             let ends = runner.handed_ends(refused(&e));
             runner.sched.close_on_error(ends);
             runner.write_root_span(RunEnd::Failed, Some(&e.to_string()));
-            runner.sched.writes.push(Write::FinishRun {
+            runner.sched.push_write(Write::FinishRun {
                 run,
                 outcome: RunEnd::Failed,
             });
             if release {
-                runner.sched.writes.push(Write::Release);
+                runner.sched.push_write(Write::Release);
             }
-            let writes = std::mem::take(&mut runner.sched.writes);
+            let writes = runner.sched.take_writes();
             store.commit(&runner.fence, &writes).await?;
             return Err(e);
         }
@@ -506,14 +506,14 @@ async fn close_run(
         runner.idle_when_stopped,
         Timestamp::now(),
     )?;
-    runner.sched.writes.push(Write::FinishRun {
+    runner.sched.push_write(Write::FinishRun {
         run,
         outcome: outcome.end(),
     });
     if release {
-        runner.sched.writes.push(Write::Release);
+        runner.sched.push_write(Write::Release);
     }
-    let writes = std::mem::take(&mut runner.sched.writes);
+    let writes = runner.sched.take_writes();
     // A child run in its parent's process that ended, its lease given up
     // with it: its parent's run makes this commit with its step's end
     // (`runner::children::ChildEnd`).

@@ -47,7 +47,7 @@ impl Runner<'_> {
         let decided = !self.committing.is_empty()
             || self
                 .sched
-                .writes
+                .batch()
                 .iter()
                 .any(|w| !matches!(w, Write::Span(_)));
         debug_assert!(decided || applied.spawns.is_empty());
@@ -88,7 +88,7 @@ impl Runner<'_> {
         before_sync: bool,
     ) -> Result<Vec<tracing::Span>, EngineError> {
         let spans = self.commit_spans(store.system());
-        let writes = std::mem::take(&mut self.sched.writes);
+        let writes = self.sched.take_writes();
         let fence = self.fence.clone();
         let sent = Instant::now();
         let mut deferred = Vec::new();
@@ -132,7 +132,7 @@ impl Runner<'_> {
             // reports how it ended.
             let _ = super::super::spawn::release(pid as nix::libc::pid_t);
         }
-        self.sched.opening = 0;
+        self.sched.opening_committed();
         self.handed.clear();
         // A span ends when last exited: here. It is closed (and made a row)
         // once the steps it let start have.

@@ -282,8 +282,7 @@ impl<'o> Runner<'o> {
         } = end;
         self.handed.push(fence.instance.clone());
         self.sched
-            .writes
-            .push(Write::Child(Box::new(store::ChildWrites { fence, writes })));
+            .push_write(Write::Child(Box::new(store::ChildWrites { fence, writes })));
         (name, payload)
     }
 
@@ -292,7 +291,8 @@ impl<'o> Runner<'o> {
     /// refused them): a run that stops on an error makes them still, on
     /// their own if it cannot make its own.
     pub(super) fn handed_ends(&self, refused: Option<&InstanceId>) -> Vec<Write> {
-        self.sched.writes[self.sched.opening.min(self.sched.writes.len())..]
+        self.sched
+            .decided()
             .iter()
             .filter(|w| match w {
                 Write::Child(c) => {
@@ -313,7 +313,7 @@ impl<'o> Runner<'o> {
         let applied = self.decide(Input::Tick(Vec::new()));
         self.flush_spans(&[]);
         self.precommitted = Some(applied);
-        std::mem::take(&mut self.sched.writes)
+        self.sched.take_writes()
     }
 
     /// Runs the loop, then waits for the children it runs in this process
@@ -334,12 +334,7 @@ impl<'o> Runner<'o> {
     }
 
     async fn decide_until_done(&mut self, store: &mut Store) -> Result<RunOutcome, EngineError> {
-        let replayed = self
-            .sched
-            .records
-            .values()
-            .filter(|r| r.status.is_done())
-            .count();
+        let replayed = self.sched.units_done();
         if replayed > 0 {
             self.observer.steps_replayed(replayed);
         }
@@ -352,7 +347,7 @@ impl<'o> Runner<'o> {
             let mut commit_spans = Vec::new();
             let applied = match self.precommitted.take() {
                 Some(applied) => {
-                    self.sched.opening = 0;
+                    self.sched.opening_committed();
                     applied
                 }
                 None => {
@@ -398,7 +393,7 @@ impl<'o> Runner<'o> {
                 continue;
             }
 
-            if self.sched.running.is_empty() && self.tasks.is_empty() && self.children.is_empty() {
+            if !self.sched.has_running() && self.tasks.is_empty() && self.children.is_empty() {
                 let idle = self.decide(Input::Idle);
                 if let Some(outcome) = idle.end {
                     return Ok(outcome);
@@ -431,8 +426,8 @@ impl<'o> Runner<'o> {
                     // An event delivered while earlier steps ran (or a
                     // cancel asked meanwhile) is looked for once more
                     // before the run suspends for it.
-                    let stop_before = self.sched.stop;
-                    if self.poll_external(store).await? || self.sched.stop != stop_before {
+                    let stop_before = self.sched.stopped();
+                    if self.poll_external(store).await? || self.sched.stopped() != stop_before {
                         continue;
                     }
                     return Ok(self.sched.suspend_outcome(next, Timestamp::now()));
@@ -440,10 +435,10 @@ impl<'o> Runner<'o> {
                 let until = next.map_or(timer, |n| n.min(timer));
                 // In slices, so that a cancel or an awaited event from another
                 // process is seen within 200 ms.
-                let stop_before = self.sched.stop;
+                let stop_before = self.sched.stopped();
                 loop {
                     let wait = until.since(Timestamp::now());
-                    if wait.is_zero() || self.sched.stop != stop_before {
+                    if wait.is_zero() || self.sched.stopped() != stop_before {
                         break;
                     }
                     tokio::select! {
@@ -520,7 +515,7 @@ impl<'o> Runner<'o> {
             && applied.ending.is_empty()
             && !applied.again
             && self.lock_waits.is_empty()
-            && self.sched.running.is_empty()
+            && !self.sched.has_running()
             && self.tasks.is_empty()
             && self.children.is_empty()
     }
@@ -609,7 +604,7 @@ impl<'o> Runner<'o> {
                     // its run is opened now, and that commit records its
                     // first decisions too.
                     if let Some(opening) = self.children.open(&mut start, self.opts.inline_wait) {
-                        self.sched.writes.push(opening);
+                        self.sched.push_write(opening);
                     }
                     applied.children.push(start);
                 }
@@ -631,20 +626,16 @@ impl<'o> Runner<'o> {
             return None;
         }
         let ttl = lease::ttl().unwrap_or(lease::DEFAULT_TTL);
-        let row = self.sched.writes.iter_mut().find_map(|w| match w {
-            Write::CreateChild(row) if row.id == *id && row.queue.is_none() => Some(row),
-            _ => None,
-        })?;
         let owner = lease::owner_name();
-        row.lease_owner = Some(owner.clone());
-        row.lease_expires_ms = Some(Timestamp::now().ms() + lease::ttl_ms(ttl));
+        let expires_ms = Timestamp::now().ms() + lease::ttl_ms(ttl);
+        let instance = self.sched.lease_child(id, &owner, expires_ms)?;
         Some(Box::new(Claimed {
             fence: Fence {
                 instance: id.clone(),
                 owner,
                 epoch: 0,
             },
-            instance: (**row).clone(),
+            instance,
         }))
     }
 
@@ -691,7 +682,7 @@ impl<'o> Runner<'o> {
         if self.lock_waits.is_empty() {
             return Ok(false);
         }
-        if self.sched.stop.is_some() || self.sched.compensating() {
+        if self.sched.stopped().is_some() || self.sched.compensating() {
             self.lock_waits.clear();
             return Ok(false);
         }

@@ -24,7 +24,7 @@ impl<'o> Runner<'o> {
             Some(self.sched.redactor()),
             skip,
         );
-        self.sched.writes.extend(spans);
+        self.sched.extend_writes(spans);
     }
 
     /// A `wf.commit` span under each attempt the coming commit makes
@@ -138,7 +138,7 @@ impl Runner<'_> {
             }
             None => ("unset", None),
         };
-        self.sched.writes.push(Write::Span(Box::new(store::SpanRow {
+        self.sched.push_write(Write::Span(Box::new(store::SpanRow {
             trace_id: c.trace_id,
             span_id: c.span_id,
             parent_span_id: Some(c.root_span_id),

@@ -13,6 +13,7 @@
 //! records as history left them, a time, inputs, and the decisions expected.
 
 mod attempt;
+mod batch;
 pub mod child;
 mod close;
 mod ready;
@@ -178,44 +179,44 @@ pub struct Setup {
 
 /// The run's records and what it decided from them.
 pub struct Scheduler {
-    pub wf: Arc<Workflow>,
-    pub run: RunData,
+    wf: Arc<Workflow>,
+    run: RunData,
     /// Every unit's row, by key, as this run last decided it.
-    pub records: HashMap<String, StepRow>,
+    records: HashMap<String, StepRow>,
     /// Keys of the records that have held a timer status (`retrying`,
     /// `sleeping`, `waiting`) in this run: a superset of those holding one
     /// now (every such status is written through [`Scheduler::put`]), so
     /// that finding the next timer does not walk every record after every
     /// step.
-    pub timed: HashSet<String>,
+    timed: HashSet<String>,
     /// Units in flight: key -> attempt.
-    pub running: HashMap<String, i64>,
+    running: HashMap<String, i64>,
     /// Steps whose needs are met and that have not ended (see `candidates`).
-    pub frontier: BTreeSet<usize>,
+    frontier: BTreeSet<usize>,
     /// For each step, the steps that need it.
-    pub dependents: Vec<Vec<usize>>,
+    dependents: Vec<Vec<usize>>,
     /// Steps whose `if` calls `failure()`, `always()` or `cancelled()`:
     /// handlers, which still run once a step failed (or on cancel).
-    pub handlers: Vec<usize>,
+    handlers: Vec<usize>,
     /// Why the workflow failed, once a unit failed for good.
-    pub failed: Option<String>,
-    pub stop: Option<Stop>,
+    failed: Option<String>,
+    stop: Option<Stop>,
     /// When the workflow's `timeout` runs out.
-    pub deadline: Option<Timestamp>,
+    deadline: Option<Timestamp>,
     /// Per unit key, its attempts that do not count towards `max_attempts`.
-    pub uncounted: HashMap<String, Vec<i64>>,
+    uncounted: HashMap<String, Vec<i64>>,
     /// Canceled without compensations (`wf cancel --terminate`).
-    pub terminate: bool,
+    terminate: bool,
     /// The completion order of the last unit that completed.
-    pub seq: i64,
+    seq: i64,
     /// What the run decided since its last commit, applied at the next one.
-    pub writes: Vec<Write>,
+    writes: Vec<Write>,
     /// How many of `writes`, from the first, open the run (the recovery of
     /// a dead predecessor's history, the run's record, the instance
     /// `running`) and are not committed yet: they go in with the run's
     /// first decisions, one commit rather than two, and are kept should the
     /// run end on an error before that commit.
-    pub opening: usize,
+    opening: usize,
     /// The effects decided and not yet returned by [`Scheduler::step`].
     effects: Vec<Effect>,
     /// What expressions see.
@@ -242,7 +243,7 @@ pub struct Scheduler {
     ended_here: HashMap<String, String>,
     /// Units waiting on the child their last attempt made, by key: they
     /// count towards `concurrency` and `max_parallel` as running units do.
-    pub open_children: HashSet<String>,
+    open_children: HashSet<String>,
     /// Whether the children this run found open were handed to the driver.
     children_started: bool,
     /// Units whose children were asked to end (or left to run) because the
@@ -250,8 +251,8 @@ pub struct Scheduler {
     children_ending: HashSet<String>,
     /// Units of `lock:` steps whose lock the driver was asked to take, and
     /// those holding it (for their next attempt, then while it runs).
-    pub locks_asked: HashSet<String>,
-    pub locks_held: HashSet<String>,
+    locks_asked: HashSet<String>,
+    locks_held: HashSet<String>,
 }
 
 impl Scheduler {
