@@ -83,7 +83,7 @@ pub fn remedy(wf: &Workflow, inst: &InstanceRow, runs: &[RunRow], steps: &[StepR
 /// [`remedy`] for instance `id`, read from `store` (its pinned definition
 /// included).
 pub async fn remedy_of(store: &Store, inst: &InstanceRow) -> Result<Remedy, EngineError> {
-    let wf = super::drive::pinned_workflow(store, inst).await?;
+    let wf = super::pinned::pinned_workflow(store, inst).await?;
     let runs = store.runs(&inst.id).await?;
     let steps = store.steps(&inst.id).await?;
     Ok(remedy(&wf, inst, &runs, &steps))

@@ -17,6 +17,7 @@ pub mod lease;
 pub mod logs;
 pub mod output;
 pub mod output_files;
+pub mod pinned;
 pub mod procs;
 pub mod redact;
 pub mod registry;

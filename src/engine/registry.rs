@@ -69,7 +69,7 @@ pub async fn register(
 /// The definition registered as `row`, with the workflows it calls.
 pub async fn definition(store: &Store, row: &WorkflowRow) -> Result<Workflow, EngineError> {
     let label = format!("{} (registered as {})", row.workflow_path, row.name);
-    super::drive::pinned_by_hash(store, &row.definition_hash, &label).await
+    super::pinned::pinned_by_hash(store, &row.definition_hash, &label).await
 }
 
 /// Every registered workflow with its definition (`None`: it cannot be

@@ -49,7 +49,7 @@ pub async fn signal(
     }
     let mut payload = payload;
     let mut out = Delivered::default();
-    if let Ok(wf) = super::drive::pinned_workflow(store, &inst).await {
+    if let Ok(wf) = super::pinned::pinned_workflow(store, &inst).await {
         Redactor::for_secrets(&wf.secrets).value(&mut payload);
         // Names match exactly: a misspelt one would wait in the store for
         // ever. It is kept (a restart or a later step may want it), but said.
@@ -90,7 +90,7 @@ pub async fn signal_events(store: &Store, id: &InstanceId) -> Result<Vec<String>
         .as_deref()
         .map(|e| e.split(',').map(str::to_string).collect())
         .unwrap_or_default();
-    if let Ok(wf) = super::drive::pinned_workflow(store, &inst).await {
+    if let Ok(wf) = super::pinned::pinned_workflow(store, &inst).await {
         for n in waited_for(&wf) {
             if !names.iter().any(|m| m == n) {
                 names.push(n.to_string());
@@ -183,7 +183,7 @@ async fn plan_restart(
     inst: &InstanceRow,
     from: &str,
 ) -> Result<(Workflow, Vec<String>), EngineError> {
-    let wf = super::drive::pinned_workflow(store, inst).await?;
+    let wf = super::pinned::pinned_workflow(store, inst).await?;
     let mut rows = store.steps(&inst.id).await?;
     restart::fill_patches(store, &inst.id, &mut rows).await?;
     let plan = restart::plan(&wf, &rows, from)?;
@@ -224,7 +224,7 @@ pub struct RetryPlan {
 /// The [`RetryPlan`] of instance `id` now.
 pub async fn retry_plan(store: &Store, id: &InstanceId) -> Result<RetryPlan, EngineError> {
     let inst = store.instance(id).await?;
-    let wf = super::drive::pinned_workflow(store, &inst).await?;
+    let wf = super::pinned::pinned_workflow(store, &inst).await?;
     let mut rows = store.steps(id).await?;
     let failed = rows
         .iter()

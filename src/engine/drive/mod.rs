@@ -11,23 +11,21 @@
 mod admit;
 mod child;
 mod open;
-mod pinned;
 
-pub(super) use child::open_claimed;
-
-pub(super) use open::ended_spans;
+use super::pinned::workflow_of;
 use open::open_run;
-use pinned::workflow_of;
-pub use pinned::{pinned_by_hash, pinned_workflow};
 
 use super::advice::{self, Remedy};
 use super::lease::{self, Heartbeat};
-use super::runner::{ChildEnd, RunOptions, RunOutcome, RunStart, Runner, Stop};
+use super::runner::{
+    ChildEnd, ChildRuns, OpenedChild, RunOptions, RunOutcome, RunStart, Runner, Stop,
+};
 use super::{EngineError, Observer, Unresumable, procs, restart, shell};
 use crate::store::{self, Store, StoreError, Write};
 use crate::telemetry::{self, recorder};
 use crate::vocab::{InstanceId, InstanceStatus, RunEnd, ShownStatus, Timestamp};
 use crate::workflow::Workflow;
+use futures_util::future::LocalBoxFuture;
 use std::sync::Arc;
 
 /// Drives instance `id` until it completes, fails, suspends or is interrupted
@@ -101,8 +99,8 @@ pub async fn drive(
 }
 
 /// A run opened and about to go: its runner, its heartbeat, its fence.
-pub(super) struct Ready<'o> {
-    pub(super) runner: Runner<'o>,
+struct Ready<'o> {
+    runner: Runner<'o>,
     heartbeat: Heartbeat,
     fence: store::Fence,
 }
@@ -122,6 +120,60 @@ struct Setup<'o> {
     lost: tokio::sync::watch::Receiver<Option<String>>,
 }
 
+/// How the runner runs children in its process: opened here
+/// (`child::open_claimed`) or driven as any instance (`drive`), reporting
+/// to no observer.
+struct ChildRunsHere;
+
+static CHILD_RUNS: ChildRunsHere = ChildRunsHere;
+
+/// What a child run in this process reports: nothing (its step hears of
+/// its end through the parent's events; its lines are not printed: the
+/// parent's are).
+struct Quiet;
+
+impl Observer for Quiet {}
+
+static QUIET: Quiet = Quiet;
+
+impl ChildRuns for ChildRunsHere {
+    fn open(
+        &self,
+        location: store::Location,
+        live_dir: std::path::PathBuf,
+        opts: RunOptions,
+    ) -> Option<Box<dyn OpenedChild>> {
+        let ready = child::open_claimed(location, live_dir, opts, &QUIET)?;
+        Some(Box::new(ready))
+    }
+
+    fn drive(
+        &self,
+        mut store: Store,
+        id: InstanceId,
+        opts: RunOptions,
+    ) -> LocalBoxFuture<'static, Result<RunOutcome, EngineError>> {
+        Box::pin(async move { drive(&mut store, &id, opts, &QUIET).await })
+    }
+}
+
+impl OpenedChild for Ready<'static> {
+    fn first_writes(&mut self) -> Vec<Write> {
+        self.runner.open_in_parent()
+    }
+
+    fn starts_work(&self) -> bool {
+        self.runner.first_decisions_start_work()
+    }
+
+    fn run(
+        self: Box<Self>,
+        mut store: Store,
+    ) -> LocalBoxFuture<'static, Result<RunOutcome, EngineError>> {
+        Box::pin(async move { run_ready(&mut store, *self).await })
+    }
+}
+
 /// Opens the run (`open::open_run`: recovery, its trace, its opening
 /// writes) and makes its runner; nothing is read or written here.
 fn ready(setup: Setup<'_>) -> Ready<'_> {
@@ -130,6 +182,7 @@ fn ready(setup: Setup<'_>) -> Ready<'_> {
     let opened = open_run(&id, &wf, setup.history, setup.restart.plan, &setup.opts);
     let (run, cancel, terminate) = (opened.run, opened.cancel, opened.terminate);
     let mut runner = Runner::new(RunStart {
+        child_runs: &CHILD_RUNS,
         wf: wf.clone(),
         inst: opened.inst,
         run,
@@ -171,10 +224,7 @@ fn ready(setup: Setup<'_>) -> Ready<'_> {
 }
 
 /// Drives a run [`ready`] opened to its end (`finish`).
-pub(super) async fn run_ready(
-    store: &mut Store,
-    ready: Ready<'_>,
-) -> Result<RunOutcome, EngineError> {
+async fn run_ready(store: &mut Store, ready: Ready<'_>) -> Result<RunOutcome, EngineError> {
     let Ready {
         mut runner,
         heartbeat,
@@ -581,106 +631,5 @@ pub(crate) async fn check_resumable(
             })))
         }
         _ => Ok(()),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    //! A tree of workflow files pinned with an instance and read back: the
-    //! children come from the store, not from the files, once pinned.
-
-    use super::*;
-    use crate::store::Location;
-
-    fn write(dir: &std::path::Path, name: &str, text: &str) {
-        std::fs::write(dir.join(name), text).expect("write");
-    }
-
-    #[test]
-    fn a_pinned_tree_reads_back_whatever_the_files_say_now() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let d = dir.path();
-        write(
-            d,
-            "top.yaml",
-            "name: top\nsteps:\n  - id: a\n    workflow: mid.yaml\n  - id: b\n    workflow: leaf.yaml\n    with: { n: 1 }\n",
-        );
-        write(
-            d,
-            "mid.yaml",
-            "name: mid\nsteps:\n  - id: m\n    workflow: ./leaf.yaml\n    with: { n: 2 }\n",
-        );
-        write(
-            d,
-            "leaf.yaml",
-            "name: leaf\ninputs: { n: { required: true } }\nsteps:\n  - id: x\n    run: echo ${{ inputs.n }}\n",
-        );
-        let wf = Workflow::load(&d.join("top.yaml")).expect("valid");
-        let defs = crate::engine::definitions_of(&wf);
-        assert_eq!(defs.len(), 3, "leaf is pinned once, though called twice");
-        assert_eq!(defs[0].hash, wf.hash);
-        assert_ne!(
-            wf.hash,
-            crate::workflow::validate::hash_source(&wf.source),
-            "the tree's hash covers the children"
-        );
-
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .expect("runtime");
-        rt.block_on(async {
-            let mut store = Store::open(&Location::Sqlite(d.join("wf.db")))
-                .await
-                .expect("open");
-            let now = Timestamp::now();
-            let row = store::InstanceRow {
-                id: "i1".into(),
-                workflow: wf.name.clone(),
-                status: InstanceStatus::Running,
-                definition: wf.source.clone(),
-                definition_hash: wf.hash.clone(),
-                workflow_path: d.join("top.yaml").display().to_string(),
-                base_dir: d.display().to_string(),
-                inputs: serde_json::json!({}),
-                state: serde_json::json!({}),
-                error: None,
-                wake_at: None,
-                waiting_event: None,
-                lease_owner: None,
-                lease_expires_ms: None,
-                created_at: now,
-                updated_at: now,
-                parent: None,
-                depth: 0,
-                labels: store::Labels::new(),
-                queue: None,
-            };
-            assert!(store.create_instance(&row, &defs, &|_| true).await.expect("create"));
-
-            // The leaf's file changes: a new load differs, the pinned tree does not.
-            write(
-                d,
-                "leaf.yaml",
-                "name: leaf\ninputs: { n: { required: true } }\nsteps:\n  - id: y\n    run: echo changed\n",
-            );
-            assert_ne!(Workflow::load(&d.join("top.yaml")).expect("valid").hash, wf.hash);
-            let inst = store.instance(&row.id).await.expect("instance");
-            let pinned = pinned_workflow(&store, &inst).await.expect("pinned");
-            assert_eq!(pinned.hash, wf.hash);
-            let leaf = &pinned.children["leaf.yaml"];
-            assert_eq!(leaf.steps[0].id, "x", "the leaf as pinned");
-            let mid = &pinned.children["mid.yaml"];
-            assert_eq!(mid.children["./leaf.yaml"].hash, leaf.hash);
-
-            // A child's pinned definition gone: corrupt, said so.
-            rusqlite::Connection::open(d.join("wf.db"))
-                .and_then(|c| {
-                    c.execute("DELETE FROM definitions WHERE hash = ?1", [&leaf.hash])
-                })
-                .expect("delete");
-            let err = pinned_workflow(&store, &inst).await.expect_err("corrupt");
-            assert!(err.to_string().contains("is missing"), "{err}");
-        });
     }
 }

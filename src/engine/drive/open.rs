@@ -5,9 +5,10 @@
 //! timers, the instance `running`), to be committed with the run's first
 //! decisions.
 
+use super::super::restart;
+use super::super::runner::ended_spans;
 use super::super::runner::{CarriedAttempt, RunOptions};
 use super::super::scheduler::{Scheduler, recovery};
-use super::super::{redact::Redactor, restart};
 use crate::store::{self, StepRow, Write};
 use crate::telemetry::{self, recorder};
 use crate::vocab::{
@@ -310,33 +311,6 @@ fn start_trace(
         telemetry::now_ns(),
     );
     (root, trace, caller)
-}
-
-/// The spans of `(trace id, instance, run)` of `workflow` that ended since
-/// the last call, as writes, with secrets masked by `redactor`, except those
-/// in `skip`; stored without the attributes the instance already says
-/// ([`store::SpanRow::slim`]).
-pub(in crate::engine) fn ended_spans(
-    (trace_id, instance, run): (&str, &str, i64),
-    workflow: &str,
-    redactor: Option<&Redactor>,
-    skip: &[String],
-) -> Vec<Write> {
-    recorder::take(trace_id, instance)
-        .into_iter()
-        .filter_map(|span| {
-            let mut row = recorder::row(&span, run);
-            if skip.contains(&row.span_id) {
-                return None;
-            }
-            if let Some(r) = redactor.filter(|r| !r.is_empty()) {
-                r.value(&mut row.attributes);
-                row.status_message = row.status_message.map(|m| r.text(m.as_str()));
-            }
-            row.slim(workflow);
-            Some(Write::Span(Box::new(row)))
-        })
-        .collect()
 }
 
 /// The spans of finished attempts that a predecessor died before storing

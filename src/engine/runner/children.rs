@@ -14,7 +14,7 @@
 //! transaction where there were two, and the parent need not read its
 //! events back to learn of it.
 
-use super::{EngineError, InstanceId, Observer, RunOptions};
+use super::{EngineError, InstanceId, RunOptions};
 use crate::engine::output_files::SharedOutputFiles;
 use crate::store::{ChildWrites, Shared, Store, Write};
 use crate::workflow::Workflow;
@@ -23,14 +23,49 @@ use futures_util::stream::{FuturesUnordered, StreamExt as _};
 use std::sync::Arc;
 use std::time::Duration;
 
-/// What a child run in this process reports: nothing (its step hears of
-/// its end through the parent's events). Its lines are not printed: the
-/// parent's are.
-struct Quiet;
+/// How a child's run is made and driven: the driver's (`drive`), handed
+/// to the runner when it is made ([`super::RunStart::child_runs`]), so
+/// that the runner, which the driver drives, never calls back into it.
+/// A child run here reports nothing to an observer (its step hears of its
+/// end through the parent's events; its lines are not printed: the
+/// parent's are).
+pub(in crate::engine) trait ChildRuns {
+    /// Opens the run of the child `opts.claimed` names, which the coming
+    /// commit leases to this process; `None` when it is to be taken as any
+    /// instance is, by [`ChildRuns::drive`].
+    fn open(
+        &self,
+        location: crate::store::Location,
+        live_dir: std::path::PathBuf,
+        opts: RunOptions,
+    ) -> Option<Box<dyn OpenedChild>>;
 
-impl Observer for Quiet {}
+    /// Drives child `id` as `wf resume` would (its lease taken, its
+    /// history read).
+    fn drive(
+        &self,
+        store: Store,
+        id: InstanceId,
+        opts: RunOptions,
+    ) -> LocalBoxFuture<'static, Result<super::RunOutcome, EngineError>>;
+}
 
-static QUIET: Quiet = Quiet;
+/// A child's run opened before the commit that makes the child.
+pub(in crate::engine) trait OpenedChild {
+    /// Its first decisions, for the parent's commit to make; what they
+    /// start waits for that commit (the run's first turn).
+    fn first_writes(&mut self) -> Vec<Write>;
+
+    /// Whether those decisions start work outside the database: attempts,
+    /// or those of children opened with it.
+    fn starts_work(&self) -> bool;
+
+    /// Runs it to its end on `store`.
+    fn run(
+        self: Box<Self>,
+        store: Store,
+    ) -> LocalBoxFuture<'static, Result<super::RunOutcome, EngineError>>;
+}
 
 /// The last commit of a child run here that ended, handed to its
 /// parent's run (`drive::close_run`) rather than made: its writes, under
@@ -85,7 +120,7 @@ pub(super) struct Start {
     pub(super) claimed: Option<Box<super::Claimed>>,
     /// Its run, opened before that commit, which makes its first
     /// decisions too ([`InProcess::open`]).
-    pub(super) opened: Option<Box<crate::engine::drive::Ready<'static>>>,
+    pub(super) opened: Option<Box<dyn OpenedChild>>,
     /// Where its run leaves its end.
     pub(super) end: EndSlot,
 }
@@ -95,10 +130,7 @@ impl Start {
     /// the database: its first attempts (or those of its own children,
     /// opened with it).
     pub(super) fn starts_work(&self) -> bool {
-        self.opened
-            .as_ref()
-            .and_then(|r| r.runner.precommitted.as_ref())
-            .is_some_and(|a| !a.spawns.is_empty() || a.children.iter().any(Start::starts_work))
+        self.opened.as_ref().is_some_and(|r| r.starts_work())
     }
 }
 
@@ -125,11 +157,14 @@ pub(super) struct InProcess {
     /// end, and the parent would wait for it.
     here: std::collections::HashSet<InstanceId>,
     again: std::collections::HashMap<InstanceId, (Start, Duration)>,
+    /// How their runs are made.
+    runs: &'static dyn ChildRuns,
 }
 
 impl InProcess {
-    pub(super) fn new(shared: Arc<Shared>) -> InProcess {
+    pub(super) fn new(shared: Arc<Shared>, runs: &'static dyn ChildRuns) -> InProcess {
         InProcess {
+            runs,
             running: FuturesUnordered::new(),
             shared,
             files: SharedOutputFiles::default(),
@@ -151,9 +186,9 @@ impl InProcess {
         let opts = self.options(start, inline_wait);
         let live_dir = Store::Lent(self.shared.clone()).live_dir();
         let location = self.shared.location().clone();
-        let mut ready = crate::engine::drive::open_claimed(location, live_dir, opts, &QUIET)?;
-        let writes = ready.runner.open_in_parent();
-        start.opened = Some(Box::new(ready));
+        let mut opened = self.runs.open(location, live_dir, opts)?;
+        let writes = opened.first_writes();
+        start.opened = Some(opened);
         Some(Write::Child(Box::new(ChildWrites { fence, writes })))
     }
 
@@ -195,8 +230,7 @@ impl InProcess {
             // Opened, its first decisions made by the commit that made it.
             let (id, slot) = (start.id, start.end);
             self.running.push(Box::pin(async move {
-                let mut store = Store::Lent(shared);
-                let ran = crate::engine::drive::run_ready(&mut store, *ready).await;
+                let ran = ready.run(Store::Lent(shared)).await;
                 Ran {
                     said: said_of(&id, ran.map(|_| ())),
                     end: slot.take(),
@@ -207,8 +241,8 @@ impl InProcess {
         }
         let opts = self.options(&start, inline_wait);
         let (id, slot) = (start.id, start.end);
+        let runs = self.runs;
         self.running.push(Box::pin(async move {
-            let mut store = Store::Lent(shared);
             // Taken at once, it would fail for want of a secret: it is
             // left, unclaimed, for a process that has it.
             if opts.owner.is_some()
@@ -226,7 +260,8 @@ impl InProcess {
                     id,
                 };
             }
-            let ran = crate::engine::drive::drive(&mut store, &id, opts, &QUIET)
+            let ran = runs
+                .drive(Store::Lent(shared), id.clone(), opts)
                 .await
                 .map(|_| ());
             Ran {

@@ -32,12 +32,14 @@ use crate::telemetry::{self, recorder};
 use crate::vocab::{CancelRequest, InstanceId, Timestamp};
 use crate::workflow::Workflow;
 pub use children::{ChildEnd, EndSlot};
+pub(in crate::engine) use children::{ChildRuns, OpenedChild};
 use commit::Decided;
 use opentelemetry::KeyValue;
 use opentelemetry::trace::Status;
 use options::Signals;
 pub use options::{Claimed, RunOptions};
 pub use spans::CarriedAttempt;
+pub(in crate::engine) use spans::ended_spans;
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -149,6 +151,8 @@ pub(super) struct Runner<'o> {
 
 /// What a run starts from (see `drive`).
 pub(super) struct RunStart<'o> {
+    /// How the children it runs in this process are run (the driver's).
+    pub child_runs: &'static dyn children::ChildRuns,
     pub wf: Arc<Workflow>,
     pub inst: store::InstanceRow,
     pub run: i64,
@@ -182,6 +186,7 @@ pub(super) struct RunStart<'o> {
 impl<'o> Runner<'o> {
     pub(super) fn new(start: RunStart<'o>) -> Runner<'o> {
         let RunStart {
+            child_runs,
             wf,
             inst,
             run,
@@ -248,7 +253,7 @@ impl<'o> Runner<'o> {
             started_groups: Vec::new(),
             held: Vec::new(),
             commit_took: Duration::ZERO,
-            children: children::InProcess::new(shared),
+            children: children::InProcess::new(shared, child_runs),
             parent: inst.parent,
             lock_waits: Vec::new(),
             precommitted: None,
@@ -314,6 +319,15 @@ impl<'o> Runner<'o> {
         self.flush_spans(&[]);
         self.precommitted = Some(applied);
         self.sched.take_writes()
+    }
+
+    /// Whether the first decisions [`Runner::open_in_parent`] made start
+    /// work outside the database: attempts, or those of children opened
+    /// with it.
+    pub(super) fn first_decisions_start_work(&self) -> bool {
+        self.precommitted.as_ref().is_some_and(|a| {
+            !a.spawns.is_empty() || a.children.iter().any(children::Start::starts_work)
+        })
     }
 
     /// Runs the loop, then waits for the children it runs in this process

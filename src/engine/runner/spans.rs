@@ -10,6 +10,7 @@
 //! run rebuilds the span from the attempt's row (`drive::open::rebuild_spans`).
 
 use super::*;
+use crate::engine::redact::Redactor;
 use crate::engine::scheduler::SpanIds;
 use crate::vocab::{AttemptOutcome, RunEnd};
 
@@ -18,12 +19,7 @@ impl<'o> Runner<'o> {
     /// secrets), except those in `skip`.
     pub(super) fn flush_spans(&mut self, skip: &[String]) {
         let run = (self.trace.0.as_str(), self.id.as_str(), self.run);
-        let spans = crate::engine::drive::ended_spans(
-            run,
-            &self.wf.name,
-            Some(self.sched.redactor()),
-            skip,
-        );
+        let spans = ended_spans(run, &self.wf.name, Some(self.sched.redactor()), skip);
         self.sched.extend_writes(spans);
     }
 
@@ -238,4 +234,31 @@ impl SpanIds for AttemptSpans {
             .insert(key.to_string(), (span, span_id.clone(), start_ns));
         (span_id, start_ns)
     }
+}
+
+/// The spans of `(trace id, instance, run)` of `workflow` that ended since
+/// the last call, as writes, with secrets masked by `redactor`, except those
+/// in `skip`; stored without the attributes the instance already says
+/// ([`store::SpanRow::slim`]).
+pub(in crate::engine) fn ended_spans(
+    (trace_id, instance, run): (&str, &str, i64),
+    workflow: &str,
+    redactor: Option<&Redactor>,
+    skip: &[String],
+) -> Vec<Write> {
+    recorder::take(trace_id, instance)
+        .into_iter()
+        .filter_map(|span| {
+            let mut row = recorder::row(&span, run);
+            if skip.contains(&row.span_id) {
+                return None;
+            }
+            if let Some(r) = redactor.filter(|r| !r.is_empty()) {
+                r.value(&mut row.attributes);
+                row.status_message = row.status_message.map(|m| r.text(m.as_str()));
+            }
+            row.slim(workflow);
+            Some(Write::Span(Box::new(row)))
+        })
+        .collect()
 }

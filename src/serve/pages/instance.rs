@@ -40,7 +40,7 @@ async fn read(app: &App, id: String) -> Result<Shown, ApiError> {
             let c = l.conn().await?;
             let id = c.resolve_id(&id).await?;
             let read = crate::views::ordered(actions::inspect(&c, &id, true).await?);
-            let wf = crate::engine::drive::pinned_workflow(&c, &read.view.instance)
+            let wf = crate::engine::pinned::pinned_workflow(&c, &read.view.instance)
                 .await
                 .ok();
             let (_, outputs) = actions::result(&c, &id).await?;

@@ -145,3 +145,105 @@ async fn with_children(
     wf.hash = tree;
     Ok(wf)
 }
+
+#[cfg(test)]
+mod tests {
+    //! A tree of workflow files pinned with an instance and read back: the
+    //! children come from the store, not from the files, once pinned.
+
+    use super::*;
+    use crate::store::Location;
+    use crate::vocab::{InstanceStatus, Timestamp};
+
+    fn write(dir: &std::path::Path, name: &str, text: &str) {
+        std::fs::write(dir.join(name), text).expect("write");
+    }
+
+    #[test]
+    fn a_pinned_tree_reads_back_whatever_the_files_say_now() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let d = dir.path();
+        write(
+            d,
+            "top.yaml",
+            "name: top\nsteps:\n  - id: a\n    workflow: mid.yaml\n  - id: b\n    workflow: leaf.yaml\n    with: { n: 1 }\n",
+        );
+        write(
+            d,
+            "mid.yaml",
+            "name: mid\nsteps:\n  - id: m\n    workflow: ./leaf.yaml\n    with: { n: 2 }\n",
+        );
+        write(
+            d,
+            "leaf.yaml",
+            "name: leaf\ninputs: { n: { required: true } }\nsteps:\n  - id: x\n    run: echo ${{ inputs.n }}\n",
+        );
+        let wf = Workflow::load(&d.join("top.yaml")).expect("valid");
+        let defs = crate::engine::definitions_of(&wf);
+        assert_eq!(defs.len(), 3, "leaf is pinned once, though called twice");
+        assert_eq!(defs[0].hash, wf.hash);
+        assert_ne!(
+            wf.hash,
+            crate::workflow::validate::hash_source(&wf.source),
+            "the tree's hash covers the children"
+        );
+
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        rt.block_on(async {
+            let mut store = Store::open(&Location::Sqlite(d.join("wf.db")))
+                .await
+                .expect("open");
+            let now = Timestamp::now();
+            let row = store::InstanceRow {
+                id: "i1".into(),
+                workflow: wf.name.clone(),
+                status: InstanceStatus::Running,
+                definition: wf.source.clone(),
+                definition_hash: wf.hash.clone(),
+                workflow_path: d.join("top.yaml").display().to_string(),
+                base_dir: d.display().to_string(),
+                inputs: serde_json::json!({}),
+                state: serde_json::json!({}),
+                error: None,
+                wake_at: None,
+                waiting_event: None,
+                lease_owner: None,
+                lease_expires_ms: None,
+                created_at: now,
+                updated_at: now,
+                parent: None,
+                depth: 0,
+                labels: store::Labels::new(),
+                queue: None,
+            };
+            assert!(store.create_instance(&row, &defs, &|_| true).await.expect("create"));
+
+            // The leaf's file changes: a new load differs, the pinned tree does not.
+            write(
+                d,
+                "leaf.yaml",
+                "name: leaf\ninputs: { n: { required: true } }\nsteps:\n  - id: y\n    run: echo changed\n",
+            );
+            assert_ne!(Workflow::load(&d.join("top.yaml")).expect("valid").hash, wf.hash);
+            let inst = store.instance(&row.id).await.expect("instance");
+            let pinned = pinned_workflow(&store, &inst).await.expect("pinned");
+            assert_eq!(pinned.hash, wf.hash);
+            let leaf = &pinned.children["leaf.yaml"];
+            assert_eq!(leaf.steps[0].id, "x", "the leaf as pinned");
+            let mid = &pinned.children["mid.yaml"];
+            assert_eq!(mid.children["./leaf.yaml"].hash, leaf.hash);
+
+            // A child's pinned definition gone: corrupt, said so.
+            rusqlite::Connection::open(d.join("wf.db"))
+                .and_then(|c| {
+                    c.execute("DELETE FROM definitions WHERE hash = ?1", [&leaf.hash])
+                })
+                .expect("delete");
+            let err = pinned_workflow(&store, &inst).await.expect_err("corrupt");
+            assert!(err.to_string().contains("is missing"), "{err}");
+        });
+    }
+}
