@@ -9,7 +9,8 @@
 //! attempts, the signals, the heartbeat's word, the spawn hold and the
 //! commit's overlap with it, the clock, and the run's spans.
 //!
-//! This file holds the loop (decide, commit, spawn, wait, poll); `options`
+//! This file holds the runner and what a turn decides and carries out;
+//! `turn` the loop (receiving what happens, handling it); `options`
 //! what a run is asked to do and the signals that stop it, `launch`
 //! starts an attempt's process or request, `commit` overlaps the commit
 //! with the processes' start, `spans` keeps the run's trace, and `groups`
@@ -21,6 +22,7 @@ mod groups;
 mod launch;
 mod options;
 mod spans;
+mod turn;
 
 use super::output_files;
 pub use super::scheduler::RunOutcome;
@@ -29,14 +31,12 @@ use super::scheduler::{Effect, Input, Job, Note, RunData, Scheduler, Settled, Se
 use super::{AttemptResult, EngineError, Failure, Observer, http, lease, shell};
 use crate::store::{self, Fence, StepRow, Store, Write};
 use crate::telemetry::{self, recorder};
-use crate::vocab::{CancelRequest, InstanceId, Timestamp};
+use crate::vocab::{InstanceId, Timestamp};
 use crate::workflow::Workflow;
 pub use children::{ChildEnd, EndSlot};
 pub(in crate::engine) use children::{ChildRuns, OpenedChild};
-use commit::Decided;
 use opentelemetry::KeyValue;
 use opentelemetry::trace::Status;
-use options::Signals;
 pub use options::{Claimed, RunOptions};
 pub use spans::CarriedAttempt;
 pub(in crate::engine) use spans::ended_spans;
@@ -345,179 +345,6 @@ impl<'o> Runner<'o> {
             }
         }
         outcome
-    }
-
-    async fn decide_until_done(&mut self, store: &mut Store) -> Result<RunOutcome, EngineError> {
-        let replayed = self.sched.units_done();
-        if replayed > 0 {
-            self.observer.steps_replayed(replayed);
-        }
-        let mut signals = Signals::install()?;
-        let mut settled: Vec<Settled> = Vec::new();
-        let mut last_poll = Instant::now();
-        loop {
-            // One transaction: results that came in, then every start they
-            // unblock (a child's first turn: made by its parent's commit).
-            let mut commit_spans = Vec::new();
-            let applied = match self.precommitted.take() {
-                Some(applied) => {
-                    self.sched.opening_committed();
-                    applied
-                }
-                None => {
-                    let mut applied = self.decide(Input::Tick(std::mem::take(&mut settled)));
-                    match self.commit_decided(store, &mut applied).await? {
-                        Decided::Committed(spans) => commit_spans = spans,
-                        Decided::Ended(outcome) => return Ok(outcome),
-                    }
-                    applied
-                }
-            };
-            for (unit, job, attempt) in applied.spawns {
-                self.spawn(unit, *job, attempt);
-            }
-            for start in applied.children {
-                self.children.start(start, self.opts.inline_wait);
-            }
-            for (id, terminate) in applied.ending {
-                // Asked, then run here: a suspended child has no process to
-                // see the request (one that runs elsewhere or here sees it,
-                // and this run of it is refused).
-                let ask = if terminate {
-                    CancelRequest::Terminate
-                } else {
-                    CancelRequest::Cancel
-                };
-                store.request_cancel(&id, ask).await?;
-                let start = children::Start {
-                    id,
-                    workflow: None,
-                    parent_span: None,
-                    claimed: None,
-                    opened: None,
-                    end: children::EndSlot::default(),
-                };
-                self.children.start(start, self.opts.inline_wait);
-            }
-            drop(commit_spans);
-            self.record_groups(store).await?;
-            self.output_files.lock().tidy();
-            // Locks asked for now are tried at once: taken, their units start.
-            if self.try_locks(store).await? || applied.again {
-                continue;
-            }
-
-            if !self.sched.has_running() && self.tasks.is_empty() && self.children.is_empty() {
-                let idle = self.decide(Input::Idle);
-                if let Some(outcome) = idle.end {
-                    return Ok(outcome);
-                }
-                if idle.again {
-                    continue;
-                }
-                // Units waiting for a step lock another instance holds: it
-                // is asked for again every poll (its holder's attempt
-                // ends, or its holder's lease dies).
-                if !self.lock_waits.is_empty() {
-                    tokio::select! {
-                        _ = tokio::time::sleep(POLL_EVERY) => {}
-                        _ = signals.recv() => self.stop(Stop::Signal),
-                        holder = lost(&mut self.lost) => return Err(self.fenced(holder)),
-                    }
-                    self.poll_external(store).await?;
-                    self.try_locks(store).await?;
-                    continue;
-                }
-                // Only timers and events left. Short waits happen here; an
-                // event not yet delivered ends the run at once, unless a
-                // timer is due first within the inline wait.
-                let next = self.sched.next_wake();
-                let within = self
-                    .sched
-                    .next_timer()
-                    .filter(|t| t.since(Timestamp::now()) <= self.opts.inline_wait);
-                let Some(timer) = within else {
-                    // An event delivered while earlier steps ran (or a
-                    // cancel asked meanwhile) is looked for once more
-                    // before the run suspends for it.
-                    let stop_before = self.sched.stopped();
-                    if self.poll_external(store).await? || self.sched.stopped() != stop_before {
-                        continue;
-                    }
-                    return Ok(self.sched.suspend_outcome(next, Timestamp::now()));
-                };
-                let until = next.map_or(timer, |n| n.min(timer));
-                // In slices, so that a cancel or an awaited event from another
-                // process is seen within 200 ms.
-                let stop_before = self.sched.stopped();
-                loop {
-                    let wait = until.since(Timestamp::now());
-                    if wait.is_zero() || self.sched.stopped() != stop_before {
-                        break;
-                    }
-                    tokio::select! {
-                        _ = tokio::time::sleep(wait.min(POLL_EVERY)) => {}
-                        _ = signals.recv() => {
-                            // Nothing runs: the instance stays as it was,
-                            // sleeping or waiting, not interrupted.
-                            self.idle_when_stopped = true;
-                            self.stop(Stop::Signal);
-                        }
-                        holder = lost(&mut self.lost) => return Err(self.fenced(holder)),
-                    }
-                    if self.poll_external(store).await? {
-                        break;
-                    }
-                }
-                continue;
-            }
-
-            // Wake for a result, a due timer, a signal, or to look for a cancel request.
-            let timer = self
-                .sched
-                .next_wake()
-                .map(|t| t.since(Timestamp::now()))
-                .unwrap_or(Duration::from_secs(3600))
-                .min(POLL_EVERY)
-                .min(self.next_group_due().unwrap_or(POLL_EVERY));
-            let mut done = Vec::new();
-            tokio::select! {
-                Some(joined) = self.tasks.join_next() => {
-                    done.push(joined.map_err(|e| EngineError::Internal(format!("step task failed: {e}")))?);
-                    while let Some(joined) = self.tasks.try_join_next() {
-                        done.push(joined.map_err(|e| EngineError::Internal(format!("step task failed: {e}")))?);
-                    }
-                }
-                ran = self.children.next_ended() => {
-                    self.children_ended = true;
-                    let mut look = false;
-                    for ran in std::iter::once(ran).chain(self.children.also_ended()) {
-                        if let Some(said) = ran.said {
-                            self.observer.message(&said);
-                        }
-                        match ran.end {
-                            Some(end) => self.child_ended_here(end),
-                            // Its end, if it ended, was delivered to this
-                            // instance: look now.
-                            None => look = true,
-                        }
-                    }
-                    if look {
-                        last_poll = Instant::now();
-                        self.poll_external(store).await?;
-                    }
-                }
-                _ = tokio::time::sleep(timer) => {}
-                _ = signals.recv() => self.stop(Stop::Signal),
-                holder = lost(&mut self.lost) => return Err(self.fenced(holder)),
-            }
-            settled.extend(done.into_iter().map(|d| self.ended(d)));
-            if last_poll.elapsed() >= POLL_EVERY {
-                last_poll = Instant::now();
-                self.poll_external(store).await?;
-                self.try_locks(store).await?;
-            }
-        }
     }
 
     /// Whether nothing runs, nothing is to start and nothing is asked for
