@@ -241,17 +241,16 @@ fn renew_until_stopped(
     // PostgreSQL: a runtime of its own, so that a renewal never waits
     // for the runner's loop (nor the loop for a renewal's round trip).
     // SQLite's calls complete without waiting: no runtime is needed.
-    let runtime = match &db {
-        Location::Postgres(_) => {
-            let Ok(rt) = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-            else {
-                return;
-            };
-            Some(rt)
-        }
-        Location::Sqlite(_) => None,
+    let runtime = if db.waits_on_a_server() {
+        let Ok(rt) = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+        else {
+            return;
+        };
+        Some(rt)
+    } else {
+        None
     };
     let block_on = |f: std::pin::Pin<&mut dyn std::future::Future<Output = ()>>| match &runtime {
         Some(rt) => rt.block_on(f),

@@ -41,6 +41,8 @@
 //! checkpoint); on PostgreSQL `batch.rs` (a batch as few statements, a
 //! step's as one), `conn.rs` (reconnecting), `target.rs` and `url.rs` (where
 //! the database is), `text.rs` (NUL in text columns). Above both,
+//! `location.rs` says where the history is ([`Location`]),
+//! `list_sql.rs` builds `wf list`'s statements for both dialects,
 //! `pending.rs` is a commit under way ([`PendingCommit`]), `write.rs` the
 //! [`Write`]s, `rows.rs` the rows, `schedules.rs` the schedule interface,
 //! `metrics.rs` what a scrape reads.
@@ -48,6 +50,7 @@
 #[cfg(test)]
 mod contract;
 mod list_sql;
+mod location;
 mod pending;
 mod pg;
 mod pool;
@@ -60,6 +63,7 @@ mod write;
 use serde_json::Value;
 use std::path::PathBuf;
 
+pub use location::{FileId, Location};
 pub use pending::PendingCommit;
 pub use pg::PgTarget;
 pub use pool::Pool;
@@ -142,69 +146,6 @@ pub enum StoreError {
 }
 
 pub type Result<T, E = StoreError> = std::result::Result<T, E>;
-
-/// Where the history lives: a SQLite file, or a PostgreSQL database.
-#[derive(Debug, Clone)]
-pub enum Location {
-    Sqlite(PathBuf),
-    Postgres(Box<PgTarget>),
-}
-
-/// A SQLite file's identity (device, inode): the same path naming
-/// another file, or none, is a database deleted, moved or replaced under
-/// a long-lived process, whose writes would go to a file nobody reads.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct FileId(u64, u64);
-
-impl Location {
-    /// The identity of the SQLite file now (`None` on PostgreSQL).
-    pub fn file_id(&self) -> Option<std::io::Result<FileId>> {
-        use std::os::unix::fs::MetadataExt as _;
-        match self {
-            Location::Sqlite(path) => {
-                Some(std::fs::metadata(path).map(|m| FileId(m.dev(), m.ino())))
-            }
-            Location::Postgres(_) => None,
-        }
-    }
-
-    /// Whether the SQLite file is still the one that had identity `was`:
-    /// `Err` says what became of it.
-    pub fn still(&self, was: Option<FileId>) -> std::result::Result<(), String> {
-        let (Some(was), Some(now), Location::Sqlite(path)) = (was, self.file_id(), self) else {
-            return Ok(());
-        };
-        match now {
-            Ok(now) if now == was => Ok(()),
-            Ok(_) => Err(format!(
-                "the database file {} was replaced by another file",
-                path.display()
-            )),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(format!(
-                "the database file {} is gone (deleted or moved)",
-                path.display()
-            )),
-            Err(e) => Err(format!("the database file {}: {e}", path.display())),
-        }
-    }
-
-    /// `--db`/`WF_DB`: a `postgres://` or `postgresql://` URL, else a path.
-    pub fn parse(text: &std::ffi::OsStr) -> Result<Location> {
-        match text.to_str() {
-            Some(t) if PgTarget::is_url(t) => Ok(Location::Postgres(Box::new(PgTarget::parse(t)?))),
-            _ => Ok(Location::Sqlite(PathBuf::from(text))),
-        }
-    }
-
-    /// How messages name the database: the path, or the URL without its
-    /// password.
-    pub fn describe(&self) -> String {
-        match self {
-            Location::Sqlite(p) => p.display().to_string(),
-            Location::Postgres(t) => t.describe(),
-        }
-    }
-}
 
 /// The history, in one of the backends.
 pub enum Store {

@@ -69,6 +69,13 @@ struct State {
 }
 
 impl Shared {
+    /// A store for a child run in its parent's process: its calls go
+    /// through these shared connections, and its commits are ones its
+    /// parent goes on from ([`Store::is_lent`]).
+    pub fn lend(self: &Arc<Shared>) -> Store {
+        Store::Lent(self.clone())
+    }
+
     pub fn new(location: Location) -> Arc<Shared> {
         let max = match &location {
             Location::Sqlite(_) => 1,

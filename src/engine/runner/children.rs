@@ -184,7 +184,7 @@ impl InProcess {
     pub(super) fn open(&mut self, start: &mut Start, inline_wait: Duration) -> Option<Write> {
         let fence = start.claimed.as_ref()?.fence.clone();
         let opts = self.options(start, inline_wait);
-        let live_dir = Store::Lent(self.shared.clone()).live_dir();
+        let live_dir = self.shared.lend().live_dir();
         let location = self.shared.location().clone();
         let mut opened = self.runs.open(location, live_dir, opts)?;
         let writes = opened.first_writes();
@@ -230,7 +230,7 @@ impl InProcess {
             // Opened, its first decisions made by the commit that made it.
             let (id, slot) = (start.id, start.end);
             self.running.push(Box::pin(async move {
-                let ran = ready.run(Store::Lent(shared)).await;
+                let ran = ready.run(shared.lend()).await;
                 Ran {
                     said: said_of(&id, ran.map(|_| ())),
                     end: slot.take(),
@@ -261,7 +261,7 @@ impl InProcess {
                 };
             }
             let ran = runs
-                .drive(Store::Lent(shared), id.clone(), opts)
+                .drive(shared.lend(), id.clone(), opts)
                 .await
                 .map(|_| ());
             Ran {
