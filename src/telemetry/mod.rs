@@ -120,6 +120,18 @@ impl std::fmt::Display for TraceParent {
     }
 }
 
+/// The runs a span's stored links (`SpanRow::links`) point to: a run's
+/// root links to the root of the run before it, with `workflow.run`.
+pub fn linked_runs(links: &Value) -> Vec<i64> {
+    links
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|l| l.get("attributes")?.get("workflow.run")?.as_i64())
+        .collect()
+}
+
 /// A span link to another span, as stored in `SpanRow::links`.
 pub fn link(trace_id: &str, span_id: &str, attributes: Value) -> Value {
     json!({ "trace_id": trace_id, "span_id": span_id, "attributes": attributes })
@@ -156,5 +168,11 @@ mod tests {
         assert_eq!(ours.to_string(), format!("00-{t}-{s}-01"));
         assert_eq!(TraceParent::parse(&ours.to_string()), Some(ours));
         assert_eq!(TraceParent::of("zz", &s), None);
+        let links = json!([
+            link(&t, &s, json!({"workflow.run": 1})),
+            link(&t, &s, json!({}))
+        ]);
+        assert_eq!(linked_runs(&links), vec![1]);
+        assert!(linked_runs(&json!(null)).is_empty());
     }
 }

@@ -1,7 +1,11 @@
-//! The actions on an instance that both interfaces offer (`wf signal`,
-//! `wf restart`, `wf result`; the API's routes of the same names): what
-//! each checks and writes before anything runs, in one place, so the CLI
-//! and `wf serve` refuse and record the same things.
+//! The use cases both interfaces offer on instances (`wf signal`,
+//! `wf cancel`, `wf resume [--retry-failed]`, `wf restart`, `wf result`,
+//! `wf inspect`, `wf list`; the API's routes and the inspector's buttons of
+//! the same names): what each checks and writes before anything runs, in
+//! one place, so the CLI and `wf serve` refuse and record the same things.
+//! An action that runs something returns the run it made ready
+//! ([`ToRun`], `control.rs`): the CLI drives it in its process, the server
+//! in the background.
 
 mod control;
 

@@ -64,8 +64,7 @@ pub fn waterfall(
             @let end = list.iter().map(|s| s.end_ns.max(s.start_ns)).max().unwrap_or(start).max(start + 1);
             @let span_ns = (end - start) as f64;
             // A run's root links to the run before it (`workflow.run`).
-            @let follows: Vec<i64> = list.iter().flat_map(|s| s.links.as_array().cloned().unwrap_or_default())
-                .filter_map(|l| l["attributes"]["workflow.run"].as_i64())
+            @let follows: Vec<i64> = list.iter().flat_map(|s| crate::telemetry::linked_runs(&s.links))
                 .filter(|r| r != run).collect();
             details open[*run == *runs.keys().last().unwrap_or(&0)] {
                 summary {

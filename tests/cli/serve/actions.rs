@@ -418,3 +418,20 @@ fn a_retry_that_cannot_help_is_refused_before_anything_runs_as_the_cli_refuses_i
     assert_eq!(t.inspect(&id)["runs"].as_array().unwrap().len(), 1);
     assert_eq!(t.inspect(&id)["status"], "failed");
 }
+
+#[test]
+fn the_instance_page_says_which_run_each_run_follows() {
+    let t = Test::new();
+    let s = Server::start(&t, &[], &[]);
+    let (id, ran) = t.run_yaml(
+        "nap.yaml",
+        "name: nap\nsteps:\n  - id: nap\n    sleep: 1h\n  - id: after\n    run: 'true'\n",
+        &["--inline-wait", "0s"],
+    );
+    ran.code(3);
+    t.wf(&["resume", &id, "--now"]).code(0);
+    let page = s.get(&format!("/instances/{id}")).text();
+    assert!(page.contains("Run 2"), "{page}");
+    assert!(page.contains("follows run 1"), "{page}");
+    assert!(!page.contains("follows run 2"), "{page}");
+}
