@@ -2,7 +2,7 @@
 //! its history, running its pinned definition.
 
 use super::run::{Ending, finish};
-use crate::engine::{self, RunOptions, RunOutcome};
+use crate::engine::{self, RunOptions};
 use crate::exit::ExitStatus;
 use crate::printer::Printer;
 use crate::vocab::{InstanceStatus, Timestamp};
@@ -31,28 +31,24 @@ pub async fn run(args: Args, db: Option<PathBuf>, printer: &Printer) -> anyhow::
         now: args.now,
         retry: args.retry_failed,
     };
-    let started = std::time::Instant::now();
-    let ready = match engine::actions::resume(&store, &id, how).await {
-        Ok(ready) => ready,
+    let (opts, wake_at) = match engine::actions::resume(&store, &id, how).await {
+        Ok(ready) => {
+            let sleeping = ready.instance.status == InstanceStatus::Sleeping;
+            (ready.run.opts, ready.instance.wake_at.filter(|_| sleeping))
+        }
         Err(e) if completed(&e) => return Ok(nothing_to_do(printer, &id)),
-        // Ended by its queue before it ran: said as its run said it.
+        // Ended by its queue before it ran: its run says so, and why
+        // (`RunOutcome::Skipped`).
         Err(engine::EngineError::NotResumable {
             why: engine::Unresumable::Skipped,
             ..
-        }) => {
-            let why = store.instance(&id).await?.error;
-            let outcome = RunOutcome::Skipped(why.unwrap_or_else(|| "skipped by its queue".into()));
-            let took = started.elapsed();
-            return Ok(finish(printer, &store, &id, &outcome, took, args.ending.json).await);
-        }
+        }) => (RunOptions::default(), None),
         Err(e) => return Err(e.into()),
     };
-    let inst = store.instance(&id).await?;
     let mut inline_wait = args.ending.inline_wait;
     // A sleeping instance is resumed when its timer is due: wait for it here.
-    if inst.status == InstanceStatus::Sleeping
-        && !args.now
-        && let Some(wake) = inst.wake_at
+    if !args.now
+        && let Some(wake) = wake_at
     {
         let until = wake.since(Timestamp::now());
         if !until.is_zero() {
@@ -66,9 +62,10 @@ pub async fn run(args: Args, db: Option<PathBuf>, printer: &Printer) -> anyhow::
         inline_wait,
         traceparent: super::traceparent(),
         tracestate: std::env::var("TRACESTATE").ok(),
-        ..ready.run.opts
+        ..opts
     };
     let progress = printer.progress();
+    let started = std::time::Instant::now();
     let outcome = engine::drive::drive(&mut store, &id, opts, &progress).await;
     progress.finish();
     match outcome {

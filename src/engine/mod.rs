@@ -107,7 +107,7 @@ pub enum Unresumable {
     #[error("was skipped by its queue; it cannot be resumed")]
     Skipped,
     /// Failed, and not to be retried.
-    #[error("failed{}; {}", .0.error.as_deref().map(|e| format!(" ({e})")).unwrap_or_default(), .0.remedy.advice(&.0.short, &.0.file))]
+    #[error("failed{}; {}", .0.error_words(), .0.remedy.advice(&.0.short, &.0.file))]
     Failed(Box<FailedRun>),
 }
 
@@ -122,6 +122,16 @@ pub struct FailedRun {
     /// The id as shown, and the workflow file: for the CLI's advice.
     pub short: String,
     pub file: String,
+}
+
+impl FailedRun {
+    /// Its error as said after "failed": ` (ERROR)`, or nothing.
+    pub fn error_words(&self) -> String {
+        self.error
+            .as_deref()
+            .map(|e| format!(" ({e})"))
+            .unwrap_or_default()
+    }
 }
 
 /// Why an attempt did not succeed.
@@ -208,6 +218,16 @@ pub trait Observer: Send + Sync {
     fn steps_replayed(&self, _count: usize) {}
     fn message(&self, _text: &str) {}
 }
+
+/// An observer that shows nothing: for runs whose progress no one watches
+/// (a worker's, which reports each run's end itself; a child's in its
+/// parent's process; one `wf serve` drives in the background).
+pub struct Unobserved;
+
+impl Observer for Unobserved {}
+
+/// The one [`Unobserved`], for what needs a `'static` observer.
+pub static UNOBSERVED: Unobserved = Unobserved;
 
 /// Checks `--input` values against the workflow's declared inputs, applies
 /// defaults, and returns the inputs object to pin.

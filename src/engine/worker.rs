@@ -11,7 +11,7 @@
 //! turns the end into an exit status.
 
 use super::fire::{self, Fired};
-use super::{EngineError, Observer, RunOptions, RunOutcome, drive, lease};
+use super::{EngineError, RunOptions, RunOutcome, drive, lease};
 use crate::store::{Location, Pool, Store, StoreError};
 use crate::vocab::{InstanceId, InstanceStatus};
 use std::collections::{HashMap, HashSet};
@@ -85,11 +85,6 @@ pub struct Worker {
     options: Options,
     stop: [Signal; 3],
 }
-
-/// The runs' progress goes nowhere: the worker reports each run's end.
-struct Quiet;
-impl Observer for Quiet {}
-static QUIET: Quiet = Quiet;
 
 impl Worker {
     /// A worker over `store`, which opens more connections to `location`
@@ -278,7 +273,7 @@ impl Worker {
                     tasks.spawn_local(async move {
                         let result = match pool.take().await {
                             Ok(mut s) => {
-                                let r = drive::drive(&mut s, &id, run, &QUIET).await;
+                                let r = drive::drive(&mut s, &id, run, &super::UNOBSERVED).await;
                                 pool.give(s);
                                 r
                             }

@@ -13,7 +13,8 @@ use super::body::{Body, NoBody, RestartBody, ResumeBody, SignalBody, StartBody};
 use super::error::ApiError;
 use super::params::instance_ref;
 use crate::engine::worker::WorkerObserver;
-use crate::engine::{self, Observer, actions, registry};
+use crate::engine::{self, actions, registry};
+use crate::exit::ExitStatus;
 use crate::views::{Accepted, Accepting, RestartAccepted, ShownStatus, SignalView, Started};
 use crate::vocab::{InstanceId, InstanceStatus};
 use axum::Json;
@@ -55,11 +56,12 @@ pub async fn start(
         .db
         .run(move |l| async move { start_in(&l, &name, inputs, labels, key).await })
         .await?;
+    // As `wf run --detach` exits: 4 for one its queue skipped, else 0.
     let exit = match started.instance.status {
-        InstanceStatus::Skipped => 4,
-        _ => 0,
+        InstanceStatus::Skipped => ExitStatus::Canceled,
+        _ => ExitStatus::Success,
     };
-    Ok(started_response(&started, Some(exit)))
+    Ok(started_response(&started, Some(exit.code())))
 }
 
 /// Records an instance of registered workflow `name` (the API's start, the
@@ -258,10 +260,6 @@ pub(super) async fn restart_in(
     Ok((target, r.reset_steps))
 }
 
-/// Where a background run's progress goes: nowhere (its end is recorded).
-struct Quiet;
-impl Observer for Quiet {}
-
 /// Drives `run` in the background, on the server's thread; its end (or
 /// why it could not go on) is said in the server's log, as a worker's are.
 fn drive(local: &Rc<super::db::Local>, run: actions::ToRun) {
@@ -271,7 +269,7 @@ fn drive(local: &Rc<super::db::Local>, run: actions::ToRun) {
         let actions::ToRun { id, opts } = run;
         let ended = async {
             let mut store = crate::store::Store::open(&location).await?;
-            engine::drive::drive(&mut store, &id, opts, &Quiet).await
+            engine::drive::drive(&mut store, &id, opts, &engine::UNOBSERVED).await
         }
         .await;
         let log = crate::worker_log::WorkerLog {

@@ -74,10 +74,7 @@ impl ApiError {
                 why: Unresumable::Failed(f),
             } if !f.retry => format!(
                 "instance {id} failed{}: `POST …/retry` gives its failed steps a fresh attempt budget",
-                f.error
-                    .as_deref()
-                    .map(|e| format!(" ({e})"))
-                    .unwrap_or_default()
+                f.error_words()
             ),
             // A name from the request, shown as every name from one is.
             EngineError::NotRegistered { name, registered } => format!(

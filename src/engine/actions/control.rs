@@ -27,11 +27,11 @@ pub struct CancelAsked {
     pub held_by: Option<String>,
 }
 
-/// The live process running `inst` now, if one is.
-pub(super) fn live_holder(inst: &InstanceRow) -> Option<String> {
-    let running =
-        inst.status == InstanceStatus::Running && !lease::interrupted(inst, Timestamp::now().ms());
-    running.then(|| inst.lease_owner.clone().unwrap_or_default())
+/// The live process running `inst` when its status shows as `shown`
+/// ([`lease::shown`]), if one is.
+pub(super) fn holder_of(inst: &InstanceRow, shown: ShownStatus) -> Option<String> {
+    (shown == ShownStatus::Stored(InstanceStatus::Running))
+        .then(|| inst.lease_owner.clone().unwrap_or_default())
 }
 
 /// Asks instance `id` to cancel (`terminate`: without compensations).
@@ -64,7 +64,7 @@ pub async fn cancel(
                 ..RunOptions::default()
             },
         },
-        held_by: live_holder(&inst),
+        held_by: holder_of(&inst, lease::shown(&inst, Timestamp::now().ms())),
     })
 }
 
@@ -76,10 +76,12 @@ pub struct Resume {
     pub retry: bool,
 }
 
-/// What [`resume`] made ready, and the status the instance had.
+/// What [`resume`] made ready, the instance as it read it, and the status
+/// it showed then.
 #[derive(Debug)]
 pub struct Resumable {
     pub run: ToRun,
+    pub instance: InstanceRow,
     pub status: ShownStatus,
 }
 
@@ -90,7 +92,8 @@ pub struct Resumable {
 /// its lease.
 pub async fn resume(store: &Store, id: &InstanceId, how: Resume) -> Result<Resumable, EngineError> {
     let inst = store.instance(id).await?;
-    if let Some(holder) = live_holder(&inst) {
+    let status = lease::shown(&inst, Timestamp::now().ms());
+    if let Some(holder) = holder_of(&inst, status) {
         return Err(EngineError::Held {
             id: id.clone(),
             holder,
@@ -108,12 +111,12 @@ pub async fn resume(store: &Store, id: &InstanceId, how: Resume) -> Result<Resum
         ..RunOptions::default()
     };
     check_resumable(store, &inst, &opts).await?;
-    let status = lease::shown(&inst, Timestamp::now().ms());
     Ok(Resumable {
         run: ToRun {
             id: id.clone(),
             opts,
         },
+        instance: inst,
         status,
     })
 }

@@ -145,13 +145,14 @@ pub async fn prepare_restart(
     as_id: Option<&str>,
 ) -> Result<Restart, EngineError> {
     let inst = store.instance(id).await?;
-    if let Some(holder) = control::live_holder(&inst) {
+    let shown = super::lease::shown(&inst, Timestamp::now().ms());
+    if let Some(holder) = control::holder_of(&inst, shown) {
         return Err(EngineError::Held {
             holder,
             id: id.clone(),
         });
     }
-    restart::check_ended(id, super::lease::shown(&inst, Timestamp::now().ms()))?;
+    restart::check_ended(id, shown)?;
     let (wf, reset_steps) = plan_restart(store, &inst, from).await?;
     super::check_secrets(&wf)?;
     let target = match as_id {

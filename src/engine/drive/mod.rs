@@ -122,19 +122,11 @@ struct Setup<'o> {
 
 /// How the runner runs children in its process: opened here
 /// (`child::open_claimed`) or driven as any instance (`drive`), reporting
-/// to no observer.
+/// to no observer (its step hears of its end through the parent's events;
+/// its lines are not printed: the parent's are).
 struct ChildRunsHere;
 
 static CHILD_RUNS: ChildRunsHere = ChildRunsHere;
-
-/// What a child run in this process reports: nothing (its step hears of
-/// its end through the parent's events; its lines are not printed: the
-/// parent's are).
-struct Quiet;
-
-impl Observer for Quiet {}
-
-static QUIET: Quiet = Quiet;
 
 impl ChildRuns for ChildRunsHere {
     fn open(
@@ -143,7 +135,7 @@ impl ChildRuns for ChildRunsHere {
         live_dir: std::path::PathBuf,
         opts: RunOptions,
     ) -> Option<Box<dyn OpenedChild>> {
-        let ready = child::open_claimed(location, live_dir, opts, &QUIET)?;
+        let ready = child::open_claimed(location, live_dir, opts, &super::UNOBSERVED)?;
         Some(Box::new(ready))
     }
 
@@ -153,7 +145,7 @@ impl ChildRuns for ChildRunsHere {
         id: InstanceId,
         opts: RunOptions,
     ) -> LocalBoxFuture<'static, Result<RunOutcome, EngineError>> {
-        Box::pin(async move { drive(&mut store, &id, opts, &QUIET).await })
+        Box::pin(async move { drive(&mut store, &id, opts, &super::UNOBSERVED).await })
     }
 }
 

@@ -331,25 +331,16 @@ impl PgStore {
         client: &Client,
         sql: &str,
     ) -> std::result::Result<Statement, tokio_postgres::Error> {
-        let cached = |f: &mut dyn FnMut(&mut HashMap<String, Statement>)| {
-            if let Ok(mut m) = self.built.lock() {
-                if m.0 != generation {
-                    *m = (generation, HashMap::new());
-                }
-                f(&mut m.1);
-            }
-        };
-        let mut found = None;
-        cached(&mut |m| found = m.get(sql).cloned());
+        let found = of_generation(&self.built, generation, |m| m.get(sql).cloned());
         if let Some(s) = found {
             return Ok(s);
         }
         let s = client.prepare(sql).await?;
-        cached(&mut |m| {
+        of_generation(&self.built, generation, |m| {
             if m.len() >= MAX_BUILT {
                 m.clear();
             }
-            m.insert(sql.to_string(), s.clone());
+            m.insert(sql.to_string(), s.clone())
         });
         Ok(s)
     }
@@ -361,11 +352,7 @@ impl PgStore {
         generation: u64,
         f: impl FnOnce(&mut HashMap<Sql, Statement>) -> Option<T>,
     ) -> Option<T> {
-        let mut m = self.statements.lock().ok()?;
-        if m.0 != generation {
-            *m = (generation, HashMap::new());
-        }
-        f(&mut m.1)
+        of_generation(&self.statements, generation, f)
     }
 
     /// After `e` on the connection of `generation`: `Ok` to send the request
@@ -619,9 +606,23 @@ impl PgStore {
     }
 }
 
-/// A statement's text, known by where it is: every text wf prepares is a
-/// `'static` string (a constant, or one made once), so its address and
-/// length name it, and a long text is not hashed whole on every commit
+/// `f` on the statements of `cache` prepared on the connection of
+/// `generation` (none yet if it is new: the cache is emptied for it).
+fn of_generation<K, T>(
+    cache: &Mutex<(u64, HashMap<K, Statement>)>,
+    generation: u64,
+    f: impl FnOnce(&mut HashMap<K, Statement>) -> Option<T>,
+) -> Option<T> {
+    let mut m = cache.lock().ok()?;
+    if m.0 != generation {
+        *m = (generation, HashMap::new());
+    }
+    f(&mut m.1)
+}
+
+/// A constant statement's text, known by where it is: a `'static` string,
+/// so its address and length name it (a text built at run time is kept by
+/// the text itself, [`Text::Built`]), and a long text is not hashed whole on every commit
 /// (SipHash over the 2.5 KB step statement, three times a commit, was 1.5%
 /// of wf's CPU). The same text at two addresses is prepared twice: harmless.
 #[derive(Clone, Copy, Debug)]
