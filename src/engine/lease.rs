@@ -305,7 +305,7 @@ fn renew_until_stopped(
             // slow): the next renewal tries again (on a new connection),
             // and the runner's own writes are fenced whatever happens.
             Err(_) => {
-                if matches!(s, Store::Postgres(_)) {
+                if s.reconnects_after_an_error() {
                     store = None;
                 }
             }

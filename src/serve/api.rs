@@ -27,12 +27,7 @@ pub async fn healthz(State(app): State<App>) -> Response {
             c.workflows().await?;
             // Readable by a new connection too (a file whose mode was
             // changed leaves the open ones working).
-            if let crate::store::Location::Sqlite(path) = &l.location {
-                std::fs::File::open(path).map_err(|e| {
-                    ApiError::unavailable(format!("the database file {}: {e}", path.display()))
-                })?;
-            }
-            Ok(())
+            l.location.openable().map_err(ApiError::unavailable)
         })
         .await;
     match checked {

@@ -57,6 +57,18 @@ impl Location {
         }
     }
 
+    /// Whether a new connection could open the history now: the SQLite
+    /// file readable (one whose mode was changed leaves the open
+    /// connections working); a server's is asked by connecting.
+    pub fn openable(&self) -> std::result::Result<(), String> {
+        match self {
+            Location::Sqlite(path) => std::fs::File::open(path)
+                .map(drop)
+                .map_err(|e| format!("the database file {}: {e}", path.display())),
+            Location::Postgres(_) => Ok(()),
+        }
+    }
+
     /// `--db`/`WF_DB`: a `postgres://` or `postgresql://` URL, else a path.
     pub fn parse(text: &std::ffi::OsStr) -> Result<Location> {
         match text.to_str() {

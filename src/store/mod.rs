@@ -43,7 +43,8 @@
 //! the database is), `text.rs` (NUL in text columns). Above both,
 //! `location.rs` says where the history is ([`Location`]),
 //! `list_sql.rs` builds `wf list`'s statements for both dialects,
-//! `pending.rs` is a commit under way ([`PendingCommit`]), `write.rs` the
+//! `pending.rs` is a commit under way ([`PendingCommit`]), `run_store.rs`
+//! what one run asks of its store ([`RunStore`]), `write.rs` the
 //! [`Write`]s, `rows.rs` the rows, `schedules.rs` the schedule interface,
 //! `metrics.rs` what a scrape reads.
 
@@ -70,6 +71,7 @@ pub use pool::Pool;
 pub use queue::{QueueLimits, QueuePlace};
 pub use registry::Refused;
 pub use rows::*;
+pub(crate) use run_store::RunStore;
 pub use shared::Shared;
 pub use write::{ChildWrites, Write};
 
@@ -194,6 +196,7 @@ macro_rules! each {
 // After `each!`, which they use.
 pub mod metrics;
 mod registry;
+mod run_store;
 mod schedules;
 
 impl Store {
@@ -237,6 +240,14 @@ impl Store {
     /// ([`Store::Lent`]), whose parent goes on from its commits.
     pub fn is_lent(&self) -> bool {
         matches!(self, Store::Lent(_))
+    }
+
+    /// Whether a connection whose request just failed is made again for
+    /// the next one rather than used once more: a server's may have been
+    /// lost (PostgreSQL); a file's stays good (SQLite, and a lent one,
+    /// whose pool checks its connections).
+    pub fn reconnects_after_an_error(&self) -> bool {
+        matches!(self, Store::Postgres(_))
     }
 
     /// Whether the connection can serve another run (a PostgreSQL one that

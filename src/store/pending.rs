@@ -36,7 +36,7 @@ enum State<'s> {
 impl<'s> PendingCommit<'s> {
     /// A commit whose outcome is known already; `here`: see
     /// [`PendingCommit::made_here`].
-    pub(super) fn made(result: Result<()>, here: bool) -> PendingCommit<'s> {
+    pub(crate) fn made(result: Result<()>, here: bool) -> PendingCommit<'s> {
         PendingCommit {
             state: State::Made(result),
             here,

@@ -18,10 +18,10 @@ use open::open_run;
 use super::advice::{self, Remedy};
 use super::lease::{self, Heartbeat};
 use super::runner::{
-    ChildEnd, ChildRuns, OpenedChild, RunOptions, RunOutcome, RunStart, Runner, Stop,
+    ChildEnd, ChildRuns, OpenedChild, RunOptions, RunOutcome, RunStart, Runner, Signals, Stop,
 };
 use super::{EngineError, Observer, Unresumable, procs, restart, shell};
-use crate::store::{self, Store, StoreError, Write};
+use crate::store::{self, RunStore, Store, StoreError, Write};
 use crate::telemetry::{self, recorder};
 use crate::vocab::{InstanceId, InstanceStatus, RunEnd, ShownStatus, Timestamp};
 use crate::workflow::Workflow;
@@ -222,7 +222,10 @@ async fn run_ready(store: &mut Store, ready: Ready<'_>) -> Result<RunOutcome, En
         heartbeat,
         fence,
     } = ready;
-    let outcome = runner.main_loop(store).await;
+    let outcome = match Signals::install() {
+        Ok(mut signals) => runner.main_loop(store, &mut signals).await,
+        Err(e) => Err(e),
+    };
     finish(store, &mut runner, outcome, heartbeat, &fence).await
 }
 
@@ -508,8 +511,8 @@ fn lost_lease(id: &InstanceId, e: EngineError) -> EngineError {
 /// the root span and the run's end, gives up the lease, and commits.
 ///
 /// [`Scheduler::close`]: super::scheduler::Scheduler::close
-async fn close_run(
-    store: &mut Store,
+pub(in crate::engine) async fn close_run(
+    store: &mut impl RunStore,
     runner: &mut Runner<'_>,
     outcome: Result<RunOutcome, EngineError>,
     release: bool,

@@ -33,7 +33,7 @@ impl Runner<'_> {
     /// decided.
     pub(super) async fn commit_decided(
         &mut self,
-        store: &mut Store,
+        store: &mut impl RunStore,
         applied: &mut Applied,
     ) -> Result<Decided, EngineError> {
         self.flush_spans(&[]);
@@ -83,7 +83,7 @@ impl Runner<'_> {
     /// commit ([`Runner::defers_sync`]).
     pub(super) async fn commit_and_start(
         &mut self,
-        store: &mut Store,
+        store: &mut impl RunStore,
         spawns: &mut Vec<(Unit, Box<Job>, i64)>,
         before_sync: bool,
     ) -> Result<Vec<tracing::Span>, EngineError> {
@@ -169,7 +169,7 @@ impl Runner<'_> {
     /// Each sync flushes every earlier commit: SQLite's WAL and
     /// PostgreSQL's are each one sequence. A sequential child so costs one
     /// sync, as a step does, not four (bench/RESULTS.md).
-    pub(super) fn defers_sync(&self, store: &Store, applied: &Applied) -> bool {
+    pub(super) fn defers_sync(&self, store: &impl RunStore, applied: &Applied) -> bool {
         applied.spawns.is_empty()
             && !applied.children.iter().any(children::Start::starts_work)
             && (store.is_lent()

@@ -16,7 +16,7 @@
 
 use super::Runner;
 use crate::engine::EngineError;
-use crate::store::{ProcessTag, Store, Write};
+use crate::store::{ProcessTag, RunStore, Write};
 use std::time::{Duration, Instant};
 
 /// How long an attempt runs before its process group is recorded.
@@ -59,7 +59,10 @@ impl Runner<'_> {
     /// Records the groups of attempts that have run `RECORD_AFTER`, in one
     /// transaction that is not fsynced: a process group does not outlive
     /// the machine.
-    pub(super) async fn record_groups(&mut self, store: &mut Store) -> Result<(), EngineError> {
+    pub(super) async fn record_groups(
+        &mut self,
+        store: &mut impl RunStore,
+    ) -> Result<(), EngineError> {
         if !self
             .started_groups
             .iter()

@@ -15,6 +15,10 @@
 //! starts an attempt's process or request, `commit` overlaps the commit
 //! with the processes' start, `spans` keeps the run's trace, and `groups`
 //! records the process groups of attempts that run long enough to need it.
+//!
+//! It asks of the store only what `store::RunStore` names, so that `tests`
+//! drive it on an in-memory store that refuses commits, loses the lease,
+//! cancels, delivers events and holds locks on cue.
 
 mod children;
 mod commit;
@@ -29,7 +33,7 @@ pub use super::scheduler::RunOutcome;
 pub(super) use super::scheduler::Stop;
 use super::scheduler::{Effect, Input, Job, Note, RunData, Scheduler, Settled, Setup, Unit};
 use super::{AttemptResult, EngineError, Failure, Observer, http, lease, shell};
-use crate::store::{self, Fence, StepRow, Store, Write};
+use crate::store::{self, Fence, RunStore, StepRow, Write};
 use crate::telemetry::{self, recorder};
 use crate::vocab::{InstanceId, Timestamp};
 use crate::workflow::Workflow;
@@ -37,6 +41,7 @@ pub use children::{ChildEnd, EndSlot};
 pub(in crate::engine) use children::{ChildRuns, OpenedChild};
 use opentelemetry::KeyValue;
 use opentelemetry::trace::Status;
+pub(in crate::engine) use options::Signals;
 pub use options::{Claimed, RunOptions};
 pub use spans::CarriedAttempt;
 pub(in crate::engine) use spans::ended_spans;
@@ -332,8 +337,12 @@ impl<'o> Runner<'o> {
 
     /// Runs the loop, then waits for the children it runs in this process
     /// (a signal stops them as it stops the run): none is left half-run.
-    pub(super) async fn main_loop(&mut self, store: &mut Store) -> Result<RunOutcome, EngineError> {
-        let outcome = self.decide_until_done(store).await;
+    pub(super) async fn main_loop(
+        &mut self,
+        store: &mut impl RunStore,
+        signals: &mut Signals,
+    ) -> Result<RunOutcome, EngineError> {
+        let outcome = self.decide_until_done(store, signals).await;
         for ran in self.children.finish().await {
             if let Some(said) = ran.said {
                 self.observer.message(&said);
@@ -507,7 +516,7 @@ impl<'o> Runner<'o> {
 
     /// Looks for what other processes asked of this run: a cancel request (it
     /// starts canceling) or an awaited event (true: a waiting step can go on).
-    async fn poll_external(&mut self, store: &Store) -> Result<bool, EngineError> {
+    async fn poll_external(&mut self, store: &impl RunStore) -> Result<bool, EngineError> {
         let (asked, delivered) = store.poll(&self.id).await?;
         self.decide(Input::CancelAsked(asked));
         if self.sched.awaited_events().is_empty() {
@@ -519,7 +528,7 @@ impl<'o> Runner<'o> {
     /// Asks for the step locks units wait for; true when one was taken
     /// (its unit starts at the next decision). A run that stops (or turns
     /// to compensations) asks for none: its units will not start.
-    async fn try_locks(&mut self, store: &mut Store) -> Result<bool, EngineError> {
+    async fn try_locks(&mut self, store: &mut impl RunStore) -> Result<bool, EngineError> {
         if self.lock_waits.is_empty() {
             return Ok(false);
         }
@@ -563,3 +572,6 @@ impl<'o> Runner<'o> {
         self.decide(Input::Stop(why));
     }
 }
+
+#[cfg(test)]
+mod tests;

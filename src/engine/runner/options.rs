@@ -81,15 +81,25 @@ impl Default for RunOptions {
     }
 }
 
-/// The signals that interrupt a run: Ctrl-C, SIGTERM, SIGHUP.
-pub(super) struct Signals {
-    int: tokio::signal::unix::Signal,
-    term: tokio::signal::unix::Signal,
-    hup: tokio::signal::unix::Signal,
+/// The signals that interrupt a run: Ctrl-C, SIGTERM, SIGHUP; or, in the
+/// runner's unit tests, a channel the test sends on (a real signal would
+/// reach every test of the process).
+pub(in crate::engine) struct Signals {
+    source: Source,
+}
+
+enum Source {
+    Os {
+        int: tokio::signal::unix::Signal,
+        term: tokio::signal::unix::Signal,
+        hup: tokio::signal::unix::Signal,
+    },
+    #[cfg(test)]
+    Fake(tokio::sync::mpsc::UnboundedReceiver<()>),
 }
 
 impl Signals {
-    pub(super) fn install() -> Result<Signals, EngineError> {
+    pub(in crate::engine) fn install() -> Result<Signals, EngineError> {
         use tokio::signal::unix::{SignalKind, signal};
         let one = |kind: SignalKind, name: &str| {
             signal(kind).map_err(|e| {
@@ -97,17 +107,41 @@ impl Signals {
             })
         };
         Ok(Signals {
-            int: one(SignalKind::interrupt(), "SIGINT")?,
-            term: one(SignalKind::terminate(), "SIGTERM")?,
-            hup: one(SignalKind::hangup(), "SIGHUP")?,
+            source: Source::Os {
+                int: one(SignalKind::interrupt(), "SIGINT")?,
+                term: one(SignalKind::terminate(), "SIGTERM")?,
+                hup: one(SignalKind::hangup(), "SIGHUP")?,
+            },
         })
     }
 
+    /// Signals a test sends: each `()` on the sender is one.
+    #[cfg(test)]
+    pub(super) fn fake() -> (Signals, tokio::sync::mpsc::UnboundedSender<()>) {
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        (
+            Signals {
+                source: Source::Fake(rx),
+            },
+            tx,
+        )
+    }
+
     pub(super) async fn recv(&mut self) {
-        tokio::select! {
-            _ = self.int.recv() => {}
-            _ = self.term.recv() => {}
-            _ = self.hup.recv() => {}
+        match &mut self.source {
+            Source::Os { int, term, hup } => {
+                tokio::select! {
+                    _ = int.recv() => {}
+                    _ = term.recv() => {}
+                    _ = hup.recv() => {}
+                }
+            }
+            #[cfg(test)]
+            Source::Fake(rx) => {
+                if rx.recv().await.is_none() {
+                    std::future::pending::<()>().await;
+                }
+            }
         }
     }
 }

@@ -6,14 +6,14 @@
 //! out what the commit allows ([`Runner::carry_out`]); with nothing in
 //! flight, [`Runner::when_idle`] waits for timers and events or suspends.
 
+use super::Signals;
 use super::children::{self, Ran};
 use super::commit::Decided;
-use super::options::Signals;
 use super::{Applied, Done, POLL_EVERY, Runner, lost};
 use crate::engine::EngineError;
 use crate::engine::RunOutcome;
 use crate::engine::scheduler::{Input, Settled, Stop};
-use crate::store::Store;
+use crate::store::RunStore;
 use crate::vocab::{CancelRequest, Timestamp};
 use std::time::{Duration, Instant};
 
@@ -42,18 +42,18 @@ enum Flow {
 impl Runner<'_> {
     pub(super) async fn decide_until_done(
         &mut self,
-        store: &mut Store,
+        store: &mut impl RunStore,
+        signals: &mut Signals,
     ) -> Result<RunOutcome, EngineError> {
         let replayed = self.sched.units_done();
         if replayed > 0 {
             self.observer.steps_replayed(replayed);
         }
-        let mut signals = Signals::install()?;
         let mut settled: Vec<Settled> = Vec::new();
         let mut last_poll = Instant::now();
         loop {
             let flow = match self.turn(store, std::mem::take(&mut settled)).await? {
-                Flow::Wait if self.is_idle() => self.when_idle(store, &mut signals).await?,
+                Flow::Wait if self.is_idle() => self.when_idle(store, signals).await?,
                 flow => flow,
             };
             match flow {
@@ -61,7 +61,7 @@ impl Runner<'_> {
                 Flow::Again => continue,
                 Flow::Wait => {}
             }
-            match self.receive(&mut signals).await? {
+            match self.receive(signals).await? {
                 Received::Ended(done) => {
                     settled.extend(done.into_iter().map(|d| self.ended(d)));
                 }
@@ -87,7 +87,7 @@ impl Runner<'_> {
     /// carried out.
     async fn turn(
         &mut self,
-        store: &mut Store,
+        store: &mut impl RunStore,
         settled: Vec<Settled>,
     ) -> Result<Flow, EngineError> {
         let mut commit_spans = Vec::new();
@@ -119,7 +119,11 @@ impl Runner<'_> {
 
     /// Starts what a committed turn allows: its jobs, the children it made,
     /// and the ends it asked of children.
-    async fn carry_out(&mut self, store: &mut Store, applied: Applied) -> Result<(), EngineError> {
+    async fn carry_out(
+        &mut self,
+        store: &mut impl RunStore,
+        applied: Applied,
+    ) -> Result<(), EngineError> {
         for (unit, job, attempt) in applied.spawns {
             self.spawn(unit, *job, attempt);
         }
@@ -159,7 +163,7 @@ impl Runner<'_> {
     /// else it suspends (an event not yet delivered ends the run at once).
     async fn when_idle(
         &mut self,
-        store: &mut Store,
+        store: &mut impl RunStore,
         signals: &mut Signals,
     ) -> Result<Flow, EngineError> {
         let idle = self.decide(Input::Idle);
