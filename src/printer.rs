@@ -4,7 +4,7 @@
 //! on a terminal, plain lines elsewhere.
 
 use crate::engine::{Failure, Observer};
-use crate::vocab::{AttemptOutcome, InstanceId, Timestamp, UnitKey};
+use crate::vocab::{AttemptOutcome, InstanceId, Timestamp, UnitKeyBuf};
 use crate::workflow::duration::human;
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::collections::HashMap;
@@ -408,7 +408,7 @@ impl Observer for Progress {
         self.line(&format!("{workflow} {instance} run {run}"));
     }
 
-    fn step_started(&self, key: &str, attempt: i64) {
+    fn step_started(&self, key: &UnitKeyBuf, attempt: i64) {
         match &self.live {
             Some(l) => {
                 let bar = l.multi.add(ProgressBar::new_spinner());
@@ -433,7 +433,7 @@ impl Observer for Progress {
 
     fn step_finished(
         &self,
-        key: &str,
+        key: &UnitKeyBuf,
         attempt: i64,
         outcome: AttemptOutcome,
         error: Option<&Failure>,
@@ -442,7 +442,7 @@ impl Observer for Progress {
         let outcome = outcome.as_str();
         if let Some(l) = &self.live
             && let Ok(mut bars) = l.bars.lock()
-            && let Some(bar) = bars.remove(key)
+            && let Some(bar) = bars.remove(key.as_str())
         {
             bar.finish_and_clear();
             l.multi.remove(&bar);
@@ -469,21 +469,21 @@ impl Observer for Progress {
         ));
         // The counter counts steps: for_each items and compensations are parts of one.
         if outcome == "ok"
-            && UnitKey::parse(key).is_step()
+            && key.is_step()
             && let Some(l) = &self.live
         {
             l.counter.inc(1);
         }
     }
 
-    fn fan_out_finished(&self, key: &str, items: usize) {
+    fn fan_out_finished(&self, key: &UnitKeyBuf, items: usize) {
         self.line(&format!("  {key}: {items} item(s) done"));
         if let Some(l) = &self.live {
             l.counter.inc(1);
         }
     }
 
-    fn step_skipped(&self, key: &str) {
+    fn step_skipped(&self, key: &UnitKeyBuf) {
         self.line(&format!("  {key}: skipped"));
         if let Some(l) = &self.live {
             l.counter.inc(1);
@@ -501,7 +501,7 @@ impl Observer for Progress {
 
     fn step_retrying(
         &self,
-        key: &str,
+        key: &UnitKeyBuf,
         next_attempt: i64,
         try_n: i64,
         max_attempts: u32,

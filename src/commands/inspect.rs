@@ -187,7 +187,7 @@ pub async fn run(args: Args, store: &Store, printer: &Printer) -> anyhow::Result
             let (step, attempt) = c
                 .parent
                 .as_ref()
-                .map_or(("-".into(), 0), |p| (p.key.clone(), p.attempt));
+                .map_or(("-".into(), 0), |p| (p.key.to_string(), p.attempt));
             let status = ShownStatus::of(c);
             let ended = c.status.is_ended().then_some(c.updated_at);
             table.add_row(vec![

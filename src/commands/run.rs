@@ -6,7 +6,7 @@ use crate::engine::{self, RunOptions, RunOutcome};
 use crate::exit::{ExitStatus, UsageError};
 use crate::printer::Printer;
 use crate::views::{RunReport, ShownStatus};
-use crate::vocab::{InstanceId, InstanceStatus, StepStatus, UnitKey};
+use crate::vocab::{InstanceId, InstanceStatus, StepStatus};
 use crate::workflow::{Workflow, io_reason};
 use anyhow::Context as _;
 use serde_json::{Map, Value};
@@ -263,7 +263,7 @@ pub async fn summarize(
         Err(_) => 0,
     };
     let (mut ok, mut failed, mut canceled, mut skipped) = (0, 0, 0, 0);
-    for s in steps.iter().filter(|s| UnitKey::parse(&s.key).is_step()) {
+    for s in steps.iter().filter(|s| s.key.is_step()) {
         match s.status {
             StepStatus::Completed => ok += 1,
             StepStatus::Failed => failed += 1,

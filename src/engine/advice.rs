@@ -9,7 +9,7 @@
 
 use super::EngineError;
 use crate::store::{InstanceRow, RunRow, StepRow, Store};
-use crate::vocab::{ErrorType, StepStatus, Timestamp, UnitKey};
+use crate::vocab::{ErrorType, StepStatus, Timestamp};
 use crate::workflow::Workflow;
 
 /// What can change the result of a failed instance.
@@ -68,7 +68,7 @@ pub fn remedy(wf: &Workflow, inst: &InstanceRow, runs: &[RunRow], steps: &[StepR
     // A compensation's failure does not fail the instance: only the steps'.
     let failed: Vec<&StepRow> = steps
         .iter()
-        .filter(|r| r.status == StepStatus::Failed && !UnitKey::parse(&r.key).compensation)
+        .filter(|r| r.status == StepStatus::Failed && !r.key.is_compensation())
         .collect();
     if failed
         .iter()

@@ -3,7 +3,7 @@
 
 use super::EngineError;
 use crate::store::Store;
-use crate::vocab::{AttemptOutcome, InstanceId, UnitKey};
+use crate::vocab::{AttemptOutcome, InstanceId, UnitKey, UnitKeyBuf};
 
 /// The logs of instance `id`: of `step`'s attempt `attempt` (the last by
 /// default), or, with no step, of every attempt; all read at one moment.
@@ -32,7 +32,7 @@ pub async fn read(
                         .find(|a| a.step_key == step && a.attempt == n)
                         .and_then(|a| a.outcome);
                     logs.push(Logged {
-                        key: step.to_string(),
+                        key: UnitKeyBuf::new(step),
                         attempt: n,
                         outcome,
                         stdout,
@@ -153,7 +153,12 @@ async fn no_attempt(
         }
         _ => {
             let mut names = defined;
-            names.extend(known.into_iter().filter(|k| !UnitKey::parse(k).is_step()));
+            names.extend(
+                known
+                    .into_iter()
+                    .filter(|k| !k.is_step())
+                    .map(|k| k.to_string()),
+            );
             let mut seen = std::collections::HashSet::new();
             names.retain(|n| seen.insert(n.clone()));
             format!(
@@ -166,7 +171,7 @@ async fn no_attempt(
 
 /// One attempt's captured output, as read.
 pub struct Logged {
-    pub key: String,
+    pub key: UnitKeyBuf,
     pub attempt: i64,
     pub outcome: Option<AttemptOutcome>,
     pub stdout: Vec<u8>,
@@ -178,7 +183,7 @@ pub struct Logged {
 async fn step_names(
     store: &Store,
     id: &InstanceId,
-) -> Result<(Vec<String>, Vec<String>), EngineError> {
+) -> Result<(Vec<UnitKeyBuf>, Vec<String>), EngineError> {
     let known = store.steps(id).await?.into_iter().map(|s| s.key).collect();
     let inst = store.instance(id).await?;
     let defined = store

@@ -29,7 +29,7 @@ pub mod spawn;
 pub mod worker;
 
 use crate::store::{self, InstanceRow, Store, StoreError};
-use crate::vocab::{AttemptOutcome, ErrorType, InstanceId, InstanceStatus, Timestamp};
+use crate::vocab::{AttemptOutcome, ErrorType, InstanceId, InstanceStatus, Timestamp, UnitKeyBuf};
 use crate::workflow::{DefinitionError, Workflow};
 use serde_json::{Map, Value};
 use std::path::Path;
@@ -190,23 +190,23 @@ impl AttemptResult {
 pub trait Observer: Send + Sync {
     fn run_started(&self, _instance: &InstanceId, _workflow: &str, _run: i64, _total_steps: usize) {
     }
-    fn step_started(&self, _key: &str, _attempt: i64) {}
+    fn step_started(&self, _key: &UnitKeyBuf, _attempt: i64) {}
     fn step_finished(
         &self,
-        _key: &str,
+        _key: &UnitKeyBuf,
         _attempt: i64,
         _outcome: AttemptOutcome,
         _error: Option<&Failure>,
         _elapsed: Duration,
     ) {
     }
-    fn step_skipped(&self, _key: &str) {}
+    fn step_skipped(&self, _key: &UnitKeyBuf) {}
     /// A failed attempt will be retried after `delay`: attempt number
     /// `next_attempt` (in history), try `try_n` of the budget of
     /// `max_attempts` (they differ after `--retry-failed` or a restart).
     fn step_retrying(
         &self,
-        _key: &str,
+        _key: &UnitKeyBuf,
         _next_attempt: i64,
         _try_n: i64,
         _max_attempts: u32,
@@ -214,7 +214,7 @@ pub trait Observer: Send + Sync {
     ) {
     }
     /// A `for_each` step whose items all ended.
-    fn fan_out_finished(&self, _key: &str, _items: usize) {}
+    fn fan_out_finished(&self, _key: &UnitKeyBuf, _items: usize) {}
     fn steps_replayed(&self, _count: usize) {}
     fn message(&self, _text: &str) {}
 }

@@ -14,7 +14,7 @@
 
 use super::output::merge_patch;
 use crate::store::StepRow;
-use crate::vocab::{InstanceId, InstanceStatus, ShownStatus, StepStatus, UnitKey};
+use crate::vocab::{InstanceId, InstanceStatus, ShownStatus, StepStatus};
 use crate::workflow::Workflow;
 use serde_json::Value;
 use std::collections::HashMap;
@@ -61,7 +61,7 @@ pub async fn fill_patches(
     let mut patches: std::collections::HashMap<String, serde_json::Value> =
         store.state_patches(id).await?.into_iter().collect();
     for row in steps {
-        if let Some(p) = patches.remove(&row.key) {
+        if let Some(p) = patches.remove(row.key.as_str()) {
             row.state_patch = p.into();
         }
     }
@@ -109,9 +109,7 @@ pub fn compensated(wf: &Workflow, rows: &[StepRow]) -> Vec<String> {
         .iter()
         .filter(|s| {
             rows.iter().any(|r| {
-                r.step_id == s.id
-                    && UnitKey::parse(&r.key).compensation
-                    && r.status != StepStatus::Pending
+                r.step_id == s.id && r.key.is_compensation() && r.status != StepStatus::Pending
             })
         })
         .map(|s| s.id.clone())
@@ -170,7 +168,7 @@ pub fn plan<'a>(
         }
     }
     for r in &rows {
-        if UnitKey::parse(&r.key).compensation
+        if r.key.is_compensation()
             && r.status != StepStatus::Pending
             && let Some(&i) = index.get(r.step_id.as_str())
         {
@@ -197,7 +195,7 @@ pub fn plan<'a>(
     let mut kept: Vec<&StepRow> = Vec::new();
     for r in &rows {
         if is_reset(r) {
-            let mut row = StepRow::pending(&r.key, &r.step_id);
+            let mut row = StepRow::pending(r.key.clone(), &r.step_id);
             row.attempts = r.attempts;
             row.budget_base = r.attempts;
             out.push(row);
@@ -210,7 +208,7 @@ pub fn plan<'a>(
     // The state: the initial one, then the kept units' patches in commit order.
     let mut committed: Vec<&StepRow> = kept
         .into_iter()
-        .filter(|r| r.status == StepStatus::Completed && !UnitKey::parse(&r.key).compensation)
+        .filter(|r| r.status == StepStatus::Completed && !r.key.is_compensation())
         .collect();
     committed.sort_by_key(|r| r.seq.unwrap_or(0));
     let mut state = Value::Object(wf.state.clone());

@@ -4,7 +4,7 @@
 // The words rows are made of, for the backends that read and write them.
 pub use crate::vocab::{
     AttemptOutcome, CancelRequest, ErrorType, InstanceId, InstanceStatus, RunEnd, StepStatus,
-    Timestamp, UnitKey,
+    Timestamp, UnitKey, UnitKeyBuf,
 };
 use serde_json::Value;
 
@@ -77,7 +77,7 @@ pub fn labels_of(text: Option<&str>) -> Labels {
 pub fn sort_children(children: &mut [InstanceRow]) {
     children.sort_by_cached_key(|c| {
         let (step, item, attempt) = c.parent.as_ref().map_or((String::new(), None, 0), |p| {
-            let key = crate::vocab::UnitKey::parse(&p.key);
+            let key = p.key.parts();
             (key.step.to_string(), key.item, p.attempt)
         });
         (c.created_at, step, item, attempt)
@@ -89,7 +89,7 @@ pub fn sort_children(children: &mut [InstanceRow]) {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ParentRef {
     pub id: InstanceId,
-    pub key: String,
+    pub key: UnitKeyBuf,
     pub attempt: i64,
 }
 
@@ -145,7 +145,7 @@ pub struct History {
     /// The highest run number so far (0 before the first run).
     pub last_run: i64,
     pub traces: std::collections::BTreeMap<i64, RunTrace>,
-    pub uncounted: Vec<(String, i64)>,
+    pub uncounted: Vec<(UnitKeyBuf, i64)>,
     /// Finished attempts of abandoned runs whose span was never stored.
     pub unspanned: Vec<UnspannedAttempt>,
     pub events: Vec<EventRow>,
@@ -214,7 +214,7 @@ impl From<Value> for Sparse {
 
 #[derive(Debug, Clone)]
 pub struct StepRow {
-    pub key: String,
+    pub key: UnitKeyBuf,
     pub step_id: String,
     pub status: StepStatus,
     pub attempts: i64,
@@ -235,7 +235,7 @@ pub struct StepRow {
 
 impl StepRow {
     /// A step (or item, or compensation) that has not started.
-    pub fn pending(key: &str, step_id: &str) -> StepRow {
+    pub fn pending(key: impl Into<UnitKeyBuf>, step_id: &str) -> StepRow {
         StepRow {
             key: key.into(),
             step_id: step_id.into(),
@@ -258,7 +258,7 @@ impl StepRow {
 
 #[derive(Debug, Clone)]
 pub struct AttemptRow {
-    pub step_key: String,
+    pub step_key: UnitKeyBuf,
     pub attempt: i64,
     pub run: i64,
     pub outcome: Option<AttemptOutcome>,
@@ -305,7 +305,7 @@ pub struct ProcessTag {
 /// An attempt with no outcome: its runner died or lost the instance.
 #[derive(Debug, Clone)]
 pub struct OpenAttempt {
-    pub key: String,
+    pub key: UnitKeyBuf,
     pub attempt: i64,
     pub run: i64,
     /// Its span's id and start, when it has a span.
@@ -320,7 +320,7 @@ pub struct OpenAttempt {
 /// crashed.
 #[derive(Debug, Clone)]
 pub struct UnspannedAttempt {
-    pub key: String,
+    pub key: UnitKeyBuf,
     pub attempt: i64,
     pub run: i64,
     pub span_id: String,

@@ -13,7 +13,7 @@ use serde_json::Value;
 pub enum Write {
     /// An attempt recorded before its command starts.
     StartAttempt {
-        key: String,
+        key: UnitKeyBuf,
         attempt: i64,
         run: i64,
         started_at: Timestamp,
@@ -24,13 +24,13 @@ pub enum Write {
     /// forgotten: only an attempt without an outcome needs it (a crashed
     /// runner's leftovers), and it was 56 of a step's bytes on PostgreSQL.
     EndAttempt {
-        key: String,
+        key: UnitKeyBuf,
         attempt: i64,
         end: AttemptEnd,
     },
     /// The process group an attempt started.
     AttemptProcess {
-        key: String,
+        key: UnitKeyBuf,
         attempt: i64,
         tag: ProcessTag,
     },
@@ -43,7 +43,7 @@ pub enum Write {
     /// A delivered event taken by a waiting step.
     TakeEvent {
         event: i64,
-        key: String,
+        key: UnitKeyBuf,
     },
     /// The event named `name` not taken yet, taken by a waiting step: the
     /// end of a child run in this process, handed to its parent's run
@@ -52,7 +52,7 @@ pub enum Write {
     /// event name is the child's own: there is one such event.
     TakeEventNamed {
         name: String,
-        key: String,
+        key: UnitKeyBuf,
     },
     /// The instance's status and what it waits for.
     Status {
@@ -81,7 +81,7 @@ pub enum Write {
     /// A step `lock:` held by unit `key`'s attempt, given back as the
     /// attempt ends (in the commit that records its end).
     ReleaseLock {
-        key: String,
+        key: UnitKeyBuf,
     },
     /// Every step `lock:` the instance holds, given back: when a run opens
     /// (a dead predecessor's) and when it closes.

@@ -4,7 +4,9 @@
 
 use super::ShownStatus;
 use crate::store::{self, AttemptRow, DeliveredEvent, FireRecord, RunRow, StepRow};
-use crate::vocab::{AttemptOutcome, ErrorType, InstanceId, RunEnd, StepStatus, Timestamp, UnitKey};
+use crate::vocab::{
+    AttemptOutcome, ErrorType, InstanceId, RunEnd, StepStatus, Timestamp, UnitKeyBuf,
+};
 use serde_json::Value;
 use std::collections::HashMap;
 
@@ -325,18 +327,18 @@ impl<'a> InstanceView<'a> {
 }
 
 pub fn ordered_steps(step_ids: &[String], rows: Vec<StepRow>) -> Vec<StepRow> {
-    let lists: HashMap<String, usize> = rows
+    let lists: HashMap<UnitKeyBuf, usize> = rows
         .iter()
         .filter(|r| r.key == r.step_id)
         .filter_map(|r| Some((r.key.clone(), r.items.as_array()?.len())))
         .collect();
     let rows = rows.into_iter().filter(|r| {
-        let key = UnitKey::parse(&r.key);
+        let key = r.key.parts();
         let placeholder_compensation = key.compensation && r.status == StepStatus::Pending;
         let dropped_item = !key.compensation
             && key
                 .item
-                .is_some_and(|i| lists.get(&r.step_id).is_some_and(|&len| i >= len));
+                .is_some_and(|i| lists.get(r.step_id.as_str()).is_some_and(|&len| i >= len));
         !placeholder_compensation && !dropped_item
     });
     // Rows by the step they belong to: the step itself, its for_each items, its compensations.
@@ -349,14 +351,9 @@ pub fn ordered_steps(step_ids: &[String], rows: Vec<StepRow>) -> Vec<StepRow> {
     for id in step_ids {
         let group = by_step.remove(id).unwrap_or_default();
         // The step's own row first, then its items in order.
-        let (mut own, others): (Vec<StepRow>, Vec<StepRow>) = group
-            .into_iter()
-            .partition(|r| !UnitKey::parse(&r.key).compensation);
-        own.sort_by_key(|r| {
-            UnitKey::parse(&r.key)
-                .item
-                .map_or(0, |i| i.saturating_add(1))
-        });
+        let (mut own, others): (Vec<StepRow>, Vec<StepRow>) =
+            group.into_iter().partition(|r| !r.key.is_compensation());
+        own.sort_by_key(|r| r.key.parts().item.map_or(0, |i| i.saturating_add(1)));
         if own.first().is_none_or(|r| r.key != *id) {
             out.push(StepRow::pending(id, id));
         }

@@ -249,7 +249,7 @@ fn inspect_parent_and_child() {
         workflow: "deploy-region".into(),
         parent: Some(store::ParentRef {
             id: InstanceId::from("release-1"),
-            key: format!("deploy[{item}]"),
+            key: format!("deploy[{item}]").into(),
             attempt: 1,
         }),
         depth: 1,
@@ -303,7 +303,7 @@ fn inspect_orders_steps_as_the_definition() {
     let ids = ["reserve", "ship", "notify", "archive", "approval"].map(String::from);
     let keys: Vec<String> = ordered_steps(&ids, saga().steps)
         .into_iter()
-        .map(|s| s.key)
+        .map(|s| s.key.to_string())
         .collect();
     assert_eq!(
         keys,

@@ -155,6 +155,189 @@ impl fmt::Display for UnitKey<'_> {
     }
 }
 
+/// A unit's key as stored (`id`, `id[3]`, `id:compensate`), read once:
+/// held in rows and as map keys, it says which step, item and whether a
+/// compensation without being parsed again ([`UnitKeyBuf::parts`]). It
+/// compares, hashes and orders as its text does, so a map keyed by it is
+/// looked up by `&str` (`Borrow<str>`) and sorts as the stored keys do.
+#[derive(Clone)]
+pub struct UnitKeyBuf {
+    text: String,
+    /// The length of the step's id at the start of `text`.
+    step_len: usize,
+    item: Option<usize>,
+    compensation: bool,
+}
+
+impl UnitKeyBuf {
+    /// Reads a stored key (see [`UnitKey::parse`]).
+    pub fn new(text: impl Into<String>) -> UnitKeyBuf {
+        let text = text.into();
+        let UnitKey {
+            step,
+            item,
+            compensation,
+        } = UnitKey::parse(&text);
+        let step_len = step.len();
+        UnitKeyBuf {
+            text,
+            step_len,
+            item,
+            compensation,
+        }
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.text
+    }
+
+    /// What it names: the step, the item, whether the compensation.
+    pub fn parts(&self) -> UnitKey<'_> {
+        UnitKey {
+            step: &self.text[..self.step_len],
+            item: self.item,
+            compensation: self.compensation,
+        }
+    }
+
+    /// The id of the step it is a unit of.
+    pub fn step(&self) -> &str {
+        &self.text[..self.step_len]
+    }
+
+    /// Whether it is a compensation's unit.
+    pub fn is_compensation(&self) -> bool {
+        self.compensation
+    }
+
+    /// Whether it is a step's own unit: neither an item nor a compensation.
+    pub fn is_step(&self) -> bool {
+        self.parts().is_step()
+    }
+}
+
+impl From<UnitKey<'_>> for UnitKeyBuf {
+    fn from(k: UnitKey<'_>) -> UnitKeyBuf {
+        // Written out rather than formatted: a step's own key (the common
+        // case, made many times a step) is a copy of its id.
+        let mut text = String::with_capacity(k.step.len());
+        text.push_str(k.step);
+        if let Some(i) = k.item {
+            text.push('[');
+            text.push_str(&i.to_string());
+            text.push(']');
+        }
+        if k.compensation {
+            text.push_str(COMPENSATE_SUFFIX);
+        }
+        UnitKeyBuf {
+            text,
+            step_len: k.step.len(),
+            item: k.item,
+            compensation: k.compensation,
+        }
+    }
+}
+
+impl From<String> for UnitKeyBuf {
+    fn from(text: String) -> UnitKeyBuf {
+        UnitKeyBuf::new(text)
+    }
+}
+
+impl From<&str> for UnitKeyBuf {
+    fn from(text: &str) -> UnitKeyBuf {
+        UnitKeyBuf::new(text)
+    }
+}
+
+impl From<&String> for UnitKeyBuf {
+    fn from(text: &String) -> UnitKeyBuf {
+        UnitKeyBuf::new(text.as_str())
+    }
+}
+
+impl std::ops::Deref for UnitKeyBuf {
+    type Target = str;
+    fn deref(&self) -> &str {
+        &self.text
+    }
+}
+
+impl std::borrow::Borrow<str> for UnitKeyBuf {
+    fn borrow(&self) -> &str {
+        &self.text
+    }
+}
+
+impl AsRef<str> for UnitKeyBuf {
+    fn as_ref(&self) -> &str {
+        &self.text
+    }
+}
+
+impl PartialEq for UnitKeyBuf {
+    fn eq(&self, other: &UnitKeyBuf) -> bool {
+        self.text == other.text
+    }
+}
+
+impl Eq for UnitKeyBuf {}
+
+impl PartialEq<str> for UnitKeyBuf {
+    fn eq(&self, other: &str) -> bool {
+        self.text == other
+    }
+}
+
+impl PartialEq<&str> for UnitKeyBuf {
+    fn eq(&self, other: &&str) -> bool {
+        self.text == *other
+    }
+}
+
+impl PartialEq<String> for UnitKeyBuf {
+    fn eq(&self, other: &String) -> bool {
+        &self.text == other
+    }
+}
+
+impl std::hash::Hash for UnitKeyBuf {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.text.hash(state);
+    }
+}
+
+impl PartialOrd for UnitKeyBuf {
+    fn partial_cmp(&self, other: &UnitKeyBuf) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for UnitKeyBuf {
+    fn cmp(&self, other: &UnitKeyBuf) -> std::cmp::Ordering {
+        self.text.cmp(&other.text)
+    }
+}
+
+impl fmt::Display for UnitKeyBuf {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.text)
+    }
+}
+
+impl fmt::Debug for UnitKeyBuf {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&self.text, f)
+    }
+}
+
+impl serde::Serialize for UnitKeyBuf {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.text)
+    }
+}
+
 /// What the name of a child instance's end event starts with: the event
 /// its last commit delivers to its parent (no one else may send or await
 /// such a name).
@@ -197,6 +380,10 @@ mod tests {
         ] {
             assert_eq!(UnitKey::parse(text), key, "{text}");
             assert_eq!(key.to_string(), text);
+            let owned = UnitKeyBuf::new(text);
+            assert_eq!(owned.parts(), key, "{text}");
+            assert_eq!(UnitKeyBuf::from(key), owned);
+            assert_eq!(owned.step(), key.step);
         }
         assert!(UnitKey::parse("x").is_step());
         assert!(!UnitKey::parse("x[1]").is_step());

@@ -9,7 +9,7 @@ mod status;
 mod time;
 
 pub use error_type::ErrorType;
-pub use key::{CHILD_EVENT_PREFIX, InstanceId, UnitKey, child_event, split_awaited};
+pub use key::{CHILD_EVENT_PREFIX, InstanceId, UnitKey, UnitKeyBuf, child_event, split_awaited};
 pub use status::{AttemptOutcome, CancelRequest, InstanceStatus, RunEnd, ShownStatus, StepStatus};
 pub use time::Timestamp;
 

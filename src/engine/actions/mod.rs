@@ -234,7 +234,7 @@ pub async fn retry_plan(store: &Store, id: &InstanceId) -> Result<RetryPlan, Eng
     let failed = rows
         .iter()
         .filter(|r| r.status == crate::vocab::StepStatus::Failed)
-        .map(|r| r.key.clone())
+        .map(|r| r.key.to_string())
         .collect();
     let compensated = restart::undone_by_failure(&wf, inst.status, &rows);
     let rerun = match compensated.first() {

@@ -13,6 +13,7 @@ use crate::store::{self, StepRow, Write};
 use crate::telemetry::{self, recorder};
 use crate::vocab::{
     AttemptOutcome, CancelRequest, ErrorType, InstanceId, InstanceStatus, StepStatus, Timestamp,
+    UnitKeyBuf,
 };
 use crate::workflow::Workflow;
 use opentelemetry::KeyValue;
@@ -27,8 +28,8 @@ use tracing_opentelemetry::OpenTelemetrySpanExt as _;
 pub(super) struct Opened {
     pub(super) inst: store::InstanceRow,
     pub(super) run: i64,
-    pub(super) records: HashMap<String, StepRow>,
-    pub(super) uncounted: HashMap<String, Vec<i64>>,
+    pub(super) records: HashMap<UnitKeyBuf, StepRow>,
+    pub(super) uncounted: HashMap<UnitKeyBuf, Vec<i64>>,
     pub(super) events: Vec<store::EventRow>,
     pub(super) trace: store::RunTrace,
     pub(super) root: tracing::Span,
@@ -38,7 +39,7 @@ pub(super) struct Opened {
     pub(super) writes: Vec<Write>,
     /// The `workflow:` attempts an earlier run began that wait on their
     /// children: their spans are stored when they end.
-    pub(super) carried: HashMap<String, CarriedAttempt>,
+    pub(super) carried: HashMap<UnitKeyBuf, CarriedAttempt>,
 }
 
 /// Opens the next run on `history`: recovers what a dead predecessor left
@@ -66,7 +67,7 @@ pub(super) fn open_run(
         events,
         cancel_requested,
     } = history;
-    let mut records: HashMap<String, StepRow> =
+    let mut records: HashMap<UnitKeyBuf, StepRow> =
         HashMap::with_capacity(steps.len().max(wf.steps.len()));
     records.extend(steps.into_iter().map(|r| (r.key.clone(), r)));
     // A `workflow:` attempt waiting on its child is not over: the child
@@ -95,7 +96,7 @@ pub(super) fn open_run(
         }
         !waits
     });
-    let mut uncounted_by_key: HashMap<String, Vec<i64>> = HashMap::new();
+    let mut uncounted_by_key: HashMap<UnitKeyBuf, Vec<i64>> = HashMap::new();
     for (key, attempt) in uncounted {
         uncounted_by_key.entry(key).or_default().push(attempt);
     }
@@ -199,8 +200,8 @@ fn recover(
     id: &InstanceId,
     wf: &Workflow,
     left: &Leftovers<'_>,
-    uncounted: &HashMap<String, Vec<i64>>,
-    records: &mut HashMap<String, StepRow>,
+    uncounted: &HashMap<UnitKeyBuf, Vec<i64>>,
+    records: &mut HashMap<UnitKeyBuf, StepRow>,
 ) -> Vec<Write> {
     let mut writes = Vec::new();
     rebuild_spans(id, wf, left.unspanned, left.traces, &mut writes);
@@ -350,7 +351,7 @@ fn rebuild_attempt_span(
     let mut attributes = vec![
         KeyValue::new("workflow.name", wf.name.clone()),
         KeyValue::new("workflow.instance.id", id.to_string()),
-        KeyValue::new("workflow.step.id", a.key.clone()),
+        KeyValue::new("workflow.step.id", a.key.to_string()),
         KeyValue::new("workflow.step.attempt", a.attempt),
         KeyValue::new("workflow.step.outcome", a.outcome.as_str()),
     ];
@@ -386,8 +387,8 @@ fn recover_crashed(
     wf: &Workflow,
     open: &[store::OpenAttempt],
     traces: &std::collections::BTreeMap<i64, store::RunTrace>,
-    uncounted: &HashMap<String, Vec<i64>>,
-    records: &mut HashMap<String, StepRow>,
+    uncounted: &HashMap<UnitKeyBuf, Vec<i64>>,
+    records: &mut HashMap<UnitKeyBuf, StepRow>,
     writes: &mut Vec<Write>,
 ) {
     for a in open {

@@ -17,6 +17,7 @@
 use super::Runner;
 use crate::engine::EngineError;
 use crate::store::{ProcessTag, RunStore, Write};
+use crate::vocab::UnitKeyBuf;
 use std::time::{Duration, Instant};
 
 /// How long an attempt runs before its process group is recorded.
@@ -24,7 +25,7 @@ pub(super) const RECORD_AFTER: Duration = Duration::from_millis(20);
 
 /// A started attempt's process group, not recorded yet.
 pub(super) struct PendingGroup {
-    key: String,
+    key: UnitKeyBuf,
     attempt: i64,
     tag: ProcessTag,
     started: Instant,
@@ -33,7 +34,7 @@ pub(super) struct PendingGroup {
 impl Runner<'_> {
     /// Notes the group of an attempt that just started, to record once it
     /// has run `RECORD_AFTER`.
-    pub(super) fn group_started(&mut self, key: String, attempt: i64, tag: ProcessTag) {
+    pub(super) fn group_started(&mut self, key: UnitKeyBuf, attempt: i64, tag: ProcessTag) {
         self.started_groups.push(PendingGroup {
             key,
             attempt,

@@ -35,7 +35,7 @@ use super::scheduler::{Effect, Input, Job, Note, RunData, Scheduler, Settled, Se
 use super::{AttemptResult, EngineError, Failure, Observer, http, lease, shell};
 use crate::store::{self, Fence, RunStore, StepRow, Write};
 use crate::telemetry::{self, recorder};
-use crate::vocab::{InstanceId, Timestamp};
+use crate::vocab::{InstanceId, Timestamp, UnitKeyBuf};
 use crate::workflow::Workflow;
 pub use children::{ChildEnd, EndSlot};
 pub(in crate::engine) use children::{ChildRuns, OpenedChild};
@@ -142,7 +142,7 @@ pub(super) struct Runner<'o> {
     /// its end is delivered to the parent (`drive::close_run`).
     pub(super) parent: Option<store::ParentRef>,
     /// Step locks asked for and not taken yet: (unit key, lock key, limit).
-    lock_waits: Vec<(String, String, u32)>,
+    lock_waits: Vec<(UnitKeyBuf, String, u32)>,
     /// A child's first decisions, which its parent's commit made durable
     /// ([`Runner::open_in_parent`]): carried out by the loop's first turn,
     /// which commits nothing.
@@ -161,14 +161,14 @@ pub(super) struct RunStart<'o> {
     pub wf: Arc<Workflow>,
     pub inst: store::InstanceRow,
     pub run: i64,
-    pub records: HashMap<String, StepRow>,
+    pub records: HashMap<UnitKeyBuf, StepRow>,
     pub opts: RunOptions,
     pub observer: &'o dyn Observer,
     pub trace: store::RunTrace,
     pub root: tracing::Span,
     pub fence: Fence,
     pub lost: watch::Receiver<Option<String>>,
-    pub uncounted: HashMap<String, Vec<i64>>,
+    pub uncounted: HashMap<UnitKeyBuf, Vec<i64>>,
     pub events: Vec<store::EventRow>,
     /// The caller's sampled flag and `tracestate`, passed on to steps.
     pub caller: (
@@ -185,7 +185,7 @@ pub(super) struct RunStart<'o> {
     /// The writes that open the run, for its first commit ([`Runner::opening`]).
     pub opening: Vec<Write>,
     /// `workflow:` attempts begun by earlier runs, by unit key (`spans`).
-    pub carried: HashMap<String, CarriedAttempt>,
+    pub carried: HashMap<UnitKeyBuf, CarriedAttempt>,
 }
 
 impl<'o> Runner<'o> {
@@ -432,7 +432,7 @@ impl<'o> Runner<'o> {
                     let parent_span = made.as_ref().and_then(|key| {
                         self.spans
                             .open
-                            .get(key)
+                            .get(key.as_str())
                             .and_then(|(_, span_id, _)| {
                                 telemetry::TraceParent::of(&self.trace.0, span_id)
                             })

@@ -12,7 +12,7 @@
 use super::*;
 use crate::engine::redact::Redactor;
 use crate::engine::scheduler::SpanIds;
-use crate::vocab::{AttemptOutcome, RunEnd};
+use crate::vocab::{AttemptOutcome, RunEnd, UnitKeyBuf};
 
 impl<'o> Runner<'o> {
     /// Stores the spans of this run that ended since the last call (masking
@@ -173,9 +173,9 @@ pub(super) struct AttemptSpans {
     trace_id: String,
     root_span_id: String,
     /// Unit key -> (span, its id, start ns).
-    pub(super) open: HashMap<String, (tracing::Span, String, i64)>,
+    pub(super) open: HashMap<UnitKeyBuf, (tracing::Span, String, i64)>,
     /// `workflow:` attempts begun by earlier runs, by unit key.
-    carried: HashMap<String, CarriedAttempt>,
+    carried: HashMap<UnitKeyBuf, CarriedAttempt>,
 }
 
 impl AttemptSpans {
@@ -183,7 +183,7 @@ impl AttemptSpans {
         workflow: &str,
         id: &InstanceId,
         trace: &store::RunTrace,
-        carried: HashMap<String, CarriedAttempt>,
+        carried: HashMap<UnitKeyBuf, CarriedAttempt>,
     ) -> AttemptSpans {
         AttemptSpans {
             workflow: workflow.to_string(),
@@ -223,7 +223,7 @@ impl AttemptSpans {
 
 impl SpanIds for AttemptSpans {
     /// Opens the attempt's span on the first call.
-    fn attempt(&mut self, key: &str) -> (String, i64) {
+    fn attempt(&mut self, key: &UnitKeyBuf) -> (String, i64) {
         if let Some((_, span_id, start_ns)) = self.open.get(key) {
             return (span_id.clone(), *start_ns);
         }
@@ -231,7 +231,7 @@ impl SpanIds for AttemptSpans {
         let start_ns = telemetry::now_ns();
         let (_, span_id) = recorder::ids(&span);
         self.open
-            .insert(key.to_string(), (span, span_id.clone(), start_ns));
+            .insert(key.clone(), (span, span_id.clone(), start_ns));
         (span_id, start_ns)
     }
 }

@@ -88,7 +88,7 @@ impl Scheduler {
             Some(i) => {
                 let item = self
                     .records
-                    .get(&self.wf.steps[unit.idx].id)
+                    .get(self.wf.steps[unit.idx].id.as_str())
                     .and_then(|r| r.items.get(i).cloned())
                     .unwrap_or(Value::Null);
                 self.ctx.set("item", item);
@@ -308,7 +308,7 @@ impl Scheduler {
         let mut failed_item = None;
         for i in 0..items.len() {
             let key = format!("{}[{i}]", step.id);
-            match self.records.get(&key) {
+            match self.records.get(key.as_str()) {
                 Some(r) if r.status == StepStatus::Completed => outputs.push(r.output.clone()),
                 Some(r) => {
                     if r.status == StepStatus::Failed && failed_item.is_none() {
@@ -343,7 +343,7 @@ impl Scheduler {
         self.put(unit);
         self.ctx.set_step_result(&step.id, status, &output);
         self.note(Note::FanOutFinished {
-            key: step.id.clone(),
+            key: UnitKeyBuf::from(UnitKey::step(&step.id)),
             items: items.len(),
         });
         if let Some((key, r)) = failed_item
@@ -409,7 +409,7 @@ impl Scheduler {
     fn stopped_attempt(
         &mut self,
         unit: &Unit,
-        (key, attempt): (&str, i64),
+        (key, attempt): (&UnitKeyBuf, i64),
         mut end: AttemptEnd,
         failure: &Failure,
         elapsed: Duration,
@@ -418,15 +418,12 @@ impl Scheduler {
             ErrorType::Canceled => AttemptOutcome::Canceled,
             _ => AttemptOutcome::Interrupted,
         };
-        self.uncounted
-            .entry(key.to_string())
-            .or_default()
-            .push(attempt);
+        self.uncounted.entry(key.clone()).or_default().push(attempt);
         end.outcome = outcome;
         end.error_type = Some(failure.error_type.clone());
         end.error_message = Some(failure.message.clone());
         self.writes.push(Write::EndAttempt {
-            key: key.to_string(),
+            key: key.clone(),
             attempt,
             end,
         });
@@ -642,20 +639,20 @@ impl Scheduler {
     /// the commit that makes it durable returned) and the observer hears.
     fn attempt_ended(
         &mut self,
-        key: &str,
+        key: &UnitKeyBuf,
         attempt: i64,
         outcome: AttemptOutcome,
         failure: Option<&Failure>,
         elapsed: Duration,
     ) {
         self.effects.push(Effect::AttemptEnded {
-            key: key.to_string(),
+            key: key.clone(),
             attempt,
             outcome,
             failure: failure.cloned(),
         });
         self.note(Note::StepFinished {
-            key: key.to_string(),
+            key: key.clone(),
             attempt,
             outcome,
             failure: failure.cloned(),

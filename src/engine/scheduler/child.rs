@@ -49,7 +49,7 @@ impl Scheduler {
     /// Whether `rec` is a unit waiting on the child its last attempt made.
     pub fn waits_on_child(wf: &Workflow, rec: &StepRow) -> bool {
         rec.status == StepStatus::Waiting
-            && !UnitKey::parse(&rec.key).compensation
+            && !rec.key.is_compensation()
             && matches!(
                 wf.step(&rec.step_id).map(|s| &s.action),
                 Some(Action::Workflow(_))
@@ -61,19 +61,17 @@ impl Scheduler {
     /// what it did.
     pub fn compensates_child(wf: &Workflow, rec: &StepRow) -> bool {
         rec.status == StepStatus::Waiting
-            && UnitKey::parse(&rec.key).compensation
+            && rec.key.is_compensation()
             && wf.step(&rec.step_id).is_some_and(Step::undone_by_its_child)
     }
 
     /// The child whose compensations compensation unit `key` runs: the
     /// one its step's last (completed) attempt made.
-    fn compensated_child(&self, key: &str) -> Option<InstanceId> {
-        let k = UnitKey::parse(key);
-        let base = UnitKey {
+    fn compensated_child(&self, key: &UnitKeyBuf) -> Option<InstanceId> {
+        let base = UnitKeyBuf::from(UnitKey {
             compensation: false,
-            ..k
-        }
-        .to_string();
+            ..key.parts()
+        });
         let rec = self.records.get(&base)?;
         Some(self.child_id(&base, rec.attempts))
     }
@@ -147,11 +145,11 @@ impl Scheduler {
     /// The end of a child (event `name`), for unit `key`, if it came: taken
     /// from what a child run here handed over, else from the delivered
     /// events; the write that marks it taken is queued.
-    fn take_child_end(&mut self, name: &str, key: &str) -> Option<String> {
+    fn take_child_end(&mut self, name: &str, key: &UnitKeyBuf) -> Option<String> {
         if let Some(payload) = self.ended_here.remove(name) {
             self.writes.push(Write::TakeEventNamed {
                 name: name.to_string(),
-                key: key.to_string(),
+                key: key.clone(),
             });
             return Some(payload);
         }
@@ -160,7 +158,7 @@ impl Scheduler {
         self.taken_events.insert(event.id);
         self.writes.push(Write::TakeEvent {
             event: event.id,
-            key: key.to_string(),
+            key: key.clone(),
         });
         Some(event.payload)
     }
@@ -299,9 +297,8 @@ impl Scheduler {
     }
 
     /// The `on_parent_end` of the call unit `key` made.
-    fn on_parent_end(&self, key: &str) -> OnParentEnd {
-        let step = UnitKey::parse(key).step;
-        match self.wf.step(step).map(|s| &s.action) {
+    fn on_parent_end(&self, key: &UnitKeyBuf) -> OnParentEnd {
+        match self.wf.step(key.step()).map(|s| &s.action) {
             Some(Action::Workflow(call)) => call.on_parent_end,
             _ => OnParentEnd::Abandon,
         }
@@ -316,8 +313,8 @@ impl Scheduler {
     }
 
     /// The keys of the units waiting on their children, in order.
-    fn open_child_keys(&self) -> Vec<&String> {
-        let mut keys: Vec<&String> = self.open_children.iter().collect();
+    fn open_child_keys(&self) -> Vec<&UnitKeyBuf> {
+        let mut keys: Vec<&UnitKeyBuf> = self.open_children.iter().collect();
         keys.sort();
         keys
     }
@@ -327,7 +324,7 @@ impl Scheduler {
         self.open_child_keys()
             .into_iter()
             .filter_map(|k| {
-                let key = UnitKey::parse(k);
+                let key = k.parts();
                 let idx = self.wf.steps.iter().position(|s| s.id == key.step)?;
                 Some(Unit {
                     idx,
@@ -346,7 +343,7 @@ impl Scheduler {
         if !self.compensating() {
             return;
         }
-        let keys: Vec<String> = self
+        let keys: Vec<UnitKeyBuf> = self
             .open_child_keys()
             .into_iter()
             .filter(|k| !self.children_ending.contains(*k))
@@ -358,7 +355,7 @@ impl Scheduler {
             if mode == OnParentEnd::Abandon {
                 continue;
             }
-            let Some(rec) = self.records.get(&key) else {
+            let Some(rec) = self.records.get(key.as_str()) else {
                 continue;
             };
             let id = self.child_id(&key, rec.attempts);
@@ -380,7 +377,7 @@ impl Scheduler {
         let mut runs: Vec<Effect> = self
             .open_child_keys()
             .into_iter()
-            .filter_map(|k| self.records.get(k))
+            .filter_map(|k| self.records.get(k.as_str()))
             .map(|r| Effect::RunChild {
                 id: self.child_id(&r.key, r.attempts),
                 workflow: definition(r),

@@ -35,7 +35,7 @@ use super::redact::Redactor;
 use super::{AttemptResult, Failure, http, shell};
 use crate::store::{AttemptEnd, EventRow, StepRow, Write};
 use crate::telemetry;
-use crate::vocab::{ErrorType, InstanceId, RunEnd, StepStatus, Timestamp, UnitKey};
+use crate::vocab::{ErrorType, InstanceId, RunEnd, StepStatus, Timestamp, UnitKey, UnitKeyBuf};
 use crate::workflow::template::{self, Template};
 use crate::workflow::{
     Action, Condition, HttpSpec, RetryPolicy, RunCmd, SleepSpec, Step, Workflow, expr,
@@ -116,18 +116,12 @@ impl Unit {
     }
 
     /// The key its rows are stored under: `id`, `id[3]`, `id:compensate`.
-    pub fn key(&self, wf: &Workflow) -> String {
-        let step = &wf.steps[self.idx].id;
-        if self.item.is_none() && !self.compensation {
-            // The common case, asked many times a step: no formatting.
-            return step.clone();
-        }
-        UnitKey {
-            step,
+    pub fn key(&self, wf: &Workflow) -> UnitKeyBuf {
+        UnitKeyBuf::from(UnitKey {
+            step: &wf.steps[self.idx].id,
             item: self.item,
             compensation: self.compensation,
-        }
-        .to_string()
+        })
     }
 }
 
@@ -162,9 +156,9 @@ pub struct Setup {
     pub inputs: Value,
     pub state: Value,
     /// Every unit's row as history left it.
-    pub records: HashMap<String, StepRow>,
+    pub records: HashMap<UnitKeyBuf, StepRow>,
     /// Per unit key, its attempts that do not count towards `max_attempts`.
-    pub uncounted: HashMap<String, Vec<i64>>,
+    pub uncounted: HashMap<UnitKeyBuf, Vec<i64>>,
     /// When the workflow's `timeout` runs out.
     pub deadline: Option<Timestamp>,
     /// Delivered events no step has taken yet.
@@ -182,15 +176,15 @@ pub struct Scheduler {
     wf: Arc<Workflow>,
     run: RunData,
     /// Every unit's row, by key, as this run last decided it.
-    records: HashMap<String, StepRow>,
+    records: HashMap<UnitKeyBuf, StepRow>,
     /// Keys of the records that have held a timer status (`retrying`,
     /// `sleeping`, `waiting`) in this run: a superset of those holding one
     /// now (every such status is written through [`Scheduler::put`]), so
     /// that finding the next timer does not walk every record after every
     /// step.
-    timed: HashSet<String>,
+    timed: HashSet<UnitKeyBuf>,
     /// Units in flight: key -> attempt.
-    running: HashMap<String, i64>,
+    running: HashMap<UnitKeyBuf, i64>,
     /// Steps whose needs are met and that have not ended (see `candidates`).
     frontier: BTreeSet<usize>,
     /// For each step, the steps that need it.
@@ -204,7 +198,7 @@ pub struct Scheduler {
     /// When the workflow's `timeout` runs out.
     deadline: Option<Timestamp>,
     /// Per unit key, its attempts that do not count towards `max_attempts`.
-    uncounted: HashMap<String, Vec<i64>>,
+    uncounted: HashMap<UnitKeyBuf, Vec<i64>>,
     /// Canceled without compensations (`wf cancel --terminate`).
     terminate: bool,
     /// The completion order of the last unit that completed.
@@ -233,7 +227,7 @@ pub struct Scheduler {
     /// nor the snapshot a settling `set_state` step started with).
     ctx_state_current: bool,
     /// State as it was when each running unit with a `set_state` started.
-    start_states: HashMap<String, Value>,
+    start_states: HashMap<UnitKeyBuf, Value>,
     /// Delivered events no step has taken yet, and those this run took.
     events: Vec<EventRow>,
     taken_events: HashSet<i64>,
@@ -243,16 +237,16 @@ pub struct Scheduler {
     ended_here: HashMap<String, String>,
     /// Units waiting on the child their last attempt made, by key: they
     /// count towards `concurrency` and `max_parallel` as running units do.
-    open_children: HashSet<String>,
+    open_children: HashSet<UnitKeyBuf>,
     /// Whether the children this run found open were handed to the driver.
     children_started: bool,
     /// Units whose children were asked to end (or left to run) because the
     /// parent ends early.
-    children_ending: HashSet<String>,
+    children_ending: HashSet<UnitKeyBuf>,
     /// Units of `lock:` steps whose lock the driver was asked to take, and
     /// those holding it (for their next attempt, then while it runs).
-    locks_asked: HashSet<String>,
-    locks_held: HashSet<String>,
+    locks_asked: HashSet<UnitKeyBuf>,
+    locks_held: HashSet<UnitKeyBuf>,
 }
 
 impl Scheduler {
@@ -305,7 +299,7 @@ impl Scheduler {
         ctx.set("env", Value::Object(env_map));
         ctx.set("state", state.clone());
         for step in &wf.steps {
-            if let Some(rec) = records.get(&step.id)
+            if let Some(rec) = records.get(step.id.as_str())
                 && rec.status.is_ended()
             {
                 ctx.set_step_result(&step.id, rec.status, &rec.output);
@@ -313,7 +307,7 @@ impl Scheduler {
         }
         let failed = env_failure.or_else(|| {
             wf.steps.iter().find_map(|s| {
-                let r = records.get(&s.id)?;
+                let r = records.get(s.id.as_str())?;
                 (r.status == StepStatus::Failed && !s.continue_on_error)
                     .then(|| failure_reason(&s.id, r))
             })
@@ -392,7 +386,7 @@ impl Scheduler {
         let step_id = self.wf.steps[unit.idx].id.clone();
         self.records
             .entry(key.clone())
-            .or_insert_with(|| StepRow::pending(&key, &step_id))
+            .or_insert_with(|| StepRow::pending(key.clone(), &step_id))
     }
 
     /// Decides `unit`'s row as it now is: written at the next commit.

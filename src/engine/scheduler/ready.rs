@@ -6,7 +6,7 @@
 //! the driver's.
 
 use super::{RunOutcome, Scheduler, Stop, Unit};
-use crate::vocab::{StepStatus, Timestamp, UnitKey};
+use crate::vocab::{StepStatus, Timestamp};
 
 impl Scheduler {
     /// Whether the run is winding down: compensating after a failure or cancel.
@@ -41,7 +41,7 @@ impl Scheduler {
             i += 1;
             let step = &wf.steps[idx];
             let key = step.id.clone();
-            let rec = self.records.get(&key);
+            let rec = self.records.get(key.as_str());
             if rec.is_some_and(|r| r.status.is_ended()) {
                 self.frontier.remove(&idx);
                 for &d in &self.dependents[idx] {
@@ -55,7 +55,7 @@ impl Scheduler {
             if step.for_each.is_some() && rec.is_some_and(|r| !r.items.is_null()) {
                 // Expanded: its items are the units.
                 out.extend(self.item_units(idx, now));
-            } else if !self.running.contains_key(&key) && self.unit_due(&key, now) {
+            } else if !self.running.contains_key(key.as_str()) && self.unit_due(&key, now) {
                 out.push(Unit::step(idx));
             }
         }
@@ -66,13 +66,13 @@ impl Scheduler {
     /// `max_parallel`), or the step itself once every item ended (it settles).
     fn item_units(&self, idx: usize, now: Timestamp) -> Vec<Unit> {
         let step = &self.wf.steps[idx];
-        let rec = self.records.get(&step.id);
+        let rec = self.records.get(step.id.as_str());
         let n = rec.and_then(|r| r.items.as_array()).map_or(0, Vec::len);
         let limit = step.max_parallel.unwrap_or(usize::MAX);
         let mut active = (0..n)
             .filter(|i| {
                 let key = format!("{}[{i}]", step.id);
-                self.running.contains_key(&key) || self.open_children.contains(&key)
+                self.running.contains_key(key.as_str()) || self.open_children.contains(key.as_str())
             })
             .count();
         let mut unfinished = 0;
@@ -120,7 +120,7 @@ impl Scheduler {
 
     pub fn ended(&self, idx: usize) -> bool {
         self.records
-            .get(&self.wf.steps[idx].id)
+            .get(self.wf.steps[idx].id.as_str())
             .is_some_and(|r| r.status.is_ended())
     }
 
@@ -161,7 +161,7 @@ impl Scheduler {
             let expanded = step.for_each.is_some()
                 && self
                     .records
-                    .get(&step.id)
+                    .get(step.id.as_str())
                     .is_some_and(|r| !r.items.is_null());
             if expanded {
                 out.extend(self.item_units(idx, now));
@@ -174,7 +174,7 @@ impl Scheduler {
 
     pub fn handler_running(&self) -> bool {
         self.running.keys().any(|k| {
-            let id = UnitKey::parse(k).step;
+            let id = k.step();
             self.handlers.iter().any(|&i| self.wf.steps[i].id == id)
         })
     }
@@ -192,7 +192,7 @@ impl Scheduler {
             if !dep.continue_on_error
                 && self
                     .records
-                    .get(&dep.id)
+                    .get(dep.id.as_str())
                     .is_some_and(|r| r.status == StepStatus::Failed)
             {
                 return true;
@@ -208,11 +208,13 @@ impl Scheduler {
         }
         self.wf.steps[idx].needs.iter().all(|&d| {
             let dep = &self.wf.steps[d];
-            self.records.get(&dep.id).is_some_and(|r| match r.status {
-                StepStatus::Completed | StepStatus::Skipped => true,
-                StepStatus::Failed => dep.continue_on_error,
-                _ => false,
-            })
+            self.records
+                .get(dep.id.as_str())
+                .is_some_and(|r| match r.status {
+                    StepStatus::Completed | StepStatus::Skipped => true,
+                    StepStatus::Failed => dep.continue_on_error,
+                    _ => false,
+                })
         })
     }
 
@@ -232,7 +234,7 @@ impl Scheduler {
             if step.for_each.is_some() {
                 let n = self
                     .records
-                    .get(&step.id)
+                    .get(step.id.as_str())
                     .and_then(|r| r.items.as_array())
                     .map_or(0, Vec::len);
                 units = (0..n)
@@ -275,17 +277,20 @@ impl Scheduler {
                 if !self.wf.step_compensates(step) {
                     return false;
                 }
-                let units: Vec<Unit> =
-                    match self.records.get(&step.id).and_then(|r| r.items.as_array()) {
-                        Some(items) if step.for_each.is_some() => (0..items.len())
-                            .map(|i| Unit {
-                                idx,
-                                item: Some(i),
-                                compensation: false,
-                            })
-                            .collect(),
-                        _ => vec![Unit::step(idx)],
-                    };
+                let units: Vec<Unit> = match self
+                    .records
+                    .get(step.id.as_str())
+                    .and_then(|r| r.items.as_array())
+                {
+                    Some(items) if step.for_each.is_some() => (0..items.len())
+                        .map(|i| Unit {
+                            idx,
+                            item: Some(i),
+                            compensation: false,
+                        })
+                        .collect(),
+                    _ => vec![Unit::step(idx)],
+                };
                 units.into_iter().any(|u| {
                     let done = self
                         .records
@@ -321,11 +326,11 @@ impl Scheduler {
             }
             return self.failed.clone().map(RunOutcome::Failed);
         }
-        let all_done = self
-            .wf
-            .steps
-            .iter()
-            .all(|s| self.records.get(&s.id).is_some_and(|r| r.status.is_ended()));
+        let all_done = self.wf.steps.iter().all(|s| {
+            self.records
+                .get(s.id.as_str())
+                .is_some_and(|r| r.status.is_ended())
+        });
         all_done.then_some(RunOutcome::Completed)
     }
 

@@ -4,7 +4,7 @@
 //! driver rebuilds the attempts' spans and ends their leftover processes.
 
 use crate::store::{AttemptEnd, OpenAttempt, StepRow, Write};
-use crate::vocab::{AttemptOutcome, ErrorType, InstanceId, StepStatus, Timestamp, UnitKey};
+use crate::vocab::{AttemptOutcome, ErrorType, InstanceId, StepStatus, Timestamp, UnitKeyBuf};
 use crate::workflow::Workflow;
 use std::collections::HashMap;
 
@@ -17,8 +17,8 @@ pub fn close_crashed(
     id: &InstanceId,
     wf: &Workflow,
     open: &[OpenAttempt],
-    uncounted: &HashMap<String, Vec<i64>>,
-    records: &mut HashMap<String, StepRow>,
+    uncounted: &HashMap<UnitKeyBuf, Vec<i64>>,
+    records: &mut HashMap<UnitKeyBuf, StepRow>,
     now: Timestamp,
 ) -> Vec<Write> {
     let mut writes = Vec::new();
@@ -43,7 +43,7 @@ pub fn close_crashed(
         let Some(step) = wf.step(&rec.step_id) else {
             continue;
         };
-        let retry = match (&step.compensate, UnitKey::parse(&key).compensation) {
+        let retry = match (&step.compensate, key.is_compensation()) {
             (Some(c), true) => &c.retry,
             _ => &step.retry,
         };

@@ -15,7 +15,7 @@
 use super::{RunOutcome, Scheduler, Stop, Unit};
 use crate::engine::{AttemptResult, Failure, http, shell};
 use crate::store::{EventRow, Write};
-use crate::vocab::{AttemptOutcome, CancelRequest, Timestamp, UnitKey};
+use crate::vocab::{AttemptOutcome, CancelRequest, Timestamp, UnitKeyBuf};
 use std::time::Duration;
 
 /// Most units settled in one transaction without a process in between.
@@ -45,7 +45,7 @@ pub enum Input {
     Idle,
     /// The driver took the `lock:` of unit `key` (asked for with
     /// [`Effect::TakeLock`]): it may start.
-    LockTaken(String),
+    LockTaken(UnitKeyBuf),
 }
 
 /// An attempt that ended, as its executor reported it.
@@ -83,13 +83,13 @@ pub enum Effect {
     /// An attempt ended: end its span with the outcome (a successful one
     /// once the commit that makes it durable returned).
     AttemptEnded {
-        key: String,
+        key: UnitKeyBuf,
         attempt: i64,
         outcome: AttemptOutcome,
         failure: Option<Failure>,
     },
     /// A step whose `if` was false: its span says `skipped`.
-    Skipped { key: String },
+    Skipped { key: UnitKeyBuf },
     /// A step took an event sent under `traceparent`: the run's root span
     /// links to it.
     LinkEvent { name: String, traceparent: String },
@@ -103,7 +103,7 @@ pub enum Effect {
     RunChild {
         id: crate::vocab::InstanceId,
         workflow: Option<std::sync::Arc<crate::workflow::Workflow>>,
-        made: Option<String>,
+        made: Option<UnitKeyBuf>,
     },
     /// The parent ends early: ask child `id` to cancel (or terminate), and
     /// run it here if no process does.
@@ -115,7 +115,7 @@ pub enum Effect {
     /// before its attempt starts; answer with [`Input::LockTaken`] once
     /// taken (until then the unit waits).
     TakeLock {
-        key: String,
+        key: UnitKeyBuf,
         lock: String,
         limit: u32,
     },
@@ -131,28 +131,28 @@ pub enum Effect {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Note {
     StepStarted {
-        key: String,
+        key: UnitKeyBuf,
         attempt: i64,
     },
     StepFinished {
-        key: String,
+        key: UnitKeyBuf,
         attempt: i64,
         outcome: AttemptOutcome,
         failure: Option<Failure>,
         elapsed: Duration,
     },
     StepSkipped {
-        key: String,
+        key: UnitKeyBuf,
     },
     StepRetrying {
-        key: String,
+        key: UnitKeyBuf,
         next_attempt: i64,
         try_n: i64,
         max_attempts: u32,
         delay: Duration,
     },
     FanOutFinished {
-        key: String,
+        key: UnitKeyBuf,
         items: usize,
     },
     Message(String),
@@ -164,7 +164,7 @@ pub enum Note {
 pub trait SpanIds {
     /// The span id and start (Unix ns) of the attempt of `key` about to
     /// begin: the same on every call until that attempt ends.
-    fn attempt(&mut self, key: &str) -> (String, i64);
+    fn attempt(&mut self, key: &UnitKeyBuf) -> (String, i64);
 }
 
 /// What starting a unit amounted to.
@@ -222,7 +222,7 @@ impl Scheduler {
             }
             Input::Idle => self.idle(now),
             Input::LockTaken(key) => {
-                self.locks_asked.remove(&key);
+                self.locks_asked.remove(key.as_str());
                 self.locks_held.insert(key);
                 self.effects.push(Effect::Again);
             }
@@ -331,7 +331,7 @@ impl Scheduler {
         // A compensation in flight (they run one at a time, after every forward
         // unit ended) is never cut short by a deadline or a cancel: only a
         // signal to this process stops it.
-        if why != Stop::Signal && self.running.keys().any(|k| UnitKey::parse(k).compensation) {
+        if why != Stop::Signal && self.running.keys().any(UnitKeyBuf::is_compensation) {
             if why == Stop::Cancel {
                 self.note(Note::Message(
                     "canceled: letting the running compensation finish".into(),

@@ -14,7 +14,7 @@ use super::shell::{self, Nav};
 use crate::engine::{actions, logs};
 use crate::store::{AttemptRow, InstanceView, SpanRow, StepRow};
 use crate::views::ShownStatus;
-use crate::vocab::{InstanceId, Timestamp, UnitKey};
+use crate::vocab::{InstanceId, Timestamp};
 use crate::workflow::{Action, Workflow};
 use axum::extract::{Path, RawQuery, State};
 use axum::response::{Html, IntoResponse, Response};
@@ -214,7 +214,7 @@ fn graph_section(s: &Shown) -> Markup {
             let members: Vec<String> = rows
                 .iter()
                 .filter(|r| {
-                    let k = UnitKey::parse(&r.key);
+                    let k = r.key.parts();
                     r.step_id == st.id && k.item.is_some() && !k.compensation
                 })
                 .map(|r| r.status.as_str().to_string())

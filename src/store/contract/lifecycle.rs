@@ -293,7 +293,7 @@ pub(super) async fn list_lineage(store: &mut Store) {
         row.status = status;
         row.parent = Some(ParentRef {
             id: parent.into(),
-            key: format!("deploy[{s}]"),
+            key: format!("deploy[{s}]").into(),
             attempt: 1,
         });
         row.depth = 1;

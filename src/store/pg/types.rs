@@ -4,6 +4,7 @@
 
 use crate::vocab::{
     AttemptOutcome, ErrorType, InstanceId, InstanceStatus, RunEnd, StepStatus, Timestamp,
+    UnitKeyBuf,
 };
 use bytes::BytesMut;
 use tokio_postgres::types::{FromSql, IsNull, ToSql, Type, to_sql_checked};
@@ -42,3 +43,4 @@ text_column!(RunEnd, |v| v.as_str(), |s| Ok(s.parse()?));
 text_column!(Timestamp, |v| v.text(), |s| Ok(s.parse()?));
 text_column!(ErrorType, |v| v.text(), |s| Ok(ErrorType::parse(s)));
 text_column!(InstanceId, |v| v.as_str(), |s| Ok(InstanceId::from(s)));
+text_column!(UnitKeyBuf, |v| v.as_str(), |s| Ok(UnitKeyBuf::new(s)));

@@ -88,7 +88,7 @@ pub(super) fn parent_of(
 ) -> Option<ParentRef> {
     Some(ParentRef {
         id: id?.into(),
-        key: key?,
+        key: key?.into(),
         attempt: attempt?,
     })
 }
@@ -702,7 +702,10 @@ fn unspanned_attempts(c: &Connection, id: &str) -> Result<Vec<UnspannedAttempt>>
     Ok(rows.collect::<Result<_, _>>()?)
 }
 
-pub(super) fn uncounted_attempts(c: &Connection, instance_id: &str) -> Result<Vec<(String, i64)>> {
+pub(super) fn uncounted_attempts(
+    c: &Connection,
+    instance_id: &str,
+) -> Result<Vec<(UnitKeyBuf, i64)>> {
     let mut stmt = c.prepare(
         "SELECT step_key, attempt FROM attempts WHERE instance_id=?1 \
          AND outcome IN ('interrupted', 'canceled')",

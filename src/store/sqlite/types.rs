@@ -4,6 +4,7 @@
 
 use crate::vocab::{
     AttemptOutcome, ErrorType, InstanceId, InstanceStatus, RunEnd, StepStatus, Timestamp,
+    UnitKeyBuf,
 };
 use rusqlite::types::{FromSql, FromSqlError, FromSqlResult, ToSql, ToSqlOutput, ValueRef};
 
@@ -66,5 +67,17 @@ impl ToSql for InstanceId {
 impl FromSql for InstanceId {
     fn column_result(value: ValueRef<'_>) -> FromSqlResult<Self> {
         Ok(InstanceId::from(value.as_str()?))
+    }
+}
+
+impl ToSql for UnitKeyBuf {
+    fn to_sql(&self) -> rusqlite::Result<ToSqlOutput<'_>> {
+        Ok(ToSqlOutput::from(self.as_str()))
+    }
+}
+
+impl FromSql for UnitKeyBuf {
+    fn column_result(value: ValueRef<'_>) -> FromSqlResult<Self> {
+        Ok(UnitKeyBuf::new(value.as_str()?))
     }
 }

@@ -201,7 +201,7 @@ impl State {
             Write::TakeEvent { event, .. } => self.events.retain(|e| e.id != *event),
             Write::ReleaseLock { key } => {
                 for holders in self.locks.values_mut() {
-                    holders.retain(|(i, k)| !(i == me && k == key));
+                    holders.retain(|(i, k)| !(i == me && key == k));
                 }
             }
             Write::ReleaseLocks => {

@@ -11,7 +11,9 @@ mod secrets;
 use super::retry::{Verdict, judge};
 use super::*;
 use crate::store::StepRow;
-use crate::vocab::{AttemptOutcome, ErrorType, InstanceId, StepStatus, Timestamp, UnitKey};
+use crate::vocab::{
+    AttemptOutcome, ErrorType, InstanceId, StepStatus, Timestamp, UnitKey, UnitKeyBuf,
+};
 use crate::workflow::{RetryPolicy, Workflow};
 use serde_json::json;
 use std::time::Duration;
@@ -64,7 +66,7 @@ impl History {
     }
 
     fn scheduler(self) -> Scheduler {
-        let records: HashMap<String, StepRow> =
+        let records: HashMap<UnitKeyBuf, StepRow> =
             self.rows.into_iter().map(|r| (r.key.clone(), r)).collect();
         let s = Scheduler::new(Setup {
             wf: self.wf,
@@ -102,7 +104,10 @@ fn run_data() -> RunData {
 
 /// The keys of what may start at `now`.
 fn ready(s: &mut Scheduler, now: Timestamp) -> Vec<String> {
-    s.candidates(now).iter().map(|u| u.key(&s.wf)).collect()
+    s.candidates(now)
+        .iter()
+        .map(|u| u.key(&s.wf).to_string())
+        .collect()
 }
 
 /// Marks `key` ended with `status`, as settling it would.
@@ -110,7 +115,7 @@ fn settle(s: &mut Scheduler, key: &str, status: StepStatus) {
     let step = UnitKey::parse(key).step.to_string();
     let r = s
         .records
-        .entry(key.to_string())
+        .entry(UnitKeyBuf::new(key))
         .or_insert_with(|| StepRow::pending(key, &step));
     r.status = status;
     if status == StepStatus::Completed {
@@ -552,8 +557,8 @@ fn crashed(wf: &Workflow, key: &str, attempts: i64, uncounted: &[i64]) -> (StepR
     let mut row = StepRow::pending(key, &step);
     row.status = StepStatus::Running;
     row.attempts = attempts;
-    let mut records = HashMap::from([(key.to_string(), row)]);
-    let uncounted = HashMap::from([(key.to_string(), uncounted.to_vec())]);
+    let mut records = HashMap::from([(UnitKeyBuf::new(key), row)]);
+    let uncounted = HashMap::from([(UnitKeyBuf::new(key), uncounted.to_vec())]);
     let writes = recovery::close_crashed(
         &InstanceId::from("i1"),
         wf,

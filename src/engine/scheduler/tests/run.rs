@@ -15,7 +15,7 @@ pub(super) struct Ids {
 }
 
 impl SpanIds for Ids {
-    fn attempt(&mut self, key: &str) -> (String, i64) {
+    fn attempt(&mut self, key: &UnitKeyBuf) -> (String, i64) {
         let made = &mut self.made;
         let id = self
             .open
@@ -47,7 +47,7 @@ impl Run {
         let effects = self.s.step(now, input, &mut self.ids);
         for e in &effects {
             if let Effect::AttemptEnded { key, .. } = e {
-                self.ids.open.remove(key);
+                self.ids.open.remove(key.as_str());
             }
         }
         effects
