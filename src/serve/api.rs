@@ -6,13 +6,15 @@
 
 use super::App;
 use super::error::ApiError;
-use super::params::{Params, instance_ref};
+use super::params::instance_ref;
+use super::query::{Flag, Many, Query, Span, Text, Whole};
 use crate::engine::{actions, logs, registry};
 use crate::vocab::{InstanceId, Timestamp};
 use axum::Json;
 use axum::extract::{Path, RawQuery, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
+use serde::Deserialize;
 use serde_json::{Value, json};
 
 /// The most instances a page of the list holds.
@@ -40,35 +42,65 @@ pub async fn healthz(State(app): State<App>) -> Response {
 /// filters (`status`, `workflow`, `label=NAME=VALUE` repeated, `parent`,
 /// `roots`, `since`, `limit`); the next page's `cursor` is in the `Link`
 /// and `X-Next-Cursor` headers.
-pub async fn list(State(app): State<App>, RawQuery(q): RawQuery) -> Result<Response, ApiError> {
-    let p = Params::parse(q.as_deref());
+/// `GET /api/v1/instances`' parameters.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ListParams {
+    #[serde(default)]
+    status: Option<Text>,
+    #[serde(default)]
+    workflow: Option<Text>,
+    #[serde(default)]
+    label: Many,
+    #[serde(default)]
+    since: Option<Span>,
+    #[serde(default)]
+    parent: Option<Text>,
+    #[serde(default)]
+    roots: Flag,
+    #[serde(default)]
+    queue: Option<Text>,
+    #[serde(default)]
+    limit: Option<Whole>,
+    #[serde(default)]
+    cursor: Option<Text>,
+}
+
+pub async fn list(
+    State(app): State<App>,
+    Query(p): Query<ListParams>,
+    RawQuery(q): RawQuery,
+) -> Result<Response, ApiError> {
     let mut labels = Vec::new();
-    for l in p.all("label") {
+    for l in &p.label.0 {
         let (k, v) = crate::workflow::parse_label(l).map_err(ApiError::bad_request)?;
         labels.push((k, v));
     }
-    let limit = match p.number("limit")? {
+    let limit = match p.limit {
         None => 50,
-        Some(n) if n >= 1 && n as usize <= MAX_PAGE => n as usize,
-        Some(n) => {
+        Some(Whole(n)) if n >= 1 && n as usize <= MAX_PAGE => n as usize,
+        Some(Whole(n)) => {
             return Err(ApiError::bad_request(format!(
                 "`limit` is {n}: from 1 to {MAX_PAGE}"
             )));
         }
     };
     let after = p
-        .get("cursor")
-        .map(|c| instance_ref(c).map(InstanceId::from))
+        .cursor
+        .map(|c| instance_ref(c.as_str()).map(InstanceId::from))
         .transpose()
         .map_err(|_| ApiError::bad_request("`cursor` is not one this server gave"))?;
     let query = actions::ListQuery {
-        status: p.get("status").map(actions::list_status).transpose()?,
-        workflow: p.get("workflow").map(str::to_string),
-        since: p.duration("since")?,
-        parent: p.get("parent").map(str::to_string),
-        roots: p.flag("roots")?,
+        status: p
+            .status
+            .map(|s| actions::list_status(s.as_str()))
+            .transpose()?,
+        workflow: p.workflow.map(|t| t.0),
+        since: p.since.map(|s| s.0),
+        parent: p.parent.map(|t| t.0),
+        roots: p.roots.0,
         labels,
-        queue: p.get("queue").map(str::to_string),
+        queue: p.queue.map(|t| t.0),
         limit,
         after,
         count_more: false,
@@ -106,14 +138,22 @@ pub async fn list(State(app): State<App>, RawQuery(q): RawQuery) -> Result<Respo
     Ok(r)
 }
 
+/// `GET /api/v1/instances/{id}`' parameters.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct InspectParams {
+    #[serde(default)]
+    attempts: Flag,
+}
+
 /// `GET /api/v1/instances/{id}`: `wf inspect --json` (`?attempts=1`: with
 /// every attempt).
 pub async fn inspect(
     State(app): State<App>,
     Path(id): Path<String>,
-    RawQuery(q): RawQuery,
+    Query(p): Query<InspectParams>,
 ) -> Result<Json<Value>, ApiError> {
-    let attempts = Params::parse(q.as_deref()).flag("attempts")?;
+    let attempts = p.attempts.0;
     inspected(&app, id, attempts, |v| document(v))
         .await
         .map(Json)
@@ -193,6 +233,16 @@ async fn logs_json(
         .await
 }
 
+/// `GET /api/v1/instances/{id}/logs/{step}`' parameters.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LogsParams {
+    #[serde(default)]
+    attempt: Option<Whole>,
+    #[serde(default)]
+    follow: Flag,
+}
+
 /// `GET /api/v1/instances/{id}/logs/{step}`: `wf logs ID STEP --json`
 /// (`?attempt=N`; the last by default). `?follow=1`: server-sent events as
 /// the attempt runs (`stdout` and `stderr` events, each a chunk of text,
@@ -200,11 +250,10 @@ async fn logs_json(
 pub async fn step_logs(
     State(app): State<App>,
     Path((id, step)): Path<(String, String)>,
-    RawQuery(q): RawQuery,
+    Query(p): Query<LogsParams>,
 ) -> Result<Response, ApiError> {
-    let p = Params::parse(q.as_deref());
-    let attempt = p.number("attempt")?;
-    if p.flag("follow")? {
+    let attempt = p.attempt.map(|n| n.0);
+    if p.follow.0 {
         return super::follow::stream(app, id, step, attempt).await;
     }
     logs_json(&app, id, Some(step), attempt)
@@ -244,16 +293,23 @@ pub async fn trace(State(app): State<App>, Path(id): Path<String>) -> Result<Res
         .into_response())
 }
 
+/// `GET /api/v1/instances/{id}/result`' parameters.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ResultParams {
+    #[serde(default)]
+    wait: Option<Span>,
+}
+
 /// `GET /api/v1/instances/{id}/result`: `wf result ID --json`
 /// (`{id, status, outputs, error}`), whatever the status; `?wait=30s`
 /// waits up to that long (at most 5 minutes) for the instance to end.
 pub async fn result(
     State(app): State<App>,
     Path(id): Path<String>,
-    RawQuery(q): RawQuery,
+    Query(p): Query<ResultParams>,
 ) -> Result<Json<Value>, ApiError> {
-    let p = Params::parse(q.as_deref());
-    let wait = p.duration("wait")?.unwrap_or_default();
+    let wait = p.wait.map(|w| w.0).unwrap_or_default();
     if wait > super::MAX_WAIT {
         return Err(ApiError::bad_request("`wait` is at most 5m"));
     }

@@ -9,7 +9,9 @@
 //! - `auth.rs`: the token, the session cookie, CSRF.
 //! - `error.rs`: `{error: {code, message}}` and its HTTP statuses.
 //! - `api.rs`: the API's reads; `actions.rs`: its actions; `body.rs`:
-//!   their request bodies as types.
+//!   their request bodies as types; `query.rs`: query strings and the
+//!   inspector's forms as types; `params.rs`: the parameters each route
+//!   takes, checked before it runs.
 //! - `hooks.rs`: webhooks. `metrics.rs`: `/metrics`.
 //! - `openapi.rs`: the OpenAPI document of the API.
 //! - `access.rs`: the access log, request limits and timeouts.
@@ -31,6 +33,7 @@ mod metrics;
 pub mod openapi;
 mod pages;
 mod params;
+mod query;
 mod tls;
 
 use crate::engine::worker::{Options as WorkerOptions, Worker, WorkerEnd};

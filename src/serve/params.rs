@@ -1,65 +1,11 @@
-//! A request's query string, read by hand: axum's `Query` refuses with a
-//! text body, and the API's errors are JSON naming the parameter.
+//! What every route's request is checked for before it runs: its query
+//! parameters (each route takes those of its parameters' struct,
+//! `serve::query`; any other is refused, naming it), and an instance id
+//! from a path. Also how a name from a request is shown in an error.
 
 use super::error::ApiError;
-use std::time::Duration;
-
-pub struct Params(Vec<(String, String)>);
-
-impl Params {
-    pub fn parse(query: Option<&str>) -> Params {
-        Params(
-            form_urlencoded::parse(query.unwrap_or_default().as_bytes())
-                .map(|(k, v)| (k.into_owned(), v.into_owned()))
-                .collect(),
-        )
-    }
-
-    pub fn get(&self, name: &str) -> Option<&str> {
-        self.0
-            .iter()
-            .find(|(k, _)| k == name)
-            .map(|(_, v)| v.as_str())
-    }
-
-    pub fn all(&self, name: &str) -> impl Iterator<Item = &str> {
-        self.0
-            .iter()
-            .filter(move |(k, _)| k == name)
-            .map(|(_, v)| v.as_str())
-    }
-
-    /// `?name`, `?name=1`, `?name=true`: true; `0`/`false`: false.
-    pub fn flag(&self, name: &str) -> Result<bool, ApiError> {
-        match self.get(name) {
-            None => Ok(false),
-            Some("" | "1" | "true") => Ok(true),
-            Some("0" | "false") => Ok(false),
-            Some(v) => Err(ApiError::bad_request(format!(
-                "`{name}` is `{v}`: use true or false"
-            ))),
-        }
-    }
-
-    pub fn number(&self, name: &str) -> Result<Option<i64>, ApiError> {
-        self.get(name)
-            .map(|v| {
-                v.parse::<i64>().map_err(|_| {
-                    ApiError::bad_request(format!("`{name}` is `{v}`: a whole number is needed"))
-                })
-            })
-            .transpose()
-    }
-
-    pub fn duration(&self, name: &str) -> Result<Option<Duration>, ApiError> {
-        self.get(name)
-            .map(|v| {
-                crate::workflow::duration::parse(v)
-                    .map_err(|e| ApiError::bad_request(format!("`{name}`: {e}")))
-            })
-            .transpose()
-    }
-}
+use super::query::fields;
+use super::{api, pages};
 
 /// A name from a request (an id, a field, a parameter) as an error shows
 /// it: its first 64 characters, escaped, so that no request can make an
@@ -94,30 +40,32 @@ pub fn instance_ref(id: &str) -> Result<String, ApiError> {
     Ok(id.to_string())
 }
 
-/// The query parameters each route takes (by its matched path); a route
-/// not named takes none. Every other parameter is refused, naming it,
+/// The query parameters each route takes (by its matched path): those of
+/// the struct its handler reads them into; a route not named takes none. Every other parameter is refused, naming it,
 /// before the route runs: a misspelt filter (`?stauts=failed`) would
 /// otherwise answer as if no filter were given. (`?token=` signs a browser
 /// in before any route: `auth::require`.)
-const TAKES: &[(&str, &[&str])] = &[
+/// The names a route's parameters struct takes ([`fields`]).
+type Takes = fn() -> &'static [&'static str];
+
+const TAKES: &[(&str, Takes)] = &[
+    ("/api/v1/instances", fields::<api::ListParams>),
+    ("/api/v1/instances/{id}", fields::<api::InspectParams>),
     (
-        "/api/v1/instances",
-        &[
-            "status", "workflow", "label", "since", "parent", "roots", "queue", "limit", "cursor",
-        ],
+        "/api/v1/instances/{id}/logs/{step}",
+        fields::<api::LogsParams>,
     ),
-    ("/api/v1/instances/{id}", &["attempts"]),
-    ("/api/v1/instances/{id}/logs/{step}", &["attempt", "follow"]),
-    ("/api/v1/instances/{id}/result", &["wait"]),
+    ("/api/v1/instances/{id}/result", fields::<api::ResultParams>),
+    ("/", fields::<pages::list::ListParams>),
+    ("/instances/{id}", fields::<pages::instance::PageParams>),
     (
-        "/",
-        &[
-            "status", "workflow", "label", "parent", "since", "queue", "cursor", "fragment",
-        ],
+        "/instances/{id}/logs/{step}",
+        fields::<pages::instance::LogsParams>,
     ),
-    ("/instances/{id}", &["fragment", "notice"]),
-    ("/instances/{id}/logs/{step}", &["attempt"]),
-    ("/instances/{id}/act/{action}", &["from"]),
+    (
+        "/instances/{id}/act/{action}",
+        fields::<pages::act::ConfirmParams>,
+    ),
 ];
 
 /// Refuses (400) a request with a query parameter its route does not take
@@ -139,18 +87,10 @@ pub async fn known(
     let takes: &[&str] = TAKES
         .iter()
         .find(|(p, _)| *p == path)
-        .map_or(&[], |(_, t)| t);
+        .map_or(&[], |(_, t)| t());
     let query = req.uri().query().unwrap_or_default().as_bytes();
     if let Some((k, _)) = form_urlencoded::parse(query).find(|(k, _)| !takes.contains(&&**k)) {
-        let takes = if takes.is_empty() {
-            "none".to_string()
-        } else {
-            takes.join(", ")
-        };
-        let e = ApiError::bad_request(format!(
-            "unknown query parameter `{}` (this route takes: {takes})",
-            shown(&k)
-        ));
+        let e = ApiError::bad_request(super::query::unknown_parameter(&k, takes));
         return if path.starts_with("/api/") {
             e.into_response()
         } else {

@@ -8,14 +8,16 @@
 use super::super::App;
 use super::super::actions as act_api;
 use super::super::error::ApiError;
-use super::super::params::{Params, instance_ref, unknown_form_field};
+use super::super::params::instance_ref;
+use super::super::query::{Form, PageQuery, Text};
 use super::Notice;
 use super::list::short;
 use super::shell::{Nav, page};
-use axum::extract::{Path, RawQuery, State};
+use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{Html, IntoResponse, Redirect, Response};
 use maud::{Markup, html};
+use serde::Deserialize;
 use serde_json::Value;
 
 /// The actions, and what each says before it is done.
@@ -49,10 +51,19 @@ fn describe(action: &str) -> Option<(&'static str, &'static str)> {
     })
 }
 
+/// `GET /instances/{id}/act/{action}`' parameters: the step a restart
+/// is from, when it was chosen on the instance's page.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConfirmParams {
+    #[serde(default)]
+    from: Option<Text>,
+}
+
 pub async fn confirm(
     State(app): State<App>,
     Path((id, action)): Path<(String, String)>,
-    RawQuery(q): RawQuery,
+    PageQuery(p): PageQuery<ConfirmParams>,
 ) -> Response {
     let Some((title, what)) = describe(&action) else {
         return super::error_page(&ApiError::not_found(format!(
@@ -64,8 +75,7 @@ pub async fn confirm(
         Ok(id) => id,
         Err(e) => return super::error_page(&e),
     };
-    let p = Params::parse(q.as_deref());
-    let from = p.get("from").map(str::to_string);
+    let from = p.from.map(|t| t.0);
     let (wants_retry, wants_signal) = (action == "retry", action == "signal");
     let plan = {
         let from = from.clone();
@@ -153,10 +163,27 @@ fn signal_fields(events: &[String], event: &str, data: &str) -> Markup {
     }
 }
 
+/// The confirmation's form, each action's fields: `event` and `data`
+/// (signal), `from` and `as` (restart), `now` (resume).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ActForm {
+    #[serde(default)]
+    event: Option<Text>,
+    #[serde(default)]
+    data: Option<Text>,
+    #[serde(default)]
+    from: Option<Text>,
+    #[serde(default, rename = "as")]
+    as_id: Option<Text>,
+    #[serde(default)]
+    now: Option<Text>,
+}
+
 pub async fn act(
     State(app): State<App>,
     Path((id, action)): Path<(String, String)>,
-    body: bytes::Bytes,
+    Form(form): Form<ActForm>,
 ) -> Response {
     if describe(&action).is_none() {
         return super::error_page(&ApiError::not_found("no such action"));
@@ -165,28 +192,14 @@ pub async fn act(
         Ok(id) => id,
         Err(e) => return super::error_page(&e),
     };
-    let form: Vec<(String, String)> = form_urlencoded::parse(&body)
-        .map(|(k, v)| (k.into_owned(), v.into_owned()))
-        .collect();
-    // The form's own fields only, as the API's bodies are read.
-    if let Some((k, _)) = form
-        .iter()
-        .find(|(k, _)| !["event", "data", "from", "as", "now"].contains(&k.as_str()))
-    {
-        return super::error_page(&ApiError::bad_request(unknown_form_field(k)));
-    }
-    let field = |k: &str| {
-        form.iter()
-            .find(|(f, _)| f == k)
-            .map(|(_, v)| v.trim().to_string())
-            .filter(|v| !v.is_empty())
-    };
+    // A field left empty is one not given.
+    let field = |t: Option<Text>| t.map(|t| t.0.trim().to_string()).filter(|v| !v.is_empty());
     let (event, data, from, as_id, now) = (
-        field("event"),
-        field("data"),
-        field("from"),
-        field("as"),
-        field("now").is_some(),
+        field(form.event),
+        field(form.data),
+        field(form.from),
+        field(form.as_id),
+        field(form.now).is_some(),
     );
     let signaled = action == "signal";
     let typed = (event.clone(), data.clone());

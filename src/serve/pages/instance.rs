@@ -7,7 +7,8 @@
 
 use super::super::App;
 use super::super::error::ApiError;
-use super::super::params::{Params, instance_ref};
+use super::super::params::instance_ref;
+use super::super::query::{PageQuery, Text};
 use super::graph;
 use super::list::{badge, short, when};
 use super::shell::{self, Nav};
@@ -16,9 +17,10 @@ use crate::store::{AttemptRow, InstanceView, SpanRow, StepRow};
 use crate::views::ShownStatus;
 use crate::vocab::{InstanceId, Timestamp};
 use crate::workflow::{Action, Workflow};
-use axum::extract::{Path, RawQuery, State};
+use axum::extract::{Path, State};
 use axum::response::{Html, IntoResponse, Response};
 use maud::{Markup, html};
+use serde::Deserialize;
 use serde_json::Value;
 
 /// What the page shows, read on the server's thread.
@@ -91,19 +93,32 @@ pub async fn page_of(app: &App, id: String, notice: Option<&str>) -> Result<Mark
     ))
 }
 
+/// `GET /instances/{id}`' parameters: `fragment=live` for the part that
+/// refreshes itself, `notice` for what an action just did.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PageParams {
+    #[serde(default)]
+    fragment: Option<Text>,
+    #[serde(default)]
+    notice: Option<Text>,
+}
+
 pub async fn page(
     State(app): State<App>,
     Path(id): Path<String>,
-    RawQuery(q): RawQuery,
+    PageQuery(p): PageQuery<PageParams>,
 ) -> Response {
-    let p = Params::parse(q.as_deref());
-    if p.get("fragment") == Some("live") {
+    if p.fragment.as_ref().is_some_and(|f| f.as_str() == "live") {
         return match read(&app, id).await {
             Ok(shown) => Html(live(&shown, Timestamp::now()).into_string()).into_response(),
             Err(e) => super::error_page(&e),
         };
     }
-    let notice = p.get("notice").and_then(super::Notice::of_code);
+    let notice = p
+        .notice
+        .as_ref()
+        .and_then(|n| super::Notice::of_code(n.as_str()));
     super::respond(page_of(&app, id, notice.map(super::Notice::text)).await)
 }
 
@@ -374,15 +389,23 @@ fn started_by(v: &InstanceView) -> Markup {
     }
 }
 
+/// `GET /instances/{id}/logs/{step}`' parameters.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LogsParams {
+    #[serde(default)]
+    attempt: Option<Text>,
+}
+
 /// `GET /instances/{id}/logs/{step}?attempt=N`: an attempt's output; while
 /// it runs, streamed (the API's server-sent events).
 pub async fn logs(
     State(app): State<App>,
     Path((id, step)): Path<(String, String)>,
-    RawQuery(q): RawQuery,
+    PageQuery(p): PageQuery<LogsParams>,
 ) -> Response {
-    let p = Params::parse(q.as_deref());
-    let attempt = p.number("attempt").ok().flatten();
+    // A number that is not one shows the last attempt, as none does.
+    let attempt = p.attempt.and_then(|a| a.as_str().parse().ok());
     let id = match instance_ref(&id) {
         Ok(id) => id,
         Err(e) => return super::error_page(&e),

@@ -5,18 +5,43 @@
 
 use super::super::App;
 use super::super::error::ApiError;
-use super::super::params::{Params, instance_ref};
+use super::super::params::instance_ref;
+use super::super::query::{PageQuery, Text};
 use super::shell::{self, Nav};
 use crate::engine::actions::{self, ListQuery};
 use crate::store::InstanceRow;
 use crate::views::ShownStatus;
 use crate::vocab::{InstanceId, Timestamp};
-use axum::extract::{RawQuery, State};
+use axum::extract::State;
 use axum::response::{Html, IntoResponse, Response};
 use maud::{Markup, html};
+use serde::Deserialize;
 
 /// Instances a page shows.
 const PAGE: usize = 50;
+
+/// `GET /`'s parameters: the filters, the cursor of the page, and
+/// `fragment=rows` for the rows alone.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ListParams {
+    #[serde(default)]
+    status: Text,
+    #[serde(default)]
+    workflow: Text,
+    #[serde(default)]
+    label: Text,
+    #[serde(default)]
+    parent: Text,
+    #[serde(default)]
+    since: Text,
+    #[serde(default)]
+    queue: Text,
+    #[serde(default)]
+    cursor: Option<Text>,
+    #[serde(default)]
+    fragment: Option<Text>,
+}
 
 /// The filters as the form holds them.
 #[derive(Debug, Default, Clone)]
@@ -30,15 +55,15 @@ struct Filters {
 }
 
 impl Filters {
-    fn read(p: &Params) -> Filters {
-        let get = |k: &str| p.get(k).unwrap_or_default().trim().to_string();
+    fn of(p: &ListParams) -> Filters {
+        let get = |t: &Text| t.as_str().trim().to_string();
         Filters {
-            status: get("status"),
-            workflow: get("workflow"),
-            label: get("label"),
-            parent: get("parent"),
-            since: get("since"),
-            queue: get("queue"),
+            status: get(&p.status),
+            workflow: get(&p.workflow),
+            label: get(&p.label),
+            parent: get(&p.parent),
+            since: get(&p.since),
+            queue: get(&p.queue),
         }
     }
 
@@ -94,11 +119,15 @@ impl Filters {
     }
 }
 
-pub async fn page(State(app): State<App>, RawQuery(q): RawQuery) -> Response {
-    let p = Params::parse(q.as_deref());
-    let filters = Filters::read(&p);
-    let fragment = p.get("fragment") == Some("rows");
-    let cursor = match p.get("cursor").map(instance_ref).transpose() {
+pub async fn page(State(app): State<App>, PageQuery(p): PageQuery<ListParams>) -> Response {
+    let filters = Filters::of(&p);
+    let fragment = p.fragment.as_ref().is_some_and(|f| f.as_str() == "rows");
+    let cursor = match p
+        .cursor
+        .as_ref()
+        .map(|c| instance_ref(c.as_str()))
+        .transpose()
+    {
         Ok(c) => c.map(InstanceId::from),
         Err(_) => None,
     };

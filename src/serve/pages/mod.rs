@@ -16,10 +16,10 @@
 //! - `registry.rs`: registered workflows and the form that starts one;
 //!   queues.
 
-mod act;
+pub(super) mod act;
 mod graph;
-mod instance;
-mod list;
+pub(super) mod instance;
+pub(super) mod list;
 mod registry;
 mod shell;
 mod trace;

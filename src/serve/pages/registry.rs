@@ -5,6 +5,7 @@
 
 use super::super::App;
 use super::super::error::ApiError;
+use super::super::query::{Form, Many};
 use super::list::when;
 use super::shell::{Nav, page};
 use crate::engine::registry;
@@ -14,6 +15,7 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{Html, IntoResponse, Redirect, Response};
 use maud::html;
+use serde::Deserialize;
 use serde_json::{Map, Value};
 
 pub async fn workflows(State(app): State<App>) -> Response {
@@ -119,10 +121,23 @@ pub async fn start_form(State(app): State<App>, Path(name): Path<String>) -> Res
     )
 }
 
+/// The start form: `input.NAME` for each input, `labels` (one
+/// `NAME=VALUE` a line) and `key` (the idempotency key).
+#[derive(Debug, Deserialize)]
+pub struct StartForm {
+    #[serde(default)]
+    labels: Many,
+    #[serde(default)]
+    key: Many,
+    /// The inputs' fields, and any other, which is refused.
+    #[serde(flatten)]
+    rest: Map<String, Value>,
+}
+
 pub async fn start(
     State(app): State<App>,
     Path(name): Path<String>,
-    body: bytes::Bytes,
+    Form(form): Form<StartForm>,
 ) -> Response {
     let w = match read_registered(&app, name.clone()).await {
         Ok(w) => w,
@@ -133,30 +148,45 @@ pub async fn start(
     // naming the input, before anything starts.
     let mut inputs = Map::new();
     let mut labels = Vec::new();
-    let mut key = None;
     let mut error = None;
-    for (k, v) in form_urlencoded::parse(&body) {
-        if let Some(input) = k.strip_prefix("input.") {
-            if v.is_empty() {
-                continue;
-            }
-            inputs.insert(input.to_string(), Value::String(v.to_string()));
-        } else if k == "labels" {
-            for line in v.lines().map(str::trim).filter(|l| !l.is_empty()) {
-                match crate::workflow::parse_label(line) {
-                    Ok(l) => labels.push(l),
-                    Err(e) => error = Some(e),
-                }
-            }
-        } else if k == "key" {
-            if !v.trim().is_empty() {
-                key = Some(v.trim().to_string());
-            }
-        } else {
+    for (k, v) in form.rest {
+        let Some(input) = k.strip_prefix("input.") else {
             // The form's own fields only, as the API's bodies are read.
             error = Some(super::super::params::unknown_form_field(&k));
+            continue;
+        };
+        // Given more than once: the last that is not empty.
+        let given = match v {
+            Value::Array(all) => all,
+            one => vec![one],
+        };
+        if let Some(v) = given
+            .into_iter()
+            .rfind(|v| v.as_str().is_some_and(|s| !s.is_empty()))
+        {
+            inputs.insert(input.to_string(), v);
         }
     }
+    for line in form
+        .labels
+        .0
+        .iter()
+        .flat_map(|v| v.lines())
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+    {
+        match crate::workflow::parse_label(line) {
+            Ok(l) => labels.push(l),
+            Err(e) => error = Some(e),
+        }
+    }
+    let key = form
+        .key
+        .0
+        .iter()
+        .map(|k| k.trim())
+        .rfind(|k| !k.is_empty())
+        .map(str::to_string);
     if let Some(e) = error {
         return (
             StatusCode::UNPROCESSABLE_ENTITY,

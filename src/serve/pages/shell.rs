@@ -3,10 +3,12 @@
 //! session cookie gets, and the embedded assets.
 
 use super::super::App;
+use super::super::query::{Form, Text};
 use axum::extract::{Path, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Redirect, Response};
 use maud::{DOCTYPE, Markup, html};
+use serde::Deserialize;
 
 /// The stylesheet and the script, compiled into the binary.
 const CSS: &str = include_str!("assets/wf.css");
@@ -98,17 +100,20 @@ pub async fn signin_page() -> Response {
         .into_response()
 }
 
+/// The sign-in form.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SigninForm {
+    #[serde(default)]
+    token: Text,
+    #[serde(default)]
+    next: Option<Text>,
+}
+
 /// `POST /signin` (`token`, `next`): the session cookie, then `next`.
-pub async fn signin(State(app): State<App>, body: bytes::Bytes) -> Response {
-    let mut token = String::new();
-    let mut next = "/".to_string();
-    for (k, v) in form_urlencoded::parse(&body) {
-        match &*k {
-            "token" => token = v.into_owned(),
-            "next" => next = v.into_owned(),
-            _ => {}
-        }
-    }
+pub async fn signin(State(app): State<App>, Form(form): Form<SigninForm>) -> Response {
+    let token = form.token.0;
+    let next = form.next.map_or_else(|| "/".to_string(), |n| n.0);
     // Only a path of this site: never a redirect elsewhere.
     let next = super::super::auth::local_next(&next).to_string();
     if !app.token.matches(&token) {
