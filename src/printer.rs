@@ -152,6 +152,22 @@ impl Printer {
         !self.quiet
     }
 
+    /// A bar on stderr for work of `len` units (`wf db copy`), drawn only
+    /// on a terminal and not with `--quiet`; hidden otherwise.
+    pub fn progress_bar(&self, what: &str, len: u64) -> ProgressBar {
+        if self.quiet || !self.stderr_tty {
+            return ProgressBar::hidden();
+        }
+        let bar = ProgressBar::with_draw_target(Some(len), ProgressDrawTarget::stderr());
+        if let Ok(style) = ProgressStyle::with_template(
+            "{msg} [{bar:30}] {pos}/{len} instances, {per_sec}, {eta} left",
+        ) {
+            bar.set_style(style.progress_chars("=> "));
+        }
+        bar.set_message(what.to_string());
+        bar
+    }
+
     /// A diagnostic line on stderr.
     pub fn info(&self, text: &str) {
         if !self.quiet {

@@ -3,6 +3,7 @@
 
 mod cancel;
 mod completions;
+mod db;
 mod inspect;
 mod list;
 mod logs;
@@ -90,6 +91,8 @@ pub enum Command {
     Cancel(cancel::Args),
     /// Delete ended instances older than a duration, with all their history
     Prune(prune::Args),
+    /// Back up, copy to another database, or check the whole history
+    Db(db::Args),
     /// Register, remove and list the schedules `wf worker` starts instances on
     Schedule(schedule::Args),
     /// Serve the HTTP API, webhooks and Prometheus metrics (`--worker`: and a worker)
@@ -132,6 +135,7 @@ pub async fn execute(cli: Cli, printer: &Printer) -> anyhow::Result<ExitStatus> 
         Command::Queue(args) => queue::run(args, db, printer).await,
         Command::Worker(args) => worker::run(args, db, printer).await,
         Command::Prune(args) => prune::run(args, db, printer).await,
+        Command::Db(args) => db::run(args, db, printer).await,
         Command::Validate(args) => validate::run(args, printer),
         Command::Completions(args) => completions::run(args, printer),
         Command::Man(args) => man::run(args, printer),

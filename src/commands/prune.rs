@@ -2,7 +2,8 @@
 //! canceled, skipped by their queue) that have not changed for `D`, with their runs, steps,
 //! attempts, logs, spans and events. Never touches a running, sleeping or
 //! waiting instance. Deletes a bounded batch per transaction, so a runner
-//! never waits long for the database.
+//! never waits long for the database. `--archive FILE` keeps each batch
+//! first (`engine::db::archive`).
 
 use crate::exit::{ExitStatus, UsageError};
 use crate::printer::Printer;
@@ -37,6 +38,11 @@ pub struct Args {
     /// Then give the freed space back to the file system (SQLite: VACUUM)
     #[arg(long)]
     pub vacuum: bool,
+    /// Before deleting, append each instance (rows, logs, spans) as one
+    /// JSON line to FILE, synced (zstd when it ends in `.zst`); `wf db
+    /// import FILE` brings them back
+    #[arg(long, value_name = "FILE")]
+    pub archive: Option<PathBuf>,
     /// `{dry_run, instances, runs, steps, attempts, spans, events}` on stdout
     #[arg(long)]
     pub json: bool,
@@ -74,8 +80,20 @@ pub async fn run(args: Args, db: Option<PathBuf>, printer: &Printer) -> anyhow::
     })
     .collect();
     statuses.dedup();
+    let mut archive = match &args.archive {
+        Some(path) if !args.dry_run => Some(crate::engine::db::archive::FileArchive::open(path)?),
+        _ => None,
+    };
     let pruned = store
-        .prune(Timestamp::from(cutoff), &statuses, BATCH, args.dry_run)
+        .prune(
+            Timestamp::from(cutoff),
+            &statuses,
+            BATCH,
+            args.dry_run,
+            archive
+                .as_mut()
+                .map(|a| a as &mut dyn crate::store::portable::Archive),
+        )
         .await?;
     let vacuumed = if args.vacuum && !args.dry_run {
         store.vacuum().await?
@@ -91,6 +109,14 @@ pub async fn run(args: Args, db: Option<PathBuf>, printer: &Printer) -> anyhow::
             "deleted"
         };
         printer.data(&format!("{verb} {}", describe(&pruned)));
+        if let (Some(a), Some(path)) = (&archive, &args.archive) {
+            printer.info(&format!(
+                "archived {} instance{} to {}",
+                a.records,
+                if a.records == 1 { "" } else { "s" },
+                path.display()
+            ));
+        }
     }
     if args.vacuum && !args.dry_run && !vacuumed {
         printer.info("PostgreSQL gives the space back by itself (autovacuum): nothing to vacuum");

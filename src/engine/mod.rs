@@ -9,6 +9,7 @@
 pub mod actions;
 pub mod advice;
 pub mod context;
+pub mod db;
 pub mod drive;
 pub mod fire;
 pub mod hooks;

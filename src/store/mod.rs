@@ -43,7 +43,8 @@
 //! the database is), `text.rs` (NUL in text columns). Above both,
 //! `location.rs` says where the history is ([`Location`]),
 //! `list_sql.rs` builds `wf list`'s statements for both dialects,
-//! `pending.rs` is a commit under way ([`PendingCommit`]), `run_store.rs`
+//! `pending.rs` is a commit under way ([`PendingCommit`]), `portable.rs`
+//! the history's rows as any backend holds them (`wf db`), `run_store.rs`
 //! what one run asks of its store ([`RunStore`]), `write.rs` the
 //! [`Write`]s, `rows.rs` the rows, `schedules.rs` the schedule interface,
 //! `metrics.rs` what a scrape reads.
@@ -64,6 +65,7 @@ mod write;
 use serde_json::Value;
 use std::path::PathBuf;
 
+pub use check::{Finding, Lease};
 pub use location::{FileId, Location};
 pub use pending::PendingCommit;
 pub use pg::PgTarget;
@@ -194,7 +196,9 @@ macro_rules! each {
 }
 
 // After `each!`, which they use.
+mod check;
 pub mod metrics;
+pub mod portable;
 mod registry;
 mod run_store;
 mod schedules;
@@ -301,7 +305,7 @@ impl Store {
     /// commands): another task's statements would run in the transaction.
     pub async fn snapshot<T, E: From<StoreError>>(
         &self,
-        f: impl AsyncFn(&Store) -> std::result::Result<T, E>,
+        mut f: impl AsyncFnMut(&Store) -> std::result::Result<T, E>,
     ) -> std::result::Result<T, E> {
         match self {
             Store::Sqlite(s) => {
@@ -504,10 +508,11 @@ impl Store {
         statuses: &[InstanceStatus],
         batch: usize,
         dry_run: bool,
+        archive: Option<&mut dyn portable::Archive>,
     ) -> Result<Pruned> {
         let before = before.text();
         let statuses: Vec<String> = statuses.iter().map(|s| s.as_str().into()).collect();
-        each!(self.prune(&before, &statuses, batch, dry_run))
+        each!(self.prune(&before, &statuses, batch, dry_run, archive))
     }
 
     /// Gives the space of deleted rows back to the file system (SQLite);

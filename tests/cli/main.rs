@@ -11,6 +11,7 @@ mod commands;
 mod control;
 mod corpus;
 mod crash;
+mod db;
 mod definition;
 mod detach;
 mod durable;

@@ -158,14 +158,17 @@ pub(super) async fn prune(store: &mut Store) {
     };
     // Counted, not removed.
     assert_eq!(
-        store.prune(cutoff, &all, 100, true).await.expect("dry run"),
+        store
+            .prune(cutoff, &all, 100, true, None)
+            .await
+            .expect("dry run"),
         both
     );
     assert!(store.instance(&"p1".into()).await.is_ok());
     let before = store.metrics().await.expect("metrics");
     // By status, then the rest, one instance a batch.
     let failed = store
-        .prune(cutoff, &[Failed], 1, false)
+        .prune(cutoff, &[Failed], 1, false, None)
         .await
         .expect("prune");
     assert_eq!(
@@ -176,7 +179,10 @@ pub(super) async fn prune(store: &mut Store) {
         }
     );
     assert_eq!(
-        store.prune(cutoff, &all, 1, false).await.expect("prune"),
+        store
+            .prune(cutoff, &all, 1, false, None)
+            .await
+            .expect("prune"),
         rows
     );
     for (id, kept) in [("p1", false), ("p2", false), ("p3", true), ("p4", true)] {
@@ -187,7 +193,10 @@ pub(super) async fn prune(store: &mut Store) {
     assert!(store.attempts(&p1).await.expect("attempts").is_empty());
     assert!(store.spans(&p1).await.expect("spans").is_empty());
     assert!(store.events_after(&p1, 0).await.expect("events").is_empty());
-    let nothing = store.prune(cutoff, &all, 100, false).await.expect("prune");
+    let nothing = store
+        .prune(cutoff, &all, 100, false, None)
+        .await
+        .expect("prune");
     assert_eq!(nothing, Pruned::default());
     // The counts of ended attempts and runs stay where they were; the
     // gauge of instances falls by what was deleted.

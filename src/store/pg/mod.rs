@@ -50,6 +50,7 @@ mod history;
 mod lease;
 mod list;
 mod metrics;
+mod portable;
 mod prune;
 #[cfg(test)]
 mod query_plans;

@@ -3,6 +3,7 @@
 //! are skipped (`SKIP LOCKED`) and taken by a later batch or prune.
 
 use super::{Op, Out, PgStore};
+use crate::store::portable::Archive;
 use crate::store::{Pruned, Result};
 
 /// The next batch of ended instances (`$1` the statuses asked for) last
@@ -32,6 +33,7 @@ impl PgStore {
         statuses: &[String],
         batch: usize,
         dry_run: bool,
+        mut archive: Option<&mut dyn Archive>,
     ) -> Result<Pruned> {
         let statuses = statuses.to_vec();
         if dry_run {
@@ -88,6 +90,20 @@ impl PgStore {
             if ids.is_empty() {
                 self.pipeline(vec![Op::Simple("COMMIT")]).await?;
                 break;
+            }
+            // Archived first, durably, in the transaction that deletes them.
+            if let Some(a) = archive.as_deref_mut() {
+                let kept = match self.rows_of(ids.clone()).await {
+                    Ok(rows) => match self.pinned_definitions(&ids).await {
+                        Ok(definitions) => a.keep(&rows, &definitions),
+                        Err(e) => Err(e),
+                    },
+                    Err(e) => Err(e),
+                };
+                if let Err(e) = kept {
+                    let _ = self.pipeline(vec![Op::Simple("ROLLBACK")]).await;
+                    return Err(e);
+                }
             }
             let delete = |sql: &'static str| Op::Exec(sql, vec![Box::new(ids.clone())]);
             let outs = self

@@ -49,6 +49,8 @@ mod lease;
 mod list;
 mod metrics;
 mod offthread;
+mod portable;
+pub(in crate::store) use portable::{clear_leases, single_file};
 mod prune;
 #[cfg(test)]
 mod query_plans;

@@ -3,6 +3,7 @@
 //! for the write lock never waits long.
 
 use super::SqliteStore;
+use crate::store::portable::Archive;
 use crate::store::{Pruned, Result};
 use rusqlite::{Connection, params};
 
@@ -56,6 +57,7 @@ impl SqliteStore {
         statuses: &[String],
         batch: usize,
         dry_run: bool,
+        mut archive: Option<&mut dyn Archive>,
     ) -> Result<Pruned> {
         let statuses = serde_json::to_string(statuses).unwrap_or_else(|_| "[]".into());
         if dry_run {
@@ -73,6 +75,12 @@ impl SqliteStore {
                 break;
             }
             let list = serde_json::to_string(&ids).unwrap_or_else(|_| "[]".into());
+            // Archived first, durably, in the transaction that deletes them.
+            if let Some(a) = archive.as_deref_mut() {
+                let rows = super::portable::rows_of(&tx, ids.clone())?;
+                let definitions = super::portable::pinned_definitions(&tx, &list)?;
+                a.keep(&rows, &definitions)?;
+            }
             let chosen = "SELECT value FROM json_each(?1)";
             let mut removed = Pruned::default();
             for (table, column, n) in [
