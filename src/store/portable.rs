@@ -432,7 +432,7 @@ impl super::Store {
 }
 
 /// How many instances go in one transaction of a copy's target.
-const BATCH: usize = 200;
+const BATCH: usize = 500;
 
 /// What a copy did.
 #[derive(Debug, Clone, Copy, Default, serde::Serialize)]
@@ -448,13 +448,15 @@ pub struct Copied {
 /// Copies every row of `source`'s history into `target`, read in one
 /// snapshot of the source and written a batch of instances at a time, each
 /// batch in one transaction of the target with every row of its
-/// instances; instances the target holds already are skipped (each was
-/// written whole). `clear_leases`: no instance is held by anyone in the
-/// target (its holders were the source's). `progress` hears how many
-/// instances are done of how many.
+/// instances. `resume`: the target may hold some already (a copy
+/// interrupted), which are skipped, each having been written whole; else
+/// it holds none, and is not asked. `clear_leases`: no instance is held by
+/// anyone in the target (its holders were the source's). `progress` hears
+/// how many instances are done of how many.
 pub async fn copy(
     source: &super::Store,
     target: &mut super::Store,
+    resume: bool,
     clear_leases: bool,
     progress: &mut dyn FnMut(u64, u64),
 ) -> super::Result<Copied> {
@@ -480,11 +482,16 @@ pub async fn copy(
                 };
                 after = Some(last);
                 let n = batch.ids.len() as u64;
-                let present = target.portable_present(&batch.ids).await?;
+                let present = if resume {
+                    target.portable_present(&batch.ids).await?
+                } else {
+                    Vec::new()
+                };
                 let mut batch = batch.only(|id| !present.iter().any(|p| p == id));
                 if clear_leases {
                     batch.clear_leases();
                 }
+                batch.explicit_commit_spans(s.system());
                 if !batch.ids.is_empty() {
                     target.portable_write(&[], &batch).await?;
                 }
@@ -498,6 +505,47 @@ pub async fn copy(
 }
 
 impl Batch {
+    /// Writes out what a commit span's name implies in the database it was
+    /// stored in (`system`): its `db.system.name` and `db.operation.name`
+    /// are dropped when it is stored and put back, naming the database it
+    /// is read from, when it is read (`SpanRow::slim`, `SpanRow::restore`).
+    /// Moved to another database, it would name that one; with them
+    /// written, it names the database whose commit it timed, wherever it
+    /// is read.
+    pub fn explicit_commit_spans(&mut self, system: &str) {
+        for rows in &mut self.tables {
+            if rows.table.name != "spans" {
+                continue;
+            }
+            let at = |name: &str| rows.table.column_names().position(|c| c == name);
+            let (Some(name), Some(attributes)) = (at("name"), at("attributes")) else {
+                continue;
+            };
+            for row in &mut rows.rows {
+                if !matches!(&row[name], Cell::Text(n) if n == super::COMMIT_SPAN) {
+                    continue;
+                }
+                let Cell::Text(text) = &row[attributes] else {
+                    continue;
+                };
+                let Ok(Value::Object(stored)) = serde_json::from_str::<Value>(text) else {
+                    continue;
+                };
+                // Stored whole, or with its database written: as it is.
+                if stored.contains_key("workflow.instance.id")
+                    || stored.contains_key("db.system.name")
+                {
+                    continue;
+                }
+                let mut out = Map::new();
+                out.insert("db.system.name".into(), Value::from(system));
+                out.insert("db.operation.name".into(), Value::from("COMMIT"));
+                out.extend(stored);
+                row[attributes] = Cell::Text(Value::Object(out).to_string());
+            }
+        }
+    }
+
     /// No instance of the batch is held by anyone.
     fn clear_leases(&mut self) {
         for rows in &mut self.tables {
@@ -519,7 +567,7 @@ impl Batch {
 impl super::Store {
     /// Writes a consistent copy of the whole history to `dest`, a new
     /// SQLite file (the portable file any wf opens with `--db`): on SQLite
-    /// one read transaction copies the file (`VACUUM INTO`); on PostgreSQL
+    /// one read transaction copies its pages (the online backup); on PostgreSQL
     /// the rows of one REPEATABLE READ snapshot are copied into a new
     /// database there ([`copy`]). Its leases are cleared: their holders
     /// write to this database, not to the backup, so what was in flight
@@ -532,14 +580,14 @@ impl super::Store {
     ) -> super::Result<u64> {
         match self {
             super::Store::Sqlite(s) => {
-                let n = s.vacuum_into(dest)?;
+                let n = s.backup_into(dest)?;
                 super::sqlite::clear_leases(dest)?;
                 super::sqlite::single_file(dest)?;
                 Ok(n)
             }
             super::Store::Postgres(_) => {
                 let mut target = super::Store::open(&super::Location::Sqlite(dest.into())).await?;
-                let copied = copy(self, &mut target, true, progress).await?;
+                let copied = copy(self, &mut target, false, true, progress).await?;
                 drop(target);
                 super::sqlite::single_file(dest)?;
                 Ok(copied.written)

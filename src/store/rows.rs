@@ -376,7 +376,9 @@ const SYSTEMS: [&str; 2] = ["sqlite", "postgresql"];
 /// above: a state commit's database and operation, the same on every one
 /// (57 bytes of a shell step's). A `wf.commit` span's database is the one
 /// it is stored in (`system`): a commit span is written by the commit it
-/// times, into that commit's database, and never copied to another one.
+/// times, into that commit's database; one moved to another database (`wf
+/// db copy`, an archive) carries its database written out
+/// (`portable::Batch::explicit_commit_spans`).
 /// The two older names (one per backend) are still read.
 fn implied_by_name<'a>(name: &str, system: &'a str) -> &'a [(&'static str, &'a str)] {
     match name {

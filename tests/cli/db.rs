@@ -325,8 +325,8 @@ fn a_copy_killed_at_any_moment_is_completed_by_resume_with_nothing_twice() {
         "name: hello\nsteps:\n  - id: a\n    run: echo hi\n  - id: b\n    run: echo there\n",
     );
     let hello = hello.to_str().expect("utf-8");
-    // Enough instances for several batches.
-    for _ in 0..450 {
+    // Enough instances for three batches (500 a transaction).
+    for _ in 0..1100 {
         wf_on(&t, &source, &["run", hello, "--detach"]).code(0);
     }
     let mut rng = crate::XorShift(0x9E37_79B9_7F4A_7C15 ^ u64::from(std::process::id()));
@@ -344,7 +344,7 @@ fn a_copy_killed_at_any_moment_is_completed_by_resume_with_nothing_twice() {
             .stderr(std::process::Stdio::null())
             .spawn()
             .expect("wf db copy");
-        std::thread::sleep(Duration::from_millis(rng.below(150)));
+        std::thread::sleep(Duration::from_millis(rng.below(300)));
         let _ = child.kill();
         let _ = child.wait();
         let resumed = wf_on(
@@ -353,10 +353,10 @@ fn a_copy_killed_at_any_moment_is_completed_by_resume_with_nothing_twice() {
             &["db", "copy", "--to", to, "--resume", "--json"],
         );
         let v = resumed.code(0).json();
-        assert_eq!(v["instances"], 450);
+        assert_eq!(v["instances"], 1100);
         assert_eq!(
             v["written"].as_u64().unwrap_or(0) + v["skipped"].as_u64().unwrap_or(0),
-            450,
+            1100,
             "{v}"
         );
         assert_eq!(ids(&t, &target), ids(&t, &source));
@@ -645,11 +645,92 @@ fn a_prune_killed_at_any_moment_leaves_each_instance_in_the_database_or_the_arch
             );
         }
     }
-    assert!(ids(&t, &db).is_empty());
+    // On PostgreSQL a killed prune's locks last until its server process
+    // sees it gone, and a prune skips locked rows (`SKIP LOCKED`): a later
+    // prune takes them.
+    eventually("every instance pruned", || {
+        t.wf(&[
+            "prune",
+            "--older-than",
+            "0s",
+            "--archive",
+            archive.to_str().expect("utf-8"),
+        ])
+        .code(0);
+        ids(&t, &db).is_empty()
+    });
     // The batches archived by a killed prune are there twice at most; each
     // comes back once.
     let imported = t.wf(&["db", "import", archive.to_str().expect("utf-8"), "--json"]);
     let v = imported.code(0).json();
     assert_eq!(v["written"], all.len());
     assert_eq!(ids(&t, &db).len(), all.len());
+}
+
+/// The fire times of the scheduled instances of `db`, sorted (ms).
+fn fire_times(t: &Test, db: &OsStr) -> Vec<String> {
+    let mut fires: Vec<String> = ids(t, db)
+        .iter()
+        .filter_map(|id| {
+            t_inspect(t, db, id)["schedule"]["fire_at"]
+                .as_str()
+                .map(String::from)
+        })
+        .collect();
+    fires.sort();
+    fires
+}
+
+#[test]
+fn a_copied_schedule_fires_on_the_target_from_its_cursor_never_twice() {
+    let t = Test::new();
+    let source = file(&t, "source.db");
+    let tick = t.write(
+        "tick.yaml",
+        "name: tick\non:\n  schedule:\n    - every: 2s\nsteps:\n  - id: t\n    run: echo tick\n",
+    );
+    wf_on(
+        &t,
+        &source,
+        &["workflow", "add", tick.to_str().expect("utf-8")],
+    )
+    .code(0);
+    // The source's worker fires it once.
+    eventually("a first fire on the source", || {
+        wf_on(&t, &source, &["worker", "--once"]).code(0);
+        !fire_times(&t, &source).is_empty()
+    });
+    let fired = fire_times(&t, &source);
+    let target = second(&t);
+    wf_on(
+        &t,
+        &source,
+        &["db", "copy", "--to", target.to_str().expect("utf-8")],
+    )
+    .code(0);
+    assert_eq!(
+        wf_on(&t, &target, &["schedule", "list", "--json"]).stdout,
+        wf_on(&t, &source, &["schedule", "list", "--json"]).stdout,
+        "the cursor moves with the schedule"
+    );
+    // The target's worker fires the next fire time, and never one the
+    // source fired.
+    eventually("a fire on the target", || {
+        wf_on(&t, &target, &["worker", "--once"]).code(0);
+        fire_times(&t, &target).len() > fired.len()
+    });
+    let there = fire_times(&t, &target);
+    let mut unique = there.clone();
+    unique.dedup();
+    assert_eq!(
+        unique, there,
+        "a fire time started two instances: {there:?}"
+    );
+    for f in &there[fired.len()..] {
+        assert!(
+            f > fired.last().expect("a fire"),
+            "{f} is not after the source's last fire {fired:?}"
+        );
+    }
+    assert_eq!(&there[..fired.len()], fired.as_slice());
 }

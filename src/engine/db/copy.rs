@@ -1,7 +1,6 @@
 //! `wf db copy --to DB`: the whole history of one database moved into
 //! another (SQLite to PostgreSQL and back) by `store::portable::copy`: one
-//! snapshot of the source, a batch of instances a transaction of the
-//! target. The leases are cleared on the way, so the target's workers take
+//! snapshot of the source, 500 instances a transaction of the target. The leases are cleared on the way, so the target's workers take
 //! up what was in flight (a running instance without a holder is an
 //! orphan; a sleeping or waiting one is due as it was).
 //!
@@ -32,7 +31,7 @@ pub async fn copy(
     if resume {
         refuse_other_history(source, target).await?;
     }
-    Ok(crate::store::portable::copy(source, target, true, progress).await?)
+    Ok(crate::store::portable::copy(source, target, resume, true, progress).await?)
 }
 
 /// Refuses a target that holds an instance the source does not: the copy

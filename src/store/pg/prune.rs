@@ -94,8 +94,11 @@ impl PgStore {
             // Archived first, durably, in the transaction that deletes them.
             if let Some(a) = archive.as_deref_mut() {
                 let kept = match self.rows_of(ids.clone()).await {
-                    Ok(rows) => match self.pinned_definitions(&ids).await {
-                        Ok(definitions) => a.keep(&rows, &definitions),
+                    Ok(mut rows) => match self.pinned_definitions(&ids).await {
+                        Ok(definitions) => {
+                            rows.explicit_commit_spans("postgresql");
+                            a.keep(&rows, &definitions)
+                        }
                         Err(e) => Err(e),
                     },
                     Err(e) => Err(e),

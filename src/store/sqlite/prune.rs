@@ -77,7 +77,8 @@ impl SqliteStore {
             let list = serde_json::to_string(&ids).unwrap_or_else(|_| "[]".into());
             // Archived first, durably, in the transaction that deletes them.
             if let Some(a) = archive.as_deref_mut() {
-                let rows = super::portable::rows_of(&tx, ids.clone())?;
+                let mut rows = super::portable::rows_of(&tx, ids.clone())?;
+                rows.explicit_commit_spans("sqlite");
                 let definitions = super::portable::pinned_definitions(&tx, &list)?;
                 a.keep(&rows, &definitions)?;
             }
