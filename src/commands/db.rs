@@ -154,10 +154,7 @@ pub async fn run(args: Args, db: Option<PathBuf>, printer: &Printer) -> anyhow::
             let store = super::open_existing(db).await?;
             let found = db::check::check(&store).await?;
             if json {
-                printer.json(&serde_json::json!({
-                    "sound": found.is_empty(),
-                    "problems": found,
-                }));
+                printer.json(&crate::views::CheckView::new(&found));
             } else if found.is_empty() {
                 printer.info(&format!("{}: sound", store.describe()));
             } else {

@@ -362,6 +362,19 @@ pub async fn queues(State(app): State<App>) -> Result<Json<Value>, ApiError> {
         .map(Json)
 }
 
+/// `GET /api/v1/db/check`: `wf db check --json` (`{sound, problems}`),
+/// 200 whether or not the history is sound.
+pub async fn db_check(State(app): State<App>) -> Result<Json<Value>, ApiError> {
+    app.db
+        .run(|l| async move {
+            let c = l.conn().await?;
+            let found = crate::engine::db::check::check(&c).await?;
+            document(crate::views::CheckView::new(&found))
+        })
+        .await
+        .map(Json)
+}
+
 /// `GET /api/v1/schedules`: `wf schedule list --json`.
 pub async fn schedules(State(app): State<App>) -> Result<Json<Value>, ApiError> {
     app.db

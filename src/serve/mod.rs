@@ -122,6 +122,7 @@ pub fn router(app: App) -> Router {
         .route("/api/v1/instances/{id}/retry", post(actions::retry))
         .route("/api/v1/instances/{id}/restart", post(actions::restart))
         .route("/api/v1/queues", get(api::queues))
+        .route("/api/v1/db/check", get(api::db_check))
         .route("/api/v1/schedules", get(api::schedules))
         .route("/api/v1/workflows", get(api::workflows))
         .route("/api/v1/workflows/{name}", get(api::workflow))

@@ -240,6 +240,21 @@ pub const ROUTES: &[Route] = &[
     },
     Route {
         method: "get",
+        path: "/api/v1/db/check",
+        summary: "Check the history: integrity and wf's invariants (`wf db check --json`)",
+        query: &[],
+        body: None,
+        answers: &[
+            (
+                "200",
+                "`{sound, problems: [{check, instance, detail}]}`, each problem naming the instance it hurts",
+            ),
+            ("401", "No valid token"),
+        ],
+        token: true,
+    },
+    Route {
+        method: "get",
         path: "/api/v1/schedules",
         summary: "Registered schedules (`wf schedule list --json`)",
         query: &[],

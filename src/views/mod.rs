@@ -22,6 +22,7 @@
 //! - `result.rs`: [`ResultView`], `wf result`.
 //! - `signal.rs`: [`SignalView`], `wf signal`.
 //! - `prune.rs`: [`PruneView`], `wf prune`.
+//! - `db.rs`: [`CheckView`], `wf db check`.
 //! - `queue.rs`: [`QueueView`], `wf queue list`; [`QueueStanding`], an
 //!   instance's place in its queue (`wf inspect`).
 //! - `schedule.rs`: [`ScheduleView`], [`ScheduleAdded`], `wf schedule list`
@@ -34,6 +35,7 @@
 //!   `wf serve` answers for an action it accepted.
 
 mod accepted;
+mod db;
 mod instance;
 mod list;
 mod logs;
@@ -53,6 +55,7 @@ mod workflow;
 mod tests;
 
 pub use accepted::{Accepted, Accepting, HookPing, RestartAccepted, Started};
+pub use db::CheckView;
 pub use instance::{
     AttemptView, EventView, FireView, InstanceView, RunView, StepAttempt, StepView, inspect_view,
     ordered, ordered_steps,

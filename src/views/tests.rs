@@ -776,3 +776,21 @@ fn printed_as_snapshotted() {
         ]
     );
 }
+
+#[test]
+fn db_check() {
+    let found = vec![
+        crate::store::Finding {
+            check: "attempt without its step",
+            instance: Some("0af76519".into()),
+            detail: "step a attempt 1".into(),
+        },
+        crate::store::Finding {
+            check: "integrity",
+            instance: None,
+            detail: "row 3 missing from index instances_by_created".into(),
+        },
+    ];
+    insta::assert_json_snapshot!(CheckView::new(&found));
+    insta::assert_json_snapshot!("db_check_sound", CheckView::new(&[]));
+}

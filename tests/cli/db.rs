@@ -734,3 +734,37 @@ fn a_copied_schedule_fires_on_the_target_from_its_cursor_never_twice() {
     }
     assert_eq!(&there[..fired.len()], fired.as_slice());
 }
+
+#[test]
+fn wf_serve_checks_the_history_in_the_api_and_on_a_page() {
+    let t = Test::new();
+    let hello = t.write(
+        "hello.yaml",
+        "name: hello\nsteps:\n  - id: a\n    run: echo hi\n",
+    );
+    let ran = t.wf(&["run", hello.to_str().expect("utf-8"), "--json"]);
+    let id = ran.code(0).json()["id"].as_str().expect("id").to_string();
+    let s = crate::serve::Server::start(&t, &[], &[]);
+    let sound = s.get("/api/v1/db/check");
+    assert_eq!(sound.status, 200);
+    assert_eq!(
+        sound.json(),
+        serde_json::json!({"sound": true, "problems": []})
+    );
+    let page = s.get("/database");
+    assert_eq!(page.status, 200);
+    assert!(page.text().contains("Sound"), "{}", page.text());
+    t.sql(&format!(
+        "DELETE FROM steps WHERE instance_id = '{id}' AND key = 'a'"
+    ));
+    let broken = s.get("/api/v1/db/check").json();
+    assert_eq!(broken["sound"], false);
+    assert_eq!(
+        broken,
+        t.wf(&["db", "check", "--json"]).code(1).json(),
+        "the API answers what the CLI prints"
+    );
+    let page = s.get("/database").text();
+    assert!(page.contains("attempt without its step"), "{page}");
+    assert!(page.contains(&format!("/instances/{id}")), "{page}");
+}

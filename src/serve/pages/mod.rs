@@ -15,8 +15,10 @@
 //!   the server (signal, cancel, terminate, resume, retry, restart).
 //! - `registry.rs`: registered workflows and the form that starts one;
 //!   queues.
+//! - `database.rs`: the history's check (`/database`).
 
 pub(super) mod act;
+mod database;
 mod graph;
 pub(super) mod instance;
 pub(super) mod list;
@@ -47,6 +49,7 @@ pub fn routes() -> Router<App> {
             get(registry::start_form).post(registry::start),
         )
         .route("/queues", get(registry::queues))
+        .route("/database", get(database::page_of))
 }
 
 /// The routes open to anyone: the assets and the sign-in form.

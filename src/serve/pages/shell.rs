@@ -21,6 +21,7 @@ pub enum Nav {
     Instances,
     Workflows,
     Queues,
+    Database,
     None,
 }
 
@@ -50,6 +51,7 @@ pub fn page(title: &str, nav: Nav, body: Markup) -> Markup {
                         (link("/", "Instances", Nav::Instances))
                         (link("/workflows", "Workflows", Nav::Workflows))
                         (link("/queues", "Queues", Nav::Queues))
+                        (link("/database", "Database", Nav::Database))
                     }
                 }
                 main { (body) }
