@@ -29,6 +29,19 @@ fn wf_on(t: &Test, db: &OsStr, args: &[&str]) -> Ran {
     Ran::from(cmd.output().expect("run wf"))
 }
 
+/// Starts `cmd` (its output discarded) and SIGKILLs it `ms` later, if it
+/// still runs then.
+fn killed_after(mut cmd: Command, ms: u64) {
+    let mut child = cmd
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("wf");
+    std::thread::sleep(Duration::from_millis(ms));
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
 /// A SQLite file of the test's folder, as `--db` takes it.
 fn file(t: &Test, name: &str) -> OsString {
     t.path().join(name).into_os_string()
@@ -339,14 +352,7 @@ fn a_copy_killed_at_any_moment_is_completed_by_resume_with_nothing_twice() {
             .arg("--db")
             .arg(&source)
             .args(["db", "copy", "--to", to]);
-        let mut child = cmd
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .expect("wf db copy");
-        std::thread::sleep(Duration::from_millis(rng.below(300)));
-        let _ = child.kill();
-        let _ = child.wait();
+        killed_after(cmd, rng.below(300));
         let resumed = wf_on(
             &t,
             &source,
@@ -625,14 +631,7 @@ fn a_prune_killed_at_any_moment_leaves_each_instance_in_the_database_or_the_arch
             archive.to_str().expect("utf-8"),
         ]);
         if round < 5 {
-            let mut child = cmd
-                .stdout(std::process::Stdio::null())
-                .stderr(std::process::Stdio::null())
-                .spawn()
-                .expect("wf prune");
-            std::thread::sleep(Duration::from_millis(rng.below(60)));
-            let _ = child.kill();
-            let _ = child.wait();
+            killed_after(cmd, rng.below(60));
         } else {
             Ran::from(cmd.output().expect("wf prune")).code(0);
         }
