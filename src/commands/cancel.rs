@@ -20,12 +20,22 @@ pub struct Args {
     /// Cancel without running any compensation (for when one is broken)
     #[arg(long)]
     pub terminate: bool,
+    /// Why: recorded with the action (`wf inspect` shows who canceled, when and why)
+    #[arg(long, value_name = "TEXT", default_value = "")]
+    pub reason: String,
 }
 
 pub async fn run(args: Args, db: Option<PathBuf>, printer: &Printer) -> anyhow::Result<ExitStatus> {
     let mut store = super::open_existing(db).await?;
     let id = store.resolve_id(&args.id).await?;
-    let asked = engine::actions::cancel(&mut store, &id, args.terminate).await?;
+    let asked = engine::actions::cancel(
+        &mut store,
+        &id,
+        args.terminate,
+        &crate::vocab::Actor::cli(),
+        &args.reason,
+    )
+    .await?;
     // Driven here even when another process was seen running it: it may
     // have died since; a live one holds it and acts on the request itself.
     let progress = printer.progress();

@@ -42,6 +42,7 @@ pub async fn run(args: Args, store: &Store, printer: &Printer) -> anyhow::Result
         events,
         fire,
         children,
+        actions,
     } = view;
 
     let status = ShownStatus::of(&inst).to_string();
@@ -127,6 +128,9 @@ pub async fn run(args: Args, store: &Store, printer: &Printer) -> anyhow::Result
             },
         ));
     }
+    if let Some(by) = &inst.started_by {
+        header.push(("Started by", by.to_string()));
+    }
     header.push(("Inputs", compact(&inst.inputs)));
     header.push(("State", compact(&inst.state)));
     header.push(("Created", inst.created_at.to_string()));
@@ -178,6 +182,10 @@ pub async fn run(args: Args, store: &Store, printer: &Printer) -> anyhow::Result
     if args.attempts {
         printer.data("");
         print_attempts(printer, &attempts);
+    }
+    if !actions.is_empty() {
+        printer.data("");
+        print_actions(printer, &actions);
     }
     if !children.is_empty() {
         printer.data("");
@@ -312,4 +320,22 @@ fn duration(start: Option<Timestamp>, end: Option<Timestamp>) -> String {
         (Some(s), None) => format!("{}…", human(Timestamp::now().since(s))),
         _ => "-".into(),
     }
+}
+
+/// Who did what to the instance: ACTION / BY / AT / DETAIL, oldest first.
+/// On a narrow terminal the detail is cut (`--json` has it whole).
+fn print_actions(printer: &Printer, actions: &[store::ActionRow]) {
+    let rows: Vec<Vec<Cell>> = actions
+        .iter()
+        .map(|a| {
+            vec![
+                Cell::new(a.action.as_str()),
+                Cell::new(a.actor.to_string()),
+                Cell::new(a.at.to_string()),
+                Cell::new(if a.detail.is_empty() { "-" } else { &a.detail }),
+            ]
+        })
+        .collect();
+    let (table, _) = printer.fitted(&["ACTION", "BY", "AT", "DETAIL"], rows, Some(1), 16, &[3]);
+    printer.data(&table.to_string());
 }

@@ -93,6 +93,7 @@ pub async fn run(args: Args, db: Option<PathBuf>, printer: &Printer) -> anyhow::
             archive
                 .as_mut()
                 .map(|a| a as &mut dyn crate::store::portable::Archive),
+            &crate::vocab::Actor::cli(),
         )
         .await?;
     let vacuumed = if args.vacuum && !args.dry_run {

@@ -28,9 +28,14 @@ pub struct Args {
 pub async fn run(args: Args, db: Option<PathBuf>, printer: &Printer) -> anyhow::Result<ExitStatus> {
     let mut store = super::open_existing(db).await?;
     let id = store.resolve_id(&args.id).await?;
-    let engine::actions::Restart { run, reset_steps } =
-        engine::actions::prepare_restart(&mut store, &id, &args.from, args.as_id.as_deref())
-            .await?;
+    let engine::actions::Restart { run, reset_steps } = engine::actions::prepare_restart(
+        &mut store,
+        &id,
+        &args.from,
+        args.as_id.as_deref(),
+        &crate::vocab::Actor::cli(),
+    )
+    .await?;
     let target = run.id;
     printer.info(&format!(
         "restarting {target} {}",

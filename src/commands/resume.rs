@@ -31,20 +31,21 @@ pub async fn run(args: Args, db: Option<PathBuf>, printer: &Printer) -> anyhow::
         now: args.now,
         retry: args.retry_failed,
     };
-    let (opts, wake_at) = match engine::actions::resume(&store, &id, how).await {
-        Ok(ready) => {
-            let sleeping = ready.instance.status == InstanceStatus::Sleeping;
-            (ready.run.opts, ready.instance.wake_at.filter(|_| sleeping))
-        }
-        Err(e) if completed(&e) => return Ok(nothing_to_do(printer, &id)),
-        // Ended by its queue before it ran: its run says so, and why
-        // (`RunOutcome::Skipped`).
-        Err(engine::EngineError::NotResumable {
-            why: engine::Unresumable::Skipped,
-            ..
-        }) => (RunOptions::default(), None),
-        Err(e) => return Err(e.into()),
-    };
+    let (opts, wake_at) =
+        match engine::actions::resume(&store, &id, how, &crate::vocab::Actor::cli()).await {
+            Ok(ready) => {
+                let sleeping = ready.instance.status == InstanceStatus::Sleeping;
+                (ready.run.opts, ready.instance.wake_at.filter(|_| sleeping))
+            }
+            Err(e) if completed(&e) => return Ok(nothing_to_do(printer, &id)),
+            // Ended by its queue before it ran: its run says so, and why
+            // (`RunOutcome::Skipped`).
+            Err(engine::EngineError::NotResumable {
+                why: engine::Unresumable::Skipped,
+                ..
+            }) => (RunOptions::default(), None),
+            Err(e) => return Err(e.into()),
+        };
     let mut inline_wait = args.ending.inline_wait;
     // A sleeping instance is resumed when its timer is due: wait for it here.
     if !args.now

@@ -77,10 +77,12 @@ pub async fn run(args: Args, db: Option<PathBuf>, printer: &Printer) -> anyhow::
         id: Some(id.clone()),
         owner: lease_to,
         labels,
+        started_by: crate::vocab::Actor::cli(),
     })?;
 
     let mut store = super::open(db).await?;
-    let created = engine::record_instance(&mut store, &wf, row, lease_to).await;
+    let created =
+        engine::record_instance(&mut store, &wf, row, lease_to, &start_detail(&args)).await;
     match created {
         Err(engine::EngineError::Exists(existing)) => {
             return Ok(exists(printer, &existing, args.ending.json));
@@ -384,4 +386,19 @@ fn collect_inputs(args: &Args) -> anyhow::Result<Map<String, Value>> {
         out.insert(k.trim().to_string(), Value::String(v.to_string()));
     }
     Ok(out)
+}
+
+/// The detail of a `wf run`'s `start` action: the file it ran, and
+/// `--detach`.
+fn start_detail(args: &Args) -> String {
+    let file = if crate::workflow::is_stdin(&args.file) {
+        "stdin".to_string()
+    } else {
+        args.file.display().to_string()
+    };
+    if args.detach {
+        format!("{file} (detached)")
+    } else {
+        file
+    }
 }

@@ -56,9 +56,15 @@ pub async fn run(args: Args, db: Option<PathBuf>, printer: &Printer) -> anyhow::
             }
             // The same registry as `wf workflow add`: the workflow is
             // registered under its name with all its triggers.
-            let rows = crate::engine::registry::register(&mut store, &wf, &file)
-                .await?
-                .schedules;
+            let rows = crate::engine::registry::register(
+                &mut store,
+                &wf,
+                &file,
+                &crate::vocab::Actor::cli(),
+                crate::vocab::ActionKind::ScheduleAdd,
+            )
+            .await?
+            .schedules;
             if !wf.secrets.is_empty() {
                 let unset: Vec<&str> = wf
                     .secrets
@@ -98,7 +104,12 @@ pub async fn run(args: Args, db: Option<PathBuf>, printer: &Printer) -> anyhow::
         }
         Sub::Rm { name } => {
             let mut store = super::open_existing(db).await?;
-            let n = store.remove_schedules(&name).await?;
+            let action = crate::store::ActionRow::global(
+                crate::vocab::ActionKind::ScheduleRm,
+                &crate::vocab::Actor::cli(),
+                name.as_str(),
+            );
+            let n = store.remove_schedules(&name, Some(&action)).await?;
             if n == 0 {
                 let names = registered_names(&store).await?;
                 return Err(UsageError(if names.is_empty() {

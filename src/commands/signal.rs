@@ -31,8 +31,15 @@ pub async fn run(args: Args, store: &mut Store, printer: &Printer) -> anyhow::Re
     };
     let id = store.resolve_id(&args.id).await?;
     let traceparent = super::traceparent();
-    let delivered =
-        engine::actions::signal(store, &id, &args.event, payload, traceparent.as_deref()).await?;
+    let delivered = engine::actions::signal(
+        store,
+        &id,
+        &args.event,
+        payload,
+        traceparent.as_deref(),
+        &crate::vocab::Actor::cli(),
+    )
+    .await?;
     if let Some(w) = &delivered.warning {
         printer.warn(w);
     }

@@ -45,7 +45,14 @@ pub async fn run(args: Args, db: Option<PathBuf>, printer: &Printer) -> anyhow::
         Sub::Add { file, json } => {
             let wf = Workflow::load(&file)?;
             let mut store = super::open(db).await?;
-            let reg = registry::register(&mut store, &wf, &file).await?;
+            let reg = registry::register(
+                &mut store,
+                &wf,
+                &file,
+                &crate::vocab::Actor::cli(),
+                crate::vocab::ActionKind::WorkflowAdd,
+            )
+            .await?;
             if json {
                 printer.json(&WorkflowView::new(&reg.row, Some(&wf), &reg.schedules));
                 return Ok(ExitStatus::Success);
@@ -81,7 +88,7 @@ pub async fn run(args: Args, db: Option<PathBuf>, printer: &Printer) -> anyhow::
         }
         Sub::Rm { name } => {
             let mut store = super::open_existing(db).await?;
-            registry::unregister(&mut store, &name).await?;
+            registry::unregister(&mut store, &name, &crate::vocab::Actor::cli()).await?;
             printer.info(&format!("removed {name}"));
             Ok(ExitStatus::Success)
         }

@@ -427,6 +427,7 @@ async fn apply(
                 depth: 0,
                 labels: labels.clone(),
                 queue: queue.clone(),
+                started_by: Some(crate::vocab::Actor::Schedule(row.workflow.clone())),
             };
             (inst, t)
         })

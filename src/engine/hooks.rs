@@ -142,11 +142,23 @@ pub async fn deliver(store: &mut Store, d: Delivery<'_>) -> Result<Delivered, En
         },
         None => d.idempotency,
     };
+    // The delivery, as the sender names it (GitHub's `X-GitHub-Delivery`,
+    // else the dedupe value).
+    let delivery = d
+        .headers
+        .get("x-github-delivery")
+        .and_then(Value::as_str)
+        .map(str::to_string)
+        .or_else(|| dedupe.clone());
     let id = dedupe.map(|v| registry::keyed_id(&format!("hook {name}"), &v));
     let start = registry::Start {
         inputs,
         labels: vec![(registry::HOOK_LABEL.to_string(), name.to_string())],
         id,
+        by: crate::vocab::Actor::Hook(name.to_string()),
+        detail: delivery
+            .map(|d| format!("delivery {d}"))
+            .unwrap_or_default(),
     };
     match registry::start(store, &row, &wf, start).await {
         Ok(s) => Ok(Delivered::Started(Box::new(s))),

@@ -496,10 +496,11 @@ impl Origin {
 pub async fn create_instance_at(
     store: &mut Store,
     new: NewInstance<'_>,
+    detail: &str,
 ) -> Result<InstanceId, EngineError> {
     let (wf, owner) = (new.wf, new.owner);
     let row = new_instance(new)?;
-    record_instance(store, wf, row, owner).await
+    record_instance(store, wf, row, owner, detail).await
 }
 
 /// What a new instance is made of: its definition and where it was read
@@ -512,6 +513,8 @@ pub struct NewInstance<'a> {
     pub id: Option<InstanceId>,
     pub owner: Option<&'a str>,
     pub labels: store::Labels,
+    /// Who starts it (its `start` action's actor).
+    pub started_by: crate::vocab::Actor,
 }
 
 /// The row a new instance of `wf` starts as, with every check of what it
@@ -526,6 +529,7 @@ pub fn new_instance(new: NewInstance<'_>) -> Result<InstanceRow, EngineError> {
         id,
         owner,
         labels,
+        started_by,
     } = new;
     let ttl = lease::ttl().map_err(EngineError::Input)?;
     // A secret's value given as an input is masked like everywhere else.
@@ -581,21 +585,24 @@ pub fn new_instance(new: NewInstance<'_>) -> Result<InstanceRow, EngineError> {
         depth: 0,
         labels,
         queue,
+        started_by: Some(started_by),
     };
     Ok(row)
 }
 
-/// Records `row`, made by [`new_instance`] (leased to `owner`, if any):
-/// its id, or why not (an instance of that id exists).
+/// Records `row`, made by [`new_instance`] (leased to `owner`, if any),
+/// and its `start` action with `detail`: its id, or why not (an instance
+/// of that id exists).
 pub async fn record_instance(
     store: &mut Store,
     wf: &Workflow,
     row: InstanceRow,
     owner: Option<&str>,
+    detail: &str,
 ) -> Result<InstanceId, EngineError> {
     let id = row.id.clone();
     if !store
-        .create_instance(&row, &definitions_of(wf), &lease::holder_alive)
+        .create_instance(&row, &definitions_of(wf), detail, &lease::holder_alive)
         .await?
     {
         let existing = store.instance(&id).await?;

@@ -218,8 +218,9 @@ mod tests {
                 depth: 0,
                 labels: store::Labels::new(),
                 queue: None,
+                started_by: None,
             };
-            assert!(store.create_instance(&row, &defs, &|_| true).await.expect("create"));
+            assert!(store.create_instance(&row, &defs, "", &|_| true).await.expect("create"));
 
             // The leaf's file changes: a new load differs, the pinned tree does not.
             write(

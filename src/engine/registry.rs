@@ -6,7 +6,7 @@
 
 use super::{EngineError, Origin, fire};
 use crate::store::{self, InstanceRow, Refused, ScheduleRow, Store, WorkflowRow};
-use crate::vocab::{InstanceId, Timestamp};
+use crate::vocab::{ActionKind, Actor, InstanceId, Timestamp};
 use crate::workflow::Workflow;
 use serde_json::{Map, Value};
 use std::path::Path;
@@ -29,6 +29,8 @@ pub async fn register(
     store: &mut Store,
     wf: &Workflow,
     path: &Path,
+    by: &Actor,
+    kind: ActionKind,
 ) -> Result<Registered, EngineError> {
     if crate::workflow::is_stdin(path) {
         return Err(EngineError::Input(
@@ -44,8 +46,10 @@ pub async fn register(
         hook: wf.webhook.as_ref().map(|w| w.name.clone()),
         registered_at: Timestamp::now(),
     };
+    let detail = format!("{} from {}", short_hash(&wf.hash), row.workflow_path);
+    let action = store::ActionRow::global(kind, by, detail);
     match store
-        .register_workflow(&row, &super::definitions_of(wf))
+        .register_workflow(&row, &super::definitions_of(wf), &action)
         .await?
     {
         Ok(()) => {}
@@ -58,7 +62,7 @@ pub async fn register(
         }
     }
     let schedules = if wf.schedules.is_empty() {
-        store.remove_schedules(&wf.name).await?;
+        store.remove_schedules(&wf.name, None).await?;
         Vec::new()
     } else {
         fire::register(store, wf, path).await?
@@ -87,13 +91,17 @@ pub async fn listing(
 }
 
 /// What a start asks for.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Start {
     pub inputs: Map<String, Value>,
     /// Labels over the file's.
     pub labels: Vec<(String, String)>,
     /// The instance's id (an idempotency key's); `None`: a random one.
     pub id: Option<InstanceId>,
+    /// Who starts it, and the detail its `start` action records (an
+    /// idempotency key, a webhook's delivery).
+    pub by: Actor,
+    pub detail: String,
 }
 
 /// What a start did.
@@ -128,8 +136,9 @@ pub async fn start(
         id: Some(id.clone()),
         owner: None,
         labels,
+        started_by: req.by,
     };
-    match super::create_instance_at(store, new).await {
+    match super::create_instance_at(store, new, &req.detail).await {
         Ok(_) => Ok(Started {
             instance: store.instance(&id).await?,
             created: true,
@@ -140,6 +149,11 @@ pub async fn start(
         }),
         Err(e) => Err(e),
     }
+}
+
+/// A definition's hash as a person reads it: its first 12 digits.
+pub fn short_hash(hash: &str) -> &str {
+    hash.get(..12).unwrap_or(hash)
 }
 
 /// The instance id an idempotency key stands for, within `scope` (a
@@ -170,8 +184,9 @@ pub async fn registered(store: &Store, name: &str) -> Result<WorkflowRow, Engine
 
 /// Removes the registration of workflow `name` with its triggers (`wf
 /// workflow rm`); the instances it started stay.
-pub async fn unregister(store: &mut Store, name: &str) -> Result<(), EngineError> {
-    if store.remove_workflow(name).await? {
+pub async fn unregister(store: &mut Store, name: &str, by: &Actor) -> Result<(), EngineError> {
+    let action = store::ActionRow::global(ActionKind::WorkflowRm, by, name);
+    if store.remove_workflow(name, &action).await? {
         return Ok(());
     }
     Err(not_registered(store, name).await?)

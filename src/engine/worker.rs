@@ -265,9 +265,13 @@ impl Worker {
                     }
                     active.push(id.clone());
                     let pool = pool.clone();
+                    // Taken up by the worker: a resume by it (a first
+                    // run is the starter's, recorded already).
                     let run = RunOptions {
                         inline_wait: opts.inline_wait,
                         owner: Some(owner.clone()),
+                        actor: Some(crate::vocab::Actor::Worker(owner.clone())),
+                        action: Some((crate::vocab::ActionKind::Resume, String::new())),
                         ..RunOptions::default()
                     };
                     tasks.spawn_local(async move {

@@ -9,6 +9,7 @@
 
 use super::App;
 use super::api::{accepted, registered};
+use super::auth::Principal;
 use super::body::{Body, NoBody, RestartBody, ResumeBody, SignalBody, StartBody};
 use super::error::ApiError;
 use super::params::instance_ref;
@@ -16,9 +17,9 @@ use crate::engine::worker::WorkerObserver;
 use crate::engine::{self, actions, registry};
 use crate::exit::ExitStatus;
 use crate::views::{Accepted, Accepting, RestartAccepted, ShownStatus, SignalView, Started};
-use crate::vocab::{InstanceId, InstanceStatus};
+use crate::vocab::{Actor, InstanceId, InstanceStatus};
 use axum::Json;
-use axum::extract::{Path, State};
+use axum::extract::{Extension, Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Map, Value};
@@ -29,6 +30,7 @@ use std::rc::Rc;
 /// its queue). `Idempotency-Key`: the same key gives the same instance.
 pub async fn start(
     State(app): State<App>,
+    Extension(who): Extension<Principal>,
     Path(name): Path<String>,
     headers: HeaderMap,
     Body(b): Body<StartBody>,
@@ -54,7 +56,7 @@ pub async fn start(
     };
     let started = app
         .db
-        .run(move |l| async move { start_in(&l, &name, inputs, labels, key).await })
+        .run(move |l| async move { start_in(&l, &name, inputs, labels, key, who.actor).await })
         .await?;
     // As `wf run --detach` exits: 4 for one its queue skipped, else 0.
     let exit = match started.instance.status {
@@ -72,12 +74,24 @@ pub(super) async fn start_in(
     inputs: Map<String, Value>,
     labels: Vec<(String, String)>,
     key: Option<String>,
+    by: Actor,
 ) -> Result<registry::Started, ApiError> {
     let mut c = l.conn().await?;
     let row = registered(&c, name).await?;
     let wf = registry::definition(&c, &row).await?;
+    let detail = key
+        .as_ref()
+        .map(|k| format!("idempotency key {k}"))
+        .unwrap_or_default();
     let id = key.map(|k| registry::keyed_id(&format!("api {name}"), &k));
-    Ok(registry::start(&mut c, &row, &wf, registry::Start { inputs, labels, id }).await?)
+    let start = registry::Start {
+        inputs,
+        labels,
+        id,
+        by,
+        detail,
+    };
+    Ok(registry::start(&mut c, &row, &wf, start).await?)
 }
 
 /// What a start answers (the API's, with `exit`; a webhook's): 201 and the
@@ -103,6 +117,7 @@ pub(super) fn started_response(started: &registry::Started, exit: Option<u8>) ->
 /// `POST /api/v1/instances/{id}/signal` `{event, data?}`: `wf signal`.
 pub async fn signal(
     State(app): State<App>,
+    Extension(who): Extension<Principal>,
     Path(id): Path<String>,
     Body(SignalBody { event, data }): Body<SignalBody>,
 ) -> Result<Response, ApiError> {
@@ -110,7 +125,7 @@ pub async fn signal(
     let ev = event.clone();
     let (id, delivered) = app
         .db
-        .run(move |l| async move { signal_in(&l, &id, &ev, data).await })
+        .run(move |l| async move { signal_in(&l, &id, &ev, data, &who.actor).await })
         .await?;
     let view = SignalView {
         warning: delivered.warning.as_deref(),
@@ -125,36 +140,39 @@ pub(super) async fn signal_in(
     id: &str,
     event: &str,
     data: Value,
+    by: &Actor,
 ) -> Result<(InstanceId, actions::Delivered), ApiError> {
     let mut c = l.conn().await?;
     let id = c.resolve_id(id).await?;
-    let delivered = actions::signal(&mut c, &id, event, data, None).await?;
+    let delivered = actions::signal(&mut c, &id, event, data, None, by).await?;
     Ok((id, delivered))
 }
 
 /// `POST /api/v1/instances/{id}/cancel` (no body): `wf cancel`.
 pub async fn cancel(
     State(app): State<App>,
+    Extension(who): Extension<Principal>,
     Path(id): Path<String>,
     Body(NoBody {}): Body<NoBody>,
 ) -> Result<Response, ApiError> {
-    cancel_as(app, id, false).await
+    cancel_as(app, id, false, who.actor).await
 }
 
 /// `POST /api/v1/instances/{id}/terminate` (no body): `wf cancel --terminate`.
 pub async fn terminate(
     State(app): State<App>,
+    Extension(who): Extension<Principal>,
     Path(id): Path<String>,
     Body(NoBody {}): Body<NoBody>,
 ) -> Result<Response, ApiError> {
-    cancel_as(app, id, true).await
+    cancel_as(app, id, true, who.actor).await
 }
 
-async fn cancel_as(app: App, id: String, terminate: bool) -> Result<Response, ApiError> {
+async fn cancel_as(app: App, id: String, terminate: bool, by: Actor) -> Result<Response, ApiError> {
     let id = instance_ref(&id)?;
     let id = app
         .db
-        .run(move |l| async move { cancel_in(&l, &id, terminate).await })
+        .run(move |l| async move { cancel_in(&l, &id, terminate, &by, "").await })
         .await?;
     Ok(accepted(Accepted {
         id: &id,
@@ -168,10 +186,12 @@ pub(super) async fn cancel_in(
     l: &Rc<super::db::Local>,
     id: &str,
     terminate: bool,
+    by: &Actor,
+    reason: &str,
 ) -> Result<InstanceId, ApiError> {
     let mut c = l.conn().await?;
     let id = c.resolve_id(id).await?;
-    let asked = actions::cancel(&mut c, &id, terminate).await?;
+    let asked = actions::cancel(&mut c, &id, terminate, by, reason).await?;
     if asked.held_by.is_none() {
         drive(l, asked.run);
     }
@@ -181,26 +201,34 @@ pub(super) async fn cancel_in(
 /// `POST /api/v1/instances/{id}/resume` `{now?}`: `wf resume [--now]`.
 pub async fn resume(
     State(app): State<App>,
+    Extension(who): Extension<Principal>,
     Path(id): Path<String>,
     Body(ResumeBody { now }): Body<ResumeBody>,
 ) -> Result<Response, ApiError> {
-    go_on(app, id, now.unwrap_or(false), false).await
+    go_on(app, id, now.unwrap_or(false), false, who.actor).await
 }
 
 /// `POST /api/v1/instances/{id}/retry` (no body): `wf resume --retry-failed`.
 pub async fn retry(
     State(app): State<App>,
+    Extension(who): Extension<Principal>,
     Path(id): Path<String>,
     Body(NoBody {}): Body<NoBody>,
 ) -> Result<Response, ApiError> {
-    go_on(app, id, false, true).await
+    go_on(app, id, false, true, who.actor).await
 }
 
-async fn go_on(app: App, id: String, now: bool, retry: bool) -> Result<Response, ApiError> {
+async fn go_on(
+    app: App,
+    id: String,
+    now: bool,
+    retry: bool,
+    by: Actor,
+) -> Result<Response, ApiError> {
     let id = instance_ref(&id)?;
     let (id, was) = app
         .db
-        .run(move |l| async move { go_on_in(&l, &id, now, retry).await })
+        .run(move |l| async move { go_on_in(&l, &id, now, retry, &by).await })
         .await?;
     Ok(accepted(Accepted {
         id: &id,
@@ -215,10 +243,11 @@ pub(super) async fn go_on_in(
     id: &str,
     now: bool,
     retry: bool,
+    by: &Actor,
 ) -> Result<(InstanceId, ShownStatus), ApiError> {
     let c = l.conn().await?;
     let id = c.resolve_id(id).await?;
-    let ready = actions::resume(&c, &id, actions::Resume { now, retry }).await?;
+    let ready = actions::resume(&c, &id, actions::Resume { now, retry }, by).await?;
     let status = ready.status;
     drive(l, ready.run);
     Ok((id, status))
@@ -227,6 +256,7 @@ pub(super) async fn go_on_in(
 /// `POST /api/v1/instances/{id}/restart` `{from, as?}`: `wf restart`.
 pub async fn restart(
     State(app): State<App>,
+    Extension(who): Extension<Principal>,
     Path(id): Path<String>,
     Body(RestartBody { from, as_id }): Body<RestartBody>,
 ) -> Result<Response, ApiError> {
@@ -234,7 +264,7 @@ pub async fn restart(
     let f = from.clone();
     let (target, steps) = app
         .db
-        .run(move |l| async move { restart_in(&l, &id, &f, as_id.as_deref()).await })
+        .run(move |l| async move { restart_in(&l, &id, &f, as_id.as_deref(), &who.actor).await })
         .await?;
     Ok(accepted(RestartAccepted {
         id: &target,
@@ -251,10 +281,11 @@ pub(super) async fn restart_in(
     id: &str,
     from: &str,
     as_id: Option<&str>,
+    by: &Actor,
 ) -> Result<(InstanceId, Vec<String>), ApiError> {
     let mut c = l.conn().await?;
     let id = c.resolve_id(id).await?;
-    let r = actions::prepare_restart(&mut c, &id, from, as_id).await?;
+    let r = actions::prepare_restart(&mut c, &id, from, as_id, by).await?;
     let target = r.run.id.clone();
     drive(l, r.run);
     Ok((target, r.reset_steps))

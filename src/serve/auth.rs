@@ -152,6 +152,32 @@ pub enum Proof {
     Cookie,
 }
 
+/// Who a request is (a request extension the middleware sets): the actor
+/// its actions are recorded as, and what it may do.
+#[derive(Debug, Clone)]
+pub struct Principal {
+    pub actor: crate::vocab::Actor,
+    pub scope: crate::vocab::TokenScope,
+}
+
+impl Principal {
+    /// The principal `proof` makes of the server's own token (`default`,
+    /// an `admin` token).
+    fn of_default(proof: Proof) -> Principal {
+        let name = DEFAULT_NAME.to_string();
+        Principal {
+            actor: match proof {
+                Proof::Bearer => crate::vocab::Actor::Token(name),
+                Proof::Cookie => crate::vocab::Actor::Session(name),
+            },
+            scope: crate::vocab::TokenScope::Admin,
+        }
+    }
+}
+
+/// The name of the server's own token (`WF_SERVE_TOKEN`, the token file).
+pub const DEFAULT_NAME: &str = "default";
+
 /// The proof a request carries, if it is the token.
 pub fn proof(token: &Token, headers: &HeaderMap) -> Option<Proof> {
     if let Some(v) = headers
@@ -205,8 +231,13 @@ pub async fn require(State(app): State<App>, req: Request, next: Next) -> Respon
     {
         return resp;
     }
+    let mut req = req;
     match proof(&app.token, req.headers()) {
-        Some(Proof::Bearer) => next.run(req).await,
+        Some(Proof::Bearer) => {
+            req.extensions_mut()
+                .insert(Principal::of_default(Proof::Bearer));
+            next.run(req).await
+        }
         Some(Proof::Cookie) => {
             let safe = matches!(*req.method(), Method::GET | Method::HEAD | Method::OPTIONS);
             if !safe && !same_site(req.headers()) {
@@ -216,6 +247,8 @@ pub async fn require(State(app): State<App>, req: Request, next: Next) -> Respon
                 )
                 .into_response();
             }
+            req.extensions_mut()
+                .insert(Principal::of_default(Proof::Cookie));
             next.run(req).await
         }
         None => refuse(&req),

@@ -65,6 +65,7 @@ mod write;
 use serde_json::Value;
 use std::path::PathBuf;
 
+pub use actions::{ActionRow, FoundSession, SessionRow, TokenRow};
 pub use check::{Finding, Lease};
 pub use location::{FileId, Location};
 pub use pending::PendingCommit;
@@ -196,6 +197,7 @@ macro_rules! each {
 }
 
 // After `each!`, which they use.
+pub mod actions;
 mod check;
 pub mod metrics;
 pub mod portable;
@@ -509,10 +511,11 @@ impl Store {
         batch: usize,
         dry_run: bool,
         archive: Option<&mut dyn portable::Archive>,
+        by: &crate::vocab::Actor,
     ) -> Result<Pruned> {
         let before = before.text();
         let statuses: Vec<String> = statuses.iter().map(|s| s.as_str().into()).collect();
-        each!(self.prune(&before, &statuses, batch, dry_run, archive))
+        each!(self.prune(&before, &statuses, batch, dry_run, archive, by))
     }
 
     /// Gives the space of deleted rows back to the file system (SQLite);
@@ -535,7 +538,9 @@ impl Store {
         }
     }
 
-    /// Pins a new instance; false (nothing written) when the id is taken.
+    /// Pins a new instance, and records its `start` action by its
+    /// `started_by` with `detail`; false (nothing written) when the id is
+    /// taken.
     /// One with a queue meets it in the same transaction (`queue::arrive`
     /// on SQLite): older queued ones its `debounce` replaces end skipped; it
     /// is admitted at once when it has room and a holder, else `on_full`
@@ -544,9 +549,10 @@ impl Store {
         &mut self,
         row: &InstanceRow,
         defs: &[DefinitionRow],
+        detail: &str,
         holder_alive: &dyn Fn(&str) -> bool,
     ) -> Result<bool> {
-        each!(self.create_instance(row, defs, holder_alive))
+        each!(self.create_instance(row, defs, detail, holder_alive))
     }
 
     /// Admits the instance `fence` holds if its queue has room for it now
@@ -607,24 +613,33 @@ impl Store {
 
     /// Copies instance `from` (its instance row, runs, steps, and attempts
     /// with their logs; not its events nor its spans) to a new instance `to`,
-    /// created `now` and leased to no one; false (nothing written) when `to`
-    /// is taken. `from` is only read.
+    /// created `now` and leased to no one, recording `start` (its `start`
+    /// action, whose actor it records as its starter); false (nothing
+    /// written) when `to` is taken. `from` is only read.
     pub async fn copy_instance(
         &mut self,
         from: &InstanceId,
         to: &InstanceId,
         now: Timestamp,
+        start: &ActionRow,
     ) -> Result<bool> {
         let now = now.text();
-        each!(self.copy_instance(from, to, &now))
+        each!(self.copy_instance(from, to, &now, start))
     }
 
-    /// Asks whatever process drives the instance to cancel it.
-    pub async fn request_cancel(&mut self, id: &InstanceId, ask: CancelRequest) -> Result<()> {
-        each!(self.request_cancel(id, ask))
+    /// Asks whatever process drives the instance to cancel it, recording
+    /// `action` (a request's; none when a parent ends its children).
+    pub async fn request_cancel(
+        &mut self,
+        id: &InstanceId,
+        ask: CancelRequest,
+        action: Option<&ActionRow>,
+    ) -> Result<()> {
+        each!(self.request_cancel(id, ask, action))
     }
 
-    /// Delivers an event (`wake`: the instance waits for it, make it due).
+    /// Delivers an event (`wake`: the instance waits for it, make it due),
+    /// recording `action`.
     pub async fn deliver_event(
         &mut self,
         id: &InstanceId,
@@ -632,8 +647,9 @@ impl Store {
         payload: &Value,
         traceparent: Option<&str>,
         wake: bool,
+        action: &ActionRow,
     ) -> Result<()> {
-        each!(self.deliver_event(id, name, payload, traceparent, wake))
+        each!(self.deliver_event(id, name, payload, traceparent, wake, action))
     }
 
     /// Claims the instance for `owner` (raising its epoch) unless a live

@@ -153,6 +153,7 @@ pub static TABLES: &[Table] = &[
             ("queue_limits", Text),
             ("queue_hold", Bool),
             ("admitted", Bool),
+            ("started_by", Text),
         ],
     },
     Table {
@@ -268,6 +269,21 @@ pub static TABLES: &[Table] = &[
             ("instance_id", Text),
             ("spec", Text),
             ("timezone", Text),
+        ],
+    },
+    // An instance's actions, in the order recorded (the target numbers
+    // them anew, in that order). The actions on no instance (the
+    // registry's, tokens', prunes') belong to the database they were made
+    // in, as its workers' heartbeats do.
+    Table {
+        name: "actions",
+        scope: Scope::Instance,
+        columns: &[
+            ("instance_id", Text),
+            ("at", Text),
+            ("action", Text),
+            ("actor", Text),
+            ("detail", Text),
         ],
     },
 ];

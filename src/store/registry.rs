@@ -22,14 +22,16 @@ impl Store {
         &mut self,
         row: &WorkflowRow,
         defs: &[DefinitionRow],
+        action: &super::ActionRow,
     ) -> Result<std::result::Result<(), Refused>> {
-        each!(self.register_workflow(row, defs))
+        each!(self.register_workflow(row, defs, action))
     }
 
-    /// Removes workflow `name` and its schedules; whether anything was
-    /// registered under it.
-    pub async fn remove_workflow(&mut self, name: &str) -> Result<bool> {
-        each!(self.remove_workflow(name))
+    /// Removes workflow `name` and its schedules, recording `action`;
+    /// whether anything was registered under it (nothing is recorded
+    /// when not).
+    pub async fn remove_workflow(&mut self, name: &str, action: &super::ActionRow) -> Result<bool> {
+        each!(self.remove_workflow(name, action))
     }
 
     /// Every registered workflow, by name.

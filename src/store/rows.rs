@@ -56,6 +56,9 @@ pub struct InstanceRow {
     pub labels: Labels,
     /// Its place under its workflow's `queue:`, if it has one.
     pub queue: Option<super::QueuePlace>,
+    /// Who started it (its `start` action's actor); none for an instance
+    /// started by a `wf` before actions were recorded.
+    pub started_by: Option<crate::vocab::Actor>,
 }
 
 /// An instance's labels: name -> value, in name order.
@@ -628,6 +631,8 @@ pub struct InstanceView {
     /// Its children (instances its `workflow:` steps made), oldest first,
     /// without their definitions' text.
     pub children: Vec<InstanceRow>,
+    /// Who did what to it, oldest first.
+    pub actions: Vec<super::ActionRow>,
 }
 
 #[cfg(test)]

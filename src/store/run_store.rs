@@ -47,7 +47,8 @@ pub(crate) trait RunStore {
     /// and not taken.
     async fn poll(&self, id: &InstanceId) -> Result<(CancelRequest, Vec<EventRow>)>;
 
-    /// Asks instance `id` to cancel (or terminate).
+    /// Asks instance `id` to cancel (or terminate): a parent ending its
+    /// children (recorded as no action: the parent's own end is).
     async fn request_cancel(&mut self, id: &InstanceId, ask: CancelRequest) -> Result<()>;
 
     /// Takes one of `limit` holds of step lock `key` for unit `unit` of
@@ -97,7 +98,7 @@ impl RunStore for Store {
     }
 
     async fn request_cancel(&mut self, id: &InstanceId, ask: CancelRequest) -> Result<()> {
-        Store::request_cancel(self, id, ask).await
+        Store::request_cancel(self, id, ask, None).await
     }
 
     async fn take_lock(

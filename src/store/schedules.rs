@@ -21,9 +21,14 @@ impl Store {
         each!(self.register_schedules(workflow, rows, defs, read))
     }
 
-    /// Removes the entries of `workflow`; how many there were.
-    pub async fn remove_schedules(&mut self, workflow: &str) -> Result<u64> {
-        each!(self.remove_schedules(workflow))
+    /// Removes the entries of `workflow`, recording `action` if there
+    /// were any; how many there were.
+    pub async fn remove_schedules(
+        &mut self,
+        workflow: &str,
+        action: Option<&super::ActionRow>,
+    ) -> Result<u64> {
+        each!(self.remove_schedules(workflow, action))
     }
 
     /// Every registered entry, by workflow and position.

@@ -68,6 +68,10 @@ pub enum Write {
     CloseAbandonedRuns,
     /// The instance's result (`outputs:`), rendered when it completed.
     Outputs(Value),
+    /// An action recorded with what it did (SPEC §3 Actions are
+    /// recorded): the resume, retry or restart a run opens for, in the
+    /// commit that opens it.
+    Action(Box<super::ActionRow>),
     /// A new run and its trace (and the step it restarts from, if it does).
     StartRun {
         run: i64,

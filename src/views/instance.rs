@@ -5,7 +5,8 @@
 use super::ShownStatus;
 use crate::store::{self, AttemptRow, DeliveredEvent, FireRecord, RunRow, StepRow};
 use crate::vocab::{
-    AttemptOutcome, ErrorType, InstanceId, RunEnd, StepStatus, Timestamp, UnitKeyBuf,
+    ActionKind, Actor, AttemptOutcome, ErrorType, InstanceId, RunEnd, StepStatus, Timestamp,
+    UnitKeyBuf,
 };
 use serde_json::Value;
 use std::collections::HashMap;
@@ -42,6 +43,31 @@ pub struct InstanceView<'a> {
     /// caller, which reads where a queued one stands).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub queue: Option<super::QueueStanding<'a>>,
+    /// Who started it (`null` for an instance from before actions were
+    /// recorded).
+    pub started_by: Option<&'a Actor>,
+    /// Who did what to it, oldest first (SPEC §3 Actions are recorded).
+    pub actions: Vec<ActionView<'a>>,
+}
+
+/// A recorded action: `{at, action, actor, detail}`.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct ActionView<'a> {
+    pub at: Timestamp,
+    pub action: ActionKind,
+    pub actor: &'a Actor,
+    pub detail: &'a str,
+}
+
+impl<'a> From<&'a store::ActionRow> for ActionView<'a> {
+    fn from(a: &'a store::ActionRow) -> Self {
+        ActionView {
+            at: a.at,
+            action: a.action,
+            actor: &a.actor,
+            detail: &a.detail,
+        }
+    }
 }
 
 /// Where a child comes from: `{id, step, attempt}` (`step`: the unit key,
@@ -204,6 +230,8 @@ impl<'a> InstanceView<'a> {
                 .queue
                 .as_ref()
                 .map(|q| super::QueueStanding::new(q, None)),
+            started_by: inst.started_by.as_ref(),
+            actions: view.actions.iter().map(ActionView::from).collect(),
         }
     }
 }

@@ -5,8 +5,8 @@ use crate::store::{InstanceRow, Labels};
 use crate::vocab::{InstanceId, Timestamp};
 
 /// An instance in a listing: `{id, workflow, status, created_at,
-/// updated_at, parent, labels}` (`parent`: the parent's id, null for a
-/// root; `labels`: an object, `{}` for none).
+/// updated_at, parent, labels, started_by}` (`parent`: the parent's id,
+/// null for a root; `labels`: an object, `{}` for none).
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct InstanceSummary<'a> {
     pub id: &'a InstanceId,
@@ -17,6 +17,9 @@ pub struct InstanceSummary<'a> {
     /// The instance whose `workflow:` step made this one (None: a root).
     pub parent: Option<&'a InstanceId>,
     pub labels: &'a Labels,
+    /// Who started it (null for an instance from before actions were
+    /// recorded).
+    pub started_by: Option<&'a crate::vocab::Actor>,
 }
 
 impl<'a> InstanceSummary<'a> {
@@ -31,6 +34,7 @@ impl<'a> InstanceSummary<'a> {
             updated_at: inst.updated_at,
             parent: inst.parent.as_ref().map(|p| &p.id),
             labels: &inst.labels,
+            started_by: inst.started_by.as_ref(),
         }
     }
 }

@@ -1,16 +1,22 @@
 //! The words every layer shares: the states of instances, steps, attempts
 //! and runs, what `wf cancel` asked, error types, instance ids, unit keys
-//! and timestamps. They are types here and text only at the edges: the
-//! database columns (`store`) and the JSON and tables the commands print.
+//! and timestamps; who did what (actors, actions) and what a token may
+//! do. They are types here and text only at the edges: the database
+//! columns (`store`) and the JSON and tables the commands print.
 
+mod actor;
 mod error_type;
 mod key;
 mod status;
 mod time;
 
+pub use actor::Actor;
 pub use error_type::ErrorType;
 pub use key::{CHILD_EVENT_PREFIX, InstanceId, UnitKey, UnitKeyBuf, child_event, split_awaited};
-pub use status::{AttemptOutcome, CancelRequest, InstanceStatus, RunEnd, ShownStatus, StepStatus};
+pub use status::{
+    ActionKind, AttemptOutcome, CancelRequest, InstanceStatus, RunEnd, ShownStatus, StepStatus,
+    TokenScope,
+};
 pub use time::Timestamp;
 
 /// A stored word this build does not know: a corrupt row, or one written by

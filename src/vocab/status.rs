@@ -317,3 +317,54 @@ mod tests {
         assert_eq!(CancelRequest::from_i64(7), CancelRequest::Terminate);
     }
 }
+
+words! {
+    /// What a recorded action did (`actions.action`; SPEC §3 Actions are
+    /// recorded): every request that changes an instance or the registry.
+    ActionKind {
+        /// An instance was made (`wf run`, the API, a webhook, a schedule,
+        /// a parent's `workflow:` step).
+        Start = "start",
+        Signal = "signal",
+        Cancel = "cancel",
+        /// `wf cancel --terminate`.
+        Terminate = "terminate",
+        /// A run of a suspended or interrupted instance (`wf resume`, a
+        /// worker taking it up).
+        Resume = "resume",
+        /// `wf resume --retry-failed`.
+        RetryFailed = "retry-failed",
+        /// `wf restart --from STEP` (on a copy with `--as`).
+        Restart = "restart",
+        /// `wf upgrade`.
+        Upgrade = "upgrade",
+        /// A batch of `wf prune` (no instance: how many in its detail).
+        Prune = "prune",
+        /// `wf workflow add`.
+        WorkflowAdd = "workflow-add",
+        /// `wf workflow rm`.
+        WorkflowRm = "workflow-rm",
+        /// `wf schedule add`.
+        ScheduleAdd = "schedule-add",
+        /// `wf schedule rm`.
+        ScheduleRm = "schedule-rm",
+        /// `wf serve token add`.
+        TokenAdd = "token-add",
+        /// `wf serve token revoke`.
+        TokenRevoke = "token-revoke",
+    }
+}
+
+words! {
+    /// What a token of `wf serve` may do (SPEC §8 Tokens and sessions), each
+    /// scope all of the one before it and more.
+    TokenScope {
+        /// Sees everything, changes nothing.
+        Read = "read",
+        /// Also starts, signals, cancels, resumes, retries, restarts and
+        /// upgrades instances.
+        Operate = "operate",
+        /// Also registers workflows, manages tokens and the database.
+        Admin = "admin",
+    }
+}

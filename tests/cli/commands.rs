@@ -453,6 +453,9 @@ fn inspect_json_of_a_failed_instance() {
 /// Filters for what changes from one run to the next in human output.
 fn human_filters() -> Vec<(&'static str, &'static str)> {
     vec![
+        // Who did it: this machine's user and host, padded to their width.
+        (r"(?m)^ ACTION +BY .*$", "[ACTIONS]"),
+        (r"(?m)^.*\bcli:\S+.*$", "[BY cli:USER@HOST]"),
         (r"\b[0-9a-f]{32}\b", "[ID]"),
         (r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?Z", "[TIME]"),
         (r"\(([0-9a-f]{12})\)", "([HASH])"),

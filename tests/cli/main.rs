@@ -4,6 +4,7 @@
 //! feature; the [`Test`] builder keeps each test to what it is about.
 //! `scripts/test` runs the suite on both backends.
 
+mod actions;
 mod budgets;
 mod chaos;
 mod collector;

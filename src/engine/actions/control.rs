@@ -7,8 +7,10 @@
 
 use super::super::drive::check_resumable;
 use super::super::{EngineError, RunOptions, Unresumable, lease};
-use crate::store::{InstanceRow, Store};
-use crate::vocab::{CancelRequest, InstanceId, InstanceStatus, ShownStatus, Timestamp};
+use crate::store::{ActionRow, InstanceRow, Store};
+use crate::vocab::{
+    ActionKind, Actor, CancelRequest, InstanceId, InstanceStatus, ShownStatus, Timestamp,
+};
 
 /// A run an action made ready: the instance, and the options to drive it
 /// with (the caller adds its own: progress, a trace parent, an inline wait).
@@ -41,6 +43,8 @@ pub async fn cancel(
     store: &mut Store,
     id: &InstanceId,
     terminate: bool,
+    by: &Actor,
+    reason: &str,
 ) -> Result<CancelAsked, EngineError> {
     let inst = store.instance(id).await?;
     if inst.status.is_ended() {
@@ -54,13 +58,20 @@ pub async fn cancel(
     } else {
         CancelRequest::Cancel
     };
-    store.request_cancel(id, ask).await?;
+    let kind = if terminate {
+        ActionKind::Terminate
+    } else {
+        ActionKind::Cancel
+    };
+    let action = ActionRow::on(id, kind, by, reason);
+    store.request_cancel(id, ask, Some(&action)).await?;
     Ok(CancelAsked {
         run: ToRun {
             id: id.clone(),
             opts: RunOptions {
                 cancel: true,
                 terminate,
+                actor: Some(by.clone()),
                 ..RunOptions::default()
             },
         },
@@ -90,7 +101,12 @@ pub struct Resumable {
 /// canceled or skipped, a failed one only with `retry` and only while a
 /// retry can help (its remedy says why not). The run checks again under
 /// its lease.
-pub async fn resume(store: &Store, id: &InstanceId, how: Resume) -> Result<Resumable, EngineError> {
+pub async fn resume(
+    store: &Store,
+    id: &InstanceId,
+    how: Resume,
+    by: &Actor,
+) -> Result<Resumable, EngineError> {
     let inst = store.instance(id).await?;
     let status = lease::shown(&inst, Timestamp::now().ms());
     if let Some(holder) = holder_of(&inst, status) {
@@ -105,9 +121,18 @@ pub async fn resume(store: &Store, id: &InstanceId, how: Resume) -> Result<Resum
             why: Unresumable::Skipped,
         });
     }
+    let action = if how.retry {
+        (ActionKind::RetryFailed, String::new())
+    } else if how.now {
+        (ActionKind::Resume, "now".to_string())
+    } else {
+        (ActionKind::Resume, String::new())
+    };
     let opts = RunOptions {
         fire_timers: how.now,
         retry_failed: how.retry,
+        actor: Some(by.clone()),
+        action: Some(action),
         ..RunOptions::default()
     };
     check_resumable(store, &inst, &opts).await?;

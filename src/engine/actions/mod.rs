@@ -12,8 +12,8 @@ mod control;
 pub use control::{CancelAsked, Resumable, Resume, ToRun, cancel, resume};
 
 use super::{EngineError, RunOptions, redact::Redactor, restart};
-use crate::store::{InstanceRow, Store};
-use crate::vocab::{InstanceId, InstanceStatus, ShownStatus, Timestamp};
+use crate::store::{ActionRow, InstanceRow, Store};
+use crate::vocab::{ActionKind, Actor, InstanceId, InstanceStatus, ShownStatus, Timestamp};
 use crate::workflow::{Action, Workflow};
 use serde_json::{Value, json};
 
@@ -34,6 +34,7 @@ pub async fn signal(
     event: &str,
     payload: Value,
     traceparent: Option<&str>,
+    by: &Actor,
 ) -> Result<Delivered, EngineError> {
     if event.trim().is_empty() {
         return Err(EngineError::Input("event name is empty".into()));
@@ -64,8 +65,9 @@ pub async fn signal(
             .waiting_event
             .as_deref()
             .is_some_and(|e| e.split(',').any(|n| n == event));
+    let action = ActionRow::on(id, ActionKind::Signal, by, event);
     store
-        .deliver_event(id, event, &payload, traceparent, wakes)
+        .deliver_event(id, event, &payload, traceparent, wakes, &action)
         .await?;
     Ok(out)
 }
@@ -143,6 +145,7 @@ pub async fn prepare_restart(
     id: &InstanceId,
     from: &str,
     as_id: Option<&str>,
+    by: &Actor,
 ) -> Result<Restart, EngineError> {
     let inst = store.instance(id).await?;
     let shown = super::lease::shown(&inst, Timestamp::now().ms());
@@ -159,7 +162,11 @@ pub async fn prepare_restart(
         Some(new) => {
             super::check_id(new)?;
             let new = InstanceId::from(new);
-            if !store.copy_instance(id, &new, Timestamp::now()).await? {
+            let start = ActionRow::on(&new, ActionKind::Start, by, format!("copy of {id}"));
+            if !store
+                .copy_instance(id, &new, Timestamp::now(), &start)
+                .await?
+            {
                 return Err(EngineError::Input(format!(
                     "an instance with id `{new}` already exists"
                 )));
@@ -174,6 +181,8 @@ pub async fn prepare_restart(
             opts: RunOptions {
                 restart: Some(from.to_string()),
                 workflow: Some(std::sync::Arc::new(wf)),
+                actor: Some(by.clone()),
+                action: Some((ActionKind::Restart, format!("from {from}"))),
                 ..RunOptions::default()
             },
         },

@@ -173,13 +173,15 @@ fn ready(setup: Setup<'_>) -> Ready<'_> {
     let id = fence.instance.clone();
     let opened = open_run(&id, &wf, setup.history, setup.restart.plan, &setup.opts);
     let (run, cancel, terminate) = (opened.run, opened.cancel, opened.terminate);
+    let mut opts = setup.opts;
+    opts.actor = opened.actor;
     let mut runner = Runner::new(RunStart {
         child_runs: &CHILD_RUNS,
         wf: wf.clone(),
         inst: opened.inst,
         run,
         records: opened.records,
-        opts: setup.opts,
+        opts,
         observer,
         trace: opened.trace,
         root: opened.root,

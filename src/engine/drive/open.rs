@@ -12,8 +12,8 @@ use super::super::scheduler::{Scheduler, recovery};
 use crate::store::{self, StepRow, Write};
 use crate::telemetry::{self, recorder};
 use crate::vocab::{
-    AttemptOutcome, CancelRequest, ErrorType, InstanceId, InstanceStatus, StepStatus, Timestamp,
-    UnitKeyBuf,
+    ActionKind, Actor, AttemptOutcome, CancelRequest, ErrorType, InstanceId, InstanceStatus,
+    StepStatus, Timestamp, UnitKeyBuf,
 };
 use crate::workflow::Workflow;
 use opentelemetry::KeyValue;
@@ -40,6 +40,19 @@ pub(super) struct Opened {
     /// The `workflow:` attempts an earlier run began that wait on their
     /// children: their spans are stored when they end.
     pub(super) carried: HashMap<UnitKeyBuf, CarriedAttempt>,
+    /// Who started or resumed this run ([`run_actor`]).
+    pub(super) actor: Option<Actor>,
+}
+
+/// Who a run is by: a first run is its instance's starter's (whoever
+/// drives it: a worker runs a schedule's or a webhook's start); a later
+/// one the asker's, else the starter's.
+fn run_actor(run: i64, asker: Option<&Actor>, starter: Option<&Actor>) -> Option<Actor> {
+    if run == 1 {
+        starter.or(asker).cloned()
+    } else {
+        asker.or(starter).cloned()
+    }
 }
 
 /// Opens the next run on `history`: recovers what a dead predecessor left
@@ -118,11 +131,27 @@ pub(super) fn open_run(
     for (name, value) in &inst.labels {
         root.set_attribute(format!("workflow.label.{name}"), value.clone());
     }
+    let actor = run_actor(run, opts.actor.as_ref(), inst.started_by.as_ref());
+    if let Some(a) = &actor {
+        root.set_attribute("wf.actor", a.to_string());
+    }
     writes.push(Write::StartRun {
         run,
         trace: trace.clone(),
         restart_from: opts.restart.clone(),
     });
+    // The action the run opens for, by whoever asked (a first run's
+    // resume is its start, recorded with the instance).
+    if let (Some((kind, detail)), Some(by)) = (&opts.action, &opts.actor)
+        && !(run == 1 && *kind == ActionKind::Resume)
+    {
+        writes.push(Write::Action(Box::new(store::ActionRow::on(
+            id,
+            *kind,
+            by,
+            detail.clone(),
+        ))));
+    }
     // Step locks a dead predecessor held (its attempts are over) are given back.
     if wf.has_locks() {
         writes.push(Write::ReleaseLocks);
@@ -182,6 +211,7 @@ pub(super) fn open_run(
         terminate,
         writes,
         carried,
+        actor,
     }
 }
 

@@ -227,6 +227,7 @@ impl<'o> Runner<'o> {
                 depth: inst.depth,
                 parent: inst.parent.as_ref().map(|p| p.id.clone()),
                 caller,
+                actor: opts.actor.clone(),
             },
             inputs: inst.inputs,
             state: inst.state,

@@ -50,6 +50,15 @@ pub struct RunOptions {
     /// child, leaves its last commit for the parent's run to make
     /// (`drive::close_run`; else it makes it).
     pub end_to_parent: Option<EndSlot>,
+    /// Who asks for this run (`wf.actor` on its root span). A first run
+    /// carries the instance's starter instead; without one, a later run
+    /// carries the starter too (a child its parent runs again).
+    pub actor: Option<crate::vocab::Actor>,
+    /// The action this run is opened for (a resume, a retry, a restart)
+    /// and its detail, recorded by `actor` in the commit that opens it. A
+    /// resume that is an instance's first run is its start, recorded
+    /// already: it is not recorded again.
+    pub action: Option<(crate::vocab::ActionKind, String)>,
 }
 
 /// An instance made already leased to the run that will drive it: the
@@ -77,6 +86,8 @@ impl Default for RunOptions {
             claimed: None,
             output_files: None,
             end_to_parent: None,
+            actor: None,
+            action: None,
         }
     }
 }

@@ -282,6 +282,7 @@ impl Scheduler {
             depth: self.run.depth + 1,
             labels,
             queue,
+            started_by: self.run.actor.clone(),
         })));
         let rec = self.record(unit);
         rec.status = StepStatus::Waiting;

@@ -146,6 +146,8 @@ pub struct RunData {
         opentelemetry::trace::TraceFlags,
         opentelemetry::trace::TraceState,
     ),
+    /// Who started or resumed this run: the starter its children record.
+    pub actor: Option<crate::vocab::Actor>,
 }
 
 /// What a run's scheduler starts from.

@@ -182,6 +182,7 @@ pub struct ActForm {
 
 pub async fn act(
     State(app): State<App>,
+    axum::extract::Extension(who): axum::extract::Extension<super::super::auth::Principal>,
     Path((id, action)): Path<(String, String)>,
     Form(form): Form<ActForm>,
 ) -> Response {
@@ -207,6 +208,7 @@ pub async fn act(
     let done = app
         .db
         .run(move |l| async move {
+            let by = &who.actor;
             // Where the page goes next: the instance acted on (a restart's
             // copy), with what was done.
             let done: (crate::vocab::InstanceId, Notice) = match action.as_str() {
@@ -219,29 +221,32 @@ pub async fn act(
                             ApiError::bad_request(format!("the payload is not JSON: {e}"))
                         })?,
                     };
-                    let (id, delivered) = act_api::signal_in(&l, &id2, &event, data).await?;
+                    let (id, delivered) = act_api::signal_in(&l, &id2, &event, data, by).await?;
                     match delivered.warning {
                         Some(_) => (id, Notice::SignaledUnawaited),
                         None => (id, Notice::Signaled),
                     }
                 }
                 "cancel" => (
-                    act_api::cancel_in(&l, &id2, false).await?,
+                    act_api::cancel_in(&l, &id2, false, by, "").await?,
                     Notice::Canceling,
                 ),
-                "terminate" => (act_api::cancel_in(&l, &id2, true).await?, Notice::Canceling),
+                "terminate" => (
+                    act_api::cancel_in(&l, &id2, true, by, "").await?,
+                    Notice::Canceling,
+                ),
                 "resume" => (
-                    act_api::go_on_in(&l, &id2, now, false).await?.0,
+                    act_api::go_on_in(&l, &id2, now, false, by).await?.0,
                     Notice::Resuming,
                 ),
                 "retry" => (
-                    act_api::go_on_in(&l, &id2, false, true).await?.0,
+                    act_api::go_on_in(&l, &id2, false, true, by).await?.0,
                     Notice::Resuming,
                 ),
                 "restart" => {
                     let from = from.ok_or_else(|| ApiError::bad_request("a step is required"))?;
                     let (target, _) =
-                        act_api::restart_in(&l, &id2, &from, as_id.as_deref()).await?;
+                        act_api::restart_in(&l, &id2, &from, as_id.as_deref(), by).await?;
                     (target, Notice::Restarting)
                 }
                 _ => return Err(ApiError::not_found("no such action")),

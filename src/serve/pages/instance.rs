@@ -85,6 +85,7 @@ pub async fn page_of(app: &App, id: String, notice: Option<&str>) -> Result<Mark
         (trace_section(&shown))
         (events(&shown.view, now))
         (started_by(&shown.view))
+        (actions(&shown.view, now))
     };
     Ok(shell::page(
         &format!("{} {}", i.workflow, short(&i.id)),
@@ -382,9 +383,37 @@ fn started_by(v: &InstanceView) -> Markup {
                 "webhook " code { "/hooks/" (hook) }
             } @else if let Some(p) = &i.parent {
                 "step " code { (p.key) } " of " a.mono href=(format!("/instances/{}", p.id)) { (short(&p.id)) }
+            } @else if let Some(by) = &i.started_by {
+                code { (by) }
             } @else {
                 "a command or an API call"
             }
+            @if let (Some(by), true) = (&i.started_by, v.fire.is_some() || i.parent.is_some() || i.labels.contains_key(crate::engine::registry::HOOK_LABEL)) {
+                " (" code { (by) } ")"
+            }
+        }
+    }
+}
+
+/// Who did what to the instance, oldest first (`wf inspect`'s ACTION / BY
+/// / AT / DETAIL).
+fn actions(v: &InstanceView, now: Timestamp) -> Markup {
+    html! {
+        h2 #actions { "Actions" }
+        @if v.actions.is_empty() { p.muted { "No action was recorded." } } @else {
+            div.table-wrap { table.actions {
+                thead { tr { th { "Action" } th { "By" } th { "At" } th { "Detail" } } }
+                tbody {
+                    @for a in &v.actions {
+                        tr {
+                            td { (a.action.as_str()) }
+                            td { code { (a.actor) } }
+                            td.time { (when(a.at, now)) }
+                            td { (a.detail) }
+                        }
+                    }
+                }
+            } }
         }
     }
 }

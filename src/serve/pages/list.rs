@@ -166,7 +166,7 @@ pub async fn page(State(app): State<App>, PageQuery(p): PageQuery<ListParams>) -
             table {
                 thead { tr {
                     th { "Instance" } th { "Workflow" } th { "Status" } th { "Created" }
-                    th.hide-narrow { "Updated" } th.hide-narrow { "Parent" } th.hide-narrow { "Labels" }
+                    th.hide-narrow { "Updated" } th.hide-narrow { "Started by" } th.hide-narrow { "Parent" } th.hide-narrow { "Labels" }
                 } }
                 @if live {
                     tbody data-live=(format!("/?{}", filters.query(&[("fragment", "rows")]))) { (rows_html(&rows, now)) }
@@ -238,6 +238,7 @@ fn rows_html(rows: &[InstanceRow], now: Timestamp) -> Markup {
                 td { (badge(ShownStatus::of(i).as_str())) }
                 td.time { (when(i.created_at, now)) }
                 td.time.hide-narrow { (when(i.updated_at, now)) }
+                td.hide-narrow.actor { @if let Some(by) = &i.started_by { code { (by) } } }
                 td.id.mono.hide-narrow {
                     @if let Some(p) = &i.parent { a href=(format!("/instances/{}", p.id)) { (short(&p.id)) } }
                 }

@@ -136,6 +136,7 @@ pub struct StartForm {
 
 pub async fn start(
     State(app): State<App>,
+    axum::extract::Extension(who): axum::extract::Extension<super::super::auth::Principal>,
     Path(name): Path<String>,
     Form(form): Form<StartForm>,
 ) -> Response {
@@ -197,7 +198,7 @@ pub async fn start(
     let started = app
         .db
         .run(move |l| async move {
-            super::super::actions::start_in(&l, &name, inputs, labels, key).await
+            super::super::actions::start_in(&l, &name, inputs, labels, key, who.actor).await
         })
         .await;
     match started {

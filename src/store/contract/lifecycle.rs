@@ -103,7 +103,13 @@ pub(super) async fn schedules(store: &mut Store) {
         store.instance(&"s3".into()).await,
         Err(StoreError::NotFound(_))
     ));
-    assert_eq!(store.remove_schedules("nightly").await.expect("remove"), 1);
+    assert_eq!(
+        store
+            .remove_schedules("nightly", None)
+            .await
+            .expect("remove"),
+        1
+    );
     assert!(store.schedules().await.expect("schedules").is_empty());
 }
 
@@ -139,7 +145,14 @@ pub(super) async fn prune(store: &mut Store) {
     ];
     store.commit(&fence, &writes).await.expect("commit");
     store
-        .deliver_event(&"p1".into(), "late", &json!({}), None, false)
+        .deliver_event(
+            &"p1".into(),
+            "late",
+            &json!({}),
+            None,
+            false,
+            &super::tested_action(),
+        )
         .await
         .expect("deliver");
     let cutoff = at(100);
@@ -159,7 +172,14 @@ pub(super) async fn prune(store: &mut Store) {
     // Counted, not removed.
     assert_eq!(
         store
-            .prune(cutoff, &all, 100, true, None)
+            .prune(
+                cutoff,
+                &all,
+                100,
+                true,
+                None,
+                &crate::vocab::Actor::Token("contract".into())
+            )
             .await
             .expect("dry run"),
         both
@@ -168,7 +188,14 @@ pub(super) async fn prune(store: &mut Store) {
     let before = store.metrics().await.expect("metrics");
     // By status, then the rest, one instance a batch.
     let failed = store
-        .prune(cutoff, &[Failed], 1, false, None)
+        .prune(
+            cutoff,
+            &[Failed],
+            1,
+            false,
+            None,
+            &crate::vocab::Actor::Token("contract".into()),
+        )
         .await
         .expect("prune");
     assert_eq!(
@@ -180,7 +207,14 @@ pub(super) async fn prune(store: &mut Store) {
     );
     assert_eq!(
         store
-            .prune(cutoff, &all, 1, false, None)
+            .prune(
+                cutoff,
+                &all,
+                1,
+                false,
+                None,
+                &crate::vocab::Actor::Token("contract".into())
+            )
             .await
             .expect("prune"),
         rows
@@ -194,7 +228,14 @@ pub(super) async fn prune(store: &mut Store) {
     assert!(store.spans(&p1).await.expect("spans").is_empty());
     assert!(store.events_after(&p1, 0).await.expect("events").is_empty());
     let nothing = store
-        .prune(cutoff, &all, 100, false, None)
+        .prune(
+            cutoff,
+            &all,
+            100,
+            false,
+            None,
+            &crate::vocab::Actor::Token("contract".into()),
+        )
         .await
         .expect("prune");
     assert_eq!(nothing, Pruned::default());
@@ -249,7 +290,7 @@ pub(super) async fn definition_tree(store: &mut Store) {
     let defs = [top.clone(), mid.clone(), leaf.clone()];
     assert!(
         store
-            .create_instance(&row, &defs, &|_| true)
+            .create_instance(&row, &defs, "", &|_| true)
             .await
             .expect("create")
     );
@@ -274,13 +315,13 @@ pub(super) async fn definition_tree(store: &mut Store) {
     again.id = "tree-2".into();
     assert!(
         store
-            .create_instance(&again, &defs, &|_| true)
+            .create_instance(&again, &defs, "", &|_| true)
             .await
             .expect("create")
     );
     assert!(
         !store
-            .create_instance(&again, &defs, &|_| true)
+            .create_instance(&again, &defs, "", &|_| true)
             .await
             .expect("create")
     );

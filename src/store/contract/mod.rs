@@ -191,6 +191,7 @@ fn instance(id: &str, created: i64) -> InstanceRow {
         depth: 0,
         labels: Labels::new(),
         queue: None,
+        started_by: None,
     }
 }
 
@@ -214,7 +215,7 @@ fn contract_definition(row: &InstanceRow) -> DefinitionRow {
 
 async fn create(store: &mut Store, row: &InstanceRow) {
     let created = store
-        .create_instance(row, &[contract_definition(row)], &|_| true)
+        .create_instance(row, &[contract_definition(row)], "", &|_| true)
         .await;
     assert!(created.expect("create"), "{} was taken", row.id);
 }
@@ -489,12 +490,26 @@ async fn claim_due(store: &mut Store) {
         create(store, &row).await;
     }
     store
-        .deliver_event(&"c3".into(), "stop", &json!({}), None, false)
+        .deliver_event(
+            &"c3".into(),
+            "stop",
+            &json!({}),
+            None,
+            false,
+            &tested_action(),
+        )
         .await
         .expect("deliver");
     // `go` waited for by c4 in another letter case: not its event.
     store
-        .deliver_event(&"c4".into(), "GO", &json!({}), None, false)
+        .deliver_event(
+            &"c4".into(),
+            "GO",
+            &json!({}),
+            None,
+            false,
+            &tested_action(),
+        )
         .await
         .expect("deliver");
     // A fence taken before the claim is spent by it.
@@ -536,15 +551,22 @@ async fn events(store: &mut Store) {
     let tp = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
     let payload = json!({"ok": true, "by": "ana"});
     store
-        .deliver_event(&id, "approved", &payload, Some(tp), true)
+        .deliver_event(&id, "approved", &payload, Some(tp), true, &tested_action())
         .await
         .expect("deliver");
     store
-        .deliver_event(&id, "other", &json!({}), None, false)
+        .deliver_event(&id, "other", &json!({}), None, false, &tested_action())
         .await
         .expect("deliver");
     let missing = store
-        .deliver_event(&"nope".into(), "x", &json!({}), None, false)
+        .deliver_event(
+            &"nope".into(),
+            "x",
+            &json!({}),
+            None,
+            false,
+            &tested_action(),
+        )
         .await;
     assert!(missing.is_err(), "an event for no instance: {missing:?}");
     let listed = store.events_after(&id, 0).await.expect("events");
@@ -599,4 +621,13 @@ async fn events(store: &mut Store) {
     let (_, h) = take(store, "e1", "beta").await;
     let names: Vec<_> = h.events.iter().map(|e| e.name.as_str()).collect();
     assert_eq!(names, ["other"]);
+}
+
+/// An action the contract's writes record (a signal by a test).
+fn tested_action() -> crate::store::ActionRow {
+    crate::store::ActionRow::global(
+        crate::vocab::ActionKind::Signal,
+        &crate::vocab::Actor::Token("contract".into()),
+        "",
+    )
 }

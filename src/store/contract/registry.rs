@@ -31,7 +31,7 @@ pub(super) async fn registry(store: &mut Store) {
     let a = registered("a", Some("deploy"), "h-a1");
     assert_eq!(
         store
-            .register_workflow(&a, &[definition("h-a1")])
+            .register_workflow(&a, &[definition("h-a1")], &super::tested_action())
             .await
             .expect("register"),
         Ok(())
@@ -56,7 +56,7 @@ pub(super) async fn registry(store: &mut Store) {
     let b = registered("b", Some("deploy"), "h-b1");
     assert_eq!(
         store
-            .register_workflow(&b, &[definition("h-b1")])
+            .register_workflow(&b, &[definition("h-b1")], &super::tested_action())
             .await
             .expect("register"),
         Err(Refused::HookTaken("a".into()))
@@ -73,7 +73,7 @@ pub(super) async fn registry(store: &mut Store) {
     let a2 = registered("a", None, "h-a2");
     assert_eq!(
         store
-            .register_workflow(&a2, &[definition("h-a2")])
+            .register_workflow(&a2, &[definition("h-a2")], &super::tested_action())
             .await
             .expect("register"),
         Ok(())
@@ -81,7 +81,7 @@ pub(super) async fn registry(store: &mut Store) {
     assert_eq!(store.hook("deploy").await.expect("by hook"), None);
     assert_eq!(
         store
-            .register_workflow(&b, &[definition("h-b1")])
+            .register_workflow(&b, &[definition("h-b1")], &super::tested_action())
             .await
             .expect("register"),
         Ok(())
@@ -120,10 +120,20 @@ pub(super) async fn registry(store: &mut Store) {
             .await
             .expect("schedules")
     );
-    assert!(store.remove_workflow("a").await.expect("remove"));
+    assert!(
+        store
+            .remove_workflow("a", &super::tested_action())
+            .await
+            .expect("remove")
+    );
     assert!(store.schedules().await.expect("schedules").is_empty());
     assert_eq!(store.registered("a").await.expect("by name"), None);
-    assert!(!store.remove_workflow("a").await.expect("remove again"));
+    assert!(
+        !store
+            .remove_workflow("a", &super::tested_action())
+            .await
+            .expect("remove again")
+    );
 }
 
 pub(super) async fn metrics_and_heartbeats(store: &mut Store) {

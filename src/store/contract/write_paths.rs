@@ -320,7 +320,7 @@ async fn apply(store: &mut Store, via: Via) -> (Read, Timestamp, Timestamp) {
         ("other", json!([]), None),
     ] {
         store
-            .deliver_event(&id, name, &payload, tp, false)
+            .deliver_event(&id, name, &payload, tp, false, &super::tested_action())
             .await
             .expect("deliver");
     }
@@ -332,7 +332,7 @@ async fn apply(store: &mut Store, via: Via) -> (Read, Timestamp, Timestamp) {
         // instance's time shows.
         tokio::time::sleep(std::time::Duration::from_millis(3)).await;
         let r = match (via, act) {
-            (_, Act::AskCancel) => store.request_cancel(&id, CancelRequest::Cancel).await,
+            (_, Act::AskCancel) => store.request_cancel(&id, CancelRequest::Cancel, None).await,
             (Via::Pg(path), _) => match store {
                 Store::Postgres(p) => p.commit_by(path, &fence, &writes).await,
                 Store::Sqlite(_) | Store::Lent(_) => unreachable!("a PostgreSQL path on SQLite"),

@@ -151,7 +151,8 @@ fn group(writes: &[Write]) -> Grouped<'_> {
             | Write::NotifyParent { .. }
             | Write::CompensateChild { .. }
             | Write::ReleaseLock { .. }
-            | Write::ReleaseLocks => {
+            | Write::ReleaseLocks
+            | Write::Action(_) => {
                 g.updates.push(w);
             }
             Write::Step(row) => match step_at.get(row.key.as_str()) {

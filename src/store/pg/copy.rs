@@ -8,9 +8,11 @@ use crate::store::Result;
 
 const INSTANCE: &str = "INSERT INTO instances (id, workflow, status, definition_hash, workflow_path, base_dir, \
      inputs, state, outputs, error, wake_at, waiting_event, cancel_requested, lease_owner, lease_expires_ms, \
-     lease_epoch, created_at, updated_at, labels, queue_key, queue_priority, queue_limits, queue_hold, admitted) \
+     lease_epoch, created_at, updated_at, labels, queue_key, queue_priority, queue_limits, queue_hold, admitted, \
+     started_by) \
      SELECT $2, workflow, status, definition_hash, workflow_path, base_dir, inputs, state, outputs, error, \
-     NULL, NULL, 0, NULL, NULL, 0, $3, $3, labels, queue_key, queue_priority, queue_limits, queue_hold, false FROM instances WHERE id = $1";
+     NULL, NULL, 0, NULL, NULL, 0, $3, $3, labels, queue_key, queue_priority, queue_limits, queue_hold, false, $4 \
+     FROM instances WHERE id = $1";
 const RUNS: &str = "INSERT INTO runs (instance_id, number, outcome, started_at, finished_at, trace_id, span_id, \
      parent_span_id, started_ns, restart_from) \
      SELECT $2, number, outcome, started_at, finished_at, trace_id, span_id, parent_span_id, started_ns, \
@@ -28,7 +30,13 @@ impl PgStore {
     /// Copies instance `from` to a new instance `to` (created now, no
     /// lease); false (nothing written) when `to` is taken. (Two copies to
     /// the same new id at once: the second fails on the primary key.)
-    pub async fn copy_instance(&self, from: &str, to: &str, now: &str) -> Result<bool> {
+    pub async fn copy_instance(
+        &self,
+        from: &str,
+        to: &str,
+        now: &str,
+        start: &crate::store::ActionRow,
+    ) -> Result<bool> {
         let taken = self
             .query("SELECT 1 FROM instances WHERE id = $1", &[&to])
             .await?;
@@ -38,6 +46,7 @@ impl PgStore {
         let args = || vec![p(from.to_string()), p(to.to_string())];
         let mut instance = args();
         instance.push(p(now.to_string()));
+        instance.push(p(start.actor.clone()));
         self.pipeline(vec![
             Op::Simple("BEGIN"),
             // The copied attempts and runs ended once, in the source, and
@@ -47,6 +56,7 @@ impl PgStore {
             Op::Exec(RUNS, args()),
             Op::Exec(STEPS, args()),
             Op::Exec(ATTEMPTS, args()),
+            super::actions::insert_action(start),
             Op::Simple("COMMIT"),
         ])
         .await?;

@@ -22,7 +22,8 @@ macro_rules! instance_cols {
              workflow_path, base_dir, inputs, state, error, wake_at, waiting_event, lease_owner, ",
             lease_left!(),
             ", created_at, updated_at, parent_id, parent_key, parent_attempt, depth, labels, ",
-            queue_cols!()
+            queue_cols!(),
+            ", started_by"
         )
     };
 }
@@ -36,7 +37,8 @@ macro_rules! summary_cols {
              error, wake_at, waiting_event, lease_owner, ",
             lease_left!(),
             ", created_at, updated_at, parent_id, parent_key, parent_attempt, depth, labels, ",
-            queue_cols!()
+            queue_cols!(),
+            ", started_by"
         )
     };
 }
@@ -115,6 +117,7 @@ pub(super) fn instance_row(r: &Row) -> Result<InstanceRow> {
                 admitted: get(r, 25)?,
             }),
         },
+        started_by: get(r, 26)?,
     })
 }
 
@@ -276,6 +279,7 @@ impl PgStore {
             Op::Query(DELIVERED_EVENTS, vec![key()]),
             Op::Query(super::schedules::INSTANCE_FIRE, vec![key()]),
             Op::Query(CHILDREN, vec![key()]),
+            Op::Query(super::actions::ACTIONS, vec![key()]),
         ];
         if attempts {
             ops.push(Op::Query(ATTEMPTS, vec![key()]));
@@ -307,12 +311,17 @@ impl PgStore {
             .collect::<Result<_>>()?;
         let fire = next().first().map(super::schedules::fire_row).transpose()?;
         let children = next().iter().map(instance_row).collect::<Result<_>>()?;
+        let actions = next()
+            .iter()
+            .map(super::actions::action_row)
+            .collect::<Result<_>>()?;
         let attempts = if attempts {
             next().iter().map(attempt_row).collect::<Result<_>>()?
         } else {
             Vec::new()
         };
         Ok(InstanceView {
+            actions,
             instance,
             runs,
             steps,
@@ -420,16 +429,17 @@ impl PgStore {
         &self,
         i: &InstanceRow,
         defs: &[DefinitionRow],
+        detail: &str,
         holder_alive: &dyn Fn(&str) -> bool,
     ) -> Result<bool> {
         if i.queue.is_some() {
-            return self.create_queued(i, defs, holder_alive).await;
+            return self.create_queued(i, defs, detail, holder_alive).await;
         }
         let mut ops = vec![Op::Simple("BEGIN")];
         ops.extend(defs.iter().map(insert_definition));
         let inserted = ops.len();
         ops.extend([
-            insert_instance(i),
+            insert_instance(i, detail),
             Op::Query(NOTIFY, vec![]),
             Op::Simple("COMMIT"),
         ]);
@@ -437,13 +447,30 @@ impl PgStore {
         Ok(outs[inserted].count() == 1)
     }
 
-    pub async fn request_cancel(&self, id: &str, ask: CancelRequest) -> Result<()> {
+    pub async fn request_cancel(
+        &self,
+        id: &str,
+        ask: CancelRequest,
+        action: Option<&crate::store::ActionRow>,
+    ) -> Result<()> {
         let level = ask.as_i64();
-        self.exec(
+        let ask = Op::Exec(
             "UPDATE instances SET cancel_requested=GREATEST(cancel_requested, $3), updated_at=$2 WHERE id=$1",
-            &[&id, &Timestamp::now(), &level],
-        )
-        .await?;
+            vec![p(id.to_string()), p(Timestamp::now()), p(level)],
+        );
+        let ops = match action {
+            None => vec![ask],
+            Some(a) => vec![
+                Op::Simple("BEGIN"),
+                ask,
+                super::actions::insert_action(a),
+                Op::Simple("COMMIT"),
+            ],
+        };
+        if let Err(e) = self.pipeline(ops).await {
+            let _ = self.pipeline(vec![Op::Simple("ROLLBACK")]).await;
+            return Err(e);
+        }
         Ok(())
     }
 
@@ -454,10 +481,12 @@ impl PgStore {
         payload: &Value,
         traceparent: Option<&str>,
         wake: bool,
+        action: &crate::store::ActionRow,
     ) -> Result<()> {
         let now = Timestamp::now();
         let mut ops = vec![
             Op::Simple("BEGIN"),
+            super::actions::insert_action(action),
             Op::Exec(
                 "INSERT INTO events (instance_id, name, payload, traceparent, received_at) \
                  VALUES ($1, $2, $3, $4, $5)",
@@ -656,29 +685,49 @@ macro_rules! insert_instance_sql {
             "INSERT INTO instances (id, workflow, status, definition_hash, workflow_path, base_dir, \
          inputs, state, error, wake_at, waiting_event, lease_owner, lease_expires_ms, created_at, \
          updated_at, parent_id, parent_key, parent_attempt, depth, labels, \
-         queue_key, queue_priority, queue_limits, queue_hold, admitted) \
+         queue_key, queue_priority, queue_limits, queue_hold, admitted, started_by) \
          VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,",
             server_ms!(),
-            " + $13,$14,$15,$16,$17,$18,$19,$20,$21,$22,$23,$24,$25) ON CONFLICT (id) DO NOTHING"
+            " + $13,$14,$15,$16,$17,$18,$19,$20,$21,$22,$23,$24,$25,$26) ON CONFLICT (id) DO NOTHING"
         )
     };
 }
 
-pub(super) fn insert_instance(i: &InstanceRow) -> Op {
-    Op::Exec(insert_instance_sql!(), child_params(i))
+/// An instance (nothing if its id is taken) and its `start` action, by
+/// its `started_by`, with `detail`: counts 1 when inserted.
+pub(super) fn insert_instance(i: &InstanceRow, detail: &str) -> Op {
+    let mut params = child_params(i);
+    params.push(p(detail.to_string()));
+    Op::Exec(
+        concat!(
+            "WITH c AS (",
+            insert_instance_sql!(),
+            " RETURNING id) INSERT INTO actions (instance_id, at, action, actor, detail) \
+             SELECT id, $14, 'start', COALESCE($26, ''), $27 FROM c"
+        ),
+        params,
+    )
 }
 
 /// [`Write::CreateChild`](crate::store::Write::CreateChild): the child,
 /// and a notification to idle workers (sent when the parent's transaction
 /// commits), which may claim it as they claim any due instance.
 pub(super) fn insert_child(i: &InstanceRow) -> Op {
+    let mut params = child_params(i);
+    params.push(p(i
+        .parent
+        .as_ref()
+        .map(crate::store::actions::child_start_detail)
+        .unwrap_or_default()));
     Op::Exec(
         concat!(
             "WITH c AS (",
             insert_instance_sql!(),
-            ") SELECT pg_notify('wf_' || current_schema(), '')"
+            " RETURNING id), a AS (INSERT INTO actions (instance_id, at, action, actor, detail) \
+             SELECT id, $14, 'start', COALESCE($26, ''), $27 FROM c) \
+             SELECT pg_notify('wf_' || current_schema(), '')"
         ),
-        child_params(i),
+        params,
     )
 }
 
@@ -693,6 +742,7 @@ fn child_params(i: &InstanceRow) -> Vec<Param> {
         p(labels_text(&i.labels)),
     ]);
     params.extend(queue_params(i));
+    params.push(p(i.started_by.clone()));
     params
 }
 

@@ -43,6 +43,7 @@ macro_rules! queue_cols {
     };
 }
 
+mod actions;
 mod batch;
 mod conn;
 mod copy;

@@ -80,6 +80,7 @@ fn statements() -> &'static Statements {
                 "instances" => "t.created_at, t.seq",
                 "spans" => "i.seq, t.run, t.start_ns, t.span_id",
                 "events" => "t.id",
+                "actions" => "t.seq",
                 _ => "1",
             };
             select.push(match table.scope {

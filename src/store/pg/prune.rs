@@ -34,7 +34,9 @@ impl PgStore {
         batch: usize,
         dry_run: bool,
         mut archive: Option<&mut dyn Archive>,
+        by: &crate::vocab::Actor,
     ) -> Result<Pruned> {
+        let words = statuses.join(",");
         let statuses = statuses.to_vec();
         if dry_run {
             let rows = self
@@ -121,6 +123,13 @@ impl PgStore {
                     delete("DELETE FROM runs WHERE instance_id = ANY($1)"),
                     delete("DELETE FROM instances WHERE id = ANY($1)"),
                     delete("DELETE FROM schedule_fires WHERE instance_id = ANY($1)"),
+                    delete("DELETE FROM actions WHERE instance_id = ANY($1)"),
+                    super::actions::insert_action(&crate::store::actions::pruned(
+                        by,
+                        ids.len() as u64,
+                        before,
+                        &words,
+                    )),
                     Op::Exec(UNPINNED_DEFINITIONS, vec![]),
                     Op::Simple("COMMIT"),
                 ])

@@ -309,6 +309,7 @@ impl PgStore {
         &self,
         row: &InstanceRow,
         defs: &[DefinitionRow],
+        detail: &str,
         holder_alive: &dyn Fn(&str) -> bool,
     ) -> Result<bool> {
         let Some(place) = &row.queue else {
@@ -317,7 +318,7 @@ impl PgStore {
         let mut ops = vec![Op::Simple("BEGIN")];
         ops.extend(defs.iter().map(insert_definition));
         let inserted = ops.len();
-        ops.push(insert_instance(row));
+        ops.push(insert_instance(row, detail));
         ops.push(Op::Query(KEY_LOCK, vec![p(place.key.clone())]));
         if let Some(d) = place.limits.debounce_ms {
             let now = Timestamp::now();

@@ -31,6 +31,7 @@ impl PgStore {
         &self,
         row: &WorkflowRow,
         defs: &[DefinitionRow],
+        action: &crate::store::ActionRow,
     ) -> Result<std::result::Result<(), Refused>> {
         let outs = self
             .pipeline(vec![
@@ -70,6 +71,7 @@ impl PgStore {
                 p(row.registered_at),
             ],
         ));
+        ops.push(super::actions::insert_action(action));
         ops.push(Op::Simple("COMMIT"));
         if let Err(e) = self.pipeline(ops).await {
             let _ = self.pipeline(vec![Op::Simple("ROLLBACK")]).await;
@@ -78,20 +80,21 @@ impl PgStore {
         Ok(Ok(()))
     }
 
-    pub async fn remove_workflow(&self, name: &str) -> Result<bool> {
+    pub async fn remove_workflow(
+        &self,
+        name: &str,
+        action: &crate::store::ActionRow,
+    ) -> Result<bool> {
+        let mut params = vec![p(name.to_string())];
+        params.extend(super::actions::action_params(action));
         let outs = self
-            .pipeline(vec![
-                Op::Simple("BEGIN"),
-                Op::Exec(
-                    "DELETE FROM workflows WHERE name = $1",
-                    vec![p(name.to_string())],
-                ),
-                Op::Exec(
-                    "DELETE FROM schedules WHERE workflow = $1",
-                    vec![p(name.to_string())],
-                ),
-                Op::Simple("COMMIT"),
-            ])
+            .pipeline(vec![Op::Exec(
+                "WITH w AS (DELETE FROM workflows WHERE name = $1 RETURNING 1), \
+                 s AS (DELETE FROM schedules WHERE workflow = $1 RETURNING 1) \
+                 INSERT INTO actions (instance_id, at, action, actor, detail) \
+                 SELECT $2, $3, $4, $5, $6 WHERE EXISTS (SELECT 1 FROM w) OR EXISTS (SELECT 1 FROM s)",
+                params,
+            )])
             .await;
         match outs {
             Ok(outs) => Ok(outs.iter().map(Out::count).sum::<u64>() > 0),

@@ -14,18 +14,22 @@ use crate::vocab::Timestamp;
 use tokio_postgres::Row;
 
 /// A scheduled instance (`$1`–`$15`, as `history::insert_instance`, and its
-/// labels `$21` and queue `$22`–`$26`) and its fire record (`$16`–`$20`: workflow, entry, fire
-/// time, spec, zone), inserted only if that fire time has none yet.
+/// labels `$21`, queue `$22`–`$26` and actor `$27`) and its fire record
+/// (`$16`–`$20`: workflow, entry, fire time, spec, zone), inserted only if
+/// that fire time has none yet, with its `start` action (detail `$28`).
 const START_ONCE: &str = concat!(
     "WITH f AS (INSERT INTO schedule_fires (workflow, idx, fire_ms, instance_id, spec, timezone) \
-     VALUES ($16, $17, $18, $1, $19, $20) ON CONFLICT (workflow, idx, fire_ms) DO NOTHING RETURNING 1) \
-     INSERT INTO instances (id, workflow, status, definition_hash, workflow_path, base_dir, \
+     VALUES ($16, $17, $18, $1, $19, $20) ON CONFLICT (workflow, idx, fire_ms) DO NOTHING RETURNING 1), \
+     i AS (INSERT INTO instances (id, workflow, status, definition_hash, workflow_path, base_dir, \
      inputs, state, error, wake_at, waiting_event, lease_owner, lease_expires_ms, created_at, \
-     updated_at, labels, queue_key, queue_priority, queue_limits, queue_hold, admitted) SELECT $1::text, $2::text, $3::text, $4::text, $5::text, $6::text, $7::text, \
+     updated_at, labels, queue_key, queue_priority, queue_limits, queue_hold, admitted, started_by) \
+     SELECT $1::text, $2::text, $3::text, $4::text, $5::text, $6::text, $7::text, \
      $8::text, $9::text, $10::text, $11::text, $12::text, ",
     server_ms!(),
     " + $13::bigint, $14::text, $15::text, $21::text, $22::text, $23::bigint, $24::text, \
-     $25::boolean, $26::boolean FROM f"
+     $25::boolean, $26::boolean, $27::text FROM f RETURNING id) \
+     INSERT INTO actions (instance_id, at, action, actor, detail) \
+     SELECT id, $14::text, 'start', $27::text, $28::text FROM i"
 );
 
 macro_rules! cols {
@@ -140,9 +144,33 @@ impl PgStore {
         Ok(true)
     }
 
-    pub async fn remove_schedules(&self, workflow: &str) -> Result<u64> {
-        self.exec("DELETE FROM schedules WHERE workflow = $1", &[&workflow])
-            .await
+    pub async fn remove_schedules(
+        &self,
+        workflow: &str,
+        action: Option<&crate::store::ActionRow>,
+    ) -> Result<u64> {
+        let Some(a) = action else {
+            return self
+                .exec("DELETE FROM schedules WHERE workflow = $1", &[&workflow])
+                .await;
+        };
+        let mut params = vec![p(workflow.to_string())];
+        params.extend(super::actions::action_params(a));
+        let outs = self
+            .pipeline(vec![Op::Query(
+                "WITH s AS (DELETE FROM schedules WHERE workflow = $1 RETURNING 1), \
+                 a AS (INSERT INTO actions (instance_id, at, action, actor, detail) \
+                 SELECT $2, $3, $4, $5, $6 WHERE EXISTS (SELECT 1 FROM s)) \
+                 SELECT count(*) FROM s",
+                params,
+            )])
+            .await?;
+        let rows = outs.into_iter().next().map(Out::rows).unwrap_or_default();
+        Ok(rows
+            .first()
+            .map(|r| get::<i64>(r, 0))
+            .transpose()?
+            .map_or(0, |n| u64::try_from(n).unwrap_or(0)))
     }
 
     pub async fn schedules(&self) -> Result<Vec<ScheduleRow>> {
@@ -197,6 +225,10 @@ impl PgStore {
                 p(crate::store::labels_text(&inst.labels)),
             ]);
             params.extend(super::history::queue_params(inst));
+            params.extend([
+                p(inst.started_by.clone()),
+                p(crate::store::actions::fire_detail(*fire_ms)),
+            ]);
             ops.push(Op::Exec(START_ONCE, params));
         }
         // The instance the last fire time started (now, or before).

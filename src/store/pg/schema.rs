@@ -510,4 +510,35 @@ pub const MIGRATIONS: &[&str] = &[
             WHERE r.outcome IS NOT NULL
         ) t GROUP BY 1, 2, 3, 4;
     "#,
+    // 15: who did what, and who may, as SQLite's 18 and 19: the actor that
+    // started an instance; every action in the transaction of its change;
+    // `wf serve`'s named tokens and browser sessions, as hashes.
+    r#"
+    ALTER TABLE instances ADD COLUMN started_by TEXT;
+    CREATE TABLE actions (
+        seq          BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+        instance_id  TEXT,
+        at           TEXT NOT NULL,
+        action       TEXT NOT NULL,
+        actor        TEXT NOT NULL,
+        detail       TEXT NOT NULL DEFAULT ''
+    );
+    CREATE INDEX actions_by_instance ON actions(instance_id, seq);
+    CREATE TABLE tokens (
+        name          TEXT PRIMARY KEY,
+        hash          TEXT NOT NULL UNIQUE,
+        scope         TEXT NOT NULL,
+        created_at    TEXT NOT NULL,
+        created_by    TEXT NOT NULL,
+        last_used_at  TEXT
+    );
+    CREATE TABLE sessions (
+        hash        TEXT PRIMARY KEY,
+        token       TEXT NOT NULL,
+        token_hash  TEXT NOT NULL,
+        created_at  TEXT NOT NULL,
+        seen_ms     BIGINT NOT NULL
+    );
+    CREATE INDEX sessions_by_token ON sessions(token);
+    "#,
 ];

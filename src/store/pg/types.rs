@@ -3,8 +3,8 @@
 //! read back is an error naming the column.
 
 use crate::vocab::{
-    AttemptOutcome, ErrorType, InstanceId, InstanceStatus, RunEnd, StepStatus, Timestamp,
-    UnitKeyBuf,
+    ActionKind, Actor, AttemptOutcome, ErrorType, InstanceId, InstanceStatus, RunEnd, StepStatus,
+    Timestamp, TokenScope, UnitKeyBuf,
 };
 use bytes::BytesMut;
 use tokio_postgres::types::{FromSql, IsNull, ToSql, Type, to_sql_checked};
@@ -40,6 +40,9 @@ text_column!(InstanceStatus, |v| v.as_str(), |s| Ok(s.parse()?));
 text_column!(StepStatus, |v| v.as_str(), |s| Ok(s.parse()?));
 text_column!(AttemptOutcome, |v| v.as_str(), |s| Ok(s.parse()?));
 text_column!(RunEnd, |v| v.as_str(), |s| Ok(s.parse()?));
+text_column!(ActionKind, |v| v.as_str(), |s| Ok(s.parse()?));
+text_column!(TokenScope, |v| v.as_str(), |s| Ok(s.parse()?));
+text_column!(Actor, |v| v.to_string(), |s| Ok(Actor::parse(s)));
 text_column!(Timestamp, |v| v.text(), |s| Ok(s.parse()?));
 text_column!(ErrorType, |v| v.text(), |s| Ok(ErrorType::parse(s)));
 text_column!(InstanceId, |v| v.as_str(), |s| Ok(InstanceId::from(s)));

@@ -186,6 +186,7 @@ pub(super) fn write_op(id: &str, w: &Write) -> Vec<Op> {
         ),
         Write::ReleaseLocks => Op::Exec("DELETE FROM locks WHERE instance_id = $1", vec![p(id)]),
         Write::CreateChild(child) => super::history::insert_child(child),
+        Write::Action(a) => super::actions::insert_action(a),
         Write::CompensateChild { child, parent } => Op::Exec(
             "UPDATE instances SET status = 'pending', wake_at = $3, error = NULL, \
              cancel_requested = GREATEST(cancel_requested, 1), updated_at = $3 \

@@ -4,15 +4,17 @@
 
 use super::SqliteStore;
 use super::history::instance;
-use crate::store::Result;
+use crate::store::{ActionRow, Result};
 use rusqlite::params;
 
-/// The new instance row: `?1`'s, named `?2`, created `?3`, with no lease.
+/// The new instance row: `?1`'s, named `?2`, created `?3` by `?4`, with
+/// no lease.
 const INSTANCE: &str = "INSERT INTO instances (id, workflow, status, definition_hash, workflow_path, base_dir, inputs, state, \
      outputs, error, wake_at, waiting_event, cancel_requested, lease_owner, lease_expires_ms, lease_epoch, \
-     created_at, updated_at, labels, queue_key, queue_priority, queue_limits, queue_hold, admitted) \
+     created_at, updated_at, labels, queue_key, queue_priority, queue_limits, queue_hold, admitted, started_by) \
      SELECT ?2, workflow, status, definition_hash, workflow_path, base_dir, inputs, state, outputs, error, \
-     NULL, NULL, 0, NULL, NULL, 0, ?3, ?3, labels, queue_key, queue_priority, queue_limits, queue_hold, 0 FROM instances WHERE id = ?1";
+     NULL, NULL, 0, NULL, NULL, 0, ?3, ?3, labels, queue_key, queue_priority, queue_limits, queue_hold, 0, ?4 \
+     FROM instances WHERE id = ?1";
 
 /// The statements that copy the rows of instance `?1` to `?2`.
 const ROWS: &[&str] = &[
@@ -34,16 +36,24 @@ const ROWS: &[&str] = &[
 
 impl SqliteStore {
     /// Copies instance `from` to a new instance `to` (created now, no
-    /// lease); false (nothing written) when `to` is taken.
-    pub fn copy_instance(&mut self, from: &str, to: &str, now: &str) -> Result<bool> {
+    /// lease) and records `start` (its `start` action); false (nothing
+    /// written) when `to` is taken.
+    pub fn copy_instance(
+        &mut self,
+        from: &str,
+        to: &str,
+        now: &str,
+        start: &ActionRow,
+    ) -> Result<bool> {
         let tx = self.write()?;
         if instance(&tx, to).is_ok() {
             return Ok(false);
         }
-        tx.execute(INSTANCE, params![from, to, now])?;
+        tx.execute(INSTANCE, params![from, to, now, start.actor])?;
         for sql in ROWS {
             tx.execute(sql, params![from, to])?;
         }
+        super::actions::insert_action(&tx, start)?;
         tx.commit()?;
         Ok(true)
     }

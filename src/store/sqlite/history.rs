@@ -39,13 +39,13 @@ const INSTANCE_COLS: &str = "id, workflow, status, \
     (SELECT source FROM definitions d WHERE d.hash = instances.definition_hash), definition_hash, \
     workflow_path, base_dir, inputs, state, error, wake_at, waiting_event, lease_owner, lease_expires_ms, \
     created_at, updated_at, parent_id, parent_key, parent_attempt, depth, labels, \
-    queue_key, queue_priority, queue_limits, queue_hold, admitted";
+    queue_key, queue_priority, queue_limits, queue_hold, admitted, started_by";
 
 /// The same columns without the definition text, for listings.
 pub(super) const INSTANCE_SUMMARY_COLS: &str = "id, workflow, status, '', definition_hash, \
     workflow_path, base_dir, inputs, state, error, wake_at, waiting_event, lease_owner, lease_expires_ms, \
     created_at, updated_at, parent_id, parent_key, parent_attempt, depth, labels, \
-    queue_key, queue_priority, queue_limits, queue_hold, admitted";
+    queue_key, queue_priority, queue_limits, queue_hold, admitted, started_by";
 
 pub(super) fn instance_from_row(r: &Row) -> rusqlite::Result<InstanceRow> {
     Ok(InstanceRow {
@@ -77,6 +77,7 @@ pub(super) fn instance_from_row(r: &Row) -> rusqlite::Result<InstanceRow> {
                 admitted: r.get(25)?,
             }),
         },
+        started_by: r.get(26)?,
     })
 }
 
@@ -99,11 +100,12 @@ pub(super) fn insert_instance(
     c: &Connection,
     i: &InstanceRow,
     defs: &[DefinitionRow],
+    detail: &str,
 ) -> Result<()> {
     for def in defs {
         insert_definition(c, def)?;
     }
-    insert_instance_row(c, i)
+    insert_instance_row(c, i, detail)
 }
 
 /// Pins a definition (text, step ids, compiled form, the hashes of the
@@ -163,14 +165,16 @@ pub(super) fn children(c: &Connection, id: &str) -> Result<Vec<InstanceRow>> {
 }
 
 /// Inserts an instance whose definition is already pinned.
-pub(super) fn insert_instance_row(c: &Connection, i: &InstanceRow) -> Result<()> {
-    cached(
+/// Inserts an instance (nothing if its id is taken) and its `start`
+/// action, by its `started_by`, with `detail`.
+pub(super) fn insert_instance_row(c: &Connection, i: &InstanceRow, detail: &str) -> Result<()> {
+    let inserted = cached(
         c,
         "INSERT INTO instances (id, workflow, status, definition_hash, workflow_path, base_dir, inputs, state, \
          error, wake_at, waiting_event, lease_owner, lease_expires_ms, created_at, updated_at, \
          parent_id, parent_key, parent_attempt, depth, labels, \
-         queue_key, queue_priority, queue_limits, queue_hold, admitted) \
-         VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,?17,?18,?19,?20,?21,?22,?23,?24,?25) \
+         queue_key, queue_priority, queue_limits, queue_hold, admitted, started_by) \
+         VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,?17,?18,?19,?20,?21,?22,?23,?24,?25,?26) \
          ON CONFLICT(id) DO NOTHING",
         params![
             i.id,
@@ -200,8 +204,23 @@ pub(super) fn insert_instance_row(c: &Connection, i: &InstanceRow) -> Result<()>
             i.queue.as_ref().map(|q| q.limits.to_text()),
             i.queue.as_ref().is_some_and(|q| q.limits.hold),
             i.queue.as_ref().is_some_and(|q| q.admitted),
+            i.started_by,
         ],
     )?;
+    if inserted == 1
+        && let Some(actor) = &i.started_by
+    {
+        super::actions::insert_action(
+            c,
+            &crate::store::ActionRow {
+                instance: Some(i.id.clone()),
+                at: i.created_at,
+                action: crate::vocab::ActionKind::Start,
+                actor: actor.clone(),
+                detail: detail.to_string(),
+            },
+        )?;
+    }
     Ok(())
 }
 

@@ -42,6 +42,7 @@
 //!   locked database fails fast).
 //! - `foreign_keys=ON`: rows always belong to an instance.
 
+mod actions;
 mod closing;
 mod copy;
 mod history;
@@ -64,7 +65,7 @@ mod walbuf;
 mod write;
 
 use super::rows::*;
-use super::{Durability, Result, StoreError};
+use super::{ActionRow, Durability, Result, StoreError};
 use lease::check_fence;
 use rusqlite::{Connection, OpenFlags, OptionalExtension, TransactionBehavior, params};
 use serde_json::Value;
@@ -408,6 +409,7 @@ impl SqliteStore {
                 events: history::delivered_events(c, id)?,
                 fire: schedules::instance_fire(c, id)?,
                 children: history::children(c, id)?,
+                actions: actions::actions(c, id)?,
             })
         })();
         if began {
@@ -544,13 +546,14 @@ impl SqliteStore {
         &mut self,
         row: &InstanceRow,
         defs: &[DefinitionRow],
+        detail: &str,
         holder_alive: &dyn Fn(&str) -> bool,
     ) -> Result<bool> {
         let tx = self.write()?;
         if history::instance(&tx, &row.id).is_ok() {
             return Ok(false);
         }
-        history::insert_instance(&tx, row, defs)?;
+        history::insert_instance(&tx, row, defs, detail)?;
         queue::arrive(
             &tx,
             row,
@@ -623,9 +626,17 @@ impl SqliteStore {
     }
 
     /// Asks whatever process drives the instance to cancel it.
-    pub fn request_cancel(&mut self, id: &str, ask: CancelRequest) -> Result<()> {
+    pub fn request_cancel(
+        &mut self,
+        id: &str,
+        ask: CancelRequest,
+        action: Option<&ActionRow>,
+    ) -> Result<()> {
         let tx = self.write()?;
         history::request_cancel(&tx, id, ask)?;
+        if let Some(a) = action {
+            actions::insert_action(&tx, a)?;
+        }
         tx.commit()?;
         Ok(())
     }
@@ -638,9 +649,11 @@ impl SqliteStore {
         payload: &Value,
         traceparent: Option<&str>,
         wake: bool,
+        action: &ActionRow,
     ) -> Result<()> {
         let tx = self.write()?;
         history::insert_event(&tx, id, name, payload, traceparent, wake)?;
+        actions::insert_action(&tx, action)?;
         tx.commit()?;
         Ok(())
     }

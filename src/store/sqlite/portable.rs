@@ -69,6 +69,7 @@ pub(super) fn rows_of(c: &Connection, ids: Vec<String>) -> Result<Batch> {
         let order = match table.name {
             "instances" => "created_at, rowid",
             "spans" | "events" => "rowid",
+            "actions" => "seq",
             _ => "1",
         };
         let sql = format!(

@@ -58,7 +58,9 @@ impl SqliteStore {
         batch: usize,
         dry_run: bool,
         mut archive: Option<&mut dyn Archive>,
+        by: &crate::vocab::Actor,
     ) -> Result<Pruned> {
+        let words = statuses.join(",");
         let statuses = serde_json::to_string(statuses).unwrap_or_else(|_| "[]".into());
         if dry_run {
             return counts(&self.conn, CHOSEN, params![statuses, before]);
@@ -100,6 +102,14 @@ impl SqliteStore {
             tx.execute(
                 &format!("DELETE FROM schedule_fires WHERE instance_id IN ({chosen})"),
                 [&list],
+            )?;
+            tx.execute(
+                &format!("DELETE FROM actions WHERE instance_id IN ({chosen})"),
+                [&list],
+            )?;
+            super::actions::insert_action(
+                &tx,
+                &crate::store::actions::pruned(by, removed.instances, before, &words),
             )?;
             tx.execute(UNPINNED_DEFINITIONS, [])?;
             tx.commit()?;

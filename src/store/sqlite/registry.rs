@@ -27,6 +27,7 @@ impl SqliteStore {
         &mut self,
         row: &WorkflowRow,
         defs: &[DefinitionRow],
+        action: &crate::store::ActionRow,
     ) -> Result<std::result::Result<(), Refused>> {
         let tx = self.write()?;
         if let Some(hook) = &row.hook {
@@ -60,14 +61,22 @@ impl SqliteStore {
                 row.registered_at,
             ],
         )?;
+        super::actions::insert_action(&tx, action)?;
         tx.commit()?;
         Ok(Ok(()))
     }
 
-    pub fn remove_workflow(&mut self, name: &str) -> Result<bool> {
+    pub fn remove_workflow(
+        &mut self,
+        name: &str,
+        action: &crate::store::ActionRow,
+    ) -> Result<bool> {
         let tx = self.write()?;
         let n = tx.execute("DELETE FROM workflows WHERE name = ?1", [name])?
             + tx.execute("DELETE FROM schedules WHERE workflow = ?1", [name])?;
+        if n > 0 {
+            super::actions::insert_action(&tx, action)?;
+        }
         tx.commit()?;
         Ok(n > 0)
     }

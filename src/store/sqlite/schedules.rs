@@ -99,9 +99,18 @@ impl SqliteStore {
     }
 
     /// Removes the entries of `workflow`; how many there were.
-    pub fn remove_schedules(&mut self, workflow: &str) -> Result<u64> {
+    pub fn remove_schedules(
+        &mut self,
+        workflow: &str,
+        action: Option<&crate::store::ActionRow>,
+    ) -> Result<u64> {
         let tx = self.write()?;
         let n = tx.execute("DELETE FROM schedules WHERE workflow = ?1", [workflow])?;
+        if n > 0
+            && let Some(a) = action
+        {
+            super::actions::insert_action(&tx, a)?;
+        }
         tx.commit()?;
         Ok(n as u64)
     }
@@ -158,7 +167,11 @@ impl SqliteStore {
                 params![fire.workflow, fire.idx, fire_ms, inst.id, spec, timezone],
             )? == 1;
             if new {
-                history::insert_instance_row(&tx, inst)?;
+                history::insert_instance_row(
+                    &tx,
+                    inst,
+                    &crate::store::actions::fire_detail(*fire_ms),
+                )?;
             }
             started.push(new);
         }

@@ -200,7 +200,48 @@ pub const MIGRATIONS: &[&str] = &[
     REGISTRY,
     // 17: `/metrics`' counts, kept by triggers ([`METRICS`]).
     METRICS,
+    // 18: who started an instance (SPEC §3 Actions are recorded): the
+    // actor of its `start` action, beside the row for the list.
+    r#"
+    ALTER TABLE instances ADD COLUMN started_by TEXT;  -- `cli:USER@HOST`, `token:NAME`, ...
+    "#,
+    // 19: who did what, and who may ([`ACCESS`]).
+    ACCESS,
 ];
+
+// 19: every action that changed an instance or the registry, in the
+// transaction of its change (`store/actions.rs`); `wf serve`'s named
+// tokens, as hashes (a token is 256 random bits: SHA-256 of it is as good
+// as a slow hash, and is found by index); its browser sessions, as hashes
+// of their ids, with the token that signed them in (name and hash: a
+// revoked token's sessions end with it).
+const ACCESS: &str = r#"
+    CREATE TABLE actions (
+        seq          INTEGER PRIMARY KEY,   -- the order they were recorded in
+        instance_id  TEXT,                  -- NULL: the registry, a token, a prune's batch
+        at           TEXT NOT NULL,
+        action       TEXT NOT NULL,         -- start, signal, cancel, ... (vocab::ActionKind)
+        actor        TEXT NOT NULL,         -- cli:USER@HOST, token:NAME, ... (vocab::Actor)
+        detail       TEXT NOT NULL DEFAULT ''
+    );
+    CREATE INDEX actions_by_instance ON actions(instance_id, seq);
+    CREATE TABLE tokens (
+        name          TEXT PRIMARY KEY,
+        hash          TEXT NOT NULL UNIQUE,  -- SHA-256 of the token, hex; never the token
+        scope         TEXT NOT NULL,         -- read, operate, admin
+        created_at    TEXT NOT NULL,
+        created_by    TEXT NOT NULL,
+        last_used_at  TEXT                   -- kept at most once a minute a server
+    ) WITHOUT ROWID;
+    CREATE TABLE sessions (
+        hash        TEXT PRIMARY KEY,        -- SHA-256 of the session's id, hex
+        token       TEXT NOT NULL,           -- the name of the token that signed it in
+        token_hash  TEXT NOT NULL,           -- and which token of that name
+        created_at  TEXT NOT NULL,
+        seen_ms     INTEGER NOT NULL         -- last used, unix ms: idle expiry counts from here
+    ) WITHOUT ROWID;
+    CREATE INDEX sessions_by_token ON sessions(token);
+    "#;
 
 // 17: what `/metrics` reports, kept in the commits that change it
 // (`store/metrics.rs`): triggers count each change of an instance's
@@ -437,6 +478,7 @@ pub const CURRENT: &[&str] = &[
     QUEUES,
     REGISTRY,
     METRICS,
+    ACCESS,
 ];
 
 /// What the migrations other than 8, 10 and 12 left: every table but the
@@ -481,7 +523,8 @@ const CORE: &str = r#"
         queue_priority   INTEGER NOT NULL DEFAULT 5,
         queue_limits     TEXT,              -- JSON: store::queue::QueueLimits
         queue_hold       INTEGER NOT NULL DEFAULT 0,  -- keeps its slot while suspended
-        admitted         INTEGER NOT NULL DEFAULT 0   -- holds a slot of its key
+        admitted         INTEGER NOT NULL DEFAULT 0,  -- holds a slot of its key
+        started_by       TEXT               -- the actor of its `start` action
     );
     CREATE INDEX instances_by_created ON instances(created_at);
     CREATE INDEX instances_by_status ON instances(status, wake_at);

@@ -3,8 +3,8 @@
 //! naming the column, not a state the engine guesses at.
 
 use crate::vocab::{
-    AttemptOutcome, ErrorType, InstanceId, InstanceStatus, RunEnd, StepStatus, Timestamp,
-    UnitKeyBuf,
+    ActionKind, Actor, AttemptOutcome, ErrorType, InstanceId, InstanceStatus, RunEnd, StepStatus,
+    Timestamp, TokenScope, UnitKeyBuf,
 };
 use rusqlite::types::{FromSql, FromSqlError, FromSqlResult, ToSql, ToSqlOutput, ValueRef};
 
@@ -26,7 +26,26 @@ macro_rules! word_column {
         }
     )*};
 }
-word_column!(InstanceStatus, StepStatus, AttemptOutcome, RunEnd);
+word_column!(
+    InstanceStatus,
+    StepStatus,
+    AttemptOutcome,
+    RunEnd,
+    ActionKind,
+    TokenScope
+);
+
+impl ToSql for Actor {
+    fn to_sql(&self) -> rusqlite::Result<ToSqlOutput<'_>> {
+        Ok(ToSqlOutput::from(self.to_string()))
+    }
+}
+
+impl FromSql for Actor {
+    fn column_result(value: ValueRef<'_>) -> FromSqlResult<Self> {
+        Ok(Actor::parse(value.as_str()?))
+    }
+}
 
 impl ToSql for Timestamp {
     fn to_sql(&self) -> rusqlite::Result<ToSqlOutput<'_>> {

@@ -77,12 +77,20 @@ fn apply(c: &Connection, id: &str, w: &Write) -> Result<()> {
             )?;
             Ok(())
         }
-        Write::CreateChild(child) => super::history::insert_instance_row(c, child),
+        Write::CreateChild(child) => {
+            let detail = child
+                .parent
+                .as_ref()
+                .map(crate::store::actions::child_start_detail)
+                .unwrap_or_default();
+            super::history::insert_instance_row(c, child, &detail)
+        }
         Write::NotifyParent {
             parent,
             name,
             payload,
         } => super::history::insert_event(c, parent, name, payload, None, false),
+        Write::Action(a) => super::actions::insert_action(c, a),
         Write::CompensateChild { child, parent } => {
             let now = Timestamp::now();
             cached(

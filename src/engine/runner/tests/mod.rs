@@ -98,6 +98,7 @@ impl Harness {
             depth: 0,
             labels: Labels::new(),
             queue: None,
+            started_by: None,
         };
         let trace: RunTrace = (
             "0af7651916cd43dd8448eb211c80319c".into(),

@@ -99,6 +99,7 @@ fn run_data() -> RunData {
             opentelemetry::trace::TraceFlags::SAMPLED,
             opentelemetry::trace::TraceState::default(),
         ),
+        actor: None,
     }
 }
 
