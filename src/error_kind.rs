@@ -25,6 +25,8 @@ pub enum ErrorKind {
     BadSignature,
     /// A cookie-authenticated change from another site.
     CrossSite,
+    /// A token (or session) whose scope does not cover the request.
+    Forbidden,
     /// No such instance, registered workflow, hook or route.
     NotFound,
     /// A route that does not take the method.
@@ -52,12 +54,13 @@ pub enum ErrorKind {
 
 impl ErrorKind {
     /// Every kind, for the tests that hold the table to the docs.
-    pub const ALL: [ErrorKind; 15] = [
+    pub const ALL: [ErrorKind; 16] = [
         ErrorKind::Invalid,
         ErrorKind::Ambiguous,
         ErrorKind::Unauthorized,
         ErrorKind::BadSignature,
         ErrorKind::CrossSite,
+        ErrorKind::Forbidden,
         ErrorKind::NotFound,
         ErrorKind::MethodNotAllowed,
         ErrorKind::Conflict,
@@ -78,6 +81,7 @@ impl ErrorKind {
             | ErrorKind::Unauthorized
             | ErrorKind::BadSignature
             | ErrorKind::CrossSite
+            | ErrorKind::Forbidden
             | ErrorKind::NotFound
             | ErrorKind::MethodNotAllowed
             | ErrorKind::Conflict
@@ -96,7 +100,7 @@ impl ErrorKind {
         match self {
             ErrorKind::Invalid | ErrorKind::Ambiguous => 400,
             ErrorKind::Unauthorized | ErrorKind::BadSignature => 401,
-            ErrorKind::CrossSite => 403,
+            ErrorKind::CrossSite | ErrorKind::Forbidden => 403,
             ErrorKind::NotFound => 404,
             ErrorKind::MethodNotAllowed => 405,
             ErrorKind::Timeout => 408,
@@ -115,6 +119,7 @@ impl ErrorKind {
             ErrorKind::Unauthorized => "unauthorized",
             ErrorKind::BadSignature => "bad_signature",
             ErrorKind::CrossSite => "cross_site",
+            ErrorKind::Forbidden => "forbidden",
             ErrorKind::NotFound => "not_found",
             ErrorKind::MethodNotAllowed => "method_not_allowed",
             ErrorKind::Conflict => "conflict",

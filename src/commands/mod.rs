@@ -18,6 +18,7 @@ mod schedule;
 mod schema;
 mod serve;
 mod signal;
+mod token;
 mod trace;
 mod validate;
 mod worker;

@@ -1,5 +1,6 @@
 //! `wf serve [--listen ADDR] [--worker]`: the HTTP API, webhooks and
-//! metrics (`crate::serve`), until SIGINT or SIGTERM.
+//! metrics (`crate::serve`), until SIGINT or SIGTERM; `wf serve token …`
+//! manages its named tokens (`token.rs`).
 
 use crate::engine::worker::Options as WorkerOptions;
 use crate::exit::{ExitStatus, UsageError};
@@ -10,7 +11,10 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 #[derive(Debug, clap::Args)]
+#[command(args_conflicts_with_subcommands = true)]
 pub struct Args {
+    #[command(subcommand)]
+    pub command: Option<Sub>,
     /// The address to listen on
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8080")]
     pub listen: SocketAddr,
@@ -29,9 +33,24 @@ pub struct Args {
     /// The PEM private key of --tls-cert
     #[arg(long, value_name = "FILE", requires = "tls_cert")]
     pub tls_key: Option<PathBuf>,
+    /// How long a browser session lasts unused
+    #[arg(long, value_name = "DURATION", value_parser = super::parse_duration_flag, default_value = "12h")]
+    pub session_ttl: Duration,
+}
+
+#[derive(Debug, clap::Subcommand)]
+pub enum Sub {
+    /// Named tokens with scopes: add, list, revoke
+    Token {
+        #[command(subcommand)]
+        command: super::token::Sub,
+    },
 }
 
 pub async fn run(args: Args, db: Option<PathBuf>, printer: &Printer) -> anyhow::Result<ExitStatus> {
+    if let Some(Sub::Token { command }) = args.command {
+        return super::token::run(command, db, printer).await;
+    }
     if args.concurrency == 0 {
         return Err(UsageError("--concurrency must be at least 1".into()).into());
     }
@@ -69,6 +88,7 @@ pub async fn run(args: Args, db: Option<PathBuf>, printer: &Printer) -> anyhow::
         token,
         tls,
         worker,
+        session_ttl: args.session_ttl,
     };
     match serve::run(location, opts, printer).await? {
         serve::Ended::Stopped => Ok(ExitStatus::Success),

@@ -27,6 +27,7 @@ pub mod runner;
 pub mod scheduler;
 pub mod shell;
 pub mod spawn;
+pub mod tokens;
 pub mod worker;
 
 use crate::store::{self, InstanceRow, Store, StoreError};

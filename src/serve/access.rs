@@ -67,8 +67,10 @@ pub async fn layer(State(app): State<App>, req: Request, next: Next) -> Response
 /// A route that does not exist: the same 401 as any other without the
 /// token (nothing tells a caller without it which routes exist), 404 with it.
 pub async fn fallback(State(app): State<App>, req: Request) -> Response {
-    if super::auth::proof(&app.token, req.headers()).is_none() {
-        return super::auth::refuse(&req);
+    match super::auth::identify(&app, req.headers()).await {
+        Ok(Some(_)) => {}
+        Ok(None) => return super::auth::refuse(&req),
+        Err(e) => return e.into_response(),
     }
     let e = ApiError::not_found(format!("no route {} {}", req.method(), req.uri().path()));
     if super::auth::wants_page(&req) {

@@ -10,7 +10,7 @@
 use super::App;
 use super::api::{accepted, registered};
 use super::auth::Principal;
-use super::body::{Body, NoBody, RestartBody, ResumeBody, SignalBody, StartBody};
+use super::body::{Body, NoBody, RestartBody, ResumeBody, SignalBody, StartBody, TokenBody};
 use super::error::ApiError;
 use super::params::instance_ref;
 use crate::engine::worker::WorkerObserver;
@@ -312,4 +312,40 @@ fn drive(local: &Rc<super::db::Local>, run: actions::ToRun) {
             Err(e) => log.run_failed(&id, &e),
         }
     });
+}
+
+/// `POST /api/v1/tokens` `{name, scope}` (`admin`): `wf serve token add`;
+/// 201 with the token, shown this once.
+pub async fn add_token(
+    State(app): State<App>,
+    Extension(who): Extension<Principal>,
+    Body(TokenBody { name, scope }): Body<TokenBody>,
+) -> Result<Response, ApiError> {
+    let added = app
+        .db
+        .run(move |l| async move {
+            let mut c = l.conn().await?;
+            Ok::<_, ApiError>(crate::engine::tokens::add(&mut c, &name, scope, &who.actor).await?)
+        })
+        .await?;
+    let view = crate::views::TokenAdded {
+        view: crate::views::TokenView::from(&added.row),
+        token: &added.token,
+    };
+    Ok((StatusCode::CREATED, Json(view)).into_response())
+}
+
+/// `DELETE /api/v1/tokens/{name}` (`admin`): `wf serve token revoke`; 204.
+pub async fn revoke_token(
+    State(app): State<App>,
+    Extension(who): Extension<Principal>,
+    Path(name): Path<String>,
+) -> Result<Response, ApiError> {
+    app.db
+        .run(move |l| async move {
+            let mut c = l.conn().await?;
+            Ok::<_, ApiError>(crate::engine::tokens::revoke(&mut c, &name, &who.actor).await?)
+        })
+        .await?;
+    Ok(StatusCode::NO_CONTENT.into_response())
 }

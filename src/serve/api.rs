@@ -393,6 +393,20 @@ pub async fn schedules(State(app): State<App>) -> Result<Json<Value>, ApiError> 
         .map(Json)
 }
 
+/// `GET /api/v1/tokens` (`admin`): `wf serve token list --json`.
+pub async fn tokens(State(app): State<App>) -> Result<Json<Value>, ApiError> {
+    app.db
+        .run(|l| async move {
+            let c = l.conn().await?;
+            let rows = crate::engine::tokens::list(&c).await?;
+            let views: Vec<crate::views::TokenView> =
+                rows.iter().map(crate::views::TokenView::from).collect();
+            document(&views)
+        })
+        .await
+        .map(Json)
+}
+
 /// `GET /api/v1/workflows`: `wf workflow list --json`.
 pub async fn workflows(State(app): State<App>) -> Result<Json<Value>, ApiError> {
     app.db

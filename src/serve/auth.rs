@@ -1,14 +1,23 @@
-//! Who may call the server. Every route but `/healthz` and `/hooks/*`
-//! (which check their own signature) needs the token: `Authorization:
-//! Bearer TOKEN`, or the session cookie a browser gets by opening any page
-//! with `?token=TOKEN` (it is then sent to the same page without it, as
-//! Jupyter does). The token is `WF_SERVE_TOKEN`, else one generated at the
-//! first start and kept in `$XDG_STATE_HOME/wf/serve-token` (mode 0600).
-//! Tokens are compared in constant time; a refusal is the same whether or
-//! not what was asked for exists. A request the cookie authenticates that
-//! changes something must come from the server's own pages (`Origin`, or
-//! `Sec-Fetch-Site`, names this site): no other site can make a browser
-//! send one (CSRF).
+//! Who may call the server, and as whom. Every route but `/healthz`,
+//! `/signin` and `/hooks/*` (which check their own signature) needs a
+//! token: `Authorization: Bearer TOKEN`, or the session cookie a browser
+//! gets by signing in (opening any page with `?token=TOKEN`, which then
+//! sends it to the same page without it, as Jupyter does, or the sign-in
+//! form). A token is the server's own (`WF_SERVE_TOKEN`, else one
+//! generated at the first start and kept in
+//! `$XDG_STATE_HOME/wf/serve-token`, mode 0600: an `admin` token named
+//! `default`, compared in constant time) or a named one of the database
+//! (`wf serve token add`, found by its hash on every request, so a
+//! revocation holds from the next request on every server). A session is
+//! a random id of its own (never the token) in a cookie named after the
+//! port the server listens on, kept as its hash; it ends after
+//! `--session-ttl` idle, at `POST /signout`, and with its token. Each
+//! request runs as a [`Principal`]: the actor its actions record and the
+//! scope it may act with (a route that needs more answers 403 naming the
+//! scope). A refusal is the same whether or not what was asked for
+//! exists. A request the cookie authenticates that changes something must
+//! come from the server's own pages (`Origin`, or `Sec-Fetch-Site`, names
+//! this site): no other site can make a browser send one (CSRF).
 
 use super::App;
 use super::error::ApiError;
@@ -20,8 +29,8 @@ use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use subtle::ConstantTimeEq;
 
-/// The session cookie's name.
-pub const COOKIE: &str = "wf_session";
+use crate::engine::tokens;
+use crate::vocab::{Actor, TokenScope};
 
 /// The server's token (never printed by `Debug`).
 #[derive(Clone)]
@@ -156,52 +165,184 @@ pub enum Proof {
 /// its actions are recorded as, and what it may do.
 #[derive(Debug, Clone)]
 pub struct Principal {
-    pub actor: crate::vocab::Actor,
-    pub scope: crate::vocab::TokenScope,
+    pub actor: Actor,
+    pub scope: TokenScope,
+    pub proof: Proof,
+    /// The session's id, for a request its cookie authenticated.
+    pub session: Option<String>,
 }
 
-impl Principal {
-    /// The principal `proof` makes of the server's own token (`default`,
-    /// an `admin` token).
-    fn of_default(proof: Proof) -> Principal {
-        let name = DEFAULT_NAME.to_string();
-        Principal {
-            actor: match proof {
-                Proof::Bearer => crate::vocab::Actor::Token(name),
-                Proof::Cookie => crate::vocab::Actor::Session(name),
+/// The cookie a browser keeps its session in: named after the port the
+/// server listens on, so two servers of one host (which share its
+/// cookies) keep their own sign-ins.
+pub fn cookie_name(port: u16) -> String {
+    format!("wf_session_{port}")
+}
+
+/// The bearer token a request carries, if any.
+fn bearer(headers: &HeaderMap) -> Option<&str> {
+    let v = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
+    v.strip_prefix("Bearer ")
+        .or_else(|| v.strip_prefix("bearer "))
+        .map(str::trim)
+}
+
+/// The value of cookie `name` a request carries, if any.
+fn cookie<'h>(headers: &'h HeaderMap, name: &str) -> Option<&'h str> {
+    headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|pair| pair.trim().split_once('='))
+        .find(|(k, _)| *k == name)
+        .map(|(_, v)| v)
+}
+
+/// The token named `name` with scope `scope` that `token` is, if it is the
+/// server's own or a named one: `(name, hash of its text, scope)`.
+async fn token_of(
+    app: &App,
+    token: &str,
+) -> Result<Option<(String, String, TokenScope)>, ApiError> {
+    if app.token.matches(token) {
+        return Ok(Some((
+            tokens::DEFAULT.to_string(),
+            tokens::hash(token),
+            TokenScope::Admin,
+        )));
+    }
+    let token = token.to_string();
+    let found = app
+        .db
+        .run(move |l| async move {
+            let c = l.conn().await?;
+            Ok::<_, ApiError>(tokens::find(&c, &token).await?)
+        })
+        .await?;
+    if let Some(row) = &found {
+        app.usage.used(app, &row.name);
+    }
+    Ok(found.map(|r| (r.name, r.hash, r.scope)))
+}
+
+/// Who the request is, as the token or session it carries says; `None`
+/// when it carries neither (or one no longer valid).
+pub async fn identify(app: &App, headers: &HeaderMap) -> Result<Option<Principal>, ApiError> {
+    if let Some(t) = bearer(headers) {
+        return Ok(token_of(app, t).await?.map(|(name, _, scope)| Principal {
+            actor: Actor::Token(name),
+            scope,
+            proof: Proof::Bearer,
+            session: None,
+        }));
+    }
+    let Some(id) = cookie(headers, &app.cookie).map(str::to_string) else {
+        return Ok(None);
+    };
+    let ttl = app.session_ttl;
+    let sid = id.clone();
+    let found = app
+        .db
+        .run(move |l| async move {
+            let mut c = l.conn().await?;
+            Ok::<_, ApiError>(tokens::session(&mut c, &sid, ttl).await?)
+        })
+        .await?;
+    let Some(found) = found else { return Ok(None) };
+    // A session of the server's own token lasts while that token is the
+    // server's; of a named one, while the database keeps that token.
+    let scope = if found.row.token == tokens::DEFAULT {
+        (found.row.token_hash == tokens::hash(app.token.as_str())).then_some(TokenScope::Admin)
+    } else {
+        found.scope
+    };
+    let Some(scope) = scope else { return Ok(None) };
+    app.usage.seen(app, &found.row);
+    Ok(Some(Principal {
+        actor: Actor::Session(found.row.token.clone()),
+        scope,
+        proof: Proof::Cookie,
+        session: Some(id),
+    }))
+}
+
+/// The scope a request needs: reading needs `read`; managing tokens (and,
+/// to come, the database) `admin`; any other change `operate`. Signing
+/// out needs nothing more than a session.
+pub fn needed(method: &Method, path: &str) -> TokenScope {
+    if matches!(*method, Method::GET | Method::HEAD | Method::OPTIONS) || path == "/signout" {
+        TokenScope::Read
+    } else if path.starts_with("/api/v1/tokens") {
+        TokenScope::Admin
+    } else {
+        TokenScope::Operate
+    }
+}
+
+/// The refusal of a request whose token's scope is short of `needed`.
+pub fn forbidden(who: &Principal, needed: TokenScope, method: &Method, path: &str) -> ApiError {
+    ApiError::new(
+        crate::error_kind::ErrorKind::Forbidden,
+        format!(
+            "{method} {path} needs the `{needed}` scope; {} has `{}`",
+            match &who.actor {
+                Actor::Token(n) => format!("token `{n}`"),
+                Actor::Session(n) => format!("this session (token `{n}`)"),
+                other => other.to_string(),
             },
-            scope: crate::vocab::TokenScope::Admin,
-        }
-    }
+            who.scope
+        ),
+    )
 }
 
-/// The name of the server's own token (`WF_SERVE_TOKEN`, the token file).
-pub const DEFAULT_NAME: &str = "default";
+/// When named tokens and sessions were last used, kept in memory and
+/// written at most once a minute each: a request costs no write.
+#[derive(Debug, Default)]
+pub struct Usage {
+    tokens: std::sync::Mutex<std::collections::HashMap<String, std::time::Instant>>,
+}
 
-/// The proof a request carries, if it is the token.
-pub fn proof(token: &Token, headers: &HeaderMap) -> Option<Proof> {
-    if let Some(v) = headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        && let Some(t) = v
-            .strip_prefix("Bearer ")
-            .or_else(|| v.strip_prefix("bearer "))
-        && token.matches(t.trim())
-    {
-        return Some(Proof::Bearer);
-    }
-    for v in headers.get_all(header::COOKIE) {
-        let Ok(v) = v.to_str() else { continue };
-        for pair in v.split(';') {
-            if let Some((k, val)) = pair.trim().split_once('=')
-                && k == COOKIE
-                && token.matches(val)
+/// How often a token's or a session's last use is written.
+const USAGE_EVERY: std::time::Duration = std::time::Duration::from_secs(60);
+
+impl Usage {
+    /// Token `name` was used now: written if it was not within a minute.
+    fn used(&self, app: &App, name: &str) {
+        let now = std::time::Instant::now();
+        {
+            let Ok(mut seen) = self.tokens.lock() else {
+                return;
+            };
+            if seen
+                .get(name)
+                .is_some_and(|at| now.duration_since(*at) < USAGE_EVERY)
             {
-                return Some(Proof::Cookie);
+                return;
             }
+            seen.insert(name.to_string(), now);
         }
+        let used = vec![(name.to_string(), crate::vocab::Timestamp::now())];
+        app.db.spawn(move |l| async move {
+            if let Ok(mut c) = l.conn().await {
+                let _ = c.touch_tokens(&used).await;
+            }
+        });
     }
-    None
+
+    /// Session `row` was used now: written if its last use is a minute old.
+    fn seen(&self, app: &App, row: &crate::store::SessionRow) {
+        let now_ms = crate::vocab::Timestamp::now().ms();
+        if now_ms - row.seen_ms < i64::try_from(USAGE_EVERY.as_millis()).unwrap_or(60_000) {
+            return;
+        }
+        let seen = vec![(row.hash.clone(), now_ms)];
+        app.db.spawn(move |l| async move {
+            if let Ok(mut c) = l.conn().await {
+                let _ = c.touch_sessions(&seen).await;
+            }
+        });
+    }
 }
 
 /// Whether a cookie-authenticated request comes from this site's pages.
@@ -223,45 +364,97 @@ fn same_site(headers: &HeaderMap) -> bool {
     }
 }
 
-/// The middleware in front of every route that needs the token.
+/// The middleware in front of every route that needs the token: finds
+/// who the request is, refuses a cross-site change made with the cookie
+/// and a request its scope does not cover, and hands the [`Principal`] to
+/// the route.
 pub async fn require(State(app): State<App>, req: Request, next: Next) -> Response {
     // A sign-in link: `?token=TOKEN` on a page.
+    let uri = req.uri().clone();
     if req.method() == Method::GET
-        && let Some(resp) = sign_in(&app, &req)
+        && let Some(resp) = sign_in(&app, &uri).await
     {
         return resp;
     }
-    let mut req = req;
-    match proof(&app.token, req.headers()) {
-        Some(Proof::Bearer) => {
-            req.extensions_mut()
-                .insert(Principal::of_default(Proof::Bearer));
-            next.run(req).await
-        }
-        Some(Proof::Cookie) => {
-            let safe = matches!(*req.method(), Method::GET | Method::HEAD | Method::OPTIONS);
-            if !safe && !same_site(req.headers()) {
-                return ApiError::new(
-                    crate::error_kind::ErrorKind::CrossSite,
-                    "a request from another site may not change anything here",
-                )
-                .into_response();
-            }
-            req.extensions_mut()
-                .insert(Principal::of_default(Proof::Cookie));
-            next.run(req).await
-        }
-        None => refuse(&req),
+    let who = match identify(&app, req.headers()).await {
+        Ok(Some(who)) => who,
+        Ok(None) => return refuse(&req),
+        Err(e) => return e.into_response(),
+    };
+    let safe = matches!(*req.method(), Method::GET | Method::HEAD | Method::OPTIONS);
+    if who.proof == Proof::Cookie && !safe && !same_site(req.headers()) {
+        return ApiError::new(
+            crate::error_kind::ErrorKind::CrossSite,
+            "a request from another site may not change anything here",
+        )
+        .into_response();
     }
+    let need = needed(req.method(), req.uri().path());
+    if who.scope < need {
+        let e = forbidden(&who, need, req.method(), req.uri().path());
+        if wants_page(&req) || who.proof == Proof::Cookie {
+            return super::pages::error_page(&e);
+        }
+        return e.into_response();
+    }
+    let mut req = req;
+    req.extensions_mut().insert(who);
+    next.run(req).await
 }
 
-/// The session cookie's `Set-Cookie` value.
-pub fn session_cookie(app: &App) -> String {
+/// A new session for `token`, if it is a token of this server: the
+/// `Set-Cookie` value that carries its id.
+pub async fn start_session(app: &App, token: &str) -> Result<Option<String>, ApiError> {
+    let Some((name, hash, _)) = token_of(app, token).await? else {
+        return Ok(None);
+    };
+    let id = app
+        .db
+        .run(move |l| async move {
+            let mut c = l.conn().await?;
+            Ok::<_, ApiError>(tokens::open_session(&mut c, &name, &hash).await?)
+        })
+        .await?;
+    Ok(Some(format!(
+        "{}={id}; Path=/; HttpOnly; SameSite=Strict{}",
+        app.cookie,
+        if app.tls { "; Secure" } else { "" }
+    )))
+}
+
+/// The `Set-Cookie` value that makes a browser forget its session.
+pub fn ended_cookie(app: &App) -> String {
     format!(
-        "{COOKIE}={}; Path=/; HttpOnly; SameSite=Strict{}",
-        app.token.as_str(),
+        "{}=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0{}",
+        app.cookie,
         if app.tls { "; Secure" } else { "" }
     )
+}
+
+/// `POST /signout`: ends the request's session (and any idle past the
+/// TTL), forgets the cookie, and sends the browser to the sign-in page.
+pub async fn sign_out(
+    State(app): State<App>,
+    axum::extract::Extension(who): axum::extract::Extension<Principal>,
+) -> Response {
+    if let Some(id) = who.session {
+        let ttl = app.session_ttl;
+        let ended = app
+            .db
+            .run(move |l| async move {
+                let mut c = l.conn().await?;
+                Ok::<_, ApiError>(tokens::end_session(&mut c, &id, ttl).await?)
+            })
+            .await;
+        if let Err(e) = ended {
+            return e.into_response();
+        }
+    }
+    let mut r = Redirect::to("/signin").into_response();
+    if let Ok(v) = ended_cookie(&app).parse() {
+        r.headers_mut().insert(header::SET_COOKIE, v);
+    }
+    r
 }
 
 /// Where a sign-in may send the browser: `next` when it is a path of this
@@ -315,31 +508,35 @@ pub fn unauthorized() -> ApiError {
     )
 }
 
-/// `GET /page?token=TOKEN`: sets the session cookie and sends the browser
-/// to the page without the token in its address. A wrong token is refused.
-fn sign_in(app: &App, req: &Request) -> Option<Response> {
-    let query = req.uri().query()?;
-    let mut given = None;
-    let mut rest = form_urlencoded::Serializer::new(String::new());
-    for (k, v) in form_urlencoded::parse(query.as_bytes()) {
-        if k == "token" {
-            given = Some(v.into_owned());
-        } else {
-            rest.append_pair(&k, &v);
+/// `GET /page?token=TOKEN`: starts a session and sends the browser to
+/// the page without the token in its address. A wrong token is refused.
+async fn sign_in(app: &App, uri: &axum::http::Uri) -> Option<Response> {
+    let query = uri.query()?;
+    let (given, to) = {
+        let mut given = None;
+        let mut rest = form_urlencoded::Serializer::new(String::new());
+        for (k, v) in form_urlencoded::parse(query.as_bytes()) {
+            if k == "token" {
+                given = Some(v.into_owned());
+            } else {
+                rest.append_pair(&k, &v);
+            }
         }
-    }
-    let given = given?;
-    if !app.token.matches(&given) {
-        return Some(unauthorized().into_response());
-    }
-    let rest = rest.finish();
-    let to = if rest.is_empty() {
-        req.uri().path().to_string()
-    } else {
-        format!("{}?{rest}", req.uri().path())
+        let rest = rest.finish();
+        let to = if rest.is_empty() {
+            uri.path().to_string()
+        } else {
+            format!("{}?{rest}", uri.path())
+        };
+        (given?, to)
+    };
+    let cookie = match start_session(app, &given).await {
+        Ok(Some(c)) => c,
+        Ok(None) => return Some(unauthorized().into_response()),
+        Err(e) => return Some(e.into_response()),
     };
     let mut r = Redirect::to(&to).into_response();
-    if let Ok(v) = session_cookie(app).parse() {
+    if let Ok(v) = cookie.parse() {
         r.headers_mut().insert(header::SET_COOKIE, v);
     }
     Some(r)

@@ -23,6 +23,14 @@ pub struct StartBody {
     pub labels: Option<BTreeMap<String, String>>,
 }
 
+/// `POST /api/v1/tokens`: a named token and its scope.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TokenBody {
+    pub name: String,
+    pub scope: crate::vocab::TokenScope,
+}
+
 /// `POST /api/v1/instances/{id}/signal`.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -123,6 +123,19 @@ impl Db {
     }
 }
 
+impl Db {
+    /// Runs `f` on the server's thread, not waiting for it (what a request
+    /// need not wait for: when a token was last used).
+    pub fn spawn<F, Fut>(&self, f: F)
+    where
+        F: FnOnce(Rc<Local>) -> Fut + Send + 'static,
+        Fut: Future<Output = ()> + 'static,
+    {
+        let job: Job = Box::new(move |local| Box::pin(f(local)));
+        let _ = self.tx.send(job);
+    }
+}
+
 /// The channel's two ends: the [`Db`] requests use, and the loop that runs
 /// their jobs ([`dispatch`]) on the local task set.
 pub fn channel(

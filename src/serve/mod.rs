@@ -6,7 +6,7 @@
 //! worker in the process.
 //!
 //! - `db.rs`: how a request's job reaches the store on the server's thread.
-//! - `auth.rs`: the token, the session cookie, CSRF.
+//! - `auth.rs`: tokens, sessions, scopes, CSRF.
 //! - `error.rs`: `{error: {code, message}}` and its HTTP statuses.
 //! - `api.rs`: the API's reads; `actions.rs`: its actions; `body.rs`:
 //!   their request bodies as types; `query.rs`: query strings and the
@@ -68,6 +68,8 @@ pub struct Options {
     pub tls: Option<(PathBuf, PathBuf)>,
     /// `--worker`: a worker in the process, with these options.
     pub worker: Option<WorkerOptions>,
+    /// `--session-ttl`: how long a browser session lasts unused.
+    pub session_ttl: Duration,
 }
 
 /// What every handler shares.
@@ -76,6 +78,12 @@ pub struct App {
     db: db::Db,
     token: auth::Token,
     tls: bool,
+    /// The session cookie's name (`auth::cookie_name`).
+    cookie: Arc<str>,
+    /// How long a session lasts unused.
+    session_ttl: Duration,
+    /// When named tokens were last used (`auth::Usage`).
+    usage: Arc<auth::Usage>,
     /// Set when the server stops: streams end, waits return.
     stopping: tokio::sync::watch::Receiver<bool>,
     /// Whether a worker runs in this process (`/metrics`).
@@ -128,6 +136,12 @@ pub fn router(app: App) -> Router {
         .route("/api/v1/workflows/{name}", get(api::workflow))
         .route("/api/v1/workflows/{name}/instances", post(actions::start))
         .route("/api/v1/openapi.json", get(openapi::document))
+        .route("/api/v1/tokens", get(api::tokens).post(actions::add_token))
+        .route(
+            "/api/v1/tokens/{name}",
+            axum::routing::delete(actions::revoke_token),
+        )
+        .route("/signout", post(auth::sign_out))
         .route("/metrics", get(metrics::scrape))
         .merge(pages::routes())
         .layer(timeout());
@@ -209,6 +223,9 @@ pub async fn run(
         db,
         token: opts.token.clone(),
         tls: tls.is_some(),
+        cookie: auth::cookie_name(addr.port()).into(),
+        session_ttl: opts.session_ttl,
+        usage: Arc::default(),
         stopping,
         worker: opts.worker.is_some(),
         log: Arc::new(access::Log::new(printer.is_quiet())),

@@ -240,6 +240,56 @@ pub const ROUTES: &[Route] = &[
     },
     Route {
         method: "get",
+        path: "/api/v1/tokens",
+        summary: "The named tokens (`wf serve token list --json`; `admin`)",
+        query: &[],
+        body: None,
+        answers: &[
+            (
+                "200",
+                "An array of `{name, scope, created_at, created_by, last_used_at}`",
+            ),
+            ("401", "No valid token"),
+            ("403", "The token's scope is not `admin`"),
+        ],
+        token: true,
+    },
+    Route {
+        method: "post",
+        path: "/api/v1/tokens",
+        summary: "Make a named token (`wf serve token add`; `admin`)",
+        query: &[],
+        body: Some("`{name, scope}`: scope `read`, `operate` or `admin`"),
+        answers: &[
+            (
+                "201",
+                "`{name, scope, created_at, created_by, last_used_at, token}`: the token, shown this once",
+            ),
+            ("400", "A bad body, a bad name, or a name taken"),
+            ("401", "No valid token"),
+            ("403", "The token's scope is not `admin`"),
+        ],
+        token: true,
+    },
+    Route {
+        method: "delete",
+        path: "/api/v1/tokens/{name}",
+        summary: "Revoke a named token and end its sessions (`wf serve token revoke`; `admin`)",
+        query: &[],
+        body: None,
+        answers: &[
+            (
+                "204",
+                "Revoked: every server refuses it from its next request",
+            ),
+            ("400", "No token of that name"),
+            ("401", "No valid token"),
+            ("403", "The token's scope is not `admin`"),
+        ],
+        token: true,
+    },
+    Route {
+        method: "get",
         path: "/api/v1/db/check",
         summary: "Check the history: integrity and wf's invariants (`wf db check --json`)",
         query: &[],
@@ -449,10 +499,10 @@ pub fn build() -> utoipa::openapi::OpenApi {
         if !r.token {
             op = op.security(SecurityRequirement::default());
         }
-        let method = if r.method == "post" {
-            HttpMethod::Post
-        } else {
-            HttpMethod::Get
+        let method = match r.method {
+            "post" => HttpMethod::Post,
+            "delete" => HttpMethod::Delete,
+            _ => HttpMethod::Get,
         };
         paths = paths.path(r.path, PathItem::new(method, op.build()));
     }

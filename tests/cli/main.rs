@@ -45,6 +45,7 @@ mod serve_security;
 mod state;
 mod subworkflows;
 mod switches;
+mod tokens;
 mod traces;
 mod upgrade;
 mod webhooks;

@@ -153,6 +153,15 @@ impl Server {
         }
     }
 
+    /// Signs in with `token` as a browser does (`/?token=TOKEN`): the
+    /// `Cookie` header value of the session it starts.
+    pub fn sign_in(&self, token: &str) -> String {
+        let r = self.raw("GET", &format!("/?token={token}"), &[], None);
+        assert_eq!(r.status, 303, "{}", r.text());
+        let set = r.header("set-cookie").expect("a session cookie");
+        set.split(';').next().expect("name=value").to_string()
+    }
+
     /// `METHOD PATH` with the token, `headers` and `body`.
     pub fn call(
         &self,

@@ -68,7 +68,13 @@ async fn read(app: &App, id: String) -> Result<Shown, ApiError> {
         .await
 }
 
-pub async fn page_of(app: &App, id: String, notice: Option<&str>) -> Result<Markup, ApiError> {
+/// The instance page; a `read` token's shows no action buttons.
+pub async fn page_of(
+    app: &App,
+    id: String,
+    notice: Option<&str>,
+    scope: crate::vocab::TokenScope,
+) -> Result<Markup, ApiError> {
     let shown = read(app, id).await?;
     let i = &shown.view.instance;
     let ended = i.status.is_ended();
@@ -76,7 +82,7 @@ pub async fn page_of(app: &App, id: String, notice: Option<&str>) -> Result<Mark
     let body = html! {
         h1 { "Instance " span.mono { (i.id) } }
         @if let Some(n) = notice { p.notice role="status" { (n) } }
-        (actions_bar(&shown))
+        @if scope >= crate::vocab::TokenScope::Operate { (actions_bar(&shown)) }
         @if ended {
             div #live { (live(&shown, now)) }
         } @else {
@@ -107,6 +113,7 @@ pub struct PageParams {
 
 pub async fn page(
     State(app): State<App>,
+    axum::extract::Extension(who): axum::extract::Extension<super::super::auth::Principal>,
     Path(id): Path<String>,
     PageQuery(p): PageQuery<PageParams>,
 ) -> Response {
@@ -120,7 +127,7 @@ pub async fn page(
         .notice
         .as_ref()
         .and_then(|n| super::Notice::of_code(n.as_str()));
-    super::respond(page_of(&app, id, notice.map(super::Notice::text)).await)
+    super::respond(page_of(&app, id, notice.map(super::Notice::text), who.scope).await)
 }
 
 /// The part that changes while the instance runs: header, graph, steps.

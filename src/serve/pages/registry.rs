@@ -18,7 +18,12 @@ use maud::html;
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
-pub async fn workflows(State(app): State<App>) -> Response {
+pub async fn workflows(
+    State(app): State<App>,
+    axum::extract::Extension(who): axum::extract::Extension<super::super::auth::Principal>,
+) -> Response {
+    // A `read` token's page has no *Start…* buttons.
+    let starts = who.scope >= crate::vocab::TokenScope::Operate;
     let read = app
         .db
         .run(|l| async move {
@@ -44,7 +49,7 @@ pub async fn workflows(State(app): State<App>) -> Response {
                                     a href=(format!("/?workflow={name}")) { (name) }
                                     @if let Some(d) = w.description { br; span.muted { (d) } }
                                     // On a narrow screen the button is here, not in a column of its own.
-                                    div.show-narrow { a.button href=(format!("/workflows/{name}/start")) { "Start…" } }
+                                    @if starts { div.show-narrow { a.button href=(format!("/workflows/{name}/start")) { "Start…" } } }
                                 }
                                 td {
                                     @for s in &w.schedules {
@@ -56,7 +61,7 @@ pub async fn workflows(State(app): State<App>) -> Response {
                                 }
                                 td { @if let Some(h) = &w.webhook { code { "POST " (h.path) } } }
                                 td.mono.hide-narrow { (w.workflow_path) }
-                                td.hide-narrow { a.button href=(format!("/workflows/{name}/start")) { "Start…" } }
+                                td.hide-narrow { @if starts { a.button href=(format!("/workflows/{name}/start")) { "Start…" } } }
                             }
                         }
                     }

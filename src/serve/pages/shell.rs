@@ -55,6 +55,15 @@ pub fn page(title: &str, nav: Nav, body: Markup) -> Markup {
                     }
                 }
                 main { (body) }
+                // After the page's own forms: their submit button comes
+                // first in the document.
+                @if nav != Nav::None {
+                    footer.bottom {
+                        form.signout method="post" action="/signout" {
+                            button type="submit" { "Sign out" }
+                        }
+                    }
+                }
             }
         }
     }
@@ -118,17 +127,21 @@ pub async fn signin(State(app): State<App>, Form(form): Form<SigninForm>) -> Res
     let next = form.next.map_or_else(|| "/".to_string(), |n| n.0);
     // Only a path of this site: never a redirect elsewhere.
     let next = super::super::auth::local_next(&next).to_string();
-    if !app.token.matches(&token) {
-        return (
-            StatusCode::UNAUTHORIZED,
-            axum::response::Html(
-                page("Sign in", Nav::None, signin_body(&next, true)).into_string(),
-            ),
-        )
-            .into_response();
-    }
+    let cookie = match super::super::auth::start_session(&app, &token).await {
+        Ok(Some(c)) => c,
+        Ok(None) => {
+            return (
+                StatusCode::UNAUTHORIZED,
+                axum::response::Html(
+                    page("Sign in", Nav::None, signin_body(&next, true)).into_string(),
+                ),
+            )
+                .into_response();
+        }
+        Err(e) => return super::error_page(&e),
+    };
     let mut r = Redirect::to(&next).into_response();
-    if let Ok(v) = super::super::auth::session_cookie(&app).parse() {
+    if let Ok(v) = cookie.parse() {
         r.headers_mut().insert(header::SET_COOKIE, v);
     }
     r

@@ -11,6 +11,7 @@
 //! (`scripts/screenshots` runs it for docs/inspector.md).
 
 mod follows;
+mod scopes;
 
 use crate::Test;
 use crate::serve::{PATIENCE, Server, TOKEN, until};
@@ -394,12 +395,7 @@ fn every_page_renders_the_history_without_errors_or_outside_requests() {
     }
     // Reading needs no JavaScript: the pages are whole as served.
     let html = s
-        .raw(
-            "GET",
-            "/",
-            &[("cookie", format!("wf_session={TOKEN}"))],
-            None,
-        )
+        .raw("GET", "/", &[("cookie", s.sign_in(TOKEN))], None)
         .text();
     assert!(
         html.contains(&done[..12]) && html.contains("<table"),
@@ -478,7 +474,7 @@ fn the_actions_change_the_history() {
         "POST",
         &format!("/instances/{other}/act/cancel"),
         &[
-            ("cookie", format!("wf_session={TOKEN}")),
+            ("cookie", s.sign_in(TOKEN)),
             ("origin", "https://evil.example".into()),
         ],
         Some(Vec::new()),
