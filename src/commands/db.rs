@@ -3,7 +3,8 @@
 //! file; `copy --to DB` moves the history to another database (SQLite to
 //! PostgreSQL and back), continued with `--resume`; `import FILE` brings
 //! back what `wf prune --archive` kept; `check` names what is wrong with
-//! it. Each renders a use case of `engine::db`.
+//! it; `actions` lists who did what to the registry, the tokens and the
+//! history as a whole. Each renders a use case of `engine::db`.
 
 use crate::engine::db;
 use crate::exit::ExitStatus;
@@ -61,10 +62,51 @@ pub enum Sub {
         #[arg(long)]
         json: bool,
     },
+    /// Who did what to the registry, the tokens and the history as a whole
+    /// (each batch of `wf prune`), newest first
+    Actions {
+        /// At most this many
+        #[arg(long, default_value_t = 50)]
+        limit: usize,
+        /// An array of `{at, action, actor, detail}`
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 pub async fn run(args: Args, db: Option<PathBuf>, printer: &Printer) -> anyhow::Result<ExitStatus> {
     match args.command {
+        Sub::Actions { limit, json } => {
+            let store = super::open_existing(db).await?;
+            let rows = db::actions(&store, limit).await?;
+            let views: Vec<crate::views::ActionView> =
+                rows.iter().map(crate::views::ActionView::from).collect();
+            if json {
+                printer.json(&views);
+            } else if views.is_empty() {
+                printer.info("no action on the registry, the tokens or the history was recorded");
+            } else {
+                let rows: Vec<Vec<comfy_table::Cell>> = views
+                    .iter()
+                    .map(|a| {
+                        vec![
+                            comfy_table::Cell::new(a.action.as_str()),
+                            comfy_table::Cell::new(a.actor.to_string()),
+                            comfy_table::Cell::new(a.at.to_string()),
+                            comfy_table::Cell::new(if a.detail.is_empty() {
+                                "-"
+                            } else {
+                                a.detail
+                            }),
+                        ]
+                    })
+                    .collect();
+                let (table, _) =
+                    printer.fitted(&["ACTION", "BY", "AT", "DETAIL"], rows, Some(3), 16, &[]);
+                printer.data(&table.to_string());
+            }
+            Ok(ExitStatus::Success)
+        }
         Sub::Backup { dest, json } => {
             let store = super::open_existing(db).await?;
             let bar = printer.progress_bar("backing up", 0);

@@ -393,6 +393,33 @@ pub async fn schedules(State(app): State<App>) -> Result<Json<Value>, ApiError> 
         .map(Json)
 }
 
+/// `GET /api/v1/db/actions`: `wf db actions --json` (the newest 50, or
+/// `?limit=`).
+pub async fn db_actions(
+    State(app): State<App>,
+    super::query::Query(q): super::query::Query<ActionsQuery>,
+) -> Result<Json<Value>, ApiError> {
+    let limit = q.limit.map_or(50, |w| usize::try_from(w.0).unwrap_or(0));
+    app.db
+        .run(move |l| async move {
+            let c = l.conn().await?;
+            let rows = crate::engine::db::actions(&c, limit).await?;
+            let views: Vec<crate::views::ActionView> =
+                rows.iter().map(crate::views::ActionView::from).collect();
+            document(&views)
+        })
+        .await
+        .map(Json)
+}
+
+/// `GET /api/v1/db/actions`' parameters.
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ActionsQuery {
+    #[serde(default)]
+    limit: Option<super::query::Whole>,
+}
+
 /// `GET /api/v1/tokens` (`admin`): `wf serve token list --json`.
 pub async fn tokens(State(app): State<App>) -> Result<Json<Value>, ApiError> {
     app.db

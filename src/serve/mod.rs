@@ -131,6 +131,7 @@ pub fn router(app: App) -> Router {
         .route("/api/v1/instances/{id}/restart", post(actions::restart))
         .route("/api/v1/queues", get(api::queues))
         .route("/api/v1/db/check", get(api::db_check))
+        .route("/api/v1/db/actions", get(api::db_actions))
         .route("/api/v1/schedules", get(api::schedules))
         .route("/api/v1/workflows", get(api::workflows))
         .route("/api/v1/workflows/{name}", get(api::workflow))
@@ -141,7 +142,6 @@ pub fn router(app: App) -> Router {
             "/api/v1/tokens/{name}",
             axum::routing::delete(actions::revoke_token),
         )
-        .route("/signout", post(auth::sign_out))
         .route("/metrics", get(metrics::scrape))
         .merge(pages::routes())
         .layer(timeout());

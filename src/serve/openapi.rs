@@ -290,6 +290,19 @@ pub const ROUTES: &[Route] = &[
     },
     Route {
         method: "get",
+        path: "/api/v1/db/actions",
+        summary: "Who did what to the registry, the tokens and the history as a whole, newest first (`wf db actions --json`)",
+        query: &[("limit", "At most this many (50)")],
+        body: None,
+        answers: &[
+            ("200", "An array of `{at, action, actor, detail}`"),
+            ("400", "A bad `limit`"),
+            ("401", "No valid token"),
+        ],
+        token: true,
+    },
+    Route {
+        method: "get",
         path: "/api/v1/db/check",
         summary: "Check the history: integrity and wf's invariants (`wf db check --json`)",
         query: &[],
@@ -551,11 +564,28 @@ mod tests {
             let Some(path) = part.split('"').nth(1) else {
                 continue;
             };
-            for method in ["get", "post"] {
-                if part
-                    .split_once(')')
-                    .is_some_and(|(head, _)| head.contains(&format!("{method}(")))
-                {
+            // The route's arguments: up to its closing parenthesis.
+            let mut depth = 0usize;
+            let args = part
+                .char_indices()
+                .find(|&(_, c)| match c {
+                    '(' => {
+                        depth += 1;
+                        false
+                    }
+                    ')' if depth == 0 => true,
+                    ')' => {
+                        depth -= 1;
+                        false
+                    }
+                    _ => false,
+                })
+                .map_or(part, |(at, _)| &part[..at]);
+            for method in ["get", "post", "delete"] {
+                let called = args.match_indices(&format!("{method}(")).any(|(at, _)| {
+                    !args[..at].ends_with(|c: char| c.is_ascii_alphanumeric() || c == '_')
+                });
+                if called {
                     out.insert((method.to_string(), path.to_string()));
                 }
             }

@@ -56,6 +56,7 @@ const TAKES: &[(&str, Takes)] = &[
         fields::<api::LogsParams>,
     ),
     ("/api/v1/instances/{id}/result", fields::<api::ResultParams>),
+    ("/api/v1/db/actions", fields::<api::ActionsQuery>),
     ("/", fields::<pages::list::ListParams>),
     ("/instances/{id}", fields::<pages::instance::PageParams>),
     (

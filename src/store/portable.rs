@@ -121,6 +121,20 @@ pub static TABLES: &[Table] = &[
         scope: Scope::Global,
         columns: &[("queue_key", Text), ("at_ms", Int)],
     },
+    // `wf serve`'s named tokens (their hashes): the servers of the target
+    // honour them. Their sessions stay behind (a browser signs in again).
+    Table {
+        name: "tokens",
+        scope: Scope::Global,
+        columns: &[
+            ("name", Text),
+            ("hash", Text),
+            ("scope", Text),
+            ("created_at", Text),
+            ("created_by", Text),
+            ("last_used_at", Text),
+        ],
+    },
     Table {
         name: "instances",
         scope: Scope::Instance,

@@ -292,3 +292,87 @@ fn a_token_and_a_webhook_are_named_in_the_api_and_the_inspector() {
         "{list}"
     );
 }
+
+#[test]
+fn registrations_tokens_and_prunes_are_recorded_on_the_database() {
+    let t = Test::new();
+    let me = cli_actor();
+    let flow = t.write(
+        "once.yaml",
+        "name: once\nsteps:\n  - id: a\n    run: echo a\n",
+    );
+    t.wf(&["run", flow.to_str().unwrap()]).code(0);
+    t.wf(&["run", flow.to_str().unwrap()]).code(0);
+    let tick = t.write(
+        "tick.yaml",
+        "name: tick\non:\n  schedule:\n    - every: 1h\nsteps:\n  - id: one\n    run: echo tick\n",
+    );
+    t.wf(&["workflow", "add", tick.to_str().unwrap()]).code(0);
+    t.wf(&["schedule", "rm", "tick"]).code(0);
+    t.wf(&["serve", "token", "add", "ci", "--scope", "read"])
+        .code(0);
+    t.wf(&["serve", "token", "revoke", "ci"]).code(0);
+    t.wf(&["prune", "--older-than", "0s"]).code(0);
+    let listed: Value =
+        serde_json::from_str(&t.wf(&["db", "actions", "--json"]).stdout).expect("json");
+    let rows: Vec<(String, String, String)> = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| {
+            (
+                a["action"].as_str().unwrap().to_string(),
+                a["actor"].as_str().unwrap().to_string(),
+                a["detail"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    let kinds: Vec<&str> = rows.iter().map(|r| r.0.as_str()).collect();
+    assert_eq!(
+        kinds,
+        [
+            "prune",
+            "token-revoke",
+            "token-add",
+            "schedule-rm",
+            "workflow-add"
+        ],
+        "newest first: {rows:?}"
+    );
+    assert!(rows.iter().all(|r| r.1 == me), "{rows:?}");
+    assert!(rows[0].2.starts_with("2 instances"), "how many: {rows:?}");
+    assert_eq!(rows[1].2, "ci");
+    // The pruned instances' own actions went with them.
+    assert!(t.wf(&["list", "--json"]).stdout.trim() == "[]");
+
+    // The same through the API and on the inspector's Database page.
+    let s = Server::start(&t, &[], &[]);
+    let api = s.get("/api/v1/db/actions").json();
+    assert_eq!(api, listed);
+    assert_eq!(
+        s.get("/api/v1/db/actions?limit=1")
+            .json()
+            .as_array()
+            .unwrap()
+            .len(),
+        1
+    );
+    let page = s
+        .call("GET", "/database", &[("accept", "text/html")], None)
+        .text();
+    let section = page
+        .split("id=\"actions\"")
+        .nth(1)
+        .expect("an Actions section");
+    assert!(
+        section.contains("prune") && section.contains(&me),
+        "{section}"
+    );
+    // A person reads the table.
+    let table = t.wf(&["db", "actions"]);
+    assert!(
+        table.stdout.contains("ACTION") && table.stdout.contains("token-add"),
+        "{}",
+        table.stdout
+    );
+}

@@ -127,6 +127,13 @@ fn varied_history(t: &Test, db: &OsStr) -> (String, String) {
         &["workflow", "add", registered.to_str().expect("utf-8")],
     )
     .code(0);
+    // A named token of `wf serve`: its hash moves with the history.
+    wf_on(
+        t,
+        db,
+        &["serve", "token", "add", "ci", "--scope", "operate"],
+    )
+    .code(0);
     (sleeping, waiting)
 }
 
@@ -155,6 +162,10 @@ fn reads(t: &Test, db: &OsStr) -> Vec<String> {
             .stdout
             .clone(),
         wf_on(t, db, &["schedule", "list", "--json"])
+            .code(0)
+            .stdout
+            .clone(),
+        wf_on(t, db, &["serve", "token", "list", "--json"])
             .code(0)
             .stdout
             .clone(),

@@ -16,10 +16,12 @@ pub async fn page_of(State(app): State<App>) -> Response {
         .run(|l| async move {
             let c = l.conn().await?;
             let found = crate::engine::db::check::check(&c).await?;
-            Ok((c.describe(), found))
+            let actions = crate::engine::db::actions(&c, 20).await?;
+            Ok((c.describe(), found, actions))
         })
         .await;
-    super::respond(checked.map(|(db, found)| {
+    let now = crate::vocab::Timestamp::now();
+    super::respond(checked.map(|(db, found, actions)| {
         let view = CheckView::new(&found);
         let body = html! {
             h1 { "Database" }
@@ -37,6 +39,25 @@ pub async fn page_of(State(app): State<App>) -> Response {
                                 td { (f.check) }
                                 td { @if let Some(id) = &f.instance { a.mono href=(format!("/instances/{id}")) { (short(id)) } } @else { "-" } }
                                 td { (f.detail) }
+                            }
+                        }
+                    }
+                } }
+            }
+            h2 #actions { "Actions" }
+            @if actions.is_empty() {
+                p.muted { "No action on the registry, the tokens or the history was recorded." }
+            } @else {
+                p.muted { "Who did what to the registry, the tokens and the history as a whole (each batch of " code { "wf prune" } "), newest first; " code { "wf db actions" } " lists them too." }
+                div.table-wrap { table.actions {
+                    thead { tr { th { "Action" } th { "By" } th { "At" } th { "Detail" } } }
+                    tbody {
+                        @for a in &actions {
+                            tr {
+                                td { (a.action.as_str()) }
+                                td { code { (a.actor) } }
+                                td.time { (super::list::when(a.at, now)) }
+                                td { (a.detail) }
                             }
                         }
                     }

@@ -50,6 +50,7 @@ pub fn routes() -> Router<App> {
         )
         .route("/queues", get(registry::queues))
         .route("/database", get(database::page_of))
+        .route("/signout", axum::routing::post(super::auth::sign_out))
 }
 
 /// The routes open to anyone: the assets and the sign-in form.
