@@ -209,6 +209,19 @@ fn a_worker_resumes_and_a_schedule_starts_in_their_own_names() {
     assert_eq!(acts[0].1, "schedule:tick");
     assert!(acts[0].2.starts_with("fire time "), "{acts:?}");
     assert_eq!(run_actors(&t, &fired)[0], "schedule:tick");
+
+    // The inspector's pages name them too.
+    let s = Server::start(&t, &[], &[]);
+    let page = |id: &str| {
+        s.call("GET", &format!("/instances/{id}"), &[("accept", "text/html")], None)
+            .text()
+    };
+    let napped = page(&id);
+    let section = napped.split("id=\"actions\"").nth(1).expect("an Actions section");
+    assert!(section.contains("worker:") && section.contains(&me), "{section}");
+    let ticked = page(&fired);
+    let section = ticked.split("id=\"actions\"").nth(1).expect("an Actions section");
+    assert!(section.contains("schedule:tick"), "{section}");
 }
 
 const HOOKED: &str = "name: hooked

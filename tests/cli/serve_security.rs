@@ -408,6 +408,14 @@ fn https_with_the_given_certificate() {
     let r = s.get("/api/v1/instances");
     assert_eq!(r.status, 200, "{}", r.text());
     assert_eq!(r.json(), json!([]));
+    // Under TLS the session cookie is Secure.
+    let r = s.raw("GET", &format!("/?token={}", s.token), &[], None);
+    assert_eq!(r.status, 303);
+    let cookie = r.header("set-cookie").expect("a session cookie");
+    assert!(
+        cookie.contains("; Secure") && cookie.contains("HttpOnly"),
+        "{cookie}"
+    );
     // A bad key file: a one-line error, exit 2… or 1; never a panic.
     let r = t.wf(&[
         "serve",

@@ -110,6 +110,7 @@ fn scopes_are_honoured_and_tokens_are_kept_only_as_hashes() {
     let acts = t.inspect(&id)["actions"].clone();
     assert_eq!(acts[1]["action"], "signal");
     assert_eq!(acts[1]["actor"], "token:ops");
+    assert!(page(TOKEN).contains("token:ops"), "the inspector names the token");
     let r = s.raw(
         "POST",
         "/api/v1/tokens",
@@ -242,11 +243,17 @@ fn sessions_are_per_port_and_end_with_signout_idleness_and_their_token() {
     assert_eq!(get(&a, &on_a), 401);
     assert_eq!(get(&b, &on_b), 200);
 
-    // Revoking the token ends its sessions everywhere.
+    // Revoking the token ends it, and its sessions, on every server.
     let again = a.sign_in(&ana);
+    let with_token = |s: &Server| {
+        s.raw("GET", "/api/v1/instances", &[bearer(&ana)], None)
+            .status
+    };
+    assert_eq!((with_token(&a), with_token(&b)), (200, 200));
     t.wf(&["serve", "token", "revoke", "ana"]).code(0);
     assert_eq!(get(&a, &again), 401);
     assert_eq!(get(&b, &on_b), 401);
+    assert_eq!((with_token(&a), with_token(&b)), (401, 401));
 
     // A session idle past --session-ttl is over.
     let c = Server::start(&t, &["--session-ttl", "1s"], &[]);
