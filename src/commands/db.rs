@@ -9,7 +9,7 @@
 use crate::engine::db;
 use crate::exit::ExitStatus;
 use crate::printer::Printer;
-use crate::store::{Location, Store};
+use crate::store::Location;
 use std::ffi::OsString;
 use std::path::PathBuf;
 
@@ -132,28 +132,20 @@ pub async fn run(args: Args, db: Option<PathBuf>, printer: &Printer) -> anyhow::
         }
         Sub::Copy { to, resume, json } => {
             let source = super::open_existing(db).await?;
-            let location = match Location::parse(&to)? {
-                Location::Sqlite(p) if p.as_os_str().is_empty() => {
-                    return Err(super::UsageError("--to names no database".into()).into());
-                }
-                l => l,
-            };
-            let mut target = Store::open(&location).await?;
-            if source.describe() == target.describe() {
-                return Err(super::UsageError(format!(
-                    "--to names the database copied from ({})",
-                    source.describe()
-                ))
-                .into());
-            }
+            let location = Location::parse(&to)?;
             let bar = printer.progress_bar("copying", 0);
-            let copied = db::copy::copy(&source, &mut target, resume, &mut |done, of| {
+            let copied = db::copy::copy_into(&source, &location, resume, &mut |done, of| {
                 bar.set_length(of);
                 bar.set_position(done);
             })
             .await;
             bar.finish_and_clear();
-            let copied = copied?;
+            let (copied, target) = copied.map_err(|e| match e {
+                crate::engine::EngineError::Input(m) => {
+                    anyhow::Error::from(super::UsageError(format!("--to: {m}")))
+                }
+                e => e.into(),
+            })?;
             if json {
                 printer.json(&copied);
             } else {
@@ -162,7 +154,7 @@ pub async fn run(args: Args, db: Option<PathBuf>, printer: &Printer) -> anyhow::
                     copied.written,
                     copied.instances,
                     if copied.instances == 1 { "" } else { "s" },
-                    target.describe(),
+                    target,
                     if copied.skipped > 0 {
                         format!(" ({} there already)", copied.skipped)
                     } else {

@@ -93,8 +93,13 @@ pub async fn refuse_large(req: Request, next: Next) -> Response {
         .get(axum::http::header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<u64>().ok());
+    let limit = if req.uri().path() == "/api/v1/db/import" {
+        super::history::IMPORT_BODY_LIMIT
+    } else {
+        super::API_BODY_LIMIT.max(super::HOOK_BODY_LIMIT)
+    };
     match declared {
-        Some(n) if n > super::API_BODY_LIMIT.max(super::HOOK_BODY_LIMIT) as u64 => {
+        Some(n) if n > limit as u64 => {
             if n <= DRAIN_AT_MOST {
                 use futures_util::StreamExt as _;
                 let mut stream = req.into_body().into_data_stream();

@@ -267,14 +267,21 @@ pub async fn identify(app: &App, headers: &HeaderMap) -> Result<Option<Principal
     }))
 }
 
-/// The scope a request needs: reading needs `read`; managing tokens (and,
-/// to come, the database) `admin`; any other change `operate`. Signing
-/// out needs nothing more than a session.
+/// The scope a request needs: managing tokens and moving the whole
+/// history (a backup, a copy, an import) need `admin`; any other reading
+/// `read`; any other change `operate`. Signing out needs nothing more
+/// than a session.
 pub fn needed(method: &Method, path: &str) -> TokenScope {
-    if matches!(*method, Method::GET | Method::HEAD | Method::OPTIONS) || path == "/signout" {
-        TokenScope::Read
-    } else if path.starts_with("/api/v1/tokens") {
+    let admin = path.starts_with("/api/v1/tokens")
+        || matches!(
+            path,
+            "/api/v1/db/backup" | "/api/v1/db/copy" | "/api/v1/db/import" | "/database/copy"
+        );
+    if admin {
         TokenScope::Admin
+    } else if matches!(*method, Method::GET | Method::HEAD | Method::OPTIONS) || path == "/signout"
+    {
+        TokenScope::Read
     } else {
         TokenScope::Operate
     }

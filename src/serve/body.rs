@@ -23,6 +23,17 @@ pub struct StartBody {
     pub labels: Option<BTreeMap<String, String>>,
 }
 
+/// `POST /api/v1/db/copy`: the database to copy the history into (a path
+/// on the server, or a `postgres://` URL), and whether to continue an
+/// interrupted copy.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CopyBody {
+    pub to: String,
+    #[serde(default)]
+    pub resume: Option<bool>,
+}
+
 /// `POST /api/v1/tokens`: a named token and its scope.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -12,7 +12,8 @@
 //!   their request bodies as types; `query.rs`: query strings and the
 //!   inspector's forms as types; `params.rs`: the parameters each route
 //!   takes, checked before it runs.
-//! - `hooks.rs`: webhooks. `metrics.rs`: `/metrics`.
+//! - `hooks.rs`: webhooks. `metrics.rs`: `/metrics`. `history.rs`: the
+//!   whole history (backup, copy, import) for an `admin` token.
 //! - `openapi.rs`: the OpenAPI document of the API.
 //! - `access.rs`: the access log, request limits and timeouts.
 //! - `tls.rs`: HTTPS through rustls; `listen.rs`: the connections.
@@ -27,6 +28,7 @@ mod db;
 mod error;
 mod follow;
 mod headers;
+mod history;
 mod hooks;
 mod listen;
 mod metrics;
@@ -150,10 +152,19 @@ pub fn router(app: App) -> Router {
     // or the server).
     let waiting = Router::new()
         .route("/api/v1/instances/{id}/logs/{step}", get(api::step_logs))
-        .route("/api/v1/instances/{id}/result", get(api::result));
+        .route("/api/v1/instances/{id}/result", get(api::result))
+        // A whole history moves as long as it takes.
+        .route("/api/v1/db/backup", get(history::backup))
+        .route("/api/v1/db/copy", post(history::copy));
+    let import = Router::new()
+        .route("/api/v1/db/import", post(history::import))
+        .layer(axum::extract::DefaultBodyLimit::max(
+            history::IMPORT_BODY_LIMIT,
+        ));
     let api = quick
         .merge(waiting)
         .layer(axum::extract::DefaultBodyLimit::max(API_BODY_LIMIT))
+        .merge(import)
         .route_layer(axum::middleware::from_fn(params::known))
         .route_layer(axum::middleware::from_fn_with_state(
             app.clone(),

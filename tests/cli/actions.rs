@@ -213,14 +213,28 @@ fn a_worker_resumes_and_a_schedule_starts_in_their_own_names() {
     // The inspector's pages name them too.
     let s = Server::start(&t, &[], &[]);
     let page = |id: &str| {
-        s.call("GET", &format!("/instances/{id}"), &[("accept", "text/html")], None)
-            .text()
+        s.call(
+            "GET",
+            &format!("/instances/{id}"),
+            &[("accept", "text/html")],
+            None,
+        )
+        .text()
     };
     let napped = page(&id);
-    let section = napped.split("id=\"actions\"").nth(1).expect("an Actions section");
-    assert!(section.contains("worker:") && section.contains(&me), "{section}");
+    let section = napped
+        .split("id=\"actions\"")
+        .nth(1)
+        .expect("an Actions section");
+    assert!(
+        section.contains("worker:") && section.contains(&me),
+        "{section}"
+    );
     let ticked = page(&fired);
-    let section = ticked.split("id=\"actions\"").nth(1).expect("an Actions section");
+    let section = ticked
+        .split("id=\"actions\"")
+        .nth(1)
+        .expect("an Actions section");
     assert!(section.contains("schedule:tick"), "{section}");
 }
 

@@ -12,7 +12,7 @@ use std::process::Command;
 use std::time::Duration;
 
 /// `wf --db DB ARGS…` with the test's environment (its PostgreSQL schema).
-fn wf_on(t: &Test, db: &OsStr, args: &[&str]) -> Ran {
+pub(crate) fn wf_on(t: &Test, db: &OsStr, args: &[&str]) -> Ran {
     let mut cmd = Command::new(assert_cmd::cargo::cargo_bin("wf"));
     cmd.current_dir(t.path())
         .env_remove("WF_DB")
@@ -43,7 +43,7 @@ fn killed_after(mut cmd: Command, ms: u64) {
 }
 
 /// A SQLite file of the test's folder, as `--db` takes it.
-fn file(t: &Test, name: &str) -> OsString {
+pub(crate) fn file(t: &Test, name: &str) -> OsString {
     t.path().join(name).into_os_string()
 }
 
@@ -138,7 +138,7 @@ fn varied_history(t: &Test, db: &OsStr) -> (String, String) {
 }
 
 /// Every instance id of `db`, newest first.
-fn ids(t: &Test, db: &OsStr) -> Vec<String> {
+pub(crate) fn ids(t: &Test, db: &OsStr) -> Vec<String> {
     wf_on(t, db, &["list", "--json", "--limit", "1000"])
         .code(0)
         .json()
@@ -193,7 +193,7 @@ fn reads(t: &Test, db: &OsStr) -> Vec<String> {
 
 /// Asserts two databases print the same, read by read.
 #[track_caller]
-fn same_reads(t: &Test, a: &OsStr, b: &OsStr) {
+pub(crate) fn same_reads(t: &Test, a: &OsStr, b: &OsStr) {
     let (ra, rb) = (reads(t, a), reads(t, b));
     assert_eq!(ra.len(), rb.len(), "{ra:#?}\n---\n{rb:#?}");
     for (x, y) in ra.iter().zip(&rb) {
@@ -203,7 +203,7 @@ fn same_reads(t: &Test, a: &OsStr, b: &OsStr) {
 
 /// Where a copy goes: the test's PostgreSQL schema on the PostgreSQL pass,
 /// another SQLite file on the SQLite pass.
-fn second(t: &Test) -> OsString {
+pub(crate) fn second(t: &Test) -> OsString {
     match &t.pg {
         Some((url, _)) => url.into(),
         None => file(t, "second.db"),

@@ -13,6 +13,7 @@ mod control;
 mod corpus;
 mod crash;
 mod db;
+mod db_api;
 mod definition;
 mod detach;
 mod durable;

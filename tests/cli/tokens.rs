@@ -110,7 +110,10 @@ fn scopes_are_honoured_and_tokens_are_kept_only_as_hashes() {
     let acts = t.inspect(&id)["actions"].clone();
     assert_eq!(acts[1]["action"], "signal");
     assert_eq!(acts[1]["actor"], "token:ops");
-    assert!(page(TOKEN).contains("token:ops"), "the inspector names the token");
+    assert!(
+        page(TOKEN).contains("token:ops"),
+        "the inspector names the token"
+    );
     let r = s.raw(
         "POST",
         "/api/v1/tokens",

@@ -13,6 +13,31 @@ use super::super::EngineError;
 use crate::store::Store;
 pub use crate::store::portable::Copied;
 
+/// Copies the history of `source` into the database at `to` (opened, or
+/// made, here); a `to` that names `source` itself is refused. What
+/// `wf db copy --to DB` and the API's copy do.
+pub async fn copy_into(
+    source: &Store,
+    to: &crate::store::Location,
+    resume: bool,
+    progress: &mut dyn FnMut(u64, u64),
+) -> Result<(Copied, String), EngineError> {
+    if let crate::store::Location::Sqlite(p) = to
+        && p.as_os_str().is_empty()
+    {
+        return Err(EngineError::Input("the target names no database".into()));
+    }
+    let mut target = Store::open(to).await?;
+    if source.describe() == target.describe() {
+        return Err(EngineError::Input(format!(
+            "the target is the database copied from ({})",
+            source.describe()
+        )));
+    }
+    let copied = copy(source, &mut target, resume, progress).await?;
+    Ok((copied, target.describe()))
+}
+
 /// Copies the history of `source` into `target`; see the module's doc.
 /// `progress` hears how many instances are done of how many.
 pub async fn copy(

@@ -50,6 +50,7 @@ pub fn routes() -> Router<App> {
         )
         .route("/queues", get(registry::queues))
         .route("/database", get(database::page_of))
+        .route("/database/copy", axum::routing::post(database::copy))
         .route("/signout", axum::routing::post(super::auth::sign_out))
 }
 

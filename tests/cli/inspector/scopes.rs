@@ -68,3 +68,38 @@ fn a_read_session_sees_everything_and_no_action_and_signs_out() {
     b.goto(&format!("{}/instances/{waiting}", s.base));
     assert!(b.count("a[href$='/act/cancel']") == 1);
 }
+
+#[test]
+fn an_admin_brings_an_archive_back_from_the_database_page() {
+    let Scene { t, s, b, done, .. } = scene();
+    let archive = t.path().join("kept.jsonl.zst");
+    t.wf(&[
+        "prune",
+        "--older-than",
+        "0s",
+        "--status",
+        "completed",
+        "--archive",
+        archive.to_str().unwrap(),
+    ])
+    .code(0);
+    assert_ne!(t.wf(&["inspect", &done, "--json"]).code, 0, "pruned");
+    b.goto(&format!("{}/database", s.base));
+    assert_eq!(b.count("a[href='/api/v1/db/backup']"), 1);
+    b.rt.block_on(async {
+        let input = b
+            .c()
+            .find(fantoccini::Locator::Css(
+                "form[data-upload] input[type=file]",
+            ))
+            .await?;
+        input.send_keys(archive.to_str().unwrap()).await
+    })
+    .expect("choose the archive");
+    b.click("form[data-upload] button[type=submit]");
+    b.wait_text("Imported 1 of 1 archived instance(s)");
+    assert_eq!(t.inspect(&done)["status"], "completed");
+    // The page lists who pruned.
+    b.goto(&format!("{}/database", s.base));
+    assert!(b.text("table.actions").contains("prune"));
+}

@@ -39,4 +39,23 @@
     });
     src.addEventListener("error", function () { src.close(); });
   });
+  // A file sent as a request's body: form[data-upload="API URL"] with a
+  // file input; what the server answers is said in its [data-said].
+  document.querySelectorAll("form[data-upload]").forEach(function (form) {
+    form.addEventListener("submit", function (ev) {
+      ev.preventDefault();
+      var file = form.querySelector("input[type=file]").files[0];
+      var said = form.querySelector("[data-said]");
+      if (!file) return;
+      said.textContent = "Importing…";
+      fetch(form.getAttribute("data-upload"), { method: "POST", credentials: "same-origin", body: file })
+        .then(function (r) { return r.json().then(function (j) { return [r.ok, j]; }); })
+        .then(function (a) {
+          said.textContent = a[0]
+            ? "Imported " + a[1].written + " of " + a[1].records + " archived instance(s) (" + a[1].skipped + " held already)."
+            : a[1].error.message;
+        })
+        .catch(function (e) { said.textContent = String(e); });
+    });
+  });
 })();
