@@ -290,6 +290,58 @@ pub const ROUTES: &[Route] = &[
     },
     Route {
         method: "get",
+        path: "/api/v1/db/backup",
+        summary: "A consistent backup of the whole history, made now, as a SQLite file (`wf db backup`; `admin`)",
+        query: &[],
+        body: None,
+        answers: &[
+            (
+                "200",
+                "The SQLite file (`application/vnd.sqlite3`), any wf opens with `--db`",
+            ),
+            ("401", "No valid token"),
+            ("403", "The token's scope is not `admin`"),
+            (
+                "503",
+                "No temporary folder for the backup, or the database cannot serve now",
+            ),
+        ],
+        token: true,
+    },
+    Route {
+        method: "post",
+        path: "/api/v1/db/copy",
+        summary: "Copy the whole history into another database (`wf db copy --to`; `admin`)",
+        query: &[],
+        body: Some("`{to, resume?}`: a path on the server or a `postgres://` URL"),
+        answers: &[
+            ("200", "`{instances, written, skipped}` once done"),
+            (
+                "400",
+                "A bad body, a target holding history (without `resume`), or this database",
+            ),
+            ("401", "No valid token"),
+            ("403", "The token's scope is not `admin`"),
+        ],
+        token: true,
+    },
+    Route {
+        method: "post",
+        path: "/api/v1/db/import",
+        summary: "Bring back the instances of an archive of `wf prune --archive` (`wf db import`; `admin`)",
+        query: &[],
+        body: Some("The archive: JSON lines, or zstd frames of them (at most 1 GiB)"),
+        answers: &[
+            ("200", "`{records, written, skipped}`"),
+            ("400", "A line of the body that is not a record"),
+            ("401", "No valid token"),
+            ("403", "The token's scope is not `admin`"),
+            ("413", "A body over 1 GiB"),
+        ],
+        token: true,
+    },
+    Route {
+        method: "get",
         path: "/api/v1/db/actions",
         summary: "Who did what to the registry, the tokens and the history as a whole, newest first (`wf db actions --json`)",
         query: &[("limit", "At most this many (50)")],

@@ -2,7 +2,8 @@
 //! PostgreSQL and back on the PostgreSQL pass; SQLite to SQLite on the
 //! SQLite pass) so that every read command prints the same on both and
 //! the target's workers finish what was in flight; `backup` makes a
-//! consistent copy of a live history; `check` names what is wrong.
+//! consistent copy of a live history (`db_backup.rs`: of a busy one);
+//! `check` names what is wrong.
 
 use crate::durable::eventually;
 use crate::{Ran, Test};
@@ -276,7 +277,7 @@ fn a_copied_history_reads_the_same_and_its_workers_finish_what_was_in_flight() {
     );
 }
 
-fn t_inspect(t: &Test, db: &OsStr, id: &str) -> Value {
+pub(crate) fn t_inspect(t: &Test, db: &OsStr, id: &str) -> Value {
     wf_on(t, db, &["inspect", id, "--json", "--attempts"])
         .code(0)
         .json()
@@ -379,108 +380,6 @@ fn a_copy_killed_at_any_moment_is_completed_by_resume_with_nothing_twice() {
         assert_eq!(ids(&t, &target), ids(&t, &source));
         wf_on(&t, &target, &["db", "check"]).code(0);
     }
-}
-
-/// A shell loop in a process group of its own; the group is killed when
-/// it is dropped.
-struct Loop(std::process::Child);
-
-impl Drop for Loop {
-    fn drop(&mut self) {
-        let _ = Command::new("kill")
-            .args(["-KILL", "--", &format!("-{}", self.0.id())])
-            .status();
-        let _ = self.0.wait();
-    }
-}
-
-/// A shell loop running `wf run FILE` on the test's database until dropped.
-fn busy_loop(t: &Test, file: &str) -> Loop {
-    use std::os::unix::process::CommandExt as _;
-    let wf = assert_cmd::cargo::cargo_bin("wf");
-    let line = format!(
-        "while true; do {} run {file} > /dev/null 2>&1; done",
-        t.shell_wf(&wf)
-    );
-    let child = Command::new("sh")
-        .args(["-c", &line])
-        .current_dir(t.path())
-        .env("TMPDIR", t.tmp_path())
-        .env("NO_COLOR", "1")
-        .process_group(0)
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .expect("sh");
-    Loop(child)
-}
-
-#[test]
-fn backups_of_a_busy_history_are_sound_whole_and_resume_to_completion() {
-    let t = Test::new();
-    let chain = t.write(
-        "busy.yaml",
-        "name: busy\nsteps:\n  - id: a\n    run: sleep 0.02; echo a\n  - id: b\n    run: sleep 0.02; echo b\n  - id: c\n    run: echo c\n",
-    );
-    let chain = chain.to_str().expect("utf-8").to_string();
-    t.wf(&["run", &chain]).code(0);
-    let loops = [busy_loop(&t, &chain), busy_loop(&t, &chain)];
-    let mut rng = crate::XorShift(0xD1B5_4A32_D192_ED03 ^ u64::from(std::process::id()));
-    let mut backups = Vec::new();
-    for round in 0..4 {
-        std::thread::sleep(Duration::from_millis(50 + rng.below(250)));
-        // Acknowledged before the backup began: ended, as listed.
-        let acked: Vec<String> = t
-            .wf(&["list", "--json", "--limit", "1000", "--status", "completed"])
-            .code(0)
-            .json()
-            .as_array()
-            .expect("a list")
-            .iter()
-            .map(|i| i["id"].as_str().expect("an id").to_string())
-            .collect();
-        let dest = t.path().join(format!("backup-{round}.db"));
-        t.wf(&["db", "backup", dest.to_str().expect("utf-8"), "--json"])
-            .code(0);
-        let backup = dest.into_os_string();
-        wf_on(&t, &backup, &["db", "check"]).code(0);
-        let held = ids(&t, &backup);
-        for id in &acked {
-            assert!(
-                held.contains(id),
-                "{id}, completed before backup {round}, is not in it"
-            );
-            let r = wf_on(&t, &backup, &["result", id, "--json"]).json();
-            assert_eq!(r["status"], "completed", "{id} in backup {round}");
-        }
-        backups.push(backup);
-    }
-    drop(loops);
-    // Each backup is a history its own worker finishes: what was in flight
-    // when it was taken is taken up (its leases were cleared), each step
-    // once more at most, never twice at once.
-    for backup in &backups {
-        wf_on(&t, backup, &["worker", "--once"]).code(0);
-        for id in ids(&t, backup) {
-            let inspect = t_inspect(&t, backup, &id);
-            assert_eq!(inspect["status"], "completed", "{inspect:#}");
-            for step in inspect["steps"].as_array().expect("steps") {
-                let attempts = step["attempt_list"].as_array().expect("attempts");
-                let ok = attempts.iter().filter(|a| a["outcome"] == "ok").count();
-                assert_eq!(ok, 1, "one success a step: {step:#}");
-                assert_eq!(
-                    attempts.last().map(|a| &a["outcome"]),
-                    Some(&Value::from("ok"))
-                );
-            }
-        }
-        wf_on(&t, backup, &["db", "check"]).code(0);
-    }
-    // A backup never replaces a file.
-    let again = t.wf(&["db", "backup", backups[0].to_str().expect("utf-8")]);
-    again.code(2);
-    assert!(again.stderr.contains("never replaces"), "{}", again.stderr);
 }
 
 #[test]

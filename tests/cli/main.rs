@@ -14,6 +14,7 @@ mod corpus;
 mod crash;
 mod db;
 mod db_api;
+mod db_backup;
 mod definition;
 mod detach;
 mod durable;
