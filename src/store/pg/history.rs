@@ -444,7 +444,7 @@ impl PgStore {
             Op::Simple("COMMIT"),
         ]);
         let outs = self.pipeline(ops).await?;
-        Ok(outs[inserted].count() == 1)
+        Ok(outs[inserted].counted() == 1)
     }
 
     pub async fn request_cancel(
@@ -693,17 +693,19 @@ macro_rules! insert_instance_sql {
     };
 }
 
-/// An instance (nothing if its id is taken) and its `start` action, by
-/// its `started_by`, with `detail`: counts 1 when inserted.
+/// An instance (nothing if its id is taken) and, by its `started_by`
+/// (none: no action, as on SQLite), its `start` action with `detail`:
+/// [`Out::counted`](super::Out::counted) 1 when inserted.
 pub(super) fn insert_instance(i: &InstanceRow, detail: &str) -> Op {
     let mut params = child_params(i);
     params.push(p(detail.to_string()));
-    Op::Exec(
+    Op::Query(
         concat!(
             "WITH c AS (",
             insert_instance_sql!(),
-            " RETURNING id) INSERT INTO actions (instance_id, at, action, actor, detail) \
-             SELECT id, $14, 'start', COALESCE($26, ''), $27 FROM c"
+            " RETURNING id), a AS (INSERT INTO actions (instance_id, at, action, actor, detail) \
+             SELECT id, $14, 'start', $26, $27 FROM c WHERE $26::text IS NOT NULL) \
+             SELECT count(*) FROM c"
         ),
         params,
     )
@@ -724,7 +726,7 @@ pub(super) fn insert_child(i: &InstanceRow) -> Op {
             "WITH c AS (",
             insert_instance_sql!(),
             " RETURNING id), a AS (INSERT INTO actions (instance_id, at, action, actor, detail) \
-             SELECT id, $14, 'start', COALESCE($26, ''), $27 FROM c) \
+             SELECT id, $14, 'start', $26, $27 FROM c WHERE $26::text IS NOT NULL) \
              SELECT pg_notify('wf_' || current_schema(), '')"
         ),
         params,

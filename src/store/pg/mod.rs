@@ -120,6 +120,18 @@ impl Out {
             _ => 0,
         }
     }
+
+    /// The number a `SELECT count(*)` answered (a statement whose
+    /// data-modifying CTEs leave its own count meaningless).
+    pub(super) fn counted(&self) -> u64 {
+        match self {
+            Out::Rows(rows) => rows
+                .first()
+                .and_then(|r| r.try_get::<_, i64>(0).ok())
+                .map_or(0, |n| u64::try_from(n).unwrap_or(0)),
+            other => other.count(),
+        }
+    }
 }
 
 pub struct PgStore {

@@ -336,7 +336,7 @@ impl PgStore {
         let read_from = ops.len();
         ops.extend(reads(&place.key, &row.id, false));
         let outs = self.pipeline(ops).await?;
-        if outs[inserted].count() == 0 {
+        if outs[inserted].counted() == 0 {
             let _ = self.client().batch_execute("ROLLBACK").await;
             return Ok(false);
         }

@@ -27,9 +27,10 @@ const START_ONCE: &str = concat!(
      $8::text, $9::text, $10::text, $11::text, $12::text, ",
     server_ms!(),
     " + $13::bigint, $14::text, $15::text, $21::text, $22::text, $23::bigint, $24::text, \
-     $25::boolean, $26::boolean, $27::text FROM f RETURNING id) \
-     INSERT INTO actions (instance_id, at, action, actor, detail) \
-     SELECT id, $14::text, 'start', $27::text, $28::text FROM i"
+     $25::boolean, $26::boolean, $27::text FROM f RETURNING id), \
+     a AS (INSERT INTO actions (instance_id, at, action, actor, detail) \
+     SELECT id, $14::text, 'start', $27::text, $28::text FROM i WHERE $27::text IS NOT NULL) \
+     SELECT count(*) FROM i"
 );
 
 macro_rules! cols {
@@ -229,7 +230,7 @@ impl PgStore {
                 p(inst.started_by.clone()),
                 p(crate::store::actions::fire_detail(*fire_ms)),
             ]);
-            ops.push(Op::Exec(START_ONCE, params));
+            ops.push(Op::Query(START_ONCE, params));
         }
         // The instance the last fire time started (now, or before).
         ops.push(Op::Exec(
@@ -268,7 +269,7 @@ impl PgStore {
         Ok(Some(
             outs.iter()
                 .take(fire.starts.len())
-                .map(|o| o.count() == 1)
+                .map(|o| o.counted() == 1)
                 .collect(),
         ))
     }
