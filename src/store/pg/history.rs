@@ -693,6 +693,16 @@ macro_rules! insert_instance_sql {
     };
 }
 
+/// After `WITH c AS (INSERT INTO instances … RETURNING id)`: the CTE
+/// that records the new instance's `start` action, by its `started_by`
+/// (`$26`, none: no action) with its detail (`$27`).
+macro_rules! start_action_cte {
+    () => {
+        ", a AS (INSERT INTO actions (instance_id, at, action, actor, detail) \
+         SELECT id, $14, 'start', $26, $27 FROM c WHERE $26::text IS NOT NULL) "
+    };
+}
+
 /// An instance (nothing if its id is taken) and, by its `started_by`
 /// (none: no action, as on SQLite), its `start` action with `detail`:
 /// [`Out::counted`](super::Out::counted) 1 when inserted.
@@ -703,9 +713,9 @@ pub(super) fn insert_instance(i: &InstanceRow, detail: &str) -> Op {
         concat!(
             "WITH c AS (",
             insert_instance_sql!(),
-            " RETURNING id), a AS (INSERT INTO actions (instance_id, at, action, actor, detail) \
-             SELECT id, $14, 'start', $26, $27 FROM c WHERE $26::text IS NOT NULL) \
-             SELECT count(*) FROM c"
+            " RETURNING id)",
+            start_action_cte!(),
+            "SELECT count(*) FROM c"
         ),
         params,
     )
@@ -725,9 +735,9 @@ pub(super) fn insert_child(i: &InstanceRow) -> Op {
         concat!(
             "WITH c AS (",
             insert_instance_sql!(),
-            " RETURNING id), a AS (INSERT INTO actions (instance_id, at, action, actor, detail) \
-             SELECT id, $14, 'start', $26, $27 FROM c WHERE $26::text IS NOT NULL) \
-             SELECT pg_notify('wf_' || current_schema(), '')"
+            " RETURNING id)",
+            start_action_cte!(),
+            "SELECT pg_notify('wf_' || current_schema(), '')"
         ),
         params,
     )
