@@ -8,12 +8,8 @@ use crate::engine::worker::WorkerObserver;
 use crate::engine::{EngineError, RunOutcome};
 use crate::printer::Printer;
 use crate::views::WorkerLine;
+use crate::vocab::short as short_id;
 use crate::vocab::{InstanceId, Timestamp};
-
-/// The first 12 characters of an id, as tables show it.
-fn short_id(id: &str) -> &str {
-    id.get(..12).unwrap_or(id)
-}
 
 /// The worker's log: a line on stderr for each run that ends and for what
 /// each schedule does; with `--json`, a [`WorkerLine`] on stdout for each

@@ -79,30 +79,17 @@ pub async fn run(args: Args, db: Option<PathBuf>, printer: &Printer) -> anyhow::
         Sub::Actions { limit, json } => {
             let store = super::open_existing(db).await?;
             let rows = db::actions(&store, limit).await?;
-            let views: Vec<crate::views::ActionView> =
-                rows.iter().map(crate::views::ActionView::from).collect();
             if json {
+                let views: Vec<crate::views::ActionView> =
+                    rows.iter().map(crate::views::ActionView::from).collect();
                 printer.json(&views);
-            } else if views.is_empty() {
+            } else if rows.is_empty() {
                 printer.info("no action on the registry, the tokens or the history was recorded");
             } else {
-                let rows: Vec<Vec<comfy_table::Cell>> = views
-                    .iter()
-                    .map(|a| {
-                        vec![
-                            comfy_table::Cell::new(a.action.as_str()),
-                            comfy_table::Cell::new(a.actor.to_string()),
-                            comfy_table::Cell::new(a.at.to_string()),
-                            comfy_table::Cell::new(if a.detail.is_empty() {
-                                "-"
-                            } else {
-                                a.detail
-                            }),
-                        ]
-                    })
-                    .collect();
+                // The detail (how many a prune deleted) wraps rather than drops.
+                let cells = rows.iter().map(super::inspect::action_cells).collect();
                 let (table, _) =
-                    printer.fitted(&["ACTION", "BY", "AT", "DETAIL"], rows, Some(3), 16, &[]);
+                    printer.fitted(&super::inspect::ACTION_HEADER, cells, Some(3), 16, &[]);
                 printer.data(&table.to_string());
             }
             Ok(ExitStatus::Success)

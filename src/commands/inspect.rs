@@ -325,17 +325,20 @@ fn duration(start: Option<Timestamp>, end: Option<Timestamp>) -> String {
 /// Who did what to the instance: ACTION / BY / AT / DETAIL, oldest first.
 /// On a narrow terminal the detail is cut (`--json` has it whole).
 fn print_actions(printer: &Printer, actions: &[store::ActionRow]) {
-    let rows: Vec<Vec<Cell>> = actions
-        .iter()
-        .map(|a| {
-            vec![
-                Cell::new(a.action.as_str()),
-                Cell::new(a.actor.to_string()),
-                Cell::new(a.at.to_string()),
-                Cell::new(if a.detail.is_empty() { "-" } else { &a.detail }),
-            ]
-        })
-        .collect();
-    let (table, _) = printer.fitted(&["ACTION", "BY", "AT", "DETAIL"], rows, Some(1), 16, &[3]);
+    let rows: Vec<Vec<Cell>> = actions.iter().map(action_cells).collect();
+    let (table, _) = printer.fitted(&ACTION_HEADER, rows, Some(1), 16, &[3]);
     printer.data(&table.to_string());
+}
+
+/// The columns of a table of actions (`wf inspect`'s, `wf db actions`').
+pub(super) const ACTION_HEADER: [&str; 4] = ["ACTION", "BY", "AT", "DETAIL"];
+
+/// An action as a row of [`ACTION_HEADER`]'s columns.
+pub(super) fn action_cells(a: &store::ActionRow) -> Vec<Cell> {
+    vec![
+        Cell::new(a.action.as_str()),
+        Cell::new(a.actor.to_string()),
+        Cell::new(a.at.to_string()),
+        Cell::new(if a.detail.is_empty() { "-" } else { &a.detail }),
+    ]
 }

@@ -46,7 +46,11 @@ pub async fn register(
         hook: wf.webhook.as_ref().map(|w| w.name.clone()),
         registered_at: Timestamp::now(),
     };
-    let detail = format!("{} from {}", short_hash(&wf.hash), row.workflow_path);
+    let detail = format!(
+        "{} from {}",
+        crate::vocab::short(&wf.hash),
+        row.workflow_path
+    );
     let action = store::ActionRow::global(kind, by, detail);
     match store
         .register_workflow(&row, &super::definitions_of(wf), &action)
@@ -149,11 +153,6 @@ pub async fn start(
         }),
         Err(e) => Err(e),
     }
-}
-
-/// A definition's hash as a person reads it: its first 12 digits.
-pub fn short_hash(hash: &str) -> &str {
-    hash.get(..12).unwrap_or(hash)
 }
 
 /// The instance id an idempotency key stands for, within `scope` (a

@@ -147,9 +147,13 @@ pub async fn session(
     id: &str,
     idle: std::time::Duration,
 ) -> Result<Option<FoundSession>, EngineError> {
+    Ok(store.session(&hash(id), idle_since(idle)).await?)
+}
+
+/// Unix ms `idle` ago: a session last used before it is over.
+fn idle_since(idle: std::time::Duration) -> i64 {
     let idle_ms = i64::try_from(idle.as_millis()).unwrap_or(i64::MAX);
-    let since = Timestamp::now().ms().saturating_sub(idle_ms);
-    Ok(store.session(&hash(id), since).await?)
+    Timestamp::now().ms().saturating_sub(idle_ms)
 }
 
 /// Ends session `id` (`POST /signout`), and every session idle longer
@@ -159,9 +163,7 @@ pub async fn end_session(
     id: &str,
     idle: std::time::Duration,
 ) -> Result<(), EngineError> {
-    let idle_ms = i64::try_from(idle.as_millis()).unwrap_or(i64::MAX);
-    let since = Timestamp::now().ms().saturating_sub(idle_ms);
-    Ok(store.end_session(&hash(id), since).await?)
+    Ok(store.end_session(&hash(id), idle_since(idle)).await?)
 }
 
 #[cfg(test)]

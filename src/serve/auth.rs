@@ -32,9 +32,13 @@ use subtle::ConstantTimeEq;
 use crate::engine::tokens;
 use crate::vocab::{Actor, TokenScope};
 
-/// The server's token (never printed by `Debug`).
+/// The server's token (never printed by `Debug`), with its hash: what a
+/// session it signed in keeps (`engine::tokens::hash`), made once.
 #[derive(Clone)]
-pub struct Token(String);
+pub struct Token {
+    text: String,
+    hash: String,
+}
 
 impl std::fmt::Debug for Token {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -43,15 +47,27 @@ impl std::fmt::Debug for Token {
 }
 
 impl Token {
+    fn new(text: String) -> Token {
+        Token {
+            hash: tokens::hash(&text),
+            text,
+        }
+    }
+
     /// Whether `given` is the token (in constant time).
     pub fn matches(&self, given: &str) -> bool {
-        let a = self.0.as_bytes();
+        let a = self.text.as_bytes();
         let b = given.as_bytes();
         a.len() == b.len() && bool::from(a.ct_eq(b))
     }
 
     pub fn as_str(&self) -> &str {
-        &self.0
+        &self.text
+    }
+
+    /// Its SHA-256, as hex.
+    pub fn hash(&self) -> &str {
+        &self.hash
     }
 }
 
@@ -94,7 +110,7 @@ pub fn load() -> Result<(Token, Source), TokenError> {
         if t.len() < 16 {
             return Err(TokenError::Short);
         }
-        return Ok((Token(t), Source::Env));
+        return Ok((Token::new(t), Source::Env));
     }
     let path = token_path().ok_or_else(|| TokenError::Io {
         path: "serve-token".into(),
@@ -106,7 +122,7 @@ pub fn load() -> Result<(Token, Source), TokenError> {
     };
     match std::fs::read_to_string(&path) {
         Ok(text) if !text.trim().is_empty() => {
-            return Ok((Token(text.trim().to_string()), Source::File(path)));
+            return Ok((Token::new(text.trim().to_string()), Source::File(path)));
         }
         Ok(_) => {}
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
@@ -133,12 +149,12 @@ pub fn load() -> Result<(Token, Source), TokenError> {
     match std::fs::hard_link(&tmp, &path) {
         Ok(()) => {
             let _ = std::fs::remove_file(&tmp);
-            Ok((Token(token), Source::Generated(path)))
+            Ok((Token::new(token), Source::Generated(path)))
         }
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
             let _ = std::fs::remove_file(&tmp);
             let text = std::fs::read_to_string(&path).map_err(io)?;
-            Ok((Token(text.trim().to_string()), Source::File(path)))
+            Ok((Token::new(text.trim().to_string()), Source::File(path)))
         }
         Err(e) => {
             let _ = std::fs::remove_file(&tmp);
@@ -154,21 +170,14 @@ fn generate() -> std::io::Result<String> {
     Ok(hex::encode(bytes))
 }
 
-/// How a request proved itself.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Proof {
-    Bearer,
-    Cookie,
-}
-
 /// Who a request is (a request extension the middleware sets): the actor
 /// its actions are recorded as, and what it may do.
 #[derive(Debug, Clone)]
 pub struct Principal {
     pub actor: Actor,
     pub scope: TokenScope,
-    pub proof: Proof,
-    /// The session's id, for a request its cookie authenticated.
+    /// The session's id, for a request its cookie authenticated (none: a
+    /// bearer token).
     pub session: Option<String>,
 }
 
@@ -208,7 +217,7 @@ async fn token_of(
     if app.token.matches(token) {
         return Ok(Some((
             tokens::DEFAULT.to_string(),
-            tokens::hash(token),
+            app.token.hash().to_string(),
             TokenScope::Admin,
         )));
     }
@@ -233,7 +242,6 @@ pub async fn identify(app: &App, headers: &HeaderMap) -> Result<Option<Principal
         return Ok(token_of(app, t).await?.map(|(name, _, scope)| Principal {
             actor: Actor::Token(name),
             scope,
-            proof: Proof::Bearer,
             session: None,
         }));
     }
@@ -253,7 +261,7 @@ pub async fn identify(app: &App, headers: &HeaderMap) -> Result<Option<Principal
     // A session of the server's own token lasts while that token is the
     // server's; of a named one, while the database keeps that token.
     let scope = if found.row.token == tokens::DEFAULT {
-        (found.row.token_hash == tokens::hash(app.token.as_str())).then_some(TokenScope::Admin)
+        (found.row.token_hash == app.token.hash()).then_some(TokenScope::Admin)
     } else {
         found.scope
     };
@@ -262,7 +270,6 @@ pub async fn identify(app: &App, headers: &HeaderMap) -> Result<Option<Principal
     Ok(Some(Principal {
         actor: Actor::Session(found.row.token.clone()),
         scope,
-        proof: Proof::Cookie,
         session: Some(id),
     }))
 }
@@ -303,8 +310,9 @@ pub fn forbidden(who: &Principal, needed: TokenScope, method: &Method, path: &st
     )
 }
 
-/// When named tokens and sessions were last used, kept in memory and
-/// written at most once a minute each: a request costs no write.
+/// When named tokens and sessions were last used, written at most once a
+/// minute each (a token's last write kept here, a session's read with it):
+/// a request costs no write.
 #[derive(Debug, Default)]
 pub struct Usage {
     tokens: std::sync::Mutex<std::collections::HashMap<String, std::time::Instant>>,
@@ -389,7 +397,8 @@ pub async fn require(State(app): State<App>, req: Request, next: Next) -> Respon
         Err(e) => return e.into_response(),
     };
     let safe = matches!(*req.method(), Method::GET | Method::HEAD | Method::OPTIONS);
-    if who.proof == Proof::Cookie && !safe && !same_site(req.headers()) {
+    let by_cookie = who.session.is_some();
+    if by_cookie && !safe && !same_site(req.headers()) {
         return ApiError::new(
             crate::error_kind::ErrorKind::CrossSite,
             "a request from another site may not change anything here",
@@ -399,7 +408,7 @@ pub async fn require(State(app): State<App>, req: Request, next: Next) -> Respon
     let need = needed(req.method(), req.uri().path());
     if who.scope < need {
         let e = forbidden(&who, need, req.method(), req.uri().path());
-        if wants_page(&req) || who.proof == Proof::Cookie {
+        if wants_page(&req) || by_cookie {
             return super::pages::error_page(&e);
         }
         return e.into_response();
@@ -422,20 +431,22 @@ pub async fn start_session(app: &App, token: &str) -> Result<Option<String>, Api
             Ok::<_, ApiError>(tokens::open_session(&mut c, &name, &hash).await?)
         })
         .await?;
-    Ok(Some(format!(
-        "{}={id}; Path=/; HttpOnly; SameSite=Strict{}",
+    Ok(Some(session_cookie(app, &id, "")))
+}
+
+/// The session cookie's `Set-Cookie` value holding `value`, with `more`
+/// attributes: HttpOnly, SameSite=Strict, and Secure under TLS.
+fn session_cookie(app: &App, value: &str, more: &str) -> String {
+    format!(
+        "{}={value}; Path=/; HttpOnly; SameSite=Strict{more}{}",
         app.cookie,
         if app.tls { "; Secure" } else { "" }
-    )))
+    )
 }
 
 /// The `Set-Cookie` value that makes a browser forget its session.
 pub fn ended_cookie(app: &App) -> String {
-    format!(
-        "{}=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0{}",
-        app.cookie,
-        if app.tls { "; Secure" } else { "" }
-    )
+    session_cookie(app, "", "; Max-Age=0")
 }
 
 /// `POST /signout`: ends the request's session (and any idle past the

@@ -15,6 +15,7 @@
 //! a run's root are named relative to their workflow (`charge-card`).
 
 use crate::store::{RunRow, SpanRow};
+use crate::vocab::short;
 use layout::Line;
 use serde_json::Value;
 use std::collections::{BTreeSet, HashMap, HashSet};
@@ -212,10 +213,6 @@ fn instance_nodes(
         }
     }
     nodes
-}
-
-fn short(id: &str) -> &str {
-    id.get(..12).unwrap_or(id)
 }
 
 fn run_nodes(

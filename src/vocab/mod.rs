@@ -19,6 +19,12 @@ pub use status::{
 };
 pub use time::Timestamp;
 
+/// What tables and details show of an id or a definition's hash: its
+/// first 12 characters (all of a shorter one).
+pub fn short(id: &str) -> &str {
+    id.get(..12).unwrap_or(id)
+}
+
 /// A stored word this build does not know: a corrupt row, or one written by
 /// a newer `wf`.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -55,19 +55,7 @@ pub async fn page_of(
                 p.muted { "No action on the registry, the tokens or the history was recorded." }
             } @else {
                 p.muted { "Who did what to the registry, the tokens and the history as a whole (each batch of " code { "wf prune" } "), newest first; " code { "wf db actions" } " lists them too." }
-                div.table-wrap { table.actions {
-                    thead { tr { th { "Action" } th { "By" } th { "At" } th { "Detail" } } }
-                    tbody {
-                        @for a in &actions {
-                            tr {
-                                td { (a.action.as_str()) }
-                                td { code { (a.actor) } }
-                                td.time { (super::list::when(a.at, now)) }
-                                td { (a.detail) }
-                            }
-                        }
-                    }
-                } }
+                (super::instance::actions_table(&actions, now))
             }
             h2 { "Backups and moving" }
             @if admin {

@@ -408,20 +408,28 @@ fn actions(v: &InstanceView, now: Timestamp) -> Markup {
     html! {
         h2 #actions { "Actions" }
         @if v.actions.is_empty() { p.muted { "No action was recorded." } } @else {
-            div.table-wrap { table.actions {
-                thead { tr { th { "Action" } th { "By" } th { "At" } th { "Detail" } } }
-                tbody {
-                    @for a in &v.actions {
-                        tr {
-                            td { (a.action.as_str()) }
-                            td { code { (a.actor) } }
-                            td.time { (when(a.at, now)) }
-                            td { (a.detail) }
-                        }
+            (actions_table(&v.actions, now))
+        }
+    }
+}
+
+/// Actions as a table: action, by, at, detail (the instance page's, the
+/// Database page's).
+pub(super) fn actions_table(actions: &[crate::store::ActionRow], now: Timestamp) -> Markup {
+    html! {
+        div.table-wrap { table.actions {
+            thead { tr { th { "Action" } th { "By" } th { "At" } th { "Detail" } } }
+            tbody {
+                @for a in actions {
+                    tr {
+                        td { (a.action.as_str()) }
+                        td { code { (a.actor) } }
+                        td.time { (when(a.at, now)) }
+                        td { (a.detail) }
                     }
                 }
-            } }
-        }
+            }
+        } }
     }
 }
 

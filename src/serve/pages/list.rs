@@ -250,7 +250,4 @@ fn rows_html(rows: &[InstanceRow], now: Timestamp) -> Markup {
     }
 }
 
-/// The first 12 characters of an id, as the CLI's tables show it.
-pub fn short(id: &str) -> &str {
-    id.get(..12).unwrap_or(id)
-}
+pub use crate::vocab::short;
