@@ -26,10 +26,11 @@ fn cli_actor() -> String {
     )
 }
 
-fn inspect(t: &Test, id: &str) -> Value {
-    let r = t.wf(&["inspect", id, "--json"]);
-    r.code(0);
-    serde_json::from_str(&r.stdout).expect("inspect --json")
+/// The inspector page's Actions section (what follows `id="actions"`).
+fn actions_section(page: &str) -> &str {
+    page.split("id=\"actions\"")
+        .nth(1)
+        .expect("an Actions section")
 }
 
 /// `(action, actor, detail)` of each recorded action, oldest first.
@@ -90,25 +91,17 @@ steps:
 fn a_persons_commands_are_recorded_as_cli_user_at_host() {
     let t = Test::new();
     let me = cli_actor();
-    let wf = t.write("waiter.yaml", WAITER);
-    let ran = t.wf(&["run", wf.to_str().unwrap(), "--json"]);
+    let (id, ran) = t.run_yaml("waiter.yaml", WAITER, &[]);
     ran.code(3);
-    let id = serde_json::from_str::<Value>(&ran.stdout).unwrap()["id"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let wf = t.path().join("waiter.yaml");
     t.wf(&["signal", &id, "approved"]).code(0);
     t.wf(&["resume", &id]).code(0);
 
     // A second one, canceled with a reason.
-    let ran = t.wf(&["run", wf.to_str().unwrap(), "--json"]);
-    let other = serde_json::from_str::<Value>(&ran.stdout).unwrap()["id"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let (other, _) = t.run_yaml("waiter.yaml", WAITER, &[]);
     t.wf(&["cancel", &other, "--reason", "bad deploy"]).code(0);
 
-    let v = inspect(&t, &id);
+    let v = t.inspect(&id);
     assert_eq!(v["started_by"], me.as_str());
     assert_eq!(
         actions(&v),
@@ -119,7 +112,7 @@ fn a_persons_commands_are_recorded_as_cli_user_at_host() {
         ]
     );
     assert_eq!(run_actors(&t, &id), vec![me.clone(), me.clone()]);
-    let canceled = actions(&inspect(&t, &other));
+    let canceled = actions(&t.inspect(&other));
     assert_eq!(canceled.len(), 2, "{canceled:?}");
     assert_eq!(
         canceled[1],
@@ -157,27 +150,17 @@ fn a_worker_resumes_and_a_schedule_starts_in_their_own_names() {
     let t = Test::new();
     let me = cli_actor();
     // Sleeps past the run's inline wait: the worker takes it up.
-    let nap = t.write(
+    let (id, ran) = t.run_yaml(
         "nap.yaml",
         "name: nap\nsteps:\n  - id: s\n    sleep: 1s\n  - id: after\n    needs: [s]\n    run: echo woke\n",
+        &["--inline-wait", "0s"],
     );
-    let ran = t.wf(&[
-        "run",
-        nap.to_str().unwrap(),
-        "--inline-wait",
-        "0s",
-        "--json",
-    ]);
     ran.code(3);
-    let id = serde_json::from_str::<Value>(&ran.stdout).unwrap()["id"]
-        .as_str()
-        .unwrap()
-        .to_string();
     crate::durable::eventually("the timer is due", || {
         t.wf(&["worker", "--once"]).code(0);
-        inspect(&t, &id)["status"] == "completed"
+        t.inspect(&id)["status"] == "completed"
     });
-    let acts = actions(&inspect(&t, &id));
+    let acts = actions(&t.inspect(&id));
     assert_eq!(acts[0].0, "start");
     assert_eq!(acts[0].1, me);
     let resumes: Vec<_> = acts.iter().filter(|a| a.0 == "resume").collect();
@@ -204,7 +187,7 @@ fn a_worker_resumes_and_a_schedule_starts_in_their_own_names() {
         .expect("a fired instance")
         .to_string();
     assert_eq!(list[0]["started_by"], "schedule:tick");
-    let acts = actions(&inspect(&t, &fired));
+    let acts = actions(&t.inspect(&fired));
     assert_eq!(acts[0].0, "start");
     assert_eq!(acts[0].1, "schedule:tick");
     assert!(acts[0].2.starts_with("fire time "), "{acts:?}");
@@ -222,19 +205,13 @@ fn a_worker_resumes_and_a_schedule_starts_in_their_own_names() {
         .text()
     };
     let napped = page(&id);
-    let section = napped
-        .split("id=\"actions\"")
-        .nth(1)
-        .expect("an Actions section");
+    let section = actions_section(&napped);
     assert!(
         section.contains("worker:") && section.contains(&me),
         "{section}"
     );
     let ticked = page(&fired);
-    let section = ticked
-        .split("id=\"actions\"")
-        .nth(1)
-        .expect("an Actions section");
+    let section = actions_section(&ticked);
     assert!(section.contains("schedule:tick"), "{section}");
 }
 
@@ -292,7 +269,7 @@ fn a_token_and_a_webhook_are_named_in_the_api_and_the_inspector() {
     );
     assert_eq!(v["started_by"], "hook:push");
     // The CLI reads the same.
-    assert_eq!(actions(&inspect(&t, &id)), acts);
+    assert_eq!(actions(&t.inspect(&id)), acts);
 
     // The inspector's instance page: the actions section, each actor.
     let page = s
@@ -303,10 +280,7 @@ fn a_token_and_a_webhook_are_named_in_the_api_and_the_inspector() {
             None,
         )
         .text();
-    let section = page
-        .split("id=\"actions\"")
-        .nth(1)
-        .expect("an Actions section");
+    let section = actions_section(&page);
     assert!(
         section.contains("hook:push") && section.contains("delivery d-42"),
         "{section}"
@@ -387,10 +361,7 @@ fn registrations_tokens_and_prunes_are_recorded_on_the_database() {
     let page = s
         .call("GET", "/database", &[("accept", "text/html")], None)
         .text();
-    let section = page
-        .split("id=\"actions\"")
-        .nth(1)
-        .expect("an Actions section");
+    let section = actions_section(&page);
     assert!(
         section.contains("prune") && section.contains(&me),
         "{section}"
