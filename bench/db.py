@@ -15,7 +15,9 @@ The figures:
   by sequence number): target <= 2x;
 - `wf db backup` of the SQLite database, against `cp` of the same file quiesced (its WAL
   checkpointed): target <= 1.5x; its floor, `cp` and `sync` of the copy (a backup is on the
-  disk when it returns; `cp` alone is not);
+  disk when it returns; `cp` alone is not); and, for information, against SQLite's online
+  backup of the same file alone (Python's sqlite3, then an fsync): what a consistent copy of a
+  file others write costs;
 - a 300-step `/bin/true` run on that database while backups of it follow one another beside
   it, against the same run alone (alternated): target <= 1.1x; its floor, the same run beside
   `cp` + `sync` loops of the file.
@@ -158,7 +160,18 @@ def main():
             psql(args.pg, f"DROP SCHEMA IF EXISTS {s} CASCADE")
 
         # 2. backup against cp of the quiesced file.
-        backups, cps, synced = [], [], []
+        def online_backup(dest):
+            # The floor of a consistent copy: SQLite's online backup alone
+            # (Python's sqlite3, the same pragmas as wf's: no journal, no
+            # syncs of its own), then one fsync, in a process of its own.
+            code = ("import os, sqlite3, sys\n"
+                    "s = sqlite3.connect(sys.argv[1]); d = sqlite3.connect(sys.argv[2])\n"
+                    "d.execute('PRAGMA journal_mode=OFF'); d.execute('PRAGMA synchronous=OFF')\n"
+                    "s.backup(d); d.close()\n"
+                    "f = os.open(sys.argv[2], os.O_RDONLY); os.fsync(f)\n")
+            return run([sys.executable, "-c", code, db, dest])[0]
+
+        backups, cps, synced, online = [], [], [], []
         for r in range(args.reps):
             dest = os.path.join(tmp, f"backup-{r}.db")
             t, _, code, _ = run([WF, "db", "backup", "-q", dest], env=env)
@@ -174,9 +187,15 @@ def main():
             t, _, _, _ = run(["sh", "-c", 'cp "$1" "$2" && sync "$2"', "sh", db, dest])
             synced.append(t)
             os.unlink(dest)
+            online.append(online_backup(dest))
+            os.unlink(dest)
         a, b, c = statistics.median(backups), statistics.median(cps), statistics.median(synced)
-        rep.add(f"wf db backup / cp of the quiesced file ({a:.3f} vs {b:.3f} s; cp + sync {c:.3f} s)",
+        d = statistics.median(online)
+        rep.add(f"wf db backup / cp of the quiesced file ({a:.3f} vs {b:.3f} s; cp + sync {c:.3f} s; "
+                f"SQLite's online backup + fsync {d:.3f} s)",
                 a / b, "x", "<= 1.5", a / b <= 1.5, floor=("cp + sync of the copy / cp", c / b))
+        rep.add("wf db backup / SQLite's online backup of the same file + fsync (Python)", a / d, "x",
+                "info", True)
 
         # 3. a 300-step run beside backups, against alone.
         flow = write(os.path.join(tmp, "true300.yaml"), seq_true(300))

@@ -204,6 +204,7 @@ pub mod portable;
 mod registry;
 mod run_store;
 mod schedules;
+pub mod transfer;
 
 impl Store {
     /// Opens (creating if needed) the database and brings its schema up to date.

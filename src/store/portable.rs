@@ -341,6 +341,7 @@ impl Batch {
     /// The batch of those of `ids` that `keep` says yes to.
     pub fn only(self, keep: impl Fn(&str) -> bool) -> Batch {
         let ids: Vec<String> = self.ids.into_iter().filter(|i| keep(i)).collect();
+        let kept: std::collections::HashSet<&str> = ids.iter().map(String::as_str).collect();
         let tables = self
             .tables
             .into_iter()
@@ -355,7 +356,7 @@ impl Batch {
                     rows: t
                         .rows
                         .into_iter()
-                        .filter(|r| matches!(&r[at], Cell::Text(i) if ids.contains(i)))
+                        .filter(|r| matches!(&r[at], Cell::Text(i) if kept.contains(i.as_str())))
                         .collect(),
                 }
             })
@@ -445,6 +446,17 @@ impl super::Store {
         each!(self.portable_write(global, batch))
     }
 
+    /// Writes `batch`, none of whose instances this database holds, in one
+    /// transaction: a copy's batch (on PostgreSQL with `COPY`, its fastest
+    /// way in; on SQLite as [`Store::portable_write`]).
+    pub async fn portable_load(&mut self, batch: &Batch) -> super::Result<()> {
+        match self {
+            super::Store::Sqlite(s) => s.portable_write(&[], batch),
+            super::Store::Postgres(p) => p.portable_load(batch).await,
+            super::Store::Lent(shared) => Box::pin(shared.take().await?.portable_load(batch)).await,
+        }
+    }
+
     /// How many rows of the history this database holds, by table.
     pub async fn portable_counts(&self) -> super::Result<Vec<(&'static str, i64)>> {
         each!(self.portable_counts())
@@ -459,79 +471,6 @@ impl super::Store {
             .find(|(t, _)| *t == "instances")
             .map_or(0, |(_, n)| *n as u64))
     }
-}
-
-/// How many instances go in one transaction of a copy's target.
-const BATCH: usize = 500;
-
-/// What a copy did.
-#[derive(Debug, Clone, Copy, Default, serde::Serialize)]
-pub struct Copied {
-    /// Instances the source holds.
-    pub instances: u64,
-    /// Of them, written by this copy.
-    pub written: u64,
-    /// Of them, found in the target already (a copy continued).
-    pub skipped: u64,
-}
-
-/// Copies every row of `source`'s history into `target`, read in one
-/// snapshot of the source and written a batch of instances at a time, each
-/// batch in one transaction of the target with every row of its
-/// instances. `resume`: the target may hold some already (a copy
-/// interrupted), which are skipped, each having been written whole; else
-/// it holds none, and is not asked. `clear_leases`: no instance is held by
-/// anyone in the target (its holders were the source's). `progress` hears
-/// how many instances are done of how many.
-pub async fn copy(
-    source: &super::Store,
-    target: &mut super::Store,
-    resume: bool,
-    clear_leases: bool,
-    progress: &mut dyn FnMut(u64, u64),
-) -> super::Result<Copied> {
-    source
-        .snapshot(async |s: &super::Store| -> super::Result<Copied> {
-            let mut copied = Copied {
-                instances: s.portable_instance_count().await?,
-                ..Copied::default()
-            };
-            let mut global = Vec::new();
-            for table in TABLES.iter().filter(|t| t.scope == Scope::Global) {
-                global.push(Rows {
-                    table,
-                    rows: s.portable_global(table).await?,
-                });
-            }
-            target.portable_write(&global, &Batch::default()).await?;
-            let mut after: Option<String> = None;
-            loop {
-                let batch = s.portable_batch(after.as_deref(), BATCH).await?;
-                let Some(last) = batch.ids.last().cloned() else {
-                    break;
-                };
-                after = Some(last);
-                let n = batch.ids.len() as u64;
-                let present = if resume {
-                    target.portable_present(&batch.ids).await?
-                } else {
-                    Vec::new()
-                };
-                let mut batch = batch.only(|id| !present.iter().any(|p| p == id));
-                if clear_leases {
-                    batch.clear_leases();
-                }
-                batch.explicit_commit_spans(s.system());
-                if !batch.ids.is_empty() {
-                    target.portable_write(&[], &batch).await?;
-                }
-                copied.written += batch.ids.len() as u64;
-                copied.skipped += n - batch.ids.len() as u64;
-                progress(copied.written + copied.skipped, copied.instances);
-            }
-            Ok(copied)
-        })
-        .await
 }
 
 impl Batch {
@@ -577,7 +516,7 @@ impl Batch {
     }
 
     /// No instance of the batch is held by anyone.
-    fn clear_leases(&mut self) {
+    pub(super) fn clear_leases(&mut self) {
         for rows in &mut self.tables {
             if rows.table.name != "instances" {
                 continue;
@@ -599,7 +538,7 @@ impl super::Store {
     /// SQLite file (the portable file any wf opens with `--db`): on SQLite
     /// one read transaction copies its pages (the online backup); on PostgreSQL
     /// the rows of one REPEATABLE READ snapshot are copied into a new
-    /// database there ([`copy`]). Its leases are cleared: their holders
+    /// database there ([`super::transfer::copy`]). Its leases are cleared: their holders
     /// write to this database, not to the backup, so what was in flight
     /// there is an orphan a worker takes up at once. Not synced here.
     /// Returns how many instances it holds.
@@ -611,13 +550,12 @@ impl super::Store {
         match self {
             super::Store::Sqlite(s) => {
                 let n = s.backup_into(dest)?;
-                super::sqlite::clear_leases(dest)?;
-                super::sqlite::single_file(dest)?;
                 Ok(n)
             }
             super::Store::Postgres(_) => {
                 let mut target = super::Store::open(&super::Location::Sqlite(dest.into())).await?;
-                let copied = copy(self, &mut target, false, true, progress).await?;
+                let copied =
+                    super::transfer::copy(self, &mut target, false, true, progress).await?;
                 drop(target);
                 super::sqlite::single_file(dest)?;
                 Ok(copied.written)

@@ -28,7 +28,7 @@ use std::sync::OnceLock;
 
 /// The recorder, built once per test process with the machine's C compiler
 /// (the one that builds SQLite for wf).
-fn shim() -> &'static Path {
+pub(crate) fn shim() -> &'static Path {
     static SHIM: OnceLock<PathBuf> = OnceLock::new();
     SHIM.get_or_init(|| {
         let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/cli/crash/iolog.c");
@@ -148,14 +148,27 @@ impl Recording {
 // ------------------------------------------------------------ the log
 
 #[derive(Debug, Clone)]
-enum Op {
-    Write { file: usize, at: u64, data: Vec<u8> },
-    Truncate { file: usize, size: u64 },
-    Sync { file: usize },
+pub(crate) enum Op {
+    Write {
+        file: usize,
+        at: u64,
+        data: Vec<u8>,
+    },
+    Truncate {
+        file: usize,
+        size: u64,
+    },
+    Sync {
+        file: usize,
+    },
     Mark(String),
+    /// A backup's temporary file linked to the backup's name.
+    Link,
+    /// A backup's temporary file's name removed.
+    Unlink,
 }
 
-fn read_log(path: &Path) -> Vec<Op> {
+pub(crate) fn read_log(path: &Path) -> Vec<Op> {
     let bytes = std::fs::read(path).expect("read the I/O log");
     let mut ops = Vec::new();
     let mut i = 0;
@@ -180,11 +193,13 @@ fn read_log(path: &Path) -> Vec<Op> {
             },
             b'S' => Op::Sync { file },
             b'M' => Op::Mark(String::from_utf8(data).expect("a UTF-8 mark")),
+            b'L' => Op::Link,
+            b'U' => Op::Unlink,
             other => panic!(
                 "the recorder saw what the replay cannot model ({}: {} of {})",
                 other as char,
                 String::from_utf8_lossy(&data),
-                FILES[file]
+                FILES.get(file).unwrap_or(&"a backup's file")
             ),
         });
     }
@@ -192,7 +207,7 @@ fn read_log(path: &Path) -> Vec<Op> {
 }
 
 /// Applies one write or truncation to a file's bytes.
-fn apply(file: &mut Vec<u8>, op: &Op) {
+pub(crate) fn apply(file: &mut Vec<u8>, op: &Op) {
     match op {
         Op::Write { at, data, .. } => {
             let at = *at as usize;
@@ -202,13 +217,13 @@ fn apply(file: &mut Vec<u8>, op: &Op) {
             file[at..at + data.len()].copy_from_slice(data);
         }
         Op::Truncate { size, .. } => file.resize(*size as usize, 0),
-        Op::Sync { .. } | Op::Mark(_) => {}
+        Op::Sync { .. } | Op::Mark(_) | Op::Link | Op::Unlink => {}
     }
 }
 
 /// `op` cut at `sector` boundaries of its file (a truncation stays whole):
 /// the units a power loss keeps or loses independently.
-fn sectors(op: &Op, sector: u64) -> Vec<Op> {
+pub(crate) fn sectors(op: &Op, sector: u64) -> Vec<Op> {
     match op {
         Op::Write { file, at, data } => {
             let mut out = Vec::new();
@@ -234,6 +249,7 @@ fn file_of(op: &Op) -> usize {
     match op {
         Op::Write { file, .. } | Op::Truncate { file, .. } | Op::Sync { file } => *file,
         Op::Mark(_) => unreachable!("marks are not pending"),
+        Op::Link | Op::Unlink => 3,
     }
 }
 
@@ -553,7 +569,7 @@ fn chain(name: &str, n: usize) -> String {
 
 const SETUP: &str = "name: setup\nsteps:\n  - id: a\n    run: \"true\"\n";
 
-fn seed() -> u64 {
+pub(crate) fn seed() -> u64 {
     std::env::var("WF_CRASH_SEED")
         .ok()
         .and_then(|s| s.parse().ok())

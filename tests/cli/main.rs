@@ -5,6 +5,7 @@
 //! `scripts/test` runs the suite on both backends.
 
 mod actions;
+mod backup_crash;
 mod budgets;
 mod chaos;
 mod collector;

@@ -1,5 +1,5 @@
 //! `wf db copy --to DB`: the whole history of one database moved into
-//! another (SQLite to PostgreSQL and back) by `store::portable::copy`: one
+//! another (SQLite to PostgreSQL and back) by `store::transfer::copy`: one
 //! snapshot of the source, 500 instances a transaction of the target. The leases are cleared on the way, so the target's workers take
 //! up what was in flight (a running instance without a holder is an
 //! orphan; a sleeping or waiting one is due as it was).
@@ -11,7 +11,7 @@
 
 use super::super::EngineError;
 use crate::store::Store;
-pub use crate::store::portable::Copied;
+pub use crate::store::transfer::Copied;
 
 /// Copies the history of `source` into the database at `to` (opened, or
 /// made, here); a `to` that names `source` itself is refused. What
@@ -56,7 +56,7 @@ pub async fn copy(
     if resume {
         refuse_other_history(source, target).await?;
     }
-    Ok(crate::store::portable::copy(source, target, resume, true, progress).await?)
+    Ok(crate::store::transfer::copy(source, target, resume, true, progress).await?)
 }
 
 /// Refuses a target that holds an instance the source does not: the copy

@@ -50,6 +50,7 @@ mod copy;
 mod history;
 mod lease;
 mod list;
+mod load;
 mod metrics;
 mod portable;
 mod prune;

@@ -51,7 +51,7 @@ mod list;
 mod metrics;
 mod offthread;
 mod portable;
-pub(in crate::store) use portable::{clear_leases, single_file};
+pub(in crate::store) use portable::single_file;
 mod prune;
 #[cfg(test)]
 mod query_plans;

@@ -14,6 +14,13 @@
  *                             its start (a step process saying "my step
  *                             started", so the steps before it were
  *                             acknowledged)
+ *   WF_IOLOG_BACKUP=/abs/dir/NAME
+ *                             a `wf db backup` to that name, whose files are
+ *                             recorded too: its temporary file
+ *                             (`/abs/dir/.NAME.partial-PID`, file 3) and
+ *                             its folder (file 4, opened to be synced), with
+ *                             the temporary file's link to NAME ('L') and
+ *                             its removal ('U')
  *
  * Each record is written with one write(2) to the log opened O_APPEND, and
  * the operation and its record are made under one lock (flock(2) on the log
@@ -26,7 +33,8 @@
  * truncate (offset = new size), 'S' sync, 'M' mark (data = text), 'X' an
  * operation the replayer cannot model (rename or unlink of a recorded file,
  * a write through an mmap-able path, a failed lookup); its data says what.
- * Files: 0 database, 1 WAL, 2 journal.
+ * Files: 0 database, 1 WAL, 2 journal, 3 a backup's temporary file, 4 its
+ * folder.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -59,6 +67,9 @@ static int log_fd = -1;
 static pid_t owner;
 static char db_path[PATH_MAX];
 static size_t db_len;
+static char backup_dir[PATH_MAX];
+static char backup_partial[2 * PATH_MAX + 16]; /* "/abs/dir/.NAME.partial-" */
+static char backup_dest[PATH_MAX];
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 
 static ssize_t (*real_pwrite64)(int, const void *, size_t, off64_t);
@@ -76,6 +87,8 @@ static int (*real_openat)(int, const char *, int, ...);
 static int (*real_openat64)(int, const char *, int, ...);
 static int (*real_unlink)(const char *);
 static int (*real_rename)(const char *, const char *);
+static int (*real_linkat)(int, const char *, int, const char *, int);
+static int (*real_link)(const char *, const char *);
 
 static void resolve(void) {
   real_pwrite64 = dlsym(RTLD_NEXT, "pwrite64");
@@ -93,6 +106,8 @@ static void resolve(void) {
   real_openat64 = dlsym(RTLD_NEXT, "openat64");
   real_unlink = dlsym(RTLD_NEXT, "unlink");
   real_rename = dlsym(RTLD_NEXT, "rename");
+  real_linkat = dlsym(RTLD_NEXT, "linkat");
+  real_link = dlsym(RTLD_NEXT, "link");
 }
 
 /* Whether this is the process whose table `fds` is: a child made with
@@ -140,10 +155,22 @@ __attribute__((constructor)) static void init(void) {
   for (int i = 0; i < MAX_FD; i++) fds[i].file = -1;
   const char *db = getenv("WF_IOLOG_DB");
   const char *log = getenv("WF_IOLOG");
-  if (!db || !log) return;
-  db_len = strlen(db);
-  if (db_len + 16 >= sizeof db_path) return;
-  memcpy(db_path, db, db_len + 1);
+  const char *backup = getenv("WF_IOLOG_BACKUP");
+  if (!log || (!db && !backup)) return;
+  if (db) {
+    db_len = strlen(db);
+    if (db_len + 16 >= sizeof db_path) return;
+    memcpy(db_path, db, db_len + 1);
+  }
+  if (backup) {
+    const char *slash = strrchr(backup, '/');
+    size_t n = strlen(backup);
+    if (!slash || n + 32 >= sizeof backup_dir) return;
+    memcpy(backup_dest, backup, n + 1);
+    memcpy(backup_dir, backup, (size_t)(slash - backup));
+    backup_dir[slash - backup] = 0;
+    snprintf(backup_partial, sizeof backup_partial, "%s/.%s.partial-", backup_dir, slash + 1);
+  }
   log_fd = real_open(log, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
   const char *mark = getenv("WF_IOLOG_MARK");
   if (mark && log_fd >= 0) {
@@ -153,9 +180,21 @@ __attribute__((constructor)) static void init(void) {
   }
 }
 
+/* Whether `path` is a backup's temporary file: the prefix, then digits. */
+static int is_partial(const char *path) {
+  size_t n = strlen(backup_partial);
+  if (!n || strncmp(path, backup_partial, n) != 0 || !path[n]) return 0;
+  for (const char *c = path + n; *c; c++)
+    if (*c < '0' || *c > '9') return 0;
+  return 1;
+}
+
 /* Which recorded file `path` names, or -1. */
 static int file_of(const char *path) {
-  if (!path || !db_len || strncmp(path, db_path, db_len) != 0) return -1;
+  if (!path) return -1;
+  if (is_partial(path)) return 3;
+  if (backup_dir[0] && strcmp(path, backup_dir) == 0) return 4;
+  if (!db_len || strncmp(path, db_path, db_len) != 0) return -1;
   const char *rest = path + db_len;
   if (*rest == 0) return 0;
   if (strcmp(rest, "-wal") == 0) return 1;
@@ -292,7 +331,8 @@ int unlink(const char *path) {
   lock();
   int r = real_unlink(path);
   int saved = errno;
-  if (r == 0) append('X', file, 0, "unlink", 6);
+  if (r == 0 && file == 3) append('U', file, 0, NULL, 0);
+  else if (r == 0) append('X', file, 0, "unlink", 6);
   unlock();
   errno = saved;
   return r;
@@ -305,6 +345,37 @@ int rename(const char *from, const char *to) {
   int r = real_rename(from, to);
   int saved = errno;
   if (r == 0) append('X', file, 0, "rename", 6);
+  unlock();
+  errno = saved;
+  return r;
+}
+
+/* A link of a backup's temporary file to its name: 'L'; any other link
+ * of a recorded file cannot be modelled. */
+static int linked(const char *from, const char *to, int r) {
+  int file = file_of(from);
+  if (r == 0 && file == 3 && strcmp(to, backup_dest) == 0) append('L', 3, 0, NULL, 0);
+  else if (r == 0 && file >= 0) append('X', file, 0, "link", 4);
+  return r;
+}
+
+int linkat(int fromdir, const char *from, int todir, const char *to, int flags) {
+  if (log_fd < 0 || file_of(from) < 0) return real_linkat(fromdir, from, todir, to, flags);
+  lock();
+  int r = real_linkat(fromdir, from, todir, to, flags);
+  int saved = errno;
+  linked(from, to, r);
+  unlock();
+  errno = saved;
+  return r;
+}
+
+int link(const char *from, const char *to) {
+  if (log_fd < 0 || file_of(from) < 0) return real_link(from, to);
+  lock();
+  int r = real_link(from, to);
+  int saved = errno;
+  linked(from, to, r);
   unlock();
   errno = saved;
   return r;
