@@ -28,6 +28,7 @@ pub mod scheduler;
 pub mod shell;
 pub mod spawn;
 pub mod tokens;
+pub mod upgrade;
 pub mod worker;
 
 use crate::store::{self, InstanceRow, Store, StoreError};
