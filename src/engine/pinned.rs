@@ -153,7 +153,7 @@ mod tests {
 
     use super::*;
     use crate::store::Location;
-    use crate::vocab::{InstanceStatus, Timestamp};
+    use crate::vocab::InstanceStatus;
 
     fn write(dir: &std::path::Path, name: &str, text: &str) {
         std::fs::write(dir.join(name), text).expect("write");
@@ -196,29 +196,10 @@ mod tests {
             let mut store = Store::open(&Location::Sqlite(d.join("wf.db")))
                 .await
                 .expect("open");
-            let now = Timestamp::now();
             let row = store::InstanceRow {
-                id: "i1".into(),
-                workflow: wf.name.clone(),
-                status: InstanceStatus::Running,
-                definition: wf.source.clone(),
-                definition_hash: wf.hash.clone(),
                 workflow_path: d.join("top.yaml").display().to_string(),
                 base_dir: d.display().to_string(),
-                inputs: serde_json::json!({}),
-                state: serde_json::json!({}),
-                error: None,
-                wake_at: None,
-                waiting_event: None,
-                lease_owner: None,
-                lease_expires_ms: None,
-                created_at: now,
-                updated_at: now,
-                parent: None,
-                depth: 0,
-                labels: store::Labels::new(),
-                queue: None,
-                started_by: None,
+                ..store::InstanceRow::for_test(&wf, "i1", InstanceStatus::Running)
             };
             assert!(store.create_instance(&row, &defs, "", &|_| true).await.expect("create"));
 

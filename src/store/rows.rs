@@ -62,6 +62,42 @@ pub struct InstanceRow {
 }
 
 /// An instance's labels: name -> value, in name order.
+#[cfg(test)]
+impl InstanceRow {
+    /// An instance of `wf` for the engine's unit tests: `status`, pinned to
+    /// `wf`, created now, with no inputs, state, lease or parent.
+    pub fn for_test(
+        wf: &crate::workflow::Workflow,
+        id: &str,
+        status: InstanceStatus,
+    ) -> InstanceRow {
+        let now = Timestamp::now();
+        InstanceRow {
+            id: id.into(),
+            workflow: wf.name.clone(),
+            status,
+            definition: wf.source.clone(),
+            definition_hash: wf.hash.clone(),
+            workflow_path: format!("{}.yaml", wf.name),
+            base_dir: ".".into(),
+            inputs: serde_json::json!({}),
+            state: serde_json::json!({}),
+            error: None,
+            wake_at: None,
+            waiting_event: None,
+            lease_owner: None,
+            lease_expires_ms: None,
+            created_at: now,
+            updated_at: now,
+            parent: None,
+            depth: 0,
+            labels: Labels::new(),
+            queue: None,
+            started_by: None,
+        }
+    }
+}
+
 pub type Labels = std::collections::BTreeMap<String, String>;
 
 /// Labels as stored: a JSON object, or NULL for none.

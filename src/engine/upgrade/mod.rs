@@ -2,8 +2,11 @@
 //! definition of their workflow (SPEC §3 Upgrades). [`plan`] decides, for
 //! one instance, what becomes of each step and whether the move is refused;
 //! it is pure, so the CLI's `--dry-run`, the API and the apply all show and
-//! write the same plan.
+//! write the same plan. [`preview`] reads the instances asked for and plans
+//! each (what `--dry-run` prints).
 
 pub mod plan;
+pub mod preview;
 
 pub use plan::{Fate, Instance, Plan, Refusal, StepPlan};
+pub use preview::{Outcome, Preview, Targets, preview};
