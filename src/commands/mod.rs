@@ -20,6 +20,7 @@ mod serve;
 mod signal;
 mod token;
 mod trace;
+mod upgrade;
 mod validate;
 mod worker;
 mod workflow;
@@ -90,6 +91,8 @@ pub enum Command {
     Signal(signal::Args),
     /// Cancel an instance; runs compensations of completed steps
     Cancel(cancel::Args),
+    /// Move instances that are not running onto a new definition of their workflow
+    Upgrade(upgrade::Args),
     /// Delete ended instances older than a duration, with all their history
     Prune(prune::Args),
     /// Back up, copy to another database, or check the whole history
@@ -130,6 +133,7 @@ pub async fn execute(cli: Cli, printer: &Printer) -> anyhow::Result<ExitStatus> 
         Command::Trace(args) => trace::run(args, &open_existing(db).await?, printer).await,
         Command::Signal(args) => signal::run(args, &mut open_existing(db).await?, printer).await,
         Command::Cancel(args) => cancel::run(args, db, printer).await,
+        Command::Upgrade(args) => upgrade::run(args, db, printer).await,
         Command::Schedule(args) => schedule::run(args, db, printer).await,
         Command::Workflow(args) => workflow::run(args, db, printer).await,
         Command::Serve(args) => serve::run(args, db, printer).await,

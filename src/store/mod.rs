@@ -76,7 +76,7 @@ pub use registry::Refused;
 pub use rows::*;
 pub(crate) use run_store::RunStore;
 pub use shared::Shared;
-pub use write::{ChildWrites, Write};
+pub use write::{ChildWrites, UpgradeTo, Write};
 
 /// How hard a commit tries to reach the disk (`WF_DURABILITY`): `Full`
 /// (the default) survives a power loss, `Normal` a crash of wf only. Each

@@ -124,6 +124,21 @@ pub enum Write {
     /// batch, unless that fence holds: the error names the child
     /// (`StoreError::Fenced`).
     Child(Box<ChildWrites>),
+    /// `wf upgrade`: the instance moved onto another definition, in the
+    /// commit that resets its steps as the plan says (`engine::upgrade`).
+    Upgrade(Box<UpgradeTo>),
+}
+
+/// What [`Write::Upgrade`] writes: the new definition pinned (with the
+/// workflows it calls) and the instance on it, with the inputs the new
+/// definition adds.
+#[derive(Debug, Clone)]
+pub struct UpgradeTo {
+    pub definitions: Vec<DefinitionRow>,
+    pub definition_hash: String,
+    pub workflow_path: String,
+    pub base_dir: String,
+    pub inputs: Value,
 }
 
 /// What [`Write::Child`] writes: `writes`, to the instance `fence` holds.

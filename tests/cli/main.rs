@@ -51,6 +51,7 @@ mod switches;
 mod tokens;
 mod traces;
 mod upgrade;
+mod upgrades;
 mod webhooks;
 
 use assert_cmd::cargo::CommandCargoExt;

@@ -5,8 +5,10 @@
 //! write the same plan. [`preview`] reads the instances asked for and plans
 //! each (what `--dry-run` prints).
 
+pub mod apply;
 pub mod plan;
 pub mod preview;
 
+pub use apply::{Applied, Target, apply};
 pub use plan::{Fate, Instance, Plan, Refusal, StepPlan};
 pub use preview::{Outcome, Preview, Targets, preview};

@@ -12,7 +12,7 @@
 //! schedule's fire, prune, pinned definitions and listings
 //! (`lifecycle.rs`), queues (`queues.rs`), the registry and metrics
 //! (`registry.rs`), and children opened in their parent's commit
-//! (`children.rs`).
+//! (`children.rs`), and an upgrade's commit (`upgrades.rs`).
 //!
 //! And the proof that every way a batch of writes reaches a database
 //! leaves the same rows (`write_paths`).
@@ -21,12 +21,14 @@ mod children;
 mod lifecycle;
 mod queues;
 mod registry;
+mod upgrades;
 mod write_paths;
 
 use children::*;
 use lifecycle::*;
 use queues::*;
 use registry::*;
+use upgrades::*;
 
 use super::pg::PgStore;
 use super::*;
@@ -81,6 +83,7 @@ contract!(
     metrics_and_heartbeats,
     children_opened_in_the_parents_commit,
     children_ended_in_the_parents_commit,
+    upgrade_commit,
 );
 
 fn runtime() -> tokio::runtime::Runtime {

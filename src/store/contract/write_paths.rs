@@ -221,6 +221,19 @@ fn batches(id: &str, events: [i64; 2]) -> Vec<(Act, Vec<Write>)> {
             Act::Commit,
             vec![
                 Write::Reopen,
+                Write::Upgrade(Box::new(UpgradeTo {
+                    definitions: vec![DefinitionRow {
+                        hash: "h-upgraded".into(),
+                        source: "name: contract\nsteps:\n  - id: a\n    run: 'true'\n".into(),
+                        step_ids: vec!["a".into(), "b".into()],
+                        compiled: None,
+                        children: Default::default(),
+                    }],
+                    definition_hash: "h-upgraded".into(),
+                    workflow_path: "/w2/contract.yaml".into(),
+                    base_dir: "/w2".into(),
+                    inputs: json!({"who": "ana", "tier": "gold"}),
+                })),
                 Write::StartRun {
                     run: 2,
                     trace: trace(2),

@@ -152,7 +152,8 @@ fn group(writes: &[Write]) -> Grouped<'_> {
             | Write::CompensateChild { .. }
             | Write::ReleaseLock { .. }
             | Write::ReleaseLocks
-            | Write::Action(_) => {
+            | Write::Action(_)
+            | Write::Upgrade(_) => {
                 g.updates.push(w);
             }
             Write::Step(row) => match step_at.get(row.key.as_str()) {

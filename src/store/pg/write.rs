@@ -186,6 +186,26 @@ pub(super) fn write_op(id: &str, w: &Write) -> Vec<Op> {
         ),
         Write::ReleaseLocks => Op::Exec("DELETE FROM locks WHERE instance_id = $1", vec![p(id)]),
         Write::CreateChild(child) => super::history::insert_child(child),
+        Write::Upgrade(to) => {
+            let mut ops: Vec<Op> = to
+                .definitions
+                .iter()
+                .map(super::history::insert_definition)
+                .collect();
+            ops.push(Op::Exec(
+                "UPDATE instances SET definition_hash = $2, workflow_path = $3, base_dir = $4, \
+                 inputs = $5, updated_at = $6 WHERE id = $1",
+                vec![
+                    p(id),
+                    p(to.definition_hash.clone()),
+                    p(to.workflow_path.clone()),
+                    p(to.base_dir.clone()),
+                    p(to.inputs.to_string()),
+                    p(Timestamp::now()),
+                ],
+            ));
+            return ops;
+        }
         Write::Action(a) => super::actions::insert_action(a),
         Write::CompensateChild { child, parent } => Op::Exec(
             "UPDATE instances SET status = 'pending', wake_at = $3, error = NULL, \

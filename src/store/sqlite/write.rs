@@ -91,6 +91,25 @@ fn apply(c: &Connection, id: &str, w: &Write) -> Result<()> {
             payload,
         } => super::history::insert_event(c, parent, name, payload, None, false),
         Write::Action(a) => super::actions::insert_action(c, a),
+        Write::Upgrade(to) => {
+            for def in &to.definitions {
+                super::history::insert_definition(c, def)?;
+            }
+            cached(
+                c,
+                "UPDATE instances SET definition_hash = ?2, workflow_path = ?3, base_dir = ?4, \
+                 inputs = ?5, updated_at = ?6 WHERE id = ?1",
+                rusqlite::params![
+                    id,
+                    to.definition_hash,
+                    to.workflow_path,
+                    to.base_dir,
+                    to.inputs.to_string(),
+                    Timestamp::now()
+                ],
+            )?;
+            Ok(())
+        }
         Write::CompensateChild { child, parent } => {
             let now = Timestamp::now();
             cached(

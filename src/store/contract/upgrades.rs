@@ -1,0 +1,72 @@
+//! An upgrade's commit ([`Write::Upgrade`], `wf upgrade`): under the fence
+//! of whoever took the instance, the instance moves onto the new definition,
+//! pinned with it, with the inputs the new one adds, in one commit with its
+//! steps' rows; a fence another process has taken over since is refused,
+//! with nothing applied.
+
+use super::*;
+
+fn upgrade_to(hash: &str, source: &str) -> Write {
+    Write::Upgrade(Box::new(UpgradeTo {
+        definitions: vec![DefinitionRow {
+            hash: hash.into(),
+            source: source.into(),
+            step_ids: vec!["a".into(), "c".into()],
+            compiled: None,
+            children: Default::default(),
+        }],
+        definition_hash: hash.into(),
+        workflow_path: "/w2/contract.yaml".into(),
+        base_dir: "/w2".into(),
+        inputs: json!({"who": "ana", "tier": "gold"}),
+    }))
+}
+
+pub(super) async fn upgrade_commit(store: &mut Store) {
+    let row = instance("up1", 1);
+    create(store, &row).await;
+    let (fence, _) = take(store, "up1", "upgrader").await;
+    let new_source =
+        "name: contract\nsteps:\n  - id: a\n    run: 'true'\n  - id: c\n    run: 'true'\n";
+    store
+        .commit(
+            &fence,
+            &[
+                upgrade_to("h-new", new_source),
+                Write::Step(Box::new(step("c", StepStatus::Pending, 0))),
+            ],
+        )
+        .await
+        .expect("the upgrade's commit");
+    let id = InstanceId::from("up1");
+    let inst = store.instance(&id).await.expect("instance");
+    assert_eq!(inst.definition_hash, "h-new");
+    assert_eq!(
+        inst.definition, new_source,
+        "the pinned text is the new one"
+    );
+    assert_eq!(inst.workflow_path, "/w2/contract.yaml");
+    assert_eq!(inst.base_dir, "/w2");
+    assert_eq!(inst.inputs, json!({"who": "ana", "tier": "gold"}));
+    let steps = store.steps(&id).await.expect("steps");
+    assert!(steps.iter().any(|s| s.key.as_str() == "c"), "{steps:?}");
+    // The old definition stays pinned: the runs before the upgrade ran it.
+    assert!(
+        store
+            .definition("h-contract")
+            .await
+            .expect("read")
+            .is_some()
+    );
+
+    // Taken over by another since: an upgrade under the old fence is
+    // refused, nothing of it applied.
+    let _ = take(store, "up1", "other").await;
+    let stale = store
+        .commit(&fence, &[upgrade_to("h-stale", "name: stale\nsteps: []\n")])
+        .await;
+    assert!(is_fenced(&stale, "up1", "other"), "{stale:?}");
+    let inst = store.instance(&id).await.expect("instance");
+    assert_eq!(inst.definition_hash, "h-new");
+    assert!(store.definition("h-stale").await.expect("read").is_none());
+}
