@@ -14,8 +14,8 @@ use super::children::{ChildRuns, OpenedChild};
 use super::options::Signals;
 use super::{RunOptions, RunOutcome, RunStart, Runner};
 use crate::engine::EngineError;
-use crate::store::{Fence, InstanceRow, Labels, Location, RunTrace, Shared};
-use crate::vocab::{InstanceId, InstanceStatus, Timestamp};
+use crate::store::{Fence, InstanceRow, Location, RunTrace, Shared};
+use crate::vocab::{InstanceId, InstanceStatus};
 use crate::workflow::Workflow;
 use futures_util::future::LocalBoxFuture;
 use memory::Memory;
@@ -76,29 +76,14 @@ impl Harness {
         let yaml = yaml.replace("{dir}", &dir.path().display().to_string());
         let wf = Arc::new(Workflow::from_pinned(&yaml, "test.yaml").expect("a valid workflow"));
         let id = InstanceId::from("r1".to_string());
-        let now = Timestamp::now();
         let inst = InstanceRow {
             id: id.clone(),
-            workflow: wf.name.clone(),
-            status: InstanceStatus::Running,
             definition: yaml.clone(),
             definition_hash: String::new(),
             workflow_path: "test.yaml".into(),
             base_dir: dir.path().display().to_string(),
-            inputs: serde_json::json!({}),
-            state: serde_json::json!({}),
-            error: None,
-            wake_at: None,
-            waiting_event: None,
             lease_owner: Some("test".into()),
-            lease_expires_ms: None,
-            created_at: now,
-            updated_at: now,
-            parent: None,
-            depth: 0,
-            labels: Labels::new(),
-            queue: None,
-            started_by: None,
+            ..InstanceRow::for_test(&wf, "r1", InstanceStatus::Running)
         };
         let trace: RunTrace = (
             "0af7651916cd43dd8448eb211c80319c".into(),
