@@ -33,6 +33,7 @@ pub async fn run(args: Args, store: &Store, printer: &Printer) -> anyhow::Result
         return Ok(ExitStatus::Success);
     }
     let standing = read.standing;
+    let step_ids = read.step_ids;
     let view = read.view;
     let store::InstanceView {
         instance: inst,
@@ -53,11 +54,21 @@ pub async fn run(args: Args, store: &Store, printer: &Printer) -> anyhow::Result
             format!(
                 "{} ({})",
                 inst.workflow,
-                &inst.definition_hash[..inst.definition_hash.len().min(12)]
+                crate::vocab::short(&inst.definition_hash)
             ),
         ),
         ("Status", status),
     ];
+    let uses = crate::views::definition_uses(&runs, &inst.definition_hash);
+    if !uses.is_empty() {
+        header.push((
+            "Definitions",
+            uses.iter()
+                .map(|u| format!("{} from run {}", crate::vocab::short(u.hash), u.from_run))
+                .collect::<Vec<_>>()
+                .join(", "),
+        ));
+    }
     if !inst.labels.is_empty() {
         let labels: Vec<String> = inst
             .labels
@@ -161,9 +172,14 @@ pub async fn run(args: Args, store: &Store, printer: &Printer) -> anyhow::Result
     let rows: Vec<Vec<Cell>> = steps
         .iter()
         .map(|s| {
+            let status = if crate::views::removed(&step_ids, s) {
+                format!("{} (removed)", s.status.as_str())
+            } else {
+                s.status.as_str().to_string()
+            };
             vec![
                 Cell::new(&s.key),
-                printer.status_cell(s.status.as_str()),
+                printer.status_cell(&status),
                 Cell::new(s.attempts),
                 Cell::new(s.error_type.as_ref().map_or("-".into(), ErrorType::text)),
                 Cell::new(duration(s.started_at, s.finished_at)),

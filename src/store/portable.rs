@@ -184,6 +184,7 @@ pub static TABLES: &[Table] = &[
             ("parent_span_id", Text),
             ("started_ns", Int),
             ("restart_from", Text),
+            ("definition_hash", Text),
         ],
     },
     Table {

@@ -183,6 +183,9 @@ pub struct History {
     pub abandoned_runs: Vec<i64>,
     /// The highest run number so far (0 before the first run).
     pub last_run: i64,
+    /// The definition the last run used (`wf upgrade` may have moved the
+    /// instance since: its next run's root says so).
+    pub last_definition: Option<String>,
     pub traces: std::collections::BTreeMap<i64, RunTrace>,
     pub uncounted: Vec<(UnitKeyBuf, i64)>,
     /// Finished attempts of abandoned runs whose span was never stored.
@@ -202,6 +205,7 @@ impl History {
             open: Vec::new(),
             abandoned_runs: Vec::new(),
             last_run: 0,
+            last_definition: None,
             traces: std::collections::BTreeMap::new(),
             uncounted: Vec::new(),
             unspanned: Vec::new(),
@@ -228,6 +232,9 @@ pub struct RunRow {
     pub finished_at: Option<Timestamp>,
     /// `wf restart --from STEP`: the run started STEP again.
     pub restart_from: Option<String>,
+    /// The definition it ran (none in a history imported from before
+    /// runs recorded it).
+    pub definition_hash: Option<String>,
 }
 
 /// A JSON value that is null on most rows (a step's `for_each` list, its

@@ -139,7 +139,29 @@ pub struct UpgradeTo {
     pub workflow_path: String,
     pub base_dir: String,
     pub inputs: Value,
+    /// Steps renamed (`--map OLD=NEW`): every row of OLD's units (the
+    /// step's, its items', its compensation's, their attempts, the events
+    /// they took, the locks they hold, the children they made) keyed as
+    /// NEW's, before the plan's step rows are written.
+    pub renames: Vec<(String, String)>,
 }
+
+/// The statements that key the rows of step `?2`'s units as step `?3`'s in
+/// instance `?1` ([`UpgradeTo::renames`]): a unit's key is its step's id,
+/// then `[n]` for an item and `:compensate` for a compensation. SQLite's
+/// placeholders; PostgreSQL's write `$n` for `?n`.
+pub const RENAME_UNITS: [&str; 5] = [
+    "UPDATE steps SET key = ?3 || substr(key, length(?2) + 1), step_id = ?3 \
+     WHERE instance_id = ?1 AND step_id = ?2",
+    "UPDATE attempts SET step_key = ?3 || substr(step_key, length(?2) + 1) \
+     WHERE instance_id = ?1 AND (step_key = ?2 OR substr(step_key, 1, length(?2) + 1) IN (?2 || '[', ?2 || ':'))",
+    "UPDATE events SET consumed_by = ?3 || substr(consumed_by, length(?2) + 1) \
+     WHERE instance_id = ?1 AND (consumed_by = ?2 OR substr(consumed_by, 1, length(?2) + 1) IN (?2 || '[', ?2 || ':'))",
+    "UPDATE locks SET unit_key = ?3 || substr(unit_key, length(?2) + 1) \
+     WHERE instance_id = ?1 AND (unit_key = ?2 OR substr(unit_key, 1, length(?2) + 1) IN (?2 || '[', ?2 || ':'))",
+    "UPDATE instances SET parent_key = ?3 || substr(parent_key, length(?2) + 1) \
+     WHERE parent_id = ?1 AND (parent_key = ?2 OR substr(parent_key, 1, length(?2) + 1) IN (?2 || '[', ?2 || ':'))",
+];
 
 /// What [`Write::Child`] writes: `writes`, to the instance `fence` holds.
 #[derive(Debug, Clone)]

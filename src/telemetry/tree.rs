@@ -616,6 +616,7 @@ mod tests {
             started_at: crate::vocab::Timestamp::from_ms(0),
             finished_at: None,
             restart_from: None,
+            definition_hash: None,
         };
         let lines = render("f", &[run], &[a]);
         assert_eq!(

@@ -22,6 +22,11 @@ pub struct InstanceView<'a> {
     pub labels: &'a crate::store::Labels,
     pub state: &'a Value,
     pub definition_hash: &'a str,
+    /// After `wf upgrade`: each definition it ran or will run, oldest
+    /// first, with the first run on it (absent for an instance never
+    /// moved).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub definitions: Vec<DefinitionUse<'a>>,
     pub error: Option<&'a str>,
     pub wake_at: Option<Timestamp>,
     pub waiting_event: Option<&'a str>,
@@ -48,6 +53,42 @@ pub struct InstanceView<'a> {
     pub started_by: Option<&'a Actor>,
     /// Who did what to it, oldest first (SPEC §3 Actions are recorded).
     pub actions: Vec<ActionView<'a>>,
+}
+
+/// A definition an upgraded instance ran on: `{hash, from_run}`.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct DefinitionUse<'a> {
+    pub hash: &'a str,
+    /// The first run on it (the next run's number, for the definition an
+    /// upgrade moved it onto and that has not run yet).
+    pub from_run: i64,
+}
+
+/// The definitions `runs` used, in order, then `current` (the instance's)
+/// if the last run did not use it: empty when there was only ever one.
+/// Runs from a history that did not record theirs are passed over.
+pub fn definition_uses<'a>(runs: &'a [RunRow], current: &'a str) -> Vec<DefinitionUse<'a>> {
+    let mut out: Vec<DefinitionUse<'a>> = Vec::new();
+    for r in runs {
+        if let Some(h) = r.definition_hash.as_deref()
+            && out.last().is_none_or(|u| u.hash != h)
+        {
+            out.push(DefinitionUse {
+                hash: h,
+                from_run: r.number,
+            });
+        }
+    }
+    if out.last().is_none_or(|u| u.hash != current) {
+        out.push(DefinitionUse {
+            hash: current,
+            from_run: runs.last().map_or(1, |r| r.number + 1),
+        });
+    }
+    if out.len() < 2 {
+        out.clear();
+    }
+    out
 }
 
 /// A recorded action: `{at, action, actor, detail}`.
@@ -102,6 +143,9 @@ pub struct RunView<'a> {
     pub finished_at: Option<Timestamp>,
     /// `wf restart --from STEP`: the step it started again from.
     pub restart_from: Option<&'a str>,
+    /// The definition it ran (null in a history from before runs
+    /// recorded it).
+    pub definition_hash: Option<&'a str>,
 }
 
 /// A unit of the instance: a step, a `for_each` item or a compensation.
@@ -119,6 +163,10 @@ pub struct StepView<'a> {
     pub started_at: Option<Timestamp>,
     pub finished_at: Option<Timestamp>,
     pub output: &'a Value,
+    /// A step the instance's definition no longer has (`wf upgrade` removed
+    /// it): its history stays (absent otherwise).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub removed: bool,
     /// When a `retrying`, `sleeping` or `waiting` unit goes on (absent
     /// otherwise).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -196,6 +244,7 @@ impl<'a> InstanceView<'a> {
             labels: &inst.labels,
             state: &inst.state,
             definition_hash: &inst.definition_hash,
+            definitions: definition_uses(&view.runs, &inst.definition_hash),
             error: inst.error.as_deref(),
             wake_at: inst.wake_at,
             waiting_event: inst.waiting_event.as_deref(),
@@ -244,6 +293,7 @@ impl<'a> From<&'a RunRow> for RunView<'a> {
             started_at: r.started_at,
             finished_at: r.finished_at,
             restart_from: r.restart_from.as_deref(),
+            definition_hash: r.definition_hash.as_deref(),
         }
     }
 }
@@ -261,6 +311,7 @@ impl<'a> From<&'a StepRow> for StepView<'a> {
             started_at: s.started_at,
             finished_at: s.finished_at,
             output: &s.output,
+            removed: false,
             wake_at: s.retry_at.filter(|_| s.status.is_timed()),
             attempt_list: None,
         }
@@ -325,10 +376,19 @@ pub fn ordered(mut read: crate::engine::actions::Inspected) -> crate::engine::ac
 /// (and [`ordered`] put in order).
 pub fn inspect_view(read: &crate::engine::actions::Inspected, attempts: bool) -> InstanceView<'_> {
     let mut shown = InstanceView::new(&read.view, attempts);
+    for (v, row) in shown.steps.iter_mut().zip(&read.view.steps) {
+        v.removed = removed(&read.step_ids, row);
+    }
     if let Some(q) = &read.view.instance.queue {
         shown.queue = Some(super::QueueStanding::new(q, read.standing.as_ref()));
     }
     shown
+}
+
+/// Whether `row` belongs to a step that the definition of `step_ids` (in
+/// file order; empty when it could not be read) no longer has.
+pub fn removed(step_ids: &[String], row: &StepRow) -> bool {
+    !step_ids.is_empty() && !step_ids.iter().any(|s| *s == row.step_id)
 }
 
 /// An attempt with its unit (`GET /api/v1/instances/{id}/attempts`).

@@ -58,8 +58,8 @@ mod tests;
 pub use accepted::{Accepted, Accepting, HookPing, RestartAccepted, Started};
 pub use db::CheckView;
 pub use instance::{
-    ActionView, AttemptView, EventView, FireView, InstanceView, RunView, StepAttempt, StepView,
-    inspect_view, ordered, ordered_steps,
+    ActionView, AttemptView, DefinitionUse, EventView, FireView, InstanceView, RunView,
+    StepAttempt, StepView, definition_uses, inspect_view, ordered, ordered_steps, removed,
 };
 pub use list::InstanceSummary;
 pub use logs::{LogView, LogsView};

@@ -167,6 +167,7 @@ fn saga() -> store::InstanceView {
                 started_at: at(0),
                 finished_at: Some(at(7)),
                 restart_from: None,
+                definition_hash: None,
             },
             RunRow {
                 number: 2,
@@ -174,6 +175,7 @@ fn saga() -> store::InstanceView {
                 started_at: at(30),
                 finished_at: None,
                 restart_from: Some("ship".into()),
+                definition_hash: None,
             },
         ],
         steps,
@@ -231,6 +233,7 @@ fn inspect_waiting() {
             started_at: at(0),
             finished_at: Some(at(1)),
             restart_from: None,
+            definition_hash: None,
         }],
         steps: vec![StepRow {
             retry_at: Some(at(3600)),
@@ -574,6 +577,7 @@ fn trace() {
         started_at: at(0),
         finished_at: Some(at(1)),
         restart_from: None,
+        definition_hash: None,
     }];
     let spans = vec![
         span(

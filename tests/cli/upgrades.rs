@@ -2,6 +2,7 @@
 //! of their workflow (SPEC §3 Upgrades), through the real binary.
 
 use crate::Test;
+use serde_json::{Value, json};
 
 const OLD: &str = "name: trial
 steps:
@@ -79,6 +80,13 @@ fn a_waiting_instance_upgraded_runs_the_fixed_and_new_steps_and_not_the_done_one
         "{actions:#?}"
     );
 
+    let uses = |v: &Value| v["definitions"].clone();
+    assert_eq!(
+        uses(&inspect),
+        json!([{"hash": before, "from_run": 1}, {"hash": after, "from_run": 2}]),
+        "the next run is the first on the new definition"
+    );
+
     t.wf(&["signal", "t1", "go"]).code(0);
     t.wf(&["resume", "t1"]).code(0);
     let ran = std::fs::read_to_string(t.path().join("ran.log")).expect("ran.log");
@@ -86,6 +94,155 @@ fn a_waiting_instance_upgraded_runs_the_fixed_and_new_steps_and_not_the_done_one
         ran, "a\nb\nc\n",
         "the done step ran once, the fixed and new ones after"
     );
+    let inspect = t.wf(&["inspect", "t1", "--json"]).code(0).json();
+    assert_eq!(
+        uses(&inspect),
+        json!([{"hash": before, "from_run": 1}, {"hash": after, "from_run": 2}])
+    );
+    let run_hashes: Vec<&Value> = inspect["runs"]
+        .as_array()
+        .expect("runs")
+        .iter()
+        .map(|r| &r["definition_hash"])
+        .collect();
+    assert_eq!(run_hashes, [&json!(before), &json!(after)]);
+    let text = t.wf(&["inspect", "t1"]).code(0).stdout.clone();
+    assert!(
+        text.contains(&format!(
+            "{} from run 1, {} from run 2",
+            &before[..12],
+            &after[..12]
+        )),
+        "{text}"
+    );
+
+    // The second run's root links to the first's and says what moved it.
+    let roots = run_roots(&t, "t1");
+    assert_eq!(roots.len(), 2, "{roots:#?}");
+    let second = &roots[1];
+    assert_eq!(second["attributes"]["wf.upgrade.from"], before.as_str());
+    assert_eq!(second["attributes"]["wf.upgrade.to"], after.as_str());
+    let linked: Vec<&Value> = second["links"]
+        .as_array()
+        .expect("links")
+        .iter()
+        .map(|l| &l["span_id"])
+        .collect();
+    assert!(
+        linked.contains(&&roots[0]["span_id"]),
+        "{second:#}\nfirst: {:#}",
+        roots[0]
+    );
+    assert!(
+        roots[0]["attributes"].get("wf.upgrade.from").is_none(),
+        "{:#}",
+        roots[0]
+    );
+}
+
+/// Each run's root span (`wf trace --format json`), in run order.
+fn run_roots(t: &Test, id: &str) -> Vec<Value> {
+    let r = t.wf(&["trace", id, "--format", "json"]);
+    r.code(0);
+    let runs: Value = serde_json::from_str(&r.stdout).expect("trace json");
+    runs.as_array()
+        .expect("runs")
+        .iter()
+        .filter(|run| run["instance_id"] == id)
+        .map(|run| run["spans"][0].clone())
+        .collect()
+}
+
+#[test]
+fn a_sleeping_instance_keeps_its_wake_time_and_its_removed_step_stays_in_history() {
+    let t = Test::new();
+    let old = t.write(
+        "nap.yaml",
+        "name: nap
+steps:
+  - id: a
+    run: echo a >> ran.log
+  - id: gone
+    run: echo gone >> ran.log
+  - id: nap
+    needs: [a, gone]
+    sleep: 1h
+  - id: b
+    needs: nap
+    run: exit 7
+",
+    );
+    let new = t.write(
+        "nap-v2.yaml",
+        "name: nap
+steps:
+  - id: a
+    run: echo a >> ran.log
+  - id: nap
+    needs: a
+    sleep: 1h
+  - id: b
+    needs: nap
+    run: echo b >> ran.log
+  - id: c
+    needs: b
+    run: echo c >> ran.log
+",
+    );
+    let (old, new) = (old.to_str().expect("utf-8"), new.to_str().expect("utf-8"));
+    t.wf(&["run", old, "--id", "n1"]).code(3);
+    let before = t.wf(&["inspect", "n1", "--json"]).code(0).json();
+    assert_eq!(before["status"], "sleeping");
+    let wake = before["wake_at"].clone();
+    assert!(wake.is_string(), "{before:#}");
+
+    let done = t
+        .wf(&["upgrade", "n1", "--to", new, "--json"])
+        .code(0)
+        .json();
+    let fates: Vec<(&str, &str)> = done[0]["plan"]["steps"]
+        .as_array()
+        .expect("steps")
+        .iter()
+        .map(|s| (s["step"].as_str().unwrap(), s["fate"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        fates,
+        [
+            ("a", "kept"),
+            ("gone", "removed"),
+            ("nap", "changed"),
+            ("b", "changed"),
+            ("c", "new")
+        ],
+        "{done:#}"
+    );
+    let after = t.wf(&["inspect", "n1", "--json"]).code(0).json();
+    assert_eq!(after["status"], "sleeping");
+    assert_eq!(after["wake_at"], wake, "the sleep keeps its wake time");
+    let nap = after["steps"]
+        .as_array()
+        .expect("steps")
+        .iter()
+        .find(|s| s["id"] == "nap")
+        .expect("nap");
+    assert_eq!(nap["wake_at"], wake, "{nap:#}");
+    let gone = after["steps"]
+        .as_array()
+        .expect("steps")
+        .iter()
+        .find(|s| s["id"] == "gone")
+        .expect("the removed step's history stays");
+    assert_eq!(
+        (&gone["status"], &gone["removed"]),
+        (&json!("completed"), &json!(true))
+    );
+    let text = t.wf(&["inspect", "n1"]).code(0).stdout.clone();
+    assert!(text.contains("completed (removed)"), "{text}");
+
+    t.wf(&["resume", "n1", "--now"]).code(0);
+    let ran = std::fs::read_to_string(t.path().join("ran.log")).expect("ran.log");
+    assert_eq!(ran, "a\ngone\nb\nc\n");
 }
 
 #[test]
@@ -121,4 +278,79 @@ steps:
     t.wf(&["upgrade", "t2", "--to", gap, "--allow-gaps"])
         .code(0);
     assert_ne!(hash_of(&t, "t2"), before);
+}
+
+#[test]
+fn a_renamed_done_step_keeps_its_result_under_its_new_name() {
+    let t = Test::new();
+    let old = t.write(
+        "trial.yaml",
+        "name: trial
+steps:
+  - id: a
+    run: echo a >> ran.log; echo n=7 >> $WF_OUTPUT
+  - id: approve
+    wait_for_event: { name: go }
+  - id: b
+    run: exit 7
+",
+    );
+    let renamed = t.write(
+        "renamed.yaml",
+        "name: trial
+steps:
+  - id: fetch
+    run: echo a >> ran.log; echo n=7 >> $WF_OUTPUT
+  - id: approve
+    wait_for_event: { name: go }
+  - id: b
+    run: echo b${{ steps.fetch.output.n }} >> ran.log
+",
+    );
+    let (old, renamed) = (
+        old.to_str().expect("utf-8"),
+        renamed.to_str().expect("utf-8"),
+    );
+    t.wf(&["run", old, "--id", "r1"]).code(3);
+    // Without the map, `a` would be removed and `fetch` run as new.
+    let unmapped = t
+        .wf(&["upgrade", "r1", "--to", renamed, "--dry-run", "--json"])
+        .code(0)
+        .json();
+    assert_eq!(unmapped[0]["plan"]["steps"][0]["fate"], "removed");
+    let done = t
+        .wf(&[
+            "upgrade", "r1", "--to", renamed, "--map", "a=fetch", "--json",
+        ])
+        .code(0)
+        .json();
+    assert_eq!(
+        done[0]["plan"]["steps"][0],
+        json!({"step": "fetch", "from": "a", "fate": "kept", "status": "completed"}),
+        "{done:#}"
+    );
+    let inspect = t
+        .wf(&["inspect", "r1", "--json", "--attempts"])
+        .code(0)
+        .json();
+    let fetch = &inspect["steps"][0];
+    assert_eq!(
+        (&fetch["id"], &fetch["status"], &fetch["attempts"]),
+        (&json!("fetch"), &json!("completed"), &json!(1)),
+        "{inspect:#}"
+    );
+    assert_eq!(fetch["attempt_list"][0]["attempt"], 1);
+
+    // A map onto a name the old definition also has would mix two steps' rows.
+    let clash = t.wf(&["upgrade", "r1", "--to", renamed, "--map", "approve=b"]);
+    clash.code(1);
+    assert!(clash.stderr.contains("--map approve=b"), "{}", clash.stderr);
+
+    t.wf(&["signal", "r1", "go"]).code(0);
+    t.wf(&["resume", "r1"]).code(0);
+    let ran = std::fs::read_to_string(t.path().join("ran.log")).expect("ran.log");
+    assert_eq!(
+        ran, "a\nb7\n",
+        "the renamed step ran once; the new `b` read its output by the new name"
+    );
 }

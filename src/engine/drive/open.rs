@@ -74,6 +74,7 @@ pub(super) fn open_run(
         mut open,
         abandoned_runs,
         last_run,
+        last_definition,
         traces,
         uncounted,
         unspanned,
@@ -130,6 +131,12 @@ pub(super) fn open_run(
     // Its labels, on each run's root (`workflow.label.<name>`).
     for (name, value) in &inst.labels {
         root.set_attribute(format!("workflow.label.{name}"), value.clone());
+    }
+    // The first run on a definition `wf upgrade` moved it onto says from
+    // which (its link to the last run's root is there as for any run).
+    if let Some(from) = last_definition.filter(|h| *h != inst.definition_hash) {
+        root.set_attribute("wf.upgrade.from", from);
+        root.set_attribute("wf.upgrade.to", inst.definition_hash.clone());
     }
     let actor = run_actor(run, opts.actor.as_ref(), inst.started_by.as_ref());
     if let Some(a) = &actor {

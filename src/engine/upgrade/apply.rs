@@ -11,7 +11,7 @@ use super::preview::movable;
 use crate::engine::{EngineError, definitions_of, lease, pinned};
 use crate::store::{ActionRow, StepRow, Store, UpgradeTo, Write};
 use crate::vocab::{
-    ActionKind, Actor, InstanceId, InstanceStatus, ShownStatus, StepStatus, UnitKey,
+    ActionKind, Actor, InstanceId, InstanceStatus, ShownStatus, StepStatus, UnitKey, UnitKeyBuf,
 };
 use crate::workflow::Workflow;
 use serde_json::Value;
@@ -101,6 +101,7 @@ pub async fn apply(
                 workflow_path: to.workflow_path.to_string(),
                 base_dir: to.base_dir.to_string(),
                 inputs: Value::Object(inputs),
+                renames: renames.iter().filter(|(o, n)| o != n).cloned().collect(),
             }))];
             writes.extend(step_writes(&planned, &old, to.wf, &history.steps));
             writes.push(Write::Action(Box::new(ActionRow::on(
@@ -158,7 +159,11 @@ fn step_writes(planned: &Plan, old: &Workflow, new: &Workflow, rows: &[StepRow])
                     if keeps || r.status == StepStatus::Pending || r.status.is_done() {
                         continue;
                     }
-                    let mut row = StepRow::pending(r.key.clone(), &s.step);
+                    // Keyed as the new step's (`--map` renamed it in this
+                    // commit's `Write::Upgrade`, written first).
+                    let key =
+                        UnitKeyBuf::new(format!("{}{}", s.step, &r.key.as_str()[old_id.len()..]));
+                    let mut row = StepRow::pending(key, &s.step);
                     row.attempts = r.attempts;
                     row.budget_base = r.attempts;
                     out.push(Write::Step(Box::new(row)));

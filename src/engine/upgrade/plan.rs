@@ -158,6 +158,9 @@ pub fn plan(
             Some("the instance's definition has no such step")
         } else if new.step(n).is_none() {
             Some("the new definition has no such step")
+        } else if n != o && old.step(n).is_some() {
+            // Its rows would take the name of another step's rows.
+            Some("the instance's definition has a step of the new name too")
         } else {
             None
         };

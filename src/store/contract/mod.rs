@@ -84,6 +84,7 @@ contract!(
     children_opened_in_the_parents_commit,
     children_ended_in_the_parents_commit,
     upgrade_commit,
+    upgrade_renames,
 );
 
 fn runtime() -> tokio::runtime::Runtime {

@@ -19,6 +19,7 @@ fn upgrade_to(hash: &str, source: &str) -> Write {
         workflow_path: "/w2/contract.yaml".into(),
         base_dir: "/w2".into(),
         inputs: json!({"who": "ana", "tier": "gold"}),
+        renames: Vec::new(),
     }))
 }
 
@@ -69,4 +70,75 @@ pub(super) async fn upgrade_commit(store: &mut Store) {
     let inst = store.instance(&id).await.expect("instance");
     assert_eq!(inst.definition_hash, "h-new");
     assert!(store.definition("h-stale").await.expect("read").is_none());
+}
+
+/// `--map a=z`: every row of `a`'s units is keyed as `z`'s, and none of
+/// another step's whose name starts the same way.
+pub(super) async fn upgrade_renames(store: &mut Store) {
+    let row = instance("up2", 1);
+    create(store, &row).await;
+    let (fence, _) = take(store, "up2", "upgrader").await;
+    let mut item = step("a[0]", StepStatus::Completed, 1);
+    item.step_id = "a".into();
+    let mut comp = step("a:compensate", StepStatus::Pending, 0);
+    comp.step_id = "a".into();
+    store
+        .commit(
+            &fence,
+            &[
+                start_run(),
+                Write::Step(Box::new(step("a", StepStatus::Completed, 1))),
+                Write::Step(Box::new(item)),
+                Write::Step(Box::new(comp)),
+                Write::Step(Box::new(step("ab", StepStatus::Completed, 1))),
+                start("a", 1, 1, 1),
+                end("a", 1, AttemptOutcome::Ok, 2),
+                start("a[0]", 1, 1, 1),
+                end("a[0]", 1, AttemptOutcome::Ok, 2),
+                start("ab", 1, 1, 1),
+                end("ab", 1, AttemptOutcome::Ok, 2),
+            ],
+        )
+        .await
+        .expect("the first run");
+    let Write::Upgrade(mut to) = upgrade_to("h-renamed", "name: contract\nsteps: []\n") else {
+        unreachable!()
+    };
+    to.renames = vec![("a".into(), "z".into())];
+    store
+        .commit(&fence, &[Write::Upgrade(to)])
+        .await
+        .expect("the upgrade's commit");
+    let id = InstanceId::from("up2");
+    let mut keys: Vec<(String, String)> = store
+        .steps(&id)
+        .await
+        .expect("steps")
+        .into_iter()
+        .map(|s| (s.key.to_string(), s.step_id))
+        .collect();
+    keys.sort();
+    let pairs = |v: &[(&str, &str)]| -> Vec<(String, String)> {
+        v.iter()
+            .map(|(a, b)| (a.to_string(), b.to_string()))
+            .collect()
+    };
+    assert_eq!(
+        keys,
+        pairs(&[
+            ("ab", "ab"),
+            ("z", "z"),
+            ("z:compensate", "z"),
+            ("z[0]", "z")
+        ])
+    );
+    let mut attempts: Vec<String> = store
+        .attempts(&id)
+        .await
+        .expect("attempts")
+        .into_iter()
+        .map(|a| a.step_key.to_string())
+        .collect();
+    attempts.sort();
+    assert_eq!(attempts, ["ab", "z", "z[0]"]);
 }

@@ -233,6 +233,7 @@ fn batches(id: &str, events: [i64; 2]) -> Vec<(Act, Vec<Write>)> {
                     workflow_path: "/w2/contract.yaml".into(),
                     base_dir: "/w2".into(),
                     inputs: json!({"who": "ana", "tier": "gold"}),
+                    renames: Vec::new(),
                 })),
                 Write::StartRun {
                     run: 2,

@@ -14,9 +14,9 @@ const INSTANCE: &str = "INSERT INTO instances (id, workflow, status, definition_
      NULL, NULL, 0, NULL, NULL, 0, $3, $3, labels, queue_key, queue_priority, queue_limits, queue_hold, false, $4 \
      FROM instances WHERE id = $1";
 const RUNS: &str = "INSERT INTO runs (instance_id, number, outcome, started_at, finished_at, trace_id, span_id, \
-     parent_span_id, started_ns, restart_from) \
+     parent_span_id, started_ns, restart_from, definition_hash) \
      SELECT $2, number, outcome, started_at, finished_at, trace_id, span_id, parent_span_id, started_ns, \
-     restart_from FROM runs WHERE instance_id = $1";
+     restart_from, definition_hash FROM runs WHERE instance_id = $1";
 const STEPS: &str = "INSERT INTO steps (instance_id, key, step_id, status, attempts, budget_base, outcome, \
      error_type, error_message, output, started_at, finished_at, retry_at, seq, items, state_patch) \
      SELECT $2, key, step_id, status, attempts, budget_base, outcome, error_type, error_message, output, \

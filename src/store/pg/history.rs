@@ -149,6 +149,7 @@ fn run_row(r: &Row) -> Result<RunRow> {
         started_at: get(r, 2)?,
         finished_at: get(r, 3)?,
         restart_from: get(r, 4)?,
+        definition_hash: get(r, 5)?,
     })
 }
 
@@ -209,7 +210,7 @@ pub(super) const STEPS: &str = "SELECT key, step_id, status, attempts, budget_ba
      output, started_at, finished_at, retry_at, seq, items FROM steps WHERE instance_id=$1";
 pub(super) const EVENTS_AFTER: &str = "SELECT id, name, payload, traceparent FROM events WHERE instance_id=$1 \
      AND consumed_by IS NULL AND id > $2 ORDER BY id";
-const RUNS: &str = "SELECT number, outcome, started_at, finished_at, restart_from FROM runs WHERE instance_id=$1 \
+const RUNS: &str = "SELECT number, outcome, started_at, finished_at, restart_from, definition_hash FROM runs WHERE instance_id=$1 \
      ORDER BY number";
 const ATTEMPTS: &str = "SELECT step_key, attempt, run, outcome, error_type, error_message, exit_code, started_at, \
      finished_at FROM attempts WHERE instance_id=$1 ORDER BY started_at, step_key, attempt";
@@ -534,7 +535,8 @@ pub(super) fn history_reads(id: &str) -> Vec<Op> {
         Op::Query(INSTANCE, vec![key()]),
         Op::Query(
             "SELECT COALESCE(MAX(number), 0), \
-             array_remove(array_agg(CASE WHEN outcome IS NULL THEN number END ORDER BY number), NULL) \
+             array_remove(array_agg(CASE WHEN outcome IS NULL THEN number END ORDER BY number), NULL), \
+             (array_agg(definition_hash ORDER BY number DESC))[1] \
              FROM runs WHERE instance_id=$1",
             vec![key()],
         ),
@@ -580,12 +582,14 @@ pub(super) fn history(
         Some(r) => instance_row(r)?,
         None => return Err(StoreError::NotFound(id.into())),
     };
-    let (last_run, abandoned_runs) = match outs.next().unwrap_or_default().first() {
+    let (last_run, abandoned_runs, last_definition) = match outs.next().unwrap_or_default().first()
+    {
         Some(r) => (
             get::<i64>(r, 0)?,
             get::<Option<Vec<i64>>>(r, 1)?.unwrap_or_default(),
+            get::<Option<String>>(r, 2)?,
         ),
-        None => (0, Vec::new()),
+        None => (0, Vec::new(), None),
     };
     let steps = outs
         .next()
@@ -650,6 +654,7 @@ pub(super) fn history(
         open,
         abandoned_runs,
         last_run,
+        last_definition,
         traces,
         uncounted,
         unspanned,

@@ -541,4 +541,9 @@ pub const MIGRATIONS: &[&str] = &[
     );
     CREATE INDEX sessions_by_token ON sessions(token);
     "#,
+    // 16: which definition each run used, as SQLite's 20.
+    r#"
+    ALTER TABLE runs ADD COLUMN definition_hash TEXT;
+    UPDATE runs r SET definition_hash = i.definition_hash FROM instances i WHERE i.id = r.instance_id;
+    "#,
 ];

@@ -161,7 +161,8 @@ pub(super) fn write_op(id: &str, w: &Write) -> Vec<Op> {
             restart_from,
         } => Op::Exec(
             "INSERT INTO runs (instance_id, number, started_at, trace_id, span_id, parent_span_id, started_ns, \
-             restart_from) VALUES ($1,$2,$3,$4,$5,$6,$7,$8)",
+             restart_from, definition_hash) \
+             VALUES ($1,$2,$3,$4,$5,$6,$7,$8,(SELECT definition_hash FROM instances WHERE id = $1))",
             vec![
                 p(id),
                 p(*run),
@@ -196,7 +197,7 @@ pub(super) fn write_op(id: &str, w: &Write) -> Vec<Op> {
                 "UPDATE instances SET definition_hash = $2, workflow_path = $3, base_dir = $4, \
                  inputs = $5, updated_at = $6 WHERE id = $1",
                 vec![
-                    p(id),
+                    p(id.clone()),
                     p(to.definition_hash.clone()),
                     p(to.workflow_path.clone()),
                     p(to.base_dir.clone()),
@@ -204,6 +205,14 @@ pub(super) fn write_op(id: &str, w: &Write) -> Vec<Op> {
                     p(Timestamp::now()),
                 ],
             ));
+            for (from, into) in &to.renames {
+                for sql in RENAME_UNITS {
+                    ops.push(Op::Exec(
+                        sql,
+                        vec![p(id.clone()), p(from.clone()), p(into.clone())],
+                    ));
+                }
+            }
             return ops;
         }
         Write::Action(a) => super::actions::insert_action(a),
@@ -465,5 +474,33 @@ impl PgStore {
     /// Whether [`PgStore::commit`] sends `writes` as one statement.
     pub(in crate::store) fn one_statement(writes: &[Write]) -> bool {
         matches!(batch::commit("", 0, 0, writes), Commit::One(_))
+    }
+}
+
+/// [`crate::store::write::RENAME_UNITS`] in PostgreSQL's placeholders.
+const RENAME_UNITS: [&str; 5] = [
+    "UPDATE steps SET key = $3::text || substr(key, length($2::text) + 1), step_id = $3::text \
+     WHERE instance_id = $1 AND step_id = $2::text",
+    "UPDATE attempts SET step_key = $3::text || substr(step_key, length($2::text) + 1) \
+     WHERE instance_id = $1 AND (step_key = $2::text OR substr(step_key, 1, length($2::text) + 1) IN ($2::text || '[', $2::text || ':'))",
+    "UPDATE events SET consumed_by = $3::text || substr(consumed_by, length($2::text) + 1) \
+     WHERE instance_id = $1 AND (consumed_by = $2::text OR substr(consumed_by, 1, length($2::text) + 1) IN ($2::text || '[', $2::text || ':'))",
+    "UPDATE locks SET unit_key = $3::text || substr(unit_key, length($2::text) + 1) \
+     WHERE instance_id = $1 AND (unit_key = $2::text OR substr(unit_key, 1, length($2::text) + 1) IN ($2::text || '[', $2::text || ':'))",
+    "UPDATE instances SET parent_key = $3::text || substr(parent_key, length($2::text) + 1) \
+     WHERE parent_id = $1 AND (parent_key = $2::text OR substr(parent_key, 1, length($2::text) + 1) IN ($2::text || '[', $2::text || ':'))",
+];
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_renames_are_sqlites_with_postgresqls_placeholders() {
+        for (lite, pg) in crate::store::write::RENAME_UNITS
+            .iter()
+            .zip(super::RENAME_UNITS)
+        {
+            let pg = pg.replace("::text", "");
+            assert_eq!(lite.replace('?', "$"), pg);
+        }
     }
 }

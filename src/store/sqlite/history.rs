@@ -381,11 +381,12 @@ pub(super) fn run_traces(
 
 pub(super) fn history(c: &Connection, id: &str) -> Result<History> {
     let instance = instance(c, id)?;
-    let (last_run, abandoned): (i64, Option<String>) = c.query_row(
-        "SELECT COALESCE(MAX(number), 0), group_concat(CASE WHEN outcome IS NULL THEN number END) \
+    let (last_run, abandoned, last_definition): (i64, Option<String>, Option<String>) = c.query_row(
+        "SELECT COALESCE(MAX(number), 0), group_concat(CASE WHEN outcome IS NULL THEN number END), \
+         (SELECT definition_hash FROM runs WHERE instance_id=?1 ORDER BY number DESC LIMIT 1) \
          FROM runs WHERE instance_id=?1",
         [id],
-        |r| Ok((r.get(0)?, r.get(1)?)),
+        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
     )?;
     let mut abandoned_runs: Vec<i64> = abandoned
         .unwrap_or_default()
@@ -403,6 +404,7 @@ pub(super) fn history(c: &Connection, id: &str) -> Result<History> {
         open: open_attempts(c, id)?,
         abandoned_runs,
         last_run,
+        last_definition,
         traces: run_traces(c, id)?,
         uncounted: uncounted_attempts(c, id)?,
         unspanned,
@@ -462,7 +464,8 @@ pub(super) fn start_run(
     cached(
         c,
         "INSERT INTO runs (instance_id, number, started_at, trace_id, span_id, parent_span_id, started_ns, \
-         restart_from) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+         restart_from, definition_hash) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, (SELECT definition_hash FROM instances WHERE id = ?1))",
         params![
             id,
             number,
@@ -498,7 +501,7 @@ pub(super) fn close_abandoned_runs(c: &Connection, id: &str) -> Result<()> {
 
 pub(super) fn runs(c: &Connection, id: &str) -> Result<Vec<RunRow>> {
     let mut stmt = c.prepare(
-        "SELECT number, outcome, started_at, finished_at, restart_from FROM runs WHERE instance_id=?1 \
+        "SELECT number, outcome, started_at, finished_at, restart_from, definition_hash FROM runs WHERE instance_id=?1 \
          ORDER BY number",
     )?;
     let rows = stmt.query_map([id], |r| {
@@ -508,6 +511,7 @@ pub(super) fn runs(c: &Connection, id: &str) -> Result<Vec<RunRow>> {
             started_at: r.get(2)?,
             finished_at: r.get(3)?,
             restart_from: r.get(4)?,
+            definition_hash: r.get(5)?,
         })
     })?;
     Ok(rows.collect::<Result<_, _>>()?)

@@ -207,6 +207,14 @@ pub const MIGRATIONS: &[&str] = &[
     "#,
     // 19: who did what, and who may ([`ACCESS`]).
     ACCESS,
+    // 20: which definition each run used (SPEC §3 Upgrades: `wf upgrade`
+    // moves an instance onto another between two runs). The runs already
+    // there used the instance's one: no upgrade existed before this.
+    r#"
+    ALTER TABLE runs ADD COLUMN definition_hash TEXT;
+    UPDATE runs SET definition_hash =
+        (SELECT i.definition_hash FROM instances i WHERE i.id = runs.instance_id);
+    "#,
 ];
 
 // 19: every action that changed an instance or the registry, in the
@@ -540,6 +548,7 @@ const CORE: &str = r#"
         parent_span_id  TEXT,
         started_ns      INTEGER,
         restart_from    TEXT,               -- `wf restart --from STEP`: STEP
+        definition_hash TEXT,               -- the definition it ran (`wf upgrade` changes it between runs)
         PRIMARY KEY (instance_id, number)
     ) WITHOUT ROWID;
 

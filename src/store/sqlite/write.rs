@@ -108,6 +108,11 @@ fn apply(c: &Connection, id: &str, w: &Write) -> Result<()> {
                     Timestamp::now()
                 ],
             )?;
+            for (from, into) in &to.renames {
+                for sql in crate::store::write::RENAME_UNITS {
+                    cached(c, sql, rusqlite::params![id, from, into])?;
+                }
+            }
             Ok(())
         }
         Write::CompensateChild { child, parent } => {
