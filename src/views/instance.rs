@@ -388,7 +388,7 @@ pub fn inspect_view(read: &crate::engine::actions::Inspected, attempts: bool) ->
 /// Whether `row` belongs to a step that the definition of `step_ids` (in
 /// file order; empty when it could not be read) no longer has.
 pub fn removed(step_ids: &[String], row: &StepRow) -> bool {
-    !step_ids.is_empty() && !step_ids.iter().any(|s| *s == row.step_id)
+    !step_ids.is_empty() && !step_ids.contains(&row.step_id)
 }
 
 /// An attempt with its unit (`GET /api/v1/instances/{id}/attempts`).
