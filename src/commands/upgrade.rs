@@ -4,10 +4,9 @@
 //! prints the plans and writes nothing. The engine decides
 //! (`engine::upgrade`); this renders.
 
-use crate::engine::upgrade::{self, Applied, Outcome, Plan, Preview, Target, Targets};
+use crate::engine::upgrade::{self, Done, Overall, Request, Target, Targets, Verdict};
 use crate::exit::ExitStatus;
 use crate::printer::Printer;
-use crate::vocab::InstanceId;
 use crate::workflow::Workflow;
 use std::path::PathBuf;
 
@@ -19,9 +18,9 @@ pub struct Args {
     /// Every instance of this workflow that has not ended (those running are named, not moved)
     #[arg(long, value_name = "NAME")]
     pub workflow: Option<String>,
-    /// The new definition
+    /// The new definition [default: the one registered under the workflow's name (`wf workflow add`)]
     #[arg(long, value_name = "FILE")]
-    pub to: PathBuf,
+    pub to: Option<PathBuf>,
     /// A step renamed: OLD in the instance's definition is NEW in FILE (repeatable)
     #[arg(long = "map", value_name = "OLD=NEW")]
     pub map: Vec<String>,
@@ -36,67 +35,59 @@ pub struct Args {
     pub json: bool,
 }
 
-/// One instance's line of the output.
-#[derive(Debug, serde::Serialize)]
-struct Done {
-    id: InstanceId,
-    /// `upgraded`, `planned` (a dry run), `refused`, `held`, `not_movable`,
-    /// `other_workflow`.
-    outcome: &'static str,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    status: Option<&'static str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    holder: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    workflow: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    plan: Option<Plan>,
-}
-
 pub async fn run(args: Args, db: Option<PathBuf>, printer: &Printer) -> anyhow::Result<ExitStatus> {
     let renames = renames(&args.map)?;
-    let new = Workflow::load(&args.to)?;
-    let (workflow_path, base_dir) = crate::workflow::origin(&args.to);
-    let base_dir = base_dir.display().to_string();
+    let file = match &args.to {
+        Some(path) => {
+            let wf = Workflow::load(path)?;
+            let (workflow_path, base_dir) = crate::workflow::origin(path);
+            Some(Target {
+                wf,
+                workflow_path,
+                base_dir: base_dir.display().to_string(),
+            })
+        }
+        None => None,
+    };
     let mut store = super::open_existing(db).await?;
     let mut ids = Vec::with_capacity(args.ids.len());
     for prefix in &args.ids {
         ids.push(store.resolve_id(prefix).await?);
     }
+    let to = match file {
+        Some(t) => t,
+        None => {
+            // The registered definition of the workflow named, or of the
+            // first instance's.
+            let name = match (&args.workflow, ids.first()) {
+                (Some(name), _) => name.clone(),
+                (None, Some(id)) => store.instance(id).await?.workflow,
+                (None, None) => {
+                    return Err(crate::exit::UsageError(
+                        "name the instances, or --workflow NAME".into(),
+                    )
+                    .into());
+                }
+            };
+            upgrade::registered_target(&store, &name).await?
+        }
+    };
     let targets = match &args.workflow {
         Some(name) => Targets::Workflow(name),
         None => Targets::Ids(&ids),
     };
-    let previews = upgrade::preview(&store, targets, &new, &renames, args.allow_gaps).await?;
-    let mut out = Vec::with_capacity(previews.len());
-    for Preview {
-        id,
-        status,
-        outcome,
-    } in previews
-    {
-        let planned = matches!(&outcome, Outcome::Planned { plan } if !plan.is_refused());
-        let done = if args.dry_run || !planned {
-            from_preview(id, status, outcome)
-        } else {
-            let to = Target {
-                wf: &new,
-                workflow_path: &workflow_path,
-                base_dir: &base_dir,
-            };
-            let applied = upgrade::apply(
-                &mut store,
-                &id,
-                &to,
-                &renames,
-                args.allow_gaps,
-                &crate::vocab::Actor::cli(),
-            )
-            .await?;
-            from_applied(id, applied)
-        };
-        out.push(done);
-    }
+    let out = upgrade::upgrade(
+        &mut store,
+        &Request {
+            targets,
+            to: &to,
+            renames: &renames,
+            allow_gaps: args.allow_gaps,
+            dry_run: args.dry_run,
+            actor: &crate::vocab::Actor::cli(),
+        },
+    )
+    .await?;
     if args.json {
         printer.json(&out);
     } else {
@@ -104,16 +95,10 @@ pub async fn run(args: Args, db: Option<PathBuf>, printer: &Printer) -> anyhow::
             say(printer, d, args.dry_run);
         }
     }
-    let held = out.iter().any(|d| d.outcome == "held");
-    let refused = out
-        .iter()
-        .any(|d| matches!(d.outcome, "refused" | "not_movable" | "other_workflow"));
-    Ok(if held {
-        ExitStatus::Held
-    } else if refused {
-        ExitStatus::Failure
-    } else {
-        ExitStatus::Success
+    Ok(match upgrade::overall(&out) {
+        Overall::Held => ExitStatus::Held,
+        Overall::Refused => ExitStatus::Failure,
+        Overall::Moved => ExitStatus::Success,
     })
 }
 
@@ -129,88 +114,19 @@ fn renames(map: &[String]) -> Result<Vec<(String, String)>, crate::exit::UsageEr
         .collect()
 }
 
-fn from_preview(id: InstanceId, status: &'static str, outcome: Outcome) -> Done {
-    let mut d = Done {
-        id,
-        outcome: "planned",
-        status: Some(status),
-        holder: None,
-        workflow: None,
-        plan: None,
-    };
-    match outcome {
-        Outcome::Planned { plan } => {
-            if plan.is_refused() {
-                d.outcome = "refused";
-            }
-            d.plan = Some(plan);
-        }
-        Outcome::NotMovable { holder: Some(h) } => {
-            d.outcome = "held";
-            d.holder = Some(h);
-        }
-        Outcome::NotMovable { holder: None } => d.outcome = "not_movable",
-        Outcome::OtherWorkflow { workflow } => {
-            d.outcome = "other_workflow";
-            d.workflow = Some(workflow);
-        }
-    }
-    d
-}
-
-fn from_applied(id: InstanceId, applied: Applied) -> Done {
-    let mut d = Done {
-        id,
-        outcome: "upgraded",
-        status: None,
-        holder: None,
-        workflow: None,
-        plan: None,
-    };
-    match applied {
-        Applied::Upgraded(plan) => d.plan = Some(plan),
-        Applied::Refused(plan) => {
-            d.outcome = "refused";
-            d.plan = Some(plan);
-        }
-        Applied::NotMovable { status } => {
-            d.outcome = "not_movable";
-            d.status = Some(status.as_str());
-        }
-        Applied::Held { holder } => {
-            d.outcome = "held";
-            d.holder = Some(holder);
-        }
-        Applied::OtherWorkflow { workflow } => {
-            d.outcome = "other_workflow";
-            d.workflow = Some(workflow);
-        }
-    }
-    d
-}
-
 /// One instance's plan for people: a line, then a table of its steps and
 /// the refusals.
 fn say(printer: &Printer, d: &Done, dry_run: bool) {
     let id = d.id.as_str();
-    match d.outcome {
-        "held" => printer.error(&format!(
-            "instance {id} is running in another process ({}): not upgraded",
-            d.holder.as_deref().unwrap_or("?")
-        )),
-        "not_movable" => printer.error(&format!(
-            "instance {id} is {}: only an instance that is not running and has not ended is upgraded",
-            d.status.unwrap_or("?")
-        )),
-        "other_workflow" => printer.error(&format!(
-            "instance {id} is of workflow `{}`, not of the new file's",
-            d.workflow.as_deref().unwrap_or("?")
-        )),
-        _ => {}
+    // A refused plan's reasons follow its table, one line each.
+    if d.outcome != Verdict::Refused
+        && let Some(why) = d.why_not()
+    {
+        printer.error(&why);
     }
     let Some(plan) = &d.plan else { return };
     let verb = match (d.outcome, dry_run) {
-        ("refused", _) => "would not be upgraded",
+        (Verdict::Refused, _) => "would not be upgraded",
         (_, true) => "would be upgraded",
         _ => "upgraded",
     };

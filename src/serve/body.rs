@@ -153,3 +153,20 @@ mod tests {
         assert!(s.inputs.is_none());
     }
 }
+
+/// `POST /api/v1/instances/{id}/upgrade` and
+/// `POST /api/v1/workflows/{name}/upgrade` (`wf upgrade`'s flags).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UpgradeBody {
+    /// Steps renamed: OLD (in the instance's definition) to NEW (`--map`).
+    #[serde(default)]
+    pub map: Option<BTreeMap<String, String>>,
+    /// Run a new step that comes before a completed one at the next
+    /// resume, instead of refusing (`--allow-gaps`).
+    #[serde(default)]
+    pub allow_gaps: Option<bool>,
+    /// Answer the plans; write nothing (`--dry-run`).
+    #[serde(default)]
+    pub dry_run: Option<bool>,
+}

@@ -37,6 +37,7 @@ mod pages;
 mod params;
 mod query;
 mod tls;
+mod upgrade;
 
 use crate::engine::worker::{Options as WorkerOptions, Worker, WorkerEnd};
 use crate::printer::Printer;
@@ -131,6 +132,7 @@ pub fn router(app: App) -> Router {
         .route("/api/v1/instances/{id}/resume", post(actions::resume))
         .route("/api/v1/instances/{id}/retry", post(actions::retry))
         .route("/api/v1/instances/{id}/restart", post(actions::restart))
+        .route("/api/v1/instances/{id}/upgrade", post(upgrade::instance))
         .route("/api/v1/queues", get(api::queues))
         .route("/api/v1/db/check", get(api::db_check))
         .route("/api/v1/db/actions", get(api::db_actions))
@@ -138,6 +140,7 @@ pub fn router(app: App) -> Router {
         .route("/api/v1/workflows", get(api::workflows))
         .route("/api/v1/workflows/{name}", get(api::workflow))
         .route("/api/v1/workflows/{name}/instances", post(actions::start))
+        .route("/api/v1/workflows/{name}/upgrade", post(upgrade::workflow))
         .route("/api/v1/openapi.json", get(openapi::document))
         .route("/api/v1/tokens", get(api::tokens).post(actions::add_token))
         .route(

@@ -224,6 +224,27 @@ pub const ROUTES: &[Route] = &[
         token: true,
     },
     Route {
+        method: "post",
+        path: "/api/v1/instances/{id}/upgrade",
+        summary: "Move the instance onto the definition registered under its workflow's name (`wf upgrade ID`)",
+        query: &[],
+        body: Some("`{map?, allow_gaps?, dry_run?}`: `map` renames steps, OLD to NEW"),
+        answers: &[
+            (
+                "200",
+                "`{id, outcome, plan}`: upgraded, or (a dry run) its plan, refused or not",
+            ),
+            ("400", "A bad body"),
+            ("401", "No valid token"),
+            ("404", "No such instance, or its workflow is not registered"),
+            (
+                "409",
+                "The plan is refused, the instance's status is not one an upgrade moves, or another process holds it",
+            ),
+        ],
+        token: true,
+    },
+    Route {
         method: "get",
         path: "/api/v1/queues",
         summary: "Queue keys (`wf queue list --json`)",
@@ -427,6 +448,23 @@ pub const ROUTES: &[Route] = &[
                 "409",
                 "The Idempotency-Key started an instance with other inputs",
             ),
+        ],
+        token: true,
+    },
+    Route {
+        method: "post",
+        path: "/api/v1/workflows/{name}/upgrade",
+        summary: "Move every instance of the workflow that is not running and has not ended onto its registered definition (`wf upgrade --workflow NAME`)",
+        query: &[],
+        body: Some("`{map?, allow_gaps?, dry_run?}`: `map` renames steps, OLD to NEW"),
+        answers: &[
+            (
+                "200",
+                "An array of `{id, outcome, status?, holder?, workflow?, plan?}`, one per instance",
+            ),
+            ("400", "A bad body"),
+            ("401", "No valid token"),
+            ("404", "Not registered"),
         ],
         token: true,
     },

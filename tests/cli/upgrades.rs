@@ -4,7 +4,9 @@
 use crate::Test;
 use serde_json::{Value, json};
 
-const OLD: &str = "name: trial
+mod api;
+
+pub(crate) const OLD: &str = "name: trial
 steps:
   - id: a
     run: echo a >> ran.log
@@ -14,7 +16,7 @@ steps:
     run: exit 7
 ";
 
-const NEW: &str = "name: trial
+pub(crate) const NEW: &str = "name: trial
 steps:
   - id: a
     run: echo a >> ran.log

@@ -17,10 +17,10 @@ use crate::workflow::Workflow;
 use serde_json::Value;
 
 /// The definition an upgrade moves instances onto, and where its file is.
-pub struct Target<'a> {
-    pub wf: &'a Workflow,
-    pub workflow_path: &'a str,
-    pub base_dir: &'a str,
+pub struct Target {
+    pub wf: Workflow,
+    pub workflow_path: String,
+    pub base_dir: String,
 }
 
 /// What an upgrade did to one instance.
@@ -46,7 +46,7 @@ const TTL: std::time::Duration = std::time::Duration::from_secs(30);
 pub async fn apply(
     store: &mut Store,
     id: &InstanceId,
-    to: &Target<'_>,
+    to: &Target,
     renames: &[(String, String)],
     allow_gaps: bool,
     actor: &Actor,
@@ -82,7 +82,7 @@ pub async fn apply(
             let inputs = inst.inputs.as_object().cloned().unwrap_or_default();
             let planned = plan(
                 &old,
-                to.wf,
+                &to.wf,
                 &Instance {
                     units: &units,
                     inputs: &inputs,
@@ -96,14 +96,14 @@ pub async fn apply(
             let mut inputs = inputs;
             inputs.extend(planned.inputs_added.clone());
             let mut writes = vec![Write::Upgrade(Box::new(UpgradeTo {
-                definitions: definitions_of(to.wf),
+                definitions: definitions_of(&to.wf),
                 definition_hash: to.wf.hash.clone(),
-                workflow_path: to.workflow_path.to_string(),
-                base_dir: to.base_dir.to_string(),
+                workflow_path: to.workflow_path.clone(),
+                base_dir: to.base_dir.clone(),
                 inputs: Value::Object(inputs),
                 renames: renames.iter().filter(|(o, n)| o != n).cloned().collect(),
             }))];
-            writes.extend(step_writes(&planned, &old, to.wf, &history.steps));
+            writes.extend(step_writes(&planned, &old, &to.wf, &history.steps));
             writes.push(Write::Action(Box::new(ActionRow::on(
                 id,
                 ActionKind::Upgrade,

@@ -10,6 +10,7 @@ use crate::vocab::{InstanceId, InstanceStatus, ShownStatus, Timestamp};
 use crate::workflow::Workflow;
 
 /// Which instances an upgrade is asked for.
+#[derive(Clone, Copy)]
 pub enum Targets<'a> {
     Ids(&'a [InstanceId]),
     /// Every instance of the workflow that has not ended (those running

@@ -10,9 +10,11 @@ use super::super::actions as act_api;
 use super::super::error::ApiError;
 use super::super::params::instance_ref;
 use super::super::query::{Form, PageQuery, Text};
+use super::super::upgrade;
 use super::Notice;
 use super::list::short;
 use super::shell::{Nav, page};
+use crate::engine::upgrade as upgrade_engine;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{Html, IntoResponse, Redirect, Response};
@@ -47,6 +49,10 @@ fn describe(action: &str) -> Option<(&'static str, &'static str)> {
             "Restart",
             "Run the chosen step and everything downstream of it again, in a new run; the other steps keep their results.",
         ),
+        "upgrade" => (
+            "Upgrade",
+            "Move the instance onto the definition registered under its workflow's name (`wf workflow add` of the new version). Completed steps the new definition still has keep their results; new and changed steps run at the next resume. Nothing runs now.",
+        ),
         _ => return None,
     })
 }
@@ -58,10 +64,16 @@ fn describe(action: &str) -> Option<(&'static str, &'static str)> {
 pub struct ConfirmParams {
     #[serde(default)]
     from: Option<Text>,
+    /// An upgrade's renames (`OLD=NEW`, separated by commas or spaces).
+    #[serde(default)]
+    map: Option<Text>,
+    #[serde(default)]
+    allow_gaps: Option<Text>,
 }
 
 pub async fn confirm(
     State(app): State<App>,
+    axum::extract::Extension(who): axum::extract::Extension<super::super::auth::Principal>,
     Path((id, action)): Path<(String, String)>,
     PageQuery(p): PageQuery<ConfirmParams>,
 ) -> Response {
@@ -77,6 +89,17 @@ pub async fn confirm(
     };
     let from = p.from.map(|t| t.0);
     let (wants_retry, wants_signal) = (action == "retry", action == "signal");
+    let wants_upgrade = action == "upgrade";
+    let map_text = p.map.map(|t| t.0).unwrap_or_default();
+    let allow_gaps = p.allow_gaps.is_some();
+    let asked = match renames(&map_text) {
+        Ok(renames) => upgrade::Asked {
+            renames,
+            allow_gaps,
+            dry_run: true,
+        },
+        Err(e) => return super::error_page(&e),
+    };
     let plan = {
         let from = from.clone();
         app.db
@@ -97,11 +120,17 @@ pub async fn confirm(
                 } else {
                     Vec::new()
                 };
-                Ok((id, steps, retry, events))
+                drop(c);
+                let upgraded = if wants_upgrade {
+                    Some(upgrade::upgrade_one(&l, &id, &asked, &who.actor).await?)
+                } else {
+                    None
+                };
+                Ok((id, steps, retry, events, upgraded))
             })
             .await
     };
-    let (id, steps, retry, events) = match plan {
+    let (id, steps, retry, events, upgraded) = match plan {
         Ok(p) => p,
         Err(e) => return super::error_page(&e),
     };
@@ -127,6 +156,10 @@ pub async fn confirm(
                 "resume" => {
                     label { input type="checkbox" name="now" value="1" checked; " Fire a timer that is not yet due" }
                 }
+                "upgrade" => {
+                    @if let Some(d) = &upgraded { (plan_section(d)) }
+                    (upgrade_fields(&map_text, allow_gaps))
+                }
                 "restart" => {
                     @if let (Some(f), Some(steps)) = (&from, &steps) {
                         input type="hidden" name="from" value=(f);
@@ -140,6 +173,11 @@ pub async fn confirm(
             }
             div.actions {
                 button.primary.danger[matches!(action.as_str(), "cancel" | "terminate")] type="submit" { "Confirm: " (title) }
+                @if wants_upgrade {
+                    // The plan again with the fields as they are now: a
+                    // dry run, which writes nothing.
+                    button type="submit" formmethod="get" { "Preview again" }
+                }
                 a.button href=(format!("/instances/{id}")) { "Back" }
             }
         }
@@ -163,8 +201,64 @@ fn signal_fields(events: &[String], event: &str, data: &str) -> Markup {
     }
 }
 
+/// An upgrade's plan: a line, a table of its steps (STEP / PLAN / NOW),
+/// the inputs it adds and why it is refused, if it is.
+fn plan_section(d: &upgrade_engine::Done) -> Markup {
+    html! {
+        @if let Some(why) = d.why_not() {
+            p.notice.error role="alert" { (why) }
+        }
+        @if let Some(plan) = &d.plan {
+            p { "From " span.mono { (short(&plan.from)) } " to " span.mono { (short(&plan.to)) } ":" }
+            div.table-wrap {
+                table.plan {
+                    thead { tr { th { "Step" } th { "Plan" } th { "Now" } } }
+                    tbody {
+                        @for st in &plan.steps {
+                            tr {
+                                td.mono { (st.step) @if let Some(f) = &st.from { " (was " (f) ")" } }
+                                td { (st.fate.as_str()) }
+                                td { (st.status.map_or("-", |x| x.as_str())) }
+                            }
+                        }
+                    }
+                }
+            }
+            @for (name, value) in &plan.inputs_added {
+                p { "Input " code { (name) } " is added: " code { (value) } }
+            }
+        }
+    }
+}
+
+/// An upgrade's fields: the renames and whether gaps are allowed.
+fn upgrade_fields(map: &str, allow_gaps: bool) -> Markup {
+    html! {
+        label { "Renamed steps (OLD=NEW, separated by commas; optional)"
+            input type="text" name="map" value=(map) placeholder="fetch=download";
+        }
+        label { input type="checkbox" name="allow_gaps" value="1" checked[allow_gaps]; " Run a new step that comes before a completed one at the next resume, instead of refusing" }
+    }
+}
+
+/// The renames of a form's `map` field: `OLD=NEW` pairs, separated by
+/// commas or spaces.
+fn renames(text: &str) -> Result<Vec<(String, String)>, ApiError> {
+    text.split(|c: char| c == ',' || c.is_whitespace())
+        .filter(|p| !p.is_empty())
+        .map(|p| match p.split_once('=') {
+            Some((o, n)) if !o.is_empty() && !n.is_empty() => Ok((o.to_string(), n.to_string())),
+            _ => Err(ApiError::bad_request(format!(
+                "renamed steps: `{}` is not OLD=NEW",
+                p.chars().take(64).collect::<String>()
+            ))),
+        })
+        .collect()
+}
+
 /// The confirmation's form, each action's fields: `event` and `data`
-/// (signal), `from` and `as` (restart), `now` (resume).
+/// (signal), `from` and `as` (restart), `now` (resume), `map` and
+/// `allow_gaps` (upgrade).
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ActForm {
@@ -178,6 +272,10 @@ pub struct ActForm {
     as_id: Option<Text>,
     #[serde(default)]
     now: Option<Text>,
+    #[serde(default)]
+    map: Option<Text>,
+    #[serde(default)]
+    allow_gaps: Option<Text>,
 }
 
 pub async fn act(
@@ -202,6 +300,14 @@ pub async fn act(
         field(form.as_id),
         field(form.now).is_some(),
     );
+    let upgrade_asked = match renames(&field(form.map).unwrap_or_default()) {
+        Ok(renames) => upgrade::Asked {
+            renames,
+            allow_gaps: field(form.allow_gaps).is_some(),
+            dry_run: false,
+        },
+        Err(e) => return super::error_page(&e),
+    };
     let signaled = action == "signal";
     let typed = (event.clone(), data.clone());
     let id2 = id.clone();
@@ -248,6 +354,11 @@ pub async fn act(
                     let (target, _) =
                         act_api::restart_in(&l, &id2, &from, as_id.as_deref(), by).await?;
                     (target, Notice::Restarting)
+                }
+                "upgrade" => {
+                    let d = upgrade::upgrade_one(&l, &id2, &upgrade_asked, by).await?;
+                    upgrade::refusal(&d)?;
+                    (d.id, Notice::Upgraded)
                 }
                 _ => return Err(ApiError::not_found("no such action")),
             };

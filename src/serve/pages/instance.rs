@@ -155,6 +155,15 @@ fn header(s: &Shown, now: Timestamp) -> Markup {
         div.grid2 {
             dl.facts {
                 dt { "Workflow" } dd { a href="/workflows" { (i.workflow) } " " span.muted.mono { (short(&i.definition_hash)) } }
+                @let uses = crate::views::definition_uses(&v.runs, &i.definition_hash);
+                @if !uses.is_empty() {
+                    dt { "Definitions" } dd {
+                        @for (n, u) in uses.iter().enumerate() {
+                            @if n > 0 { ", " }
+                            span.mono { (short(u.hash)) } " from run " (u.from_run)
+                        }
+                    }
+                }
                 dt { "Status" } dd { (badge(status.as_str())) }
                 @if let Some(e) = &i.error { dt { "Error" } dd { (e) } }
                 @if let Some(w) = i.wake_at { dt { "Wakes" } dd { (when(w, now)) } }
@@ -206,6 +215,7 @@ fn actions_bar(s: &Shown) -> Markup {
             @if open { a.button.danger href=(act("terminate")) { "Terminate…" } }
             @if open && !running && i.status != crate::vocab::InstanceStatus::Failed { a.button href=(act("resume")) { "Resume…" } }
             @if i.status == crate::vocab::InstanceStatus::Failed { a.button href=(act("retry")) { "Retry failed…" } }
+            @if crate::engine::upgrade::preview::movable(status) { a.button href=(act("upgrade")) { "Upgrade…" } }
             @if !open || status == ShownStatus::Interrupted {
                 @if let Some(wf) = &s.wf {
                     form method="get" action=(act("restart")) {
@@ -308,7 +318,12 @@ fn steps(s: &Shown, _now: Timestamp) -> Markup {
                 tbody {
                     @for row in &v.steps {
                         tr id=(format!("step-{}", row.key)) {
-                            td.mono { (row.key) }
+                            td.mono {
+                                (row.key)
+                                @if s.wf.as_ref().is_some_and(|wf| wf.step(&row.step_id).is_none()) {
+                                    " " span.muted title="not in the instance's definition since an upgrade" { "(removed)" }
+                                }
+                            }
                             td { (badge(row.status.as_str())) }
                             td {
                                 @let list = attempts_of(row);

@@ -74,10 +74,11 @@ pub enum Notice {
     Resuming,
     Started,
     StartedBefore,
+    Upgraded,
 }
 
 impl Notice {
-    const ALL: [Notice; 7] = [
+    const ALL: [Notice; 8] = [
         Notice::Signaled,
         Notice::SignaledUnawaited,
         Notice::Canceling,
@@ -85,6 +86,7 @@ impl Notice {
         Notice::Resuming,
         Notice::Started,
         Notice::StartedBefore,
+        Notice::Upgraded,
     ];
 
     /// Its word in the address.
@@ -97,6 +99,7 @@ impl Notice {
             Notice::Resuming => "resuming",
             Notice::Started => "started",
             Notice::StartedBefore => "started-before",
+            Notice::Upgraded => "upgraded",
         }
     }
 
@@ -113,6 +116,10 @@ impl Notice {
             Notice::Resuming => "Resuming.",
             Notice::Started => "Started: recorded for the workers.",
             Notice::StartedBefore => "That key started this instance before.",
+            Notice::Upgraded => {
+                "Upgraded: the instance is on the registered definition; new and changed steps \
+                 run at its next resume."
+            }
         }
     }
 
