@@ -209,7 +209,10 @@ fn plan_section(d: &upgrade_engine::Done) -> Markup {
             p.notice.error role="alert" { (why) }
         }
         @if let Some(plan) = &d.plan {
-            p { "From " span.mono { (short(&plan.from)) } " to " span.mono { (short(&plan.to)) } ":" }
+            p {
+                @if plan.is_refused() { "Would not be upgraded" } @else { "Would be upgraded" }
+                " from " span.mono { (short(&plan.from)) } " to " span.mono { (short(&plan.to)) } ":"
+            }
             div.table-wrap {
                 table.plan {
                     thead { tr { th { "Step" } th { "Plan" } th { "Now" } } }

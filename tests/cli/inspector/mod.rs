@@ -12,6 +12,7 @@
 
 mod follows;
 mod scopes;
+mod upgrades;
 
 use crate::Test;
 use crate::serve::{PATIENCE, Server, TOKEN, until};
