@@ -124,6 +124,9 @@ fn say(printer: &Printer, d: &Done, dry_run: bool) {
     {
         printer.error(&why);
     }
+    if d.outcome == Verdict::Current {
+        printer.data(&format!("instance {id} is on the new definition already"));
+    }
     let Some(plan) = &d.plan else { return };
     let verb = match (d.outcome, dry_run) {
         (Verdict::Refused, _) => "would not be upgraded",

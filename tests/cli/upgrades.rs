@@ -5,6 +5,7 @@ use crate::Test;
 use serde_json::{Value, json};
 
 mod api;
+mod races;
 
 pub(crate) const OLD: &str = "name: trial
 steps:
@@ -342,11 +343,6 @@ steps:
         "{inspect:#}"
     );
     assert_eq!(fetch["attempt_list"][0]["attempt"], 1);
-
-    // A map onto a name the old definition also has would mix two steps' rows.
-    let clash = t.wf(&["upgrade", "r1", "--to", renamed, "--map", "approve=b"]);
-    clash.code(1);
-    assert!(clash.stderr.contains("--map approve=b"), "{}", clash.stderr);
 
     t.wf(&["signal", "r1", "go"]).code(0);
     t.wf(&["resume", "r1"]).code(0);

@@ -1,8 +1,8 @@
 //! `wf upgrade` applied to one instance, the way a worker writes: the
 //! instance is taken over (a live holder refuses it: it runs, and is named),
 //! its plan is made from the history that takeover read in the same
-//! transaction, written in one commit under that fence, and the lease is
-//! given back. A kill between the takeover and the commit leaves it on its
+//! transaction, written in one commit under that fence which also gives
+//! the lease back. A kill between the takeover and the commit leaves it on its
 //! old definition with a dead holder, whom the next taker replaces at once;
 //! a worker racing it sees it whole on one definition or the other.
 
@@ -36,6 +36,9 @@ pub enum Applied {
     Held { holder: String },
     /// Not moved: it is an instance of another workflow.
     OtherWorkflow { workflow: String },
+    /// Already on the new definition (an upgrade done before, or by
+    /// another process since the preview): nothing written.
+    Current,
 }
 
 /// How long the upgrade's own lease lasts: it is given back at once.
@@ -69,6 +72,8 @@ pub async fn apply(
         Ok(Applied::OtherWorkflow {
             workflow: inst.workflow.clone(),
         })
+    } else if inst.definition_hash == to.wf.hash {
+        Ok(Applied::Current)
     } else if !movable(status) {
         Ok(Applied::NotMovable { status })
     } else {
@@ -114,13 +119,20 @@ pub async fn apply(
                     crate::vocab::short(&planned.to)
                 ),
             ))));
+            // The lease is given back in the same commit: no moment where
+            // the instance is moved but still held (a kill there would
+            // leave a dead holder on an instance already moved).
+            writes.push(Write::Release);
             store.commit(&fence, &writes).await?;
             Ok::<_, EngineError>(Applied::Upgraded(planned))
         };
         written.await
     };
-    // Given back whatever was decided: the next worker or resume takes it.
-    let _ = store.release(&fence).await;
+    // Given back whatever else was decided: the next worker or resume
+    // takes it.
+    if !matches!(decided, Ok(Applied::Upgraded(_))) {
+        let _ = store.release(&fence).await;
+    }
     decided
 }
 

@@ -54,6 +54,8 @@ pub enum Outcome {
     NotMovable { holder: Option<String> },
     /// Not moved: it is an instance of another workflow.
     OtherWorkflow { workflow: String },
+    /// Already on the new definition: nothing to do.
+    Current,
 }
 
 /// The previews of `targets` moved onto `new`.
@@ -90,6 +92,8 @@ pub async fn preview(
             Outcome::OtherWorkflow {
                 workflow: inst.workflow.clone(),
             }
+        } else if inst.definition_hash == new.hash && !inst.status.is_ended() {
+            Outcome::Current
         } else if !movable(shown) {
             Outcome::NotMovable {
                 holder: inst

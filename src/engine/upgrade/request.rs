@@ -40,6 +40,9 @@ pub enum Verdict {
     NotMovable,
     /// Not moved: it is an instance of another workflow (`workflow`).
     OtherWorkflow,
+    /// Already on the new definition: nothing to do (an upgrade asked
+    /// again after one was interrupted moves only the rest).
+    Current,
 }
 
 /// One instance's answer (`wf upgrade --json`'s element; the API's).
@@ -77,7 +80,7 @@ impl Done {
     pub fn why_not(&self) -> Option<String> {
         let id = &self.id;
         Some(match self.outcome {
-            Verdict::Upgraded | Verdict::Planned => return None,
+            Verdict::Upgraded | Verdict::Planned | Verdict::Current => return None,
             Verdict::Held => format!(
                 "instance {id} is running in another process ({}): not upgraded",
                 self.holder.as_deref().unwrap_or("?")
@@ -180,6 +183,7 @@ fn from_preview(p: Preview) -> Done {
             d.outcome = Verdict::OtherWorkflow;
             d.workflow = Some(workflow);
         }
+        Outcome::Current => d.outcome = Verdict::Current,
     }
     d
 }
@@ -204,6 +208,7 @@ fn from_applied(id: InstanceId, applied: Applied) -> Done {
             d.outcome = Verdict::OtherWorkflow;
             d.workflow = Some(workflow);
         }
+        Applied::Current => d.outcome = Verdict::Current,
     }
     d
 }

@@ -208,6 +208,9 @@ fn plan_section(d: &upgrade_engine::Done) -> Markup {
         @if let Some(why) = d.why_not() {
             p.notice.error role="alert" { (why) }
         }
+        @if d.outcome == upgrade_engine::Verdict::Current {
+            p.notice role="status" { "It is on the registered definition already: nothing to do." }
+        }
         @if let Some(plan) = &d.plan {
             p {
                 @if plan.is_refused() { "Would not be upgraded" } @else { "Would be upgraded" }

@@ -10,7 +10,12 @@ use crate::serve::until;
 #[test]
 fn the_upgrade_form_shows_the_plan_and_moves_the_instance() {
     let Scene {
-        t, s, b, waiting, done, ..
+        t,
+        s,
+        b,
+        waiting,
+        done,
+        ..
     } = scene();
     let base = s.base.clone();
     // The new version, registered: `after` fixed, `notify` added.
@@ -42,10 +47,7 @@ fn the_upgrade_form_shows_the_plan_and_moves_the_instance() {
     assert_ne!(after["definition_hash"], before);
     let facts = b.text("dl.facts");
     assert!(
-        facts.contains(&format!(
-            "{} from run 1",
-            &before.as_str().unwrap()[..12]
-        )),
+        facts.contains(&format!("{} from run 1", &before.as_str().unwrap()[..12])),
         "{facts}"
     );
 

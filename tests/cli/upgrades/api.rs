@@ -118,7 +118,7 @@ fn the_api_moves_instances_onto_the_registered_definition() {
     outcomes.sort();
     assert_eq!(
         outcomes,
-        [("a1", "upgraded"), ("a2", "upgraded"), ("a3", "upgraded")]
+        [("a1", "current"), ("a2", "upgraded"), ("a3", "upgraded")]
             .map(|(a, b)| (a.to_string(), b.to_string()))
     );
     for id in ["a2", "a3"] {
