@@ -155,6 +155,9 @@ fn say(printer: &Printer, d: &Done, dry_run: bool) {
     for (name, value) in &plan.inputs_added {
         printer.data(&format!("input `{name}` added: {value}"));
     }
+    if let Some(q) = &plan.queue {
+        printer.data(&format!("queue: {}", q.words()));
+    }
     for r in &plan.refusals {
         printer.error(&format!("instance {id}: {r}"));
     }

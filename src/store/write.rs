@@ -139,6 +139,11 @@ pub struct UpgradeTo {
     pub workflow_path: String,
     pub base_dir: String,
     pub inputs: Value,
+    /// Its new place under the new definition's `queue:` (`Some(None)`: no
+    /// queue), not admitted: it is admitted there when it next runs (a
+    /// `queued` one stays queued, under the new key; one whose queue is
+    /// gone is due at once). `None`: its place stays as it is.
+    pub queue: Option<Option<super::QueuePlace>>,
     /// Steps renamed (`--map OLD=NEW`): every row of OLD's units (the
     /// step's, its items', its compensation's, their attempts, the events
     /// they took, the locks they hold, the children they made) keyed as

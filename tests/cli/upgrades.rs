@@ -352,3 +352,67 @@ steps:
         "the renamed step ran once; the new `b` read its output by the new name"
     );
 }
+
+#[test]
+fn a_queued_instance_whose_queue_changes_is_admitted_under_the_new_key() {
+    let t = Test::new();
+    let old = t.write(
+        "q.yaml",
+        "name: q
+queue: { key: old, concurrency: 1, hold_while_suspended: true }
+steps:
+  - id: gate
+    wait_for_event: { name: go }
+",
+    );
+    let new = t.write(
+        "q-v2.yaml",
+        "name: q
+queue: { key: new, concurrency: 1, hold_while_suspended: true }
+steps:
+  - id: gate
+    wait_for_event: { name: go }
+",
+    );
+    let (old, new) = (old.to_str().unwrap(), new.to_str().unwrap());
+    // q1 holds `old`'s one slot while it waits; q2 queues behind it.
+    t.wf(&["run", old, "--id", "q1"]).code(3);
+    t.wf(&["run", old, "--id", "q2", "--detach"]).code(0);
+    assert_eq!(t.inspect("q2")["status"], "queued");
+    let keys = |t: &Test| -> Vec<(String, i64, i64)> {
+        let list = t.wf(&["queue", "list", "--json"]).code(0).json();
+        list.as_array()
+            .unwrap()
+            .iter()
+            .map(|k| {
+                (
+                    k["key"].as_str().unwrap().to_string(),
+                    k["admitted"].as_i64().unwrap(),
+                    k["queued"].as_i64().unwrap(),
+                )
+            })
+            .collect()
+    };
+    assert_eq!(keys(&t), [("old".to_string(), 1, 1)]);
+
+    let done = t
+        .wf(&["upgrade", "q2", "--to", new, "--json"])
+        .code(0)
+        .json();
+    assert_eq!(
+        done[0]["plan"]["queue"],
+        json!({"from": "old", "to": "new"}),
+        "{done:#}"
+    );
+    assert_eq!(t.inspect("q2")["status"], "queued");
+    let mut now = keys(&t);
+    now.sort();
+    assert_eq!(now, [("new".to_string(), 0, 1), ("old".to_string(), 1, 0)]);
+
+    // The new key has room: q2 is admitted there, beside q1 on the old.
+    t.wf(&["resume", "q2"]).code(3);
+    assert_eq!(t.inspect("q2")["status"], "waiting");
+    let mut now = keys(&t);
+    now.sort();
+    assert_eq!(now, [("new".to_string(), 1, 0), ("old".to_string(), 1, 0)]);
+}

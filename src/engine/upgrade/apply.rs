@@ -6,7 +6,7 @@
 //! old definition with a dead holder, whom the next taker replaces at once;
 //! a worker racing it sees it whole on one definition or the other.
 
-use super::plan::{Fate, Instance, Plan, plan};
+use super::plan::{Fate, Instance, Plan, plan, queue_after};
 use super::preview::movable;
 use crate::engine::{EngineError, definitions_of, lease, pinned};
 use crate::store::{ActionRow, StepRow, Store, UpgradeTo, Write};
@@ -91,6 +91,7 @@ pub async fn apply(
                 &Instance {
                     units: &units,
                     inputs: &inputs,
+                    queue: inst.queue.as_ref(),
                 },
                 renames,
                 allow_gaps,
@@ -100,12 +101,16 @@ pub async fn apply(
             }
             let mut inputs = inputs;
             inputs.extend(planned.inputs_added.clone());
+            let inputs = Value::Object(inputs);
+            // The plan was not refused, so it renders.
+            let queue = queue_after(inst.queue.as_ref(), &to.wf, &inputs).unwrap_or(None);
             let mut writes = vec![Write::Upgrade(Box::new(UpgradeTo {
                 definitions: definitions_of(&to.wf),
                 definition_hash: to.wf.hash.clone(),
                 workflow_path: to.workflow_path.clone(),
                 base_dir: to.base_dir.clone(),
-                inputs: Value::Object(inputs),
+                inputs,
+                queue,
                 renames: renames.iter().filter(|(o, n)| o != n).cloned().collect(),
             }))];
             writes.extend(step_writes(&planned, &old, &to.wf, &history.steps));

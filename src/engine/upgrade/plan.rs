@@ -18,6 +18,7 @@
 //! default that the instance lacks is refused; one it adds with a default is
 //! added with it.
 
+use crate::store::QueuePlace;
 use crate::vocab::{StepStatus, UnitKey};
 use crate::workflow::{Action, Step, Workflow};
 use serde_json::{Map, Value};
@@ -82,6 +83,9 @@ pub enum Refusal {
     /// An input the new definition requires, without a default, that the
     /// instance was not given.
     MissingInput { input: String },
+    /// The new definition's `queue:` does not render for this instance's
+    /// inputs.
+    Queue { why: String },
     /// A `--map OLD=NEW` whose OLD the old definition lacks, or whose NEW
     /// the new one lacks.
     BadMap {
@@ -107,6 +111,7 @@ impl std::fmt::Display for Refusal {
                 "the new definition requires input `{input}`, which this instance was not given"
             ),
             Refusal::BadMap { old, new, why } => write!(f, "--map {old}={new}: {why}"),
+            Refusal::Queue { why } => write!(f, "the new definition's queue: {why}"),
         }
     }
 }
@@ -120,8 +125,57 @@ pub struct Plan {
     /// Inputs the new definition adds with a default, and that default.
     #[serde(skip_serializing_if = "Map::is_empty")]
     pub inputs_added: Map<String, Value>,
+    /// Its queue key now and under the new definition, when its `queue:`
+    /// place changes (key, priority or limits): it is admitted again
+    /// under the new one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub queue: Option<QueueMove>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub refusals: Vec<Refusal>,
+}
+
+/// A queue key before and after (none: no `queue:`).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct QueueMove {
+    pub from: Option<String>,
+    pub to: Option<String>,
+}
+
+impl QueueMove {
+    /// As a line says it: "`old` -> `new`, admitted again there".
+    pub fn words(&self) -> String {
+        let key = |k: &Option<String>| {
+            k.as_ref()
+                .map_or_else(|| "none".to_string(), |k| format!("`{k}`"))
+        };
+        match &self.to {
+            Some(_) => format!(
+                "{} -> {}, admitted again there",
+                key(&self.from),
+                key(&self.to)
+            ),
+            None => format!("{} -> none, due at once if queued", key(&self.from)),
+        }
+    }
+}
+
+/// The queue place the new definition gives an instance now at `current`
+/// with `inputs` (the new ones added): `None` when it stays where it is
+/// (the same key, priority and limits, or no queue either way), else the
+/// new place (`Some(None)`: no queue), not yet admitted. `Err`: it does
+/// not render.
+pub fn queue_after(
+    current: Option<&QueuePlace>,
+    new: &Workflow,
+    inputs: &Value,
+) -> Result<Option<Option<QueuePlace>>, String> {
+    let place = crate::engine::render_queue(new, inputs).map_err(|e| e.to_string())?;
+    let same = match (current, &place) {
+        (None, None) => true,
+        (Some(a), Some(b)) => a.key == b.key && a.priority == b.priority && a.limits == b.limits,
+        _ => false,
+    };
+    Ok((!same).then_some(place))
 }
 
 impl Plan {
@@ -141,6 +195,8 @@ pub struct Instance<'a> {
     pub units: &'a [(String, StepStatus)],
     /// Its pinned inputs.
     pub inputs: &'a Map<String, Value>,
+    /// Its place in a queue, if it has one.
+    pub queue: Option<&'a QueuePlace>,
 }
 
 /// The plan that moves an instance from `old` to `new`. `renames`: the
@@ -271,11 +327,25 @@ pub fn plan(
             None => {}
         }
     }
+    let mut inputs = instance.inputs.clone();
+    inputs.extend(inputs_added.clone());
+    let queue = match queue_after(instance.queue, new, &Value::Object(inputs)) {
+        Ok(None) => None,
+        Ok(Some(place)) => Some(QueueMove {
+            from: instance.queue.map(|q| q.key.clone()),
+            to: place.map(|q| q.key),
+        }),
+        Err(why) => {
+            refusals.push(Refusal::Queue { why });
+            None
+        }
+    };
     Plan {
         from: old.hash.clone(),
         to: new.hash.clone(),
         steps,
         inputs_added,
+        queue,
         refusals,
     }
 }
@@ -363,6 +433,7 @@ mod tests {
         let inst = Instance {
             units: u,
             inputs: &Map::new(),
+            queue: None,
         };
         plan(old, new, &inst, &[], false)
     }
@@ -402,6 +473,7 @@ mod tests {
         let inst = Instance {
             units: &u,
             inputs: &Map::new(),
+            queue: None,
         };
         let p = plan(&wf(OLD), &new, &inst, &[], false);
         assert_eq!(
@@ -446,6 +518,7 @@ mod tests {
         let inst = Instance {
             units: &u,
             inputs: &Map::new(),
+            queue: None,
         };
         let p = plan(
             &wf(OLD),
@@ -482,6 +555,7 @@ mod tests {
             &Instance {
                 units: &u,
                 inputs: &none,
+                queue: None,
             },
             &[],
             false,
@@ -501,6 +575,7 @@ mod tests {
             &Instance {
                 units: &u,
                 inputs: &given,
+                queue: None,
             },
             &[],
             false,

@@ -113,6 +113,7 @@ pub async fn preview(
             let instance = Instance {
                 units: &units,
                 inputs: &inputs,
+                queue: inst.queue.as_ref(),
             };
             Outcome::Planned {
                 plan: plan(&old, new, &instance, renames, allow_gaps),

@@ -233,6 +233,9 @@ fn plan_section(d: &upgrade_engine::Done) -> Markup {
             @for (name, value) in &plan.inputs_added {
                 p { "Input " code { (name) } " is added: " code { (value) } }
             }
+            @if let Some(q) = &plan.queue {
+                p { "Queue: " (q.words()) }
+            }
         }
     }
 }

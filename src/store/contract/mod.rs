@@ -85,6 +85,7 @@ contract!(
     children_ended_in_the_parents_commit,
     upgrade_commit,
     upgrade_renames,
+    upgrade_requeues,
 );
 
 fn runtime() -> tokio::runtime::Runtime {

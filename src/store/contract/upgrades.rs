@@ -20,6 +20,7 @@ fn upgrade_to(hash: &str, source: &str) -> Write {
         base_dir: "/w2".into(),
         inputs: json!({"who": "ana", "tier": "gold"}),
         renames: Vec::new(),
+        queue: None,
     }))
 }
 
@@ -141,4 +142,65 @@ pub(super) async fn upgrade_renames(store: &mut Store) {
         .collect();
     attempts.sort();
     assert_eq!(attempts, ["ab", "z", "z[0]"]);
+}
+
+/// A new `queue:`: the instance's place is the new one, not admitted (a
+/// queued one stays queued under the new key); no `queue:` any more: a
+/// queued one is due at once.
+pub(super) async fn upgrade_requeues(store: &mut Store) {
+    let place = |key: &str, admitted: bool| crate::store::QueuePlace {
+        key: key.into(),
+        priority: 3,
+        limits: crate::store::QueueLimits {
+            concurrency: Some(1),
+            ..Default::default()
+        },
+        admitted,
+    };
+    for (id, status, admitted) in [
+        ("uq1", InstanceStatus::Queued, false),
+        ("uq2", InstanceStatus::Waiting, true),
+    ] {
+        let mut row = instance(id, 1);
+        row.status = status;
+        row.queue = Some(place("old-key", admitted));
+        create(store, &row).await;
+    }
+    for (id, to) in [
+        ("uq1", Some(place("new-key", false))),
+        ("uq2", Some(place("new-key", false))),
+    ] {
+        let (fence, _) = take(store, id, "upgrader").await;
+        let Write::Upgrade(mut up) = upgrade_to("h-queued", "name: contract\nsteps: []\n") else {
+            unreachable!()
+        };
+        up.queue = Some(to);
+        store
+            .commit(&fence, &[Write::Upgrade(up), Write::Release])
+            .await
+            .expect("the upgrade's commit");
+    }
+    let uq1 = store.instance(&InstanceId::from("uq1")).await.expect("uq1");
+    assert_eq!(uq1.status, InstanceStatus::Queued);
+    assert_eq!(uq1.queue, Some(place("new-key", false)));
+    let uq2 = store.instance(&InstanceId::from("uq2")).await.expect("uq2");
+    assert_eq!(uq2.status, InstanceStatus::Waiting);
+    assert_eq!(
+        uq2.queue,
+        Some(place("new-key", false)),
+        "its slot of the old key given back"
+    );
+
+    // The queue gone: a queued instance is due.
+    let (fence, _) = take(store, "uq1", "upgrader").await;
+    let Write::Upgrade(mut up) = upgrade_to("h-unqueued", "name: contract\nsteps: []\n") else {
+        unreachable!()
+    };
+    up.queue = Some(None);
+    store
+        .commit(&fence, &[Write::Upgrade(up), Write::Release])
+        .await
+        .expect("the upgrade's commit");
+    let uq1 = store.instance(&InstanceId::from("uq1")).await.expect("uq1");
+    assert_eq!((uq1.status, uq1.queue), (InstanceStatus::Pending, None));
 }

@@ -234,6 +234,7 @@ fn batches(id: &str, events: [i64; 2]) -> Vec<(Act, Vec<Write>)> {
                     base_dir: "/w2".into(),
                     inputs: json!({"who": "ana", "tier": "gold"}),
                     renames: Vec::new(),
+                    queue: None,
                 })),
                 Write::StartRun {
                     run: 2,

@@ -205,6 +205,23 @@ pub(super) fn write_op(id: &str, w: &Write) -> Vec<Op> {
                     p(Timestamp::now()),
                 ],
             ));
+            if let Some(place) = &to.queue {
+                let q = place.as_ref();
+                ops.push(Op::Exec(
+                    "UPDATE instances SET queue_key = $2, queue_priority = $3, queue_limits = $4, \
+                     queue_hold = $5, admitted = false, \
+                     wake_at = CASE WHEN status = 'queued' AND $2::text IS NULL THEN NULL ELSE wake_at END, \
+                     status = CASE WHEN status = 'queued' AND $2::text IS NULL THEN 'pending' ELSE status END \
+                     WHERE id = $1",
+                    vec![
+                        p(id.clone()),
+                        p(q.map(|q| q.key.clone())),
+                        p(q.map_or(crate::store::queue::DEFAULT_PRIORITY, |q| q.priority)),
+                        p(q.map(|q| q.limits.to_text())),
+                        p(q.is_some_and(|q| q.limits.hold)),
+                    ],
+                ));
+            }
             for (from, into) in &to.renames {
                 for sql in RENAME_UNITS {
                     ops.push(Op::Exec(

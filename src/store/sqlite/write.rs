@@ -108,6 +108,24 @@ fn apply(c: &Connection, id: &str, w: &Write) -> Result<()> {
                     Timestamp::now()
                 ],
             )?;
+            if let Some(place) = &to.queue {
+                let q = place.as_ref();
+                cached(
+                    c,
+                    "UPDATE instances SET queue_key = ?2, queue_priority = ?3, queue_limits = ?4, \
+                     queue_hold = ?5, admitted = 0, \
+                     wake_at = CASE WHEN status = 'queued' AND ?2 IS NULL THEN NULL ELSE wake_at END, \
+                     status = CASE WHEN status = 'queued' AND ?2 IS NULL THEN 'pending' ELSE status END \
+                     WHERE id = ?1",
+                    rusqlite::params![
+                        id,
+                        q.map(|q| q.key.as_str()),
+                        q.map_or(crate::store::queue::DEFAULT_PRIORITY, |q| q.priority),
+                        q.map(|q| q.limits.to_text()),
+                        q.is_some_and(|q| q.limits.hold),
+                    ],
+                )?;
+            }
             for (from, into) in &to.renames {
                 for sql in crate::store::write::RENAME_UNITS {
                     cached(c, sql, rusqlite::params![id, from, into])?;
