@@ -27,6 +27,9 @@ pub struct Args {
     /// Run a new step that comes before a completed one at the next resume, instead of refusing
     #[arg(long)]
     pub allow_gaps: bool,
+    /// Upgrade their children too, onto the definitions the new one calls (they keep theirs otherwise)
+    #[arg(long)]
+    pub children: bool,
     /// Print the plans; write nothing
     #[arg(long)]
     pub dry_run: bool,
@@ -42,7 +45,7 @@ pub async fn run(args: Args, db: Option<PathBuf>, printer: &Printer) -> anyhow::
             let wf = Workflow::load(path)?;
             let (workflow_path, base_dir) = crate::workflow::origin(path);
             Some(Target {
-                wf,
+                wf: std::sync::Arc::new(wf),
                 workflow_path,
                 base_dir: base_dir.display().to_string(),
             })
@@ -83,6 +86,7 @@ pub async fn run(args: Args, db: Option<PathBuf>, printer: &Printer) -> anyhow::
             to: &to,
             renames: &renames,
             allow_gaps: args.allow_gaps,
+            children: args.children,
             dry_run: args.dry_run,
             actor: &crate::vocab::Actor::cli(),
         },
@@ -117,7 +121,10 @@ fn renames(map: &[String]) -> Result<Vec<(String, String)>, crate::exit::UsageEr
 /// One instance's plan for people: a line, then a table of its steps and
 /// the refusals.
 fn say(printer: &Printer, d: &Done, dry_run: bool) {
-    let id = d.id.as_str();
+    let id = match &d.parent {
+        Some(p) => format!("{} (a child of {p})", d.id),
+        None => d.id.to_string(),
+    };
     // A refused plan's reasons follow its table, one line each.
     if d.outcome != Verdict::Refused
         && let Some(why) = d.why_not()

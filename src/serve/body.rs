@@ -166,6 +166,9 @@ pub struct UpgradeBody {
     /// resume, instead of refusing (`--allow-gaps`).
     #[serde(default)]
     pub allow_gaps: Option<bool>,
+    /// Upgrade their children too (`--children`).
+    #[serde(default)]
+    pub children: Option<bool>,
     /// Answer the plans; write nothing (`--dry-run`).
     #[serde(default)]
     pub dry_run: Option<bool>,

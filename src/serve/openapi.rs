@@ -228,7 +228,7 @@ pub const ROUTES: &[Route] = &[
         path: "/api/v1/instances/{id}/upgrade",
         summary: "Move the instance onto the definition registered under its workflow's name (`wf upgrade ID`)",
         query: &[],
-        body: Some("`{map?, allow_gaps?, dry_run?}`: `map` renames steps, OLD to NEW"),
+        body: Some("`{map?, allow_gaps?, children?, dry_run?}`: `map` renames steps, OLD to NEW"),
         answers: &[
             (
                 "200",
@@ -456,7 +456,7 @@ pub const ROUTES: &[Route] = &[
         path: "/api/v1/workflows/{name}/upgrade",
         summary: "Move every instance of the workflow that is not running and has not ended onto its registered definition (`wf upgrade --workflow NAME`)",
         query: &[],
-        body: Some("`{map?, allow_gaps?, dry_run?}`: `map` renames steps, OLD to NEW"),
+        body: Some("`{map?, allow_gaps?, children?, dry_run?}`: `map` renames steps, OLD to NEW"),
         answers: &[
             (
                 "200",

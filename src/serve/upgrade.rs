@@ -27,6 +27,7 @@ use axum::response::{IntoResponse, Response};
 pub struct Asked {
     pub renames: Vec<(String, String)>,
     pub allow_gaps: bool,
+    pub children: bool,
     pub dry_run: bool,
 }
 
@@ -35,6 +36,7 @@ impl From<UpgradeBody> for Asked {
         Asked {
             renames: b.map.unwrap_or_default().into_iter().collect(),
             allow_gaps: b.allow_gaps.unwrap_or(false),
+            children: b.children.unwrap_or(false),
             dry_run: b.dry_run.unwrap_or(false),
         }
     }
@@ -55,7 +57,7 @@ pub async fn instance(
         .run(move |l| async move { upgrade_one(&l, &id, &asked, &who.actor).await })
         .await?;
     if !dry_run {
-        refusal(&done)?;
+        refusal(&done.done)?;
     }
     Ok(Json(done).into_response())
 }
@@ -78,6 +80,7 @@ pub async fn workflow(
                 to: &to,
                 renames: &asked.renames,
                 allow_gaps: asked.allow_gaps,
+                children: asked.children,
                 dry_run: asked.dry_run,
                 actor: &who.actor,
             };
@@ -94,7 +97,7 @@ pub(super) async fn upgrade_one(
     id: &str,
     asked: &Asked,
     by: &Actor,
-) -> Result<Done, ApiError> {
+) -> Result<One, ApiError> {
     let mut c = l.conn().await?;
     let id: InstanceId = c.resolve_id(id).await?;
     let workflow = c.instance(&id).await?.workflow;
@@ -105,12 +108,28 @@ pub(super) async fn upgrade_one(
         to: &to,
         renames: &asked.renames,
         allow_gaps: asked.allow_gaps,
+        children: asked.children,
         dry_run: asked.dry_run,
         actor: by,
     };
-    let mut done = upgrade::upgrade(&mut c, &req).await?;
-    done.pop()
-        .ok_or_else(|| ApiError::internal("an upgrade of one instance answered none"))
+    let mut done = upgrade::upgrade(&mut c, &req).await?.into_iter();
+    let first = done
+        .next()
+        .ok_or_else(|| ApiError::internal("an upgrade of one instance answered none"))?;
+    Ok(One {
+        done: first,
+        children: done.collect(),
+    })
+}
+
+/// An instance's upgrade: its answer, and its children's (`children`).
+#[derive(Debug, serde::Serialize)]
+pub struct One {
+    #[serde(flatten)]
+    pub done: Done,
+    /// Its children's answers, when they were asked for too.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub children: Vec<Done>,
 }
 
 /// The error an instance's answer is, when it was not moved: what `wf

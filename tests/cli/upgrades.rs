@@ -416,3 +416,96 @@ steps:
     now.sort();
     assert_eq!(now, [("new".to_string(), 1, 0), ("old".to_string(), 1, 0)]);
 }
+
+const PARENT: &str = "name: parent
+steps:
+  - id: call
+    workflow: child.yaml
+  - id: after
+    needs: [call]
+    run: echo after >> ../ran.log
+";
+
+const CHILD: &str = "name: child
+steps:
+  - id: gate
+    wait_for_event: { name: go }
+  - id: work
+    needs: [gate]
+    run: exit 7
+";
+
+#[test]
+fn children_keep_their_definitions_unless_asked_to_move_too() {
+    let t = Test::new();
+    t.write("v1/parent.yaml", PARENT);
+    t.write("v1/child.yaml", CHILD);
+    let new = t.write("v2/parent.yaml", PARENT);
+    t.write(
+        "v2/child.yaml",
+        &CHILD.replace("exit 7", "echo fixed >> ../ran.log"),
+    );
+    let new = new.to_str().unwrap();
+    let old = t.path().join("v1/parent.yaml");
+    let old = old.to_str().unwrap();
+    let child_of = |t: &Test, id: &str| -> String {
+        t.inspect(id)["children"][0]["id"]
+            .as_str()
+            .expect("a child")
+            .to_string()
+    };
+
+    // Without --children the parent moves (its pinned tree with it) and
+    // its child stays on its own definition.
+    t.wf(&["run", old, "--id", "p1"]).code(3);
+    let c1 = child_of(&t, "p1");
+    let c1_before = t.inspect(&c1)["definition_hash"].clone();
+    let done = t
+        .wf(&["upgrade", "p1", "--to", new, "--json"])
+        .code(0)
+        .json();
+    assert_eq!(done.as_array().unwrap().len(), 1, "{done:#}");
+    assert_eq!(t.inspect(&c1)["definition_hash"], c1_before);
+
+    // With it, the child moves onto the definition the new parent calls.
+    t.wf(&["run", old, "--id", "p2"]).code(3);
+    let c2 = child_of(&t, "p2");
+    let c2_before = t.inspect(&c2)["definition_hash"].clone();
+    let dry = t
+        .wf(&[
+            "upgrade",
+            "p2",
+            "--to",
+            new,
+            "--children",
+            "--dry-run",
+            "--json",
+        ])
+        .code(0)
+        .json();
+    assert_eq!(
+        (&dry[1]["id"], &dry[1]["parent"], &dry[1]["outcome"]),
+        (&json!(c2), &json!("p2"), &json!("planned")),
+        "{dry:#}"
+    );
+    assert_eq!(t.inspect(&c2)["definition_hash"], c2_before, "a dry run");
+    let done = t
+        .wf(&["upgrade", "p2", "--to", new, "--children", "--json"])
+        .code(0)
+        .json();
+    let outcomes: Vec<(&str, &str)> = done
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| (d["id"].as_str().unwrap(), d["outcome"].as_str().unwrap()))
+        .collect();
+    assert_eq!(outcomes, [("p2", "upgraded"), (c2.as_str(), "upgraded")]);
+    assert_ne!(t.inspect(&c2)["definition_hash"], c2_before);
+
+    // It runs the fixed step, and its parent goes on.
+    t.wf(&["signal", &c2, "go"]).code(0);
+    t.wf(&["resume", &c2]).code(0);
+    t.wf(&["resume", "p2"]).code(0);
+    let ran = std::fs::read_to_string(t.path().join("ran.log")).expect("ran.log");
+    assert_eq!(ran, "fixed\nafter\n");
+}

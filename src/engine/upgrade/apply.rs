@@ -18,7 +18,7 @@ use serde_json::Value;
 
 /// The definition an upgrade moves instances onto, and where its file is.
 pub struct Target {
-    pub wf: Workflow,
+    pub wf: std::sync::Arc<Workflow>,
     pub workflow_path: String,
     pub base_dir: String,
 }

@@ -20,6 +20,10 @@ pub struct Request<'a> {
     /// `--map OLD=NEW` (the API's `map`).
     pub renames: &'a [(String, String)],
     pub allow_gaps: bool,
+    /// `--children`: each moved instance's children that have not ended
+    /// are moved too, onto the definitions the new one calls at their
+    /// steps (and theirs, in turn).
+    pub children: bool,
     pub dry_run: bool,
     pub actor: &'a Actor,
 }
@@ -49,6 +53,9 @@ pub enum Verdict {
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct Done {
     pub id: InstanceId,
+    /// For a child moved with its parent (`--children`): the parent.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub parent: Option<InstanceId>,
     pub outcome: Verdict,
     /// Its status, when that is why it was not moved (or, in a dry run,
     /// as it is).
@@ -66,6 +73,7 @@ impl Done {
     fn new(id: InstanceId, outcome: Verdict) -> Done {
         Done {
             id,
+            parent: None,
             outcome,
             status: None,
             holder: None,
@@ -139,14 +147,15 @@ pub async fn registered_target(store: &Store, name: &str) -> Result<Target, Engi
     let row = registry::registered(store, name).await?;
     let wf: Workflow = registry::definition(store, &row).await?;
     Ok(Target {
-        wf,
+        wf: std::sync::Arc::new(wf),
         workflow_path: row.workflow_path,
         base_dir: row.base_dir,
     })
 }
 
 /// Answers `req`, one instance after another, in the order asked (a
-/// workflow's: newest first).
+/// workflow's: newest first), each moved one's children after it when
+/// they are asked for too.
 pub async fn upgrade(store: &mut Store, req: &Request<'_>) -> Result<Vec<Done>, EngineError> {
     let previews = preview(store, req.targets, &req.to.wf, req.renames, req.allow_gaps).await?;
     let mut out = Vec::with_capacity(previews.len());
@@ -159,7 +168,74 @@ pub async fn upgrade(store: &mut Store, req: &Request<'_>) -> Result<Vec<Done>, 
                 apply(store, &p.id, req.to, req.renames, req.allow_gaps, req.actor).await?;
             from_applied(p.id, applied)
         };
+        let moved = matches!(
+            done.outcome,
+            Verdict::Upgraded | Verdict::Planned | Verdict::Current
+        );
+        let parent = done.id.clone();
         out.push(done);
+        if req.children && moved {
+            for (child, to) in children(store, &parent, req.to, req.renames).await? {
+                let ids = [child];
+                let sub = Request {
+                    targets: Targets::Ids(&ids),
+                    to: &to,
+                    renames: &[],
+                    ..*req
+                };
+                for mut d in Box::pin(upgrade(store, &sub)).await? {
+                    d.parent.get_or_insert_with(|| parent.clone());
+                    out.push(d);
+                }
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// The children of `parent` that have not ended, each with the definition
+/// the new one (`to`) calls at the step that made it (`renames`: the
+/// parent's `--map`). A child whose step the new definition no longer has,
+/// or has as another kind of step, keeps its definition.
+async fn children(
+    store: &Store,
+    parent: &InstanceId,
+    to: &Target,
+    renames: &[(String, String)],
+) -> Result<Vec<(InstanceId, Target)>, EngineError> {
+    let rows = store
+        .list_instances(&crate::store::ListFilter {
+            lineage: crate::store::Lineage::ChildrenOf(parent.clone()),
+            ..Default::default()
+        })
+        .await?;
+    let mut out = Vec::new();
+    for c in rows.into_iter().filter(|c| !c.status.is_ended()) {
+        let Some(made_by) = &c.parent else { continue };
+        let step = crate::vocab::UnitKey::parse(made_by.key.as_str()).step;
+        let step = renames
+            .iter()
+            .find(|(o, _)| o == step)
+            .map_or(step, |(_, n)| n.as_str());
+        let Some(crate::workflow::Action::Workflow(call)) = to.wf.step(step).map(|s| &s.action)
+        else {
+            continue;
+        };
+        let Some(wf) = to.wf.children.get(&call.path) else {
+            continue;
+        };
+        let file = std::path::Path::new(&to.base_dir).join(&call.path);
+        let base_dir = file
+            .parent()
+            .map_or_else(|| to.base_dir.clone(), |d| d.display().to_string());
+        out.push((
+            c.id,
+            Target {
+                wf: wf.clone(),
+                workflow_path: file.display().to_string(),
+                base_dir,
+            },
+        ));
     }
     Ok(out)
 }

@@ -69,6 +69,8 @@ pub struct ConfirmParams {
     map: Option<Text>,
     #[serde(default)]
     allow_gaps: Option<Text>,
+    #[serde(default)]
+    children: Option<Text>,
 }
 
 pub async fn confirm(
@@ -92,10 +94,12 @@ pub async fn confirm(
     let wants_upgrade = action == "upgrade";
     let map_text = p.map.map(|t| t.0).unwrap_or_default();
     let allow_gaps = p.allow_gaps.is_some();
+    let children = p.children.is_some();
     let asked = match renames(&map_text) {
         Ok(renames) => upgrade::Asked {
             renames,
             allow_gaps,
+            children,
             dry_run: true,
         },
         Err(e) => return super::error_page(&e),
@@ -157,8 +161,14 @@ pub async fn confirm(
                     label { input type="checkbox" name="now" value="1" checked; " Fire a timer that is not yet due" }
                 }
                 "upgrade" => {
-                    @if let Some(d) = &upgraded { (plan_section(d)) }
-                    (upgrade_fields(&map_text, allow_gaps))
+                    @if let Some(one) = &upgraded {
+                        (plan_section(&one.done))
+                        @for child in &one.children {
+                            h2 { "Child " span.mono { (short(&child.id)) } }
+                            (plan_section(child))
+                        }
+                    }
+                    (upgrade_fields(&map_text, allow_gaps, children))
                 }
                 "restart" => {
                     @if let (Some(f), Some(steps)) = (&from, &steps) {
@@ -241,12 +251,13 @@ fn plan_section(d: &upgrade_engine::Done) -> Markup {
 }
 
 /// An upgrade's fields: the renames and whether gaps are allowed.
-fn upgrade_fields(map: &str, allow_gaps: bool) -> Markup {
+fn upgrade_fields(map: &str, allow_gaps: bool, children: bool) -> Markup {
     html! {
         label { "Renamed steps (OLD=NEW, separated by commas; optional)"
             input type="text" name="map" value=(map) placeholder="fetch=download";
         }
         label { input type="checkbox" name="allow_gaps" value="1" checked[allow_gaps]; " Run a new step that comes before a completed one at the next resume, instead of refusing" }
+        label { input type="checkbox" name="children" value="1" checked[children]; " Upgrade its children too, onto the definitions the new one calls" }
     }
 }
 
@@ -285,6 +296,8 @@ pub struct ActForm {
     map: Option<Text>,
     #[serde(default)]
     allow_gaps: Option<Text>,
+    #[serde(default)]
+    children: Option<Text>,
 }
 
 pub async fn act(
@@ -313,6 +326,7 @@ pub async fn act(
         Ok(renames) => upgrade::Asked {
             renames,
             allow_gaps: field(form.allow_gaps).is_some(),
+            children: field(form.children).is_some(),
             dry_run: false,
         },
         Err(e) => return super::error_page(&e),
@@ -365,9 +379,9 @@ pub async fn act(
                     (target, Notice::Restarting)
                 }
                 "upgrade" => {
-                    let d = upgrade::upgrade_one(&l, &id2, &upgrade_asked, by).await?;
-                    upgrade::refusal(&d)?;
-                    (d.id, Notice::Upgraded)
+                    let one = upgrade::upgrade_one(&l, &id2, &upgrade_asked, by).await?;
+                    upgrade::refusal(&one.done)?;
+                    (one.done.id, Notice::Upgraded)
                 }
                 _ => return Err(ApiError::not_found("no such action")),
             };
