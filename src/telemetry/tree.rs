@@ -391,6 +391,14 @@ fn details(s: &SpanRow) -> Vec<String> {
                 d.push(format!("link -> {}", l["span_id"].as_str().unwrap_or("?")));
             }
         }
+        // The first run on a definition `wf upgrade` moved it onto.
+        if let (Some(from), Some(to)) = (attr(s, "wf.upgrade.from"), attr(s, "wf.upgrade.to")) {
+            d.push(format!(
+                "upgraded {} -> {}",
+                crate::vocab::short(&from),
+                crate::vocab::short(&to)
+            ));
+        }
         if let Some(o) = attr(s, "workflow.outcome") {
             d.push(format!("outcome={o}"));
         }

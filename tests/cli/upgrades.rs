@@ -136,6 +136,15 @@ fn a_waiting_instance_upgraded_runs_the_fixed_and_new_steps_and_not_the_done_one
         "{second:#}\nfirst: {:#}",
         roots[0]
     );
+    let tree = t.wf(&["trace", "t1"]).code(0).stdout.clone();
+    assert!(
+        tree.contains(&format!(
+            "run 2  link -> run 1  upgraded {} -> {}",
+            &before[..12],
+            &after[..12]
+        )),
+        "{tree}"
+    );
     assert!(
         roots[0]["attributes"].get("wf.upgrade.from").is_none(),
         "{:#}",
@@ -508,4 +517,33 @@ fn children_keep_their_definitions_unless_asked_to_move_too() {
     t.wf(&["resume", "p2"]).code(0);
     let ran = std::fs::read_to_string(t.path().join("ran.log")).expect("ran.log");
     assert_eq!(ran, "fixed\nafter\n");
+}
+
+/// The walk-through of docs/upgrades.md and the README, on the example
+/// files themselves.
+#[test]
+fn the_trial_example_upgrades_as_the_docs_say() {
+    let t = Test::new();
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("workflows");
+    let (v1, v2) = (dir.join("trial.yaml"), dir.join("trial-v2.yaml"));
+    let (v1, v2) = (v1.to_str().unwrap(), v2.to_str().unwrap());
+    t.wf(&["run", v1, "--id", "acme"]).code(3);
+    let dry = t.wf(&["upgrade", "acme", "--to", v2, "--dry-run"]);
+    dry.code(0);
+    let docs = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/upgrades.md"),
+    )
+    .expect("docs/upgrades.md");
+    for line in dry.stdout.lines() {
+        let line = line.trim_end();
+        assert!(
+            docs.contains(line),
+            "docs/upgrades.md does not show the plan's line {line:?}"
+        );
+    }
+    t.wf(&["upgrade", "acme", "--to", v2]).code(0);
+    t.wf(&["signal", "acme", "converted"]).code(0);
+    t.wf(&["resume", "acme"]).code(0);
+    let logs = t.wf(&["logs", "acme", "bill"]).code(0).stdout.clone();
+    assert_eq!(logs.trim(), "billing acme on the standard plan");
 }
