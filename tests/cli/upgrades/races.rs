@@ -1,5 +1,6 @@
 //! An upgrade under stress (issue 58, item 4): `wf upgrade --workflow`
-//! killed with SIGKILL in the middle of a mass upgrade leaves every
+//! killed with SIGKILL in the middle of a mass upgrade of 1,000 waiting
+//! instances leaves every
 //! instance whole on one definition or the other (its row and its steps'
 //! moved in one commit, or not at all), and asked again moves only the
 //! rest; a worker running the same instances while they are upgraded
@@ -55,25 +56,25 @@ fn upgrades_of(inspect: &Value) -> usize {
 
 #[test]
 fn a_mass_upgrade_killed_midway_leaves_each_instance_on_one_definition() {
-    const N: usize = 200;
+    const N: usize = 1000;
     let t = Test::new();
     let old = t.write("mass.yaml", TWO_WAITS);
     let new = t.write("mass-v2.yaml", ONE_WAIT);
     let (old, new) = (old.to_str().unwrap(), new.to_str().unwrap());
-    let ids: Vec<String> = (1..=N).map(|i| format!("w{i:03}")).collect();
+    let ids: Vec<String> = (1..=N).map(|i| format!("w{i:04}")).collect();
     for id in &ids {
         t.wf(&["run", old, "--id", id]).code(3);
     }
-    let old_hash = t.inspect("w001")["definition_hash"].clone();
+    let old_hash = t.inspect("w0001")["definition_hash"].clone();
 
-    // Newest first: w200, w199, … Killed once w150 has moved.
+    // Newest first: w1000, w0999, … Killed once w0900 has moved.
     let mut upgrade = spawn(&t, &["upgrade", "--workflow", "mass", "--to", new]);
-    eventually("w150 upgraded", || {
-        t.inspect("w150")["definition_hash"] != old_hash
+    eventually("w0900 upgraded", || {
+        t.inspect("w0900")["definition_hash"] != old_hash
     });
     upgrade.kill9();
     eventually("the kill", || upgrade.exited());
-    let new_hash = t.inspect("w150")["definition_hash"].clone();
+    let new_hash = t.inspect("w0900")["definition_hash"].clone();
 
     let mut moved = 0;
     for id in &ids {
@@ -97,7 +98,7 @@ fn a_mass_upgrade_killed_midway_leaves_each_instance_on_one_definition() {
         assert_eq!(step_status(&i, "approve"), "waiting", "{id}");
     }
     assert!(
-        (51..N).contains(&moved),
+        (101..N).contains(&moved),
         "the kill landed in the middle: {moved} of {N} moved"
     );
 
@@ -127,9 +128,9 @@ fn a_mass_upgrade_killed_midway_leaves_each_instance_on_one_definition() {
     // Sound: the lease the kill left was taken over and given back.
     t.wf(&["db", "check"]).code(0);
     // And they go on as the new definition says.
-    t.wf(&["signal", "w001", "go"]).code(0);
-    t.wf(&["resume", "w001"]).code(0);
-    assert_eq!(step_status(&t.inspect("w001"), "after"), "completed");
+    t.wf(&["signal", "w0001", "go"]).code(0);
+    t.wf(&["resume", "w0001"]).code(0);
+    assert_eq!(step_status(&t.inspect("w0001"), "after"), "completed");
 }
 
 const SLOW_OLD: &str = "name: race
