@@ -72,11 +72,13 @@ pub enum Write {
     /// recorded): the resume, retry or restart a run opens for, in the
     /// commit that opens it.
     Action(Box<super::ActionRow>),
-    /// A new run and its trace (and the step it restarts from, if it does).
+    /// A new run and its trace (and the step it restarts from, if it does),
+    /// on the definition it runs (the instance's, read under the fence).
     StartRun {
         run: i64,
         trace: RunTrace,
         restart_from: Option<String>,
+        definition_hash: String,
     },
     FinishRun {
         run: i64,

@@ -146,6 +146,7 @@ pub(super) fn open_run(
         run,
         trace: trace.clone(),
         restart_from: opts.restart.clone(),
+        definition_hash: inst.definition_hash.clone(),
     });
     // The action the run opens for, by whoever asked (a first run's
     // resume is its start, recorded with the instance).

@@ -358,6 +358,7 @@ fn start_run() -> Write {
         run: 1,
         trace: ("ab".repeat(16), "cd".repeat(8), None, 7),
         restart_from: None,
+        definition_hash: "h-contract".into(),
     }
 }
 

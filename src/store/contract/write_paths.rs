@@ -122,6 +122,7 @@ fn batches(id: &str, events: [i64; 2]) -> Vec<(Act, Vec<Write>)> {
                     run: 1,
                     trace: trace(1),
                     restart_from: None,
+                    definition_hash: "h-contract".into(),
                 },
                 status(InstanceStatus::Running, None, None, None),
                 start("a", 1, 1, 1),
@@ -240,6 +241,7 @@ fn batches(id: &str, events: [i64; 2]) -> Vec<(Act, Vec<Write>)> {
                     run: 2,
                     trace: trace(2),
                     restart_from: Some("b".into()),
+                    definition_hash: "h-upgraded".into(),
                 },
                 status(InstanceStatus::Running, None, None, None),
                 start("b", 2, 2, 20),
@@ -254,6 +256,7 @@ fn batches(id: &str, events: [i64; 2]) -> Vec<(Act, Vec<Write>)> {
                     run: 3,
                     trace: trace(3),
                     restart_from: None,
+                    definition_hash: "h-upgraded".into(),
                 },
                 failed("b", 2, O::Crashed, 29),
                 row("b", S::Failed, 2, &|r| {

@@ -159,10 +159,10 @@ pub(super) fn write_op(id: &str, w: &Write) -> Vec<Op> {
             run,
             trace,
             restart_from,
+            definition_hash,
         } => Op::Exec(
             "INSERT INTO runs (instance_id, number, started_at, trace_id, span_id, parent_span_id, started_ns, \
-             restart_from, definition_hash) \
-             VALUES ($1,$2,$3,$4,$5,$6,$7,$8,(SELECT definition_hash FROM instances WHERE id = $1))",
+             restart_from, definition_hash) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9)",
             vec![
                 p(id),
                 p(*run),
@@ -172,6 +172,7 @@ pub(super) fn write_op(id: &str, w: &Write) -> Vec<Op> {
                 p(trace.2.clone()),
                 p(trace.3),
                 p(restart_from.clone()),
+                p(definition_hash.clone()),
             ],
         ),
         Write::FinishRun { run, outcome } => Op::Exec(

@@ -460,12 +460,12 @@ pub(super) fn start_run(
     number: i64,
     t: &RunTrace,
     restart_from: Option<&str>,
+    definition_hash: &str,
 ) -> Result<()> {
     cached(
         c,
         "INSERT INTO runs (instance_id, number, started_at, trace_id, span_id, parent_span_id, started_ns, \
-         restart_from, definition_hash) \
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, (SELECT definition_hash FROM instances WHERE id = ?1))",
+         restart_from, definition_hash) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
         params![
             id,
             number,
@@ -474,7 +474,8 @@ pub(super) fn start_run(
             t.1,
             t.2,
             t.3,
-            restart_from
+            restart_from,
+            definition_hash
         ],
     )?;
     Ok(())

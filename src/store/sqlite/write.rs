@@ -58,7 +58,8 @@ fn apply(c: &Connection, id: &str, w: &Write) -> Result<()> {
             run,
             trace,
             restart_from,
-        } => start_run(c, id, *run, trace, restart_from.as_deref()),
+            definition_hash,
+        } => start_run(c, id, *run, trace, restart_from.as_deref(), definition_hash),
         Write::FinishRun { run, outcome } => finish_run(c, id, *run, outcome),
         Write::Release => release_instance(c, id),
         Write::ReleaseLock { key } => {
