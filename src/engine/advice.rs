@@ -29,6 +29,9 @@ pub enum Remedy {
     Definition,
     /// Nothing of it ran (a worker lacked one of its secrets): a resume runs it.
     NeverRan,
+    /// `wf upgrade` moved it onto another definition since its last run
+    /// failed: a retry runs that one.
+    Upgraded,
 }
 
 /// When the workflow's `timeout` runs out for `inst`: counted from the
@@ -64,6 +67,13 @@ pub fn remedy(wf: &Workflow, inst: &InstanceRow, runs: &[RunRow], steps: &[StepR
     }
     if runs.is_empty() {
         return Remedy::NeverRan;
+    }
+    if runs
+        .last()
+        .and_then(|r| r.definition_hash.as_deref())
+        .is_some_and(|h| h != inst.definition_hash)
+    {
+        return Remedy::Upgraded;
     }
     // A compensation's failure does not fail the instance: only the steps'.
     let failed: Vec<&StepRow> = steps
@@ -111,6 +121,9 @@ impl Remedy {
             ),
             Remedy::NeverRan => format!(
                 "none of its steps ran; once what it needs is set, `wf resume {short} --retry-failed` runs it"
+            ),
+            Remedy::Upgraded => format!(
+                "it was upgraded since it failed; `wf resume {short} --retry-failed` continues it on its new definition"
             ),
         }
     }

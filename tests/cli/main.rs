@@ -389,6 +389,29 @@ impl Test {
             .json()
     }
 
+    /// Each run's root span of instance `id` (`wf trace --format json`), in
+    /// run order.
+    pub fn run_roots(&self, id: &str) -> Vec<Value> {
+        let r = self.wf(&["trace", id, "--format", "json"]);
+        r.code(0);
+        let runs: Value = serde_json::from_str(&r.stdout).expect("trace json");
+        runs.as_array()
+            .expect("runs")
+            .iter()
+            .filter(|run| run["instance_id"] == id)
+            .map(|run| {
+                let root = run["spans"][0].clone();
+                assert!(
+                    root["name"]
+                        .as_str()
+                        .is_some_and(|n| n.ends_with("/workflow")),
+                    "{root}"
+                );
+                root
+            })
+            .collect()
+    }
+
     /// Reads a file the workflow wrote into the test dir ("" if missing).
     pub fn read(&self, name: &str) -> String {
         std::fs::read_to_string(self.dir.path().join(name)).unwrap_or_default()

@@ -29,6 +29,28 @@ steps:
     run: echo c >> ran.log
 ";
 
+/// Each step of a plan with its fate: `(step, fate)`.
+pub(crate) fn fates(plan: &Value) -> Vec<(String, String)> {
+    plan["steps"]
+        .as_array()
+        .expect("steps")
+        .iter()
+        .map(|s| {
+            (
+                s["step"].as_str().unwrap().to_string(),
+                s["fate"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
+/// `fates`' expected value, written as pairs of words.
+pub(crate) fn pairs(v: &[(&str, &str)]) -> Vec<(String, String)> {
+    v.iter()
+        .map(|(a, b)| (a.to_string(), b.to_string()))
+        .collect()
+}
+
 fn hash_of(t: &Test, id: &str) -> String {
     t.wf(&["inspect", id, "--json"]).code(0).json()["definition_hash"]
         .as_str()
@@ -51,20 +73,14 @@ fn a_waiting_instance_upgraded_runs_the_fixed_and_new_steps_and_not_the_done_one
         .json();
     let plan = &dry[0]["plan"];
     assert_eq!(dry[0]["outcome"], "planned", "{dry:#}");
-    let fates: Vec<(&str, &str)> = plan["steps"]
-        .as_array()
-        .expect("steps")
-        .iter()
-        .map(|s| (s["step"].as_str().unwrap(), s["fate"].as_str().unwrap()))
-        .collect();
     assert_eq!(
-        fates,
-        [
+        fates(plan),
+        pairs(&[
             ("a", "kept"),
             ("approve", "unchanged"),
             ("b", "changed"),
             ("c", "new")
-        ]
+        ])
     );
     assert_eq!(hash_of(&t, "t1"), before, "a dry run writes nothing");
 
@@ -120,7 +136,7 @@ fn a_waiting_instance_upgraded_runs_the_fixed_and_new_steps_and_not_the_done_one
     );
 
     // The second run's root links to the first's and says what moved it.
-    let roots = run_roots(&t, "t1");
+    let roots = t.run_roots("t1");
     assert_eq!(roots.len(), 2, "{roots:#?}");
     let second = &roots[1];
     assert_eq!(second["attributes"]["wf.upgrade.from"], before.as_str());
@@ -150,19 +166,6 @@ fn a_waiting_instance_upgraded_runs_the_fixed_and_new_steps_and_not_the_done_one
         "{:#}",
         roots[0]
     );
-}
-
-/// Each run's root span (`wf trace --format json`), in run order.
-fn run_roots(t: &Test, id: &str) -> Vec<Value> {
-    let r = t.wf(&["trace", id, "--format", "json"]);
-    r.code(0);
-    let runs: Value = serde_json::from_str(&r.stdout).expect("trace json");
-    runs.as_array()
-        .expect("runs")
-        .iter()
-        .filter(|run| run["instance_id"] == id)
-        .map(|run| run["spans"][0].clone())
-        .collect()
 }
 
 #[test]
@@ -212,21 +215,15 @@ steps:
         .wf(&["upgrade", "n1", "--to", new, "--json"])
         .code(0)
         .json();
-    let fates: Vec<(&str, &str)> = done[0]["plan"]["steps"]
-        .as_array()
-        .expect("steps")
-        .iter()
-        .map(|s| (s["step"].as_str().unwrap(), s["fate"].as_str().unwrap()))
-        .collect();
     assert_eq!(
-        fates,
-        [
+        fates(&done[0]["plan"]),
+        pairs(&[
             ("a", "kept"),
             ("gone", "removed"),
             ("nap", "changed"),
             ("b", "changed"),
             ("c", "new")
-        ],
+        ]),
         "{done:#}"
     );
     let after = t.wf(&["inspect", "n1", "--json"]).code(0).json();
@@ -546,4 +543,36 @@ fn the_trial_example_upgrades_as_the_docs_say() {
     t.wf(&["resume", "acme"]).code(0);
     let logs = t.wf(&["logs", "acme", "bill"]).code(0).stdout.clone();
     assert_eq!(logs.trim(), "billing acme on the standard plan");
+}
+
+#[test]
+fn a_failed_instance_moved_onto_a_fix_goes_on_with_retry_failed() {
+    let t = Test::new();
+    let old = t.write(
+        "f.yaml",
+        "name: f\nsteps:\n  - id: a\n    run: echo a >> ran.log\n  - id: b\n    run: exit 3\n  - id: c\n    run: echo c >> ran.log\n",
+    );
+    let new = t.write(
+        "f2.yaml",
+        "name: f\nsteps:\n  - id: a\n    run: echo a >> ran.log\n  - id: b\n    run: echo b >> ran.log\n  - id: c\n    run: echo c >> ran.log\n",
+    );
+    t.wf(&["run", old.to_str().unwrap(), "--id", "f1"]).code(1);
+    let done = t
+        .wf(&["upgrade", "f1", "--to", new.to_str().unwrap(), "--json"])
+        .code(0)
+        .json();
+    assert_eq!(done[0]["outcome"], "upgraded");
+    // A plain resume says how it goes on, now that it is on a fix.
+    let refused = t.wf(&["resume", "f1"]);
+    refused.code(1);
+    assert!(
+        refused.stderr.contains(
+            "it was upgraded since it failed; `wf resume f1 --retry-failed` continues it"
+        ),
+        "{}",
+        refused.stderr
+    );
+    t.wf(&["resume", "f1", "--retry-failed"]).code(0);
+    let ran = std::fs::read_to_string(t.path().join("ran.log")).expect("ran.log");
+    assert_eq!(ran, "a\nb\nc\n");
 }

@@ -2,25 +2,11 @@
 //! API's two routes, the CLI without `--to`, and an instance that runs in
 //! another process, refused by both (exit 5, 409 `held`) naming its holder.
 
-use super::{NEW, OLD};
+use super::{NEW, OLD, fates, pairs};
 use crate::Test;
 use crate::durable::{eventually, spawn};
 use crate::serve::Server;
-use serde_json::{Value, json};
-
-fn fates(plan: &Value) -> Vec<(String, String)> {
-    plan["steps"]
-        .as_array()
-        .expect("steps")
-        .iter()
-        .map(|s| {
-            (
-                s["step"].as_str().unwrap().to_string(),
-                s["fate"].as_str().unwrap().to_string(),
-            )
-        })
-        .collect()
-}
+use serde_json::json;
 
 #[test]
 fn the_api_moves_instances_onto_the_registered_definition() {
@@ -52,13 +38,12 @@ fn the_api_moves_instances_onto_the_registered_definition() {
     assert_eq!(dry["outcome"], "planned");
     assert_eq!(
         fates(&dry["plan"]),
-        [
+        pairs(&[
             ("a", "kept"),
             ("approve", "unchanged"),
             ("b", "changed"),
             ("c", "new")
-        ]
-        .map(|(a, b)| (a.to_string(), b.to_string()))
+        ])
     );
     assert_eq!(t.inspect("a1")["definition_hash"], before);
 
@@ -118,8 +103,7 @@ fn the_api_moves_instances_onto_the_registered_definition() {
     outcomes.sort();
     assert_eq!(
         outcomes,
-        [("a1", "current"), ("a2", "upgraded"), ("a3", "upgraded")]
-            .map(|(a, b)| (a.to_string(), b.to_string()))
+        pairs(&[("a1", "current"), ("a2", "upgraded"), ("a3", "upgraded")])
     );
     for id in ["a2", "a3"] {
         assert_eq!(t.inspect(id)["definition_hash"], after, "{id}");
