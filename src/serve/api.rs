@@ -412,6 +412,38 @@ pub async fn db_actions(
         .map(Json)
 }
 
+/// `GET /api/v1/queues/{key}`' parameters.
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct QueueParams {
+    #[serde(default)]
+    limit: Option<super::query::Whole>,
+}
+
+/// The most of each of a key's lists an answer holds.
+pub const QUEUE_LIMIT: usize = 100;
+
+/// `GET /api/v1/queues/{key}[?limit=N]`: `wf queue show KEY --json`.
+pub async fn queue(
+    State(app): State<App>,
+    Path(key): Path<String>,
+    Query(p): Query<QueueParams>,
+) -> Result<Json<Value>, ApiError> {
+    let limit = p.limit.map_or(QUEUE_LIMIT, |w| w.0.clamp(1, 1000) as usize);
+    app.db
+        .run(move |l| async move {
+            let c = l.conn().await?;
+            let shown = crate::engine::actions::queue_show(&c, &key, limit).await?;
+            document(crate::views::QueueLineView::new(
+                &key,
+                &shown,
+                Timestamp::now(),
+            ))
+        })
+        .await
+        .map(Json)
+}
+
 /// `GET /api/v1/db/actions`' parameters.
 #[derive(Debug, serde::Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -134,6 +134,7 @@ pub fn router(app: App) -> Router {
         .route("/api/v1/instances/{id}/restart", post(actions::restart))
         .route("/api/v1/instances/{id}/upgrade", post(upgrade::instance))
         .route("/api/v1/queues", get(api::queues))
+        .route("/api/v1/queues/{key}", get(api::queue))
         .route("/api/v1/db/check", get(api::db_check))
         .route("/api/v1/db/actions", get(api::db_actions))
         .route("/api/v1/schedules", get(api::schedules))

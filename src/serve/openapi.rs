@@ -376,6 +376,25 @@ pub const ROUTES: &[Route] = &[
     },
     Route {
         method: "get",
+        path: "/api/v1/queues/{key}",
+        summary: "One queue key: the instances holding its slots, then those waiting in the order they are admitted (`wf queue show KEY --json`)",
+        query: &[(
+            "limit",
+            "At most this many of each list (default 100, at most 1000)",
+        )],
+        body: None,
+        answers: &[
+            (
+                "200",
+                "`{key, limit, rate, rate_left, admitted: [{id, workflow, status, priority, created_at, age_ms}], admitted_total, waiting: [{position, …, not_before?}], waiting_total}`",
+            ),
+            ("400", "A bad parameter"),
+            ("401", "No valid token"),
+        ],
+        token: true,
+    },
+    Route {
+        method: "get",
         path: "/api/v1/db/check",
         summary: "Check the history: integrity and wf's invariants (`wf db check --json`)",
         query: &[],

@@ -57,6 +57,7 @@ const TAKES: &[(&str, Takes)] = &[
     ),
     ("/api/v1/instances/{id}/result", fields::<api::ResultParams>),
     ("/api/v1/db/actions", fields::<api::ActionsQuery>),
+    ("/api/v1/queues/{key}", fields::<api::QueueParams>),
     ("/", fields::<pages::list::ListParams>),
     ("/instances/{id}", fields::<pages::instance::PageParams>),
     (

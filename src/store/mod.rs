@@ -201,6 +201,7 @@ pub mod actions;
 mod check;
 pub mod metrics;
 pub mod portable;
+pub mod queue_line;
 mod registry;
 mod run_store;
 mod schedules;

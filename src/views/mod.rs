@@ -23,8 +23,9 @@
 //! - `signal.rs`: [`SignalView`], `wf signal`.
 //! - `prune.rs`: [`PruneView`], `wf prune`.
 //! - `db.rs`: [`CheckView`], `wf db check`.
-//! - `queue.rs`: [`QueueView`], `wf queue list`; [`QueueStanding`], an
-//!   instance's place in its queue (`wf inspect`).
+//! - `queue.rs`: [`QueueView`], `wf queue list`; [`QueueLineView`], `wf
+//!   queue show KEY`; [`QueueStanding`], an instance's place in its queue
+//!   (`wf inspect`).
 //! - `schedule.rs`: [`ScheduleView`], [`ScheduleAdded`], `wf schedule list`
 //!   and `add`.
 //! - `trace.rs`: [`TraceRunView`], [`SpanView`], `wf trace --format json`.
@@ -64,7 +65,7 @@ pub use instance::{
 pub use list::InstanceSummary;
 pub use logs::{LogView, LogsView};
 pub use prune::PruneView;
-pub use queue::{QueueStanding, QueueView};
+pub use queue::{MemberView, QueueLineView, QueueStanding, QueueView};
 pub use result::ResultView;
 pub use run::{RunReport, RunStatus};
 pub use schedule::{ScheduleAdded, ScheduleView};

@@ -74,3 +74,80 @@ impl<'a> QueueStanding<'a> {
         }
     }
 }
+
+/// One key and its line (`wf queue show KEY --json`, `GET
+/// /api/v1/queues/{key}`): where it stands, then the instances holding its
+/// slots (oldest first) and those waiting (in the order they are admitted),
+/// each list cut at the limit asked, with its total.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct QueueLineView<'a> {
+    pub key: &'a str,
+    /// `concurrency` (of the key's newest instance); None: no limit.
+    pub limit: Option<u32>,
+    /// `rate` as written; None: no rate.
+    pub rate: Option<String>,
+    pub rate_left: Option<i64>,
+    pub admitted: Vec<MemberView<'a>>,
+    pub admitted_total: i64,
+    pub waiting: Vec<MemberView<'a>>,
+    pub waiting_total: i64,
+}
+
+/// An instance of a key's line.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct MemberView<'a> {
+    /// Its place in the line (1 is admitted next); none for an admitted one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub position: Option<usize>,
+    pub id: &'a crate::vocab::InstanceId,
+    pub workflow: &'a str,
+    pub status: crate::vocab::InstanceStatus,
+    pub priority: i64,
+    pub created_at: Timestamp,
+    pub age_ms: i64,
+    /// Not admitted before this (`debounce`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub not_before: Option<Timestamp>,
+}
+
+impl<'a> QueueLineView<'a> {
+    pub fn new(
+        key: &'a str,
+        shown: &'a crate::engine::actions::QueueShown,
+        now: Timestamp,
+    ) -> Self {
+        let summary = shown.summary.as_ref().map(|q| QueueView::new(q, now));
+        let member =
+            |position: Option<usize>, m: &'a crate::store::queue_line::Member| MemberView {
+                position,
+                id: &m.id,
+                workflow: &m.workflow,
+                status: m.status,
+                priority: m.priority,
+                created_at: m.created_at,
+                age_ms: (now.ms() - m.created_at.ms()).max(0),
+                not_before: m.not_before,
+            };
+        QueueLineView {
+            key,
+            limit: summary.as_ref().and_then(|s| s.limit),
+            rate: summary.as_ref().and_then(|s| s.rate.clone()),
+            rate_left: summary.as_ref().and_then(|s| s.rate_left),
+            admitted: shown
+                .line
+                .admitted
+                .iter()
+                .map(|m| member(None, m))
+                .collect(),
+            admitted_total: shown.line.admitted_total,
+            waiting: shown
+                .line
+                .waiting
+                .iter()
+                .enumerate()
+                .map(|(i, m)| member(Some(i + 1), m))
+                .collect(),
+            waiting_total: shown.line.waiting_total,
+        }
+    }
+}

@@ -7,6 +7,8 @@
 //! and a stalled holder whose slot was given away is fenced. What ran when
 //! is read from the steps' own records.
 
+pub(crate) mod line;
+
 use crate::durable::{Bg, eventually, spawn};
 use crate::{Ran, Test};
 use std::collections::BTreeMap;

@@ -453,3 +453,18 @@ pub async fn list(store: &Store, q: &ListQuery) -> Result<(Vec<InstanceRow>, usi
     rows.truncate(limit);
     Ok((rows, more))
 }
+
+/// One queue key as `wf queue show KEY` shows it: where it stands (as `wf
+/// queue list` says; none when nothing holds or waits for its slots) and
+/// its line, at most `limit` of each.
+pub struct QueueShown {
+    pub summary: Option<crate::store::queue::QueueSummary>,
+    pub line: crate::store::queue_line::QueueLine,
+}
+
+/// Reads key `key`'s standing and line.
+pub async fn queue_show(store: &Store, key: &str, limit: usize) -> Result<QueueShown, EngineError> {
+    let line = store.queue_line(key, limit).await?;
+    let summary = store.queues().await?.into_iter().find(|q| q.key == key);
+    Ok(QueueShown { summary, line })
+}

@@ -49,6 +49,7 @@ pub fn routes() -> Router<App> {
             get(registry::start_form).post(registry::start),
         )
         .route("/queues", get(registry::queues))
+        .route("/queues/{key}", get(registry::queue))
         .route("/database", get(database::page_of))
         .route("/database/copy", axum::routing::post(database::copy))
         .route("/signout", axum::routing::post(super::auth::sign_out))

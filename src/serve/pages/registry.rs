@@ -1,7 +1,9 @@
 //! `GET /workflows`: the registered workflows, their schedules' next fire
 //! times and their webhooks; `GET /workflows/{name}/start`: a form made
 //! from the workflow's `inputs:` that starts an instance (as the API's
-//! start does: recorded for the workers). `GET /queues`: the queue keys.
+//! start does: recorded for the workers). `GET /queues`: the queue keys;
+//! `GET /queues/{key}`: one key's admitted instances and its line, in the
+//! order it admits them.
 
 use super::super::App;
 use super::super::error::ApiError;
@@ -245,7 +247,7 @@ pub async fn queues(State(app): State<App>) -> Response {
                     tbody {
                         @for q in &views {
                             tr {
-                                td { code { (q.key) } }
+                                td { a href=(queue_href(q.key)) { code { (q.key) } } }
                                 @let of_key = |status: &str| {
                                     let mut u = form_urlencoded::Serializer::new(String::new());
                                     u.append_pair("queue", q.key);
@@ -264,5 +266,79 @@ pub async fn queues(State(app): State<App>) -> Response {
             }
         };
         page("Queues", Nav::Queues, body)
+    }))
+}
+
+/// The address of key `key`'s page (a key may hold any character).
+pub fn queue_href(key: &str) -> String {
+    format!(
+        "/queues/{}",
+        percent_encoding::utf8_percent_encode(key, percent_encoding::NON_ALPHANUMERIC)
+    )
+}
+
+/// `GET /queues/{key}`: where the key stands, the instances holding its
+/// slots and those waiting, in the order they are admitted.
+pub async fn queue(State(app): State<App>, Path(key): Path<String>) -> Response {
+    let k = key.clone();
+    let read = app
+        .db
+        .run(move |l| async move {
+            let c = l.conn().await?;
+            Ok(crate::engine::actions::queue_show(&c, &k, super::super::api::QUEUE_LIMIT).await?)
+        })
+        .await;
+    let now = Timestamp::now();
+    super::respond(read.map(|shown| {
+        let v = crate::views::QueueLineView::new(&key, &shown, now);
+        let table = |members: &[crate::views::MemberView<'_>], total: i64, line: bool| {
+            html! {
+                @if members.is_empty() {
+                    p.muted { "None." }
+                } @else {
+                    div.table-wrap { table.line {
+                        thead { tr {
+                            @if line { th { "#" } }
+                            th { "Instance" } th { "Workflow" } th { "Status" } th { "Priority" } th { "Age" }
+                            @if line { th.hide-narrow { "Not before" } }
+                        } }
+                        tbody {
+                            @for m in members {
+                                tr {
+                                    @if line { td { (m.position.unwrap_or_default()) } }
+                                    td { a.mono href=(format!("/instances/{}", m.id)) { (super::list::short(m.id)) } }
+                                    td { (m.workflow) }
+                                    td { (super::list::badge(m.status.as_str())) }
+                                    td { (m.priority) }
+                                    td { (when(m.created_at, now)) }
+                                    @if line { td.hide-narrow { @if let Some(t) = m.not_before { (when(t, now)) } @else { "-" } } }
+                                }
+                            }
+                        }
+                    } }
+                    @if total > members.len() as i64 {
+                        p.muted { "… and " (total - members.len() as i64) " more." }
+                    }
+                }
+            }
+        };
+        let body = html! {
+            h1 { "Queue " code { (key) } }
+            dl.facts {
+                dt { "Concurrency" } dd { @if let Some(l) = v.limit { (l) } @else { "no limit" } }
+                @if let (Some(r), Some(left)) = (&v.rate, v.rate_left) {
+                    dt { "Rate" } dd { (left) " of " (r) " left" }
+                }
+                dt { "Admitted" } dd { (v.admitted_total) }
+                dt { "Waiting" } dd { (v.waiting_total) }
+            }
+            h2 { "Admitted, oldest first" }
+            (table(&v.admitted, v.admitted_total, false))
+            h2 { "Waiting, in the order they are admitted" }
+            p.muted { "By priority (0 first), then by age." }
+            (table(&v.waiting, v.waiting_total, true))
+            p { a href="/queues" { "← all queues" } }
+        };
+        page(&format!("Queue {key}"), Nav::Queues, body)
     }))
 }

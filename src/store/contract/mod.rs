@@ -78,6 +78,7 @@ contract!(
     queue_admission,
     queue_expired_slot_refuses_writes,
     queue_arrivals,
+    queue_line_in_order,
     step_locks,
     registry,
     metrics_and_heartbeats,

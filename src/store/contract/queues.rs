@@ -272,3 +272,36 @@ pub(super) async fn step_locks(store: &mut Store) {
         Err(StoreError::Fenced { .. })
     ));
 }
+
+/// A key's line as `wf queue show` reads it: the admitted ones, oldest
+/// first, then the queued ones in admission order (priority, then age),
+/// each cut at the limit with its total.
+pub(super) async fn queue_line_in_order(store: &mut Store) {
+    let unlimited = QueueLimits::default();
+    let mut admitted = queued("l-in", 1, 5, &unlimited);
+    admitted.status = InstanceStatus::Waiting;
+    admitted.queue.as_mut().expect("queue").admitted = true;
+    create(store, &admitted).await;
+    for (id, created, prio) in [
+        ("l-late", 4, 5),
+        ("l-urgent", 5, 0),
+        ("l-early", 2, 5),
+        ("l-mid", 3, 5),
+    ] {
+        create(store, &queued(id, created, prio, &unlimited)).await;
+    }
+    let line = store.queue_line("k", 3).await.expect("line");
+    let ids = |m: &[crate::store::queue_line::Member]| -> Vec<String> {
+        m.iter().map(|m| m.id.to_string()).collect()
+    };
+    assert_eq!(ids(&line.admitted), ["l-in"]);
+    assert_eq!(line.admitted_total, 1);
+    assert_eq!(ids(&line.waiting), ["l-urgent", "l-early", "l-mid"]);
+    assert_eq!(line.waiting_total, 4);
+    assert_eq!(line.waiting[0].priority, 0);
+    assert_eq!(line.waiting[0].status, InstanceStatus::Queued);
+    assert_eq!(
+        store.queue_line("nope", 3).await.expect("line"),
+        crate::store::queue_line::QueueLine::default()
+    );
+}

@@ -49,6 +49,7 @@ mod conn;
 mod copy;
 mod history;
 mod lease;
+mod line;
 mod list;
 mod load;
 mod metrics;

@@ -495,3 +495,52 @@ pub(super) fn take_lock(
         }
     }
 }
+
+impl super::SqliteStore {
+    /// Key `key`'s line (`store::queue_line`).
+    pub fn queue_line(
+        &self,
+        key: &str,
+        limit: usize,
+    ) -> Result<crate::store::queue_line::QueueLine> {
+        use crate::store::queue_line::{MEMBER_COLS, Member, QueueLine};
+        let c = &self.conn;
+        let members = |sql: &str| -> Result<Vec<Member>> {
+            let mut stmt = c.prepare_cached(sql)?;
+            let rows = stmt
+                .query_map(params![key, limit as i64], |r| {
+                    Ok(Member::of(
+                        r.get(0)?,
+                        r.get(1)?,
+                        r.get(2)?,
+                        r.get(3)?,
+                        r.get(4)?,
+                        r.get(5)?,
+                    ))
+                })?
+                .collect::<rusqlite::Result<Vec<_>>>()?;
+            Ok(rows)
+        };
+        let admitted = members(&format!(
+            "SELECT {MEMBER_COLS} FROM instances WHERE queue_key = ?1 AND admitted = 1 \
+             ORDER BY created_at, rowid LIMIT ?2"
+        ))?;
+        let waiting = members(&format!(
+            "SELECT {MEMBER_COLS} FROM instances WHERE queue_key = ?1 AND admitted = 0 \
+             AND status = 'queued' ORDER BY queue_priority, created_at, rowid LIMIT ?2"
+        ))?;
+        let (admitted_total, waiting_total) = c.query_row(
+            "SELECT count(*) FILTER (WHERE admitted = 1), \
+             count(*) FILTER (WHERE admitted = 0 AND status = 'queued') \
+             FROM instances WHERE queue_key = ?1",
+            [key],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )?;
+        Ok(QueueLine {
+            admitted,
+            admitted_total,
+            waiting,
+            waiting_total,
+        })
+    }
+}

@@ -11,6 +11,7 @@
 //! (`scripts/screenshots` runs it for docs/inspector.md).
 
 mod follows;
+mod queues;
 mod scopes;
 mod upgrades;
 
