@@ -22,14 +22,49 @@ pub struct Args {
     /// List every attempt of every step
     #[arg(long)]
     pub attempts: bool,
+    /// Print the definition it runs (after an upgrade: each one, then what changed, as a diff)
+    #[arg(long)]
+    pub definitions: bool,
 }
 
 pub async fn run(args: Args, store: &Store, printer: &Printer) -> anyhow::Result<ExitStatus> {
     let id = store.resolve_id(&args.id).await?;
     let read =
         crate::views::ordered(crate::engine::actions::inspect(store, &id, args.attempts).await?);
+    let texts = match args.definitions {
+        true => crate::engine::actions::definitions(store, &id).await?,
+        false => Vec::new(),
+    };
     if args.json {
-        printer.json(&crate::views::inspect_view(&read, args.attempts));
+        let mut view = crate::views::inspect_view(&read, args.attempts);
+        if args.definitions {
+            view.definitions = crate::views::definition_texts(&texts);
+        }
+        printer.json(&view);
+        return Ok(ExitStatus::Success);
+    }
+    if args.definitions {
+        for d in crate::views::definition_texts(&texts) {
+            match &d.diff {
+                None => {
+                    printer.data(&format!(
+                        "# definition {} (from run {})",
+                        crate::vocab::short(d.hash),
+                        d.from_run
+                    ));
+                    printer.data(d.source.unwrap_or_default().trim_end());
+                }
+                Some(diff) => {
+                    printer.data("");
+                    printer.data(&format!(
+                        "# upgraded to {} (from run {}):",
+                        crate::vocab::short(d.hash),
+                        d.from_run
+                    ));
+                    printer.data(diff.trim_end());
+                }
+            }
+        }
         return Ok(ExitStatus::Success);
     }
     let standing = read.standing;

@@ -412,6 +412,25 @@ pub async fn db_actions(
         .map(Json)
 }
 
+/// `GET /api/v1/instances/{id}/definitions`: every definition the
+/// instance ran or runs next, with its text and the diff from the one
+/// before (`wf inspect ID --definitions --json`'s `definitions`).
+pub async fn definitions(
+    State(app): State<App>,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    let id = instance_ref(&id)?;
+    app.db
+        .run(move |l| async move {
+            let c = l.conn().await?;
+            let id = c.resolve_id(&id).await?;
+            let texts = actions::definitions(&c, &id).await?;
+            document(crate::views::definition_texts(&texts))
+        })
+        .await
+        .map(Json)
+}
+
 /// `GET /api/v1/queues/{key}`' parameters.
 #[derive(Debug, serde::Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -161,6 +161,22 @@ pub const ROUTES: &[Route] = &[
         token: true,
     },
     Route {
+        method: "get",
+        path: "/api/v1/instances/{id}/definitions",
+        summary: "Every definition the instance ran or runs next, with its text and a unified diff from the one before (`wf inspect ID --definitions --json`'s `definitions`)",
+        query: &[],
+        body: None,
+        answers: &[
+            (
+                "200",
+                "An array of `{hash, from_run, source, diff?}`, oldest first",
+            ),
+            ("401", "No valid token"),
+            ("404", "No such instance"),
+        ],
+        token: true,
+    },
+    Route {
         method: "post",
         path: "/api/v1/instances/{id}/signal",
         summary: "Deliver an event (`wf signal`)",

@@ -55,40 +55,67 @@ pub struct InstanceView<'a> {
     pub actions: Vec<ActionView<'a>>,
 }
 
-/// A definition an upgraded instance ran on: `{hash, from_run}`.
+/// A definition an upgraded instance ran on: `{hash, from_run}` (with
+/// `wf inspect --definitions`, its text, and the diff from the one before).
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct DefinitionUse<'a> {
     pub hash: &'a str,
     /// The first run on it (the next run's number, for the definition an
     /// upgrade moved it onto and that has not run yet).
     pub from_run: i64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub source: Option<&'a str>,
+    /// A unified diff from the definition before it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub diff: Option<String>,
 }
 
 /// The definitions `runs` used, in order, then `current` (the instance's)
 /// if the last run did not use it: empty when there was only ever one.
 /// Runs from a history that did not record theirs are passed over.
 pub fn definition_uses<'a>(runs: &'a [RunRow], current: &'a str) -> Vec<DefinitionUse<'a>> {
-    let mut out: Vec<DefinitionUse<'a>> = Vec::new();
-    for r in runs {
-        if let Some(h) = r.definition_hash.as_deref()
-            && out.last().is_none_or(|u| u.hash != h)
-        {
-            out.push(DefinitionUse {
-                hash: h,
-                from_run: r.number,
-            });
-        }
-    }
-    if out.last().is_none_or(|u| u.hash != current) {
-        out.push(DefinitionUse {
-            hash: current,
-            from_run: runs.last().map_or(1, |r| r.number + 1),
-        });
-    }
+    let mut out: Vec<DefinitionUse<'a>> = crate::engine::upgrade::uses(runs, current)
+        .into_iter()
+        .map(|(hash, from_run)| DefinitionUse {
+            hash,
+            from_run,
+            source: None,
+            diff: None,
+        })
+        .collect();
     if out.len() < 2 {
         out.clear();
     }
     out
+}
+
+/// Every definition an instance's runs used, with its text and, after the
+/// first, a unified diff from the one before (`wf inspect --definitions`,
+/// `GET /api/v1/instances/{id}/definitions`): one entry for an instance
+/// never upgraded.
+pub fn definition_texts(
+    texts: &[crate::engine::actions::DefinitionText],
+) -> Vec<DefinitionUse<'_>> {
+    texts
+        .iter()
+        .enumerate()
+        .map(|(i, t)| DefinitionUse {
+            hash: &t.hash,
+            from_run: t.from_run,
+            source: Some(&t.source),
+            diff: i.checked_sub(1).map(|p| {
+                let before = &texts[p];
+                similar::TextDiff::from_lines(&before.source, &t.source)
+                    .unified_diff()
+                    .context_radius(3)
+                    .header(
+                        crate::vocab::short(&before.hash),
+                        crate::vocab::short(&t.hash),
+                    )
+                    .to_string()
+            }),
+        })
+        .collect()
 }
 
 /// A recorded action: `{at, action, actor, detail}`.

@@ -60,7 +60,8 @@ pub use accepted::{Accepted, Accepting, HookPing, RestartAccepted, Started};
 pub use db::CheckView;
 pub use instance::{
     ActionView, AttemptView, DefinitionUse, EventView, FireView, InstanceView, RunView,
-    StepAttempt, StepView, definition_uses, inspect_view, ordered, ordered_steps, removed,
+    StepAttempt, StepView, definition_texts, definition_uses, inspect_view, ordered, ordered_steps,
+    removed,
 };
 pub use list::InstanceSummary;
 pub use logs::{LogView, LogsView};

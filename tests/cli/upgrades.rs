@@ -539,6 +539,39 @@ fn the_trial_example_upgrades_as_the_docs_say() {
         );
     }
     t.wf(&["upgrade", "acme", "--to", v2]).code(0);
+
+    // The definitions it ran, with what changed (issue 59, item 2).
+    let shown = t
+        .wf(&["inspect", "acme", "--definitions"])
+        .code(0)
+        .stdout
+        .clone();
+    let v1_text = std::fs::read_to_string(v1).unwrap();
+    assert!(shown.contains(v1_text.trim_end()), "{shown}");
+    for line in [
+        "# upgraded to ",
+        "-  - id: welcome",
+        "+  plan: { default: standard }",
+        "+  - id: thank",
+    ] {
+        assert!(shown.contains(line), "{line:?} in {shown}");
+    }
+    let json = t
+        .wf(&["inspect", "acme", "--definitions", "--json"])
+        .code(0)
+        .json();
+    let defs = json["definitions"].as_array().expect("definitions");
+    assert_eq!(defs.len(), 2);
+    assert_eq!(defs[0]["source"], v1_text.as_str());
+    assert!(defs[0].get("diff").is_none());
+    assert_eq!(
+        defs[1]["source"],
+        std::fs::read_to_string(v2).unwrap().as_str()
+    );
+    assert!(
+        defs[1]["diff"].as_str().unwrap().contains("+  - id: thank"),
+        "{defs:#?}"
+    );
     t.wf(&["signal", "acme", "converted"]).code(0);
     t.wf(&["resume", "acme"]).code(0);
     let logs = t.wf(&["logs", "acme", "bill"]).code(0).stdout.clone();

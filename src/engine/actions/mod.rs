@@ -468,3 +468,38 @@ pub async fn queue_show(store: &Store, key: &str, limit: usize) -> Result<QueueS
     let summary = store.queues().await?.into_iter().find(|q| q.key == key);
     Ok(QueueShown { summary, line })
 }
+
+/// A definition an instance ran (or runs next), with its text.
+pub struct DefinitionText {
+    pub hash: String,
+    /// Its first run.
+    pub from_run: i64,
+    pub source: String,
+}
+
+/// Every definition instance `id` ran or runs next, oldest first (one for
+/// an instance never upgraded).
+pub async fn definitions(
+    store: &Store,
+    id: &InstanceId,
+) -> Result<Vec<DefinitionText>, EngineError> {
+    let inst = store.instance(id).await?;
+    let runs = store.runs(id).await?;
+    let mut out = Vec::new();
+    for (hash, from_run) in super::upgrade::uses(&runs, &inst.definition_hash) {
+        let source = match store.definition(hash).await? {
+            Some(d) => d.source,
+            None => {
+                return Err(EngineError::Store(crate::store::StoreError::Corrupt(
+                    format!("instance {id}: its definition {hash} is missing"),
+                )));
+            }
+        };
+        out.push(DefinitionText {
+            hash: hash.to_string(),
+            from_run,
+            source,
+        });
+    }
+    Ok(out)
+}

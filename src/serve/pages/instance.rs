@@ -33,6 +33,8 @@ struct Shown {
     spans: Vec<SpanRow>,
     /// The first children's spans, nested in the waterfall.
     children: std::collections::BTreeMap<String, Vec<SpanRow>>,
+    /// The definitions its runs used, with their texts.
+    definitions: Vec<actions::DefinitionText>,
 }
 
 async fn read(app: &App, id: String) -> Result<Shown, ApiError> {
@@ -47,6 +49,7 @@ async fn read(app: &App, id: String) -> Result<Shown, ApiError> {
                 .ok();
             let (_, outputs) = actions::result(&c, &id).await?;
             let spans = c.spans(&id).await?;
+            let definitions = actions::definitions(&c, &id).await.unwrap_or_default();
             let mut children = std::collections::BTreeMap::new();
             for child in read
                 .view
@@ -63,6 +66,7 @@ async fn read(app: &App, id: String) -> Result<Shown, ApiError> {
                 outputs,
                 spans,
                 children,
+                definitions,
             })
         })
         .await
@@ -89,6 +93,7 @@ pub async fn page_of(
             div #live data-live=(format!("/instances/{}?fragment=live", i.id)) data-every="2000" { (live(&shown, now)) }
         }
         (trace_section(&shown))
+        (definition_section(&shown))
         (events(&shown.view, now))
         (started_by(&shown.view))
         (actions(&shown.view, now))
@@ -196,6 +201,33 @@ fn header(s: &Shown, now: Timestamp) -> Markup {
                 h2 { "Inputs" } (json(&i.inputs))
                 h2 { "State" } (json(&i.state))
                 @if !s.outputs.is_null() { h2 { "Outputs" } (json(&s.outputs)) }
+            }
+        }
+    }
+}
+
+/// The pinned definition, highlighted; after an upgrade, each definition
+/// its runs used, oldest first, with what changed from the one before (the
+/// current one open).
+fn definition_section(s: &Shown) -> Markup {
+    let texts = crate::views::definition_texts(&s.definitions);
+    let last = texts.len().saturating_sub(1);
+    html! {
+        @if !texts.is_empty() {
+            h2 #definition { @if texts.len() > 1 { "Definitions" } @else { "Definition" } }
+            @for (i, d) in texts.iter().enumerate() {
+                details.definition open[i == last] {
+                    summary {
+                        span.mono { (short(d.hash)) }
+                        @if texts.len() > 1 { " from run " (d.from_run) }
+                        @if i == last { " (current)" }
+                    }
+                    @if let Some(diff) = &d.diff {
+                        p.muted { "What changed from " span.mono { (short(texts[i - 1].hash)) } ":" }
+                        (super::yaml::diff(diff))
+                    }
+                    (super::yaml::highlighted(d.source.unwrap_or_default()))
+                }
             }
         }
     }

@@ -25,6 +25,7 @@ pub(super) mod list;
 mod registry;
 mod shell;
 mod trace;
+mod yaml;
 
 use super::App;
 use super::error::ApiError;

@@ -51,6 +51,14 @@ fn the_upgrade_form_shows_the_plan_and_moves_the_instance() {
         "{facts}"
     );
 
+    // Both definitions, the current one open, with what changed.
+    assert_eq!(b.count("details.definition"), 2);
+    assert_eq!(b.count("details.definition[open]"), 1);
+    let diff = b.text("pre.diff");
+    assert!(diff.contains("+    run: echo fixed"), "{diff}");
+    assert!(diff.contains("-    run: echo got it"), "{diff}");
+    assert!(b.count("pre.yaml span.k") > 5, "keys are marked");
+
     // It goes on as the new definition says.
     t.wf(&["signal", &waiting, "go"]).code(0);
     t.wf(&["resume", &waiting]).code(0);

@@ -85,6 +85,21 @@ fn the_api_moves_instances_onto_the_registered_definition() {
         .expect("the upgrade is recorded");
     assert_eq!(upgrade["actor"], "token:default", "{upgrade:#}");
 
+    // Its definitions, with what changed.
+    let r = s.get("/api/v1/instances/a1/definitions");
+    assert_eq!(r.status, 200, "{}", r.text());
+    let defs = r.json();
+    assert_eq!(defs[0]["hash"], before);
+    assert_eq!(defs[1]["hash"], after);
+    assert!(
+        defs[1]["diff"]
+            .as_str()
+            .unwrap()
+            .contains("+    run: echo b >> ran.log"),
+        "{defs:#}"
+    );
+    assert_eq!(s.get("/api/v1/instances/nope/definitions").status, 404);
+
     // The workflow's route: every instance's outcome.
     let r = s.post("/api/v1/workflows/trial/upgrade", json!({}));
     assert_eq!(r.status, 200, "{}", r.text());
