@@ -401,7 +401,7 @@ fn steps(s: &Shown, _now: Timestamp) -> Markup {
 fn trace_section(s: &Shown) -> Markup {
     html! {
         h2 { "Trace" }
-        (super::trace::waterfall(&s.view, &s.spans, &s.children))
+        (super::trace::waterfall(&s.view, &s.spans, &s.children, s.wf.as_ref()))
     }
 }
 

@@ -14,6 +14,7 @@ mod follows;
 mod queues;
 mod scopes;
 mod upgrades;
+mod waterfall;
 
 use crate::Test;
 use crate::serve::{PATIENCE, Server, TOKEN, until};
