@@ -104,7 +104,7 @@ fn axis(span_ns: f64) -> Markup {
         div.name.axis-name role="cell" { "time" }
         div.lane.axis role="cell" aria-hidden="true" {
             @for q in 0..=4 {
-                @let at = q as f64 * 25.0;
+                @let at = f64::from(q) * 25.0;
                 span.tick style=(if q == 4 { "right:0".to_string() } else { format!("left:{at:.0}%") }) {
                     (took((span_ns * at / 100.0) as i64))
                 }
