@@ -162,8 +162,9 @@ pub async fn page(State(app): State<App>, PageQuery(p): PageQuery<ListParams>) -
         h1 { "Instances" }
         (filter_form(&filters))
         @if let Some(e) = &error { p.notice.error role="alert" { (e.message) } }
+        p.muted.keys { "Keys: " kbd { "/" } " filter, " kbd { "j" } " " kbd { "k" } " move through the list, " kbd { "Enter" } " open." }
         div.table-wrap {
-            table {
+            table.instances {
                 thead { tr {
                     th { "Instance" } th { "Workflow" } th { "Status" } th { "Created" }
                     th.hide-narrow { "Updated" } th.hide-narrow { "Started by" } th.hide-narrow { "Parent" } th.hide-narrow { "Labels" }

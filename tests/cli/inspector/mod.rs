@@ -654,4 +654,33 @@ fn the_keyboard_reaches_the_navigation_filters_and_rows() {
     until("the instance page", || {
         b.url().ends_with(&format!("/instances/{done}"))
     });
+
+    // The list's keys (issue 59, item 6): `/` to the filters, `j`/`k`
+    // through the rows, `Enter` opens the one chosen.
+    b.goto(&format!("{}/", s.base));
+    let press = |key: &str| {
+        b.rt.block_on(async {
+            let body = b.c().find(Locator::Css("body")).await?;
+            body.send_keys(key).await
+        })
+        .unwrap();
+    };
+    press("/");
+    assert_eq!(
+        b.js("return document.activeElement.getAttribute('name');"),
+        json!("workflow")
+    );
+    b.js("document.activeElement.blur();");
+    press("j");
+    press("j");
+    press("j");
+    press("k");
+    let chosen = b.js("const r = document.querySelector('table.instances tr.chosen a'); return r && r.getAttribute('href');");
+    let second = b.js(
+        "return document.querySelectorAll('table.instances tbody tr a')[1].getAttribute('href');",
+    );
+    assert_eq!(chosen, second, "j j j k chooses the second row");
+    press("\u{e007}");
+    let want = second.as_str().unwrap().to_string();
+    until("the chosen instance's page", || b.url().ends_with(&want));
 }

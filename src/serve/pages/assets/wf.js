@@ -13,11 +13,47 @@
       .then(function (html) {
         if (html === null || el.innerHTML === html) return;
         el.innerHTML = html;
+        mark();
         // The instance ended: the page again, with what an ended one offers.
         if (el.querySelector("[data-ended]")) location.reload();
       })
       .catch(function () {});
   }
+  // The list's keys: `/` to the filters, `j`/`k` through the rows (the
+  // one chosen is kept across refreshes by its link), `Enter` opens it.
+  var chosen = null;
+  function rows() { return Array.prototype.slice.call(document.querySelectorAll("table.instances tbody tr")); }
+  function link(row) { return row.querySelector("a[href^='/instances/']"); }
+  function mark() {
+    rows().forEach(function (r) {
+      var on = chosen !== null && link(r) && link(r).getAttribute("href") === chosen;
+      r.classList.toggle("chosen", !!on);
+      if (on) r.setAttribute("aria-selected", "true"); else r.removeAttribute("aria-selected");
+    });
+  }
+  document.addEventListener("keydown", function (ev) {
+    if (ev.ctrlKey || ev.metaKey || ev.altKey) return;
+    var t = ev.target, typing = t && (/^(INPUT|TEXTAREA|SELECT)$/.test(t.tagName) || t.isContentEditable);
+    if (typing) return;
+    if (ev.key === "/") {
+      var f = document.querySelector("form.filters input[name=workflow]") || document.querySelector("form.filters input, form.filters select");
+      if (f) { ev.preventDefault(); f.focus(); }
+      return;
+    }
+    var list = rows();
+    if (!list.length) return;
+    var at = list.findIndex(function (r) { return link(r) && link(r).getAttribute("href") === chosen; });
+    if (ev.key === "j" || ev.key === "k") {
+      at = ev.key === "j" ? Math.min(list.length - 1, at + 1) : Math.max(0, at - 1);
+      chosen = link(list[at]) ? link(list[at]).getAttribute("href") : null;
+      mark();
+      list[at].scrollIntoView({ block: "nearest" });
+      ev.preventDefault();
+    } else if (ev.key === "Enter" && at >= 0 && t === document.body) {
+      ev.preventDefault();
+      location.href = chosen;
+    }
+  });
   document.querySelectorAll("[data-live]").forEach(function (el) {
     var every = parseInt(el.getAttribute("data-every") || "3000", 10);
     setInterval(function () { refresh(el); }, every);
