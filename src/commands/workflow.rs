@@ -95,7 +95,10 @@ pub async fn run(args: Args, db: Option<PathBuf>, printer: &Printer) -> anyhow::
         Sub::List { json } => {
             let store = super::open_existing(db).await?;
             let (rows, defs, schedules) = registry::listing(&store).await?;
-            let views = WorkflowView::all(&rows, &defs, &schedules);
+            let stats =
+                crate::engine::stats::each(&store, rows.iter().map(|r| r.name.as_str())).await?;
+            let views =
+                WorkflowView::with_stats(WorkflowView::all(&rows, &defs, &schedules), &stats);
             if json {
                 printer.json(&views);
                 return Ok(ExitStatus::Success);
@@ -105,7 +108,16 @@ pub async fn run(args: Args, db: Option<PathBuf>, printer: &Printer) -> anyhow::
                 return Ok(ExitStatus::Success);
             }
             let mut table = printer.table();
-            table.set_header(["NAME", "TRIGGERS", "REGISTERED", "FILE"]);
+            table.set_header([
+                "NAME",
+                "TRIGGERS",
+                "LAST",
+                "OK 7D",
+                "P50",
+                "P95",
+                "REGISTERED",
+                "FILE",
+            ]);
             for v in &views {
                 let mut triggers: Vec<String> = v
                     .schedules
@@ -118,6 +130,15 @@ pub async fn run(args: Args, db: Option<PathBuf>, printer: &Printer) -> anyhow::
                 if let Some(h) = &v.webhook {
                     triggers.push(h.path.clone());
                 }
+                let dash = || "-".to_string();
+                let ms = |m: Option<i64>| {
+                    m.map_or_else(dash, |m| {
+                        crate::workflow::duration::human(std::time::Duration::from_millis(
+                            m.max(0) as u64
+                        ))
+                    })
+                };
+                let st = v.stats.as_ref();
                 table.add_row(vec![
                     v.name.to_string(),
                     if triggers.is_empty() {
@@ -125,6 +146,16 @@ pub async fn run(args: Args, db: Option<PathBuf>, printer: &Printer) -> anyhow::
                     } else {
                         triggers.join(", ")
                     },
+                    st.and_then(|s| s.last_instance.as_ref())
+                        .map_or_else(dash, |l| {
+                            format!("{} {}", l.status.as_str(), printer.when(l.created_at))
+                        }),
+                    st.filter(|s| s.completed + s.failed > 0)
+                        .map_or_else(dash, |s| {
+                            format!("{}/{}", s.completed, s.completed + s.failed)
+                        }),
+                    ms(st.and_then(|s| s.p50_ms)),
+                    ms(st.and_then(|s| s.p95_ms)),
                     printer.when(v.registered_at),
                     v.workflow_path.to_string(),
                 ]);

@@ -27,6 +27,7 @@ pub mod runner;
 pub mod scheduler;
 pub mod shell;
 pub mod spawn;
+pub mod stats;
 pub mod tokens;
 pub mod upgrade;
 pub mod worker;

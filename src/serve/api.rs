@@ -491,7 +491,12 @@ pub async fn workflows(State(app): State<App>) -> Result<Json<Value>, ApiError> 
         .run(|l| async move {
             let c = l.conn().await?;
             let (rows, defs, schedules) = registry::listing(&c).await?;
-            let views = crate::views::WorkflowView::all(&rows, &defs, &schedules);
+            let stats =
+                crate::engine::stats::each(&c, rows.iter().map(|r| r.name.as_str())).await?;
+            let views = crate::views::WorkflowView::with_stats(
+                crate::views::WorkflowView::all(&rows, &defs, &schedules),
+                &stats,
+            );
             document(&views)
         })
         .await
@@ -509,11 +514,10 @@ pub async fn workflow(
             let row = registered(&c, &name).await?;
             let schedules = c.schedules().await?;
             let wf = registry::definition(&c, &row).await.ok();
-            document(crate::views::WorkflowView::new(
-                &row,
-                wf.as_ref(),
-                &schedules,
-            ))
+            let stats = crate::engine::stats::stats(&c, &row.name).await?;
+            let mut view = crate::views::WorkflowView::new(&row, wf.as_ref(), &schedules);
+            view.stats = Some(crate::views::StatsView::new(&stats));
+            document(view)
         })
         .await
         .map(Json)

@@ -72,7 +72,7 @@ pub use pending::PendingCommit;
 pub use pg::PgTarget;
 pub use pool::Pool;
 pub use queue::{QueueLimits, QueuePlace};
-pub use registry::Refused;
+pub use registry::{Recent, Refused};
 pub use rows::*;
 pub(crate) use run_store::RunStore;
 pub use shared::Shared;

@@ -6,6 +6,17 @@
 use super::rows::{DefinitionRow, WorkflowRow};
 use super::{Result, Store};
 
+/// An instance of a workflow, as its recent history reads it
+/// ([`Store::recent`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Recent {
+    pub id: crate::vocab::InstanceId,
+    pub status: crate::vocab::InstanceStatus,
+    pub created_at: crate::vocab::Timestamp,
+    /// When it last changed: when it ended, for an ended one.
+    pub updated_at: crate::vocab::Timestamp,
+}
+
 /// Why a registration was refused.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Refused {
@@ -42,6 +53,18 @@ impl Store {
     /// The workflow registered as `name`.
     pub async fn registered(&self, name: &str) -> Result<Option<WorkflowRow>> {
         each!(self.registered(name))
+    }
+
+    /// The newest `limit` instances of workflow `workflow` started at or
+    /// after `since` (any time: `None`), newest first (`wf workflow list`'s
+    /// figures).
+    pub async fn recent(
+        &self,
+        workflow: &str,
+        since: Option<crate::vocab::Timestamp>,
+        limit: usize,
+    ) -> Result<Vec<Recent>> {
+        each!(self.recent(workflow, since, limit))
     }
 
     /// The workflow whose webhook is `hook`.

@@ -76,4 +76,4 @@ pub use token::{TokenAdded, TokenView};
 pub use trace::{SpanView, TraceRunView, run_numbers};
 pub use validate::{InvalidView, Position, ValidView};
 pub use worker::WorkerLine;
-pub use workflow::{InputView, TriggerSchedule, WebhookView, WorkflowView};
+pub use workflow::{InputView, StatsView, TriggerSchedule, WebhookView, WorkflowView};

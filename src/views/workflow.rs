@@ -20,6 +20,74 @@ pub struct WorkflowView<'a> {
     pub schedules: Vec<TriggerSchedule<'a>>,
     /// Its `on.webhook`: `POST /hooks/NAME`.
     pub webhook: Option<WebhookView<'a>>,
+    /// How it has been doing (`engine::stats`): its last instance, and
+    /// over the last 7 days its success rate and durations.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stats: Option<StatsView<'a>>,
+}
+
+/// A workflow's figures over the last 7 days (`engine::stats::Stats`).
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct StatsView<'a> {
+    /// Its newest instance, whenever it started.
+    pub last_instance: Option<LastView<'a>>,
+    /// Started in the last 7 days (at most 10,000: `capped`), and how many
+    /// of those completed, failed, were canceled.
+    pub started: usize,
+    pub completed: usize,
+    pub failed: usize,
+    pub canceled: usize,
+    /// Completed / (completed + failed); null when none ended so.
+    pub success_rate: Option<f64>,
+    /// Start-to-end durations of the completed and failed ones.
+    pub p50_ms: Option<i64>,
+    pub p95_ms: Option<i64>,
+    /// Per 24 hours, oldest first.
+    pub days: Vec<DayView>,
+    pub capped: bool,
+}
+
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct LastView<'a> {
+    pub id: &'a crate::vocab::InstanceId,
+    pub status: crate::vocab::InstanceStatus,
+    pub created_at: Timestamp,
+}
+
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct DayView {
+    pub completed: usize,
+    pub failed: usize,
+    pub p50_ms: Option<i64>,
+}
+
+impl<'a> StatsView<'a> {
+    pub fn new(s: &'a crate::engine::stats::Stats) -> StatsView<'a> {
+        StatsView {
+            last_instance: s.last.as_ref().map(|l| LastView {
+                id: &l.id,
+                status: l.status,
+                created_at: l.created_at,
+            }),
+            started: s.started,
+            completed: s.completed,
+            failed: s.failed,
+            canceled: s.canceled,
+            success_rate: s.success_rate(),
+            p50_ms: s.p50_ms,
+            p95_ms: s.p95_ms,
+            days: s
+                .days
+                .iter()
+                .map(|d| DayView {
+                    completed: d.completed,
+                    failed: d.failed,
+                    p50_ms: d.p50_ms,
+                })
+                .collect(),
+            capped: s.capped,
+        }
+    }
 }
 
 #[derive(Debug, Clone, serde::Serialize)]
@@ -59,6 +127,17 @@ impl<'a> WorkflowView<'a> {
             .collect()
     }
 
+    /// The same views, each with its figures (in the same order).
+    pub fn with_stats(
+        mut views: Vec<WorkflowView<'a>>,
+        stats: &'a [crate::engine::stats::Stats],
+    ) -> Vec<WorkflowView<'a>> {
+        for (v, s) in views.iter_mut().zip(stats) {
+            v.stats = Some(StatsView::new(s));
+        }
+        views
+    }
+
     /// `row`, with its definition (`None`: unreadable) and its entries
     /// among `schedules`.
     pub fn new(
@@ -72,6 +151,7 @@ impl<'a> WorkflowView<'a> {
             workflow_path: &row.workflow_path,
             definition_hash: &row.definition_hash,
             registered_at: row.registered_at,
+            stats: None,
             inputs: wf
                 .map(|w| {
                     w.inputs

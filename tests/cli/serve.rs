@@ -8,6 +8,7 @@
 //! Its tests by topic, beside the ones here: `actions.rs` (in `serve/`).
 
 mod actions;
+pub(crate) mod stats;
 
 use crate::{Ran, Test};
 use serde_json::{Value, json};

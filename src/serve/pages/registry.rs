@@ -30,19 +30,22 @@ pub async fn workflows(
         .db
         .run(|l| async move {
             let c = l.conn().await?;
-            Ok(registry::listing(&c).await?)
+            let (rows, defs, schedules) = registry::listing(&c).await?;
+            let stats =
+                crate::engine::stats::each(&c, rows.iter().map(|r| r.name.as_str())).await?;
+            Ok((rows, defs, schedules, stats))
         })
         .await;
     let now = Timestamp::now();
-    super::respond(read.map(|(rows, defs, schedules)| {
-        let views = WorkflowView::all(&rows, &defs, &schedules);
+    super::respond(read.map(|(rows, defs, schedules, stats)| {
+        let views = WorkflowView::with_stats(WorkflowView::all(&rows, &defs, &schedules), &stats);
         let body = html! {
             h1 { "Workflows" }
             @if views.is_empty() {
                 p.muted { "No workflow is registered: " code { "wf workflow add FILE" } " registers one." }
             } @else {
                 div.table-wrap { table {
-                    thead { tr { th { "Workflow" } th { "Schedules" } th { "Webhook" } th.hide-narrow { "File" } th.hide-narrow { "" } } }
+                    thead { tr { th { "Workflow" } th { "Last" } th { "7 days" } th.hide-narrow { "Schedules" } th.hide-narrow { "Webhook" } th.hide-narrow { "File" } th.hide-narrow { "" } } }
                     tbody {
                         @for w in &views {
                             @let name = w.name;
@@ -53,7 +56,15 @@ pub async fn workflows(
                                     // On a narrow screen the button is here, not in a column of its own.
                                     @if starts { div.show-narrow { a.button href=(format!("/workflows/{name}/start")) { "Start…" } } }
                                 }
+                                @let st = w.stats.as_ref();
                                 td {
+                                    @if let Some(l) = st.and_then(|s| s.last_instance.as_ref()) {
+                                        a.mono href=(format!("/instances/{}", l.id)) { (super::list::short(l.id)) } " "
+                                        (super::list::badge(l.status.as_str())) " " (when(l.created_at, now))
+                                    } @else { span.muted { "never run" } }
+                                }
+                                td.stats { @if let Some(s) = st { (stats_cell(s)) } }
+                                td.hide-narrow {
                                     @for s in &w.schedules {
                                         code { (s.spec) }
                                         @if let Some(tz) = s.timezone { " (" (tz) ")" }
@@ -61,7 +72,7 @@ pub async fn workflows(
                                         br;
                                     }
                                 }
-                                td { @if let Some(h) = &w.webhook { code { "POST " (h.path) } } }
+                                td.hide-narrow { @if let Some(h) = &w.webhook { code { "POST " (h.path) } } }
                                 td.mono.hide-narrow { (w.workflow_path) }
                                 td.hide-narrow { @if starts { a.button href=(format!("/workflows/{name}/start")) { "Start…" } } }
                             }
@@ -72,6 +83,70 @@ pub async fn workflows(
         };
         page("Workflows", Nav::Workflows, body)
     }))
+}
+
+/// A workflow's last 7 days: its success rate, p50/p95 duration, and a
+/// small chart: per day, a bar of its completed (and, stacked, failed)
+/// instances, and a line of that day's p50 duration. SVG from the server.
+fn stats_cell(s: &crate::views::StatsView<'_>) -> maud::Markup {
+    let took = |m: i64| {
+        crate::workflow::duration::human(std::time::Duration::from_millis(m.max(0) as u64))
+    };
+    let (w, h, gap) = (12.0_f64, 28.0_f64, 2.0_f64);
+    let most = s
+        .days
+        .iter()
+        .map(|d| d.completed + d.failed)
+        .max()
+        .unwrap_or(0)
+        .max(1) as f64;
+    let slowest = s
+        .days
+        .iter()
+        .filter_map(|d| d.p50_ms)
+        .max()
+        .unwrap_or(0)
+        .max(1) as f64;
+    let points: Vec<String> = s
+        .days
+        .iter()
+        .enumerate()
+        .filter_map(|(i, d)| {
+            let x = i as f64 * (w + gap) + w / 2.0;
+            d.p50_ms
+                .map(|p| format!("{x:.1},{:.1}", h - (p as f64 / slowest) * (h - 2.0) - 1.0))
+        })
+        .collect();
+    let label = format!(
+        "{} completed, {} failed in 7 days{}",
+        s.completed,
+        s.failed,
+        s.p50_ms
+            .map(|p| format!("; p50 {}", took(p)))
+            .unwrap_or_default()
+    );
+    html! {
+        @if s.completed + s.failed == 0 {
+            span.muted { "none ended" }
+        } @else {
+            span.rate { (format!("{:.0}%", s.success_rate.unwrap_or(0.0) * 100.0)) " ok" }
+            " · p50 " (s.p50_ms.map(took).unwrap_or_default()) " · p95 " (s.p95_ms.map(took).unwrap_or_default())
+            br;
+            svg.trend role="img" aria-label=(label) width=(format!("{:.0}", s.days.len() as f64 * (w + gap))) height=(format!("{h:.0}")) viewBox=(format!("0 0 {:.0} {h:.0}", s.days.len() as f64 * (w + gap))) {
+                title { (label) }
+                @for (i, d) in s.days.iter().enumerate() {
+                    @let x = i as f64 * (w + gap);
+                    @let ok_h = d.completed as f64 / most * h;
+                    @let fail_h = d.failed as f64 / most * h;
+                    rect.ok x=(format!("{x:.1}")) y=(format!("{:.1}", h - ok_h)) width=(format!("{w:.0}")) height=(format!("{ok_h:.1}")) {}
+                    rect.fail x=(format!("{x:.1}")) y=(format!("{:.1}", h - ok_h - fail_h)) width=(format!("{w:.0}")) height=(format!("{fail_h:.1}")) {}
+                }
+                @if points.len() > 1 {
+                    polyline.p50 points=(points.join(" ")) {}
+                }
+            }
+        }
+    }
 }
 
 /// What the start form shows of a registered workflow: its row, its

@@ -135,3 +135,33 @@ impl PgStore {
         rows.first().map(workflow_row).transpose()
     }
 }
+
+impl PgStore {
+    /// A workflow's newest instances (`Store::recent`), off
+    /// `instances_by_workflow_created`.
+    pub async fn recent(
+        &self,
+        workflow: &str,
+        since: Option<crate::vocab::Timestamp>,
+        limit: usize,
+    ) -> Result<Vec<crate::store::registry::Recent>> {
+        let since = since.map(|t| t.to_string()).unwrap_or_default();
+        let limit = limit as i64;
+        self.query(
+            "SELECT id, status, created_at, updated_at FROM instances \
+             WHERE workflow = $1 AND created_at >= $2 ORDER BY created_at DESC, seq DESC LIMIT $3",
+            &[&workflow, &since, &limit],
+        )
+        .await?
+        .iter()
+        .map(|r| {
+            Ok(crate::store::registry::Recent {
+                id: get(r, 0)?,
+                status: get(r, 1)?,
+                created_at: get(r, 2)?,
+                updated_at: get(r, 3)?,
+            })
+        })
+        .collect()
+    }
+}

@@ -107,3 +107,31 @@ impl SqliteStore {
             .optional()?)
     }
 }
+
+impl SqliteStore {
+    /// A workflow's newest instances (`Store::recent`), off
+    /// `instances_by_workflow_created`.
+    pub fn recent(
+        &self,
+        workflow: &str,
+        since: Option<crate::vocab::Timestamp>,
+        limit: usize,
+    ) -> Result<Vec<crate::store::registry::Recent>> {
+        let since = since.map(|t| t.to_string()).unwrap_or_default();
+        let mut stmt = self.conn.prepare_cached(
+            "SELECT id, status, created_at, updated_at FROM instances \
+             WHERE workflow = ?1 AND created_at >= ?2 ORDER BY created_at DESC, rowid DESC LIMIT ?3",
+        )?;
+        let rows = stmt
+            .query_map(params![workflow, since, limit as i64], |r| {
+                Ok(crate::store::registry::Recent {
+                    id: r.get(0)?,
+                    status: r.get(1)?,
+                    created_at: r.get(2)?,
+                    updated_at: r.get(3)?,
+                })
+            })?
+            .collect::<rusqlite::Result<Vec<_>>>()?;
+        Ok(rows)
+    }
+}

@@ -15,6 +15,7 @@ mod queues;
 mod scopes;
 mod upgrades;
 mod waterfall;
+mod workflows;
 
 use crate::Test;
 use crate::serve::{PATIENCE, Server, TOKEN, until};
