@@ -25,12 +25,18 @@ pub struct Args {
     /// Print the definition it runs (after an upgrade: each one, then what changed, as a diff)
     #[arg(long)]
     pub definitions: bool,
+    /// Print two of its runs side by side: what each did of each step (e.g. `--compare 1,2`)
+    #[arg(long, value_name = "A,B")]
+    pub compare: Option<String>,
 }
 
 pub async fn run(args: Args, store: &Store, printer: &Printer) -> anyhow::Result<ExitStatus> {
     let id = store.resolve_id(&args.id).await?;
     let read =
         crate::views::ordered(crate::engine::actions::inspect(store, &id, args.attempts).await?);
+    if let Some(pair) = &args.compare {
+        return compare(store, &id, pair, args.json, printer).await;
+    }
     let texts = match args.definitions {
         true => crate::engine::actions::definitions(store, &id).await?,
         false => Vec::new(),
@@ -392,4 +398,87 @@ pub(super) fn action_cells(a: &store::ActionRow) -> Vec<Cell> {
         Cell::new(a.at.to_string()),
         Cell::new(if a.detail.is_empty() { "-" } else { &a.detail }),
     ]
+}
+
+/// `--compare A,B`: two runs side by side, a row per step either ran.
+async fn compare(
+    store: &Store,
+    id: &crate::vocab::InstanceId,
+    pair: &str,
+    json: bool,
+    printer: &Printer,
+) -> anyhow::Result<ExitStatus> {
+    let runs = pair
+        .split_once(',')
+        .and_then(|(a, b)| Some((a.trim().parse::<i64>().ok()?, b.trim().parse::<i64>().ok()?)));
+    let Some((a, b)) = runs else {
+        return Err(crate::exit::UsageError(format!(
+            "--compare {pair}: expected two run numbers, as in --compare 1,2"
+        ))
+        .into());
+    };
+    let view = store.view(id, true).await?;
+    let Some(c) = crate::views::compare(&view.runs, &view.attempts, a, b) else {
+        let have: Vec<String> = view.runs.iter().map(|r| r.number.to_string()).collect();
+        return Err(crate::exit::UsageError(format!(
+            "--compare {a},{b}: instance {id} has runs {}",
+            if have.is_empty() {
+                "none".into()
+            } else {
+                have.join(", ")
+            }
+        ))
+        .into());
+    };
+    if json {
+        printer.json(&c);
+        return Ok(ExitStatus::Success);
+    }
+    let side = |r: &crate::views::compare::RunSide<'_>| {
+        format!(
+            "run {} {}{}",
+            r.number,
+            r.outcome.map_or("running", |o| o.as_str()),
+            r.definition_hash
+                .map(|h| format!(" ({})", crate::vocab::short(h)))
+                .unwrap_or_default()
+        )
+    };
+    printer.data(&format!("{} | {}", side(&c.a), side(&c.b)));
+    let cell = |u: &Option<crate::views::UnitInRun<'_>>| match u {
+        None => "-".to_string(),
+        Some(u) => format!(
+            "{} ×{}{}{}",
+            u.outcome.map_or("running", |o| o.as_str()),
+            u.attempts,
+            u.error_type
+                .as_deref()
+                .map(|e| format!(" {e}"))
+                .unwrap_or_default(),
+            u.took_ms
+                .map(|m| format!(" {}", human(std::time::Duration::from_millis(m as u64))))
+                .unwrap_or_default()
+        ),
+    };
+    let mut table = printer.table();
+    table.set_header(vec![
+        "STEP".to_string(),
+        format!("RUN {a}"),
+        format!("RUN {b}"),
+        String::new(),
+    ]);
+    for r in &c.steps {
+        table.add_row(vec![
+            r.step.to_string(),
+            cell(&r.a),
+            cell(&r.b),
+            if r.differs {
+                "≠".into()
+            } else {
+                String::new()
+            },
+        ]);
+    }
+    printer.data(&table.to_string());
+    Ok(ExitStatus::Success)
 }

@@ -431,6 +431,44 @@ pub async fn definitions(
         .map(Json)
 }
 
+/// `GET /api/v1/instances/{id}/compare`' parameters: the two runs.
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CompareParams {
+    a: Whole,
+    b: Whole,
+}
+
+/// `GET /api/v1/instances/{id}/compare?a=A&b=B`: `wf inspect ID --compare
+/// A,B --json`.
+pub async fn compare(
+    State(app): State<App>,
+    Path(id): Path<String>,
+    Query(p): Query<CompareParams>,
+) -> Result<Json<Value>, ApiError> {
+    let id = instance_ref(&id)?;
+    let (a, b) = (p.a.0, p.b.0);
+    app.db
+        .run(move |l| async move {
+            let c = l.conn().await?;
+            let id = c.resolve_id(&id).await?;
+            let view = c.view(&id, true).await?;
+            match crate::views::compare(&view.runs, &view.attempts, a, b) {
+                Some(cmp) => document(cmp),
+                None => Err(ApiError::not_found(format!(
+                    "instance {id} has no run {}",
+                    if view.runs.iter().any(|r| r.number == a) {
+                        b
+                    } else {
+                        a
+                    }
+                ))),
+            }
+        })
+        .await
+        .map(Json)
+}
+
 /// `GET /api/v1/queues/{key}`' parameters.
 #[derive(Debug, serde::Deserialize)]
 #[serde(deny_unknown_fields)]

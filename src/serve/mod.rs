@@ -127,6 +127,7 @@ pub fn router(app: App) -> Router {
         .route("/api/v1/instances/{id}/trace", get(api::trace))
         .route("/api/v1/instances/{id}/events", get(api::events))
         .route("/api/v1/instances/{id}/definitions", get(api::definitions))
+        .route("/api/v1/instances/{id}/compare", get(api::compare))
         .route("/api/v1/instances/{id}/signal", post(actions::signal))
         .route("/api/v1/instances/{id}/cancel", post(actions::cancel))
         .route("/api/v1/instances/{id}/terminate", post(actions::terminate))

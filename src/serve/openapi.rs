@@ -162,6 +162,26 @@ pub const ROUTES: &[Route] = &[
     },
     Route {
         method: "get",
+        path: "/api/v1/instances/{id}/compare",
+        summary: "Two runs side by side: what each did of each step (`wf inspect ID --compare A,B --json`)",
+        query: &[
+            ("a", "The first run's number"),
+            ("b", "The second run's number"),
+        ],
+        body: None,
+        answers: &[
+            (
+                "200",
+                "`{a: {number, outcome, started_at, finished_at, definition_hash}, b, steps: [{step, a: {attempts, outcome, error_type, error_message, took_ms} | null, b, differs}]}`",
+            ),
+            ("400", "A missing or bad run number"),
+            ("401", "No valid token"),
+            ("404", "No such instance or run"),
+        ],
+        token: true,
+    },
+    Route {
+        method: "get",
         path: "/api/v1/instances/{id}/definitions",
         summary: "Every definition the instance ran or runs next, with its text and a unified diff from the one before (`wf inspect ID --definitions --json`'s `definitions`)",
         query: &[],

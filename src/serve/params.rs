@@ -58,6 +58,10 @@ const TAKES: &[(&str, Takes)] = &[
     ("/api/v1/instances/{id}/result", fields::<api::ResultParams>),
     ("/api/v1/db/actions", fields::<api::ActionsQuery>),
     ("/api/v1/queues/{key}", fields::<api::QueueParams>),
+    (
+        "/api/v1/instances/{id}/compare",
+        fields::<api::CompareParams>,
+    ),
     ("/", fields::<pages::list::ListParams>),
     ("/instances/{id}", fields::<pages::instance::PageParams>),
     (
@@ -67,6 +71,10 @@ const TAKES: &[(&str, Takes)] = &[
     (
         "/instances/{id}/act/{action}",
         fields::<pages::act::ConfirmParams>,
+    ),
+    (
+        "/instances/{id}/compare",
+        fields::<pages::compare::CompareParams>,
     ),
 ];
 

@@ -36,6 +36,7 @@
 //!   `wf serve` answers for an action it accepted.
 
 mod accepted;
+pub mod compare;
 mod db;
 mod instance;
 mod list;
@@ -57,6 +58,7 @@ mod workflow;
 mod tests;
 
 pub use accepted::{Accepted, Accepting, HookPing, RestartAccepted, Started};
+pub use compare::{CompareRow, CompareView, UnitInRun, compare};
 pub use db::CheckView;
 pub use instance::{
     ActionView, AttemptView, DefinitionUse, EventView, FireView, InstanceView, RunView,

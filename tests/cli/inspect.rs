@@ -326,3 +326,81 @@ steps:
         text.stdout
     );
 }
+
+/// A step that fails until the file `fixed` exists, then one after it:
+/// run 1 fails at `flaky`, run 2 (`--retry-failed`) completes.
+pub(crate) const TWO_RUNS: &str = "name: tworuns
+steps:
+  - id: first
+    run: 'true'
+  - id: flaky
+    run: test -e fixed
+  - id: after
+    run: 'true'
+";
+
+/// Instance `r` of [`TWO_RUNS`], failed once and retried to completion.
+pub(crate) fn two_runs(t: &Test) {
+    let path = t.write("tworuns.yaml", TWO_RUNS);
+    t.wf(&["run", path.to_str().unwrap(), "--id", "r"]).code(1);
+    std::fs::write(t.path().join("fixed"), "").unwrap();
+    t.wf(&["resume", "r", "--retry-failed"]).code(0);
+}
+
+#[test]
+fn two_runs_side_by_side_say_what_each_did_of_each_step() {
+    let t = Test::new();
+    two_runs(&t);
+    let c = t
+        .wf(&["inspect", "r", "--compare", "1,2", "--json"])
+        .code(0)
+        .json();
+    assert_eq!(
+        (&c["a"]["outcome"], &c["b"]["outcome"]),
+        (
+            &serde_json::json!("failed"),
+            &serde_json::json!("completed")
+        )
+    );
+    let rows: Vec<(&str, &Value, &Value, bool)> = c["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                r["step"].as_str().unwrap(),
+                &r["a"]["outcome"],
+                &r["b"]["outcome"],
+                r["differs"].as_bool().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        rows,
+        [
+            ("first", &serde_json::json!("ok"), &Value::Null, true),
+            (
+                "flaky",
+                &serde_json::json!("failed"),
+                &serde_json::json!("ok"),
+                true
+            ),
+            ("after", &Value::Null, &serde_json::json!("ok"), true),
+        ]
+    );
+    assert_eq!(c["steps"][1]["a"]["error_type"], "exit.1");
+    let text = t
+        .wf(&["inspect", "r", "--compare", "1,2"])
+        .code(0)
+        .stdout
+        .clone();
+    assert!(
+        text.contains("run 1 failed") && text.contains("run 2 completed"),
+        "{text}"
+    );
+    assert!(text.contains("failed ×1 exit.1"), "{text}");
+    let bad = t.wf(&["inspect", "r", "--compare", "1,7"]);
+    bad.code(2);
+    assert!(bad.stderr.contains("has runs 1, 2"), "{}", bad.stderr);
+    t.wf(&["inspect", "r", "--compare", "x"]).code(2);
+}

@@ -92,6 +92,7 @@ pub async fn page_of(
         } @else {
             div #live data-live=(format!("/instances/{}?fragment=live", i.id)) data-every="2000" { (live(&shown, now)) }
         }
+        (super::compare::form(&i.id, &shown.view.runs))
         (trace_section(&shown))
         (definition_section(&shown))
         (events(&shown.view, now))

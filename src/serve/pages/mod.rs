@@ -18,6 +18,7 @@
 //! - `database.rs`: the history's check (`/database`).
 
 pub(super) mod act;
+pub(super) mod compare;
 mod database;
 mod graph;
 pub(super) mod instance;
@@ -40,6 +41,7 @@ pub fn routes() -> Router<App> {
         .route("/", get(list::page))
         .route("/instances/{id}", get(instance::page))
         .route("/instances/{id}/logs/{step}", get(instance::logs))
+        .route("/instances/{id}/compare", get(compare::page_of))
         .route(
             "/instances/{id}/act/{action}",
             get(act::confirm).post(act::act),
