@@ -431,12 +431,33 @@ pub async fn definitions(
         .map(Json)
 }
 
-/// `GET /api/v1/instances/{id}/compare`' parameters: the two runs.
+/// `GET /api/v1/instances/{id}/compare`' parameters (and the page's): the
+/// two runs.
 #[derive(Debug, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CompareParams {
-    a: Whole,
-    b: Whole,
+    pub a: Whole,
+    pub b: Whole,
+}
+
+/// Runs `a` and `b` of `view` side by side, or the 404 naming the run it
+/// does not have.
+pub(super) fn compared(
+    view: &crate::store::InstanceView,
+    a: i64,
+    b: i64,
+) -> Result<crate::views::CompareView<'_>, ApiError> {
+    crate::views::compare(&view.runs, &view.attempts, a, b).ok_or_else(|| {
+        ApiError::not_found(format!(
+            "instance {} has no run {}",
+            view.instance.id,
+            if view.runs.iter().any(|r| r.number == a) {
+                b
+            } else {
+                a
+            }
+        ))
+    })
 }
 
 /// `GET /api/v1/instances/{id}/compare?a=A&b=B`: `wf inspect ID --compare

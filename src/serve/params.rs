@@ -72,10 +72,7 @@ const TAKES: &[(&str, Takes)] = &[
         "/instances/{id}/act/{action}",
         fields::<pages::act::ConfirmParams>,
     ),
-    (
-        "/instances/{id}/compare",
-        fields::<pages::compare::CompareParams>,
-    ),
+    ("/instances/{id}/compare", fields::<api::CompareParams>),
 ];
 
 /// Refuses (400) a request with a query parameter its route does not take

@@ -4,23 +4,14 @@
 //! outcome and error, how long), the rows that differ marked.
 
 use super::super::App;
-use super::super::error::ApiError;
+use super::super::api::CompareParams;
 use super::super::params::instance_ref;
-use super::super::query::{PageQuery, Whole};
+use super::super::query::PageQuery;
 use super::list::{badge, short};
 use super::shell::{Nav, page};
 use axum::extract::{Path, State};
 use axum::response::Response;
 use maud::{Markup, html};
-use serde::Deserialize;
-
-/// The two runs.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct CompareParams {
-    a: Whole,
-    b: Whole,
-}
 
 pub async fn page_of(
     State(app): State<App>,
@@ -41,13 +32,7 @@ pub async fn page_of(
         }
     };
     super::respond(read.and_then(|view| {
-        let Some(cmp) = crate::views::compare(&view.runs, &view.attempts, a, b) else {
-            return Err(ApiError::not_found(format!(
-                "instance {} has no run {}",
-                view.instance.id,
-                if view.runs.iter().any(|r| r.number == a) { b } else { a }
-            )));
-        };
+        let cmp = super::super::api::compared(&view, a, b)?;
         let id = &view.instance.id;
         let side = |r: &crate::views::compare::RunSide<'_>| {
             html! {

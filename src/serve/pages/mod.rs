@@ -18,7 +18,7 @@
 //! - `database.rs`: the history's check (`/database`).
 
 pub(super) mod act;
-pub(super) mod compare;
+mod compare;
 mod database;
 mod graph;
 pub(super) mod instance;
