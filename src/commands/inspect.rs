@@ -38,7 +38,10 @@ pub async fn run(args: Args, store: &Store, printer: &Printer) -> anyhow::Result
         return compare(store, &id, pair, args.json, printer).await;
     }
     let texts = match args.definitions {
-        true => crate::engine::actions::definitions(store, &id).await?,
+        true => {
+            crate::engine::actions::definitions_of_runs(store, &read.view.instance, &read.view.runs)
+                .await?
+        }
         false => Vec::new(),
     };
     if args.json {

@@ -485,8 +485,18 @@ pub async fn definitions(
 ) -> Result<Vec<DefinitionText>, EngineError> {
     let inst = store.instance(id).await?;
     let runs = store.runs(id).await?;
+    definitions_of_runs(store, &inst, &runs).await
+}
+
+/// [`definitions`] of `inst`, whose runs (`runs`) the caller has read.
+pub async fn definitions_of_runs(
+    store: &Store,
+    inst: &InstanceRow,
+    runs: &[crate::store::RunRow],
+) -> Result<Vec<DefinitionText>, EngineError> {
+    let id = &inst.id;
     let mut out = Vec::new();
-    for (hash, from_run) in super::upgrade::uses(&runs, &inst.definition_hash) {
+    for (hash, from_run) in super::upgrade::uses(runs, &inst.definition_hash) {
         let source = match store.definition(hash).await? {
             Some(d) => d.source,
             None => {

@@ -37,7 +37,10 @@ struct Shown {
     definitions: Vec<actions::DefinitionText>,
 }
 
-async fn read(app: &App, id: String) -> Result<Shown, ApiError> {
+/// What the page shows of instance `id`; `whole`: the page, else the part
+/// that refreshes itself (`live`), which needs no spans and no
+/// definitions' texts.
+async fn read(app: &App, id: String, whole: bool) -> Result<Shown, ApiError> {
     let id = instance_ref(&id)?;
     app.db
         .run(move |l| async move {
@@ -48,16 +51,22 @@ async fn read(app: &App, id: String) -> Result<Shown, ApiError> {
                 .await
                 .ok();
             let (_, outputs) = actions::result(&c, &id).await?;
-            let spans = c.spans(&id).await?;
-            let definitions = actions::definitions(&c, &id).await.unwrap_or_default();
+            let (mut spans, mut definitions) = (Vec::new(), Vec::new());
             let mut children = std::collections::BTreeMap::new();
-            for child in read
-                .view
-                .children
-                .iter()
-                .take(super::trace::NESTED_CHILDREN)
-            {
-                children.insert(child.id.to_string(), c.spans(&child.id).await?);
+            if whole {
+                spans = c.spans(&id).await?;
+                definitions =
+                    actions::definitions_of_runs(&c, &read.view.instance, &read.view.runs)
+                        .await
+                        .unwrap_or_default();
+                for child in read
+                    .view
+                    .children
+                    .iter()
+                    .take(super::trace::NESTED_CHILDREN)
+                {
+                    children.insert(child.id.to_string(), c.spans(&child.id).await?);
+                }
             }
             Ok(Shown {
                 view: read.view,
@@ -79,7 +88,7 @@ pub async fn page_of(
     notice: Option<&str>,
     scope: crate::vocab::TokenScope,
 ) -> Result<Markup, ApiError> {
-    let shown = read(app, id).await?;
+    let shown = read(app, id, true).await?;
     let i = &shown.view.instance;
     let ended = i.status.is_ended();
     let now = Timestamp::now();
@@ -124,7 +133,7 @@ pub async fn page(
     PageQuery(p): PageQuery<PageParams>,
 ) -> Response {
     if p.fragment.as_ref().is_some_and(|f| f.as_str() == "live") {
-        return match read(&app, id).await {
+        return match read(&app, id, false).await {
             Ok(shown) => Html(live(&shown, Timestamp::now()).into_string()).into_response(),
             Err(e) => super::error_page(&e),
         };
