@@ -163,13 +163,16 @@ def median(xs):
     return statistics.median(xs)
 
 
-def parse_args():
-    """The options every benchmark script takes (--quick, --json, --reps, --no-build)."""
+def parse_args(extra=None):
+    """The options every benchmark script takes (--quick, --json, --reps, --no-build);
+    `extra(ap)` adds a script's own."""
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--json")
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--no-build", action="store_true")
+    if extra:
+        extra(ap)
     return ap.parse_args()
 
 

@@ -25,7 +25,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench import ROOT, WF, Report, median, pg_env, prepare, remove_db, run, wf_env, write  # noqa: E402
+from bench import ROOT, WF, Report, median, parse_args, pg_env, prepare, remove_db, run, wf_env, write  # noqa: E402
 from pg import start_server  # noqa: E402
 
 V1 = """name: fleet
@@ -80,15 +80,7 @@ def bench(rep, label, envs, tmp, n, reps, v1, v2):
 
 
 def main():
-    import argparse
-
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--json")
-    ap.add_argument("--reps", type=int, default=3)
-    ap.add_argument("--no-build", action="store_true")
-    ap.add_argument("--no-pg", action="store_true")
-    args = ap.parse_args()
+    args = parse_args(lambda ap: ap.add_argument("--no-pg", action="store_true"))
     n = 200 if args.quick else 1000
     reps = 1 if args.quick else args.reps
     prepare(args)

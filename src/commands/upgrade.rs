@@ -109,11 +109,12 @@ pub async fn run(args: Args, db: Option<PathBuf>, printer: &Printer) -> anyhow::
 /// The `--map OLD=NEW` pairs.
 fn renames(map: &[String]) -> Result<Vec<(String, String)>, crate::exit::UsageError> {
     map.iter()
-        .map(|m| match m.split_once('=') {
-            Some((o, n)) if !o.is_empty() && !n.is_empty() => Ok((o.to_string(), n.to_string())),
-            _ => Err(crate::exit::UsageError(format!(
-                "--map {m}: expected OLD=NEW (a step of the instance's definition, then its id in the new file)"
-            ))),
+        .map(|m| {
+            upgrade::plan::parse_rename(m).ok_or_else(|| {
+                crate::exit::UsageError(format!(
+                    "--map {m}: expected OLD=NEW (a step of the instance's definition, then its id in the new file)"
+                ))
+            })
         })
         .collect()
 }

@@ -94,11 +94,8 @@ pub async fn run(args: Args, db: Option<PathBuf>, printer: &Printer) -> anyhow::
         }
         Sub::List { json } => {
             let store = super::open_existing(db).await?;
-            let (rows, defs, schedules) = registry::listing(&store).await?;
-            let stats =
-                crate::engine::stats::each(&store, rows.iter().map(|r| r.name.as_str())).await?;
-            let views =
-                WorkflowView::with_stats(WorkflowView::all(&rows, &defs, &schedules), &stats);
+            let listing = registry::listing(&store).await?;
+            let views = WorkflowView::all(&listing);
             if json {
                 printer.json(&views);
                 return Ok(ExitStatus::Success);

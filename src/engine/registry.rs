@@ -80,18 +80,34 @@ pub async fn definition(store: &Store, row: &WorkflowRow) -> Result<Workflow, En
     super::pinned::pinned_by_hash(store, &row.definition_hash, &label).await
 }
 
-/// Every registered workflow with its definition (`None`: it cannot be
-/// read), and every schedule entry (`wf workflow list`, the API's).
-pub async fn listing(
-    store: &Store,
-) -> Result<(Vec<WorkflowRow>, Vec<Option<Workflow>>, Vec<ScheduleRow>), EngineError> {
+/// The registry as `wf workflow list` shows it.
+pub struct Listing {
+    pub rows: Vec<WorkflowRow>,
+    /// Each row's definition (`None`: it cannot be read).
+    pub defs: Vec<Option<Workflow>>,
+    /// Every schedule entry.
+    pub schedules: Vec<ScheduleRow>,
+    /// Each row's figures (`engine::stats`).
+    pub stats: Vec<super::stats::Stats>,
+}
+
+/// Every registered workflow with its definition and its figures, and
+/// every schedule entry (`wf workflow list`, the API's, the inspector's).
+pub async fn listing(store: &Store) -> Result<Listing, EngineError> {
     let rows = store.workflows().await?;
     let schedules = store.schedules().await?;
     let mut defs = Vec::with_capacity(rows.len());
+    let mut stats = Vec::with_capacity(rows.len());
     for r in &rows {
         defs.push(definition(store, r).await.ok());
+        stats.push(super::stats::stats(store, &r.name).await?);
     }
-    Ok((rows, defs, schedules))
+    Ok(Listing {
+        rows,
+        defs,
+        schedules,
+        stats,
+    })
 }
 
 /// What a start asks for.

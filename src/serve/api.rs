@@ -549,14 +549,8 @@ pub async fn workflows(State(app): State<App>) -> Result<Json<Value>, ApiError> 
     app.db
         .run(|l| async move {
             let c = l.conn().await?;
-            let (rows, defs, schedules) = registry::listing(&c).await?;
-            let stats =
-                crate::engine::stats::each(&c, rows.iter().map(|r| r.name.as_str())).await?;
-            let views = crate::views::WorkflowView::with_stats(
-                crate::views::WorkflowView::all(&rows, &defs, &schedules),
-                &stats,
-            );
-            document(&views)
+            let listing = registry::listing(&c).await?;
+            document(crate::views::WorkflowView::all(&listing))
         })
         .await
         .map(Json)

@@ -31,6 +31,26 @@ pub struct Asked {
     pub dry_run: bool,
 }
 
+impl Asked {
+    /// The request of `targets` onto `to`, by `actor`.
+    fn request<'a>(
+        &'a self,
+        targets: Targets<'a>,
+        to: &'a upgrade::Target,
+        actor: &'a Actor,
+    ) -> Request<'a> {
+        Request {
+            targets,
+            to,
+            renames: &self.renames,
+            allow_gaps: self.allow_gaps,
+            children: self.children,
+            dry_run: self.dry_run,
+            actor,
+        }
+    }
+}
+
 impl From<UpgradeBody> for Asked {
     fn from(b: UpgradeBody) -> Asked {
         Asked {
@@ -75,15 +95,7 @@ pub async fn workflow(
         .run(move |l| async move {
             let mut c = l.conn().await?;
             let to = upgrade::registered_target(&c, &name).await?;
-            let req = Request {
-                targets: Targets::Workflow(&name),
-                to: &to,
-                renames: &asked.renames,
-                allow_gaps: asked.allow_gaps,
-                children: asked.children,
-                dry_run: asked.dry_run,
-                actor: &who.actor,
-            };
+            let req = asked.request(Targets::Workflow(&name), &to, &who.actor);
             Ok(upgrade::upgrade(&mut c, &req).await?)
         })
         .await?;
@@ -103,15 +115,7 @@ pub(super) async fn upgrade_one(
     let workflow = c.instance(&id).await?.workflow;
     let to = upgrade::registered_target(&c, &workflow).await?;
     let ids = [id];
-    let req = Request {
-        targets: Targets::Ids(&ids),
-        to: &to,
-        renames: &asked.renames,
-        allow_gaps: asked.allow_gaps,
-        children: asked.children,
-        dry_run: asked.dry_run,
-        actor: by,
-    };
+    let req = asked.request(Targets::Ids(&ids), &to, by);
     let mut done = upgrade::upgrade(&mut c, &req).await?.into_iter();
     let first = done
         .next()

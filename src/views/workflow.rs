@@ -114,28 +114,18 @@ pub struct WebhookView<'a> {
 }
 
 impl<'a> WorkflowView<'a> {
-    /// The registry's listing (`engine::registry::listing`: each row with
-    /// its definition, and every schedule), a view a row.
-    pub fn all(
-        rows: &'a [WorkflowRow],
-        defs: &'a [Option<Workflow>],
-        schedules: &'a [ScheduleRow],
-    ) -> Vec<WorkflowView<'a>> {
-        rows.iter()
-            .zip(defs)
-            .map(|(r, d)| WorkflowView::new(r, d.as_ref(), schedules))
+    /// The registry's listing (`engine::registry::listing`), a view a
+    /// row, each with its figures.
+    pub fn all(l: &'a crate::engine::registry::Listing) -> Vec<WorkflowView<'a>> {
+        l.rows
+            .iter()
+            .zip(&l.defs)
+            .zip(&l.stats)
+            .map(|((r, d), st)| WorkflowView {
+                stats: Some(StatsView::new(st)),
+                ..WorkflowView::new(r, d.as_ref(), &l.schedules)
+            })
             .collect()
-    }
-
-    /// The same views, each with its figures (in the same order).
-    pub fn with_stats(
-        mut views: Vec<WorkflowView<'a>>,
-        stats: &'a [crate::engine::stats::Stats],
-    ) -> Vec<WorkflowView<'a>> {
-        for (v, s) in views.iter_mut().zip(stats) {
-            v.stats = Some(StatsView::new(s));
-        }
-        views
     }
 
     /// `row`, with its definition (`None`: unreadable) and its entries

@@ -6,9 +6,9 @@
 //! old definition with a dead holder, whom the next taker replaces at once;
 //! a worker racing it sees it whole on one definition or the other.
 
-use super::plan::{Fate, Instance, Plan, plan, queue_after};
-use super::preview::movable;
-use crate::engine::{EngineError, definitions_of, lease, pinned};
+use super::plan::{Fate, Plan, queue_after};
+use super::preview::{movable, plan_of};
+use crate::engine::{EngineError, definitions_of, lease};
 use crate::store::{ActionRow, StepRow, Store, UpgradeTo, Write};
 use crate::vocab::{
     ActionKind, Actor, InstanceId, InstanceStatus, ShownStatus, StepStatus, UnitKey, UnitKeyBuf,
@@ -78,28 +78,12 @@ pub async fn apply(
         Ok(Applied::NotMovable { status })
     } else {
         let written = async {
-            let old = pinned::pinned_workflow(store, &inst).await?;
-            let units: Vec<(String, StepStatus)> = history
-                .steps
-                .iter()
-                .map(|r| (r.key.to_string(), r.status))
-                .collect();
-            let inputs = inst.inputs.as_object().cloned().unwrap_or_default();
-            let planned = plan(
-                &old,
-                &to.wf,
-                &Instance {
-                    units: &units,
-                    inputs: &inputs,
-                    queue: inst.queue.as_ref(),
-                },
-                renames,
-                allow_gaps,
-            );
+            let (old, planned) =
+                plan_of(store, &inst, &history.steps, &to.wf, renames, allow_gaps).await?;
             if planned.is_refused() {
                 return Ok(Applied::Refused(planned));
             }
-            let mut inputs = inputs;
+            let mut inputs = inst.inputs.as_object().cloned().unwrap_or_default();
             inputs.extend(planned.inputs_added.clone());
             let inputs = Value::Object(inputs);
             // The plan was not refused, so it renders.

@@ -189,6 +189,15 @@ impl Plan {
     }
 }
 
+/// A rename as written (`--map OLD=NEW`, the inspector's field): the two
+/// ids, neither empty; `None` for anything else.
+pub fn parse_rename(pair: &str) -> Option<(String, String)> {
+    match pair.split_once('=') {
+        Some((o, n)) if !o.is_empty() && !n.is_empty() => Some((o.to_string(), n.to_string())),
+        _ => None,
+    }
+}
+
 /// What the plan is made from, besides the two definitions.
 pub struct Instance<'a> {
     /// Every unit's row of its history: (key, status).

@@ -5,7 +5,7 @@
 
 use super::plan::{Instance, Plan, plan};
 use crate::engine::{EngineError, lease, pinned};
-use crate::store::{InstanceRow, ListFilter, Store};
+use crate::store::{InstanceRow, ListFilter, StepRow, Store};
 use crate::vocab::{InstanceId, InstanceStatus, ShownStatus, Timestamp};
 use crate::workflow::Workflow;
 
@@ -58,6 +58,32 @@ pub enum Outcome {
     Current,
 }
 
+/// The plan that moves `inst` (whose units' rows are `steps`) onto `new`,
+/// with the definition it is pinned to now: what the preview shows and
+/// the apply writes, each from the rows it read.
+pub(super) async fn plan_of(
+    store: &Store,
+    inst: &InstanceRow,
+    steps: &[StepRow],
+    new: &Workflow,
+    renames: &[(String, String)],
+    allow_gaps: bool,
+) -> Result<(Workflow, Plan), EngineError> {
+    let old = pinned::pinned_workflow(store, inst).await?;
+    let units: Vec<_> = steps
+        .iter()
+        .map(|r| (r.key.to_string(), r.status))
+        .collect();
+    let inputs = inst.inputs.as_object().cloned().unwrap_or_default();
+    let instance = Instance {
+        units: &units,
+        inputs: &inputs,
+        queue: inst.queue.as_ref(),
+    };
+    let planned = plan(&old, new, &instance, renames, allow_gaps);
+    Ok((old, planned))
+}
+
 /// The previews of `targets` moved onto `new`.
 pub async fn preview(
     store: &Store,
@@ -102,22 +128,9 @@ pub async fn preview(
                     .filter(|_| shown == ShownStatus::Stored(InstanceStatus::Running)),
             }
         } else {
-            let old = pinned::pinned_workflow(store, &inst).await?;
-            let units: Vec<_> = store
-                .steps(&inst.id)
-                .await?
-                .into_iter()
-                .map(|r| (r.key.to_string(), r.status))
-                .collect();
-            let inputs = inst.inputs.as_object().cloned().unwrap_or_default();
-            let instance = Instance {
-                units: &units,
-                inputs: &inputs,
-                queue: inst.queue.as_ref(),
-            };
-            Outcome::Planned {
-                plan: plan(&old, new, &instance, renames, allow_gaps),
-            }
+            let steps = store.steps(&inst.id).await?;
+            let (_, plan) = plan_of(store, &inst, &steps, new, renames, allow_gaps).await?;
+            Outcome::Planned { plan }
         };
         out.push(Preview {
             id: inst.id,

@@ -266,12 +266,13 @@ fn upgrade_fields(map: &str, allow_gaps: bool, children: bool) -> Markup {
 fn renames(text: &str) -> Result<Vec<(String, String)>, ApiError> {
     text.split(|c: char| c == ',' || c.is_whitespace())
         .filter(|p| !p.is_empty())
-        .map(|p| match p.split_once('=') {
-            Some((o, n)) if !o.is_empty() && !n.is_empty() => Ok((o.to_string(), n.to_string())),
-            _ => Err(ApiError::bad_request(format!(
-                "renamed steps: `{}` is not OLD=NEW",
-                p.chars().take(64).collect::<String>()
-            ))),
+        .map(|p| {
+            upgrade_engine::plan::parse_rename(p).ok_or_else(|| {
+                ApiError::bad_request(format!(
+                    "renamed steps: `{}` is not OLD=NEW",
+                    p.chars().take(64).collect::<String>()
+                ))
+            })
         })
         .collect()
 }

@@ -30,15 +30,12 @@ pub async fn workflows(
         .db
         .run(|l| async move {
             let c = l.conn().await?;
-            let (rows, defs, schedules) = registry::listing(&c).await?;
-            let stats =
-                crate::engine::stats::each(&c, rows.iter().map(|r| r.name.as_str())).await?;
-            Ok((rows, defs, schedules, stats))
+            Ok(registry::listing(&c).await?)
         })
         .await;
     let now = Timestamp::now();
-    super::respond(read.map(|(rows, defs, schedules, stats)| {
-        let views = WorkflowView::with_stats(WorkflowView::all(&rows, &defs, &schedules), &stats);
+    super::respond(read.map(|listing| {
+        let views = WorkflowView::all(&listing);
         let body = html! {
             h1 { "Workflows" }
             @if views.is_empty() {
