@@ -1,12 +1,16 @@
 #!/usr/bin/env python3
-"""The web inspector in headless Chromium (issue 39, item 5): how long the list over 100,000
-instances and the page of a 1,000-step instance take to first render and to load whole, and
-what they weigh, served by `wf serve` (SQLite; `--pg URL` also on PostgreSQL).
+"""The web inspector in headless Chromium (issue 39, item 5; issue 59, item 7): how long the
+list over 1,000,000 instances, the page of a 1,000-step instance and that of a parent with 500
+children take to first render and to load whole, and what they weigh, served by `wf serve`
+(SQLite; `--pg URL` also on PostgreSQL). And the list's server time (issue 59, item 1, target
+< 100 ms): the list page with its counts, and the API's counts, with each kind of filter,
+timed from the request to the last byte of the answer over loopback with a kept-alive
+connection (median of R; the client's share is some 0.1 ms).
 
 Run from the repository root:  python3 bench/inspector.py   (builds the release binary first)
-Options: --instances N (default 100,000), --steps N (default 1,000), --reps R (loads of each
-page, default 7), --quick (5,000 instances, 200 steps, 3 loads), --no-build, --json FILE,
---pg URL. Needs Debian's chromium and chromium-driver (`.ci/run` installs them). Stdlib only:
+Options: --instances N (default 1,000,000), --steps N (default 1,000), --children N (default
+500), --reps R (loads of each page, default 7), --quick (5,000 instances, 200 steps, 50
+children, 3 loads), --no-build, --json FILE, --pg URL. Needs Debian's chromium and chromium-driver (`.ci/run` installs them). Stdlib only:
 WebDriver is spoken over HTTP to chromedriver.
 
 Each page is loaded R times in one browser session, after a first load that is not counted
@@ -27,7 +31,9 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import http.client
 import time
+import urllib.parse
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -125,17 +131,71 @@ def one_thousand(n):
     return f"name: steps-{n}\nsteps:\n{steps}"
 
 
+CHILD = "name: bench-child\nsteps:\n  - id: go\n    run: 'true'\n"
+
+
+def fan_out(n):
+    items = ", ".join(str(i) for i in range(n))
+    return f"name: bench-parent\nsteps:\n  - id: regions\n    for_each: [{items}]\n    workflow: ./child.yaml\n"
+
+
+def server_time(port, path, reps):
+    """The median time of GET `path` (with the token), request to last byte, in ms."""
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+    headers = {"Authorization": f"Bearer {serve.TOKEN}"}
+    times = []
+    try:
+        for i in range(reps + 1):
+            t0 = time.perf_counter()
+            c.request("GET", path, headers=headers)
+            r = c.getresponse()
+            body = r.read()
+            took = (time.perf_counter() - t0) * 1000
+            assert r.status == 200, f"{path}: {r.status} {body[:300]!r}"
+            if i:  # the first warms the caches
+                times.append(took)
+    finally:
+        c.close()
+    return statistics.median(times)
+
+
+def list_times(rep, prefix, port, parent, args):
+    """The list page (rows, counts, children counts) and the API's counts, per filter."""
+    views = [("no filter (roots)", {}),
+             ("status=failed", {"status": "failed"}),
+             ("workflow=scale-one", {"workflow": "scale-one"}),
+             ("since=1d", {"since": "1d"}),
+             ("error=disk (a fifth of all match)", {"error": "disk"}),
+             ("error=nowhere (none match)", {"error": "nowhere"}),
+             ("id=ab (a prefix)", {"id": "ab"}),
+             ("children=1", {"children": "1"}),
+             (f"parent=ID (its {args.children} children)", {"parent": parent})]
+    for name, q in views:
+        query = urllib.parse.urlencode(q)
+        page = server_time(port, f"/?{query}", args.reps)
+        rep.add(f"{prefix}the list page, {name}", page, "ms", "< 100", page < 100)
+        counts = server_time(port, f"/api/v1/instances/counts?{query}".replace("children=1", ""), args.reps)
+        rep.add(f"{prefix}its counts alone (API), {name}", counts, "ms", "< 100", counts < 100)
+
+
 def pages(rep, prefix, env, tmp, args):
     path = write(os.path.join(tmp, "steps.yaml"), one_thousand(args.steps))
     out = subprocess.run([WF, "-q", "run", "--json", path], env=env, check=True, capture_output=True, text=True)
     big = json.loads(out.stdout)["id"]
+    write(os.path.join(tmp, "child.yaml"), CHILD)
+    path = write(os.path.join(tmp, "parent.yaml"), fan_out(args.children))
+    out = subprocess.run([WF, "-q", "run", "--json", path], env=env, check=True, capture_output=True, text=True)
+    parent = json.loads(out.stdout)["id"]
     server = serve.Server(env)
     d = Driver()
     try:
         base = f"http://127.0.0.1:{server.port}"
+        list_times(rep, prefix, server.port, parent, args)
         d.goto(f"{base}/?token={serve.TOKEN}")
         for name, url in [(f"the list over {args.instances:,} instances", f"{base}/"),
-                          (f"a {args.steps:,}-step instance", f"{base}/instances/{big}")]:
+                          (f"a {args.steps:,}-step instance", f"{base}/instances/{big}"),
+                          (f"a parent of {args.children} children", f"{base}/instances/{parent}"),
+                          (f"the list with that parent open", f"{base}/?open={parent}")]:
             fcp, load, transfer, doc, rows = measure(d, url, args.reps)
             rep.add(f"{prefix}{name}: first contentful paint", fcp, "ms", "(info)", True)
             rep.add(f"{prefix}{name}: load complete", load, "ms", "(info)", True)
@@ -148,8 +208,9 @@ def pages(rep, prefix, env, tmp, args):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--instances", type=int, default=100_000)
+    ap.add_argument("--instances", type=int, default=1_000_000)
     ap.add_argument("--steps", type=int, default=1000)
+    ap.add_argument("--children", type=int, default=500)
     ap.add_argument("--reps", type=int, default=7)
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--no-build", action="store_true")
@@ -157,7 +218,7 @@ def main():
     ap.add_argument("--pg")
     args = ap.parse_args()
     if args.quick:
-        args.instances, args.steps, args.reps = 5000, 200, 3
+        args.instances, args.steps, args.children, args.reps = 5000, 200, 50, 3
     if not args.no_build:
         run(["cargo", "build", "--release", "--quiet"], env=dict(os.environ))
     print(f"machine: {platform.machine()}, {os.cpu_count()} CPUs, {platform.release()}")

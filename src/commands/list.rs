@@ -37,6 +37,17 @@ pub struct Args {
     /// Only instances of this queue key (`queue.key`, rendered)
     #[arg(long, value_name = "KEY")]
     pub queue: Option<String>,
+    /// Only instances whose id starts with PREFIX
+    #[arg(long = "id", value_name = "PREFIX")]
+    pub id_prefix: Option<String>,
+    /// Only instances whose error holds these words (each a whole word or
+    /// the start of one, in any order; case aside)
+    #[arg(long, value_name = "WORDS")]
+    pub error: Option<String>,
+    /// How many instances of each status the other filters match, instead
+    /// of the instances
+    #[arg(long, conflicts_with_all = ["status", "limit"])]
+    pub counts: bool,
     /// At most this many instances, the newest (default 50; 0: all)
     #[arg(long, value_name = "N")]
     pub limit: Option<usize>,
@@ -58,10 +69,15 @@ pub async fn run(args: Args, store: &Store, printer: &Printer) -> anyhow::Result
         roots: args.roots,
         labels: args.label.clone(),
         queue: args.queue.clone(),
+        id_prefix: args.id_prefix.clone(),
+        error: args.error.clone(),
         limit: args.limit.unwrap_or(DEFAULT_LIMIT),
         after: None,
         count_more: true,
     };
+    if args.counts {
+        return counts(store, &query, args.json, printer).await;
+    }
     let (rows, more) = crate::engine::actions::list(store, &query).await?;
     let rows: Vec<InstanceSummary> = rows
         .iter()
@@ -93,6 +109,11 @@ pub async fn run(args: Args, store: &Store, printer: &Printer) -> anyhow::Result
                 comfy_table::Cell::new(i.workflow),
                 printer.status_cell(i.status.as_str()),
                 comfy_table::Cell::new(printer.when(i.created_at)),
+                comfy_table::Cell::new(i.duration_ms.map_or(String::new(), |ms| {
+                    crate::workflow::duration::human(std::time::Duration::from_millis(
+                        ms.max(0) as u64
+                    ))
+                })),
                 comfy_table::Cell::new(printer.when(i.updated_at)),
                 comfy_table::Cell::new(i.parent.map_or("", |p| short_id(p))),
             ]
@@ -101,13 +122,52 @@ pub async fn run(args: Args, store: &Store, printer: &Printer) -> anyhow::Result
     // Only WORKFLOW wraps; when even so the table is wider than the
     // terminal (`--time-format iso`), UPDATED is left out.
     let (table, _) = printer.fitted(
-        &["ID", "WORKFLOW", "STATUS", "CREATED", "UPDATED", "PARENT"],
+        &[
+            "ID", "WORKFLOW", "STATUS", "CREATED", "DURATION", "UPDATED", "PARENT",
+        ],
         cells,
         Some(1),
         MIN_WORKFLOW_WIDTH,
-        &[4],
+        &[5],
     );
     printer.data(&table.to_string());
     say_more();
+    Ok(ExitStatus::Success)
+}
+
+/// `wf list --counts`: a STATUS / COUNT table (a count that stopped at its
+/// cap marked `+`), or `--json`'s `{statuses: [{status, count, at_least}],
+/// total, at_least}`.
+async fn counts(
+    store: &Store,
+    query: &ListQuery,
+    json: bool,
+    printer: &Printer,
+) -> anyhow::Result<ExitStatus> {
+    let counts = crate::engine::actions::counts(store, query).await?;
+    if json {
+        printer.json(&crate::views::CountsView::from(&counts));
+        return Ok(ExitStatus::Success);
+    }
+    let plus = |at_least: bool| if at_least { "+" } else { "" };
+    let mut cells: Vec<Vec<comfy_table::Cell>> = counts
+        .statuses
+        .iter()
+        .filter(|c| c.count > 0)
+        .map(|c| {
+            vec![
+                printer.status_cell(c.status.as_str()),
+                comfy_table::Cell::new(format!("{}{}", c.count, plus(c.at_least))),
+            ]
+        })
+        .collect();
+    cells.push(vec![
+        comfy_table::Cell::new("total"),
+        comfy_table::Cell::new(format!("{}{}", counts.total, plus(counts.at_least))),
+    ]);
+    let mut table = printer.table();
+    table.set_header(["STATUS", "COUNT"]);
+    table.add_rows(cells);
+    printer.data(&table.to_string());
     Ok(ExitStatus::Success)
 }

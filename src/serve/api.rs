@@ -7,18 +7,15 @@
 use super::App;
 use super::error::ApiError;
 use super::params::instance_ref;
-use super::query::{Flag, Many, Query, Span, Text, Whole};
+use super::query::{Flag, Query, Span, Whole};
 use crate::engine::{actions, logs, registry};
-use crate::vocab::{InstanceId, Timestamp};
+use crate::vocab::Timestamp;
 use axum::Json;
-use axum::extract::{Path, RawQuery, State};
+use axum::extract::{Path, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use serde_json::{Value, json};
-
-/// The most instances a page of the list holds.
-pub const MAX_PAGE: usize = 1000;
 
 /// `GET /healthz`: 200 while the database answers, 503 when it does not.
 pub async fn healthz(State(app): State<App>) -> Response {
@@ -36,106 +33,6 @@ pub async fn healthz(State(app): State<App>) -> Response {
         Ok(()) => Json(json!({ "status": "ok" })).into_response(),
         Err(e) => e.into_response(),
     }
-}
-
-/// `GET /api/v1/instances`: `wf list --json`'s array, newest first, with its
-/// filters (`status`, `workflow`, `label=NAME=VALUE` repeated, `parent`,
-/// `roots`, `since`, `limit`); the next page's `cursor` is in the `Link`
-/// and `X-Next-Cursor` headers.
-/// `GET /api/v1/instances`' parameters.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ListParams {
-    #[serde(default)]
-    status: Option<Text>,
-    #[serde(default)]
-    workflow: Option<Text>,
-    #[serde(default)]
-    label: Many,
-    #[serde(default)]
-    since: Option<Span>,
-    #[serde(default)]
-    parent: Option<Text>,
-    #[serde(default)]
-    roots: Flag,
-    #[serde(default)]
-    queue: Option<Text>,
-    #[serde(default)]
-    limit: Option<Whole>,
-    #[serde(default)]
-    cursor: Option<Text>,
-}
-
-pub async fn list(
-    State(app): State<App>,
-    Query(p): Query<ListParams>,
-    RawQuery(q): RawQuery,
-) -> Result<Response, ApiError> {
-    let mut labels = Vec::new();
-    for l in &p.label.0 {
-        let (k, v) = crate::workflow::parse_label(l).map_err(ApiError::bad_request)?;
-        labels.push((k, v));
-    }
-    let limit = match p.limit {
-        None => 50,
-        Some(Whole(n)) if n >= 1 && n as usize <= MAX_PAGE => n as usize,
-        Some(Whole(n)) => {
-            return Err(ApiError::bad_request(format!(
-                "`limit` is {n}: from 1 to {MAX_PAGE}"
-            )));
-        }
-    };
-    let after = p
-        .cursor
-        .map(|c| instance_ref(c.as_str()).map(InstanceId::from))
-        .transpose()
-        .map_err(|_| ApiError::bad_request("`cursor` is not one this server gave"))?;
-    let query = actions::ListQuery {
-        status: p
-            .status
-            .map(|s| actions::list_status(s.as_str()))
-            .transpose()?,
-        workflow: p.workflow.map(|t| t.0),
-        since: p.since.map(|s| s.0),
-        parent: p.parent.map(|t| t.0),
-        roots: p.roots.0,
-        labels,
-        queue: p.queue.map(|t| t.0),
-        limit,
-        after,
-        count_more: false,
-    };
-    let (body, next) = app
-        .db
-        .run(move |l| async move {
-            let c = l.conn().await?;
-            let (rows, more) = actions::list(&c, &query).await?;
-            let next = (more > 0)
-                .then(|| rows.last().map(|i| i.id.to_string()))
-                .flatten();
-            let shown: Vec<_> = rows
-                .iter()
-                .map(|i| crate::views::InstanceSummary::new(i, crate::views::ShownStatus::of(i)))
-                .collect();
-            Ok((document(&shown)?, next))
-        })
-        .await?;
-    let mut r = Json(body).into_response();
-    if let Some(next) = next {
-        let mut query = form_urlencoded::Serializer::new(String::new());
-        for (k, v) in form_urlencoded::parse(q.as_deref().unwrap_or_default().as_bytes()) {
-            if k != "cursor" {
-                query.append_pair(&k, &v);
-            }
-        }
-        query.append_pair("cursor", &next);
-        let link = format!("</api/v1/instances?{}>; rel=\"next\"", query.finish());
-        if let (Ok(link), Ok(next)) = (HeaderValue::from_str(&link), HeaderValue::from_str(&next)) {
-            r.headers_mut().insert(header::LINK, link);
-            r.headers_mut().insert("x-next-cursor", next);
-        }
-    }
-    Ok(r)
 }
 
 /// `GET /api/v1/instances/{id}`' parameters.

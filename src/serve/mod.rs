@@ -8,7 +8,8 @@
 //! - `db.rs`: how a request's job reaches the store on the server's thread.
 //! - `auth.rs`: tokens, sessions, scopes, CSRF.
 //! - `error.rs`: `{error: {code, message}}` and its HTTP statuses.
-//! - `api.rs`: the API's reads; `actions.rs`: its actions; `body.rs`:
+//! - `api.rs`: the API's reads (`instances.rs`: the instance list and its
+//!   counts); `actions.rs`: its actions; `body.rs`:
 //!   their request bodies as types; `query.rs`: query strings and the
 //!   inspector's forms as types; `params.rs`: the parameters each route
 //!   takes, checked before it runs.
@@ -30,6 +31,7 @@ mod follow;
 mod headers;
 mod history;
 mod hooks;
+mod instances;
 mod listen;
 mod metrics;
 pub mod openapi;
@@ -120,7 +122,8 @@ pub enum Ended {
 pub fn router(app: App) -> Router {
     // Routes that answer at once: bounded by REQUEST_TIMEOUT (408).
     let quick = Router::new()
-        .route("/api/v1/instances", get(api::list))
+        .route("/api/v1/instances", get(instances::list))
+        .route("/api/v1/instances/counts", get(instances::counts))
         .route("/api/v1/instances/{id}", get(api::inspect))
         .route("/api/v1/instances/{id}/attempts", get(api::attempts))
         .route("/api/v1/instances/{id}/logs", get(api::logs))

@@ -74,6 +74,12 @@ pub const ROUTES: &[Route] = &[
             ("parent", "Only the children of this instance"),
             ("roots", "Only instances without a parent"),
             ("since", "Only instances created within this long (`1h`)"),
+            ("queue", "Only instances of this queue key"),
+            ("id", "Only instances whose id starts so"),
+            (
+                "error",
+                "Only instances whose error holds these words (each whole or the start of one)",
+            ),
             ("limit", "At most this many (1 to 1000, default 50)"),
             ("cursor", "The page after this cursor"),
         ],
@@ -81,7 +87,32 @@ pub const ROUTES: &[Route] = &[
         answers: &[
             (
                 "200",
-                "An array of `{id, workflow, status, created_at, updated_at, parent, labels}`",
+                "An array of `{id, workflow, status, created_at, updated_at, ended_at, duration_ms, parent, labels, started_by}`",
+            ),
+            ("400", "A bad filter"),
+            ("401", "No valid token"),
+        ],
+        token: true,
+    },
+    Route {
+        method: "get",
+        path: "/api/v1/instances/counts",
+        summary: "How many instances of each status the filters match (`wf list --counts --json`)",
+        query: &[
+            ("workflow", "Only this workflow"),
+            ("label", "NAME=VALUE; repeat for all of several"),
+            ("parent", "Only the children of this instance"),
+            ("roots", "Only instances without a parent"),
+            ("since", "Only instances created within this long (`1h`)"),
+            ("queue", "Only instances of this queue key"),
+            ("id", "Only instances whose id starts so"),
+            ("error", "Only instances whose error holds these words"),
+        ],
+        body: None,
+        answers: &[
+            (
+                "200",
+                "`{statuses: [{status, count, at_least}], total, at_least}`; a count stops at 10,000 (`at_least`)",
             ),
             ("400", "A bad filter"),
             ("401", "No valid token"),

@@ -5,7 +5,7 @@
 
 use super::error::ApiError;
 use super::query::fields;
-use super::{api, pages};
+use super::{api, instances, pages};
 
 /// A name from a request (an id, a field, a parameter) as an error shows
 /// it: its first 64 characters, escaped, so that no request can make an
@@ -49,7 +49,8 @@ pub fn instance_ref(id: &str) -> Result<String, ApiError> {
 type Takes = fn() -> &'static [&'static str];
 
 const TAKES: &[(&str, Takes)] = &[
-    ("/api/v1/instances", fields::<api::ListParams>),
+    ("/api/v1/instances", fields::<instances::ListParams>),
+    ("/api/v1/instances/counts", fields::<instances::CountParams>),
     ("/api/v1/instances/{id}", fields::<api::InspectParams>),
     (
         "/api/v1/instances/{id}/logs/{step}",

@@ -89,6 +89,27 @@ impl Dialect {
         if let Some(key) = &f.queue {
             given.push(one("queue_key = #", Param::Text(key)));
         }
+        if let Some(p) = &f.id_prefix {
+            given.push(one("id >= #", Param::Text(&p.from)));
+            if let Some(to) = &p.to {
+                given.push(one("id < #", Param::Text(to)));
+            }
+        }
+        if let Some(w) = &f.error_words {
+            given.push(match self {
+                Dialect::Sqlite => one(
+                    "id IN (SELECT instance_id FROM instance_error_ids WHERE n IN \
+                     (SELECT rowid FROM instance_errors WHERE instance_errors MATCH #))",
+                    Param::Text(&w.fts5),
+                ),
+                // The expression of `instances_by_error_words`, as written
+                // there, or the index is not used.
+                Dialect::Postgres => one(
+                    "error IS NOT NULL AND to_tsvector('simple', error) @@ to_tsquery('simple', #)",
+                    Param::Text(&w.tsquery),
+                ),
+            });
+        }
         for (name, value) in &f.labels {
             given.push(Given {
                 cond: self.label().to_string(),
@@ -161,6 +182,28 @@ impl Dialect {
             "SELECT {columns} FROM instances WHERE true{conditions} \
              ORDER BY created_at DESC, {t} DESC LIMIT {limit}"
         )
+    }
+
+    /// How many instances of each status in [`InstanceStatus::ALL`]
+    /// `f`'s filters match (its status and limit aside), each counted up
+    /// to `cap`: one row a status, `(status, n)`, in one statement whose
+    /// values are [`Dialect::params`] of `f` without its status. Each
+    /// count walks at most `cap` matches (of the status's index, for the
+    /// filters it can serve), so a view of a million instances costs what
+    /// one of `cap` does.
+    pub fn count_by_status(self, f: &ListFilter, cap: u64) -> String {
+        let (conditions, _) = self.conditions(f, 1);
+        InstanceStatus::ALL
+            .iter()
+            .map(|s| {
+                format!(
+                    "SELECT '{s}', (SELECT count(*) FROM (SELECT 1 FROM instances \
+                     WHERE status = '{s}'{conditions} LIMIT {cap}) AS m)",
+                    s = s.as_str()
+                )
+            })
+            .collect::<Vec<_>>()
+            .join(" UNION ALL ")
     }
 
     /// How many instances `f`'s filters match, the limit aside; its values

@@ -74,6 +74,9 @@ pub struct QueueCounts {
 pub struct MetricsRows {
     /// (workflow, status, how many instances).
     pub instances: Vec<(String, String, u64)>,
+    /// The same, of the instances without a parent (the inspector's list
+    /// counts them; `/metrics` does not show them).
+    pub roots: Vec<(String, String, u64)>,
     /// (workflow, outcome, how many step attempts ended so).
     pub attempts: Vec<(String, String, u64)>,
     /// (workflow, outcome, how many runs ended so).
@@ -107,6 +110,7 @@ impl MetricsRows {
             let n = u64::try_from(n).unwrap_or(0);
             match metric.as_str() {
                 "instances" => out.instances.push((workflow, label, n)),
+                "roots" => out.roots.push((workflow, label, n)),
                 "queue_admitted" | "queue_depth" if n > 0 => {
                     let q = keys.entry(label.clone()).or_insert_with(|| QueueCounts {
                         key: label,

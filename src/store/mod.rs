@@ -357,6 +357,22 @@ impl Store {
         each!(self.count_instances(filter))
     }
 
+    /// How many instances of each status `filter` matches (its status and
+    /// limit aside), each counted up to `cap` (a count of `cap`: at least
+    /// that many).
+    pub async fn count_by_status(
+        &self,
+        filter: &ListFilter,
+        cap: u64,
+    ) -> Result<Vec<(crate::vocab::InstanceStatus, u64)>> {
+        each!(self.count_by_status(filter, cap))
+    }
+
+    /// How many children each of `parents` has (those with none left out).
+    pub async fn children_counts(&self, parents: &[InstanceId]) -> Result<Vec<(InstanceId, u64)>> {
+        each!(self.children_counts(parents))
+    }
+
     pub async fn runs(&self, id: &InstanceId) -> Result<Vec<RunRow>> {
         each!(self.runs(id))
     }

@@ -65,7 +65,7 @@ pub use instance::{
     StepAttempt, StepView, definition_texts, definition_uses, inspect_view, ordered, ordered_steps,
     removed,
 };
-pub use list::InstanceSummary;
+pub use list::{CountsView, InstanceSummary, ended_at};
 pub use logs::{LogView, LogsView};
 pub use prune::PruneView;
 pub use queue::{MemberView, QueueLineView, QueueStanding, QueueView};

@@ -21,6 +21,7 @@ mod detach;
 mod durable;
 mod expressions;
 mod failover;
+mod finding;
 mod holders;
 mod http;
 mod injection;

@@ -8,12 +8,16 @@
 //! in the background.
 
 mod control;
+mod listing;
 
 pub use control::{CancelAsked, Resumable, Resume, ToRun, cancel, resume};
+pub use listing::{
+    COUNT_CAP, Counts, ListQuery, StatusCount, children_counts, counts, list, list_status,
+};
 
 use super::{EngineError, RunOptions, redact::Redactor, restart};
 use crate::store::{ActionRow, InstanceRow, Store};
-use crate::vocab::{ActionKind, Actor, InstanceId, InstanceStatus, ShownStatus, Timestamp};
+use crate::vocab::{ActionKind, Actor, InstanceId, InstanceStatus, Timestamp};
 use crate::workflow::{Action, Workflow};
 use serde_json::{Value, json};
 
@@ -348,110 +352,6 @@ pub async fn write_otlp(
         store.each_span(id, |row| request.span(row)).await?;
     }
     request.finish()
-}
-
-/// The status `wf list --status` (the API's `status`, the page's filter)
-/// names: any word [`ShownStatus`] shows (`interrupted`: a `running`
-/// instance whose runner is gone).
-pub fn list_status(word: &str) -> Result<ShownStatus, EngineError> {
-    word.parse().map_err(|_| {
-        let words: Vec<&str> = ShownStatus::ALL.iter().map(|s| s.as_str()).collect();
-        EngineError::Input(format!(
-            "unknown status `{word}` (one of: {})",
-            words.join(", ")
-        ))
-    })
-}
-
-/// What `wf list` (and the API's instance list) asks for.
-#[derive(Debug, Clone, Default)]
-pub struct ListQuery {
-    pub status: Option<ShownStatus>,
-    pub workflow: Option<String>,
-    /// Created within this long.
-    pub since: Option<std::time::Duration>,
-    /// The children of this instance (any unique prefix).
-    pub parent: Option<String>,
-    pub roots: bool,
-    pub labels: Vec<(String, String)>,
-    /// Only instances of this queue key.
-    pub queue: Option<String>,
-    /// At most this many, the newest (0: all).
-    pub limit: usize,
-    /// Listed after this instance (a page's cursor).
-    pub after: Option<InstanceId>,
-    /// Count the instances beyond the limit (`wf list` says how many);
-    /// without it, "more" is 1 when there is at least one (a page's cursor
-    /// needs no more, and the count reads every match).
-    pub count_more: bool,
-}
-
-/// The instances `q` asks for, newest first, and how many more match (all
-/// of one moment; with `count_more` false, 1 for any number).
-pub async fn list(store: &Store, q: &ListQuery) -> Result<(Vec<InstanceRow>, usize), EngineError> {
-    use crate::store::{Lineage, ListFilter};
-    // `interrupted` is a shown status of `running` rows: told apart after
-    // the query, which asks for both.
-    let stored = q.status.map(|s| match s {
-        ShownStatus::Stored(s) => s,
-        ShownStatus::Interrupted => InstanceStatus::Running,
-    });
-    let since = q.since.map(|d| {
-        Timestamp::from(chrono::Utc::now() - chrono::Duration::from_std(d).unwrap_or_default())
-    });
-    // `interrupted` is told from `running` after the query: limit after it.
-    let limit_in_query = q.status != Some(ShownStatus::Interrupted);
-    let limit = match q.limit {
-        0 => usize::MAX,
-        n => n,
-    };
-    let lineage = match &q.parent {
-        Some(prefix) => Lineage::ChildrenOf(store.resolve_id(prefix).await?),
-        None if q.roots => Lineage::Roots,
-        None => Lineage::Any,
-    };
-    let filter = ListFilter {
-        labels: q.labels.clone(),
-        queue: q.queue.clone(),
-        status: stored,
-        workflow: q.workflow.clone(),
-        since,
-        lineage,
-        after: q.after.clone(),
-        // One more than shown tells whether there are more.
-        limit: Some(limit.saturating_add(1)).filter(|_| limit_in_query),
-    };
-    // The rows and the count of the rest, of one moment.
-    let (mut rows, more) = store
-        .snapshot(async |store: &Store| -> Result<_, EngineError> {
-            let now_ms = Timestamp::now().ms();
-            let rows: Vec<_> = store
-                .list_instances(&filter)
-                .await?
-                .into_iter()
-                // `running` and `interrupted` are told apart here.
-                .filter(|i| match q.status {
-                    Some(
-                        s @ (ShownStatus::Interrupted
-                        | ShownStatus::Stored(InstanceStatus::Running)),
-                    ) => super::lease::shown(i, now_ms) == s,
-                    _ => true,
-                })
-                .collect();
-            let more = if rows.len() <= limit {
-                0
-            } else if limit_in_query && q.count_more {
-                let mut all = filter.clone();
-                all.limit = None;
-                (store.count_instances(&all).await? as usize).saturating_sub(limit)
-            } else {
-                rows.len() - limit
-            };
-            Ok((rows, more))
-        })
-        .await?;
-    rows.truncate(limit);
-    Ok((rows, more))
 }
 
 /// One queue key as `wf queue show KEY` shows it: where it stands (as `wf

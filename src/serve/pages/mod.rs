@@ -24,6 +24,7 @@ mod graph;
 pub(super) mod instance;
 pub(super) mod list;
 mod registry;
+mod search;
 mod shell;
 mod trace;
 mod yaml;

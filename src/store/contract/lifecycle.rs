@@ -461,6 +461,8 @@ pub(super) async fn list_lineage(store: &mut Store) {
                 lineage: Lineage::Roots,
                 labels: Vec::new(),
                 queue: None,
+                id_prefix: None,
+                error_words: None,
                 after: None,
                 limit: None,
             }

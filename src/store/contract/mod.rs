@@ -12,12 +12,14 @@
 //! schedule's fire, prune, pinned definitions and listings
 //! (`lifecycle.rs`), queues (`queues.rs`), the registry and metrics
 //! (`registry.rs`), and children opened in their parent's commit
-//! (`children.rs`), and an upgrade's commit (`upgrades.rs`).
+//! (`children.rs`), an upgrade's commit (`upgrades.rs`), and the list's
+//! search and counts (`finding.rs`).
 //!
 //! And the proof that every way a batch of writes reaches a database
 //! leaves the same rows (`write_paths`).
 
 mod children;
+mod finding;
 mod lifecycle;
 mod queues;
 mod registry;
@@ -25,6 +27,7 @@ mod upgrades;
 mod write_paths;
 
 use children::*;
+use finding::*;
 use lifecycle::*;
 use queues::*;
 use registry::*;
@@ -75,6 +78,7 @@ contract!(
     prune,
     definition_tree,
     list_lineage,
+    list_finds_and_counts,
     queue_admission,
     queue_expired_slot_refuses_writes,
     queue_arrivals,

@@ -7,6 +7,7 @@ use super::{PgStore, Text};
 use crate::store::Result;
 use crate::store::list_sql::{Dialect, Param};
 use crate::store::rows::{InstanceRow, ListFilter};
+use crate::vocab::{InstanceId, InstanceStatus};
 use tokio_postgres::types::ToSql;
 
 /// A parameter of a statement, borrowed.
@@ -58,5 +59,48 @@ impl PgStore {
             None => 0,
         };
         Ok(n.max(0) as u64)
+    }
+
+    /// How many instances of each status the filters of `f` match (its
+    /// status and limit aside), each counted up to `cap`.
+    pub async fn count_by_status(
+        &self,
+        f: &ListFilter,
+        cap: u64,
+    ) -> Result<Vec<(InstanceStatus, u64)>> {
+        let f = ListFilter {
+            status: None,
+            ..f.clone()
+        };
+        let sql = Dialect::Postgres.count_by_status(&f, cap);
+        let rows = self.query(Text::Built(&sql), &filter_params(&f)).await?;
+        rows.iter()
+            .map(|r| {
+                let s: InstanceStatus = get(r, 0)?;
+                let n: i64 = get(r, 1)?;
+                Ok((s, n.max(0) as u64))
+            })
+            .collect()
+    }
+
+    /// How many children each of `parents` has (those with none left out).
+    pub async fn children_counts(&self, parents: &[InstanceId]) -> Result<Vec<(InstanceId, u64)>> {
+        if parents.is_empty() {
+            return Ok(Vec::new());
+        }
+        let ids: Vec<&str> = parents.iter().map(InstanceId::as_str).collect();
+        let rows = self
+            .query(
+                "SELECT parent_id, count(*) FROM instances WHERE parent_id = ANY($1) GROUP BY parent_id",
+                &[&ids],
+            )
+            .await?;
+        rows.iter()
+            .map(|r| {
+                let p: String = get(r, 0)?;
+                let n: i64 = get(r, 1)?;
+                Ok((InstanceId::from(p), n.max(0) as u64))
+            })
+            .collect()
     }
 }

@@ -546,4 +546,42 @@ pub const MIGRATIONS: &[&str] = &[
     ALTER TABLE runs ADD COLUMN definition_hash TEXT;
     UPDATE runs r SET definition_hash = i.definition_hash FROM instances i WHERE i.id = r.instance_id;
     "#,
+    // 17: what the instance list finds and counts, as SQLite's 21: the
+    // counts of the instances without a parent beside those of all (the
+    // trigger function made again with them), and the words of each
+    // instance's error in a GIN index of their `simple` text search
+    // vector (no stemming: a word is found as written, and as a prefix).
+    r#"
+    CREATE OR REPLACE FUNCTION wf_count_instance() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+        IF TG_OP <> 'INSERT' THEN
+            INSERT INTO metric_deltas (metric, workflow, label, n) VALUES ('instances', OLD.workflow, OLD.status, -1);
+            IF OLD.parent_id IS NULL THEN
+                INSERT INTO metric_deltas (metric, workflow, label, n) VALUES ('roots', OLD.workflow, OLD.status, -1);
+            END IF;
+            IF OLD.queue_key IS NOT NULL AND OLD.admitted THEN
+                INSERT INTO metric_deltas (metric, workflow, label, n) VALUES ('queue_admitted', '', OLD.queue_key, -1);
+            ELSIF OLD.queue_key IS NOT NULL AND OLD.status = 'queued' THEN
+                INSERT INTO metric_deltas (metric, workflow, label, n) VALUES ('queue_depth', '', OLD.queue_key, -1);
+            END IF;
+        END IF;
+        IF TG_OP <> 'DELETE' THEN
+            INSERT INTO metric_deltas (metric, workflow, label, n) VALUES ('instances', NEW.workflow, NEW.status, 1);
+            IF NEW.parent_id IS NULL THEN
+                INSERT INTO metric_deltas (metric, workflow, label, n) VALUES ('roots', NEW.workflow, NEW.status, 1);
+            END IF;
+            IF NEW.queue_key IS NOT NULL AND NEW.admitted THEN
+                INSERT INTO metric_deltas (metric, workflow, label, n) VALUES ('queue_admitted', '', NEW.queue_key, 1);
+            ELSIF NEW.queue_key IS NOT NULL AND NEW.status = 'queued' THEN
+                INSERT INTO metric_deltas (metric, workflow, label, n) VALUES ('queue_depth', '', NEW.queue_key, 1);
+            END IF;
+        END IF;
+        RETURN NULL;
+    END $$;
+    INSERT INTO metric_counts (metric, workflow, label, n)
+        SELECT 'roots', workflow, status, count(*) FROM instances WHERE parent_id IS NULL
+        GROUP BY workflow, status;
+    CREATE INDEX instances_by_error_words ON instances
+        USING gin (to_tsvector('simple', error)) WHERE error IS NOT NULL;
+    "#,
 ];

@@ -5,6 +5,7 @@ use super::history::{INSTANCE_SUMMARY_COLS, instance_from_row};
 use crate::store::Result;
 use crate::store::list_sql::{Dialect, Param};
 use crate::store::rows::{InstanceRow, ListFilter};
+use crate::vocab::{InstanceId, InstanceStatus};
 use rusqlite::{Connection, ToSql};
 
 /// The values of `f`'s filters, in the statements' order.
@@ -45,4 +46,46 @@ pub(super) fn count_instances(c: &Connection, f: &ListFilter) -> Result<u64> {
         .prepare_cached(&Dialect::Sqlite.count(f))?
         .query_row(values(f).as_slice(), |r| r.get(0))?;
     Ok(n.max(0) as u64)
+}
+
+/// How many instances of each status the filters of `f` match (its
+/// status and limit aside), each counted up to `cap`.
+pub(super) fn count_by_status(
+    c: &Connection,
+    f: &ListFilter,
+    cap: u64,
+) -> Result<Vec<(InstanceStatus, u64)>> {
+    let f = ListFilter {
+        status: None,
+        ..f.clone()
+    };
+    let mut stmt = c.prepare_cached(&Dialect::Sqlite.count_by_status(&f, cap))?;
+    let rows = stmt.query_map(values(&f).as_slice(), |r| {
+        Ok((r.get::<_, InstanceStatus>(0)?, r.get::<_, i64>(1)?))
+    })?;
+    rows.map(|r| Ok(r.map(|(s, n)| (s, n.max(0) as u64))?))
+        .collect()
+}
+
+/// How many children each of `parents` has (those with none left out).
+pub(super) fn children_counts(
+    c: &Connection,
+    parents: &[InstanceId],
+) -> Result<Vec<(InstanceId, u64)>> {
+    if parents.is_empty() {
+        return Ok(Vec::new());
+    }
+    let marks = (1..=parents.len())
+        .map(|i| format!("?{i}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let mut stmt = c.prepare_cached(&format!(
+        "SELECT parent_id, count(*) FROM instances WHERE parent_id IN ({marks}) GROUP BY parent_id"
+    ))?;
+    let values: Vec<&dyn ToSql> = parents.iter().map(|p| p as &dyn ToSql).collect();
+    let rows = stmt.query_map(values.as_slice(), |r| {
+        Ok((r.get::<_, InstanceId>(0)?, r.get::<_, i64>(1)?))
+    })?;
+    rows.map(|r| Ok(r.map(|(p, n)| (p, n.max(0) as u64))?))
+        .collect()
 }

@@ -125,23 +125,7 @@ impl Durability {
 const IDS_WITH_PREFIX_SQL: &str = "SELECT id FROM instances WHERE id >= ?1 AND id < ?2 \
      AND substr(id, 1, length(?1)) = ?1 ORDER BY id = ?1 DESC, id LIMIT 6";
 
-/// The first text above every text that starts with `prefix` (its last
-/// character moved on by one; text compares as UTF-8 bytes, which is code
-/// point order), or None when there is none.
-fn prefix_end(prefix: &str) -> Option<String> {
-    let mut chars: Vec<char> = prefix.chars().collect();
-    while let Some(last) = chars.pop() {
-        let next = match last as u32 + 1 {
-            0xD800 => 0xE000, // past the surrogates
-            n => n,
-        };
-        if let Some(c) = char::from_u32(next) {
-            chars.push(c);
-            return Some(chars.into_iter().collect());
-        }
-    }
-    None
-}
+use crate::store::rows::prefix_end;
 
 /// A runner's write transaction on `conn`: IMMEDIATE (takes the write lock
 /// up front, so it never fails half-way with SQLITE_BUSY on upgrade), then
@@ -443,6 +427,18 @@ impl SqliteStore {
 
     pub fn count_instances(&self, filter: &ListFilter) -> Result<u64> {
         list::count_instances(&self.conn, filter)
+    }
+
+    pub fn count_by_status(
+        &self,
+        filter: &ListFilter,
+        cap: u64,
+    ) -> Result<Vec<(crate::vocab::InstanceStatus, u64)>> {
+        list::count_by_status(&self.conn, filter, cap)
+    }
+
+    pub fn children_counts(&self, parents: &[InstanceId]) -> Result<Vec<(InstanceId, u64)>> {
+        list::children_counts(&self.conn, parents)
     }
 
     pub fn runs(&self, id: &str) -> Result<Vec<RunRow>> {

@@ -215,7 +215,99 @@ pub const MIGRATIONS: &[&str] = &[
     UPDATE runs SET definition_hash =
         (SELECT i.definition_hash FROM instances i WHERE i.id = runs.instance_id);
     "#,
+    // 21: the inspector's list at any size ([`FINDING`]).
+    FINDING,
 ];
+
+// 21: what the instance list finds and counts (issue 59) at a million
+// instances. Counts by status of the instances without a parent (the
+// list's default view) kept beside those of every instance, by the same
+// triggers (`roots`: the three triggers are made again with it); and the
+// words of each instance's error, in an FTS5 index, for the list's search
+// over errors. The index keeps its own copy of each error (an index
+// without one, `contentless_delete`, needs SQLite 3.43, and the sqlite3
+// of Debian 12 or of a Python could then not read or dump the file), and
+// its rowids are those of `instance_error_ids`, an INTEGER PRIMARY KEY
+// that keeps its values through a VACUUM (`wf prune` makes one), which a
+// table's implicit rowid does not.
+const FINDING: &str = r#"
+    DROP TRIGGER metrics_instance_added;
+    DROP TRIGGER metrics_instance_changed;
+    DROP TRIGGER metrics_instance_deleted;
+    CREATE TRIGGER metrics_instance_added AFTER INSERT ON instances BEGIN
+        INSERT INTO metric_counts (metric, workflow, label, n)
+            SELECT m, w, l, 1 FROM (
+                SELECT 'instances' AS m, NEW.workflow AS w, NEW.status AS l
+                UNION ALL SELECT 'roots', NEW.workflow, NEW.status WHERE NEW.parent_id IS NULL
+                UNION ALL SELECT 'queue_admitted', '', NEW.queue_key WHERE NEW.queue_key IS NOT NULL AND NEW.admitted
+                UNION ALL SELECT 'queue_depth', '', NEW.queue_key
+                    WHERE NEW.queue_key IS NOT NULL AND NOT NEW.admitted AND NEW.status = 'queued'
+            ) WHERE true
+            ON CONFLICT (metric, workflow, label) DO UPDATE SET n = n + excluded.n;
+    END;
+    CREATE TRIGGER metrics_instance_changed AFTER UPDATE OF workflow, status, queue_key, admitted ON instances
+    WHEN OLD.workflow IS NOT NEW.workflow OR OLD.status IS NOT NEW.status
+        OR OLD.queue_key IS NOT NEW.queue_key OR OLD.admitted IS NOT NEW.admitted BEGIN
+        INSERT INTO metric_counts (metric, workflow, label, n)
+            SELECT m, w, l, sum(d) FROM (
+                SELECT 'instances' AS m, OLD.workflow AS w, OLD.status AS l, -1 AS d
+                UNION ALL SELECT 'instances', NEW.workflow, NEW.status, 1
+                UNION ALL SELECT 'roots', OLD.workflow, OLD.status, -1 WHERE OLD.parent_id IS NULL
+                UNION ALL SELECT 'roots', NEW.workflow, NEW.status, 1 WHERE NEW.parent_id IS NULL
+                UNION ALL SELECT 'queue_admitted', '', OLD.queue_key, -1 WHERE OLD.queue_key IS NOT NULL AND OLD.admitted
+                UNION ALL SELECT 'queue_admitted', '', NEW.queue_key, 1 WHERE NEW.queue_key IS NOT NULL AND NEW.admitted
+                UNION ALL SELECT 'queue_depth', '', OLD.queue_key, -1
+                    WHERE OLD.queue_key IS NOT NULL AND NOT OLD.admitted AND OLD.status = 'queued'
+                UNION ALL SELECT 'queue_depth', '', NEW.queue_key, 1
+                    WHERE NEW.queue_key IS NOT NULL AND NOT NEW.admitted AND NEW.status = 'queued'
+            ) WHERE true GROUP BY m, w, l HAVING sum(d) <> 0
+            ON CONFLICT (metric, workflow, label) DO UPDATE SET n = n + excluded.n;
+        DELETE FROM metric_counts WHERE metric IN ('queue_admitted', 'queue_depth') AND workflow = ''
+            AND label IN (OLD.queue_key, NEW.queue_key) AND n = 0;
+    END;
+    CREATE TRIGGER metrics_instance_deleted AFTER DELETE ON instances BEGIN
+        INSERT INTO metric_counts (metric, workflow, label, n)
+            SELECT m, w, l, -1 FROM (
+                SELECT 'instances' AS m, OLD.workflow AS w, OLD.status AS l
+                UNION ALL SELECT 'roots', OLD.workflow, OLD.status WHERE OLD.parent_id IS NULL
+                UNION ALL SELECT 'queue_admitted', '', OLD.queue_key WHERE OLD.queue_key IS NOT NULL AND OLD.admitted
+                UNION ALL SELECT 'queue_depth', '', OLD.queue_key
+                    WHERE OLD.queue_key IS NOT NULL AND NOT OLD.admitted AND OLD.status = 'queued'
+            ) WHERE true
+            ON CONFLICT (metric, workflow, label) DO UPDATE SET n = n + excluded.n;
+        DELETE FROM metric_counts WHERE metric IN ('queue_admitted', 'queue_depth') AND workflow = ''
+            AND label = OLD.queue_key AND n = 0;
+    END;
+    INSERT INTO metric_counts (metric, workflow, label, n)
+        SELECT 'roots', workflow, status, count(*) FROM instances WHERE parent_id IS NULL
+        GROUP BY workflow, status;
+
+    CREATE TABLE instance_error_ids (
+        n            INTEGER PRIMARY KEY,   -- the instance's rowid in instance_errors
+        instance_id  TEXT NOT NULL UNIQUE
+    );
+    CREATE VIRTUAL TABLE instance_errors USING fts5(error);
+    CREATE TRIGGER errors_added AFTER INSERT ON instances WHEN NEW.error IS NOT NULL BEGIN
+        INSERT INTO instance_error_ids (instance_id) VALUES (NEW.id);
+        INSERT INTO instance_errors (rowid, error)
+            SELECT n, NEW.error FROM instance_error_ids WHERE instance_id = NEW.id;
+    END;
+    CREATE TRIGGER errors_changed AFTER UPDATE OF error ON instances WHEN OLD.error IS NOT NEW.error BEGIN
+        DELETE FROM instance_errors WHERE rowid = (SELECT n FROM instance_error_ids WHERE instance_id = OLD.id);
+        DELETE FROM instance_error_ids WHERE instance_id = OLD.id;
+        INSERT INTO instance_error_ids (instance_id) SELECT NEW.id WHERE NEW.error IS NOT NULL;
+        INSERT INTO instance_errors (rowid, error)
+            SELECT n, NEW.error FROM instance_error_ids WHERE instance_id = NEW.id AND NEW.error IS NOT NULL;
+    END;
+    CREATE TRIGGER errors_deleted AFTER DELETE ON instances WHEN OLD.error IS NOT NULL BEGIN
+        DELETE FROM instance_errors WHERE rowid = (SELECT n FROM instance_error_ids WHERE instance_id = OLD.id);
+        DELETE FROM instance_error_ids WHERE instance_id = OLD.id;
+    END;
+    INSERT INTO instance_error_ids (instance_id)
+        SELECT id FROM instances WHERE error IS NOT NULL ORDER BY created_at;
+    INSERT INTO instance_errors (rowid, error)
+        SELECT e.n, i.error FROM instance_error_ids e JOIN instances i ON i.id = e.instance_id;
+"#;
 
 // 19: every action that changed an instance or the registry, in the
 // transaction of its change (`store/actions.rs`); `wf serve`'s named
@@ -487,6 +579,7 @@ pub const CURRENT: &[&str] = &[
     REGISTRY,
     METRICS,
     ACCESS,
+    FINDING,
 ];
 
 /// What the migrations other than 8, 10 and 12 left: every table but the

@@ -80,7 +80,7 @@ fn list_shows_each_instances_parent() {
             .next()
             .map(|l| l.split_whitespace().collect::<Vec<_>>()),
         Some(vec![
-            "ID", "WORKFLOW", "STATUS", "CREATED", "UPDATED", "PARENT"
+            "ID", "WORKFLOW", "STATUS", "CREATED", "DURATION", "UPDATED", "PARENT"
         ]),
         "{text}"
     );

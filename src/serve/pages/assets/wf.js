@@ -19,7 +19,7 @@
       })
       .catch(function () {});
   }
-  // The list's keys: `/` to the filters, `j`/`k` through the rows (the
+  // The list's keys: `/` to the search box, `j`/`k` through the rows (the
   // one chosen is kept across refreshes by its link), `Enter` opens it.
   var chosen = null;
   function rows() { return Array.prototype.slice.call(document.querySelectorAll("table.instances tbody tr")); }
@@ -36,7 +36,7 @@
     var t = ev.target, typing = t && (/^(INPUT|TEXTAREA|SELECT)$/.test(t.tagName) || t.isContentEditable);
     if (typing) return;
     if (ev.key === "/") {
-      var f = document.querySelector("form.filters input[name=workflow]") || document.querySelector("form.filters input, form.filters select");
+      var f = document.querySelector("form.search input[name=q]") || document.querySelector("form.filters input, form.filters select");
       if (f) { ev.preventDefault(); f.focus(); }
       return;
     }
