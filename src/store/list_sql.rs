@@ -29,10 +29,42 @@ pub enum Param<'a> {
 /// One filter given: its condition, with `#` where each value goes.
 struct Given<'a> {
     cond: String,
-    /// Whether the condition reads `instances_by_parent` (or the cursor),
-    /// which SQLite must keep to when a parent is given.
-    indexed_by_parent: bool,
+    kind: Kind,
     params: Vec<Param<'a>>,
+}
+
+/// What a condition reads, for SQLite's choice of an index
+/// ([`Dialect::conditions`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    /// The status.
+    Status,
+    /// `instances_by_parent`, or the cursor (kept whatever the index).
+    Parent,
+    /// An id prefix or an error's words: the few matches they name.
+    Matches,
+    Other,
+}
+
+/// Which way SQLite reads a listing's matches. PostgreSQL's planner, with
+/// the statistics of each column, picks its own way.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Drive {
+    /// SQLite's choice.
+    #[default]
+    Auto,
+    /// From the matches an id prefix (the primary key's range) or an
+    /// error's words (their index) name, then sorted: the other
+    /// conditions and the order kept off their indexes. For a few
+    /// thousand matches.
+    Matches,
+    /// Newest first off `instances_by_created`, each row checked against
+    /// the prefix or the words: for words that many instances match, of
+    /// which a page's worth is met early.
+    Newest,
+    /// The words' matches as they come off their index, joined to their
+    /// instances (no order: for counting the first of them).
+    Joined,
 }
 
 impl Dialect {
@@ -62,17 +94,20 @@ impl Dialect {
     }
 
     /// The filters of `f`, in the statements' order.
-    fn given(self, f: &ListFilter) -> Vec<Given<'_>> {
-        fn one<'a>(cond: &str, p: Param<'a>) -> Given<'a> {
+    fn given<'a>(self, f: &'a ListFilter, drive: Drive) -> Vec<Given<'a>> {
+        fn one<'b>(cond: &str, p: Param<'b>) -> Given<'b> {
             Given {
                 cond: cond.to_string(),
-                indexed_by_parent: false,
+                kind: Kind::Other,
                 params: vec![p],
             }
         }
         let mut given = Vec::new();
         if let Some(status) = &f.status {
-            given.push(one("status = #", Param::Status(status)));
+            given.push(Given {
+                kind: Kind::Status,
+                ..one("status = #", Param::Status(status))
+            });
         }
         if let Some(workflow) = &f.workflow {
             given.push(one("workflow = #", Param::Text(workflow)));
@@ -82,24 +117,38 @@ impl Dialect {
         }
         if let Lineage::ChildrenOf(parent) = &f.lineage {
             given.push(Given {
-                indexed_by_parent: true,
+                kind: Kind::Parent,
                 ..one("parent_id = #", Param::Id(parent))
             });
         }
         if let Some(key) = &f.queue {
             given.push(one("queue_key = #", Param::Text(key)));
         }
+        let matches = |g: Given<'a>| Given {
+            kind: Kind::Matches,
+            ..g
+        };
         if let Some(p) = &f.id_prefix {
-            given.push(one("id >= #", Param::Text(&p.from)));
+            given.push(matches(one("id >= #", Param::Text(&p.from))));
             if let Some(to) = &p.to {
-                given.push(one("id < #", Param::Text(to)));
+                given.push(matches(one("id < #", Param::Text(to))));
             }
         }
         if let Some(w) = &f.error_words {
-            given.push(match self {
+            given.push(matches(match self {
                 Dialect::Sqlite => one(
-                    "id IN (SELECT instance_id FROM instance_error_ids WHERE n IN \
-                     (SELECT rowid FROM instance_errors WHERE instance_errors MATCH #))",
+                    match drive {
+                        Drive::Joined => "instance_errors MATCH #",
+                        Drive::Newest => {
+                            "EXISTS (SELECT 1 FROM instance_error_ids e \
+                             WHERE e.instance_id = instances.id AND e.n IN \
+                             (SELECT rowid FROM instance_errors WHERE instance_errors MATCH #))"
+                        }
+                        Drive::Auto | Drive::Matches => {
+                            "id IN (SELECT instance_id FROM instance_error_ids WHERE n IN \
+                             (SELECT rowid FROM instance_errors WHERE instance_errors MATCH #))"
+                        }
+                    },
                     Param::Text(&w.fts5),
                 ),
                 // The expression of `instances_by_error_words`, as written
@@ -108,19 +157,19 @@ impl Dialect {
                     "error IS NOT NULL AND to_tsvector('simple', error) @@ to_tsquery('simple', #)",
                     Param::Text(&w.tsquery),
                 ),
-            });
+            }));
         }
         for (name, value) in &f.labels {
             given.push(Given {
                 cond: self.label().to_string(),
-                indexed_by_parent: false,
+                kind: Kind::Other,
                 params: vec![Param::Text(name), Param::Text(value)],
             });
         }
         if let Some(after) = &f.after {
             let t = self.tiebreak();
             given.push(Given {
-                indexed_by_parent: true,
+                kind: Kind::Parent,
                 ..one(
                     &format!(
                         "(created_at, {t}) < (SELECT created_at, {t} FROM instances WHERE id = #)"
@@ -133,19 +182,36 @@ impl Dialect {
     }
 
     /// `" AND …"` for each filter of `f`, its values numbered from
-    /// `first`; the number after the last. With a parent given on SQLite,
-    /// its children come off `instances_by_parent` and are sorted (a few
-    /// thousand at most): the other conditions are marked `+` (no index),
-    /// or SQLite, to spare the sort, walks every instance of a status (or
-    /// workflow, or since a time) newest first until it met LIMIT
-    /// children. PostgreSQL's planner weighs that itself.
-    fn conditions(self, f: &ListFilter, first: usize) -> (String, usize) {
+    /// `first`; the number after the last. SQLite, which keeps no numbers
+    /// of each status or each workflow, is told which index to read by
+    /// marking the conditions it must not read one for with `+`:
+    /// - with a parent given, its children come off `instances_by_parent`
+    ///   and are sorted (a few thousand at most); else SQLite, to spare
+    ///   the sort, walks every instance of a status (or workflow, or since
+    ///   a time) newest first until it met LIMIT children;
+    /// - so with `running` asked for (the instances being run: a few, one
+    ///   per runner), off `instances_by_status_created`; else SQLite walks
+    ///   a workflow's every instance (90 ms at 400,000;
+    ///   `bench/inspector.py`);
+    /// - and as `drive` says for an id prefix or an error's words.
+    ///
+    /// PostgreSQL's planner weighs all that itself.
+    fn conditions(self, f: &ListFilter, first: usize, drive: Drive) -> (String, usize) {
         let by_parent = matches!(f.lineage, Lineage::ChildrenOf(_));
+        let by_status = !by_parent && f.status == Some(InstanceStatus::Running);
         let mut sql = String::new();
         let mut n = first;
-        for g in self.given(f) {
+        for g in self.given(f, drive) {
             sql.push_str(" AND ");
-            if self == Dialect::Sqlite && by_parent && !g.indexed_by_parent {
+            let off_index = match g.kind {
+                Kind::Parent => false,
+                _ if by_parent => true,
+                Kind::Status if by_status => false,
+                _ if by_status => true,
+                Kind::Matches => drive == Drive::Newest,
+                Kind::Status | Kind::Other => matches!(drive, Drive::Matches | Drive::Joined),
+            };
+            if self == Dialect::Sqlite && off_index {
                 sql.push('+');
             }
             for (i, part) in g.cond.split('#').enumerate() {
@@ -164,35 +230,65 @@ impl Dialect {
 
     /// The values of `f`'s filters, in the statements' order.
     pub fn params(self, f: &ListFilter) -> Vec<Param<'_>> {
-        self.given(f).into_iter().flat_map(|g| g.params).collect()
+        self.given(f, Drive::Auto)
+            .into_iter()
+            .flat_map(|g| g.params)
+            .collect()
     }
 
-    /// `wf list`'s query selecting `columns`, newest first. Its values:
+    /// `wf list`'s query selecting `columns`, newest first, read as
+    /// `drive` says. Its values:
     /// on SQLite [`Dialect::params`] then the limit (`-1`: none); on
     /// PostgreSQL the limit (`NULL`: none) then [`Dialect::params`].
-    pub fn list(self, f: &ListFilter, columns: &str) -> String {
+    pub fn list(self, f: &ListFilter, columns: &str, drive: Drive) -> String {
         let t = self.tiebreak();
         let (first, limit) = match self {
             Dialect::Sqlite => (1, None),
             Dialect::Postgres => (2, Some(1)),
         };
-        let (conditions, next) = self.conditions(f, first);
+        let (conditions, next) = self.conditions(f, first, drive);
         let limit = self.placeholder(limit.unwrap_or(next));
+        // Off the index of the order too: the matches are sorted.
+        let by = if self == Dialect::Sqlite && drive == Drive::Matches {
+            "+"
+        } else {
+            ""
+        };
         format!(
             "SELECT {columns} FROM instances WHERE true{conditions} \
-             ORDER BY created_at DESC, {t} DESC LIMIT {limit}"
+             ORDER BY {by}created_at DESC, {by}{t} DESC LIMIT {limit}"
         )
     }
 
     /// How many instances of each status in [`InstanceStatus::ALL`]
-    /// `f`'s filters match (its status and limit aside), each counted up
-    /// to `cap`: one row a status, `(status, n)`, in one statement whose
-    /// values are [`Dialect::params`] of `f` without its status. Each
-    /// count walks at most `cap` matches (of the status's index, for the
-    /// filters it can serve), so a view of a million instances costs what
-    /// one of `cap` does.
+    /// `f`'s filters match (its status and limit aside): rows of `(status,
+    /// n)` from one statement whose values are [`Dialect::params`] of `f`
+    /// without its status, each read so that a view of a million
+    /// instances costs what one of `cap` does. Each status is counted up
+    /// to `cap` matches off its index; but with an id prefix or an error's
+    /// words ([`ListFilter::counts_a_sample`]), which name their matches
+    /// directly, the first `cap` matches in all are counted by status (a
+    /// status walked whole for the few it holds of them would cost a
+    /// second and more at a million instances).
     pub fn count_by_status(self, f: &ListFilter, cap: u64) -> String {
-        let (conditions, _) = self.conditions(f, 1);
+        if f.counts_a_sample() {
+            // SQLite: the words' matches as their index gives them, not
+            // all of them gathered first (200,000 of them: a second).
+            let (from, drive) = match (self, &f.error_words) {
+                (Dialect::Sqlite, Some(_)) => (
+                    "instance_errors JOIN instance_error_ids e ON e.n = instance_errors.rowid \
+                     JOIN instances ON instances.id = e.instance_id",
+                    Drive::Joined,
+                ),
+                _ => ("instances", Drive::Matches),
+            };
+            let (conditions, _) = self.conditions(f, 1, drive);
+            return format!(
+                "SELECT status, count(*) FROM (SELECT instances.status AS status FROM {from} \
+                 WHERE true{conditions} LIMIT {cap}) AS m GROUP BY status"
+            );
+        }
+        let (conditions, _) = self.conditions(f, 1, Drive::Auto);
         InstanceStatus::ALL
             .iter()
             .map(|s| {
@@ -209,7 +305,7 @@ impl Dialect {
     /// How many instances `f`'s filters match, the limit aside; its values
     /// are [`Dialect::params`].
     pub fn count(self, f: &ListFilter) -> String {
-        let (conditions, _) = self.conditions(f, 1);
+        let (conditions, _) = self.conditions(f, 1, Drive::Auto);
         format!("SELECT count(*) FROM instances WHERE true{conditions}")
     }
 }
@@ -233,7 +329,7 @@ mod tests {
 
     #[test]
     fn sqlite_numbers_the_values_first_and_keeps_to_the_parent_index() {
-        let sql = Dialect::Sqlite.list(&filter(), "id");
+        let sql = Dialect::Sqlite.list(&filter(), "id", Drive::Auto);
         assert_eq!(
             sql,
             "SELECT id FROM instances WHERE true AND +status = ?1 AND parent_id = ?2 \
@@ -246,7 +342,7 @@ mod tests {
 
     #[test]
     fn postgres_puts_the_limit_first() {
-        let sql = Dialect::Postgres.list(&filter(), "id");
+        let sql = Dialect::Postgres.list(&filter(), "id", Drive::Auto);
         assert_eq!(
             sql,
             "SELECT id FROM instances WHERE true AND status = $2 AND parent_id = $3 \

@@ -204,6 +204,16 @@ impl Store {
         each!(self.metrics())
     }
 
+    /// The kept counts of instances by workflow and status, of all and of
+    /// those without a parent (the `instances` and `roots` of
+    /// [`MetricsRows`]; nothing else of it is read), without writing
+    /// anything: readable in a read-only snapshot
+    /// ([`Store::snapshot`](super::Store::snapshot)), as a scrape's read is
+    /// not on PostgreSQL (it folds the deltas first).
+    pub async fn kept_instance_counts(&self) -> Result<MetricsRows> {
+        each!(self.kept_instance_counts())
+    }
+
     /// Records that worker `name` (started at `started_ms`) is alive now
     /// (by the database server's clock on PostgreSQL), and forgets workers
     /// not heard of for a day (a killed worker never says it stopped).

@@ -156,6 +156,15 @@ pub struct ListFilter {
     pub limit: Option<usize>,
 }
 
+impl ListFilter {
+    /// Whether [`Store::count_by_status`](super::Store::count_by_status)
+    /// counts the first matches of an id prefix or an error's words in all
+    /// (a sample, when more match than its cap) rather than each status's.
+    pub fn counts_a_sample(&self) -> bool {
+        self.id_prefix.is_some() || self.error_words.is_some()
+    }
+}
+
 /// An id prefix as both backends compare it: ids from `from` (the prefix)
 /// up to, not including, `to` (the least text after every id that starts
 /// with it; none when there is no such text), so the primary key's index

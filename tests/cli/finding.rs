@@ -46,7 +46,10 @@ fn counts(v: &Value) -> (Value, u64) {
     let mut out = serde_json::Map::new();
     for s in v["statuses"].as_array().expect("statuses") {
         if s["count"].as_u64() > Some(0) {
-            out.insert(s["status"].as_str().unwrap().to_string(), s["count"].clone());
+            out.insert(
+                s["status"].as_str().unwrap().to_string(),
+                s["count"].clone(),
+            );
         }
         assert_eq!(s["at_least"], json!(false));
     }
@@ -68,7 +71,12 @@ pub fn history() -> Test {
     run(&flaky, "f1a2b3", &[], 1);
     run(&flaky, "f1a2c4", &["--input", "why=Disk FULL on /var"], 1);
     run(&fine, "ok0001", &[], 0);
-    run(&flaky, "f9e8d7", &["--input", "why=TLS handshake: connection reset"], 1);
+    run(
+        &flaky,
+        "f9e8d7",
+        &["--input", "why=TLS handshake: connection reset"],
+        1,
+    );
     run(&fine, "ok0002", &[], 0);
     run(&parent, "fleet1", &[], 0);
     t
@@ -92,8 +100,15 @@ fn list_finds_by_id_prefix_and_error_words_and_counts_by_status() {
         ["f1a2b3"]
     );
     // The table says so too.
-    let shown = t.wf(&["list", "--error", "handshake"]).code(0).stdout.clone();
-    assert!(shown.contains("f9e8d7") && !shown.contains("f1a2b3"), "{shown}");
+    let shown = t
+        .wf(&["list", "--error", "handshake"])
+        .code(0)
+        .stdout
+        .clone();
+    assert!(
+        shown.contains("f9e8d7") && !shown.contains("f1a2b3"),
+        "{shown}"
+    );
 
     // Ended instances carry their end and duration.
     let list = t.wf(&["list", "--json", "--id", "ok0001"]).code(0).json();
@@ -106,7 +121,10 @@ fn list_finds_by_id_prefix_and_error_words_and_counts_by_status() {
     // other filters (counted, not kept).
     let all = t.wf(&["list", "--counts", "--json"]).code(0).json();
     assert_eq!(counts(&all), (json!({"completed": 5, "failed": 3}), 8));
-    let roots = t.wf(&["list", "--counts", "--json", "--roots"]).code(0).json();
+    let roots = t
+        .wf(&["list", "--counts", "--json", "--roots"])
+        .code(0)
+        .json();
     assert_eq!(counts(&roots), (json!({"completed": 3, "failed": 3}), 6));
     let fleet = t
         .wf(&["list", "--counts", "--json", "--workflow", "fine"])
@@ -123,11 +141,20 @@ fn list_finds_by_id_prefix_and_error_words_and_counts_by_status() {
         .code(0)
         .json();
     assert_eq!(counts(&children), (json!({"completed": 2}), 2));
-    let table = t.wf(&["list", "--counts", "--roots"]).code(0).stdout.clone();
+    let table = t
+        .wf(&["list", "--counts", "--roots"])
+        .code(0)
+        .stdout
+        .clone();
     for line in ["completed", "failed", "total"] {
         assert!(table.contains(line), "{table}");
     }
-    assert!(table.lines().any(|l| l.contains("total") && l.contains('6')), "{table}");
+    assert!(
+        table
+            .lines()
+            .any(|l| l.contains("total") && l.contains('6')),
+        "{table}"
+    );
     // `--counts` counts every status: a status filter is refused.
     t.wf(&["list", "--counts", "--status", "failed"]).code(2);
 
@@ -138,7 +165,10 @@ fn list_finds_by_id_prefix_and_error_words_and_counts_by_status() {
     assert_eq!(ids(&got.json()), ["f1a2b3"]);
     let got = s.get("/api/v1/instances/counts?roots");
     assert_eq!(got.status, 200, "{}", got.text());
-    assert_eq!(counts(&got.json()), (json!({"completed": 3, "failed": 3}), 6));
+    assert_eq!(
+        counts(&got.json()),
+        (json!({"completed": 3, "failed": 3}), 6)
+    );
     let got = s.get("/api/v1/instances/counts?error=disk");
     assert_eq!(counts(&got.json()), (json!({"failed": 1}), 1));
     // The counts take the filters, not a status or a page.

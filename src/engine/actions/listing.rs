@@ -176,7 +176,10 @@ pub struct Counts {
 /// How many instances of each status `q`'s filters match, whatever its
 /// status, cursor and limit, all of one moment.
 pub async fn counts(store: &Store, q: &ListQuery) -> Result<Counts, EngineError> {
-    let filter = q.filter(store, None, None).await?;
+    let filter = ListFilter {
+        after: None,
+        ..q.filter(store, None, None).await?
+    };
     let kept = filter.since.is_none()
         && filter.labels.is_empty()
         && filter.queue.is_none()
@@ -186,7 +189,7 @@ pub async fn counts(store: &Store, q: &ListQuery) -> Result<Counts, EngineError>
     store
         .snapshot(async |store: &Store| -> Result<_, EngineError> {
             let by_status: Vec<(InstanceStatus, u64)> = if kept {
-                let m = store.metrics().await?;
+                let m = store.kept_instance_counts().await?;
                 let rows = match filter.lineage {
                     Lineage::Roots => m.roots,
                     _ => m.instances,
@@ -224,7 +227,7 @@ pub async fn counts(store: &Store, q: &ListQuery) -> Result<Counts, EngineError>
                 .count() as u64;
             Ok(Counts {
                 kept,
-                ..Counts::of(&by_status, interrupted)
+                ..Counts::of(&by_status, interrupted, filter.counts_a_sample())
             })
         })
         .await
@@ -233,8 +236,10 @@ pub async fn counts(store: &Store, q: &ListQuery) -> Result<Counts, EngineError>
 impl Counts {
     /// The counts of `by_status` (each at most [`COUNT_CAP`] + 1, which
     /// means more than the cap), with `interrupted` of the `running` ones
-    /// shown so.
-    fn of(by_status: &[(InstanceStatus, u64)], interrupted: u64) -> Counts {
+    /// shown so. A `sample`'s counts are of its first [`COUNT_CAP`] + 1
+    /// matches in all: past that, each is at least what it says.
+    fn of(by_status: &[(InstanceStatus, u64)], interrupted: u64, sample: bool) -> Counts {
+        let sampled = sample && by_status.iter().map(|(_, n)| n).sum::<u64>() > COUNT_CAP;
         let stored = |s: InstanceStatus| {
             by_status
                 .iter()
@@ -254,13 +259,14 @@ impl Counts {
                 StatusCount {
                     status,
                     count: n.min(COUNT_CAP),
-                    at_least: n > COUNT_CAP,
+                    at_least: n > COUNT_CAP || (sampled && n > 0),
                 }
             })
             .collect();
+        let total: u64 = statuses.iter().map(|s| s.count).sum();
         Counts {
-            total: statuses.iter().map(|s| s.count).sum(),
-            at_least: statuses.iter().any(|s| s.at_least),
+            total: if sampled { total.min(COUNT_CAP) } else { total },
+            at_least: sampled || statuses.iter().any(|s| s.at_least),
             statuses,
             kept: false,
         }
@@ -289,6 +295,7 @@ mod tests {
                 (InstanceStatus::Completed, 7),
             ],
             2,
+            false,
         );
         let of = |s: ShownStatus| c.statuses.iter().find(|x| x.status == s).copied();
         assert_eq!(
@@ -304,5 +311,27 @@ mod tests {
         assert_eq!(c.total, 5 + COUNT_CAP + 7);
         assert!(c.at_least);
         assert_eq!(c.statuses.len(), ShownStatus::ALL.len());
+    }
+
+    #[test]
+    fn a_sample_past_the_cap_says_at_least_for_each_status_it_met() {
+        let c = Counts::of(
+            &[
+                (InstanceStatus::Failed, 9_000),
+                (InstanceStatus::Completed, 1_001),
+            ],
+            0,
+            true,
+        );
+        assert!(c.at_least);
+        assert_eq!(c.total, COUNT_CAP);
+        assert!(
+            c.statuses
+                .iter()
+                .filter(|s| s.count > 0)
+                .all(|s| s.at_least)
+        );
+        let few = Counts::of(&[(InstanceStatus::Failed, 12)], 0, true);
+        assert_eq!((few.total, few.at_least), (12, false));
     }
 }

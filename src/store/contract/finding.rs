@@ -148,8 +148,15 @@ pub(super) async fn list_finds_and_counts(store: &mut Store) {
         ),
         [(Failed, 2)]
     );
-    // The kept counts: of all, and of those without a parent.
+    // The kept counts: of all, and of those without a parent, the same
+    // read in a read-only snapshot (which a scrape's read, that folds on
+    // PostgreSQL, is not), before a fold and after.
+    let kept = store
+        .snapshot(async |s: &Store| s.kept_instance_counts().await)
+        .await
+        .expect("kept counts");
     let m = store.metrics().await.expect("metrics");
+    assert_eq!((kept.instances.clone(), kept.roots.clone()), (m.instances.clone(), m.roots.clone()));
     let failed = |v: &[(String, String, u64)]| -> u64 {
         v.iter()
             .filter(|(_, s, _)| s == "failed")

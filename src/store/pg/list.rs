@@ -5,7 +5,7 @@
 use super::history::{SUMMARY_COLS, get, instance_row};
 use super::{PgStore, Text};
 use crate::store::Result;
-use crate::store::list_sql::{Dialect, Param};
+use crate::store::list_sql::{Dialect, Drive, Param};
 use crate::store::rows::{InstanceRow, ListFilter};
 use crate::vocab::{InstanceId, InstanceStatus};
 use tokio_postgres::types::ToSql;
@@ -35,7 +35,7 @@ pub(super) fn filter_params(f: &ListFilter) -> Vec<Arg<'_>> {
 /// `instances_by_parent`. `$1` is the limit, then the parameters of
 /// [`filter_params`].
 pub(super) fn list_sql(f: &ListFilter) -> String {
-    Dialect::Postgres.list(f, SUMMARY_COLS)
+    Dialect::Postgres.list(f, SUMMARY_COLS, Drive::Auto)
 }
 
 impl PgStore {

@@ -3,7 +3,7 @@
 
 use super::history::{INSTANCE_SUMMARY_COLS, instance_from_row};
 use crate::store::Result;
-use crate::store::list_sql::{Dialect, Param};
+use crate::store::list_sql::{Dialect, Drive, Param};
 use crate::store::rows::{InstanceRow, ListFilter};
 use crate::vocab::{InstanceId, InstanceStatus};
 use rusqlite::{Connection, ToSql};
@@ -24,15 +24,57 @@ fn values(f: &ListFilter) -> Vec<&dyn ToSql> {
         .collect()
 }
 
+/// How many matches of an id prefix or an error's words past which a
+/// listing walks the newest instances, checking each, rather than sorting
+/// the matches: at this share of a history or more, a page's worth is met
+/// within the newest few thousand instances; below it, sorting them costs
+/// less than walking a history they are scarce in (154 ms for words no
+/// instance of a million has; `bench/inspector.py`).
+const FEW_MATCHES: i64 = 5_000;
+
+/// How `f`'s listing is read ([`Drive`]): as SQLite picks, unless it has an
+/// id prefix or an error's words, whose matches are counted (up to
+/// [`FEW_MATCHES`]) to choose between sorting them and walking the newest
+/// instances.
+fn drive(c: &Connection, f: &ListFilter) -> Result<Drive> {
+    let mut few = false;
+    if let Some(w) = &f.error_words {
+        let n: i64 = c
+            .prepare_cached(
+                "SELECT count(*) FROM (SELECT 1 FROM instance_errors \
+                 WHERE instance_errors MATCH ?1 LIMIT ?2)",
+            )?
+            .query_row(rusqlite::params![w.fts5, FEW_MATCHES], |r| r.get(0))?;
+        few |= n < FEW_MATCHES;
+    }
+    if let Some(p) = &f.id_prefix {
+        use rusqlite::types::Value as Sql;
+        let to = p.to.clone().map_or(Sql::Blob(Vec::new()), Sql::Text);
+        let n: i64 = c
+            .prepare_cached(
+                "SELECT count(*) FROM (SELECT 1 FROM instances WHERE id >= ?1 AND id < ?2 LIMIT ?3)",
+            )?
+            .query_row(rusqlite::params![p.from, to, FEW_MATCHES], |r| r.get(0))?;
+        few |= n < FEW_MATCHES;
+    }
+    Ok(
+        match (f.error_words.is_some() || f.id_prefix.is_some(), few) {
+            (false, _) => Drive::Auto,
+            (true, true) => Drive::Matches,
+            (true, false) => Drive::Newest,
+        },
+    )
+}
+
 /// `wf list`'s query: with `status = ?1` the newest matching rows come off
 /// `instances_by_status_created` (`instances_by_workflow_created`) in
 /// order; a parent's children come off `instances_by_parent`.
-pub(super) fn list_sql(f: &ListFilter) -> String {
-    Dialect::Sqlite.list(f, INSTANCE_SUMMARY_COLS)
+pub(super) fn list_sql(f: &ListFilter, drive: Drive) -> String {
+    Dialect::Sqlite.list(f, INSTANCE_SUMMARY_COLS, drive)
 }
 
 pub(super) fn list_instances(c: &Connection, f: &ListFilter) -> Result<Vec<InstanceRow>> {
-    let mut stmt = c.prepare_cached(&list_sql(f))?;
+    let mut stmt = c.prepare_cached(&list_sql(f, drive(c, f)?))?;
     let limit = f.limit.map_or(-1, |n| n.min(i64::MAX as usize) as i64);
     let mut values = values(f);
     values.push(&limit);

@@ -8,6 +8,25 @@ use crate::store::metrics::{BucketRow, CountRow, FORGET_WORKER_MS, MetricsRows};
 use rusqlite::params;
 
 impl SqliteStore {
+    pub fn kept_instance_counts(&self) -> Result<MetricsRows> {
+        let counts = self
+            .conn
+            .prepare_cached(
+                "SELECT metric, workflow, label, n FROM metric_counts \
+                 WHERE metric IN ('instances', 'roots')",
+            )?
+            .query_map([], |r| {
+                Ok(CountRow {
+                    metric: r.get(0)?,
+                    workflow: r.get(1)?,
+                    label: r.get(2)?,
+                    n: r.get(3)?,
+                })
+            })?
+            .collect::<rusqlite::Result<Vec<_>>>()?;
+        Ok(MetricsRows::of(counts, Vec::new(), Vec::new()))
+    }
+
     pub fn metrics(&self) -> Result<MetricsRows> {
         let c = &self.conn;
         let counts = c

@@ -107,7 +107,7 @@ fn wf_list_reads_the_newest_instances_off_an_index() {
         ),
     ];
     for (what, f) in filters {
-        let lines = plan(&store, &list_sql(&f));
+        let lines = plan(&store, &list_sql(&f, crate::store::list_sql::Drive::Auto));
         assert_indexed(what, &lines);
         assert_no_sort(what, &lines);
         // A filter is a search of an index on it, not a walk over every

@@ -81,7 +81,9 @@ fn the_list_counts_searches_and_opens_parents() {
     );
     // …and closes.
     b.click("a.kids");
-    until("the children gone", || b.count("table.instances tr.child") == 0);
+    until("the children gone", || {
+        b.count("table.instances tr.child") == 0
+    });
     // Children at the top level when asked.
     b.goto(&format!("{}/?children=1", s.base));
     assert_eq!(b.count("table.instances tbody tr"), 8);
