@@ -10,7 +10,7 @@ connection (median of R; the client's share is some 0.1 ms).
 Run from the repository root:  python3 bench/inspector.py   (builds the release binary first)
 Options: --instances N (default 1,000,000), --steps N (default 1,000), --children N (default
 500), --reps R (loads of each page, default 7), --quick (5,000 instances, 200 steps, 50
-children, 3 loads), --no-build, --json FILE, --pg URL. Needs Debian's chromium and chromium-driver (`.ci/run` installs them). Stdlib only:
+children, 3 loads), --no-build, --json FILE, --pg URL, --no-sqlite (the PostgreSQL figures alone). Needs Debian's chromium and chromium-driver (`.ci/run` installs them). Stdlib only:
 WebDriver is spoken over HTTP to chromedriver.
 
 Each page is loaded R times in one browser session, after a first load that is not counted
@@ -216,6 +216,7 @@ def main():
     ap.add_argument("--no-build", action="store_true")
     ap.add_argument("--json")
     ap.add_argument("--pg")
+    ap.add_argument("--no-sqlite", action="store_true", help="only the PostgreSQL figures (with --pg)")
     args = ap.parse_args()
     if args.quick:
         args.instances, args.steps, args.children, args.reps = 5000, 200, 50, 3
@@ -226,11 +227,12 @@ def main():
     rep = Report()
     tmp = tempfile.mkdtemp(prefix="wf-inspector-bench-")
     try:
-        db = os.path.join(tmp, "full.db")
-        env = wf_env(db)
-        scale.clone(db, scale.make_templates(tmp, env), args.instances)
-        scale.checkpoint(db)
-        pages(rep, "SQLite: ", env, tmp, args)
+        if not args.no_sqlite:
+            db = os.path.join(tmp, "full.db")
+            env = wf_env(db)
+            scale.clone(db, scale.make_templates(tmp, env), args.instances)
+            scale.checkpoint(db)
+            pages(rep, "SQLite: ", env, tmp, args)
         if args.pg:
             schema = "wf_inspector_bench"
             scale.psql(args.pg, f"DROP SCHEMA IF EXISTS {schema} CASCADE")

@@ -12,8 +12,16 @@ use std::path::PathBuf;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// Instance id (any unique prefix)
-    pub id: String,
+    /// Instance id (any unique prefix); several, or the filters below,
+    /// cancel many: the plan first, then one question
+    #[arg(
+        value_name = "ID",
+        required_unless_present_any = ["workflow", "status", "label", "since", "error", "queue"],
+        conflicts_with_all = ["workflow", "status", "label", "since", "error", "queue"]
+    )]
+    pub ids: Vec<String>,
+    #[command(flatten)]
+    pub select: super::bulk::Select,
     /// Print `{id, status, exit_code}` as JSON on stdout
     #[arg(long)]
     pub json: bool,
@@ -27,7 +35,25 @@ pub struct Args {
 
 pub async fn run(args: Args, db: Option<PathBuf>, printer: &Printer) -> anyhow::Result<ExitStatus> {
     let mut store = super::open_existing(db).await?;
-    let id = store.resolve_id(&args.id).await?;
+    if args.select.is_bulk(&args.ids) {
+        if args.terminate {
+            return Err(engine::EngineError::Input(
+                "--terminate ends one instance at a time: give one id".into(),
+            )
+            .into());
+        }
+        return super::bulk::run(
+            &mut store,
+            engine::actions::bulk::Bulk::Cancel,
+            &args.ids,
+            &args.select,
+            &args.reason,
+            args.json,
+            printer,
+        )
+        .await;
+    }
+    let id = store.resolve_id(&args.ids[0]).await?;
     let asked = engine::actions::cancel(
         &mut store,
         &id,

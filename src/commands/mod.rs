@@ -1,6 +1,7 @@
 //! The command line: one file per subcommand, each taking its parsed
 //! arguments and the [`Printer`], returning an [`ExitStatus`].
 
+mod bulk;
 mod cancel;
 mod completions;
 mod db;

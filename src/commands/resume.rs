@@ -12,8 +12,16 @@ use std::time::Duration;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// Instance id (any unique prefix)
-    pub id: String,
+    /// Instance id (any unique prefix); several, or the filters below,
+    /// resume many: the plan first, then one question
+    #[arg(
+        value_name = "ID",
+        required_unless_present_any = ["workflow", "status", "label", "since", "error", "queue"],
+        conflicts_with_all = ["workflow", "status", "label", "since", "error", "queue"]
+    )]
+    pub ids: Vec<String>,
+    #[command(flatten)]
+    pub select: super::bulk::Select,
     /// Fire a pending timer now instead of waiting for it
     #[arg(long)]
     pub now: bool,
@@ -26,7 +34,30 @@ pub struct Args {
 
 pub async fn run(args: Args, db: Option<PathBuf>, printer: &Printer) -> anyhow::Result<ExitStatus> {
     let mut store = super::open_existing(db).await?;
-    let id = store.resolve_id(&args.id).await?;
+    if args.select.is_bulk(&args.ids) {
+        if args.now {
+            return Err(engine::EngineError::Input(
+                "--now fires one instance's timer: give one id".into(),
+            )
+            .into());
+        }
+        let action = if args.retry_failed {
+            engine::actions::bulk::Bulk::RetryFailed
+        } else {
+            engine::actions::bulk::Bulk::Resume
+        };
+        return super::bulk::run(
+            &mut store,
+            action,
+            &args.ids,
+            &args.select,
+            "",
+            args.ending.json,
+            printer,
+        )
+        .await;
+    }
+    let id = store.resolve_id(&args.ids[0]).await?;
     let how = engine::actions::Resume {
         now: args.now,
         retry: args.retry_failed,

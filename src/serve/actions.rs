@@ -293,7 +293,7 @@ pub(super) async fn restart_in(
 
 /// Drives `run` in the background, on the server's thread; its end (or
 /// why it could not go on) is said in the server's log, as a worker's are.
-fn drive(local: &Rc<super::db::Local>, run: actions::ToRun) {
+pub(super) fn drive(local: &Rc<super::db::Local>, run: actions::ToRun) {
     let location = local.location.clone();
     let printer = local.printer.clone();
     local.background(async move {

@@ -173,3 +173,50 @@ pub struct UpgradeBody {
     #[serde(default)]
     pub dry_run: Option<bool>,
 }
+
+/// `POST /api/v1/bulk/{action}`: the instances, by id or by the list's
+/// filters (one of the two), and what the action asks besides.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BulkBody {
+    /// Instance ids (any unique prefixes).
+    #[serde(default)]
+    pub ids: Option<Vec<String>>,
+    /// Every instance these filters match (at most 1000).
+    #[serde(default)]
+    pub filter: Option<BulkFilter>,
+    /// Answer the plans; change nothing.
+    #[serde(default)]
+    pub dry_run: Option<bool>,
+    /// Why (a cancel's, recorded with its action).
+    #[serde(default)]
+    pub reason: Option<String>,
+}
+
+/// The list's filters, as `GET /api/v1/instances` takes them.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BulkFilter {
+    #[serde(default)]
+    pub status: Option<String>,
+    #[serde(default)]
+    pub workflow: Option<String>,
+    /// `NAME=VALUE` each; all of them.
+    #[serde(default)]
+    pub label: Option<Vec<String>>,
+    /// Created within this long (`1h`).
+    #[serde(default)]
+    pub since: Option<String>,
+    #[serde(default)]
+    pub queue: Option<String>,
+    /// An id prefix.
+    #[serde(default)]
+    pub id: Option<String>,
+    /// Words of the error.
+    #[serde(default)]
+    pub error: Option<String>,
+    #[serde(default)]
+    pub parent: Option<String>,
+    #[serde(default)]
+    pub roots: Option<bool>,
+}

@@ -9,7 +9,8 @@
 //! - `auth.rs`: tokens, sessions, scopes, CSRF.
 //! - `error.rs`: `{error: {code, message}}` and its HTTP statuses.
 //! - `api.rs`: the API's reads (`instances.rs`: the instance list and its
-//!   counts); `actions.rs`: its actions; `body.rs`:
+//!   counts); `actions.rs`: its actions (`bulk.rs`: one over many
+//!   instances); `body.rs`:
 //!   their request bodies as types; `query.rs`: query strings and the
 //!   inspector's forms as types; `params.rs`: the parameters each route
 //!   takes, checked before it runs.
@@ -25,6 +26,7 @@ mod actions;
 mod api;
 pub mod auth;
 mod body;
+mod bulk;
 mod db;
 mod error;
 mod follow;
@@ -138,6 +140,7 @@ pub fn router(app: App) -> Router {
         .route("/api/v1/instances/{id}/retry", post(actions::retry))
         .route("/api/v1/instances/{id}/restart", post(actions::restart))
         .route("/api/v1/instances/{id}/upgrade", post(upgrade::instance))
+        .route("/api/v1/bulk/{action}", post(bulk::api))
         .route("/api/v1/queues", get(api::queues))
         .route("/api/v1/queues/{key}", get(api::queue))
         .route("/api/v1/db/check", get(api::db_check))

@@ -555,6 +555,26 @@ pub const ROUTES: &[Route] = &[
         token: true,
     },
     Route {
+        method: "post",
+        path: "/api/v1/bulk/{action}",
+        summary: "Cancel, retry the failed steps of, or resume many instances (`action`: cancel, retry, resume; `wf cancel ID…`, `wf resume [--retry-failed] --status failed`)",
+        query: &[],
+        body: Some(
+            "`{ids?, filter?, dry_run?, reason?}`: `ids` (any unique prefixes) or `filter` (the list's: status, workflow, label, since, queue, id, error, parent, roots), one of the two; at most 1000 instances",
+        ),
+        answers: &[
+            (
+                "200",
+                "`{action, instances: [{id, workflow, status, plan, outcome, detail}]}`; `outcome` planned, canceled, canceling, resuming, skipped or failed",
+            ),
+            ("400", "A bad body, or more than 1000 instances"),
+            ("401", "No valid token"),
+            ("403", "The token's scope is not `operate`"),
+            ("404", "No such action, or an unknown id"),
+        ],
+        token: true,
+    },
+    Route {
         method: "get",
         path: "/api/v1/openapi.json",
         summary: "This document",

@@ -64,6 +64,7 @@ const TAKES: &[(&str, Takes)] = &[
         fields::<api::CompareParams>,
     ),
     ("/", fields::<pages::list::ListParams>),
+    ("/bulk", fields::<pages::bulk::BulkParams>),
     ("/instances/{id}", fields::<pages::instance::PageParams>),
     (
         "/instances/{id}/logs/{step}",

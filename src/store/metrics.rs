@@ -204,6 +204,24 @@ impl Store {
         each!(self.metrics())
     }
 
+    /// Moves the changes of the kept counts not folded into their totals
+    /// yet into them (PostgreSQL's deltas, as a scrape does first; nothing
+    /// to do on SQLite, whose triggers add to the totals), so that a read
+    /// of the counts reads a few rows. Unless another fold is under way.
+    pub async fn fold_counts(&self) -> Result<()> {
+        match self {
+            Store::Sqlite(_) => Ok(()),
+            Store::Postgres(p) => p.fold_metrics().await,
+            Store::Lent(shared) => {
+                let lease = shared.take().await?;
+                match &*lease {
+                    Store::Postgres(p) => p.fold_metrics().await,
+                    _ => Ok(()),
+                }
+            }
+        }
+    }
+
     /// The kept counts of instances by workflow and status, of all and of
     /// those without a parent (the `instances` and `roots` of
     /// [`MetricsRows`]; nothing else of it is read), without writing

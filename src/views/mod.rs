@@ -36,6 +36,7 @@
 //!   `wf serve` answers for an action it accepted.
 
 mod accepted;
+mod bulk;
 pub mod compare;
 mod db;
 mod instance;
@@ -58,6 +59,7 @@ mod workflow;
 mod tests;
 
 pub use accepted::{Accepted, Accepting, HookPing, RestartAccepted, Started};
+pub use bulk::BulkLine;
 pub use compare::{CompareRow, CompareView, UnitInRun, compare};
 pub use db::CheckView;
 pub use instance::{

@@ -7,6 +7,7 @@
 mod actions;
 mod backup_crash;
 mod budgets;
+mod bulk;
 mod chaos;
 mod collector;
 mod commands;

@@ -7,6 +7,7 @@
 //! ([`ToRun`], `control.rs`): the CLI drives it in its process, the server
 //! in the background.
 
+pub mod bulk;
 mod control;
 mod listing;
 

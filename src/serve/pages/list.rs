@@ -67,18 +67,18 @@ pub struct ListParams {
 
 /// The filters as the form holds them, and the parents open.
 #[derive(Debug, Default, Clone)]
-struct Filters {
-    status: String,
-    workflow: String,
-    label: String,
-    parent: String,
-    since: String,
-    queue: String,
-    id: String,
-    error: String,
+pub(super) struct Filters {
+    pub status: String,
+    pub workflow: String,
+    pub label: String,
+    pub parent: String,
+    pub since: String,
+    pub queue: String,
+    pub id: String,
+    pub error: String,
     /// Children listed beside their parents.
-    children: bool,
-    open: Vec<String>,
+    pub children: bool,
+    pub open: Vec<String>,
 }
 
 impl Filters {
@@ -105,7 +105,7 @@ impl Filters {
     }
 
     /// The filters, as (parameter, value) pairs of those given.
-    fn pairs(&self) -> Vec<(&'static str, &str)> {
+    pub(super) fn pairs(&self) -> Vec<(&'static str, &str)> {
         let mut out: Vec<(&'static str, &str)> = [
             ("status", &self.status),
             ("workflow", &self.workflow),
@@ -172,7 +172,7 @@ impl Filters {
         self.children || !self.parent.is_empty() || !self.id.is_empty()
     }
 
-    fn to_query(&self, after: Option<InstanceId>) -> Result<ListQuery, ApiError> {
+    pub(super) fn to_query(&self, after: Option<InstanceId>) -> Result<ListQuery, ApiError> {
         let non_empty = |s: &String| (!s.is_empty()).then(|| s.clone());
         let labels = match non_empty(&self.label) {
             None => Vec::new(),
@@ -276,9 +276,11 @@ pub async fn page(State(app): State<App>, PageQuery(p): PageQuery<ListParams>) -
             }
         }
         p.muted.keys { "Keys: " kbd { "/" } " search, " kbd { "j" } " " kbd { "k" } " move through the list, " kbd { "Enter" } " open." }
+        (bulk_form(&filters))
         div.table-wrap {
             table.instances {
                 thead { tr {
+                    th.pick { span.visually-hidden { "Select" } }
                     th { "Instance" } th { "Workflow" } th { "Status" } th { "Started" } th.hide-narrow { "Duration" }
                     th.hide-narrow { "Ended" } th.hide-narrow { "Started by" } th.hide-narrow { "Labels" }
                 } }
@@ -355,6 +357,26 @@ async fn search(app: &App, q: &str) -> Response {
             Redirect::to(&format!("/?{}", query.finish())).into_response()
         }
         Err(e) => super::error_page(&e),
+    }
+}
+
+/// The actions on many instances: those checked (`pick=ID`, the rows'
+/// boxes belong to this form), or every one the filters match; each
+/// button opens a confirmation that lists what it would do to each.
+fn bulk_form(f: &Filters) -> Markup {
+    html! {
+        form #bulk .bulk method="get" action="/bulk" {
+            @for (k, v) in f.pairs() { input type="hidden" name=(k) value=(v); }
+            label { "Act on "
+                select name="which" {
+                    option value="picked" selected { "the instances checked" }
+                    option value="matching" { "every instance the filters match" }
+                }
+            }
+            button type="submit" name="action" value="cancel" { "Cancel…" }
+            button type="submit" name="action" value="retry" { "Retry failed…" }
+            button type="submit" name="action" value="resume" { "Resume…" }
+        }
     }
 }
 
@@ -457,7 +479,7 @@ fn rows_html(r: &Read, f: &Filters, now: Timestamp) -> Markup {
             @if let Some(children) = open {
                 @for c in children { (row(c, 0, false, f, now, true)) }
                 @if (children.len() as u64) < kids {
-                    tr.child.more { td colspan="8" {
+                    tr.child.more { td colspan="9" {
                         a href=(format!("/?parent={}&children=1", i.id)) { "All " (kids) " children →" }
                     } }
                 }
@@ -475,6 +497,9 @@ fn row(i: &InstanceRow, kids: u64, open: bool, f: &Filters, now: Timestamp, chil
     let took = crate::workflow::duration::human(std::time::Duration::from_millis(ms.max(0) as u64));
     html! {
         tr.child[child] {
+            td.pick {
+                input type="checkbox" name="pick" value=(i.id) form="bulk" aria-label=(format!("select {}", short(&i.id)));
+            }
             td.id.mono {
                 @if child { span.branch aria-hidden="true" { "└ " } }
                 a href=(format!("/instances/{}", i.id)) { (short(&i.id)) }

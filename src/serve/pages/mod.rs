@@ -12,12 +12,14 @@
 //!   (`graph.rs`), steps and attempts, the trace waterfall (`trace.rs`),
 //!   events, children; an attempt's logs (`/instances/{id}/logs/{step}`).
 //! - `act.rs`: the actions, each a confirmation page and a form posted to
-//!   the server (signal, cancel, terminate, resume, retry, restart).
+//!   the server (signal, cancel, terminate, resume, retry, restart);
+//!   `bulk.rs`: cancel, retry or resume many instances at once.
 //! - `registry.rs`: registered workflows and the form that starts one;
 //!   queues.
 //! - `database.rs`: the history's check (`/database`).
 
 pub(super) mod act;
+pub(super) mod bulk;
 mod compare;
 mod database;
 mod graph;
@@ -47,6 +49,7 @@ pub fn routes() -> Router<App> {
             "/instances/{id}/act/{action}",
             get(act::confirm).post(act::act),
         )
+        .route("/bulk", get(bulk::confirm).post(bulk::act))
         .route("/workflows", get(registry::workflows))
         .route(
             "/workflows/{name}/start",

@@ -156,7 +156,10 @@ pub(super) async fn list_finds_and_counts(store: &mut Store) {
         .await
         .expect("kept counts");
     let m = store.metrics().await.expect("metrics");
-    assert_eq!((kept.instances.clone(), kept.roots.clone()), (m.instances.clone(), m.roots.clone()));
+    assert_eq!(
+        (kept.instances.clone(), kept.roots.clone()),
+        (m.instances.clone(), m.roots.clone())
+    );
     let failed = |v: &[(String, String, u64)]| -> u64 {
         v.iter()
             .filter(|(_, s, _)| s == "failed")

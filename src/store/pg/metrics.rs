@@ -72,7 +72,7 @@ const ENDS_AND_DELTAS: &str = "SELECT metric, workflow, outcome, bucket, count, 
 
 impl PgStore {
     /// Folds the deltas into the totals, unless another fold is under way.
-    pub(super) async fn fold_metrics(&self) -> Result<()> {
+    pub(crate) async fn fold_metrics(&self) -> Result<()> {
         let rows = self.query(FOLD, &[]).await?;
         let Some(r) = rows.first() else {
             return Ok(());

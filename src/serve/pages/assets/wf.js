@@ -12,7 +12,10 @@
       .then(function (r) { return r.ok ? r.text() : null; })
       .then(function (html) {
         if (html === null || el.innerHTML === html) return;
+        // Rows checked for an action stay checked.
+        var picked = Array.prototype.map.call(el.querySelectorAll("input[name=pick]:checked"), function (c) { return c.value; });
         el.innerHTML = html;
+        el.querySelectorAll("input[name=pick]").forEach(function (c) { if (picked.indexOf(c.value) >= 0) c.checked = true; });
         mark();
         // The instance ended: the page again, with what an ended one offers.
         if (el.querySelector("[data-ended]")) location.reload();
