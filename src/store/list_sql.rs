@@ -47,7 +47,10 @@ enum Kind {
 }
 
 /// Which way SQLite reads a listing's matches. PostgreSQL's planner, with
-/// the statistics of each column, picks its own way.
+/// the statistics of each column, picks its own way, but for an error's
+/// words, whose share it cannot tell (it walked 200,000 errors newest
+/// first for words none of them held: 419 ms), and is told
+/// [`Drive::Matches`] by an order its index cannot give.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Drive {
     /// SQLite's choice.
@@ -249,14 +252,14 @@ impl Dialect {
         let (conditions, next) = self.conditions(f, first, drive);
         let limit = self.placeholder(limit.unwrap_or(next));
         // Off the index of the order too: the matches are sorted.
-        let by = if self == Dialect::Sqlite && drive == Drive::Matches {
-            "+"
-        } else {
-            ""
+        let order = match (self, drive) {
+            (Dialect::Sqlite, Drive::Matches) => format!("+created_at DESC, +{t} DESC"),
+            (Dialect::Postgres, Drive::Matches) => format!("created_at || '' DESC, {t} + 0 DESC"),
+            _ => format!("created_at DESC, {t} DESC"),
         };
         format!(
             "SELECT {columns} FROM instances WHERE true{conditions} \
-             ORDER BY {by}created_at DESC, {by}{t} DESC LIMIT {limit}"
+             ORDER BY {order} LIMIT {limit}"
         )
     }
 

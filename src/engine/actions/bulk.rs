@@ -256,9 +256,9 @@ async fn intent(
 pub enum Turn {
     /// The cancel is recorded (its runner, or the run made ready, acts on
     /// it).
-    Canceled(CancelAsked),
+    Canceled(Box<CancelAsked>),
     /// Ready to go on: the run to drive.
-    Resumed(Resumable),
+    Resumed(Box<Resumable>),
     /// Left as it is, and why.
     Skipped(String),
 }
@@ -279,14 +279,16 @@ pub async fn apply(
         Bulk::Cancel if inst.status.is_ended() => {
             Turn::Skipped(format!("it is {status}; nothing to cancel"))
         }
-        Bulk::Cancel => Turn::Canceled(super::cancel(store, id, false, by, reason).await?),
+        Bulk::Cancel => Turn::Canceled(Box::new(
+            super::cancel(store, id, false, by, reason).await?,
+        )),
         Bulk::RetryFailed if inst.status != InstanceStatus::Failed => {
             Turn::Skipped(format!("it is {status}, not failed"))
         }
         Bulk::RetryFailed | Bulk::Resume => {
             let retry = bulk == Bulk::RetryFailed;
             match super::resume(store, id, Resume { now: false, retry }, by).await {
-                Ok(r) => Turn::Resumed(r),
+                Ok(r) => Turn::Resumed(Box::new(r)),
                 Err(e) if refusal(&e) => Turn::Skipped(e.to_string()),
                 Err(e) => return Err(e),
             }

@@ -34,14 +34,43 @@ pub(super) fn filter_params(f: &ListFilter) -> Vec<Arg<'_>> {
 /// `instances_by_status_created`, `parent_id = $2` a parent's children off
 /// `instances_by_parent`. `$1` is the limit, then the parameters of
 /// [`filter_params`].
-pub(super) fn list_sql(f: &ListFilter) -> String {
-    Dialect::Postgres.list(f, SUMMARY_COLS, Drive::Auto)
+pub(super) fn list_sql(f: &ListFilter, drive: Drive) -> String {
+    Dialect::Postgres.list(f, SUMMARY_COLS, drive)
 }
 
+/// How many matches of an error's words past which the planner is left to
+/// walk the newest instances (as SQLite's `FEW_MATCHES`).
+const FEW_MATCHES: i64 = 5_000;
+
 impl PgStore {
+    /// How `f`'s listing is read: with an error's words, their matches are
+    /// counted off their index (up to [`FEW_MATCHES`]) and, when fewer,
+    /// sorted rather than met walking the newest instances.
+    async fn drive(&self, f: &ListFilter) -> Result<Drive> {
+        let Some(w) = &f.error_words else {
+            return Ok(Drive::Auto);
+        };
+        let rows = self
+            .query(
+                "SELECT count(*) FROM (SELECT 1 FROM instances WHERE error IS NOT NULL \
+                 AND to_tsvector('simple', error) @@ to_tsquery('simple', $1) LIMIT $2) AS m",
+                &[&w.tsquery, &FEW_MATCHES],
+            )
+            .await?;
+        let n: i64 = match rows.first() {
+            Some(r) => get(r, 0)?,
+            None => 0,
+        };
+        Ok(if n < FEW_MATCHES {
+            Drive::Matches
+        } else {
+            Drive::Auto
+        })
+    }
+
     /// Only the filters given are in the statement (`list_sql`).
     pub async fn list_instances(&self, f: &ListFilter) -> Result<Vec<InstanceRow>> {
-        let sql = list_sql(f);
+        let sql = list_sql(f, self.drive(f).await?);
         let limit = f.limit.map(|n| n.min(i64::MAX as usize) as i64);
         let mut params: Vec<&(dyn ToSql + Sync)> = vec![&limit];
         params.extend(filter_params(f));

@@ -197,7 +197,12 @@ fn wf_list_reads_the_newest_instances_off_an_index() {
                     let limit = Some(50i64);
                     let mut params: Vec<&(dyn ToSql + Sync)> = vec![&limit];
                     params.extend(super::list::filter_params(&f));
-                    let p = plan(&store, &list_sql(&f), &params).await;
+                    let p = plan(
+                        &store,
+                        &list_sql(&f, crate::store::list_sql::Drive::Auto),
+                        &params,
+                    )
+                    .await;
                     assert_eq!(p["Node Type"], "Limit", "{what}: {p:#}");
                     // Unfiltered, the newest are the end of an index; a
                     // filter must be a condition on one, not a walk over every
