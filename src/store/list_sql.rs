@@ -7,7 +7,7 @@
 //! column breaks ties, and where the limit goes. Each backend binds the
 //! [`Param`]s with its own driver's types (`sqlite/list.rs`, `pg/list.rs`).
 
-use super::rows::{Lineage, ListFilter};
+use super::list_filter::{Lineage, ListFilter};
 use crate::vocab::{InstanceId, InstanceStatus, Timestamp};
 
 /// The SQL a backend speaks.

@@ -51,6 +51,7 @@
 
 #[cfg(test)]
 mod contract;
+mod list_filter;
 mod list_sql;
 mod location;
 mod pending;
@@ -67,6 +68,7 @@ use std::path::PathBuf;
 
 pub use actions::{ActionRow, FoundSession, SessionRow, TokenRow};
 pub use check::{Finding, Lease};
+pub use list_filter::*;
 pub use location::{FileId, Location};
 pub use pending::PendingCommit;
 pub use pg::PgTarget;

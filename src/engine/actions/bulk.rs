@@ -279,9 +279,9 @@ pub async fn apply(
         Bulk::Cancel if inst.status.is_ended() => {
             Turn::Skipped(format!("it is {status}; nothing to cancel"))
         }
-        Bulk::Cancel => Turn::Canceled(Box::new(
-            super::cancel(store, id, false, by, reason).await?,
-        )),
+        Bulk::Cancel => {
+            Turn::Canceled(Box::new(super::cancel(store, id, false, by, reason).await?))
+        }
         Bulk::RetryFailed if inst.status != InstanceStatus::Failed => {
             Turn::Skipped(format!("it is {status}, not failed"))
         }

@@ -275,7 +275,7 @@ pub async fn page(State(app): State<App>, PageQuery(p): PageQuery<ListParams>) -
                 div { (counts_html(&r.counts, &filters)) }
             }
         }
-        p.muted.keys { "Keys: " kbd { "/" } " search, " kbd { "j" } " " kbd { "k" } " move through the list, " kbd { "Enter" } " open." }
+        p.muted.keys.hide-narrow { "Keys: " kbd { "/" } " search, " kbd { "j" } " " kbd { "k" } " move through the list, " kbd { "Enter" } " open." }
         (bulk_form(&filters))
         div.table-wrap {
             table.instances {
@@ -390,6 +390,9 @@ fn search_form() -> Markup {
     }
 }
 
+/// The filters, each in its field; on a narrow screen the search box
+/// stands for the label, id, parent, since and queue fields (`name=value`,
+/// `id:`, `parent:`, `since:`, `queue:`), which are left out.
 fn filter_form(f: &Filters) -> Markup {
     html! {
         form.filters method="get" action="/" {
@@ -400,12 +403,12 @@ fn filter_form(f: &Filters) -> Markup {
                 }
             }
             label { "Workflow" input type="text" name="workflow" value=(f.workflow) size="14"; }
-            label { "Label" input type="text" name="label" value=(f.label) placeholder="name=value" size="14"; }
-            label { "Id" input type="text" name="id" value=(f.id) placeholder="prefix" size="10"; }
+            label.hide-narrow { "Label" input type="text" name="label" value=(f.label) placeholder="name=value" size="14"; }
+            label.hide-narrow { "Id" input type="text" name="id" value=(f.id) placeholder="prefix" size="10"; }
             label { "Error" input type="text" name="error" value=(f.error) placeholder="words" size="14"; }
-            label { "Parent" input type="text" name="parent" value=(f.parent) placeholder="id prefix" size="12"; }
-            label { "Since" input type="text" name="since" value=(f.since) placeholder="1h, 7d" size="6"; }
-            label { "Queue" input type="text" name="queue" value=(f.queue) placeholder="key" size="10"; }
+            label.hide-narrow { "Parent" input type="text" name="parent" value=(f.parent) placeholder="id prefix" size="12"; }
+            label.hide-narrow { "Since" input type="text" name="since" value=(f.since) placeholder="1h, 7d" size="6"; }
+            label.hide-narrow { "Queue" input type="text" name="queue" value=(f.queue) placeholder="key" size="10"; }
             label.check { input type="checkbox" name="children" value="1" checked[f.children]; "Children too" }
             button type="submit" { "Filter" }
             @if f.any() { a.button href="/" { "Clear" } }

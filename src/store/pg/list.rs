@@ -6,7 +6,7 @@ use super::history::{SUMMARY_COLS, get, instance_row};
 use super::{PgStore, Text};
 use crate::store::Result;
 use crate::store::list_sql::{Dialect, Drive, Param};
-use crate::store::rows::{InstanceRow, ListFilter};
+use crate::store::{InstanceRow, ListFilter};
 use crate::vocab::{InstanceId, InstanceStatus};
 use tokio_postgres::types::ToSql;
 

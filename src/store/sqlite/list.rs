@@ -4,7 +4,7 @@
 use super::history::{INSTANCE_SUMMARY_COLS, instance_from_row};
 use crate::store::Result;
 use crate::store::list_sql::{Dialect, Drive, Param};
-use crate::store::rows::{InstanceRow, ListFilter};
+use crate::store::{InstanceRow, ListFilter};
 use crate::vocab::{InstanceId, InstanceStatus};
 use rusqlite::{Connection, ToSql};
 

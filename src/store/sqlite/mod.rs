@@ -125,7 +125,7 @@ impl Durability {
 const IDS_WITH_PREFIX_SQL: &str = "SELECT id FROM instances WHERE id >= ?1 AND id < ?2 \
      AND substr(id, 1, length(?1)) = ?1 ORDER BY id = ?1 DESC, id LIMIT 6";
 
-use crate::store::rows::prefix_end;
+use crate::store::list_filter::{ListFilter, prefix_end};
 
 /// A runner's write transaction on `conn`: IMMEDIATE (takes the write lock
 /// up front, so it never fails half-way with SQLITE_BUSY on upgrade), then
