@@ -310,7 +310,7 @@ fn concurrent_first_starts_migrate_once() {
     }
     assert_eq!(
         t.psql("SELECT string_agg(version::text, ',' ORDER BY version) FROM migrations"),
-        "1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16"
+        "1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17"
     );
 }
 
@@ -358,7 +358,7 @@ fn spans_kept_before_migration_6_read_back_the_same_after_it() {
            DROP COLUMN queue_key, DROP COLUMN queue_priority, DROP COLUMN queue_limits, \
            DROP COLUMN queue_hold, DROP COLUMN admitted; DROP TABLE admissions; DROP TABLE locks; DROP TABLE workflows; DROP TABLE workers; \
          ALTER TABLE instances DROP COLUMN started_by; DROP TABLE actions; DROP TABLE tokens; DROP TABLE sessions; \
-         ALTER TABLE runs DROP COLUMN definition_hash; \
+         ALTER TABLE runs DROP COLUMN definition_hash; DROP INDEX instances_by_error_words; \
          DELETE FROM migrations WHERE version >= 6",
     );
     // Values other than the defaults the new layout leaves null are there.
@@ -373,7 +373,7 @@ fn spans_kept_before_migration_6_read_back_the_same_after_it() {
     let after = trace();
     assert_eq!(
         t.psql("SELECT string_agg(version::text, ',' ORDER BY version) FROM migrations"),
-        "1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16"
+        "1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17"
     );
     assert_eq!(
         t.psql("SELECT count(*) FROM spans")

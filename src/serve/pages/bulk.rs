@@ -114,7 +114,7 @@ pub async fn confirm(
         .collect();
     let body = html! {
         h1 { (title(action)) }
-        p { (lines.len()) " instances; " (acting.len()) " would change (" (MAX) " at most at once)." }
+        p { (lines.len()) (if lines.len() == 1 { " instance; " } else { " instances; " }) (acting.len()) " would change (" (MAX) " at most at once)." }
         (table(&lines, false))
         @if acting.is_empty() {
             p.notice { "Nothing to do: every instance is left as it is." }
@@ -127,7 +127,8 @@ pub async fn confirm(
                 }
                 div.actions {
                     button.danger[action == Bulk::Cancel].primary[action != Bulk::Cancel] type="submit" {
-                        (title(action).split(' ').next().unwrap_or_default()) " these " (acting.len())
+                        (title(action).split(' ').next().unwrap_or_default()) " " (acting.len())
+                        (if acting.len() == 1 { " instance" } else { " instances" })
                     }
                     a.button href="/" { "Back to the list" }
                 }
@@ -188,14 +189,14 @@ fn table(lines: &[BulkLine], done: bool) -> Markup {
         div.table-wrap {
             table.bulk {
                 thead { tr {
-                    th { "Instance" } th { "Workflow" } th { "Status" } th { "Plan" }
+                    th { "Instance" } th.hide-narrow { "Workflow" } th { "Status" } th { "Plan" }
                     @if done { th { "Outcome" } }
                 } }
                 tbody {
                     @for l in lines {
                         tr data-id=(l.id) {
                             td.id.mono { a href=(format!("/instances/{}", l.id)) { (short(&l.id)) } }
-                            td { (l.workflow) }
+                            td.hide-narrow { (l.workflow) }
                             td { (badge(l.status.as_str())) }
                             td { (l.plan) }
                             @if done {

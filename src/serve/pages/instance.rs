@@ -23,6 +23,9 @@ use maud::{Markup, html};
 use serde::Deserialize;
 use serde_json::Value;
 
+/// Children the header names (the rest are in the list, `/?parent=ID`).
+const HEADER_CHILDREN: usize = 12;
+
 /// What the page shows, read on the server's thread.
 struct Shown {
     view: InstanceView,
@@ -201,8 +204,18 @@ fn header(s: &Shown, now: Timestamp) -> Markup {
                 }
                 @if !v.children.is_empty() {
                     dt { "Children" } dd {
-                        @for c in &v.children {
-                            a.mono href=(format!("/instances/{}", c.id)) { (short(&c.id)) } " " (badge(ShownStatus::of(c).as_str())) " "
+                        // Each with the step and attempt that made it; the
+                        // first few, and the rest in the list.
+                        ul.children {
+                            @for c in v.children.iter().take(HEADER_CHILDREN) {
+                                li {
+                                    @if let Some(p) = &c.parent { code { (p.key) } span.muted { " #" (p.attempt) " → " } }
+                                    a.mono href=(format!("/instances/{}", c.id)) { (short(&c.id)) } " " (badge(ShownStatus::of(c).as_str()))
+                                }
+                            }
+                        }
+                        @if v.children.len() > HEADER_CHILDREN {
+                            a href=(format!("/?parent={}&children=1", i.id)) { "All " (v.children.len()) " children in the list →" }
                         }
                     }
                 }

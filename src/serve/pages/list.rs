@@ -209,7 +209,8 @@ impl Filters {
 struct Read {
     rows: Vec<InstanceRow>,
     more: usize,
-    counts: Counts,
+    /// None when only the rows are asked for (`fragment=rows`).
+    counts: Option<Counts>,
     /// How many children each listed row has.
     kids: HashMap<InstanceId, u64>,
     /// The open parents' newest children.
@@ -233,8 +234,14 @@ pub async fn page(State(app): State<App>, PageQuery(p): PageQuery<ListParams>) -
         Ok(c) => c.map(InstanceId::from),
         Err(_) => None,
     };
+    // A refresh of one part reads that part alone.
+    let part = match fragment.as_deref() {
+        Some("rows") => Part::Rows,
+        Some("counts") => Part::Counts,
+        _ => Part::All,
+    };
     let read = match filters.to_query(cursor.clone()) {
-        Ok(query) => read(&app, query, filters.open.clone()).await,
+        Ok(query) => read(&app, query, filters.open.clone(), part).await,
         Err(e) => Err(e),
     };
     let now = Timestamp::now();
@@ -247,7 +254,9 @@ pub async fn page(State(app): State<App>, PageQuery(p): PageQuery<ListParams>) -
         }
         Some("counts") => {
             return match read {
-                Ok(r) => Html(counts_html(&r.counts, &filters).into_string()).into_response(),
+                Ok(r) => {
+                    Html(counts_html(r.counts.as_ref(), &filters).into_string()).into_response()
+                }
                 Err(e) => super::error_page(&e),
             };
         }
@@ -270,9 +279,9 @@ pub async fn page(State(app): State<App>, PageQuery(p): PageQuery<ListParams>) -
         @if let Some(e) = &error { p.notice.error role="alert" { (e.message) } }
         @if let Some(r) = &read {
             @if live {
-                div data-live=(format!("/?{}", filters.query(&[("fragment", "counts")]))) { (counts_html(&r.counts, &filters)) }
+                div data-live=(format!("/?{}", filters.query(&[("fragment", "counts")]))) { (counts_html(r.counts.as_ref(), &filters)) }
             } @else {
-                div { (counts_html(&r.counts, &filters)) }
+                div { (counts_html(r.counts.as_ref(), &filters)) }
             }
         }
         p.muted.keys.hide-narrow { "Keys: " kbd { "/" } " search, " kbd { "j" } " " kbd { "k" } " move through the list, " kbd { "Enter" } " open." }
@@ -303,14 +312,39 @@ pub async fn page(State(app): State<App>, PageQuery(p): PageQuery<ListParams>) -
     Html(shell::page("Instances", Nav::Instances, body).into_string()).into_response()
 }
 
+/// The parts of the page a request reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Part {
+    All,
+    Rows,
+    Counts,
+}
+
 /// Reads the page's rows, the counts, the listed rows' children counts and
-/// the open parents' children.
-async fn read(app: &App, query: ListQuery, open: Vec<String>) -> Result<Read, ApiError> {
+/// the open parents' children (as much of it as `part` shows).
+async fn read(
+    app: &App,
+    query: ListQuery,
+    open: Vec<String>,
+    part: Part,
+) -> Result<Read, ApiError> {
     app.db
         .run(move |l| async move {
             let c = l.conn().await?;
+            let counts = match part {
+                Part::Rows => None,
+                _ => Some(actions::counts(&c, &query).await?),
+            };
+            if part == Part::Counts {
+                return Ok(Read {
+                    rows: Vec::new(),
+                    more: 0,
+                    counts,
+                    kids: HashMap::new(),
+                    opened: HashMap::new(),
+                });
+            }
             let (rows, more) = actions::list(&c, &query).await?;
-            let counts = actions::counts(&c, &query).await?;
             let kids = actions::children_counts(&c, &rows).await?;
             let mut opened = HashMap::new();
             for r in rows
@@ -434,8 +468,11 @@ fn count_text(n: u64, at_least: bool) -> String {
 
 /// How many instances of each status the other filters match, each a link
 /// to those (the status filtered on marked as the current one).
-fn counts_html(c: &Counts, f: &Filters) -> Markup {
+fn counts_html(c: Option<&Counts>, f: &Filters) -> Markup {
     let link = |status: &str| format!("/?{}", f.with_status(status).query(&[]));
+    let Some(c) = c else {
+        return html! {};
+    };
     html! {
         nav.counts aria-label="counts by status" {
             a href=(link("")) aria-current=[f.status.is_empty().then_some("true")] {

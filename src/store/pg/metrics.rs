@@ -70,6 +70,16 @@ const ENDS_AND_DELTAS: &str = "SELECT metric, workflow, outcome, bucket, count, 
      UNION ALL SELECT metric, workflow, label, bucket, sum(n)::bigint, sum(seconds) FROM metric_deltas \
      WHERE bucket IS NOT NULL GROUP BY 1, 2, 3, 4";
 
+/// A row of `metric, workflow, label, n`.
+fn count_row(r: &tokio_postgres::Row) -> Result<CountRow> {
+    Ok(CountRow {
+        metric: get(r, 0)?,
+        workflow: get(r, 1)?,
+        label: get(r, 2)?,
+        n: get(r, 3)?,
+    })
+}
+
 impl PgStore {
     /// Folds the deltas into the totals, unless another fold is under way.
     pub(crate) async fn fold_metrics(&self) -> Result<()> {
@@ -130,14 +140,7 @@ impl PgStore {
             )
             .await?
             .iter()
-            .map(|r| {
-                Ok(CountRow {
-                    metric: get(r, 0)?,
-                    workflow: get(r, 1)?,
-                    label: get(r, 2)?,
-                    n: get(r, 3)?,
-                })
-            })
+            .map(count_row)
             .collect::<Result<Vec<_>>>()?;
         Ok(MetricsRows::of(counts, Vec::new(), Vec::new()))
     }
@@ -149,14 +152,7 @@ impl PgStore {
             .query(COUNTS_AND_DELTAS, &[])
             .await?
             .iter()
-            .map(|r| {
-                Ok(CountRow {
-                    metric: get(r, 0)?,
-                    workflow: get(r, 1)?,
-                    label: get(r, 2)?,
-                    n: get(r, 3)?,
-                })
-            })
+            .map(count_row)
             .collect::<Result<Vec<_>>>()?;
         let buckets = self
             .query(ENDS_AND_DELTAS, &[])

@@ -7,6 +7,16 @@ use crate::store::Result;
 use crate::store::metrics::{BucketRow, CountRow, FORGET_WORKER_MS, MetricsRows};
 use rusqlite::params;
 
+/// A row of `metric, workflow, label, n`.
+fn count_row(r: &rusqlite::Row) -> rusqlite::Result<CountRow> {
+    Ok(CountRow {
+        metric: r.get(0)?,
+        workflow: r.get(1)?,
+        label: r.get(2)?,
+        n: r.get(3)?,
+    })
+}
+
 impl SqliteStore {
     pub fn kept_instance_counts(&self) -> Result<MetricsRows> {
         let counts = self
@@ -15,14 +25,7 @@ impl SqliteStore {
                 "SELECT metric, workflow, label, n FROM metric_counts \
                  WHERE metric IN ('instances', 'roots')",
             )?
-            .query_map([], |r| {
-                Ok(CountRow {
-                    metric: r.get(0)?,
-                    workflow: r.get(1)?,
-                    label: r.get(2)?,
-                    n: r.get(3)?,
-                })
-            })?
+            .query_map([], count_row)?
             .collect::<rusqlite::Result<Vec<_>>>()?;
         Ok(MetricsRows::of(counts, Vec::new(), Vec::new()))
     }
@@ -31,14 +34,7 @@ impl SqliteStore {
         let c = &self.conn;
         let counts = c
             .prepare_cached("SELECT metric, workflow, label, n FROM metric_counts")?
-            .query_map([], |r| {
-                Ok(CountRow {
-                    metric: r.get(0)?,
-                    workflow: r.get(1)?,
-                    label: r.get(2)?,
-                    n: r.get(3)?,
-                })
-            })?
+            .query_map([], count_row)?
             .collect::<rusqlite::Result<Vec<_>>>()?;
         let buckets = c
             .prepare_cached(

@@ -30,7 +30,7 @@ fn past_the_edge(b: &Browser) -> Vec<String> {
 }
 
 #[test]
-fn every_page_fits_a_360_px_screen_and_every_box_of_the_graph_is_on_it() {
+fn every_page_fits_1280_and_360_px_screens_and_every_box_of_the_graph_is_on_it() {
     let Scene {
         t,
         s,
@@ -40,7 +40,6 @@ fn every_page_fits_a_360_px_screen_and_every_box_of_the_graph_is_on_it() {
         waiting,
     } = scene();
     let base = s.base.clone();
-    b.resize(360, 740);
     let pages = [
         "/".to_string(),
         format!("/instances/{done}"),
@@ -53,8 +52,13 @@ fn every_page_fits_a_360_px_screen_and_every_box_of_the_graph_is_on_it() {
         "/workflows".to_string(),
         "/workflows/fanout/start".to_string(),
         "/queues".to_string(),
+        "/?status=failed&children=1".to_string(),
+        format!("/bulk?action=cancel&pick={waiting}&pick={done}"),
+        "/bulk?action=retry&which=matching&status=failed".to_string(),
     ];
-    for page in &pages {
+    // At a desktop's width and a phone's.
+    for (page, width) in pages.iter().flat_map(|p| [(p, 1280), (p, 360)]) {
+        b.resize(width, 740);
         b.goto(&format!("{base}{page}"));
         // A resize and a load take effect with the next layout: awaited.
         let mut past = past_the_edge(&b);
@@ -65,7 +69,7 @@ fn every_page_fits_a_360_px_screen_and_every_box_of_the_graph_is_on_it() {
             std::thread::sleep(std::time::Duration::from_millis(50));
             past = past_the_edge(&b);
         }
-        assert!(past.is_empty(), "{page} at 360 px: {past:?}");
+        assert!(past.is_empty(), "{page} at {width} px: {past:?}");
     }
     // The retry's confirmation names what it runs again, as the CLI does.
     b.goto(&format!("{base}/instances/{failed}/act/retry"));

@@ -542,7 +542,12 @@ fn screenshots_of_the_main_pages() {
     let dir = std::env::var("WF_SCREENSHOTS").expect("WF_SCREENSHOTS=DIR");
     // `t` kept: its directory holds the server's database.
     let Scene {
-        t: _t, s, b, done, ..
+        t: _t,
+        s,
+        b,
+        done,
+        failed,
+        waiting,
     } = scene();
     for (w, h) in [(1280, 900), (360, 740)] {
         b.resize(w, h);
@@ -550,6 +555,10 @@ fn screenshots_of_the_main_pages() {
             ("list", "/".to_string()),
             ("instance", format!("/instances/{done}")),
             ("workflows", "/workflows".to_string()),
+            (
+                "bulk",
+                format!("/bulk?action=cancel&pick={waiting}&pick={failed}&pick={done}"),
+            ),
         ] {
             b.goto(&format!("{}{page}", s.base));
             std::thread::sleep(Duration::from_millis(200));
@@ -594,6 +603,11 @@ steps:
         b.text(".waterfall")
     );
     assert!(b.text("main").contains("Children"));
+    // The header names each child's step and attempt.
+    let kids = b.text("ul.children");
+    for step in ["regions[0] #1 →", "regions[1] #1 →"] {
+        assert!(kids.contains(step), "{kids}");
+    }
     // The secret is masked on every page that shows the step.
     b.goto(&format!(
         "{}/instances/{id}/logs/fan%5B0%5D?attempt=1",
