@@ -23,8 +23,12 @@ fn checked_rows_and_a_filters_matches_are_acted_on_after_one_confirmation() {
     assert_eq!(b.count("table.bulk tbody tr"), 2);
     let plans = b.text("table.bulk tbody");
     assert!(plans.contains("canceled; compensates `prep`"), "{plans}");
-    b.resize(360, 740);
-    assert!(!b.overflows(), "the confirmation is wider than 360 px");
+    let here = b.url();
+    let wide = b.too_wide_at(&here);
+    assert!(
+        wide.is_empty(),
+        "the confirmation is wider than the window at {wide:?} px"
+    );
     b.resize(1280, 900);
     b.fill("input[name=reason]", "from the page");
     b.click("form.stack button[type=submit]");

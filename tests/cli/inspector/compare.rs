@@ -39,7 +39,9 @@ fn the_last_two_runs_compare_from_the_instance_page() {
         None,
     );
     assert_eq!(missing.status, 404);
-    b.resize(360, 740);
-    b.goto(&format!("{}/instances/r/compare?a=1&b=2", s.base));
-    assert!(!b.overflows(), "the comparison is wider than 360 px");
+    let wide = b.too_wide_at(&format!("{}/instances/r/compare?a=1&b=2", s.base));
+    assert!(
+        wide.is_empty(),
+        "the comparison is wider than the window at {wide:?} px"
+    );
 }

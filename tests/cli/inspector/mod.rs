@@ -225,6 +225,21 @@ impl Browser {
         }
     }
 
+    /// The widths (of 1280 and 360 px) at which page `url` is wider than
+    /// the window; the window is left at 360 px.
+    #[track_caller]
+    fn too_wide_at(&self, url: &str) -> Vec<u32> {
+        let mut wide = Vec::new();
+        for (w, h) in [(1280, 900), (360, 740)] {
+            self.resize(w, h);
+            self.goto(url);
+            if self.overflows() {
+                wide.push(w);
+            }
+        }
+        wide
+    }
+
     fn resize(&self, w: u32, h: u32) {
         self.rt.block_on(self.c().set_window_size(w, h)).unwrap();
     }

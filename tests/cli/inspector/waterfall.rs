@@ -49,7 +49,9 @@ fn the_waterfall_has_a_time_axis_labels_and_its_critical_path() {
         .map(|v| v.as_str().unwrap().to_string())
         .collect();
     assert_eq!(crit, ["branches/slow", "branches/last"], "{crit:?}");
-    b.resize(360, 740);
-    b.goto(&format!("{}/instances/{id}", s.base));
-    assert!(!b.overflows(), "the instance page is wider than 360 px");
+    let wide = b.too_wide_at(&format!("{}/instances/{id}", s.base));
+    assert!(
+        wide.is_empty(),
+        "the instance page is wider than the window at {wide:?} px"
+    );
 }

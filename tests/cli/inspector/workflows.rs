@@ -26,7 +26,9 @@ fn the_workflows_page_shows_how_each_has_been_doing() {
             .starts_with("3 completed, 1 failed in 7 days"),
         "{label}"
     );
-    b.resize(360, 740);
-    b.goto(&format!("{}/workflows", s.base));
-    assert!(!b.overflows(), "the workflows page is wider than 360 px");
+    let wide = b.too_wide_at(&format!("{}/workflows", s.base));
+    assert!(
+        wide.is_empty(),
+        "the workflows page is wider than the window at {wide:?} px"
+    );
 }
