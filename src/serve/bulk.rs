@@ -45,6 +45,7 @@ pub async fn api(
         .db
         .run(move |l| async move { bulk_in(&l, action, &sel, dry_run, &reason, &who.actor).await })
         .await?;
+    let lines: Vec<BulkLine> = lines.into_iter().map(|d| d.line).collect();
     Ok(Json(json!({ "action": action.as_str(), "instances": lines })).into_response())
 }
 
@@ -75,6 +76,13 @@ fn query_of(f: BulkFilter) -> Result<ListQuery, ApiError> {
     })
 }
 
+/// One instance's line, and whether its plan acts on it (rather than
+/// leaving it as it is).
+pub(super) struct Done {
+    pub line: BulkLine,
+    pub acts: bool,
+}
+
 /// Plans `action` over the instances `sel` names and, unless `dry_run`,
 /// takes each one's turn, driving the runs made ready in the background:
 /// a line per instance.
@@ -85,7 +93,7 @@ pub(super) async fn bulk_in(
     dry_run: bool,
     reason: &str,
     by: &Actor,
-) -> Result<Vec<BulkLine>, ApiError> {
+) -> Result<Vec<Done>, ApiError> {
     let mut c = l.conn().await?;
     let ids = bulk::select(&c, sel).await?;
     let plan = bulk::plan(&c, action, &ids, by).await?;
@@ -110,13 +118,20 @@ pub(super) async fn bulk_in(
                 Err(e) => ("failed", e.to_string()),
             },
         };
-        let status = match c.instance(&p.id).await {
-            Ok(i) if !dry_run => ShownStatus::of(&i),
-            _ => p.status,
+        // The status it was left in; a dry run left it as the plan read it.
+        let status = match dry_run {
+            true => p.status,
+            false => c
+                .instance(&p.id)
+                .await
+                .map_or(p.status, |i| ShownStatus::of(&i)),
         };
-        lines.push(BulkLine {
-            status,
-            ..BulkLine::of(p, outcome, detail)
+        lines.push(Done {
+            line: BulkLine {
+                status,
+                ..BulkLine::of(p, outcome, detail)
+            },
+            acts: !p.intent.skipped(),
         });
     }
     Ok(lines)

@@ -104,14 +104,12 @@ pub async fn confirm(
         .db
         .run(move |l| async move { bulk_in(&l, action, &sel, true, "", &who.actor).await })
         .await;
-    let lines = match planned {
+    let planned = match planned {
         Ok(l) => l,
         Err(e) => return super::error_page(&e),
     };
-    let acting: Vec<&BulkLine> = lines
-        .iter()
-        .filter(|l| !l.plan.starts_with("left as it is"))
-        .collect();
+    let acting: Vec<&BulkLine> = planned.iter().filter(|d| d.acts).map(|d| &d.line).collect();
+    let lines: Vec<BulkLine> = planned.iter().map(|d| d.line.clone()).collect();
     let body = html! {
         h1 { (title(action)) }
         p { (lines.len()) (if lines.len() == 1 { " instance; " } else { " instances; " }) (acting.len()) " would change (" (MAX) " at most at once)." }
@@ -170,8 +168,8 @@ pub async fn act(
         .db
         .run(move |l| async move { bulk_in(&l, action, &sel, false, &reason, &who.actor).await })
         .await;
-    let lines = match done {
-        Ok(l) => l,
+    let lines: Vec<BulkLine> = match done {
+        Ok(l) => l.into_iter().map(|d| d.line).collect(),
         Err(e) => return super::error_page(&e),
     };
     let body = html! {
