@@ -33,8 +33,11 @@ const MAX_ARG_STRLEN: usize = 32 * 4096;
 /// Everything needed to start the process, already rendered.
 #[derive(Debug, Clone)]
 pub struct ShellJob {
-    /// `sh -c <text>` when `shell` is set, else exec `argv`.
+    /// The script when `shell` is set: `sh -c <text>`, or written to a
+    /// file that `interpreter` runs; else exec `argv`.
     pub shell: Option<String>,
+    /// The `shell:` that runs the script from a file (`None`: `sh -c`).
+    pub interpreter: Option<crate::workflow::shell::Shell>,
     pub argv: Vec<String>,
     pub env: Vec<(String, String)>,
     /// Variables of wf's environment the process does not inherit: the
@@ -58,9 +61,10 @@ impl ShellJob {
     /// What runs, for the `process.command` span attribute: `sh` for a shell
     /// string, else the program.
     pub fn program(&self) -> &str {
-        match &self.shell {
-            Some(_) => "sh",
-            None => self.argv.first().map_or("", String::as_str),
+        match (&self.shell, &self.interpreter) {
+            (Some(_), None) => "sh",
+            (Some(_), Some(shell)) => shell.program(),
+            (None, _) => self.argv.first().map_or("", String::as_str),
         }
     }
 }
@@ -83,6 +87,8 @@ pub struct Running {
     child: spawn::Child,
     output_file: OutputFile,
     span: tracing::Span,
+    /// The `shell:` script's file, removed when the attempt is done with.
+    _script: Option<tempfile::TempPath>,
 }
 
 impl Running {
@@ -137,7 +143,37 @@ pub fn start(
             return Err(failed(&span, f));
         }
     };
+    // A `shell:`'s script: a file of the run's private folder, removed when
+    // the attempt ends (dropped with `Running`).
+    let mut script = None;
+    let script_words: Vec<String>;
     let (program, args): (&std::ffi::OsStr, Vec<&std::ffi::OsStr>) = match &job.shell {
+        Some(text) if let Some(shell) = &job.interpreter => {
+            let folder = output_file.path().parent().unwrap_or(Path::new("."));
+            let path = match write_script(folder, shell, text) {
+                Ok(p) => p,
+                Err(e) => {
+                    files.unused(output_file);
+                    let f = Failure::new(
+                        ErrorType::Spawn,
+                        format!("cannot write the script file: {e}"),
+                    );
+                    return Err(failed(&span, f));
+                }
+            };
+            let mut words = shell.argv(&path.to_string_lossy());
+            // GitHub's `python` is `python3` where only that is installed
+            // (Debian, Ubuntu).
+            if words[0] == "python" && !on_path("python", &job.env) {
+                words[0] = "python3".into();
+            }
+            script = Some(path);
+            script_words = words;
+            (
+                script_words[0].as_ref(),
+                script_words[1..].iter().map(AsRef::as_ref).collect(),
+            )
+        }
         Some(text) => ("sh".as_ref(), vec!["-c".as_ref(), text.as_ref()]),
         None => {
             let Some(program) = job.argv.first() else {
@@ -217,6 +253,7 @@ pub fn start(
                 child,
                 output_file,
                 span,
+                _script: script,
             })
         }
         Err(e) if hold && e.kind() == spawn::NOT_HELD => {
@@ -224,11 +261,10 @@ pub fn start(
             Err(Unstarted::NotHeld(Box::new(job), span))
         }
         Err(e) => {
-            let what = job
-                .shell
-                .as_ref()
-                .map(|_| "sh".to_string())
-                .unwrap_or_else(|| job.argv[0].clone());
+            let what = match &job.shell {
+                None => job.argv[0].clone(),
+                Some(_) => program.to_string_lossy().into_owned(),
+            };
             let reason = if !job.dir.is_dir() {
                 format!("working directory {} does not exist", job.dir.display())
             } else {
@@ -237,6 +273,39 @@ pub fn start(
             Err(failed(&span, Failure::new(ErrorType::Spawn, reason)))
         }
     }
+}
+
+/// Writes a `shell:` step's script to a new file in `folder` (the run's
+/// private one), named with the extension its shell needs.
+fn write_script(
+    folder: &Path,
+    shell: &crate::workflow::shell::Shell,
+    text: &str,
+) -> std::io::Result<tempfile::TempPath> {
+    use std::io::Write;
+    let mut file = tempfile::Builder::new()
+        .prefix("wf-script-")
+        .suffix(shell.extension())
+        .tempfile_in(folder)?;
+    file.write_all(text.as_bytes())?;
+    Ok(file.into_temp_path())
+}
+
+/// Whether `program` is an executable file in the step's `PATH` (its own
+/// `env`'s, else wf's).
+fn on_path(program: &str, env: &[(String, String)]) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    let path = env
+        .iter()
+        .rev()
+        .find(|(k, _)| k == "PATH")
+        .map(|(_, v)| std::ffi::OsString::from(v))
+        .or_else(|| std::env::var_os("PATH"))
+        .unwrap_or_default();
+    std::env::split_paths(&path).any(|dir| {
+        std::fs::metadata(dir.join(program))
+            .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    })
 }
 
 /// An anonymous in-memory file holding `value`, inherited by the next child.
@@ -321,8 +390,10 @@ pub async fn finish(
         child,
         output_file,
         span,
+        _script: script,
     } = running;
     let result = execute(job, child, &output_file, interrupt).await;
+    drop(script);
     if let Some(code) = result.exit_code {
         span.set_attribute("process.exit.code", i64::from(code));
     }

@@ -9,6 +9,7 @@ pub mod duration;
 pub mod expr;
 pub mod model;
 pub mod queue;
+pub mod shell;
 pub mod template;
 pub mod trigger;
 pub mod validate;
@@ -60,7 +61,7 @@ impl DefinitionError {
 
 /// The version of [`Workflow::compiled`]'s format: this crate's version, so a
 /// new wf never reads what an older one compiled (it parses the YAML instead).
-pub const COMPILED_FORMAT: &str = concat!("wf ", env!("CARGO_PKG_VERSION"), " compiled 8");
+pub const COMPILED_FORMAT: &str = concat!("wf ", env!("CARGO_PKG_VERSION"), " compiled 9");
 
 #[derive(serde::Serialize)]
 struct Compiled<'a> {
@@ -262,8 +263,19 @@ pub struct CallSite {
 pub enum RunCmd {
     /// A string run with `sh -c`; expressions become environment variables.
     Shell(Template),
+    /// A string written to a file and run by a `shell:` (an expression in
+    /// it is a variable reference when the shell is POSIX, and cannot be
+    /// there otherwise: validation refuses it).
+    Script(Box<Script>),
     /// An argv list exec'd without a shell; each element is one argument.
     Argv(Vec<Template>),
+}
+
+/// A `run` string and the `shell:` that runs it.
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+pub struct Script {
+    pub shell: shell::Shell,
+    pub text: Template,
 }
 
 #[derive(Debug, serde::Serialize, serde::Deserialize)]

@@ -198,6 +198,25 @@ pub struct RawDefaults {
     #[serde(default)]
     #[schemars(with = "Option<RawRetry>")]
     pub retry: Option<Spanned<RawRetry>>,
+    /// `shell` and `working_directory` for every `run` step and compensation.
+    #[serde(default)]
+    pub run: Option<RawDefaultsRun>,
+}
+
+/// `defaults.run`, as GitHub Actions spells it (with `_`).
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RawDefaultsRun {
+    /// What runs a `run` string (default `sh -c`): `bash`, `sh`, `python`,
+    /// `pwsh`, or a command with `{0}` for the script file.
+    #[serde(default)]
+    #[schemars(with = "Option<String>")]
+    pub shell: Option<Spanned<String>>,
+    /// The working directory of a `run` step without a `dir`, relative to
+    /// the workflow file's folder.
+    #[serde(default)]
+    #[schemars(with = "Option<String>")]
+    pub working_directory: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Deserialize, Clone, Default, JsonSchema)]
@@ -233,6 +252,11 @@ pub struct RawStep {
     pub run: Option<Box<Spanned<Value>>>,
     #[serde(default)]
     pub dir: Option<String>,
+    /// What runs the `run` string (default `defaults.run.shell`, else `sh
+    /// -c`): `bash`, `sh`, `python`, `pwsh`, or a command with `{0}`.
+    #[serde(default)]
+    #[schemars(with = "Option<String>")]
+    pub shell: Option<Spanned<String>>,
     #[serde(default)]
     pub env: BTreeMap<String, Value>,
     #[serde(default)]
@@ -359,6 +383,10 @@ pub struct RawCompensate {
     pub http: Option<RawHttp>,
     #[serde(default)]
     pub dir: Option<String>,
+    /// As a step's `shell` (default `defaults.run.shell`).
+    #[serde(default)]
+    #[schemars(with = "Option<String>")]
+    pub shell: Option<Spanned<String>>,
     #[serde(default)]
     pub env: BTreeMap<String, Value>,
     #[serde(default)]

@@ -3,9 +3,10 @@
 //! `needs` ordering, parallelism and `concurrency`, failure stopping the
 //! graph, and how inputs are given, defaulted and rejected.
 //!
-//! Its tests by topic, beside the ones here: `inputs.rs` (in `run/`).
+//! Its tests by topic, beside the ones here: `inputs.rs` and `shells.rs` (in `run/`).
 
 mod inputs;
+mod shells;
 
 use crate::Test;
 use serde_json::json;

@@ -68,31 +68,16 @@ impl Scheduler {
         let mut env = Vec::new();
         let mut files = Vec::new();
         self.unit_env(unit, exec, span_id, &mut env)?;
-        let (shell, argv) = match cmd {
-            RunCmd::Shell(t) => {
-                let mut vars = Vec::new();
-                let text = t.render_shell(ctx, &mut vars).map_err(expr_err)?;
-                if text.contains('\0') || vars.iter().any(|(_, v)| v.contains('\0')) {
-                    return Err(Failure::new(
-                        ErrorType::Expression,
-                        "`run`: a value contains a NUL byte".into(),
-                    ));
-                }
-                // A value too large for an environment variable reaches the
-                // shell through a file (in memory) that it reads first.
-                let mut prologue = String::new();
-                for (name, value) in vars {
-                    if value.len() > shell::LARGE_VALUE {
-                        prologue.push_str(&format!(
-                            "{name}=$(cat -- \"${{{name}_FILE}}\"; printf x); {name}=${{{name}%x}}; unset {name}_FILE\n"
-                        ));
-                        files.push((name, value));
-                    } else {
-                        env.push((name, value));
-                    }
-                }
-                (Some(prologue + &text), Vec::new())
+        let (script, argv) = match cmd {
+            RunCmd::Shell(t) => (Some(posix_text(t, ctx, &mut env, &mut files)?), Vec::new()),
+            // A shell wf cannot quote for: validation let in no expression.
+            RunCmd::Script(s) if !s.shell.quotes_posix() => {
+                (Some(s.text.render_text(ctx).map_err(expr_err)?), Vec::new())
             }
+            RunCmd::Script(s) => (
+                Some(posix_text(&s.text, ctx, &mut env, &mut files)?),
+                Vec::new(),
+            ),
             RunCmd::Argv(items) => {
                 let argv = items
                     .iter()
@@ -113,7 +98,11 @@ impl Scheduler {
             None => self.run.base_dir.clone(),
         };
         Ok(shell::ShellJob {
-            shell,
+            shell: script,
+            interpreter: match cmd {
+                RunCmd::Script(s) => Some(s.shell.clone()),
+                _ => None,
+            },
             argv,
             env,
             env_remove: self.wf.secrets.clone(),
@@ -225,4 +214,38 @@ impl Scheduler {
         self.redactor.value(&mut v);
         Ok(Some(v))
     }
+}
+
+/// A `run` string for a POSIX shell, each expression a reference to a
+/// variable (pushed onto `env`), never spliced in: a value too large for an
+/// environment variable reaches the shell through a file (in memory, named
+/// in `files`) that a prologue reads first.
+fn posix_text(
+    t: &Template,
+    ctx: &Value,
+    env: &mut Vec<(String, String)>,
+    files: &mut Vec<(String, String)>,
+) -> Result<String, Failure> {
+    let mut vars = Vec::new();
+    let text = t
+        .render_shell(ctx, &mut vars)
+        .map_err(|e| Failure::new(ErrorType::Expression, format!("`run`: {e}")))?;
+    if text.contains('\0') || vars.iter().any(|(_, v)| v.contains('\0')) {
+        return Err(Failure::new(
+            ErrorType::Expression,
+            "`run`: a value contains a NUL byte".into(),
+        ));
+    }
+    let mut prologue = String::new();
+    for (name, value) in vars {
+        if value.len() > shell::LARGE_VALUE {
+            prologue.push_str(&format!(
+                "{name}=$(cat -- \"${{{name}_FILE}}\"; printf x); {name}=${{{name}%x}}; unset {name}_FILE\n"
+            ));
+            files.push((name, value));
+        } else {
+            env.push((name, value));
+        }
+    }
+    Ok(prologue + &text)
 }

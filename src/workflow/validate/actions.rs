@@ -2,19 +2,62 @@
 //! a `sleep`, each checked and its expressions parsed.
 
 use super::*;
+use crate::workflow::Script;
 use crate::workflow::model::{RawCompensate, RawHttp};
+use crate::workflow::shell::Shell;
+
+/// The shell a `run` string is run with, and where a step (or its
+/// compensation) names its own (`None`: `defaults.run.shell`, or none).
+#[derive(Clone, Copy)]
+pub(super) struct ChosenShell<'a> {
+    pub shell: Option<&'a Shell>,
+    pub own: Option<Pos>,
+}
+
+/// What `defaults:` gives every step that does not set its own.
+pub(super) struct StepDefaults<'a> {
+    pub timeout: Option<Duration>,
+    pub retry: &'a RawRetry,
+    /// Whether `defaults.retry` was written at all.
+    pub has_retry: bool,
+    pub shell: Option<&'a Shell>,
+    pub working_directory: Option<String>,
+}
 
 impl Checker<'_> {
+    /// `shell`: the one that runs a `run` string (the step's own, or
+    /// `defaults.run.shell`), and where the step names its own.
     pub(super) fn run_cmd(
         &self,
         v: &Value,
         pos: Pos,
         ctx: &ExprCtx,
+        shell: ChosenShell<'_>,
     ) -> Result<RunCmd, DefinitionError> {
         match v {
             Value::String(s) if !s.trim().is_empty() => {
-                Ok(RunCmd::Shell(self.template(s, pos, ctx)?))
+                let text = self.template(s, pos, ctx)?;
+                let Some(shell) = shell.shell else {
+                    return Ok(RunCmd::Shell(text));
+                };
+                if !shell.quotes_posix() && !text.is_literal() {
+                    return Err(self.err(
+                        pos,
+                        format!(
+                            "`run` holds an expression, which wf cannot quote for shell `{}`: set it in the step's `env:` and read the variable",
+                            shell.name()
+                        ),
+                    ));
+                }
+                Ok(RunCmd::Script(Box::new(Script {
+                    shell: shell.clone(),
+                    text,
+                })))
             }
+            Value::Array(_) if let Some(at) = shell.own => Err(self.err(
+                at,
+                "`shell` applies to a `run` string: a `run` list runs its program without a shell",
+            )),
             Value::Array(items) if !items.is_empty() => {
                 let mut argv = Vec::new();
                 for item in items {
@@ -138,20 +181,34 @@ impl Checker<'_> {
         c: &RawCompensate,
         pos: Pos,
         ctx: &ExprCtx,
-        default_timeout: Option<Duration>,
+        defaults: &StepDefaults<'_>,
     ) -> Result<Compensation, DefinitionError> {
+        let own = match &c.shell {
+            Some(s) => Some(Shell::parse(&s.value).map_err(|m| self.err(s.into(), m))?),
+            None => None,
+        };
+        if own.is_some() && c.run.is_none() {
+            return Err(self.err(pos, "`compensate`: `shell` only applies to `run`"));
+        }
+        let shell = ChosenShell {
+            shell: own.as_ref().or(defaults.shell),
+            own: c.shell.as_ref().map(Pos::from),
+        };
         let action = match (&c.run, &c.http) {
-            (Some(run), None) => Action::Run(self.run_cmd(run, pos, ctx)?),
+            (Some(run), None) => Action::Run(self.run_cmd(run, pos, ctx, shell)?),
             (None, Some(http)) => Action::Http(Box::new(self.http(http, pos, ctx)?)),
             _ => return Err(self.err(pos, "`compensate` takes exactly one of `run` or `http`")),
         };
         Ok(Compensation {
+            dir: match &action {
+                Action::Run(_) => c.dir.clone().or_else(|| defaults.working_directory.clone()),
+                _ => c.dir.clone(),
+            },
             action,
-            dir: c.dir.clone(),
             env: self.env_map(&c.env, pos, ctx.scope, ctx.inputs, ctx.secrets)?,
             timeout: match &c.timeout {
                 Some(t) => Some(self.duration_at(t, pos)?),
-                None => default_timeout,
+                None => defaults.timeout,
             },
             // An undo must survive a crash of wf: compensations default to 3
             // attempts (a crashed attempt counts, docs/execution.md), not 1.

@@ -1,8 +1,10 @@
 //! One step: its `needs`, exactly one action, `dir`, `env`, timeout, retry
 //! policy, `errors`, `set_state`, `compensate`, `if` and `for_each`.
 
+use super::actions::{ChosenShell, StepDefaults};
 use super::*;
 use crate::workflow::model::Needs;
+use crate::workflow::shell::Shell;
 
 impl Checker<'_> {
     pub(super) fn step(
@@ -11,8 +13,7 @@ impl Checker<'_> {
         spanned: &mut Spanned<RawStep>,
         inputs: &BTreeMap<String, InputSpec>,
         secrets: &[String],
-        default_timeout: Option<Duration>,
-        (default_retry, has_default_retry): (&RawRetry, bool),
+        defaults: &StepDefaults<'_>,
     ) -> Result<Step, DefinitionError> {
         // Moved, not copied, into the step: 10,000 `set_state` mappings
         // copied while the parsed file is alive cost 3 MB of the peak.
@@ -106,8 +107,22 @@ impl Checker<'_> {
             }
         }
 
+        let own_shell = match &raw.shell {
+            Some(s) if raw.run.is_none() => {
+                return Err(self.err(
+                    s.into(),
+                    format!("step `{id}`: `shell` only applies to `run` steps"),
+                ));
+            }
+            Some(s) => Some(Shell::parse(&s.value).map_err(|m| self.err(s.into(), m))?),
+            None => None,
+        };
         let action = if let Some(run) = &raw.run {
-            Action::Run(self.run_cmd(&run.value, run.into(), &ctx)?)
+            let shell = ChosenShell {
+                shell: own_shell.as_ref().or(defaults.shell),
+                own: raw.shell.as_ref().map(Pos::from),
+            };
+            Action::Run(self.run_cmd(&run.value, run.into(), &ctx, shell)?)
         } else if let Some(http) = &raw.http {
             Action::Http(Box::new(self.http(&http.value, http.into(), &ctx)?))
         } else if let Some(sleep) = &raw.sleep {
@@ -162,17 +177,17 @@ impl Checker<'_> {
         let env = self.env_map(&raw.env, pos, scope, inputs, secrets)?;
         let timeout = match &raw.timeout {
             Some(t) => Some(self.duration(t)?),
-            None => default_timeout,
+            None => defaults.timeout,
         };
         let retry_pos = raw.retry.as_ref().map(Pos::from).unwrap_or(pos);
-        let has_retry = raw.retry.is_some() || has_default_retry;
+        let has_retry = raw.retry.is_some() || defaults.has_retry;
         let retry = if has_retry {
             self.retry(
                 raw.retry
                     .as_ref()
                     .map(|r| &r.value)
                     .unwrap_or(&RawRetry::default()),
-                default_retry,
+                defaults.retry,
                 retry_pos,
             )?
         } else {
@@ -226,7 +241,7 @@ impl Checker<'_> {
                     step: Some((index, true)),
                     ..ctx
                 };
-                self.compensation(&c.value, c.into(), &undo, default_timeout)
+                self.compensation(&c.value, c.into(), &undo, defaults)
             })
             .transpose()?;
 
@@ -279,8 +294,14 @@ impl Checker<'_> {
         Ok(Step {
             id,
             needs,
+            dir: match &action {
+                Action::Run(_) => raw
+                    .dir
+                    .clone()
+                    .or_else(|| defaults.working_directory.clone()),
+                _ => raw.dir.clone(),
+            },
             action,
-            dir: raw.dir.clone(),
             env,
             timeout,
             retry,

@@ -2,6 +2,7 @@
 //! concurrency, outputs), then its schedules, its steps and the graph checks,
 //! gathered into one [`Workflow`].
 
+use super::actions::StepDefaults;
 use super::*;
 
 impl Checker<'_> {
@@ -200,16 +201,25 @@ impl Checker<'_> {
             Some(w) => self.webhook(w, &inputs).map_err(|e| errors.push(e)).ok(),
         };
 
+        let run_defaults = raw.defaults.as_ref().and_then(|d| d.run.as_ref());
+        let default_shell = match run_defaults.and_then(|r| r.shell.as_ref()) {
+            None => None,
+            Some(s) => crate::workflow::shell::Shell::parse(&s.value)
+                .map_err(|m| errors.push(self.err(s.into(), m)))
+                .ok(),
+        };
+        let defaults = StepDefaults {
+            timeout: default_timeout,
+            retry: &default_retry,
+            has_retry: has_default_retry,
+            shell: default_shell.as_ref(),
+            working_directory: run_defaults
+                .and_then(|r| r.working_directory.as_ref())
+                .map(|w| w.value.clone()),
+        };
         let mut steps = Vec::with_capacity(raw.steps.value.len());
         for (i, spanned) in raw.steps.value.iter_mut().enumerate() {
-            match self.step(
-                i,
-                spanned,
-                &inputs,
-                &secrets,
-                default_timeout,
-                (&default_retry, has_default_retry),
-            ) {
+            match self.step(i, spanned, &inputs, &secrets, &defaults) {
                 Ok(step) => steps.push(step),
                 Err(e) => errors.push(e),
             }
