@@ -4,7 +4,7 @@
 //! on a terminal, plain lines elsewhere.
 
 use crate::engine::{Failure, Observer};
-use crate::vocab::{AttemptOutcome, InstanceId, Timestamp, UnitKeyBuf};
+use crate::vocab::{AttemptOutcome, InstanceId, ShownKey, Timestamp};
 use crate::workflow::duration::human;
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::collections::HashMap;
@@ -424,7 +424,7 @@ impl Observer for Progress {
         self.line(&format!("{workflow} {instance} run {run}"));
     }
 
-    fn step_started(&self, key: &UnitKeyBuf, attempt: i64) {
+    fn step_started(&self, key: &ShownKey, attempt: i64) {
         match &self.live {
             Some(l) => {
                 let bar = l.multi.add(ProgressBar::new_spinner());
@@ -449,7 +449,7 @@ impl Observer for Progress {
 
     fn step_finished(
         &self,
-        key: &UnitKeyBuf,
+        key: &ShownKey,
         attempt: i64,
         outcome: AttemptOutcome,
         error: Option<&Failure>,
@@ -492,14 +492,14 @@ impl Observer for Progress {
         }
     }
 
-    fn fan_out_finished(&self, key: &UnitKeyBuf, items: usize) {
+    fn fan_out_finished(&self, key: &ShownKey, items: usize) {
         self.line(&format!("  {key}: {items} item(s) done"));
         if let Some(l) = &self.live {
             l.counter.inc(1);
         }
     }
 
-    fn step_skipped(&self, key: &UnitKeyBuf) {
+    fn step_skipped(&self, key: &ShownKey) {
         self.line(&format!("  {key}: skipped"));
         if let Some(l) = &self.live {
             l.counter.inc(1);
@@ -517,7 +517,7 @@ impl Observer for Progress {
 
     fn step_retrying(
         &self,
-        key: &UnitKeyBuf,
+        key: &ShownKey,
         next_attempt: i64,
         try_n: i64,
         max_attempts: u32,

@@ -213,6 +213,8 @@ pub async fn run(args: Args, store: &Store, printer: &Printer) -> anyhow::Result
 
     // The last outcome is in STATUS and ERROR (and every one in --attempts).
     // On a narrow terminal, a long step name leaves out TOOK, then TRIES.
+    let labels = crate::views::unit_labels(&steps);
+    let shown = |key: &str| labels.get(key).cloned().unwrap_or_else(|| key.to_string());
     let rows: Vec<Vec<Cell>> = steps
         .iter()
         .map(|s| {
@@ -222,7 +224,7 @@ pub async fn run(args: Args, store: &Store, printer: &Printer) -> anyhow::Result
                 s.status.as_str().to_string()
             };
             vec![
-                Cell::new(&s.key),
+                Cell::new(shown(&s.key)),
                 printer.status_cell(&status),
                 Cell::new(s.attempts),
                 Cell::new(s.error_type.as_ref().map_or("-".into(), ErrorType::text)),
@@ -241,7 +243,7 @@ pub async fn run(args: Args, store: &Store, printer: &Printer) -> anyhow::Result
 
     if args.attempts {
         printer.data("");
-        print_attempts(printer, &attempts);
+        print_attempts(printer, &attempts, &labels);
     }
     if !actions.is_empty() {
         printer.data("");
@@ -255,7 +257,7 @@ pub async fn run(args: Args, store: &Store, printer: &Printer) -> anyhow::Result
             let (step, attempt) = c
                 .parent
                 .as_ref()
-                .map_or(("-".into(), 0), |p| (p.key.to_string(), p.attempt));
+                .map_or(("-".into(), 0), |p| (shown(&p.key), p.attempt));
             let status = ShownStatus::of(c);
             let ended = c.status.is_ended().then_some(c.updated_at);
             table.add_row(vec![
@@ -281,7 +283,7 @@ pub async fn run(args: Args, store: &Store, printer: &Printer) -> anyhow::Result
             table.add_row(vec![
                 Cell::new(&e.name),
                 Cell::new(printer.when(e.received_at)),
-                Cell::new(e.consumed_by.as_deref().unwrap_or("-")),
+                Cell::new(e.consumed_by.as_deref().map_or_else(|| "-".into(), shown)),
             ]);
         }
         printer.keep_columns(&mut table, None);
@@ -301,7 +303,17 @@ const MIN_ERROR_WIDTH: usize = 16;
 /// columns leave of the terminal; when that is too narrow (long step names
 /// on 80 columns), RUN and STARTED are left out, then the errors move under
 /// the table (one letter per line helps nobody).
-fn print_attempts(printer: &Printer, attempts: &[AttemptRow]) {
+fn print_attempts(
+    printer: &Printer,
+    attempts: &[AttemptRow],
+    labels: &std::collections::HashMap<String, String>,
+) {
+    let shown = |a: &AttemptRow| {
+        labels
+            .get(a.step_key.as_str())
+            .map_or(a.step_key.as_str(), String::as_str)
+            .to_string()
+    };
     let error = |a: &AttemptRow| {
         a.error_type
             .as_ref()
@@ -312,7 +324,7 @@ fn print_attempts(printer: &Printer, attempts: &[AttemptRow]) {
         .iter()
         .map(|a| {
             vec![
-                Cell::new(&a.step_key),
+                Cell::new(shown(a)),
                 Cell::new(a.attempt),
                 Cell::new(a.run),
                 printer.status_cell(a.outcome.map_or("running", |o| o.as_str())),
@@ -337,7 +349,7 @@ fn print_attempts(printer: &Printer, attempts: &[AttemptRow]) {
     let width = printer.width().unwrap_or(usize::MAX);
     for a in attempts {
         if let Some(e) = error(a) {
-            printer.data(&format!("{} #{}:", a.step_key, a.attempt));
+            printer.data(&format!("{} #{}:", shown(a), a.attempt));
             for line in wrap(&e, width.saturating_sub(2).max(MIN_ERROR_WIDTH)) {
                 printer.data(&format!("  {line}"));
             }

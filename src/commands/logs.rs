@@ -95,12 +95,17 @@ fn with_newline(mut text: Vec<u8>) -> Vec<u8> {
 
 pub async fn run(args: Args, store: &Store, printer: &Printer) -> anyhow::Result<ExitStatus> {
     let id = store.resolve_id(&args.id).await?;
-    if let (true, Some(step)) = (args.follow, &args.step) {
+    // A matrix combination may be named by its values.
+    let step = match &args.step {
+        Some(s) => Some(engine::logs::unit_key(store, &id, s).await?),
+        None => None,
+    };
+    if let (true, Some(step)) = (args.follow, &step) {
         return follow(store, &id, step, args.attempt, printer).await;
     }
     // What is printed was all true at one moment; it is read first and
     // printed after, so that no pager holds the read open.
-    let logs = engine::logs::read(store, &id, args.step.as_deref(), args.attempt).await?;
+    let logs = engine::logs::read(store, &id, step.as_deref(), args.attempt).await?;
     if args.json {
         printer.json(&LogsView {
             id: &id,

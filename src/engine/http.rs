@@ -10,7 +10,6 @@ use crate::workflow::Redirects;
 use opentelemetry::trace::Status;
 use serde_json::{Map, Value};
 use std::time::Duration;
-use tokio::sync::watch;
 use tracing_opentelemetry::OpenTelemetrySpanExt as _;
 
 /// Everything needed to send the request, already rendered.
@@ -59,7 +58,7 @@ pub fn client() -> reqwest::Client {
 async fn send(
     client: reqwest::Client,
     job: HttpJob,
-    mut interrupt: watch::Receiver<bool>,
+    mut interrupt: super::stop::StopSignal,
 ) -> AttemptResult {
     let limit = output::output_limit();
     let Ok(method) = reqwest::Method::from_bytes(job.method.as_bytes()) else {
@@ -185,7 +184,7 @@ async fn send(
     };
     let result = tokio::select! {
         r = exchange => r,
-        _ = interrupt.wait_for(|v| *v) => {
+        () = interrupt.fired() => {
             return AttemptResult { interrupted: true, ..AttemptResult::failed(Failure::new(ErrorType::Interrupted, "interrupted".into())) };
         }
     };
@@ -299,7 +298,7 @@ pub async fn run(
     client: reqwest::Client,
     job: HttpJob,
     span: tracing::Span,
-    interrupt: watch::Receiver<bool>,
+    interrupt: super::stop::StopSignal,
 ) -> AttemptResult {
     let result = send(client, job, interrupt).await;
     match &result.outcome {

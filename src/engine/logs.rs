@@ -121,6 +121,21 @@ pub fn live_since(
     Some(more)
 }
 
+/// The key of the unit `step` names: a `matrix` combination may be named
+/// by its values, as it is shown (`build[os=linux,arch=arm64]`); any
+/// other name is its own key.
+pub async fn unit_key(store: &Store, id: &InstanceId, step: &str) -> Result<String, EngineError> {
+    let parts = UnitKey::parse(step);
+    if parts.item.is_some() || !step.contains('[') {
+        return Ok(step.to_string());
+    }
+    let steps = store.steps(id).await?;
+    Ok(crate::views::unit_labels(&steps)
+        .into_iter()
+        .find(|(_, label)| label == step)
+        .map_or_else(|| step.to_string(), |(key, _)| key))
+}
+
 /// Refuses a step instance `id` has no rows for and its definition does
 /// not name (what `--follow` waits for must be able to come).
 pub async fn check_step(store: &Store, id: &InstanceId, step: &str) -> Result<(), EngineError> {

@@ -25,15 +25,17 @@ pub mod registry;
 pub mod restart;
 pub mod runner;
 pub mod scheduler;
+pub mod script;
 pub mod shell;
 pub mod spawn;
 pub mod stats;
+pub mod stop;
 pub mod tokens;
 pub mod upgrade;
 pub mod worker;
 
 use crate::store::{self, InstanceRow, Store, StoreError};
-use crate::vocab::{AttemptOutcome, ErrorType, InstanceId, InstanceStatus, Timestamp, UnitKeyBuf};
+use crate::vocab::{AttemptOutcome, ErrorType, InstanceId, InstanceStatus, ShownKey, Timestamp};
 use crate::workflow::{DefinitionError, Workflow};
 use serde_json::{Map, Value};
 use std::path::Path;
@@ -194,23 +196,23 @@ impl AttemptResult {
 pub trait Observer: Send + Sync {
     fn run_started(&self, _instance: &InstanceId, _workflow: &str, _run: i64, _total_steps: usize) {
     }
-    fn step_started(&self, _key: &UnitKeyBuf, _attempt: i64) {}
+    fn step_started(&self, _key: &ShownKey, _attempt: i64) {}
     fn step_finished(
         &self,
-        _key: &UnitKeyBuf,
+        _key: &ShownKey,
         _attempt: i64,
         _outcome: AttemptOutcome,
         _error: Option<&Failure>,
         _elapsed: Duration,
     ) {
     }
-    fn step_skipped(&self, _key: &UnitKeyBuf) {}
+    fn step_skipped(&self, _key: &ShownKey) {}
     /// A failed attempt will be retried after `delay`: attempt number
     /// `next_attempt` (in history), try `try_n` of the budget of
     /// `max_attempts` (they differ after `--retry-failed` or a restart).
     fn step_retrying(
         &self,
-        _key: &UnitKeyBuf,
+        _key: &ShownKey,
         _next_attempt: i64,
         _try_n: i64,
         _max_attempts: u32,
@@ -218,7 +220,7 @@ pub trait Observer: Send + Sync {
     ) {
     }
     /// A `for_each` step whose items all ended.
-    fn fan_out_finished(&self, _key: &UnitKeyBuf, _items: usize) {}
+    fn fan_out_finished(&self, _key: &ShownKey, _items: usize) {}
     fn steps_replayed(&self, _count: usize) {}
     fn message(&self, _text: &str) {}
 }

@@ -216,8 +216,8 @@ pub fn plan<'a>(
         if r.state_patch.is_null() {
             // A for_each step's own row commits no patch (its items do).
             let step = wf.step(&r.step_id);
-            let patches = step
-                .is_some_and(|s| s.set_state.is_some() && (s.for_each.is_none() || r.key != s.id));
+            let patches =
+                step.is_some_and(|s| s.set_state.is_some() && (!s.fans_out() || r.key != s.id));
             if patches {
                 return Err(RestartError::PatchUnknown {
                     step: r.step_id.clone(),

@@ -150,7 +150,7 @@ pub fn start(
     let (program, args): (&std::ffi::OsStr, Vec<&std::ffi::OsStr>) = match &job.shell {
         Some(text) if let Some(shell) = &job.interpreter => {
             let folder = output_file.path().parent().unwrap_or(Path::new("."));
-            let path = match write_script(folder, shell, text) {
+            let path = match super::script::write(folder, shell, text) {
                 Ok(p) => p,
                 Err(e) => {
                     files.unused(output_file);
@@ -164,7 +164,7 @@ pub fn start(
             let mut words = shell.argv(&path.to_string_lossy());
             // GitHub's `python` is `python3` where only that is installed
             // (Debian, Ubuntu).
-            if words[0] == "python" && !on_path("python", &job.env) {
+            if words[0] == "python" && !super::script::on_path("python", &job.env) {
                 words[0] = "python3".into();
             }
             script = Some(path);
@@ -275,39 +275,6 @@ pub fn start(
     }
 }
 
-/// Writes a `shell:` step's script to a new file in `folder` (the run's
-/// private one), named with the extension its shell needs.
-fn write_script(
-    folder: &Path,
-    shell: &crate::workflow::shell::Shell,
-    text: &str,
-) -> std::io::Result<tempfile::TempPath> {
-    use std::io::Write;
-    let mut file = tempfile::Builder::new()
-        .prefix("wf-script-")
-        .suffix(shell.extension())
-        .tempfile_in(folder)?;
-    file.write_all(text.as_bytes())?;
-    Ok(file.into_temp_path())
-}
-
-/// Whether `program` is an executable file in the step's `PATH` (its own
-/// `env`'s, else wf's).
-fn on_path(program: &str, env: &[(String, String)]) -> bool {
-    use std::os::unix::fs::PermissionsExt;
-    let path = env
-        .iter()
-        .rev()
-        .find(|(k, _)| k == "PATH")
-        .map(|(_, v)| std::ffi::OsString::from(v))
-        .or_else(|| std::env::var_os("PATH"))
-        .unwrap_or_default();
-    std::env::split_paths(&path).any(|dir| {
-        std::fs::metadata(dir.join(program))
-            .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-    })
-}
-
 /// An anonymous in-memory file holding `value`, inherited by the next child.
 fn memfd(value: &str) -> std::io::Result<std::os::fd::OwnedFd> {
     use nix::sys::memfd::{MFdFlags, memfd_create};
@@ -383,7 +350,7 @@ fn over_kernel_limits(
 /// file for [`OutputFiles::spent`]; the process span ends here.
 pub async fn finish(
     running: Running,
-    interrupt: watch::Receiver<bool>,
+    interrupt: super::stop::StopSignal,
 ) -> (AttemptResult, OutputFile) {
     let Running {
         job,
@@ -407,7 +374,7 @@ async fn execute(
     job: ShellJob,
     mut child: spawn::Child,
     output_file: &OutputFile,
-    mut interrupt: watch::Receiver<bool>,
+    mut interrupt: super::stop::StopSignal,
 ) -> AttemptResult {
     let limit = output::output_limit();
     let pgid = Some(Pid::from_raw(child.id() as i32));
@@ -451,7 +418,7 @@ async fn execute(
             Err(e) => return AttemptResult::failed(Failure::new(ErrorType::Spawn, format!("waiting for the process failed: {e}"))),
         },
         _ = &mut deadline => Ended::TimedOut,
-        _ = wait_true(&mut interrupt) => Ended::Interrupted,
+        () = interrupt.fired() => Ended::Interrupted,
         _ = wait_true(&mut over_rx) => Ended::OverLimit,
     };
     if !matches!(ended, Ended::Exited(_)) {

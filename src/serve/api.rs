@@ -113,6 +113,10 @@ async fn logs_json(
         .run(move |l| async move {
             let c = l.conn().await?;
             let id = c.resolve_id(&id).await?;
+            let step = match step {
+                Some(s) => Some(logs::unit_key(&c, &id, &s).await?),
+                None => None,
+            };
             let logs = logs::read(&c, &id, step.as_deref(), attempt).await?;
             let view = crate::views::LogsView {
                 id: &id,

@@ -40,14 +40,15 @@ pub async fn stream(
     attempt: Option<i64>,
 ) -> Result<Response, ApiError> {
     let id = instance_ref(&id)?;
-    let check = step.clone();
-    let (id, live) = app
+    let (id, step, live) = app
         .db
         .run(move |l| async move {
             let c = l.conn().await?;
             let id = c.resolve_id(&id).await?;
-            logs::check_step(&c, &id, &check).await?;
-            Ok((id, c.live_dir()))
+            // A matrix combination may be named by its values.
+            let step = logs::unit_key(&c, &id, &step).await?;
+            logs::check_step(&c, &id, &step).await?;
+            Ok((id, step, c.live_dir()))
         })
         .await?;
     let state = Follow {

@@ -180,6 +180,10 @@ pub struct RunView<'a> {
 pub struct StepView<'a> {
     /// Its key: `id`, `id[n]` or `id:compensate`.
     pub id: &'a str,
+    /// How a `matrix` combination is shown: by its values,
+    /// `build[os=linux,arch=arm64]` (absent for any other unit).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub label: Option<String>,
     pub status: StepStatus,
     /// How many attempts it made.
     pub attempts: i64,
@@ -252,7 +256,9 @@ impl<'a> InstanceView<'a> {
                 by_key.entry(a.step_key.as_str()).or_default().push(a);
             }
         }
+        let labels = unit_labels(&view.steps);
         let step = |s: &'a StepRow| StepView {
+            label: labels.get(s.key.as_str()).cloned(),
             attempt_list: with_attempts.then(|| {
                 by_key
                     .get(s.key.as_str())
@@ -312,6 +318,33 @@ impl<'a> InstanceView<'a> {
     }
 }
 
+/// How the units of `steps` that are `matrix` combinations are shown, by
+/// key: `build[os=linux]`, `build[os=linux]:compensate` (from the
+/// combinations their step's own row pinned).
+pub fn unit_labels(steps: &[StepRow]) -> HashMap<String, String> {
+    let matrices: HashMap<&str, &StepRow> = steps
+        .iter()
+        .filter(|s| s.key.is_step() && s.items.is_object())
+        .map(|s| (s.step_id.as_str(), s))
+        .collect();
+    if matrices.is_empty() {
+        return HashMap::new();
+    }
+    steps
+        .iter()
+        .filter_map(|s| {
+            let parts = s.key.parts();
+            let label = matrices.get(parts.step)?.item_label(parts.item?)?;
+            let label = if parts.compensation {
+                format!("{label}:compensate")
+            } else {
+                label
+            };
+            Some((s.key.to_string(), label))
+        })
+        .collect()
+}
+
 impl<'a> From<&'a RunRow> for RunView<'a> {
     fn from(r: &'a RunRow) -> RunView<'a> {
         RunView {
@@ -338,6 +371,7 @@ impl<'a> From<&'a StepRow> for StepView<'a> {
             started_at: s.started_at,
             finished_at: s.finished_at,
             output: &s.output,
+            label: None,
             removed: false,
             wake_at: s.retry_at.filter(|_| s.status.is_timed()),
             attempt_list: None,
@@ -445,7 +479,7 @@ pub fn ordered_steps(step_ids: &[String], rows: Vec<StepRow>) -> Vec<StepRow> {
     let lists: HashMap<UnitKeyBuf, usize> = rows
         .iter()
         .filter(|r| r.key == r.step_id)
-        .filter_map(|r| Some((r.key.clone(), r.items.as_array()?.len())))
+        .filter_map(|r| Some((r.key.clone(), r.fan()?.len())))
         .collect();
     let rows = rows.into_iter().filter(|r| {
         let key = r.key.parts();

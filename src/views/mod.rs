@@ -65,7 +65,7 @@ pub use db::CheckView;
 pub use instance::{
     ActionView, AttemptView, DefinitionUse, EventView, FireView, InstanceView, RunView,
     StepAttempt, StepView, definition_texts, definition_uses, inspect_view, ordered, ordered_steps,
-    removed,
+    removed, unit_labels,
 };
 pub use list::{CountsView, InstanceSummary, ended_at};
 pub use logs::{LogView, LogsView};

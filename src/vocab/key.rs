@@ -362,6 +362,31 @@ pub fn split_awaited(waiting: &str) -> (Vec<&str>, Vec<&str>) {
     (events, children)
 }
 
+/// A unit's key and how it is shown to people: a `matrix` combination by
+/// its values (`build[os=linux,arch=arm64]`), anything else by its key. It
+/// reads as the key (`Deref`) and prints as the label (`Display`).
+#[derive(Debug, Clone)]
+pub struct ShownKey {
+    pub key: UnitKeyBuf,
+    pub label: Option<String>,
+}
+
+impl std::ops::Deref for ShownKey {
+    type Target = UnitKeyBuf;
+    fn deref(&self) -> &UnitKeyBuf {
+        &self.key
+    }
+}
+
+impl fmt::Display for ShownKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.label {
+            Some(l) => f.write_str(l),
+            None => f.write_str(self.key.as_str()),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -12,7 +12,9 @@ mod time;
 
 pub use actor::Actor;
 pub use error_type::ErrorType;
-pub use key::{CHILD_EVENT_PREFIX, InstanceId, UnitKey, UnitKeyBuf, child_event, split_awaited};
+pub use key::{
+    CHILD_EVENT_PREFIX, InstanceId, ShownKey, UnitKey, UnitKeyBuf, child_event, split_awaited,
+};
 pub use status::{
     ActionKind, AttemptOutcome, CancelRequest, InstanceStatus, RunEnd, ShownStatus, StepStatus,
     TokenScope,

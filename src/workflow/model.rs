@@ -303,6 +303,15 @@ pub struct RawStep {
     #[serde(default)]
     #[schemars(with = "Option<Value>")]
     pub for_each: Option<Box<Spanned<Value>>>,
+    /// One unit per combination of values: a map of lists (or of
+    /// expressions that give lists), with `include` and `exclude`.
+    #[serde(default)]
+    #[schemars(with = "Option<BTreeMap<String, Value>>")]
+    pub matrix: Option<Box<Spanned<Value>>>,
+    /// With `matrix`: a failed combination stops the open ones (default true).
+    #[serde(default)]
+    #[schemars(with = "Option<bool>")]
+    pub fail_fast: Option<Spanned<bool>>,
     #[serde(default)]
     #[schemars(with = "Option<i64>")]
     pub max_parallel: Option<Spanned<i64>>,

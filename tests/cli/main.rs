@@ -31,6 +31,7 @@ mod inspector;
 mod labels;
 mod leaks;
 mod locks;
+mod matrix;
 mod metrics;
 mod outputs;
 mod ownership;

@@ -45,7 +45,10 @@ impl Runner<'_> {
         hold: bool,
         span: Option<tracing::Span>,
     ) -> Option<Deferred> {
-        let interrupt = self.interrupt_tx.subscribe();
+        // The run's word, and this attempt's own (`Effect::StopUnits`).
+        let (own, own_rx) = watch::channel(false);
+        self.unit_stops.insert(unit.key(&self.wf), own);
+        let interrupt = crate::engine::stop::StopSignal::new(self.interrupt_tx.subscribe(), own_rx);
         let started = Instant::now();
         // The span of what the attempt does, a child of the attempt's span.
         let attempt_span = self.spans.open_span(&unit.key(&self.wf));

@@ -115,6 +115,8 @@ pub(super) struct Runner<'o> {
     /// (`drive` then leaves the instance sleeping or waiting).
     pub(in crate::engine) idle_when_stopped: bool,
     interrupt_tx: watch::Sender<bool>,
+    /// Each running attempt's own stop word, by unit key.
+    unit_stops: HashMap<UnitKeyBuf, watch::Sender<bool>>,
     http: Option<reqwest::Client>,
     /// This run's trace: (trace_id, root span_id, parent span_id, start ns).
     trace: store::RunTrace,
@@ -249,6 +251,7 @@ impl<'o> Runner<'o> {
             tasks: JoinSet::new(),
             idle_when_stopped: false,
             interrupt_tx,
+            unit_stops: HashMap::new(),
             http: None,
             trace,
             root,
@@ -377,7 +380,9 @@ impl<'o> Runner<'o> {
         if let Some(file) = d.output_file.take() {
             self.output_files.lock().spent(file);
         }
-        self.group_ended(&d.unit.key(&self.wf), d.attempt);
+        let key = d.unit.key(&self.wf);
+        self.unit_stops.remove(&key);
+        self.group_ended(&key, d.attempt);
         Settled {
             unit: d.unit,
             attempt: d.attempt,
@@ -395,6 +400,13 @@ impl<'o> Runner<'o> {
             match effect {
                 Effect::Spawn { unit, job, attempt } => applied.spawns.push((unit, job, attempt)),
                 Effect::Note(note) => self.tell(note),
+                Effect::StopUnits { keys } => {
+                    for key in keys {
+                        if let Some(own) = self.unit_stops.get(&key) {
+                            let _ = own.send(true);
+                        }
+                    }
+                }
                 Effect::Interrupt { fresh } => {
                     let _ = self.interrupt_tx.send(true);
                     if fresh {
@@ -413,7 +425,7 @@ impl<'o> Runner<'o> {
                     self.lock_waits.push((key, lock, limit));
                 }
                 Effect::Skipped { key } => {
-                    let span = self.spans.new_span(&key);
+                    let span = self.spans.new_span(&self.sched.shown_key(key));
                     span.set_attribute("workflow.step.outcome", "skipped");
                 }
                 Effect::LinkEvent { name, traceparent } => {
@@ -493,24 +505,25 @@ impl<'o> Runner<'o> {
     /// Passes a note of the scheduler's to the observer.
     fn tell(&self, note: Note) {
         let o = self.observer;
+        let shown = |key: UnitKeyBuf| self.sched.shown_key(key);
         match note {
-            Note::StepStarted { key, attempt } => o.step_started(&key, attempt),
+            Note::StepStarted { key, attempt } => o.step_started(&shown(key), attempt),
             Note::StepFinished {
                 key,
                 attempt,
                 outcome,
                 failure,
                 elapsed,
-            } => o.step_finished(&key, attempt, outcome, failure.as_ref(), elapsed),
-            Note::StepSkipped { key } => o.step_skipped(&key),
+            } => o.step_finished(&shown(key), attempt, outcome, failure.as_ref(), elapsed),
+            Note::StepSkipped { key } => o.step_skipped(&shown(key)),
             Note::StepRetrying {
                 key,
                 next_attempt,
                 try_n,
                 max_attempts,
                 delay,
-            } => o.step_retrying(&key, next_attempt, try_n, max_attempts, delay),
-            Note::FanOutFinished { key, items } => o.fan_out_finished(&key, items),
+            } => o.step_retrying(&shown(key), next_attempt, try_n, max_attempts, delay),
+            Note::FanOutFinished { key, items } => o.fan_out_finished(&shown(key), items),
             Note::Message(text) => o.message(&text),
         }
     }

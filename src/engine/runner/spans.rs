@@ -12,7 +12,7 @@
 use super::*;
 use crate::engine::redact::Redactor;
 use crate::engine::scheduler::SpanIds;
-use crate::vocab::{AttemptOutcome, RunEnd, UnitKeyBuf};
+use crate::vocab::{AttemptOutcome, RunEnd, ShownKey, UnitKeyBuf};
 
 impl<'o> Runner<'o> {
     /// Stores the spans of this run that ended since the last call (masking
@@ -94,7 +94,9 @@ impl<'o> Runner<'o> {
                 return;
             }
             None => {
-                let span = self.spans.new_span(key);
+                let span = self
+                    .spans
+                    .new_span(&self.sched.shown_key(UnitKeyBuf::from(key)));
                 let (_, span_id) = recorder::ids(&span);
                 (span, span_id)
             }
@@ -196,14 +198,15 @@ impl AttemptSpans {
     }
 
     /// A new span for an attempt of `key` (or its skip), child of the root.
-    pub(super) fn new_span(&self, key: &str) -> tracing::Span {
+    /// Named as the unit is shown (a matrix combination by its values).
+    pub(super) fn new_span(&self, key: &ShownKey) -> tracing::Span {
         let span = tracing::info_span!(
             parent: None,
             "attempt",
             otel.name = format!("{}/{key}", self.workflow),
             workflow.name = self.workflow.as_str(),
             workflow.instance.id = self.id.as_str(),
-            workflow.step.id = key,
+            workflow.step.id = key.as_str(),
         );
         let _ = span.set_parent(recorder::parent_context(
             &self.trace_id,
@@ -223,15 +226,15 @@ impl AttemptSpans {
 
 impl SpanIds for AttemptSpans {
     /// Opens the attempt's span on the first call.
-    fn attempt(&mut self, key: &UnitKeyBuf) -> (String, i64) {
-        if let Some((_, span_id, start_ns)) = self.open.get(key) {
+    fn attempt(&mut self, key: &ShownKey) -> (String, i64) {
+        if let Some((_, span_id, start_ns)) = self.open.get(&key.key) {
             return (span_id.clone(), *start_ns);
         }
         let span = self.new_span(key);
         let start_ns = telemetry::now_ns();
         let (_, span_id) = recorder::ids(&span);
         self.open
-            .insert(key.clone(), (span, span_id.clone(), start_ns));
+            .insert(key.key.clone(), (span, span_id.clone(), start_ns));
         (span_id, start_ns)
     }
 }

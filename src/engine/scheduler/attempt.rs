@@ -84,19 +84,28 @@ impl Scheduler {
             "step",
             json!({ "id": self.wf.steps[unit.idx].id, "key": key, "attempt": attempt }),
         );
+        let step = &self.wf.steps[unit.idx];
         match unit.item {
             Some(i) => {
                 let item = self
                     .records
-                    .get(self.wf.steps[unit.idx].id.as_str())
-                    .and_then(|r| r.items.get(i).cloned())
+                    .get(step.id.as_str())
+                    .and_then(|r| r.fan()?.get(i).cloned())
                     .unwrap_or(Value::Null);
-                self.ctx.set("item", item);
-                self.ctx.set("index", json!(i));
+                if step.matrix.is_some() {
+                    self.ctx.set("matrix", item);
+                    self.ctx.remove("item");
+                    self.ctx.remove("index");
+                } else {
+                    self.ctx.set("item", item);
+                    self.ctx.set("index", json!(i));
+                    self.ctx.remove("matrix");
+                }
             }
             None => {
                 self.ctx.remove("item");
                 self.ctx.remove("index");
+                self.ctx.remove("matrix");
             }
         }
     }
@@ -142,8 +151,8 @@ impl Scheduler {
                     }
                 }
             }
-            if let Some(list) = &step.for_each {
-                return self.fan_out(unit, list, now, spans);
+            if step.fans_out() {
+                return self.fan_out(unit, now, spans);
             }
         }
 
@@ -193,7 +202,7 @@ impl Scheduler {
                 self.start_wait(unit, name, *timeout, now, spans)
             }
             Action::Run(cmd) => {
-                let (span_id, _) = spans.attempt(&unit.key(&self.wf));
+                let (span_id, _) = spans.attempt(&self.shown_key(unit.key(&self.wf)));
                 let job = self.render_shell(unit, &exec, cmd, &span_id);
                 self.launch(unit, job.map(Job::Shell), now, spans)
             }
@@ -250,111 +259,6 @@ impl Scheduler {
         self.note(Note::StepSkipped { key });
     }
 
-    /// Pins a `for_each` step's list (first time) or, once every item ended,
-    /// settles the step with the list of item outputs.
-    pub(super) fn fan_out(
-        &mut self,
-        unit: &Unit,
-        list: &Value,
-        now: Timestamp,
-        spans: &mut dyn SpanIds,
-    ) -> Started {
-        let step = &self.wf.clone().steps[unit.idx];
-        let items = self.record(unit).items.clone();
-        let Some(items) = items.as_array().cloned() else {
-            let evaluated = match list {
-                Value::String(s) => Template::parse(s)
-                    .map_err(|e| e.to_string())
-                    .and_then(|t| t.render_value(self.ctx.value()).map_err(|e| e.to_string())),
-                other => template::render_tree(other, self.ctx.value()).map_err(|e| e.to_string()),
-            };
-            let items = match evaluated {
-                Ok(Value::Array(items)) => items,
-                Ok(other) => {
-                    let kind = match other {
-                        Value::Null => "null",
-                        Value::Bool(_) => "a boolean",
-                        Value::Number(_) => "a number",
-                        Value::String(_) => "a string",
-                        Value::Object(_) => "an object",
-                        Value::Array(_) => "a list",
-                    };
-                    let f = Failure::new(
-                        ErrorType::Expression,
-                        format!("`for_each` gave {kind}, not a list"),
-                    );
-                    self.fail_now(unit, f, now, spans);
-                    return Started::Settled;
-                }
-                Err(e) => {
-                    let f = Failure::new(ErrorType::Expression, format!("`for_each`: {e}"));
-                    self.fail_now(unit, f, now, spans);
-                    return Started::Settled;
-                }
-            };
-            let mut items = items;
-            for v in &mut items {
-                self.redactor.value(v);
-            }
-            let rec = self.record(unit);
-            rec.items = Value::Array(items).into();
-            rec.status = StepStatus::Running;
-            rec.started_at = Some(now);
-            self.put(unit);
-            return Started::Settled;
-        };
-        // Every item has ended (the scheduler only offers the step itself then).
-        let mut outputs = Vec::with_capacity(items.len());
-        let mut failed_item = None;
-        for i in 0..items.len() {
-            let key = format!("{}[{i}]", step.id);
-            match self.records.get(key.as_str()) {
-                Some(r) if r.status == StepStatus::Completed => outputs.push(r.output.clone()),
-                Some(r) => {
-                    if r.status == StepStatus::Failed && failed_item.is_none() {
-                        failed_item = Some((key.clone(), r.clone()));
-                    }
-                    outputs.push(Value::Null);
-                }
-                None => return Started::Blocked,
-            }
-        }
-        self.seq += 1;
-        let seq = self.seq;
-        let rec = self.record(unit);
-        rec.output = Value::Array(outputs);
-        rec.finished_at = Some(now);
-        rec.attempts = rec.attempts.max(0);
-        match &failed_item {
-            None => {
-                rec.status = StepStatus::Completed;
-                rec.outcome = Some(AttemptOutcome::Ok);
-                rec.seq = Some(seq);
-            }
-            Some((_, r)) => {
-                rec.status = StepStatus::Failed;
-                rec.outcome = Some(AttemptOutcome::Failed);
-                rec.error_type = r.error_type.clone();
-                rec.error_message = r.error_message.clone();
-            }
-        }
-        let status = rec.status;
-        let output = rec.output.clone();
-        self.put(unit);
-        self.ctx.set_step_result(&step.id, status, &output);
-        self.note(Note::FanOutFinished {
-            key: UnitKeyBuf::from(UnitKey::step(&step.id)),
-            items: items.len(),
-        });
-        if let Some((key, r)) = failed_item
-            && !step.continue_on_error
-            && self.failed.is_none()
-        {
-            self.failed = Some(failure_reason(&key, &r));
-        }
-        Started::Settled
-    }
-
     /// Records the attempt row (durably, with the enclosing commit) before anything runs.
     ///
     /// `settles_now`: the attempt ends within this same transaction (no process),
@@ -367,7 +271,7 @@ impl Scheduler {
         spans: &mut dyn SpanIds,
     ) -> i64 {
         let key = unit.key(&self.wf);
-        let (span_id, start_ns) = spans.attempt(&key);
+        let (span_id, start_ns) = spans.attempt(&self.shown_key(key.clone()));
         let run = self.run.number;
         let rec = self.record(unit);
         rec.attempts += 1;
@@ -495,6 +399,9 @@ impl Scheduler {
         };
         // An attempt stopped by us takes its reason from why we stopped it.
         let stopped = if result.interrupted { self.stop } else { None };
+        // A combination `fail_fast` stopped (its process, or its child)
+        // ends `canceled`, unless it succeeded first.
+        let stopped_fast = self.stopping.remove(&key) && result.outcome.is_err();
         match result.outcome {
             Ok(output) => {
                 self.writes.push(Write::EndAttempt {
@@ -536,6 +443,17 @@ impl Scheduler {
                         .set_step_result(&key, StepStatus::Completed, &output);
                 }
                 self.attempt_ended(&key, attempt, AttemptOutcome::Ok, None, elapsed);
+            }
+            // Stopped by `fail_fast`: another combination failed.
+            Err(_) if stopped_fast => {
+                let failure = self.fail_fast_failure(unit.idx);
+                self.stopped_attempt(unit, (&key, attempt), end, &failure, elapsed);
+                let rec = self.record(unit);
+                rec.status = StepStatus::Canceled;
+                rec.error_type = Some(failure.error_type.clone());
+                rec.error_message = Some(failure.message.clone());
+                rec.finished_at = Some(now);
+                self.put(unit);
             }
             // Stopped by us, not failed: the attempt does not count.
             Err(failure) if stopped == Some(Stop::Signal) => {
@@ -612,7 +530,13 @@ impl Scheduler {
                         self.ctx
                             .set_step_result(&key, StepStatus::Failed, &Value::Null);
                     }
-                    if !step.continue_on_error {
+                    // A failed combination stops the others (`fail_fast`),
+                    // or the step fails once they all ended (`fan_out`).
+                    if unit.item.is_some() && step.matrix.is_some() {
+                        if step.fail_fast {
+                            self.fail_fast(unit, &rec, now);
+                        }
+                    } else if !step.continue_on_error {
                         if self.failed.is_none() {
                             self.failed = Some(failure_reason(&key, &rec));
                         }

@@ -16,6 +16,7 @@ mod attempt;
 mod batch;
 pub mod child;
 mod close;
+mod fan;
 mod ready;
 pub mod recovery;
 mod render;
@@ -249,6 +250,9 @@ pub struct Scheduler {
     /// those holding it (for their next attempt, then while it runs).
     locks_asked: HashSet<UnitKeyBuf>,
     locks_held: HashSet<UnitKeyBuf>,
+    /// Combinations of a `matrix` step that `fail_fast` asked the driver to
+    /// stop: each settles `canceled` when its attempt comes back.
+    stopping: HashSet<UnitKeyBuf>,
 }
 
 impl Scheduler {
@@ -375,6 +379,7 @@ impl Scheduler {
             children_ending: HashSet::new(),
             locks_asked: HashSet::new(),
             locks_held: HashSet::new(),
+            stopping: HashSet::new(),
         };
         s.frontier = (0..s.wf.steps.len())
             .filter(|&i| s.deps_satisfied(i) && !s.ended(i))

@@ -52,7 +52,7 @@ impl Scheduler {
                 }
                 continue;
             }
-            if step.for_each.is_some() && rec.is_some_and(|r| !r.items.is_null()) {
+            if step.fans_out() && rec.is_some_and(|r| !r.items.is_null()) {
                 // Expanded: its items are the units.
                 out.extend(self.item_units(idx, now));
             } else if !self.running.contains_key(key.as_str()) && self.unit_due(&key, now) {
@@ -67,7 +67,7 @@ impl Scheduler {
     fn item_units(&self, idx: usize, now: Timestamp) -> Vec<Unit> {
         let step = &self.wf.steps[idx];
         let rec = self.records.get(step.id.as_str());
-        let n = rec.and_then(|r| r.items.as_array()).map_or(0, Vec::len);
+        let n = rec.and_then(|r| r.fan()).map_or(0, Vec::len);
         let limit = step.max_parallel.unwrap_or(usize::MAX);
         let mut active = (0..n)
             .filter(|i| {
@@ -158,7 +158,7 @@ impl Scheduler {
             if self.ended(idx) || !step.needs.iter().all(|&d| self.settled_for_handler(d)) {
                 continue;
             }
-            let expanded = step.for_each.is_some()
+            let expanded = step.fans_out()
                 && self
                     .records
                     .get(step.id.as_str())
@@ -231,11 +231,11 @@ impl Scheduler {
                 continue;
             }
             let mut units = vec![Unit::step(idx)];
-            if step.for_each.is_some() {
+            if step.fans_out() {
                 let n = self
                     .records
                     .get(step.id.as_str())
-                    .and_then(|r| r.items.as_array())
+                    .and_then(|r| r.fan())
                     .map_or(0, Vec::len);
                 units = (0..n)
                     .map(|i| Unit {
@@ -277,20 +277,17 @@ impl Scheduler {
                 if !self.wf.step_compensates(step) {
                     return false;
                 }
-                let units: Vec<Unit> = match self
-                    .records
-                    .get(step.id.as_str())
-                    .and_then(|r| r.items.as_array())
-                {
-                    Some(items) if step.for_each.is_some() => (0..items.len())
-                        .map(|i| Unit {
-                            idx,
-                            item: Some(i),
-                            compensation: false,
-                        })
-                        .collect(),
-                    _ => vec![Unit::step(idx)],
-                };
+                let units: Vec<Unit> =
+                    match self.records.get(step.id.as_str()).and_then(|r| r.fan()) {
+                        Some(items) if step.fans_out() => (0..items.len())
+                            .map(|i| Unit {
+                                idx,
+                                item: Some(i),
+                                compensation: false,
+                            })
+                            .collect(),
+                        _ => vec![Unit::step(idx)],
+                    };
                 units.into_iter().any(|u| {
                     let done = self
                         .records

@@ -34,7 +34,7 @@ impl Scheduler {
         let attempt = self.records.get(&key).map_or(1, |r| r.attempts + 1);
         out.push(("WF_INSTANCE_ID".into(), self.run.id.to_string()));
         out.push(("WF_WORKFLOW".into(), self.wf.name.clone()));
-        out.push(("WF_STEP_ID".into(), key.to_string()));
+        out.push(("WF_STEP_ID".into(), self.shown(unit)));
         out.push(("WF_ATTEMPT".into(), attempt.to_string()));
         out.push(("WF_RUN".into(), self.run.number.to_string()));
         if let Some(i) = unit.item {

@@ -15,7 +15,7 @@
 use super::{RunOutcome, Scheduler, Stop, Unit};
 use crate::engine::{AttemptResult, Failure, http, shell};
 use crate::store::{EventRow, Write};
-use crate::vocab::{AttemptOutcome, CancelRequest, Timestamp, UnitKeyBuf};
+use crate::vocab::{AttemptOutcome, CancelRequest, ShownKey, Timestamp, UnitKeyBuf};
 use std::time::Duration;
 
 /// Most units settled in one transaction without a process in between.
@@ -77,6 +77,10 @@ pub enum Effect {
     },
     /// Tell the observer.
     Note(Note),
+    /// Stop these units' running attempts (a `matrix` step's other
+    /// combinations, once one failed with `fail_fast`); each settles
+    /// `canceled`.
+    StopUnits { keys: Vec<UnitKeyBuf> },
     /// Stop the attempts running; `fresh`: the compensations that start
     /// after this are not stopped by it (only a signal stops those).
     Interrupt { fresh: bool },
@@ -164,7 +168,8 @@ pub enum Note {
 pub trait SpanIds {
     /// The span id and start (Unix ns) of the attempt of `key` about to
     /// begin: the same on every call until that attempt ends.
-    fn attempt(&mut self, key: &UnitKeyBuf) -> (String, i64);
+    /// (`key` prints as the unit is shown: the span's name.)
+    fn attempt(&mut self, key: &ShownKey) -> (String, i64);
 }
 
 /// What starting a unit amounted to.

@@ -203,13 +203,14 @@ fn header(s: &Shown, now: Timestamp) -> Markup {
                     dt { "Labels" } dd { @for (k, l) in &i.labels { code { (k) "=" (l) } " " } }
                 }
                 @if !v.children.is_empty() {
+                    @let labels = crate::views::unit_labels(&v.steps);
                     dt { "Children" } dd {
                         // Each with the step and attempt that made it; the
                         // first few, and the rest in the list.
                         ul.children {
                             @for c in v.children.iter().take(HEADER_CHILDREN) {
                                 li {
-                                    @if let Some(p) = &c.parent { code { (p.key) } span.muted { " #" (p.attempt) " → " } }
+                                    @if let Some(p) = &c.parent { code { (labels.get(p.key.as_str()).map_or(p.key.as_str(), String::as_str)) } span.muted { " #" (p.attempt) " → " } }
                                     a.mono href=(format!("/instances/{}", c.id)) { (short(&c.id)) } " " (badge(ShownStatus::of(c).as_str()))
                                 }
                             }
@@ -311,6 +312,7 @@ fn graph_section(s: &Shown) -> Markup {
             let note = match (&st.action, items) {
                 (Action::Workflow(_), 0) => Some("child".to_string()),
                 (Action::Workflow(_), n) => Some(format!("{n} children")),
+                (_, n) if n > 0 && st.matrix.is_some() => Some(format!("{n} combinations")),
                 (_, n) if n > 0 => Some(format!("{n} items")),
                 _ => row
                     .filter(|r| r.attempts > 1)
@@ -346,6 +348,8 @@ fn duration(a: Option<Timestamp>, b: Option<Timestamp>) -> String {
 fn steps(s: &Shown, _now: Timestamp) -> Markup {
     let v = &s.view;
     let id = &v.instance.id;
+    let labels = crate::views::unit_labels(&v.steps);
+    let shown = |key: &str| labels.get(key).cloned().unwrap_or_else(|| key.to_string());
     let attempts_of = |row: &StepRow| -> Vec<&AttemptRow> {
         v.attempts
             .iter()
@@ -374,7 +378,7 @@ fn steps(s: &Shown, _now: Timestamp) -> Markup {
                     @for row in &v.steps {
                         tr id=(format!("step-{}", row.key)) {
                             td.mono {
-                                (row.key)
+                                (shown(&row.key))
                                 @if s.wf.as_ref().is_some_and(|wf| wf.step(&row.step_id).is_none()) {
                                     " " span.muted title="not in the instance's definition since an upgrade" { "(removed)" }
                                 }
@@ -529,6 +533,7 @@ pub async fn logs(
         .run(move |l| async move {
             let c = l.conn().await?;
             let id: InstanceId = c.resolve_id(&id).await?;
+            let step = logs::unit_key(&c, &id, &step).await?;
             let running = c
                 .attempts(&id)
                 .await?

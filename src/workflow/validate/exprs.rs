@@ -8,7 +8,7 @@ use crate::workflow::template::Template;
 /// Context names an expression may start with.
 const ROOTS: &[&str] = &[
     "inputs", "env", "secrets", "state", "steps", "output", "item", "index", "instance", "run",
-    "step",
+    "step", "matrix",
 ];
 
 impl Checker<'_> {
@@ -208,6 +208,22 @@ impl Checker<'_> {
                         at(),
                         format!("`{root}` is only available in a `for_each` step"),
                     ));
+                }
+                ("matrix", _) if !ctx.scope.matrix => {
+                    return Err(self.err(at(), "`matrix` is only available in a `matrix` step"));
+                }
+                ("matrix", Some(key)) => {
+                    if let Some(keys) = self.matrix_keys.borrow().as_ref()
+                        && !keys.contains(key)
+                    {
+                        return Err(self.err(
+                            at(),
+                            format!(
+                                "expression refers to `matrix.{key}`, which no combination of the matrix has (it has {})",
+                                keys.iter().map(String::as_str).collect::<Vec<_>>().join(", ")
+                            ),
+                        ));
+                    }
                 }
                 ("steps", Some(id)) if !self.step_ids.contains_key(id) => {
                     return Err(self.err(at(), format!("expression refers to `steps.{id}`, which is not a step of this workflow")));

@@ -107,6 +107,7 @@ pub(crate) fn parse_with_calls(source: &str, label: &str) -> Result<Workflow, In
         folded_ids: HashMap::new(),
         step_refs: Default::default(),
         results_read: std::cell::RefCell::new(Some(Default::default())),
+        matrix_keys: Default::default(),
         warnings: Default::default(),
         calls: Default::default(),
     };
@@ -204,6 +205,9 @@ struct Checker<'a> {
     warnings: std::cell::RefCell<Vec<DefinitionError>>,
     /// The `workflow:` steps read so far ([`Workflow::calls`]).
     calls: std::cell::RefCell<Vec<CallSite>>,
+    /// The keys of the combinations of the `matrix` step being read, when
+    /// its matrix is written without expressions (`matrix.KEY` is checked).
+    matrix_keys: std::cell::RefCell<Option<std::collections::BTreeSet<String>>>,
 }
 
 struct StepRef {
@@ -218,11 +222,13 @@ struct StepRef {
 struct Scope {
     output: bool,
     item: bool,
+    matrix: bool,
 }
 
 const PLAIN: Scope = Scope {
     output: false,
     item: false,
+    matrix: false,
 };
 
 impl Checker<'_> {

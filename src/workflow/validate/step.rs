@@ -3,8 +3,10 @@
 
 use super::actions::{ChosenShell, StepDefaults};
 use super::*;
-use crate::workflow::model::Needs;
+use crate::workflow::matrix;
+use crate::workflow::model::{Needs, RawStep};
 use crate::workflow::shell::Shell;
+use crate::workflow::template;
 
 impl Checker<'_> {
     pub(super) fn step(
@@ -22,9 +24,11 @@ impl Checker<'_> {
         let raw = &spanned.value;
         let pos: Pos = spanned.into();
         let id = raw.id.value.clone();
+        let matrix = self.matrix(&id, raw, inputs, secrets)?;
         let scope = Scope {
             output: false,
             item: raw.for_each.is_some(),
+            matrix: matrix.is_some(),
         };
         let ctx = ExprCtx {
             inputs,
@@ -271,10 +275,18 @@ impl Checker<'_> {
                 Some(f.value.clone())
             }
         };
+        if let Some(f) = &raw.fail_fast
+            && raw.matrix.is_none()
+        {
+            return Err(self.err(f.into(), "`fail_fast` only applies to `matrix` steps"));
+        }
         let max_parallel = match &raw.max_parallel {
             None => None,
-            Some(m) if raw.for_each.is_none() => {
-                return Err(self.err(m.into(), "`max_parallel` only applies to `for_each` steps"));
+            Some(m) if raw.for_each.is_none() && raw.matrix.is_none() => {
+                return Err(self.err(
+                    m.into(),
+                    "`max_parallel` only applies to `for_each` and `matrix` steps",
+                ));
             }
             Some(m) if m.value >= 1 && m.value <= 10_000 => Some(m.value as usize),
             Some(m) => return Err(self.err(m.into(), "`max_parallel` must be between 1 and 10000")),
@@ -310,6 +322,8 @@ impl Checker<'_> {
             compensate: compensate.map(Box::new),
             condition: condition.map(Box::new),
             for_each: for_each.map(Box::new),
+            matrix: matrix.map(Box::new),
+            fail_fast: raw.fail_fast.as_ref().is_none_or(|f| f.value),
             max_parallel,
             continue_on_error: raw.continue_on_error,
             lock,
@@ -396,4 +410,78 @@ fn is_error_name(s: &str) -> bool {
 fn is_error_pattern(s: &str) -> bool {
     let body = s.strip_suffix('*').unwrap_or(s);
     !body.is_empty() && is_error_name(body.trim_end_matches('.')) || s == "*"
+}
+
+impl Checker<'_> {
+    /// `matrix:`: its shape and expressions; expanded here when it holds
+    /// none, so that what the engine would refuse is an error at its key.
+    /// Leaves the keys `matrix.KEY` may name in `matrix_keys`.
+    fn matrix(
+        &self,
+        id: &str,
+        raw: &RawStep,
+        inputs: &BTreeMap<String, InputSpec>,
+        secrets: &[String],
+    ) -> Result<Option<Value>, DefinitionError> {
+        *self.matrix_keys.borrow_mut() = None;
+        let Some(m) = &raw.matrix else {
+            return Ok(None);
+        };
+        let pos: Pos = (&**m).into();
+        if raw.for_each.is_some() {
+            return Err(self.err(
+                pos,
+                format!("step `{id}` has both `matrix` and `for_each`: use one"),
+            ));
+        }
+        let ctx = ExprCtx {
+            inputs,
+            secrets,
+            scope: PLAIN,
+            step: None,
+        };
+        let keys: std::collections::BTreeSet<String> = match &m.value {
+            Value::Object(map) => {
+                self.tree(&m.value, pos, &ctx)?;
+                let mut keys = std::collections::BTreeSet::new();
+                for (k, v) in map {
+                    match (k.as_str(), v) {
+                        ("include", Value::Array(list)) => {
+                            keys.extend(
+                                list.iter()
+                                    .filter_map(Value::as_object)
+                                    .flat_map(|o| o.keys().cloned()),
+                            );
+                        }
+                        ("include" | "exclude", _) => {}
+                        _ => {
+                            keys.insert(k.clone());
+                        }
+                    }
+                }
+                keys
+            }
+            Value::String(s) if template::contains_expr(s) => {
+                self.template(s, pos, &ctx)?;
+                return Ok(Some(m.value.clone()));
+            }
+            _ => {
+                return Err(self.err(
+                    pos,
+                    "`matrix` must be a map of lists (with `include` and `exclude`), or an expression that gives one",
+                ));
+            }
+        };
+        if !m.value.to_string().contains("${{") {
+            let combos = matrix::expand(&m.value).map_err(|e| {
+                let at = e.key.as_ref().map_or(pos, |k| self.locate(k, pos));
+                self.err(at, format!("step `{id}`: {}", e.message))
+            })?;
+            let all = combos.iter().flat_map(|c| c.keys().cloned()).collect();
+            *self.matrix_keys.borrow_mut() = Some(all);
+        } else {
+            *self.matrix_keys.borrow_mut() = Some(keys);
+        }
+        Ok(Some(m.value.clone()))
+    }
 }

@@ -10,6 +10,7 @@
 //! the plain run) write the pages at 1280 and 360 px wide into DIR
 //! (`scripts/screenshots` runs it for docs/inspector.md).
 
+mod authoring;
 mod bulk;
 mod compare;
 mod follows;

@@ -5,6 +5,7 @@
 
 mod close;
 mod driven;
+mod matrix;
 mod run;
 mod secrets;
 

@@ -15,11 +15,11 @@ pub(super) struct Ids {
 }
 
 impl SpanIds for Ids {
-    fn attempt(&mut self, key: &UnitKeyBuf) -> (String, i64) {
+    fn attempt(&mut self, key: &crate::vocab::ShownKey) -> (String, i64) {
         let made = &mut self.made;
         let id = self
             .open
-            .entry(key.to_string())
+            .entry(key.as_str().to_string())
             .or_insert_with(|| {
                 *made += 1;
                 format!("{made:016x}")
