@@ -75,7 +75,9 @@ fn fail_fast_stops_the_running_combinations_which_end_canceled() {
     let stopped: Vec<&str> = e
         .iter()
         .filter_map(|e| match e {
-            Effect::StopUnits { keys } => Some(keys.iter().map(|k| k.as_str()).collect::<Vec<_>>()),
+            Effect::StopUnits { keys } => {
+                Some(keys.iter().map(UnitKeyBuf::as_str).collect::<Vec<_>>())
+            }
             _ => None,
         })
         .flatten()
