@@ -107,7 +107,7 @@ impl Printer {
             return cell;
         }
         match status {
-            "completed" | "ok" => cell.fg(Color::Green),
+            "completed" | "ok" | "cached" => cell.fg(Color::Green),
             "failed" | "timeout" | "crashed" => cell.fg(Color::Red),
             "running" => cell.fg(Color::Cyan),
             "pending" | "sleeping" | "waiting" | "retrying" | "retry" | "interrupted" => {
@@ -465,6 +465,7 @@ impl Observer for Progress {
         }
         let mark = match outcome {
             "ok" => self.paint("ok", "32"),
+            "cached" => self.paint("cached", "32"),
             "retry" => self.paint("retry", "33"),
             "interrupted" => self.paint("interrupted", "33"),
             other => self.paint(other, "31"),
@@ -484,7 +485,7 @@ impl Observer for Progress {
             human(elapsed)
         ));
         // The counter counts steps: for_each items and compensations are parts of one.
-        if outcome == "ok"
+        if (outcome == "ok" || outcome == "cached")
             && key.is_step()
             && let Some(l) = &self.live
         {

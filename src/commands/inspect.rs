@@ -314,10 +314,20 @@ fn print_attempts(
             .map_or(a.step_key.as_str(), String::as_str)
             .to_string()
     };
+    // A `cached` attempt names the attempt whose result it took.
     let error = |a: &AttemptRow| {
         a.error_type
             .as_ref()
             .map(|t| crate::printer::error_text(&t.text(), a.error_message.as_deref()))
+            .or_else(|| {
+                a.cached_from.as_ref().map(|f| {
+                    format!(
+                        "from {}#{}",
+                        &f.instance[..f.instance.len().min(12)],
+                        f.attempt
+                    )
+                })
+            })
     };
     // The exit code is in the error type (`exit.9`) and in --json.
     let rows: Vec<Vec<Cell>> = attempts

@@ -28,6 +28,10 @@ pub struct Args {
     /// Give failed steps a fresh attempt budget and continue
     #[arg(long)]
     pub retry_failed: bool,
+    /// Run `cache:` steps without looking for a kept result (what they
+    /// complete is still kept)
+    #[arg(long)]
+    pub no_cache: bool,
     #[command(flatten)]
     pub ending: Ending,
 }
@@ -92,6 +96,7 @@ pub async fn run(args: Args, db: Option<PathBuf>, printer: &Printer) -> anyhow::
     }
     let opts = RunOptions {
         inline_wait,
+        no_cache: args.no_cache,
         traceparent: super::traceparent(),
         tracestate: std::env::var("TRACESTATE").ok(),
         ..opts

@@ -44,6 +44,10 @@ pub struct Args {
     /// Record the instance for workers (`wf worker`) and print its id at once
     #[arg(long)]
     pub detach: bool,
+    /// Run `cache:` steps without looking for a kept result (what they
+    /// complete is still kept)
+    #[arg(long, conflicts_with = "detach")]
+    pub no_cache: bool,
     #[command(flatten)]
     pub ending: Ending,
 }
@@ -103,6 +107,7 @@ pub async fn run(args: Args, db: Option<PathBuf>, printer: &Printer) -> anyhow::
     }
     let opts = RunOptions {
         owner: Some(owner),
+        no_cache: args.no_cache,
         inline_wait: args.ending.inline_wait,
         workflow: Some(std::sync::Arc::new(wf)),
         traceparent: super::traceparent(),

@@ -12,6 +12,7 @@ pub mod context;
 pub mod db;
 pub mod drive;
 pub mod fire;
+pub mod hash_files;
 pub mod hooks;
 pub mod http;
 pub mod lease;

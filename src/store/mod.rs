@@ -200,6 +200,8 @@ macro_rules! each {
 
 // After `each!`, which they use.
 pub mod actions;
+mod cache;
+pub use cache::{CacheEntry, CachedFrom};
 mod check;
 pub mod metrics;
 pub mod portable;

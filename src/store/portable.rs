@@ -135,6 +135,25 @@ pub static TABLES: &[Table] = &[
             ("last_used_at", Text),
         ],
     },
+    // The results `cache:` steps keep: of the database, not of an instance
+    // (a prune of the instance an entry came from keeps it).
+    Table {
+        name: "step_cache",
+        scope: Scope::Global,
+        columns: &[
+            ("workflow", Text),
+            ("step_id", Text),
+            ("cache_key", Text),
+            ("part", Text),
+            ("instance_id", Text),
+            ("unit_key", Text),
+            ("attempt", Int),
+            ("output", Text),
+            ("state_patch", Text),
+            ("created_at", Text),
+            ("expires_ms", Int),
+        ],
+    },
     Table {
         name: "instances",
         scope: Scope::Instance,
@@ -230,6 +249,7 @@ pub static TABLES: &[Table] = &[
             ("proc_host", Text),
             ("proc_pgid", Int),
             ("proc_start", Int),
+            ("cached_from", Text),
         ],
     },
     Table {

@@ -315,6 +315,8 @@ pub struct AttemptRow {
     pub exit_code: Option<i64>,
     pub started_at: Timestamp,
     pub finished_at: Option<Timestamp>,
+    /// A `cached` attempt: the attempt whose result it took.
+    pub cached_from: Option<super::CachedFrom>,
 }
 
 /// An attempt about to start: which, in which run, and its span.

@@ -62,6 +62,14 @@ pub(crate) trait RunStore {
         unit: &str,
         holder_alive: &dyn Fn(&str) -> bool,
     ) -> Result<bool>;
+
+    /// The entry a `cache:` step's attempt takes its result from, if one
+    /// is kept ([`Store::cache_entry`]).
+    async fn cache_entry(
+        &self,
+        at: (&str, &str, &str, &str),
+        now: crate::vocab::Timestamp,
+    ) -> Result<Option<super::CacheEntry>>;
 }
 
 impl RunStore for Store {
@@ -110,5 +118,13 @@ impl RunStore for Store {
         holder_alive: &dyn Fn(&str) -> bool,
     ) -> Result<bool> {
         Store::take_lock(self, fence, key, limit, unit, holder_alive).await
+    }
+
+    async fn cache_entry(
+        &self,
+        at: (&str, &str, &str, &str),
+        now: crate::vocab::Timestamp,
+    ) -> Result<Option<super::CacheEntry>> {
+        Store::cache_entry(self, at, now).await
     }
 }

@@ -6,6 +6,7 @@
 //! same thing to any backend.
 
 use super::rows::*;
+use super::{CacheEntry, CachedFrom};
 use serde_json::Value;
 
 /// One change to the instance a runner holds.
@@ -28,6 +29,15 @@ pub enum Write {
         attempt: i64,
         end: AttemptEnd,
     },
+    /// A `cached` attempt's source: the attempt whose result it took.
+    AttemptCachedFrom {
+        key: UnitKeyBuf,
+        attempt: i64,
+        from: CachedFrom,
+    },
+    /// The result of a completed attempt of a `cache:` step, kept (or
+    /// replacing the entry of the same step and key) for later attempts.
+    PutCache(Box<CacheEntry>),
     /// The process group an attempt started.
     AttemptProcess {
         key: UnitKeyBuf,

@@ -148,6 +148,7 @@ mod tests {
             exit_code: err,
             started_at: Timestamp::from_ms(run * 1000 + attempt * 10),
             finished_at: Some(Timestamp::from_ms(run * 1000 + attempt * 10 + 5)),
+            cached_from: None,
         }
     }
 

@@ -219,6 +219,10 @@ pub struct AttemptView<'a> {
     pub exit_code: Option<i64>,
     pub started_at: Timestamp,
     pub finished_at: Option<Timestamp>,
+    /// A `cached` attempt: the attempt whose result it took (absent
+    /// otherwise).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cached_from: Option<&'a crate::store::CachedFrom>,
 }
 
 /// An event delivered to the instance.
@@ -390,6 +394,7 @@ impl<'a> From<&'a AttemptRow> for AttemptView<'a> {
             exit_code: a.exit_code,
             started_at: a.started_at,
             finished_at: a.finished_at,
+            cached_from: a.cached_from.as_ref(),
         }
     }
 }

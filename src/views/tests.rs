@@ -95,6 +95,7 @@ fn attempt(key: &str, n: i64, outcome: Option<AttemptOutcome>, from: i64) -> Att
         exit_code: outcome.map(|_| 0),
         started_at: at(from),
         finished_at: outcome.map(|_| at(from + 1)),
+        cached_from: None,
     }
 }
 

@@ -158,6 +158,9 @@ words! {
         Interrupted = "interrupted",
         /// Stopped by `wf cancel`: it does not count.
         Canceled = "canceled",
+        /// A `cache:` step's attempt that took its result from an earlier
+        /// one with the same key, without running.
+        Cached = "cached",
     }
 }
 

@@ -194,6 +194,23 @@ pub struct Step {
     /// `lock:`: the semaphore each attempt holds while it runs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lock: Option<Box<queue::StepLock>>,
+    /// `cache:`: the key a completed attempt's result is kept under.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache: Option<Box<Cache>>,
+}
+
+/// `cache:`: a step that completes without running when an earlier
+/// attempt of it with the same key completed (within `ttl`).
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+pub struct Cache {
+    pub key: Template,
+    /// The `hashFiles(…)` calls of the key, their patterns, in order: the
+    /// driver hashes the files before the key is rendered.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub files: Vec<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttl: Option<Duration>,
+    pub wait: bool,
 }
 
 #[derive(Debug, serde::Serialize, serde::Deserialize)]

@@ -317,11 +317,35 @@ pub struct RawStep {
     pub max_parallel: Option<Spanned<i64>>,
     #[serde(default)]
     pub continue_on_error: bool,
+    /// Completes without running when a completed attempt of this step
+    /// with the same key is kept (`key`, `ttl`, `wait`).
+    #[serde(default)]
+    #[schemars(with = "Option<RawCache>")]
+    pub cache: Option<Box<Spanned<RawCache>>>,
     /// A counting semaphore shared by every instance on every host: each
     /// attempt takes it before it starts and gives it back when it ends.
     #[serde(default)]
     #[schemars(with = "Option<RawLock>")]
     pub lock: Option<Box<Spanned<RawLock>>>,
+}
+
+/// `cache: { key, ttl, wait }`.
+#[derive(Debug, Deserialize, Clone, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RawCache {
+    /// What the step's result depends on: an expression, or text holding
+    /// expressions (`${{ hashFiles('src/**') }}`); no secrets.
+    #[schemars(with = "String")]
+    pub key: Spanned<String>,
+    /// How long an entry is found after the attempt that made it (default:
+    /// until replaced).
+    #[serde(default)]
+    #[schemars(with = "Option<String>")]
+    pub ttl: Option<Spanned<String>>,
+    /// Concurrent attempts with one key run the step once, the others
+    /// waiting for its result (default true).
+    #[serde(default)]
+    pub wait: Option<bool>,
 }
 
 /// `lock: { key, limit }`.

@@ -8,6 +8,7 @@ mod actions;
 mod backup_crash;
 mod budgets;
 mod bulk;
+mod cache;
 mod chaos;
 mod collector;
 mod commands;

@@ -310,7 +310,7 @@ fn concurrent_first_starts_migrate_once() {
     }
     assert_eq!(
         t.psql("SELECT string_agg(version::text, ',' ORDER BY version) FROM migrations"),
-        "1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17"
+        "1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18"
     );
 }
 
@@ -373,7 +373,7 @@ fn spans_kept_before_migration_6_read_back_the_same_after_it() {
     let after = trace();
     assert_eq!(
         t.psql("SELECT string_agg(version::text, ',' ORDER BY version) FROM migrations"),
-        "1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17"
+        "1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18"
     );
     assert_eq!(
         t.psql("SELECT count(*) FROM spans")

@@ -117,6 +117,9 @@ pub(super) struct Runner<'o> {
     interrupt_tx: watch::Sender<bool>,
     /// Each running attempt's own stop word, by unit key.
     unit_stops: HashMap<UnitKeyBuf, watch::Sender<bool>>,
+    /// What `cache:` units asked of the driver ([`Effect::HashFiles`],
+    /// [`Effect::LookUpCache`]), answered after the turn's commit.
+    cache_asks: Vec<Effect>,
     http: Option<reqwest::Client>,
     /// This run's trace: (trace_id, root span_id, parent span_id, start ns).
     trace: store::RunTrace,
@@ -230,6 +233,7 @@ impl<'o> Runner<'o> {
                 parent: inst.parent.as_ref().map(|p| p.id.clone()),
                 caller,
                 actor: opts.actor.clone(),
+                no_cache: opts.no_cache,
             },
             inputs: inst.inputs,
             state: inst.state,
@@ -252,6 +256,7 @@ impl<'o> Runner<'o> {
             idle_when_stopped: false,
             interrupt_tx,
             unit_stops: HashMap::new(),
+            cache_asks: Vec::new(),
             http: None,
             trace,
             root,
@@ -369,6 +374,7 @@ impl<'o> Runner<'o> {
             && applied.ending.is_empty()
             && !applied.again
             && self.lock_waits.is_empty()
+            && self.cache_asks.is_empty()
             && !self.sched.has_running()
             && self.tasks.is_empty()
             && self.children.is_empty()
@@ -400,6 +406,12 @@ impl<'o> Runner<'o> {
             match effect {
                 Effect::Spawn { unit, job, attempt } => applied.spawns.push((unit, job, attempt)),
                 Effect::Note(note) => self.tell(note),
+                ask @ (Effect::HashFiles { .. } | Effect::LookUpCache { .. }) => {
+                    self.cache_asks.push(ask);
+                }
+                Effect::CachedFrom { key, from } => {
+                    self.spans.annotate(&key, "workflow.step.cached_from", from);
+                }
                 Effect::StopUnits { keys } => {
                     for key in keys {
                         if let Some(own) = self.unit_stops.get(&key) {
@@ -563,6 +575,57 @@ impl<'o> Runner<'o> {
             }
         }
         Ok(taken)
+    }
+
+    /// Answers what `cache:` units asked: the hashes of their keys' files,
+    /// and the entries kept for their keys. True when one was answered
+    /// (its unit goes on at the next decision).
+    async fn answer_cache(&mut self, store: &impl RunStore) -> Result<bool, EngineError> {
+        let asks = std::mem::take(&mut self.cache_asks);
+        let answered = !asks.is_empty();
+        for ask in asks {
+            let (key, answer) = match ask {
+                Effect::HashFiles { key, dir, calls } => {
+                    let mut files = serde_json::Map::new();
+                    let mut failed = None;
+                    for patterns in &calls {
+                        match crate::engine::hash_files::hash(&dir, patterns) {
+                            Ok(h) => {
+                                files.insert(patterns.join("\n"), h.into());
+                            }
+                            Err(e) => failed = Some(e),
+                        }
+                    }
+                    let answer = match failed {
+                        Some(e) => Err(e),
+                        None => Ok(files),
+                    };
+                    (key, crate::engine::scheduler::CacheAnswer::Hashed(answer))
+                }
+                Effect::LookUpCache {
+                    key,
+                    workflow,
+                    step,
+                    cache_key,
+                    part,
+                } => {
+                    let at = (
+                        workflow.as_str(),
+                        step.as_str(),
+                        cache_key.as_str(),
+                        part.as_str(),
+                    );
+                    let found = store.cache_entry(at, Timestamp::now()).await?;
+                    (
+                        key,
+                        crate::engine::scheduler::CacheAnswer::Found(found.map(Box::new)),
+                    )
+                }
+                _ => continue,
+            };
+            self.decide(Input::Cache { key, answer });
+        }
+        Ok(answered)
     }
 
     /// The error of a run whose instance `holder` took over.

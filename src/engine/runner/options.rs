@@ -18,6 +18,8 @@ pub struct RunOptions {
     pub fire_timers: bool,
     /// Give failed steps a fresh attempt budget (`wf resume --retry-failed`).
     pub retry_failed: bool,
+    /// Run `cache:` steps without looking for an entry (`--no-cache`).
+    pub no_cache: bool,
     /// Cancel the instance: start nothing new, run compensations (`wf cancel`).
     pub cancel: bool,
     /// With `cancel`: run no compensations (`wf cancel --terminate`).
@@ -75,6 +77,7 @@ impl Default for RunOptions {
             inline_wait: Duration::from_secs(30),
             fire_timers: false,
             retry_failed: false,
+            no_cache: false,
             cancel: false,
             terminate: false,
             workflow: None,

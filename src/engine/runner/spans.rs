@@ -107,7 +107,7 @@ impl<'o> Runner<'o> {
             span.set_attribute("error.type", f.error_type.text());
             span.set_status(Status::error(f.message.clone()));
         }
-        if outcome == AttemptOutcome::Ok {
+        if matches!(outcome, AttemptOutcome::Ok | AttemptOutcome::Cached) {
             self.committing.push((span_id, span));
         }
     }
@@ -214,6 +214,13 @@ impl AttemptSpans {
             false,
         ));
         span
+    }
+
+    /// Sets an attribute on the open span of the attempt of `key`.
+    pub(super) fn annotate(&self, key: &str, name: &'static str, value: String) {
+        if let Some((span, _, _)) = self.open.get(key) {
+            span.set_attribute(name, value);
+        }
     }
 
     /// The open span of the attempt of `key` (none if it has none).

@@ -110,8 +110,10 @@ impl Runner<'_> {
         drop(commit_spans);
         self.record_groups(store).await?;
         self.output_files.lock().tidy();
-        // Locks asked for now are tried at once: taken, their units start.
-        if self.try_locks(store).await? || again {
+        // Locks asked for now are tried at once: taken, their units start;
+        // so are the `cache:` units' questions answered.
+        let answered = self.answer_cache(store).await?;
+        if self.try_locks(store).await? || answered || again {
             return Ok(Flow::Again);
         }
         Ok(Flow::Wait)

@@ -161,6 +161,10 @@ impl Scheduler {
             return self.start_child_compensation(unit, now, spans);
         }
 
+        // A `cache:` step's attempt may not be needed.
+        if let Some(started) = self.start_cached(unit, now, spans) {
+            return started;
+        }
         // A `lock:` step's attempt starts once the driver took its lock.
         if let Some(lock) = &step.lock
             && matches!(exec_of(step, unit).action, Action::Run(_) | Action::Http(_))
@@ -354,6 +358,8 @@ impl Scheduler {
         if self.locks_held.remove(&key) {
             self.writes.push(Write::ReleaseLock { key: key.clone() });
         }
+        // A retry of a `cache:` unit looks its key up again.
+        self.cache.remove(&key);
         // Nothing a secret's value appears in leaves this function unmasked.
         if !self.redactor.is_empty() {
             match &mut result.outcome {
@@ -428,6 +434,10 @@ impl Scheduler {
                     .into();
                 let output = rec.output.clone();
                 self.put(unit);
+                let patch = new_state.as_ref().map_or(Value::Null, |(_, p)| p.clone());
+                if let Some(w) = self.cache_entry_of(unit, attempt, &output, &patch, now) {
+                    self.writes.push(w);
+                }
                 // Written; not kept in memory (a later write of the row
                 // keeps it: `COALESCE` in the store). 10,000 patches held
                 // cost 4 MiB of a 10,000-step run.
@@ -561,7 +571,7 @@ impl Scheduler {
 
     /// An attempt ended as `outcome`: its span ends (a successful one once
     /// the commit that makes it durable returned) and the observer hears.
-    fn attempt_ended(
+    pub(super) fn attempt_ended(
         &mut self,
         key: &UnitKeyBuf,
         attempt: i64,

@@ -14,6 +14,7 @@
 
 mod attempt;
 mod batch;
+mod cache;
 pub mod child;
 mod close;
 mod fan;
@@ -26,6 +27,7 @@ mod suspend;
 #[cfg(test)]
 mod tests;
 
+pub use cache::CacheAnswer;
 pub use child::ChildEndEvent;
 pub use close::Closed;
 pub use step::{Effect, Input, Job, MAX_SETTLED_PER_COMMIT, Note, Settled, SpanIds};
@@ -149,6 +151,9 @@ pub struct RunData {
     ),
     /// Who started or resumed this run: the starter its children record.
     pub actor: Option<crate::vocab::Actor>,
+    /// `--no-cache`: `cache:` steps run without looking for an entry (what
+    /// they complete is kept all the same).
+    pub no_cache: bool,
 }
 
 /// What a run's scheduler starts from.
@@ -253,6 +258,14 @@ pub struct Scheduler {
     /// Combinations of a `matrix` step that `fail_fast` asked the driver to
     /// stop: each settles `canceled` when its attempt comes back.
     stopping: HashSet<UnitKeyBuf>,
+    /// Units of `cache:` steps on their way to an attempt: their files
+    /// hashed, their key looked up, and the answer.
+    cache: HashMap<UnitKeyBuf, cache::CacheStep>,
+    /// The rendered key and part of each unit whose key was looked up: its
+    /// success keeps an entry under them.
+    cache_keys: HashMap<UnitKeyBuf, (String, String)>,
+    /// Units whose files could not be hashed, and why: they fail.
+    cache_failed: HashMap<UnitKeyBuf, String>,
 }
 
 impl Scheduler {
@@ -380,6 +393,9 @@ impl Scheduler {
             locks_asked: HashSet::new(),
             locks_held: HashSet::new(),
             stopping: HashSet::new(),
+            cache: HashMap::new(),
+            cache_keys: HashMap::new(),
+            cache_failed: HashMap::new(),
         };
         s.frontier = (0..s.wf.steps.len())
             .filter(|&i| s.deps_satisfied(i) && !s.ended(i))

@@ -46,6 +46,12 @@ pub enum Input {
     /// The driver took the `lock:` of unit `key` (asked for with
     /// [`Effect::TakeLock`]): it may start.
     LockTaken(UnitKeyBuf),
+    /// The driver's answer to a `cache:` unit's [`Effect::HashFiles`] or
+    /// [`Effect::LookUpCache`].
+    Cache {
+        key: UnitKeyBuf,
+        answer: super::CacheAnswer,
+    },
 }
 
 /// An attempt that ended, as its executor reported it.
@@ -123,6 +129,27 @@ pub enum Effect {
         lock: String,
         limit: u32,
     },
+    /// Hash the files of each `hashFiles` call of unit `key`'s `cache.key`
+    /// (the patterns of each call, relative to `dir`); answer with
+    /// [`Input::Cache`].
+    HashFiles {
+        key: UnitKeyBuf,
+        dir: std::path::PathBuf,
+        calls: Vec<Vec<String>>,
+    },
+    /// Look up the entry of a `cache:` step (`workflow`, `step`, the
+    /// rendered `cache_key`, the unit's `part`) for unit `key`; answer with
+    /// [`Input::Cache`].
+    LookUpCache {
+        key: UnitKeyBuf,
+        workflow: String,
+        step: String,
+        cache_key: String,
+        part: String,
+    },
+    /// A `cached` attempt of unit `key`: its span names where its result
+    /// came from (`INSTANCE#ATTEMPT`).
+    CachedFrom { key: UnitKeyBuf, from: String },
     /// Decide again now, after committing: more is ready than one
     /// transaction holds, an awaited event arrived, or the outputs failed
     /// to render and the compensations are to run.
@@ -231,6 +258,7 @@ impl Scheduler {
                 self.locks_held.insert(key);
                 self.effects.push(Effect::Again);
             }
+            Input::Cache { key, answer } => self.cache_answered(key, answer),
         }
         std::mem::take(&mut self.effects)
     }

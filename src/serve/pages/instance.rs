@@ -402,6 +402,9 @@ fn steps(s: &Shown, _now: Timestamp) -> Markup {
                                                     " (run " (a.run) "): "
                                                     (a.outcome.map_or("running", |o| o.as_str()))
                                                     @if let Some(t) = &a.error_type { " · " code { (t.to_string()) } }
+                                                    @if let Some(f) = &a.cached_from {
+                                                        " from " a.mono.cached-from href=(format!("/instances/{}", f.instance)) { (short(&f.instance)) } " attempt " (f.attempt)
+                                                    }
                                                     @if let Some(c) = a.exit_code { " · exit " (c) }
                                                     " · " (duration(Some(a.started_at), a.finished_at))
                                                     @if let Some(m) = &a.error_message { br; span.muted { (m) } }

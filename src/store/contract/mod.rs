@@ -18,6 +18,7 @@
 //! And the proof that every way a batch of writes reaches a database
 //! leaves the same rows (`write_paths`).
 
+mod cache;
 mod children;
 mod finding;
 mod lifecycle;
@@ -26,6 +27,7 @@ mod registry;
 mod upgrades;
 mod write_paths;
 
+use cache::*;
 use children::*;
 use finding::*;
 use lifecycle::*;
@@ -91,6 +93,7 @@ contract!(
     upgrade_commit,
     upgrade_renames,
     upgrade_requeues,
+    cache_entries,
 );
 
 fn runtime() -> tokio::runtime::Runtime {

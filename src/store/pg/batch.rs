@@ -146,6 +146,8 @@ fn group(writes: &[Write]) -> Grouped<'_> {
                 }
             }
             Write::AttemptProcess { .. }
+            | Write::AttemptCachedFrom { .. }
+            | Write::PutCache(_)
             | Write::CreateChild(_)
             | Write::Child(_)
             | Write::NotifyParent { .. }

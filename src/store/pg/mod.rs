@@ -45,9 +45,11 @@ macro_rules! queue_cols {
 
 mod actions;
 mod batch;
+mod cache;
 mod conn;
 mod copy;
 mod history;
+mod insert;
 mod lease;
 mod line;
 mod list;

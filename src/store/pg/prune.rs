@@ -150,6 +150,13 @@ impl PgStore {
                 instances: outs[5].count(),
             });
         }
+        // The `cache:` entries past their `ttl` (the others outlive the
+        // instances they came from).
+        self.pipeline(vec![Op::Exec(
+            "DELETE FROM step_cache WHERE expires_ms <= $1",
+            vec![Box::new(crate::vocab::Timestamp::now().ms())],
+        )])
+        .await?;
         // What it deleted lowered gauges by deltas: fold them now rather
         // than leave them all to the next scrape.
         self.fold_metrics().await?;

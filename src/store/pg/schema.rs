@@ -584,4 +584,22 @@ pub const MIGRATIONS: &[&str] = &[
     CREATE INDEX instances_by_error_words ON instances
         USING gin (to_tsvector('simple', error)) WHERE error IS NOT NULL;
     "#,
+    // 18: steps that need not run again (`cache:`), as SQLite's 22.
+    r#"
+    ALTER TABLE attempts ADD COLUMN cached_from TEXT;
+    CREATE TABLE step_cache (
+        workflow     TEXT COLLATE "C" NOT NULL,
+        step_id      TEXT COLLATE "C" NOT NULL,
+        cache_key    TEXT COLLATE "C" NOT NULL,
+        part         TEXT COLLATE "C" NOT NULL,
+        instance_id  TEXT NOT NULL,
+        unit_key     TEXT NOT NULL,
+        attempt      BIGINT NOT NULL,
+        output       TEXT NOT NULL,
+        state_patch  TEXT,
+        created_at   TEXT NOT NULL,
+        expires_ms   BIGINT,
+        PRIMARY KEY (workflow, step_id, cache_key, part)
+    );
+    "#,
 ];

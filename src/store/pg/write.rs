@@ -64,6 +64,30 @@ pub(super) fn write_op(id: &str, w: &Write) -> Vec<Op> {
                 p(end.stderr.clone()),
             ],
         ),
+        Write::AttemptCachedFrom { key, attempt, from } => Op::Exec(
+            "UPDATE attempts SET cached_from=$4 WHERE instance_id=$1 AND step_key=$2 AND attempt=$3",
+            vec![p(id), p(key.clone()), p(*attempt), p(from.text())],
+        ),
+        Write::PutCache(e) => Op::Exec(
+            "INSERT INTO step_cache (workflow, step_id, cache_key, part, instance_id, unit_key, attempt, \
+             output, state_patch, created_at, expires_ms) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) \
+             ON CONFLICT (workflow, step_id, cache_key, part) DO UPDATE SET instance_id=excluded.instance_id, \
+             unit_key=excluded.unit_key, attempt=excluded.attempt, output=excluded.output, \
+             state_patch=excluded.state_patch, created_at=excluded.created_at, expires_ms=excluded.expires_ms",
+            vec![
+                p(e.workflow.clone()),
+                p(e.step_id.clone()),
+                p(e.key.clone()),
+                p(e.part.clone()),
+                p(e.from.instance.to_string()),
+                p(e.unit_key.clone()),
+                p(e.from.attempt),
+                p(e.output.to_string()),
+                p(opt_json(&e.state_patch)),
+                p(e.created_at),
+                p(e.expires_at.map(Timestamp::ms)),
+            ],
+        ),
         Write::AttemptProcess { key, attempt, tag } => Op::Exec(
             "UPDATE attempts SET proc_host=$4, proc_pgid=$5, proc_start=$6 \
              WHERE instance_id=$1 AND step_key=$2 AND attempt=$3",

@@ -740,8 +740,8 @@ pub(super) fn uncounted_attempts(
 
 pub(super) fn attempts(c: &Connection, instance_id: &str) -> Result<Vec<AttemptRow>> {
     let mut stmt = c.prepare(
-        "SELECT step_key, attempt, run, outcome, error_type, error_message, exit_code, started_at, finished_at \
-         FROM attempts WHERE instance_id=?1 ORDER BY started_at, step_key, attempt",
+        "SELECT step_key, attempt, run, outcome, error_type, error_message, exit_code, started_at, finished_at, \
+         cached_from FROM attempts WHERE instance_id=?1 ORDER BY started_at, step_key, attempt",
     )?;
     let rows = stmt.query_map([instance_id], |r| {
         Ok(AttemptRow {
@@ -754,6 +754,10 @@ pub(super) fn attempts(c: &Connection, instance_id: &str) -> Result<Vec<AttemptR
             exit_code: r.get(6)?,
             started_at: r.get(7)?,
             finished_at: r.get(8)?,
+            cached_from: r
+                .get::<_, Option<String>>(9)?
+                .as_deref()
+                .and_then(crate::store::CachedFrom::parse),
         })
     })?;
     Ok(rows.collect::<Result<_, _>>()?)

@@ -43,6 +43,7 @@
 //! - `foreign_keys=ON`: rows always belong to an instance.
 
 mod actions;
+mod cache;
 mod closing;
 mod copy;
 mod history;
@@ -455,6 +456,15 @@ impl SqliteStore {
 
     pub fn attempts(&self, id: &str) -> Result<Vec<AttemptRow>> {
         history::attempts(&self.conn, id)
+    }
+
+    /// The entry of a `cache:` step's key not expired at `now`.
+    pub fn cache_entry(
+        &self,
+        at: (&str, &str, &str, &str),
+        now: crate::vocab::Timestamp,
+    ) -> Result<Option<crate::store::CacheEntry>> {
+        cache::cache_entry(&self.conn, at, now)
     }
 
     /// The logs of one attempt of `key` (the last when `attempt` is None).

@@ -115,6 +115,14 @@ impl SqliteStore {
             tx.commit()?;
             total.add(&removed);
         }
+        // The `cache:` entries past their `ttl` (the others outlive the
+        // instances they came from).
+        let tx = self.write()?;
+        tx.execute(
+            "DELETE FROM step_cache WHERE expires_ms <= ?1",
+            [crate::vocab::Timestamp::now().ms()],
+        )?;
+        tx.commit()?;
         Ok(total)
     }
 

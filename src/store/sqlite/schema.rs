@@ -217,7 +217,36 @@ pub const MIGRATIONS: &[&str] = &[
     "#,
     // 21: the inspector's list at any size ([`FINDING`]).
     FINDING,
+    // 22: steps that need not run again (`cache:`): the attempt a `cached`
+    // one took its result from, and the results kept ([`STEP_CACHE`]).
+    r#"
+    ALTER TABLE attempts ADD COLUMN cached_from TEXT;  -- `cached`: INSTANCE#ATTEMPT it took its result from
+    "#,
+    STEP_CACHE,
 ];
+
+// 22: the results of completed attempts of `cache:` steps, by workflow,
+// step, rendered key and the unit's value (the SHA-256 of an item's or a
+// combination's JSON; '' for a step's own unit). Kept apart from the
+// history: a prune of the instance an entry came from keeps the entry
+// (naming that instance still), and removes the entries past their
+// `expires_ms` (the `ttl` of the step that made them).
+const STEP_CACHE: &str = r#"
+    CREATE TABLE step_cache (
+        workflow     TEXT NOT NULL,
+        step_id      TEXT NOT NULL,
+        cache_key    TEXT NOT NULL,
+        part         TEXT NOT NULL,
+        instance_id  TEXT NOT NULL,     -- whose attempt made it (no reference: it outlives a prune)
+        unit_key     TEXT NOT NULL,
+        attempt      INTEGER NOT NULL,
+        output       TEXT NOT NULL,     -- JSON
+        state_patch  TEXT,              -- JSON merge patch, NULL: none
+        created_at   TEXT NOT NULL,
+        expires_ms   INTEGER,           -- NULL: kept until replaced
+        PRIMARY KEY (workflow, step_id, cache_key, part)
+    ) WITHOUT ROWID;
+    "#;
 
 // 21: what the instance list finds and counts (issue 59) at a million
 // instances. Counts by status of the instances without a parent (the
@@ -580,6 +609,7 @@ pub const CURRENT: &[&str] = &[
     METRICS,
     ACCESS,
     FINDING,
+    STEP_CACHE,
 ];
 
 /// What the migrations other than 8, 10 and 12 left: every table but the
@@ -683,6 +713,7 @@ const CORE: &str = r#"
         proc_host      TEXT,                 -- hostname/boot id of the runner's machine
         proc_pgid      INTEGER,              -- the step's process group (= its leader's pid)
         proc_start     INTEGER,              -- the leader's start time, clock ticks after boot
+        cached_from    TEXT,                 -- `cached`: INSTANCE#ATTEMPT it took its result from
         PRIMARY KEY (instance_id, step_key, attempt)
     ) WITHOUT ROWID;
 

@@ -30,6 +30,15 @@ fn apply(c: &Connection, id: &str, w: &Write) -> Result<()> {
             },
         ),
         Write::EndAttempt { key, attempt, end } => finish_attempt(c, id, key, *attempt, end),
+        Write::AttemptCachedFrom { key, attempt, from } => {
+            cached(
+                c,
+                "UPDATE attempts SET cached_from=?4 WHERE instance_id=?1 AND step_key=?2 AND attempt=?3",
+                rusqlite::params![id, key, attempt, from.text()],
+            )?;
+            Ok(())
+        }
+        Write::PutCache(e) => super::cache::put_cache(c, e),
         Write::AttemptProcess { key, attempt, tag } => {
             set_attempt_process(c, id, key, *attempt, tag)
         }

@@ -34,6 +34,42 @@ impl Expr {
         }
     }
 
+    /// The arguments of each call of function `name` (any case) in this
+    /// expression, outermost first.
+    pub fn calls_of(&self, name: &str) -> Vec<&[Expr]> {
+        let mut out = Vec::new();
+        self.collect_calls(name, &mut out);
+        out
+    }
+
+    fn collect_calls<'a>(&'a self, name: &str, out: &mut Vec<&'a [Expr]>) {
+        match self {
+            Expr::Call { name: n, args } => {
+                if n.eq_ignore_ascii_case(name) {
+                    out.push(args);
+                }
+                args.iter().for_each(|a| a.collect_calls(name, out));
+            }
+            Expr::Access { base, path } => {
+                base.collect_calls(name, out);
+                for acc in path {
+                    if let Accessor::Index(e) = acc {
+                        e.collect_calls(name, out);
+                    }
+                }
+            }
+            Expr::Not(e) => e.collect_calls(name, out),
+            Expr::Chain { first, rest } => {
+                first.collect_calls(name, out);
+                rest.iter().for_each(|(_, e)| e.collect_calls(name, out));
+            }
+            Expr::And(items) | Expr::Or(items) | Expr::Array(items) => {
+                items.iter().for_each(|e| e.collect_calls(name, out));
+            }
+            Expr::Literal(_) | Expr::Context(_) => {}
+        }
+    }
+
     /// Every static access path starting at a context name, as written,
     /// e.g. `steps.charge-card.output.json.id` gives
     /// `["steps", "charge-card", "output", "json", "id"]`. A dynamic index or

@@ -1,6 +1,6 @@
 //! The functions expressions can call: GitHub's (`funcs/*.ts`: `contains`,
 //! `startsWith`, `endsWith`, `format`, `join`, `toJSON`, `fromJSON`,
-//! `case`), names in any case, with their coercions and errors; and wf's
+//! `case`, `hashFiles` in a `cache.key`), names in any case, with their coercions and errors; and wf's
 //! status functions for `if:` (`success`, `failure`, `always`,
 //! `cancelled`).
 
@@ -19,6 +19,7 @@ pub const FUNCTIONS: &[(&str, usize, usize)] = &[
     ("toJSON", 1, 1),
     ("fromJSON", 1, 1),
     ("case", 3, usize::MAX),
+    ("hashFiles", 1, 255),
     ("success", 0, 0),
     ("failure", 0, 0),
     ("always", 0, 0),
@@ -122,6 +123,17 @@ pub(super) fn call<'a>(
                 .map(|i| i.text().into_owned())
                 .collect();
             Val::Str(Cow::Owned(items.join(&sep)))
+        }
+        // The driver hashed the files of each call before the key was
+        // rendered (`engine::hash_files`); anywhere else it is not known.
+        "hashfiles" => {
+            let patterns: Vec<String> = args.iter().map(|a| a.text().into_owned()).collect();
+            let hash = ctx
+                .get("__files")
+                .and_then(|f| f.get(patterns.join("\n")))
+                .and_then(Value::as_str)
+                .ok_or_else(|| ExprError::eval("hashFiles() is only available in `cache.key`"))?;
+            Val::Str(Cow::Owned(hash.to_string()))
         }
         "tojson" => Val::Str(Cow::Owned(args[0].to_json_text())),
         "fromjson" => {

@@ -146,6 +146,12 @@ impl Checker<'_> {
         pos: Pos,
         ctx: &ExprCtx,
     ) -> Result<(), DefinitionError> {
+        if !self.hash_files_ok.get() && !e.calls_of("hashFiles").is_empty() {
+            return Err(self.err(
+                self.locate("hashFiles", self.locate(text, pos)),
+                "hashFiles() is only available in `cache.key`",
+            ));
+        }
         for mut path in e.references() {
             // Names are looked up ignoring case, as GitHub's are: checked
             // here by their canonical spelling.

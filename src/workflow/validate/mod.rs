@@ -10,6 +10,7 @@
 //! the names it uses, and `graph` the `needs` graph.
 
 mod actions;
+mod cache;
 mod child;
 mod exprs;
 mod graph;
@@ -108,6 +109,7 @@ pub(crate) fn parse_with_calls(source: &str, label: &str) -> Result<Workflow, In
         step_refs: Default::default(),
         results_read: std::cell::RefCell::new(Some(Default::default())),
         matrix_keys: Default::default(),
+        hash_files_ok: Default::default(),
         warnings: Default::default(),
         calls: Default::default(),
     };
@@ -208,6 +210,9 @@ struct Checker<'a> {
     /// The keys of the combinations of the `matrix` step being read, when
     /// its matrix is written without expressions (`matrix.KEY` is checked).
     matrix_keys: std::cell::RefCell<Option<std::collections::BTreeSet<String>>>,
+    /// Whether the expression being read is a `cache.key`, the one place
+    /// `hashFiles()` is known.
+    hash_files_ok: std::cell::Cell<bool>,
 }
 
 struct StepRef {

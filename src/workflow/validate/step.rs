@@ -303,6 +303,17 @@ impl Checker<'_> {
             )?)),
         };
 
+        let cache = match &raw.cache {
+            None => None,
+            Some(c) => Some(Box::new(self.cache(
+                &id,
+                &c.value,
+                (&**c).into(),
+                (&action, raw.lock.is_some()),
+                &ctx,
+            )?)),
+        };
+
         Ok(Step {
             id,
             needs,
@@ -327,6 +338,7 @@ impl Checker<'_> {
             max_parallel,
             continue_on_error: raw.continue_on_error,
             lock,
+            cache,
         })
     }
 

@@ -69,3 +69,33 @@ fn matrix_combinations_show_by_their_values() {
     let errors = b.console_errors();
     assert!(errors.is_empty(), "console errors: {errors:?}");
 }
+
+#[test]
+fn a_cached_attempt_links_to_the_attempt_it_came_from() {
+    let t = Test::new();
+    let yaml = "name: cached\nsteps:\n  - id: build\n    run: echo built\n    cache: { key: k }\n";
+    let (first, ran) = t.run_yaml("c.yaml", yaml, &[]);
+    ran.code(0);
+    let (second, ran) = t.run_yaml("c.yaml", yaml, &[]);
+    ran.code(0);
+    let s = Server::start(&t, &[], &[]);
+    let b = Browser::start();
+    b.goto(&format!("{}/instances/{second}?token={TOKEN}", s.base));
+    let steps = b.text("table");
+    assert!(steps.contains("cached"), "{steps}");
+    let href = b.js("return document.querySelector('a.cached-from').getAttribute('href')");
+    assert_eq!(href, format!("/instances/{first}"));
+    // The attempts are folded under their count.
+    b.click("table details summary");
+    b.click("a.cached-from");
+    b.wait_text(&format!("Instance {first}"));
+    let api = s.get(&format!("/api/v1/instances/{second}/attempts"));
+    assert_eq!(api.status, 200, "{}", api.text());
+    let text = api.text();
+    assert!(
+        text.contains("\"cached\"") && text.contains(&first),
+        "{text}"
+    );
+    let errors = b.console_errors();
+    assert!(errors.is_empty(), "console errors: {errors:?}");
+}

@@ -82,6 +82,8 @@ struct State {
     /// Step locks' holders: lock key -> (instance, unit key).
     locks: HashMap<String, Vec<(String, String)>>,
     lock_tries: usize,
+    /// `cache:` entries, by workflow, step, key and part.
+    cache: HashMap<(String, String, String, String), crate::store::CacheEntry>,
 }
 
 /// The store; clones share it (the test keeps one, the run uses another).
@@ -209,6 +211,15 @@ impl State {
                     holders.retain(|(i, _)| i != me);
                 }
             }
+            Write::PutCache(e) => {
+                let at = (
+                    e.workflow.clone(),
+                    e.step_id.clone(),
+                    e.key.clone(),
+                    e.part.clone(),
+                );
+                self.cache.insert(at, (**e).clone());
+            }
             _ => {}
         }
     }
@@ -251,6 +262,19 @@ impl RunStore for Memory {
     async fn poll(&self, _id: &InstanceId) -> Result<(CancelRequest, Vec<EventRow>)> {
         let s = self.state.borrow();
         Ok((s.cancel, s.events.clone()))
+    }
+
+    async fn cache_entry(
+        &self,
+        (workflow, step, key, part): (&str, &str, &str, &str),
+        now: crate::vocab::Timestamp,
+    ) -> Result<Option<crate::store::CacheEntry>> {
+        let s = self.state.borrow();
+        let at = (workflow.into(), step.into(), key.into(), part.into());
+        Ok(s.cache
+            .get(&at)
+            .filter(|e| e.expires_at.is_none_or(|t| t > now))
+            .cloned())
     }
 
     async fn request_cancel(&mut self, _id: &InstanceId, _ask: CancelRequest) -> Result<()> {

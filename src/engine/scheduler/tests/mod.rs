@@ -101,6 +101,7 @@ fn run_data() -> RunData {
             opentelemetry::trace::TraceState::default(),
         ),
         actor: None,
+        no_cache: false,
     }
 }
 
