@@ -65,6 +65,7 @@ pub async fn run(args: Args, db: Option<PathBuf>, printer: &Printer) -> anyhow::
     let how = engine::actions::Resume {
         now: args.now,
         retry: args.retry_failed,
+        no_cache: args.no_cache,
     };
     let (opts, wake_at) =
         match engine::actions::resume(&store, &id, how, &crate::vocab::Actor::cli()).await {

@@ -203,9 +203,14 @@ pub async fn resume(
     State(app): State<App>,
     Extension(who): Extension<Principal>,
     Path(id): Path<String>,
-    Body(ResumeBody { now }): Body<ResumeBody>,
+    Body(ResumeBody { now, no_cache }): Body<ResumeBody>,
 ) -> Result<Response, ApiError> {
-    go_on(app, id, now.unwrap_or(false), false, who.actor).await
+    let how = actions::Resume {
+        now: now.unwrap_or(false),
+        retry: false,
+        no_cache: no_cache.unwrap_or(false),
+    };
+    go_on(app, id, how, who.actor).await
 }
 
 /// `POST /api/v1/instances/{id}/retry` (no body): `wf resume --retry-failed`.
@@ -215,20 +220,24 @@ pub async fn retry(
     Path(id): Path<String>,
     Body(NoBody {}): Body<NoBody>,
 ) -> Result<Response, ApiError> {
-    go_on(app, id, false, true, who.actor).await
+    let how = actions::Resume {
+        now: false,
+        retry: true,
+        no_cache: false,
+    };
+    go_on(app, id, how, who.actor).await
 }
 
 async fn go_on(
     app: App,
     id: String,
-    now: bool,
-    retry: bool,
+    how: actions::Resume,
     by: Actor,
 ) -> Result<Response, ApiError> {
     let id = instance_ref(&id)?;
     let (id, was) = app
         .db
-        .run(move |l| async move { go_on_in(&l, &id, now, retry, &by).await })
+        .run(move |l| async move { go_on_in(&l, &id, how, &by).await })
         .await?;
     Ok(accepted(Accepted {
         id: &id,
@@ -236,18 +245,18 @@ async fn go_on(
     }))
 }
 
-/// Resumes instance `id` in the background (`now`: firing a timer not yet
-/// due; `retry`: giving failed steps a fresh attempt budget).
+/// Resumes instance `id` in the background, as `how` says (`now`: firing
+/// a timer not yet due; `retry`: giving failed steps a fresh attempt
+/// budget; `no_cache`: `cache:` steps run without looking).
 pub(super) async fn go_on_in(
     l: &Rc<super::db::Local>,
     id: &str,
-    now: bool,
-    retry: bool,
+    how: actions::Resume,
     by: &Actor,
 ) -> Result<(InstanceId, ShownStatus), ApiError> {
     let c = l.conn().await?;
     let id = c.resolve_id(id).await?;
-    let ready = actions::resume(&c, &id, actions::Resume { now, retry }, by).await?;
+    let ready = actions::resume(&c, &id, how, by).await?;
     let status = ready.status;
     drive(l, ready.run);
     Ok((id, status))

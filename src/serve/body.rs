@@ -58,6 +58,10 @@ pub struct ResumeBody {
     /// Fire a timer that is not due yet (`wf resume --now`).
     #[serde(default)]
     pub now: Option<bool>,
+    /// Run `cache:` steps without looking for a kept result (`wf resume
+    /// --no-cache`).
+    #[serde(default)]
+    pub no_cache: Option<bool>,
 }
 
 /// `POST /api/v1/instances/{id}/restart`.

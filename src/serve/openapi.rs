@@ -266,9 +266,11 @@ pub const ROUTES: &[Route] = &[
     Route {
         method: "post",
         path: "/api/v1/instances/{id}/resume",
-        summary: "Continue an interrupted, sleeping or waiting instance (`wf resume [--now]`)",
+        summary: "Continue an interrupted, sleeping or waiting instance (`wf resume [--now] [--no-cache]`)",
         query: &[],
-        body: Some("`{now?}`: fire a timer that is not yet due"),
+        body: Some(
+            "`{now?, no_cache?}`: fire a timer that is not yet due; run `cache:` steps without taking a kept result",
+        ),
         answers: ACTED,
         token: true,
     },

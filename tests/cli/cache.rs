@@ -286,3 +286,85 @@ fn a_cache_the_file_cannot_use_is_an_error_at_its_line_and_column() {
         );
     }
 }
+
+#[test]
+fn the_api_resumes_without_the_cache_when_asked() {
+    let t = Test::new();
+    let yaml = r#"
+name: later
+steps:
+  - id: gate
+    wait_for_event: { name: go }
+  - id: build
+    run: echo ran >> runs.log
+    cache: { key: k }
+"#;
+    // An entry for the key.
+    let (_, ran) = t.run_yaml(
+        "keep.yaml",
+        &yaml.replace("  - id: gate\n    wait_for_event: { name: go }\n", ""),
+        &[],
+    );
+    ran.code(0);
+    assert_eq!(runs(&t), 1);
+    let (a, ran) = t.run_yaml("w.yaml", yaml, &[]);
+    ran.code(3);
+    let (b, ran) = t.run_yaml("w.yaml", yaml, &[]);
+    ran.code(3);
+    let s = crate::serve::Server::start(&t, &[], &[]);
+    for (id, no_cache) in [(&a, false), (&b, true)] {
+        let r = s.post(
+            &format!("/api/v1/instances/{id}/signal"),
+            serde_json::json!({ "event": "go" }),
+        );
+        assert_eq!(r.status, 200, "{}", r.text());
+        let r = s.post(
+            &format!("/api/v1/instances/{id}/resume"),
+            serde_json::json!({ "no_cache": no_cache }),
+        );
+        assert_eq!(r.status, 202, "{}", r.text());
+        let done = s
+            .get(&format!("/api/v1/instances/{id}/result?wait=30s"))
+            .json();
+        assert_eq!(done["status"], "completed", "{done}");
+    }
+    assert_eq!(last_attempt(&t.inspect(&a), "build")["outcome"], "cached");
+    assert_eq!(last_attempt(&t.inspect(&b), "build")["outcome"], "ok");
+    assert_eq!(runs(&t), 2, "only the resume without the cache ran it");
+}
+
+/// The README's example (`workflows/build.yaml`): a matrix built once, then
+/// taken from the cache while its sources are unchanged.
+#[test]
+fn the_build_example_runs_its_matrix_once_then_from_the_cache() {
+    let t = Test::new();
+    let repo = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("workflows");
+    t.write(
+        "site/src/index.txt",
+        &std::fs::read_to_string(repo.join("site/src/index.txt")).unwrap(),
+    );
+    let yaml = std::fs::read_to_string(repo.join("build.yaml")).unwrap();
+    let (first, ran) = t.run_yaml("build.yaml", &yaml, &[]);
+    ran.code(0);
+    assert_eq!(
+        t.read("site/dist/web-debug.txt"),
+        "HELLO FROM THE SOURCES\n"
+    );
+    let report = t.wf(&["logs", &first, "report"]).code(0).stdout.clone();
+    assert_eq!(report.lines().count(), 3, "{report}");
+    std::fs::remove_dir_all(t.path().join("site/dist")).unwrap();
+    let (second, ran) = t.run_yaml("build.yaml", &yaml, &[]);
+    ran.code(0);
+    let i = t.inspect(&second);
+    for n in 0..3 {
+        assert_eq!(
+            last_attempt(&i, &format!("build[{n}]"))["outcome"],
+            "cached"
+        );
+    }
+    assert!(
+        !t.path().join("site/dist").exists(),
+        "nothing was built again"
+    );
+    assert_eq!(t.wf(&["logs", &second, "report"]).code(0).stdout, report);
+}

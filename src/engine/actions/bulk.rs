@@ -241,7 +241,17 @@ async fn intent(
                     "it is {status}, not failed; `resume` continues one that has not ended"
                 )));
             }
-            super::resume(store, &inst.id, Resume { now: false, retry }, by).await?;
+            super::resume(
+                store,
+                &inst.id,
+                Resume {
+                    now: false,
+                    retry,
+                    no_cache: false,
+                },
+                by,
+            )
+            .await?;
             Ok(if retry {
                 Intent::Retry(super::retry_plan(store, &inst.id).await?)
             } else {
@@ -287,7 +297,18 @@ pub async fn apply(
         }
         Bulk::RetryFailed | Bulk::Resume => {
             let retry = bulk == Bulk::RetryFailed;
-            match super::resume(store, id, Resume { now: false, retry }, by).await {
+            match super::resume(
+                store,
+                id,
+                Resume {
+                    now: false,
+                    retry,
+                    no_cache: false,
+                },
+                by,
+            )
+            .await
+            {
                 Ok(r) => Turn::Resumed(Box::new(r)),
                 Err(e) if refusal(&e) => Turn::Skipped(e.to_string()),
                 Err(e) => return Err(e),

@@ -85,6 +85,8 @@ pub async fn cancel(
 pub struct Resume {
     pub now: bool,
     pub retry: bool,
+    /// `cache:` steps run without looking for a kept result.
+    pub no_cache: bool,
 }
 
 /// What [`resume`] made ready, the instance as it read it, and the status
@@ -131,6 +133,7 @@ pub async fn resume(
     let opts = RunOptions {
         fire_timers: how.now,
         retry_failed: how.retry,
+        no_cache: how.no_cache,
         actor: Some(by.clone()),
         action: Some(action),
         ..RunOptions::default()

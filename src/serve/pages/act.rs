@@ -159,6 +159,7 @@ pub async fn confirm(
                 }
                 "resume" => {
                     label { input type="checkbox" name="now" value="1" checked; " Fire a timer that is not yet due" }
+                    label { input type="checkbox" name="no_cache" value="1"; " Run " code { "cache:" } " steps without taking a kept result" }
                 }
                 "upgrade" => {
                     @if let Some(one) = &upgraded {
@@ -278,7 +279,7 @@ fn renames(text: &str) -> Result<Vec<(String, String)>, ApiError> {
 }
 
 /// The confirmation's form, each action's fields: `event` and `data`
-/// (signal), `from` and `as` (restart), `now` (resume), `map` and
+/// (signal), `from` and `as` (restart), `now` and `no_cache` (resume), `map` and
 /// `allow_gaps` (upgrade).
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -293,6 +294,8 @@ pub struct ActForm {
     as_id: Option<Text>,
     #[serde(default)]
     now: Option<Text>,
+    #[serde(default)]
+    no_cache: Option<Text>,
     #[serde(default)]
     map: Option<Text>,
     #[serde(default)]
@@ -316,13 +319,17 @@ pub async fn act(
     };
     // A field left empty is one not given.
     let field = |t: Option<Text>| t.map(|t| t.0.trim().to_string()).filter(|v| !v.is_empty());
-    let (event, data, from, as_id, now) = (
+    let (event, data, from, as_id) = (
         field(form.event),
         field(form.data),
         field(form.from),
         field(form.as_id),
-        field(form.now).is_some(),
     );
+    let resume = crate::engine::actions::Resume {
+        now: field(form.now).is_some(),
+        retry: false,
+        no_cache: field(form.no_cache).is_some(),
+    };
     let upgrade_asked = match renames(&field(form.map).unwrap_or_default()) {
         Ok(renames) => upgrade::Asked {
             renames,
@@ -366,11 +373,22 @@ pub async fn act(
                     Notice::Canceling,
                 ),
                 "resume" => (
-                    act_api::go_on_in(&l, &id2, now, false, by).await?.0,
+                    act_api::go_on_in(&l, &id2, resume, by).await?.0,
                     Notice::Resuming,
                 ),
                 "retry" => (
-                    act_api::go_on_in(&l, &id2, false, true, by).await?.0,
+                    act_api::go_on_in(
+                        &l,
+                        &id2,
+                        crate::engine::actions::Resume {
+                            now: false,
+                            retry: true,
+                            no_cache: false,
+                        },
+                        by,
+                    )
+                    .await?
+                    .0,
                     Notice::Resuming,
                 ),
                 "restart" => {

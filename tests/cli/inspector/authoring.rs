@@ -99,3 +99,27 @@ fn a_cached_attempt_links_to_the_attempt_it_came_from() {
     let errors = b.console_errors();
     assert!(errors.is_empty(), "console errors: {errors:?}");
 }
+
+#[test]
+fn the_resume_form_can_leave_the_cache_aside() {
+    let t = Test::new();
+    let yaml = "name: later\nsteps:\n  - id: gate\n    wait_for_event: { name: go }\n  - id: build\n    run: echo ran >> runs.log\n    cache: { key: k }\n";
+    let keep = "name: later\nsteps:\n  - id: build\n    run: echo ran >> runs.log\n    cache: { key: k }\n";
+    t.run_yaml("keep.yaml", keep, &[]).1.code(0);
+    let (id, ran) = t.run_yaml("w.yaml", yaml, &[]);
+    ran.code(3);
+    t.wf(&["signal", &id, "go"]).code(0);
+    let s = Server::start(&t, &[], &[]);
+    let b = Browser::start();
+    b.goto(&format!("{}/instances/{id}?token={TOKEN}", s.base));
+    b.click("a[href$='/act/resume']");
+    b.click("input[name=no_cache]");
+    b.click("button[type=submit]");
+    crate::serve::until("the resumed run", || {
+        t.inspect(&id)["status"] == "completed"
+    });
+    let i = t.inspect(&id);
+    let build = crate::Test::step(&i, "build");
+    assert_eq!(build["attempt_list"][0]["outcome"], "ok", "{build}");
+    assert_eq!(t.read("runs.log"), "ran\nran\n");
+}
