@@ -551,7 +551,7 @@ steps:
     let ran = t.wf(&["validate", path.to_str().unwrap()]);
     ran.code(2);
     assert!(
-        ran.stderr.contains("Unrecognized function: 'upper' (functions: contains, startsWith, endsWith, format, join, toJSON, fromJSON, case, success, failure, always, cancelled)"),
+        ran.stderr.contains("Unrecognized function: 'upper' (functions: contains, startsWith, endsWith, format, join, toJSON, fromJSON, case, hashFiles, success, failure, always, cancelled)"),
         "{}",
         ran.stderr
     );

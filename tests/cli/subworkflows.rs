@@ -474,6 +474,13 @@ fn a_child_taken_over_as_its_end_is_recorded_stops_its_parent_until_resumed() {
     let side = t.path().join("side.txt");
     crate::durable::eventually("the child's step to start", || side.exists());
     let child = ids_of(&t, "deploy-region").remove(0);
+    // Its step's process group recorded first (a commit of the child's own,
+    // `RECORD_AFTER` into the attempt): the end is the commit refused.
+    crate::durable::eventually("the child's process group to be recorded", || {
+        t.sql(&format!(
+            "SELECT count(*) FROM attempts WHERE instance_id = '{child}' AND proc_pgid IS NOT NULL"
+        )) == "1"
+    });
     t.sql(&format!(
         "UPDATE instances SET lease_epoch = lease_epoch + 1, lease_owner = 'intruder' WHERE id = '{child}'"
     ));
