@@ -359,6 +359,7 @@ fn spans_kept_before_migration_6_read_back_the_same_after_it() {
            DROP COLUMN queue_hold, DROP COLUMN admitted; DROP TABLE admissions; DROP TABLE locks; DROP TABLE workflows; DROP TABLE workers; \
          ALTER TABLE instances DROP COLUMN started_by; DROP TABLE actions; DROP TABLE tokens; DROP TABLE sessions; \
          ALTER TABLE runs DROP COLUMN definition_hash; DROP INDEX instances_by_error_words; \
+         ALTER TABLE attempts DROP COLUMN cached_from; DROP TABLE step_cache; \
          DELETE FROM migrations WHERE version >= 6",
     );
     // Values other than the defaults the new layout leaves null are there.
