@@ -360,6 +360,23 @@ impl Test {
         Ran::from(self.cmd().args(args).output().expect("run wf"))
     }
 
+    /// Writes each `(yaml, at, says)` as `wf.yaml` and checks that `wf
+    /// validate` refuses it with exit 2 and an error at `at` (`wf.yaml:LINE:COL`,
+    /// or a prefix of it) whose message holds `says`.
+    #[track_caller]
+    pub fn refuses(&self, cases: &[(&str, &str, &str)]) {
+        for (yaml, at, says) in cases {
+            let path = self.write("wf.yaml", yaml);
+            let ran = self.wf(&["validate", path.to_str().expect("utf-8 path")]);
+            ran.code(2);
+            assert!(
+                ran.stderr.contains(&format!("/{at}")) && ran.stderr.contains(says),
+                "{yaml}\n{}",
+                ran.stderr
+            );
+        }
+    }
+
     /// An instance of a 1-step workflow that failed for want of a file
     /// (exit 1 checked); returns (id, that file), whose writing fixes it.
     pub fn failed_until_fixed(&self) -> (String, PathBuf) {
