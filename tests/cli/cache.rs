@@ -359,3 +359,22 @@ fn the_build_example_runs_its_matrix_once_then_from_the_cache() {
     );
     assert_eq!(t.wf(&["logs", &second, "report"]).code(0).stdout, report);
 }
+
+#[test]
+fn an_http_step_is_cached_as_a_shell_step_is() {
+    let t = Test::new();
+    let server = crate::http::Server::always(crate::http::Reply::json(
+        200,
+        &serde_json::json!({"version": 7}),
+    ));
+    let yaml = format!(
+        "name: h\nsteps:\n  - id: fetch\n    http: {{ url: \"{}/v\" }}\n    cache: {{ key: v }}\n  - id: show\n    run: echo ${{{{ steps.fetch.output.json.version }}}}\n",
+        server.url()
+    );
+    t.run_yaml("h.yaml", &yaml, &[]).1.code(0);
+    let (id, ran) = t.run_yaml("h.yaml", &yaml, &[]);
+    ran.code(0);
+    assert_eq!(server.requests().len(), 1, "one request for both instances");
+    assert_eq!(last_attempt(&t.inspect(&id), "fetch")["outcome"], "cached");
+    assert_eq!(t.wf(&["logs", &id, "show"]).code(0).stdout, "7\n");
+}

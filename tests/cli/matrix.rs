@@ -513,3 +513,47 @@ fn a_matrix_the_engine_would_refuse_is_an_error_at_its_line_and_column() {
         ),
     ]);
 }
+
+#[test]
+fn retry_failed_runs_the_failed_and_stopped_combinations_again() {
+    let t = Test::new();
+    let (id, ran) = t.run_yaml(
+        "wf.yaml",
+        r#"
+name: again
+steps:
+  - id: build
+    matrix:
+      n: [1, 2, 3]
+    run: |
+      echo "${{ matrix.n }}" >> runs.log
+      if [ -e fixed ]; then exit 0; fi
+      if [ "${{ matrix.n }}" = 2 ]; then
+        while [ "$(wc -l < runs.log)" -lt 3 ]; do sleep 0.01; done
+        exit 4
+      fi
+      sleep 30
+  - id: after
+    run: echo after
+"#,
+        &[],
+    );
+    ran.code(1);
+    let i = t.inspect(&id);
+    assert_eq!(Test::step(&i, "build[0]")["status"], "canceled");
+    t.write("fixed", "");
+    t.wf(&["resume", &id, "--retry-failed"]).code(0);
+    let i = t.inspect(&id);
+    for n in 0..3 {
+        let s = Test::step(&i, &format!("build[{n}]"));
+        assert_eq!(s["status"], "completed", "{s}");
+        assert_eq!(s["attempts"], 2, "{s}");
+    }
+    assert_eq!(Test::step(&i, "build")["status"], "completed");
+    assert_eq!(Test::step(&i, "build")["error_type"], Value::Null);
+    assert_eq!(Test::step(&i, "after")["status"], "completed");
+    assert_eq!(t.read("runs.log").lines().count(), 6);
+    // A restart from the step expands and runs its combinations again.
+    t.wf(&["restart", &id, "--from", "build"]).code(0);
+    assert_eq!(t.read("runs.log").lines().count(), 9);
+}

@@ -83,6 +83,9 @@ impl Scheduler {
             None => {
                 rec.status = StepStatus::Completed;
                 rec.outcome = Some(AttemptOutcome::Ok);
+                // A retried failure's words go with it.
+                rec.error_type = None;
+                rec.error_message = None;
                 rec.seq = Some(seq);
             }
             Some((_, r)) => {
