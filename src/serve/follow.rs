@@ -14,6 +14,7 @@ use crate::engine::logs::{self, Look};
 use crate::vocab::InstanceId;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
+use futures_util::StreamExt as _;
 use std::convert::Infallible;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -72,7 +73,9 @@ pub async fn stream(
             }
             st.step_once().await;
         }
-    });
+    })
+    // Polled after its end (by a layer), it ends again rather than panic.
+    .fuse();
     Ok(Sse::new(events)
         .keep_alive(KeepAlive::default())
         .into_response())

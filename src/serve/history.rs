@@ -13,6 +13,7 @@ use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
+use futures_util::StreamExt as _;
 
 /// The largest archive `POST /api/v1/db/import` takes.
 pub const IMPORT_BODY_LIMIT: usize = 1024 * 1024 * 1024;
@@ -40,19 +41,23 @@ pub async fn backup(State(app): State<App>) -> Result<Response, ApiError> {
     let file = tokio::fs::File::open(&made.path)
         .await
         .map_err(|e| ApiError::unavailable(format!("the backup could not be read: {e}")))?;
-    // The folder lives as long as the body is read.
-    let body = futures_util::stream::unfold((file, dir), |(mut file, dir)| async move {
+    // The folder lives as long as the body is read. An error ends it; and
+    // it is fused: a layer that polls a body again after its end (gzip, for
+    // a client that accepts it) gets the end again, where `unfold` panics.
+    let body = futures_util::stream::unfold(Some((file, dir)), |open| async move {
         use tokio::io::AsyncReadExt as _;
+        let (mut file, dir) = open?;
         let mut buf = vec![0u8; CHUNK];
         match file.read(&mut buf).await {
             Ok(0) => None,
             Ok(n) => {
                 buf.truncate(n);
-                Some((Ok::<_, std::io::Error>(Bytes::from(buf)), (file, dir)))
+                Some((Ok::<_, std::io::Error>(Bytes::from(buf)), Some((file, dir))))
             }
-            Err(e) => Some((Err(e), (file, dir))),
+            Err(e) => Some((Err(e), None)),
         }
-    });
+    })
+    .fuse();
     let name = format!(
         "wf-backup-{}.db",
         crate::vocab::Timestamp::now()
