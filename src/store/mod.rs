@@ -51,6 +51,7 @@
 
 #[cfg(test)]
 mod contract;
+mod fan;
 mod list_filter;
 mod list_sql;
 mod location;

@@ -248,40 +248,7 @@ pub struct StepRow {
     pub state_patch: Sparse,
 }
 
-/// The key under which a `matrix` step's row pins its combinations
-/// (`{"matrix": [...]}`); a `for_each` step pins its list as it is.
-const MATRIX: &str = "matrix";
-
 impl StepRow {
-    /// What the step fans out over, as its row pinned it: a `for_each`
-    /// step's items or a `matrix` step's combinations (None before it
-    /// started, and for any other step).
-    pub fn fan(&self) -> Option<&Vec<Value>> {
-        match &*self.items {
-            Value::Array(list) => Some(list),
-            Value::Object(o) => o.get(MATRIX)?.as_array(),
-            _ => None,
-        }
-    }
-
-    /// The pinned form of a matrix's combinations (see [`StepRow::fan`]).
-    pub fn pinned_matrix(combinations: Vec<Value>) -> Sparse {
-        let mut o = serde_json::Map::new();
-        o.insert(MATRIX.into(), Value::Array(combinations));
-        Value::Object(o).into()
-    }
-
-    /// How item `i` of this (step's own) row is shown: a matrix
-    /// combination by its values, `build[os=linux,arch=arm64]`; None for a
-    /// `for_each` item (`id[i]`) or an index past the list.
-    pub fn item_label(&self, i: usize) -> Option<String> {
-        let Value::Object(o) = &*self.items else {
-            return None;
-        };
-        let combo = o.get(MATRIX)?.as_array()?.get(i)?.as_object()?;
-        Some(crate::workflow::matrix::label(&self.step_id, combo))
-    }
-
     /// A step (or item, or compensation) that has not started.
     pub fn pending(key: impl Into<UnitKeyBuf>, step_id: &str) -> StepRow {
         StepRow {

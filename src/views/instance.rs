@@ -338,12 +338,7 @@ pub fn unit_labels(steps: &[StepRow]) -> HashMap<String, String> {
         .iter()
         .filter_map(|s| {
             let parts = s.key.parts();
-            let label = matrices.get(parts.step)?.item_label(parts.item?)?;
-            let label = if parts.compensation {
-                format!("{label}:compensate")
-            } else {
-                label
-            };
+            let label = matrices.get(parts.step)?.unit_label(parts)?;
             Some((s.key.to_string(), label))
         })
         .collect()

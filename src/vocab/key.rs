@@ -79,7 +79,7 @@ impl serde::Serialize for InstanceId {
 }
 
 /// The suffix of a compensation's key.
-const COMPENSATE_SUFFIX: &str = ":compensate";
+pub const COMPENSATE_SUFFIX: &str = ":compensate";
 
 /// A unit's key, parsed: which step, which item of it, and whether it is
 /// the compensation.

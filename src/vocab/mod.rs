@@ -13,7 +13,8 @@ mod time;
 pub use actor::Actor;
 pub use error_type::ErrorType;
 pub use key::{
-    CHILD_EVENT_PREFIX, InstanceId, ShownKey, UnitKey, UnitKeyBuf, child_event, split_awaited,
+    CHILD_EVENT_PREFIX, COMPENSATE_SUFFIX, InstanceId, ShownKey, UnitKey, UnitKeyBuf, child_event,
+    split_awaited,
 };
 pub use status::{
     ActionKind, AttemptOutcome, CancelRequest, InstanceStatus, RunEnd, ShownStatus, StepStatus,

@@ -140,19 +140,9 @@ fn an_admin_backs_up_copies_and_imports_through_the_server() {
     let gz = t.path().join("downloaded.db.gz");
     std::fs::write(&gz, &r.body).unwrap();
     let unzipped = t.path().join("unzipped.db");
-    let out = std::process::Command::new("python3")
-        .args([
-            "-c",
-            "import gzip, sys; open(sys.argv[2], 'wb').write(gzip.decompress(open(sys.argv[1], 'rb').read()))",
-        ])
-        .arg(&gz)
-        .arg(&unzipped)
-        .output()
-        .expect("python3");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    crate::python(
+        "import gzip, sys; open(sys.argv[2], 'wb').write(gzip.decompress(open(sys.argv[1], 'rb').read()))",
+        &[gz.as_os_str(), unzipped.as_os_str()],
     );
     let unzipped = unzipped.into_os_string();
     wf_on(&t, &unzipped, &["db", "check"]).code(0);

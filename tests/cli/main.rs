@@ -479,10 +479,16 @@ pub fn sqlite_only(why: &str) -> bool {
 /// Runs a python3 `sqlite3` script with the database path as `sys.argv[1]`;
 /// its stdout (the script must succeed).
 pub fn python_sqlite(db: &Path, script: &str) -> String {
+    python(script, &[db.as_os_str()])
+}
+
+/// Runs a python3 script with `args` as `sys.argv[1:]`; its stdout (the
+/// script must succeed).
+pub fn python(script: &str, args: &[&std::ffi::OsStr]) -> String {
     let out = Command::new("python3")
         .arg("-c")
         .arg(script)
-        .arg(db)
+        .args(args)
         .output()
         .expect("python3");
     assert!(

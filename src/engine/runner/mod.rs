@@ -586,21 +586,19 @@ impl<'o> Runner<'o> {
         for ask in asks {
             let (key, answer) = match ask {
                 Effect::HashFiles { key, dir, calls } => {
-                    let mut files = serde_json::Map::new();
-                    let mut failed = None;
-                    for patterns in &calls {
-                        match crate::engine::hash_files::hash(&dir, patterns) {
-                            Ok(h) => {
-                                files.insert(patterns.join("\n"), h.into());
-                            }
-                            Err(e) => failed = Some(e),
+                    // Off the run's thread: a large tree is read whole,
+                    // and the steps running meanwhile go on being read.
+                    let hashed = tokio::task::spawn_blocking(move || {
+                        let mut files = serde_json::Map::new();
+                        for patterns in &calls {
+                            let h = crate::engine::hash_files::hash(&dir, patterns)?;
+                            files.insert(patterns.join("\n"), h.into());
                         }
-                    }
-                    let answer = match failed {
-                        Some(e) => Err(e),
-                        None => Ok(files),
-                    };
-                    (key, crate::engine::scheduler::CacheAnswer::Hashed(answer))
+                        Ok(files)
+                    })
+                    .await
+                    .unwrap_or_else(|e| Err(format!("hashFiles: {e}")));
+                    (key, crate::engine::scheduler::CacheAnswer::Hashed(hashed))
                 }
                 Effect::LookUpCache {
                     key,

@@ -11,6 +11,7 @@ use super::step::Started;
 use super::*;
 use crate::store::{CacheEntry, CachedFrom};
 use crate::vocab::AttemptOutcome;
+use crate::workflow::{Cache, Step};
 use sha2::{Digest, Sha256};
 
 /// Where a unit of a `cache:` step stands before its attempt.
@@ -65,10 +66,7 @@ impl Scheduler {
                 Some(Started::Blocked)
             }
             None if !cache.files.is_empty() => {
-                let dir = match crate::engine::scheduler::attempt::exec_of(step, unit).dir {
-                    Some(d) => self.run.base_dir.join(d),
-                    None => self.run.base_dir.clone(),
-                };
+                let dir = self.work_dir(&super::attempt::exec_of(step, unit));
                 self.effects.push(Effect::HashFiles {
                     key: key.clone(),
                     dir,
@@ -77,23 +75,24 @@ impl Scheduler {
                 self.cache.insert(key, CacheStep::Hashing);
                 Some(Started::Blocked)
             }
-            Some(CacheStep::Hashed(files)) => self.look_up(unit, key, files, now, spans),
-            None => self.look_up(unit, key, Map::new(), now, spans),
+            Some(CacheStep::Hashed(files)) => {
+                self.look_up(unit, (step, cache), key, files, now, spans)
+            }
+            None => self.look_up(unit, (step, cache), key, Map::new(), now, spans),
         }
     }
 
-    /// Renders the key, takes its lock (`wait`), then asks for its entry.
+    /// Renders `step`'s `cache` key, takes its lock (`wait`), then asks
+    /// for its entry.
     fn look_up(
         &mut self,
         unit: &Unit,
+        (step, cache): (&Step, &Cache),
         key: UnitKeyBuf,
         files: Map<String, Value>,
         now: Timestamp,
         spans: &mut dyn SpanIds,
     ) -> Option<Started> {
-        let wf = self.wf.clone();
-        let step = &wf.steps[unit.idx];
-        let cache = step.cache.as_ref()?;
         self.ctx.set("__files", Value::Object(files.clone()));
         let rendered = cache.key.render_text(self.ctx.value());
         self.ctx.remove("__files");
@@ -131,7 +130,7 @@ impl Scheduler {
                 let digest = Sha256::digest(format!("{text}\0{part}").as_bytes());
                 let lock = format!(
                     "cache:{}/{}/{}",
-                    wf.name,
+                    self.wf.name,
                     step.id,
                     &hex::encode(digest)[..32]
                 );
@@ -148,7 +147,7 @@ impl Scheduler {
         }
         self.effects.push(Effect::LookUpCache {
             key: key.clone(),
-            workflow: wf.name.clone(),
+            workflow: self.wf.name.clone(),
             step: step.id.clone(),
             cache_key: text.clone(),
             part: part.clone(),

@@ -233,31 +233,16 @@ impl Scheduler {
     /// `key` with how it is shown (see [`Scheduler::shown`]).
     pub fn shown_key(&self, key: UnitKeyBuf) -> ShownKey {
         let parts = key.parts();
-        let label = parts.item.and_then(|i| {
-            let l = self.records.get(parts.step)?.item_label(i)?;
-            Some(if parts.compensation {
-                format!("{l}:compensate")
-            } else {
-                l
-            })
-        });
+        let label = parts
+            .item
+            .and_then(|_| self.records.get(parts.step)?.unit_label(parts));
         ShownKey { key, label }
     }
 
     /// How `unit` is shown: a matrix combination by its values
     /// (`build[os=linux]`, `build[os=linux]:compensate`), else by its key.
     pub(super) fn shown(&self, unit: &Unit) -> String {
-        let key = unit.key(&self.wf);
-        let label = unit.item.and_then(|i| {
-            self.records
-                .get(self.wf.steps[unit.idx].id.as_str())?
-                .item_label(i)
-        });
-        match label {
-            Some(l) if unit.compensation => format!("{l}:compensate"),
-            Some(l) => l,
-            None => key.to_string(),
-        }
+        self.shown_key(unit.key(&self.wf)).to_string()
     }
 }
 

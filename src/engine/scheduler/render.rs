@@ -93,10 +93,7 @@ impl Scheduler {
                 (None, argv)
             }
         };
-        let dir = match exec.dir {
-            Some(d) => self.run.base_dir.join(d),
-            None => self.run.base_dir.clone(),
-        };
+        let dir = self.work_dir(exec);
         Ok(shell::ShellJob {
             shell: script,
             interpreter: match cmd {
@@ -113,6 +110,15 @@ impl Scheduler {
             timeout: exec.timeout,
             errors: exec.errors.cloned().unwrap_or_default(),
         })
+    }
+
+    /// Where `exec` runs: its `dir` under the workflow's folder, else that
+    /// folder.
+    pub(super) fn work_dir(&self, exec: &Exec) -> std::path::PathBuf {
+        match exec.dir {
+            Some(d) => self.run.base_dir.join(d),
+            None => self.run.base_dir.clone(),
+        }
     }
 
     pub(super) fn render_http(
