@@ -484,7 +484,7 @@ impl Checker<'_> {
                 ));
             }
         };
-        if !m.value.to_string().contains("${{") {
+        if !template::contains_expr(&m.value.to_string()) {
             let combos = matrix::expand(&m.value).map_err(|e| {
                 let at = e.key.as_ref().map_or(pos, |k| self.locate(k, pos));
                 self.err(at, format!("step `{id}`: {}", e.message))
