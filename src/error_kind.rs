@@ -152,15 +152,18 @@ impl ErrorKind {
     pub fn of_engine(e: &EngineError) -> ErrorKind {
         match e {
             EngineError::Store(s) => ErrorKind::of_store(s),
-            EngineError::Definition(_)
-            | EngineError::Input(_)
-            | EngineError::MissingInput(_)
-            | EngineError::Restart(_) => ErrorKind::Invalid,
+            EngineError::Definition(_) | EngineError::Input(_) | EngineError::MissingInput(_) => {
+                ErrorKind::Invalid
+            }
+            EngineError::Restart(r) => ErrorKind::of_restart(r),
+            EngineError::NoSuch(_) => ErrorKind::NotFound,
+            EngineError::Refused(_) => ErrorKind::Conflict,
             EngineError::Held { .. }
             | EngineError::LeaseLost { .. }
             | EngineError::ChildLost { .. } => ErrorKind::Held,
             EngineError::NotResumable { .. } => ErrorKind::NotResumable,
             EngineError::Exists(_)
+            | EngineError::Ended { .. }
             | EngineError::Taken(_)
             | EngineError::NothingToCancel { .. } => ErrorKind::Conflict,
             EngineError::Internal(_) => ErrorKind::Internal,
@@ -174,15 +177,27 @@ impl ErrorKind {
         }
     }
 
+    /// The kind of a refused restart: a step the workflow does not have is
+    /// not found; an instance whose state refuses it, a conflict.
+    pub fn of_restart(e: &crate::engine::restart::RestartError) -> ErrorKind {
+        use crate::engine::restart::RestartError;
+        match e {
+            RestartError::UnknownStep { .. } => ErrorKind::NotFound,
+            RestartError::NotEnded { .. } | RestartError::PatchUnknown { .. } => {
+                ErrorKind::Conflict
+            }
+        }
+    }
+
     /// The kind of an error at the command edge: the first cause in its
     /// chain that is one of `wf`'s own; anything else failed (exit 1).
     pub fn of_chain(err: &anyhow::Error) -> ErrorKind {
         for cause in err.chain() {
-            if cause.is::<DefinitionError>()
-                || cause.is::<UsageError>()
-                || cause.is::<crate::engine::restart::RestartError>()
-            {
+            if cause.is::<DefinitionError>() || cause.is::<UsageError>() {
                 return ErrorKind::Invalid;
+            }
+            if let Some(r) = cause.downcast_ref::<crate::engine::restart::RestartError>() {
+                return ErrorKind::of_restart(r);
             }
             if let Some(e) = cause.downcast_ref::<EngineError>() {
                 return ErrorKind::of_engine(e);

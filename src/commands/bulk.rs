@@ -29,7 +29,7 @@ pub struct Select {
     #[arg(long, value_name = "STATUS", help_heading = "Many instances")]
     pub status: Option<String>,
     /// Every instance with this label (repeatable: all of them)
-    #[arg(long = "label", value_name = "NAME=VALUE", value_parser = super::parse_label, help_heading = "Many instances")]
+    #[arg(long = "label", value_name = "NAME=VALUE", value_parser = crate::workflow::parse_label_filter, help_heading = "Many instances")]
     pub label: Vec<(String, String)>,
     /// Every instance created within this long
     #[arg(long, value_name = "DURATION", value_parser = super::parse_duration_flag, help_heading = "Many instances")]

@@ -32,7 +32,7 @@ pub struct Args {
     #[arg(long)]
     pub roots: bool,
     /// Only instances with this label (repeatable: all of them)
-    #[arg(long = "label", value_name = "NAME=VALUE", value_parser = super::parse_label)]
+    #[arg(long = "label", value_name = "NAME=VALUE", value_parser = crate::workflow::parse_label_filter)]
     pub label: Vec<(String, String)>,
     /// Only instances of this queue key (`queue.key`, rendered)
     #[arg(long, value_name = "KEY")]

@@ -114,6 +114,11 @@ pub async fn deliver(store: &mut Store, d: Delivery<'_>) -> Result<Delivered, En
     }
     let body: Value = serde_json::from_slice(d.body)
         .map_err(|e| EngineError::Hook(HookError::NotJson(e.to_string())))?;
+    if let Some(at) = super::nul_in(&body) {
+        return Err(EngineError::Hook(HookError::NotJson(format!(
+            "`body{at}` holds a NUL character (U+0000), which wf does not store"
+        ))));
+    }
     let ctx = serde_json::json!({ "body": body, "headers": d.headers, "query": d.query });
     let render = |what, why: String| {
         EngineError::Hook(HookError::Render {

@@ -161,7 +161,7 @@ async fn no_attempt(
     let (known, defined) = step_names(store, id).await?;
     let base = UnitKey::parse(step).step;
     let exists = known.iter().any(|k| k == step) || defined.iter().any(|d| d == step);
-    Ok(EngineError::Input(match attempt {
+    Ok(EngineError::NoSuch(match attempt {
         Some(n) if exists => format!("step `{step}` of instance {id} has no attempt {n}"),
         _ if exists || (step != base && defined.iter().any(|d| d == base)) => {
             format!("step `{step}` of instance {id} has no attempts")

@@ -79,6 +79,18 @@ pub enum EngineError {
         id: InstanceId,
         status: crate::vocab::InstanceStatus,
     },
+    /// A named thing (a token, a step) that is not there.
+    #[error("{0}")]
+    NoSuch(String),
+    /// A request the current state refuses (a name taken).
+    #[error("{0}")]
+    Refused(String),
+    /// A signal to an instance that has ended.
+    #[error("instance {id} is {status}; it takes no more events")]
+    Ended {
+        id: InstanceId,
+        status: crate::vocab::InstanceStatus,
+    },
     /// `wf run --id` of an instance that exists with the same definition
     /// and inputs: nothing to do but say what became of it.
     #[error("instance {} exists already, with the same definition and inputs: {}", .0.id, .0.status)]
@@ -623,4 +635,27 @@ pub async fn record_instance(
         return Err(EngineError::Taken(Box::new(existing)));
     }
     Ok(id)
+}
+
+/// Where `v` holds a NUL character (U+0000) in a string or a key, as a
+/// path (`.data.a[2]`), if it does: wf stores no such text, on either
+/// backend (PostgreSQL's text and jsonb cannot hold it), so a request that
+/// brings one is refused before anything is written.
+pub fn nul_in(v: &serde_json::Value) -> Option<String> {
+    use serde_json::Value;
+    match v {
+        Value::String(s) => s.contains('\0').then(String::new),
+        Value::Array(items) => items
+            .iter()
+            .enumerate()
+            .find_map(|(i, item)| nul_in(item).map(|p| format!("[{i}]{p}"))),
+        Value::Object(m) => m.iter().find_map(|(k, item)| {
+            if k.contains('\0') {
+                Some(format!(".{}", k.escape_debug()))
+            } else {
+                nul_in(item).map(|p| format!(".{k}{p}"))
+            }
+        }),
+        _ => None,
+    }
 }

@@ -69,6 +69,9 @@ pub async fn add(
     scope: TokenScope,
     by: &Actor,
 ) -> Result<Added, EngineError> {
+    if name == DEFAULT {
+        return Err(EngineError::Refused(name_problem(name).unwrap_or_default()));
+    }
     if let Some(why) = name_problem(name) {
         return Err(EngineError::Input(why));
     }
@@ -83,8 +86,8 @@ pub async fn add(
     };
     let action = ActionRow::global(ActionKind::TokenAdd, by, format!("{name} ({scope})"));
     if !store.add_token(&row, &action).await? {
-        return Err(EngineError::Input(format!(
-            "a token named `{name}` exists: revoke it first (`wf serve token revoke {name}`)"
+        return Err(EngineError::Refused(format!(
+            "a token named `{name}` exists: revoke it first"
         )));
     }
     Ok(Added { row, token })
@@ -102,10 +105,8 @@ pub async fn revoke(store: &mut Store, name: &str, by: &Actor) -> Result<(), Eng
         return Ok(());
     }
     let names: Vec<String> = store.tokens().await?.into_iter().map(|t| t.name).collect();
-    Err(EngineError::Input(if names.is_empty() {
-        format!(
-            "no token is named `{name}` (none was added: `wf serve token add NAME --scope read|operate|admin`)"
-        )
+    Err(EngineError::NoSuch(if names.is_empty() {
+        format!("no token is named `{name}` (none was added)")
     } else {
         format!("no token is named `{name}` (tokens: {})", names.join(", "))
     }))

@@ -15,7 +15,7 @@ use axum::extract::{Path, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 /// `GET /healthz`: 200 while the database answers, 503 when it does not.
 pub async fn healthz(State(app): State<App>) -> Response {
@@ -30,16 +30,30 @@ pub async fn healthz(State(app): State<App>) -> Response {
         })
         .await;
     match checked {
-        Ok(()) => Json(json!({ "status": "ok" })).into_response(),
+        Ok(()) => Json(Health { status: "ok" }).into_response(),
         Err(e) => e.into_response(),
     }
 }
 
+/// `GET /healthz`'s answer: `{status: "ok"}`.
+#[derive(Debug, serde::Serialize, utoipa::ToSchema)]
+pub struct Health {
+    #[schema(schema_with = ok)]
+    pub status: &'static str,
+}
+
+fn ok() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+    crate::vocab::words("Always `ok`", &["ok"])
+}
+
 /// `GET /api/v1/instances/{id}`' parameters.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
 #[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
 pub struct InspectParams {
+    /// With every attempt of every step (each step's `attempt_list`).
     #[serde(default)]
+    #[param(inline)]
     attempts: Flag,
 }
 
@@ -135,12 +149,18 @@ async fn logs_json(
 }
 
 /// `GET /api/v1/instances/{id}/logs/{step}`' parameters.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
 #[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
 pub struct LogsParams {
+    /// The attempt (default: the last).
     #[serde(default)]
+    #[param(value_type = Option<i64>, minimum = 1)]
     attempt: Option<Whole>,
+    /// Stream it as server-sent events while it runs: `attempt`, then
+    /// `stdout` and `stderr` chunks, then `end` with its outcome.
     #[serde(default)]
+    #[param(inline)]
     follow: Flag,
 }
 
@@ -154,6 +174,11 @@ pub async fn step_logs(
     Query(p): Query<LogsParams>,
 ) -> Result<Response, ApiError> {
     let attempt = p.attempt.map(|n| n.0);
+    if let Some(n) = attempt.filter(|n| *n < 1) {
+        return Err(ApiError::bad_request(format!(
+            "`attempt` is {n}: attempts count from 1"
+        )));
+    }
     if p.follow.0 {
         return super::follow::stream(app, id, step, attempt).await;
     }
@@ -195,10 +220,14 @@ pub async fn trace(State(app): State<App>, Path(id): Path<String>) -> Result<Res
 }
 
 /// `GET /api/v1/instances/{id}/result`' parameters.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
 #[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
 pub struct ResultParams {
+    /// Wait up to this long for the instance to end (at most 5m: a longer
+    /// wait is cut to 5m, as a long poll's is).
     #[serde(default)]
+    #[param(inline)]
     wait: Option<Span>,
 }
 
@@ -210,10 +239,7 @@ pub async fn result(
     Path(id): Path<String>,
     Query(p): Query<ResultParams>,
 ) -> Result<Json<Value>, ApiError> {
-    let wait = p.wait.map(|w| w.0).unwrap_or_default();
-    if wait > super::MAX_WAIT {
-        return Err(ApiError::bad_request("`wait` is at most 5m"));
-    }
+    let wait = p.wait.map(|w| w.0).unwrap_or_default().min(super::MAX_WAIT);
     let id = instance_ref(&id)?;
     let mut stopping = app.stopping.clone();
     let deadline = tokio::time::Instant::now() + wait;
@@ -300,7 +326,11 @@ pub async fn db_actions(
     State(app): State<App>,
     super::query::Query(q): super::query::Query<ActionsQuery>,
 ) -> Result<Json<Value>, ApiError> {
-    let limit = q.limit.map_or(50, |w| usize::try_from(w.0).unwrap_or(0));
+    let limit = match q.limit {
+        None => 50,
+        Some(Whole(n)) => usize::try_from(n)
+            .map_err(|_| ApiError::bad_request(format!("`limit` is {n}: 0 or more")))?,
+    };
     app.db
         .run(move |l| async move {
             let c = l.conn().await?;
@@ -334,10 +364,15 @@ pub async fn definitions(
 
 /// `GET /api/v1/instances/{id}/compare`' parameters (and the page's): the
 /// two runs.
-#[derive(Debug, serde::Deserialize)]
+#[derive(Debug, serde::Deserialize, utoipa::IntoParams)]
 #[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
 pub struct CompareParams {
+    /// The first run's number.
+    #[param(value_type = i64, minimum = 1)]
     pub a: Whole,
+    /// The second run's number.
+    #[param(value_type = i64, minimum = 1)]
     pub b: Whole,
 }
 
@@ -392,10 +427,13 @@ pub async fn compare(
 }
 
 /// `GET /api/v1/queues/{key}`' parameters.
-#[derive(Debug, serde::Deserialize)]
+#[derive(Debug, serde::Deserialize, utoipa::IntoParams)]
 #[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
 pub struct QueueParams {
+    /// At most this many of each list (default 100; 1 to 1000).
     #[serde(default)]
+    #[param(value_type = Option<i64>, minimum = 1, maximum = 1000)]
     limit: Option<super::query::Whole>,
 }
 
@@ -408,7 +446,15 @@ pub async fn queue(
     Path(key): Path<String>,
     Query(p): Query<QueueParams>,
 ) -> Result<Json<Value>, ApiError> {
-    let limit = p.limit.map_or(QUEUE_LIMIT, |w| w.0.clamp(1, 1000) as usize);
+    let limit = match p.limit {
+        None => QUEUE_LIMIT,
+        Some(Whole(n @ 1..=1000)) => n as usize,
+        Some(Whole(n)) => {
+            return Err(ApiError::bad_request(format!(
+                "`limit` is {n}: from 1 to 1000"
+            )));
+        }
+    };
     app.db
         .run(move |l| async move {
             let c = l.conn().await?;
@@ -424,10 +470,13 @@ pub async fn queue(
 }
 
 /// `GET /api/v1/db/actions`' parameters.
-#[derive(Debug, serde::Deserialize)]
+#[derive(Debug, serde::Deserialize, utoipa::IntoParams)]
 #[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
 pub struct ActionsQuery {
+    /// At most this many (default 50).
     #[serde(default)]
+    #[param(value_type = Option<i64>, minimum = 0)]
     limit: Option<super::query::Whole>,
 }
 

@@ -12,47 +12,62 @@ use serde_json::{Map, Value};
 use std::collections::BTreeMap;
 
 /// `POST /api/v1/workflows/{name}/instances`.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct StartBody {
-    /// The inputs by name (a JSON value each, read as `--input` reads text).
+    /// The inputs by name, a JSON value each (read as `--input` reads
+    /// text): those the workflow declares (`GET /api/v1/workflows/{name}`'s
+    /// `inputs`); one it does not, or a missing required one, is a 400.
     #[serde(default)]
+    #[schema(schema_with = schemas::inputs)]
     pub inputs: Option<Map<String, Value>>,
     /// Labels to add (names starting with `wf.` are wf's own).
     #[serde(default)]
+    #[schema(schema_with = schemas::labels)]
     pub labels: Option<BTreeMap<String, String>>,
 }
 
 /// `POST /api/v1/db/copy`: the database to copy the history into (a path
 /// on the server, or a `postgres://` URL), and whether to continue an
 /// interrupted copy.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CopyBody {
+    /// A SQLite file's path on the server, or a `postgres://` URL.
+    #[schema(min_length = 1)]
     pub to: String,
+    /// Continue an interrupted copy into a target that holds part of it.
     #[serde(default)]
     pub resume: Option<bool>,
 }
 
 /// `POST /api/v1/tokens`: a named token and its scope.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct TokenBody {
+    /// 1 to 63 letters, digits, `-`, `_` or `.`, starting with a letter or
+    /// digit (`default` is the server's own).
+    #[schema(pattern = "^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$", example = "deployer")]
     pub name: String,
     pub scope: crate::vocab::TokenScope,
 }
 
 /// `POST /api/v1/instances/{id}/signal`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SignalBody {
+    /// The event's name: not blank, and not `child:…` (the ends of child
+    /// instances, which wf delivers itself).
+    #[schema(schema_with = schemas::event)]
     pub event: String,
+    /// Its data: any JSON (`null` when absent).
     #[serde(default)]
+    #[schema(schema_with = schemas::json_value)]
     pub data: Value,
 }
 
 /// `POST /api/v1/instances/{id}/resume`.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ResumeBody {
     /// Fire a timer that is not due yet (`wf resume --now`).
@@ -65,17 +80,20 @@ pub struct ResumeBody {
 }
 
 /// `POST /api/v1/instances/{id}/restart`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RestartBody {
+    /// The step to run again, with everything downstream of it.
     pub from: String,
+    /// Restart a copy with this id instead of the instance itself.
     #[serde(default, rename = "as")]
+    #[schema(value_type = Option<crate::vocab::InstanceId>)]
     pub as_id: Option<String>,
 }
 
 /// The body of a route that takes none (cancel, terminate, retry): empty,
 /// or `{}`.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NoBody {}
 
@@ -115,6 +133,12 @@ pub fn json<T: DeserializeOwned>(body: &Bytes) -> Result<T, ApiError> {
     if !value.is_object() {
         return Err(ApiError::bad_request("the body must be a JSON object"));
     }
+    if let Some(at) = crate::engine::nul_in(&value) {
+        return Err(ApiError::bad_request(format!(
+            "the body's `{}` holds a NUL character (U+0000), which wf does not store",
+            at.trim_start_matches('.')
+        )));
+    }
     serde_path_to_error::deserialize(value).map_err(|e| {
         let path = e.path().to_string();
         let inner = e.into_inner().to_string();
@@ -124,6 +148,70 @@ pub fn json<T: DeserializeOwned>(body: &Bytes) -> Result<T, ApiError> {
             ApiError::bad_request(format!("the body's `{path}`: {inner}"))
         }
     })
+}
+
+/// The schemas a field's type cannot say alone.
+mod schemas {
+    use utoipa::openapi::schema::{AllOfBuilder, ObjectBuilder, Schema, Type};
+
+    /// A string that matches every one of `patterns`.
+    fn matching(description: &str, patterns: &[&str]) -> Schema {
+        let mut all = AllOfBuilder::new().description(Some(description));
+        for p in patterns {
+            all = all.item(
+                ObjectBuilder::new()
+                    .schema_type(Type::String)
+                    .pattern(Some(*p)),
+            );
+        }
+        all.build().into()
+    }
+
+    /// Labels to set (or `null`: none), each name one that may be set: 1
+    /// to 63 letters, digits, `_`, `.`, `-`, not starting with `wf.`
+    /// (written without a lookahead, which JSON Schema's patterns need
+    /// not support).
+    pub fn labels() -> Schema {
+        ObjectBuilder::new()
+            .schema_type(utoipa::openapi::schema::SchemaType::from_iter([
+                Type::Object,
+                Type::Null,
+            ]))
+            .property_names(Some(matching(
+                "A label's name: letters, digits, `_`, `.`, `-`; not `wf.…`",
+                &["^[A-Za-z0-9_.-]{1,63}$", "^([^w]|w[^f]|wf[^.]|.{1,2}$)"],
+            )))
+            .additional_properties(Some(ObjectBuilder::new().schema_type(Type::String)))
+            .into()
+    }
+
+    /// Any JSON value (`JsonValue`, among the document's components).
+    pub fn json_value() -> utoipa::openapi::RefOr<Schema> {
+        utoipa::openapi::Ref::from_schema_name("JsonValue").into()
+    }
+
+    /// Inputs by name, each any JSON value (or `null`: none).
+    pub fn inputs() -> Schema {
+        ObjectBuilder::new()
+            .schema_type(utoipa::openapi::schema::SchemaType::from_iter([
+                Type::Object,
+                Type::Null,
+            ]))
+            .property_names(Some(ObjectBuilder::new().schema_type(Type::String)))
+            .additional_properties(Some(json_value()))
+            .into()
+    }
+
+    /// An event's name: not blank, not `child:…`.
+    pub fn event() -> Schema {
+        matching(
+            "An event's name: not blank, not `child:…`",
+            &[
+                "\\S",
+                "^([^c]|c[^h]|ch[^i]|chi[^l]|chil[^d]|child[^:]|[\\s\\S]{0,5}$)",
+            ],
+        )
+    }
 }
 
 #[cfg(test)]
@@ -160,7 +248,7 @@ mod tests {
 
 /// `POST /api/v1/instances/{id}/upgrade` and
 /// `POST /api/v1/workflows/{name}/upgrade` (`wf upgrade`'s flags).
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct UpgradeBody {
     /// Steps renamed: OLD (in the instance's definition) to NEW (`--map`).
@@ -180,15 +268,19 @@ pub struct UpgradeBody {
 
 /// `POST /api/v1/bulk/{action}`: the instances, by id or by the list's
 /// filters (one of the two), and what the action asks besides.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct BulkBody {
     /// Instance ids (any unique prefixes).
     #[serde(default)]
+    #[schema(value_type = Option<Vec<crate::vocab::InstanceId>>)]
     pub ids: Option<Vec<String>>,
-    /// Every instance these filters match (at most 1000).
+    /// Every instance these filters match (at most 1000). Read as an
+    /// object ([`BulkFilter::of`]): serde would take a struct from an
+    /// array too, which the document does not allow.
     #[serde(default)]
-    pub filter: Option<BulkFilter>,
+    #[schema(value_type = Option<BulkFilter>)]
+    pub filter: Option<Map<String, Value>>,
     /// Answer the plans; change nothing.
     #[serde(default)]
     pub dry_run: Option<bool>,
@@ -197,19 +289,38 @@ pub struct BulkBody {
     pub reason: Option<String>,
 }
 
+impl BulkFilter {
+    /// The filter a body's `filter` object holds, or the 400 naming the
+    /// field it refuses.
+    pub fn of(m: Map<String, Value>) -> Result<BulkFilter, ApiError> {
+        serde_path_to_error::deserialize(Value::Object(m)).map_err(|e| {
+            let path = e.path().to_string();
+            let inner = e.into_inner().to_string();
+            if path == "." {
+                ApiError::bad_request(format!("the body's `filter`: {inner}"))
+            } else {
+                ApiError::bad_request(format!("the body's `filter.{path}`: {inner}"))
+            }
+        })
+    }
+}
+
 /// The list's filters, as `GET /api/v1/instances` takes them.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct BulkFilter {
     #[serde(default)]
+    #[schema(value_type = Option<crate::vocab::ShownStatus>)]
     pub status: Option<String>,
     #[serde(default)]
     pub workflow: Option<String>,
     /// `NAME=VALUE` each; all of them.
     #[serde(default)]
+    #[schema(value_type = Option<super::query::LabelFilters>)]
     pub label: Option<Vec<String>>,
     /// Created within this long (`1h`).
     #[serde(default)]
+    #[schema(value_type = Option<super::query::Span>)]
     pub since: Option<String>,
     #[serde(default)]
     pub queue: Option<String>,

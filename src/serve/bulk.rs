@@ -18,7 +18,6 @@ use crate::vocab::Actor;
 use axum::Json;
 use axum::extract::{Extension, Path, State};
 use axum::response::{IntoResponse, Response};
-use serde_json::json;
 use std::rc::Rc;
 
 /// `POST /api/v1/bulk/{action}`.
@@ -30,9 +29,11 @@ pub async fn api(
 ) -> Result<Response, ApiError> {
     let action = Bulk::parse(&action)
         .ok_or_else(|| ApiError::not_found("no such bulk action (cancel, retry, resume)"))?;
-    let sel = match (b.ids, b.filter) {
-        (Some(ids), None) if !ids.is_empty() => Selection::Ids(ids),
-        (None, Some(f)) => Selection::Matching(query_of(f)?),
+    // An empty `ids` is no `ids`, as the document's `oneOf` reads it.
+    let ids = b.ids.filter(|ids| !ids.is_empty());
+    let sel = match (ids, b.filter) {
+        (Some(ids), None) => Selection::Ids(ids),
+        (None, Some(f)) => Selection::Matching(query_of(BulkFilter::of(f)?)?),
         _ => {
             return Err(ApiError::bad_request(
                 "give `ids` (a non-empty array) or `filter`, one of the two",
@@ -46,19 +47,23 @@ pub async fn api(
         .run(move |l| async move { bulk_in(&l, action, &sel, dry_run, &reason, &who.actor).await })
         .await?;
     let lines: Vec<BulkLine> = lines.into_iter().map(|d| d.line).collect();
-    Ok(Json(json!({ "action": action.as_str(), "instances": lines })).into_response())
+    Ok(Json(crate::views::BulkAnswer {
+        action: action.as_str(),
+        instances: lines,
+    })
+    .into_response())
 }
 
 /// The list's query of an API filter.
 fn query_of(f: BulkFilter) -> Result<ListQuery, ApiError> {
     let mut labels = Vec::new();
     for l in f.label.unwrap_or_default() {
-        labels.push(crate::workflow::parse_label(&l).map_err(ApiError::bad_request)?);
+        labels.push(crate::workflow::parse_label_filter(&l).map_err(ApiError::bad_request)?);
     }
     let since = f
         .since
         .map(|s| {
-            crate::workflow::duration::parse(&s)
+            crate::workflow::duration::parse_request(&s)
                 .map_err(|e| ApiError::bad_request(format!("`filter.since`: {e}")))
         })
         .transpose()?;

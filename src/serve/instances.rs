@@ -7,7 +7,7 @@ use super::App;
 use super::api::document;
 use super::error::ApiError;
 use super::params::instance_ref;
-use super::query::{Flag, Many, Query, Span, Text, Whole};
+use super::query::{Flag, LabelFilters, Query, Span, Text, Whole};
 use crate::engine::actions;
 use crate::vocab::InstanceId;
 use axum::Json;
@@ -22,7 +22,7 @@ pub const MAX_PAGE: usize = 1000;
 /// The filters both reads take.
 struct Filters {
     workflow: Option<Text>,
-    label: Many,
+    label: LabelFilters,
     since: Option<Span>,
     parent: Option<Text>,
     roots: Flag,
@@ -36,7 +36,7 @@ impl Filters {
     fn query(self) -> Result<actions::ListQuery, ApiError> {
         let mut labels = Vec::new();
         for l in &self.label.0 {
-            labels.push(crate::workflow::parse_label(l).map_err(ApiError::bad_request)?);
+            labels.push(crate::workflow::parse_label_filter(l).map_err(ApiError::bad_request)?);
         }
         Ok(actions::ListQuery {
             workflow: self.workflow.map(|t| t.0),
@@ -53,30 +53,55 @@ impl Filters {
 }
 
 /// `GET /api/v1/instances`' parameters.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
 #[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
 pub struct ListParams {
+    /// Only instances of this status.
     #[serde(default)]
+    #[param(inline, value_type = Option<crate::vocab::ShownStatus>)]
     status: Option<Text>,
+    /// Only this workflow.
     #[serde(default)]
+    #[param(inline)]
     workflow: Option<Text>,
+    /// Only instances with these labels (`NAME=VALUE`; repeat for all of
+    /// several).
     #[serde(default)]
-    label: Many,
+    #[param(inline, style = Form, explode)]
+    label: LabelFilters,
+    /// Only instances created within this long (`1h`).
     #[serde(default)]
+    #[param(inline)]
     since: Option<Span>,
+    /// Only the children of this instance (its id, or a unique prefix).
     #[serde(default)]
+    #[param(inline)]
     parent: Option<Text>,
+    /// Only instances without a parent.
     #[serde(default)]
+    #[param(inline)]
     roots: Flag,
+    /// Only instances of this queue key.
     #[serde(default)]
+    #[param(inline)]
     queue: Option<Text>,
+    /// Only instances whose id starts so.
     #[serde(default)]
+    #[param(inline)]
     id: Option<Text>,
+    /// Only instances whose error holds these words (each whole, or the
+    /// start of one).
     #[serde(default)]
+    #[param(inline)]
     error: Option<Text>,
+    /// At most this many (default 50).
     #[serde(default)]
+    #[param(value_type = Option<i64>, minimum = 1, maximum = 1000)]
     limit: Option<Whole>,
+    /// The page after this one: the `X-Next-Cursor` of the page before.
     #[serde(default)]
+    #[param(value_type = Option<String>, pattern = "^[A-Za-z0-9._-]{1,128}$")]
     cursor: Option<Text>,
 }
 
@@ -159,24 +184,43 @@ pub async fn list(
 
 /// `GET /api/v1/instances/counts`' parameters: the list's filters but the
 /// status, the limit and the cursor.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
 #[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
 pub struct CountParams {
+    /// Only this workflow.
     #[serde(default)]
+    #[param(inline)]
     workflow: Option<Text>,
+    /// Only instances with these labels (`NAME=VALUE`; repeat for all of
+    /// several).
     #[serde(default)]
-    label: Many,
+    #[param(inline, style = Form, explode)]
+    label: LabelFilters,
+    /// Only instances created within this long (`1h`).
     #[serde(default)]
+    #[param(inline)]
     since: Option<Span>,
+    /// Only the children of this instance (its id, or a unique prefix).
     #[serde(default)]
+    #[param(inline)]
     parent: Option<Text>,
+    /// Only instances without a parent.
     #[serde(default)]
+    #[param(inline)]
     roots: Flag,
+    /// Only instances of this queue key.
     #[serde(default)]
+    #[param(inline)]
     queue: Option<Text>,
+    /// Only instances whose id starts so.
     #[serde(default)]
+    #[param(inline)]
     id: Option<Text>,
+    /// Only instances whose error holds these words (each whole, or the
+    /// start of one).
     #[serde(default)]
+    #[param(inline)]
     error: Option<Text>,
 }
 

@@ -198,6 +198,7 @@ pub fn router(app: App) -> Router {
         // gzip for a client that asks (pages, JSON, the trace); never for
         // server-sent events, whose chunks must go out as they come.
         .layer(tower_http::compression::CompressionLayer::new())
+        .layer(axum::middleware::from_fn(params::no_nul))
         .layer(axum::middleware::from_fn(access::refuse_large))
         .layer(axum::middleware::from_fn_with_state(
             app.clone(),

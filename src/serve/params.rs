@@ -77,6 +77,28 @@ const TAKES: &[(&str, Takes)] = &[
     ("/instances/{id}/compare", fields::<api::CompareParams>),
 ];
 
+/// Refuses (400) a request whose path holds an encoded NUL character
+/// (`%00`): no name wf keeps holds one, and PostgreSQL could not even be
+/// asked about it.
+pub async fn no_nul(
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    use axum::response::IntoResponse as _;
+    let path = req.uri().path().as_bytes();
+    if path.windows(3).any(|w| w == b"%00") {
+        let e = ApiError::bad_request(
+            "the path holds a NUL character (%00), which no name wf keeps holds",
+        );
+        return if req.uri().path().starts_with("/api/") || req.uri().path().starts_with("/hooks/") {
+            e.into_response()
+        } else {
+            super::pages::error_page(&e)
+        };
+    }
+    next.run(req).await
+}
+
 /// Refuses (400) a request with a query parameter its route does not take
 /// ([`TAKES`]): the JSON error, or a page for a page's route.
 pub async fn known(

@@ -81,6 +81,14 @@ enum Kind {
 /// `T` read from the pairs of a query string or form: a name `T` does not
 /// take, or a bad value, is refused naming it.
 fn read<T: DeserializeOwned>(text: &[u8], kind: Kind) -> Result<T, ApiError> {
+    if let Some((k, _)) =
+        form_urlencoded::parse(text).find(|(k, v)| k.contains('\0') || v.contains('\0'))
+    {
+        return Err(ApiError::bad_request(format!(
+            "`{}` holds a NUL character (U+0000), which wf does not take",
+            super::params::shown(&k)
+        )));
+    }
     let pairs = object(form_urlencoded::parse(text));
     let takes = fields::<T>();
     // A struct that takes any name (a map flattened in) lists none: it
@@ -225,8 +233,24 @@ impl<'de> serde::Deserialize<'de> for Many {
     }
 }
 
-/// A yes-or-no parameter: `?name`, `?name=1`, `?name=true` yes, `0` or
-/// `false` no.
+/// Label filters, `NAME=VALUE`, repeated for all of several
+/// (`label=team=infra&label=env=prod`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LabelFilters(pub Vec<String>);
+
+impl<'de> serde::Deserialize<'de> for LabelFilters {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        one_or_more(d).map(LabelFilters)
+    }
+}
+
+/// A label filter's pattern: a name (letters, digits, `_`, `.`, `-`, 1 to
+/// 63), `=`, any value.
+pub const LABEL_PATTERN: &str = "^[A-Za-z0-9_.-]{1,63}=";
+
+/// A yes-or-no parameter: `?name=true` (or `1`) yes, `false` (or `0`)
+/// no; nothing else, so that the document's schema says exactly what it
+/// takes.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Flag(pub bool);
 
@@ -234,7 +258,7 @@ impl<'de> serde::Deserialize<'de> for Flag {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let v = first(d)?;
         match v.as_str() {
-            "" | "1" | "true" => Ok(Flag(true)),
+            "1" | "true" => Ok(Flag(true)),
             "0" | "false" => Ok(Flag(false)),
             _ => Err(de::Error::custom(format!("is `{v}`: use true or false"))),
         }
@@ -261,9 +285,72 @@ pub struct Span(pub Duration);
 impl<'de> serde::Deserialize<'de> for Span {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let v = first(d)?;
-        crate::workflow::duration::parse(&v)
+        crate::workflow::duration::parse_request(&v)
             .map(Span)
             .map_err(de::Error::custom)
+    }
+}
+
+/// A duration's pattern: one or more `<digits><unit>` groups, what
+/// `workflow::duration::parse_request` reads.
+pub const DURATION_PATTERN: &str = "^([0-9]+(ms|s|m|h|d))+$";
+
+/// The parameter types' OpenAPI schemas: what each reads, as the document
+/// tells a client (`serve::openapi`).
+mod schemas {
+    use super::{DURATION_PATTERN, Flag, LABEL_PATTERN, LabelFilters, Many, Span, Text, Whole};
+    use utoipa::openapi::schema::{ArrayBuilder, KnownFormat, ObjectBuilder, SchemaFormat, Type};
+    use utoipa::openapi::{RefOr, Schema};
+
+    crate::vocab::schema!(Text, ObjectBuilder::new().schema_type(Type::String).into());
+    crate::vocab::schema!(
+        Many,
+        ArrayBuilder::new()
+            .items(ObjectBuilder::new().schema_type(Type::String))
+            .into()
+    );
+    crate::vocab::schema!(
+        LabelFilters,
+        ArrayBuilder::new()
+            .items(
+                ObjectBuilder::new()
+                    .schema_type(Type::String)
+                    .pattern(Some(LABEL_PATTERN))
+                    .examples([serde_json::json!("team=infra")])
+            )
+            .into()
+    );
+    crate::vocab::schema!(
+        Flag,
+        utoipa::openapi::schema::AnyOfBuilder::new()
+            .item(ObjectBuilder::new().schema_type(Type::Boolean))
+            .item(
+                ObjectBuilder::new()
+                    .schema_type(Type::Integer)
+                    .enum_values(Some([0, 1])),
+            )
+            .description(Some("`true` or `false` (or `1`, `0`)"))
+            .into()
+    );
+    crate::vocab::schema!(
+        Whole,
+        ObjectBuilder::new()
+            .schema_type(Type::Integer)
+            .format(Some(SchemaFormat::KnownFormat(KnownFormat::Int64)))
+            .into()
+    );
+    crate::vocab::schema!(Span, duration());
+
+    /// A duration as wf writes them.
+    pub fn duration() -> RefOr<Schema> {
+        ObjectBuilder::new()
+            .schema_type(Type::String)
+            .pattern(Some(DURATION_PATTERN))
+            .description(Some(
+                "A duration: `250ms`, `30s`, `5m`, `2h`, `3d`, or groups of them (`1h30m`)",
+            ))
+            .examples([serde_json::json!("1h")])
+            .into()
     }
 }
 
@@ -304,7 +391,7 @@ mod tests {
     #[test]
     fn values_read_as_their_types_and_repeated_names_as_a_list_or_the_first() {
         let p = read_query(
-            "status=failed&status=completed&label=a=1&label=b=2&roots&limit=20&since=1h&as=x",
+            "status=failed&status=completed&label=a=1&label=b=2&roots=true&limit=20&since=1h&as=x",
         )
         .expect("read");
         assert_eq!(p.status, Some(Text("failed".into())));

@@ -127,7 +127,7 @@ pub(super) async fn upgrade_one(
 }
 
 /// An instance's upgrade: its answer, and its children's (`children`).
-#[derive(Debug, serde::Serialize)]
+#[derive(Debug, serde::Serialize, utoipa::ToSchema)]
 pub struct One {
     #[serde(flatten)]
     pub done: Done,

@@ -20,7 +20,7 @@ impl Store {
 }
 
 /// The attempt a `cached` one took its result from (stored `INSTANCE#N`).
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, utoipa::ToSchema)]
 pub struct CachedFrom {
     pub instance: InstanceId,
     pub attempt: i64,

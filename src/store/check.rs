@@ -12,7 +12,7 @@
 use super::{Result, Store};
 
 /// One thing wrong, and the instance it hurts if it is one's.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, utoipa::ToSchema)]
 pub struct Finding {
     pub check: &'static str,
     pub instance: Option<String>,

@@ -30,6 +30,19 @@ pub struct ListFilter {
 }
 
 impl ListFilter {
+    /// Whether a text it compares holds a NUL, which no stored text does
+    /// (PostgreSQL's text cannot, and would refuse the query): such a
+    /// filter matches nothing, asked of neither backend.
+    pub fn matches_nothing(&self) -> bool {
+        let nul = |t: &str| t.contains('\0');
+        self.workflow.as_deref().is_some_and(nul)
+            || self.queue.as_deref().is_some_and(nul)
+            || self.id_prefix.as_ref().is_some_and(|p| nul(&p.from))
+            || self.after.as_deref().is_some_and(nul)
+            || self.labels.iter().any(|(k, v)| nul(k) || nul(v))
+            || matches!(&self.lineage, Lineage::ChildrenOf(p) if nul(p))
+    }
+
     /// Whether [`Store::count_by_status`](super::Store::count_by_status)
     /// counts the first matches of an id prefix or an error's words in all
     /// (a sample, when more match than its cap) rather than each status's.
@@ -71,7 +84,13 @@ pub struct ErrorWords {
 impl ErrorWords {
     /// The words of `text` (split at white space); none when it has none.
     pub fn new(text: &str) -> Option<ErrorWords> {
-        let words: Vec<String> = text.split_whitespace().map(str::to_string).collect();
+        // Control characters part words as white space does (the
+        // indexes' tokenizers drop them; a NUL would end FTS5's string).
+        let words: Vec<String> = text
+            .split(|c: char| c.is_whitespace() || c.is_control())
+            .filter(|w| !w.is_empty())
+            .map(str::to_string)
+            .collect();
         if words.is_empty() {
             return None;
         }

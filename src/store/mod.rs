@@ -353,12 +353,18 @@ impl Store {
 
     /// Instances, newest first, as `filter` says.
     pub async fn list_instances(&self, filter: &ListFilter) -> Result<Vec<InstanceRow>> {
+        if filter.matches_nothing() {
+            return Ok(Vec::new());
+        }
         each!(self.list_instances(filter))
     }
 
     /// How many instances `filter` matches, whatever its `limit` (`wf list`
     /// says how many it did not show).
     pub async fn count_instances(&self, filter: &ListFilter) -> Result<u64> {
+        if filter.matches_nothing() {
+            return Ok(0);
+        }
         each!(self.count_instances(filter))
     }
 
@@ -370,6 +376,9 @@ impl Store {
         filter: &ListFilter,
         cap: u64,
     ) -> Result<Vec<(crate::vocab::InstanceStatus, u64)>> {
+        if filter.matches_nothing() {
+            return Ok(Vec::new());
+        }
         each!(self.count_by_status(filter, cap))
     }
 

@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 const BATCH: usize = 500;
 
 /// What a copy did.
-#[derive(Debug, Clone, Copy, Default, serde::Serialize)]
+#[derive(Debug, Clone, Copy, Default, serde::Serialize, utoipa::ToSchema)]
 pub struct Copied {
     /// Instances the source holds.
     pub instances: u64,

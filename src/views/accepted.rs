@@ -27,8 +27,21 @@ impl serde::Serialize for Accepting {
     }
 }
 
+impl utoipa::PartialSchema for Accepting {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        let mut words = vec!["canceling", "restarting"];
+        words.extend(ShownStatus::ALL.map(ShownStatus::as_str));
+        crate::vocab::words(
+            "What the instance is doing now: `canceling`, `restarting`, or (resumed in the background) the status it had",
+            &words,
+        )
+    }
+}
+
+impl utoipa::ToSchema for Accepting {}
+
 /// `POST …/cancel`, `…/terminate`, `…/resume`, `…/retry` (202).
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize, utoipa::ToSchema)]
 pub struct Accepted<'a> {
     pub id: &'a InstanceId,
     pub status: Accepting,
@@ -36,7 +49,7 @@ pub struct Accepted<'a> {
 
 /// `POST …/restart` (202): the instance restarted (the original, or its
 /// copy), the step it restarts from, and the steps that run again.
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize, utoipa::ToSchema)]
 pub struct RestartAccepted<'a> {
     pub id: &'a InstanceId,
     pub from: &'a str,
@@ -46,7 +59,7 @@ pub struct RestartAccepted<'a> {
 
 /// A start: the API's (with the exit code `wf run --detach` would give)
 /// and a webhook delivery's (without).
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize, utoipa::ToSchema)]
 pub struct Started<'a> {
     pub id: &'a InstanceId,
     pub workflow: &'a str,
@@ -59,7 +72,7 @@ pub struct Started<'a> {
 
 /// A webhook's ping (GitHub's first delivery, `X-GitHub-Event: ping`):
 /// nothing is started.
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize, utoipa::ToSchema)]
 pub struct HookPing<'a> {
     pub hook: &'a str,
     pub ping: &'static str,

@@ -12,12 +12,13 @@ use crate::vocab::InstanceId;
 /// server runs it in the background), `skipped` (left as it is: `detail`
 /// says why) or `failed` (`detail` says what went wrong); `status` the
 /// status it was left in.
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize, utoipa::ToSchema)]
 pub struct BulkLine {
     pub id: InstanceId,
     pub workflow: String,
     pub status: ShownStatus,
     pub plan: String,
+    #[schema(schema_with = outcome)]
     pub outcome: &'static str,
     pub detail: String,
 }
@@ -38,4 +39,36 @@ impl BulkLine {
             detail,
         }
     }
+}
+
+/// The words a [`BulkLine`]'s `outcome` takes.
+pub const OUTCOMES: &[&str] = &[
+    "planned",
+    "canceled",
+    "canceling",
+    "resumed",
+    "resuming",
+    "skipped",
+    "failed",
+];
+
+fn outcome() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+    crate::vocab::words("What became of the instance", OUTCOMES)
+}
+
+/// `POST /api/v1/bulk/{action}`'s answer: `{action, instances}`, a line
+/// per instance.
+#[derive(Debug, Clone, serde::Serialize, utoipa::ToSchema)]
+pub struct BulkAnswer {
+    /// `cancel`, `retry` or `resume`.
+    #[schema(schema_with = action)]
+    pub action: &'static str,
+    pub instances: Vec<BulkLine>,
+}
+
+/// The words of a bulk action, as its route names it.
+pub const ACTIONS: &[&str] = &["cancel", "retry", "resume"];
+
+fn action() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+    crate::vocab::words("The action", ACTIONS)
 }

@@ -8,7 +8,7 @@ use crate::store::{AttemptRow, RunRow};
 use crate::vocab::{AttemptOutcome, RunEnd, Timestamp};
 
 /// The comparison (`--json`): the two runs, then a row per unit either ran.
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize, utoipa::ToSchema)]
 pub struct CompareView<'a> {
     pub a: RunSide<'a>,
     pub b: RunSide<'a>,
@@ -16,7 +16,7 @@ pub struct CompareView<'a> {
 }
 
 /// One run of the two.
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize, utoipa::ToSchema)]
 pub struct RunSide<'a> {
     pub number: i64,
     pub outcome: Option<RunEnd>,
@@ -26,7 +26,7 @@ pub struct RunSide<'a> {
 }
 
 /// A unit in the two runs.
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize, utoipa::ToSchema)]
 pub struct CompareRow<'a> {
     pub step: &'a str,
     /// What each run did of it (none: it did not run it).
@@ -38,7 +38,7 @@ pub struct CompareRow<'a> {
 }
 
 /// A unit's attempts in one run.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, utoipa::ToSchema)]
 pub struct UnitInRun<'a> {
     pub attempts: usize,
     pub outcome: Option<AttemptOutcome>,

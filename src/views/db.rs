@@ -4,7 +4,7 @@
 use crate::store::Finding;
 
 /// `{sound, problems: [{check, instance, detail}]}`.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, utoipa::ToSchema)]
 pub struct CheckView<'a> {
     pub sound: bool,
     pub problems: &'a [Finding],

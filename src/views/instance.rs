@@ -12,7 +12,7 @@ use serde_json::Value;
 use std::collections::HashMap;
 
 /// An instance as `wf inspect --json` shows it (docs/commands.md).
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize, utoipa::ToSchema)]
 pub struct InstanceView<'a> {
     pub id: &'a InstanceId,
     pub workflow: &'a str,
@@ -57,7 +57,7 @@ pub struct InstanceView<'a> {
 
 /// A definition an upgraded instance ran on: `{hash, from_run}` (with
 /// `wf inspect --definitions`, its text, and the diff from the one before).
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, utoipa::ToSchema)]
 pub struct DefinitionUse<'a> {
     pub hash: &'a str,
     /// The first run on it (the next run's number, for the definition an
@@ -119,7 +119,7 @@ pub fn definition_texts(
 }
 
 /// A recorded action: `{at, action, actor, detail}`.
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize, utoipa::ToSchema)]
 pub struct ActionView<'a> {
     pub at: Timestamp,
     pub action: ActionKind,
@@ -140,7 +140,7 @@ impl<'a> From<&'a store::ActionRow> for ActionView<'a> {
 
 /// Where a child comes from: `{id, step, attempt}` (`step`: the unit key,
 /// `deploy[2]` for an item).
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize, utoipa::ToSchema)]
 pub struct ParentView<'a> {
     pub id: &'a InstanceId,
     pub step: &'a str,
@@ -148,7 +148,7 @@ pub struct ParentView<'a> {
 }
 
 /// A child instance, as its parent's `wf inspect` lists it.
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize, utoipa::ToSchema)]
 pub struct ChildView<'a> {
     pub id: &'a InstanceId,
     /// The parent's unit that made it, and the attempt.
@@ -161,7 +161,7 @@ pub struct ChildView<'a> {
 }
 
 /// A run of the instance.
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize, utoipa::ToSchema)]
 pub struct RunView<'a> {
     pub number: i64,
     /// None while it runs (or its runner died and no run closed it yet).
@@ -176,7 +176,7 @@ pub struct RunView<'a> {
 }
 
 /// A unit of the instance: a step, a `for_each` item or a compensation.
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize, utoipa::ToSchema)]
 pub struct StepView<'a> {
     /// Its key: `id`, `id[n]` or `id:compensate`.
     pub id: &'a str,
@@ -208,7 +208,7 @@ pub struct StepView<'a> {
 }
 
 /// An attempt of a unit (`--attempts`).
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize, utoipa::ToSchema)]
 pub struct AttemptView<'a> {
     pub attempt: i64,
     pub run: i64,
@@ -226,7 +226,7 @@ pub struct AttemptView<'a> {
 }
 
 /// An event delivered to the instance.
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize, utoipa::ToSchema)]
 pub struct EventView<'a> {
     pub name: &'a str,
     /// Its payload (null if the stored text is not JSON).
@@ -238,7 +238,7 @@ pub struct EventView<'a> {
 }
 
 /// The schedule entry and fire time that started an instance.
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize, utoipa::ToSchema)]
 pub struct FireView<'a> {
     pub workflow: &'a str,
     /// The entry's position in the workflow's `on.schedule`.
@@ -453,7 +453,7 @@ pub fn removed(step_ids: &[String], row: &StepRow) -> bool {
 }
 
 /// An attempt with its unit (`GET /api/v1/instances/{id}/attempts`).
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize, utoipa::ToSchema)]
 pub struct StepAttempt<'a> {
     pub step: &'a str,
     #[serde(flatten)]

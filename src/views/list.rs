@@ -9,7 +9,7 @@ use crate::vocab::{InstanceId, Timestamp};
 /// (`ended_at` and `duration_ms`, from its creation to its end: null until
 /// it ends; `parent`: the parent's id, null for a root; `labels`: an
 /// object, `{}` for none).
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize, utoipa::ToSchema)]
 pub struct InstanceSummary<'a> {
     pub id: &'a InstanceId,
     pub workflow: &'a str,
@@ -63,7 +63,7 @@ pub fn ended_at(inst: &InstanceRow) -> Option<Timestamp> {
 /// `wf list --counts --json` (and the API's counts): `{statuses: [{status,
 /// count, at_least}], total, at_least}`, every status in the list filter's
 /// order; `at_least`: the count stopped at its cap (10,000), more match.
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize, utoipa::ToSchema)]
 pub struct CountsView {
     pub statuses: Vec<StatusCountView>,
     pub total: u64,
@@ -71,7 +71,7 @@ pub struct CountsView {
 }
 
 /// One status's count in a [`CountsView`].
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize, utoipa::ToSchema)]
 pub struct StatusCountView {
     pub status: ShownStatus,
     pub count: u64,

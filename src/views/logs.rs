@@ -4,7 +4,7 @@ use crate::vocab::{AttemptOutcome, InstanceId};
 use std::borrow::Cow;
 
 /// `{id, logs}`: the attempts shown, in the order read.
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize, utoipa::ToSchema)]
 pub struct LogsView<'a> {
     pub id: &'a InstanceId,
     pub logs: Vec<LogView<'a>>,
@@ -13,7 +13,7 @@ pub struct LogsView<'a> {
 /// One attempt's captured output: `{step, attempt, outcome, stdout,
 /// stderr}`, text decoded as UTF-8 (a byte that is not is replaced by
 /// U+FFFD). Secrets were masked before it was stored.
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize, utoipa::ToSchema)]
 pub struct LogView<'a> {
     /// The unit's key: `id`, `id[n]` or `id:compensate`.
     pub step: &'a str,

@@ -59,7 +59,7 @@ mod workflow;
 mod tests;
 
 pub use accepted::{Accepted, Accepting, HookPing, RestartAccepted, Started};
-pub use bulk::BulkLine;
+pub use bulk::{ACTIONS as BULK_ACTIONS, BulkAnswer, BulkLine, OUTCOMES as BULK_OUTCOMES};
 pub use compare::{CompareRow, CompareView, UnitInRun, compare};
 pub use db::CheckView;
 pub use instance::{

@@ -5,7 +5,7 @@ use crate::store::queue::{Admission, QueuePlace, QueueSummary};
 use crate::vocab::Timestamp;
 
 /// A queue key (`wf queue list --json` prints an array of them, by key).
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize, utoipa::ToSchema)]
 pub struct QueueView<'a> {
     pub key: &'a str,
     /// Instances holding a slot.
@@ -42,7 +42,7 @@ impl<'a> QueueView<'a> {
 }
 
 /// An instance's place in its queue (`wf inspect --json`'s `queue`).
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize, utoipa::ToSchema)]
 pub struct QueueStanding<'a> {
     pub key: &'a str,
     pub priority: i64,
@@ -79,7 +79,7 @@ impl<'a> QueueStanding<'a> {
 /// /api/v1/queues/{key}`): where it stands, then the instances holding its
 /// slots (oldest first) and those waiting (in the order they are admitted),
 /// each list cut at the limit asked, with its total.
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize, utoipa::ToSchema)]
 pub struct QueueLineView<'a> {
     pub key: &'a str,
     /// `concurrency` (of the key's newest instance); None: no limit.
@@ -94,7 +94,7 @@ pub struct QueueLineView<'a> {
 }
 
 /// An instance of a key's line.
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize, utoipa::ToSchema)]
 pub struct MemberView<'a> {
     /// Its place in the line (1 is admitted next); none for an admitted one.
     #[serde(skip_serializing_if = "Option::is_none")]

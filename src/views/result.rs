@@ -6,7 +6,7 @@ use crate::vocab::InstanceId;
 use serde_json::Value;
 
 /// `{id, status, outputs, error}`, whatever the status.
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize, utoipa::ToSchema)]
 pub struct ResultView<'a> {
     pub id: &'a InstanceId,
     pub status: ShownStatus,

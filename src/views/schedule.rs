@@ -8,7 +8,7 @@ use serde_json::Value;
 
 /// A registered schedule entry (`wf schedule list --json` prints an array
 /// of them).
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize, utoipa::ToSchema)]
 pub struct ScheduleView<'a> {
     pub workflow: &'a str,
     /// Its position in the workflow's `on.schedule`.
@@ -42,7 +42,7 @@ pub struct ScheduleView<'a> {
 
 /// `wf schedule add FILE --json`: `{workflow, schedules}`, the entries as
 /// registered.
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize, utoipa::ToSchema)]
 pub struct ScheduleAdded<'a> {
     pub workflow: &'a str,
     pub schedules: Vec<ScheduleView<'a>>,

@@ -3,7 +3,7 @@
 use crate::vocab::InstanceId;
 
 /// `{id, event, delivered}`: the event is stored for the instance.
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize, utoipa::ToSchema)]
 pub struct SignalView<'a> {
     pub id: &'a InstanceId,
     pub event: &'a str,

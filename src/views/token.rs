@@ -6,7 +6,7 @@ use crate::store::TokenRow;
 use crate::vocab::{Actor, Timestamp, TokenScope};
 
 /// A named token: `{name, scope, created_at, created_by, last_used_at}`.
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize, utoipa::ToSchema)]
 pub struct TokenView<'a> {
     pub name: &'a str,
     pub scope: TokenScope,
@@ -29,7 +29,7 @@ impl<'a> From<&'a TokenRow> for TokenView<'a> {
 }
 
 /// A token just made: its view and its text (`token`), shown once.
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize, utoipa::ToSchema)]
 pub struct TokenAdded<'a> {
     #[serde(flatten)]
     pub view: TokenView<'a>,

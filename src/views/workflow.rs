@@ -6,7 +6,7 @@ use crate::vocab::Timestamp;
 use crate::workflow::Workflow;
 
 /// A registered workflow.
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize, utoipa::ToSchema)]
 pub struct WorkflowView<'a> {
     pub name: &'a str,
     pub description: Option<&'a str>,
@@ -27,7 +27,7 @@ pub struct WorkflowView<'a> {
 }
 
 /// A workflow's figures over the last 7 days (`engine::stats::Stats`).
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize, utoipa::ToSchema)]
 pub struct StatsView<'a> {
     /// Its newest instance, whenever it started.
     pub last_instance: Option<LastView<'a>>,
@@ -47,14 +47,14 @@ pub struct StatsView<'a> {
     pub capped: bool,
 }
 
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize, utoipa::ToSchema)]
 pub struct LastView<'a> {
     pub id: &'a crate::vocab::InstanceId,
     pub status: crate::vocab::InstanceStatus,
     pub created_at: Timestamp,
 }
 
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize, utoipa::ToSchema)]
 pub struct DayView {
     pub completed: usize,
     pub failed: usize,
@@ -90,7 +90,7 @@ impl<'a> StatsView<'a> {
     }
 }
 
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize, utoipa::ToSchema)]
 pub struct InputView<'a> {
     pub name: &'a str,
     pub required: bool,
@@ -98,14 +98,14 @@ pub struct InputView<'a> {
     pub description: Option<&'a str>,
 }
 
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize, utoipa::ToSchema)]
 pub struct TriggerSchedule<'a> {
     pub spec: &'a str,
     pub timezone: Option<&'a str>,
     pub next_fire_at: Timestamp,
 }
 
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize, utoipa::ToSchema)]
 pub struct WebhookView<'a> {
     pub name: &'a str,
     pub path: String,

@@ -7,6 +7,7 @@
 mod actor;
 mod error_type;
 mod key;
+mod schema;
 mod status;
 mod time;
 
@@ -16,6 +17,8 @@ pub use key::{
     CHILD_EVENT_PREFIX, COMPENSATE_SUFFIX, InstanceId, ShownKey, UnitKey, UnitKeyBuf, child_event,
     split_awaited,
 };
+pub(crate) use schema::schema;
+pub use schema::words;
 pub use status::{
     ActionKind, AttemptOutcome, CancelRequest, InstanceStatus, RunEnd, ShownStatus, StepStatus,
     TokenScope,

@@ -6,8 +6,8 @@
 /// Declares an enum of words with `as_str`, `FromStr`, `Display`, serde as
 /// the word, and `ALL` in declaration order.
 macro_rules! words {
-    ($(#[$doc:meta])* $name:ident { $($(#[$vdoc:meta])* $variant:ident = $word:literal,)* }) => {
-        $(#[$doc])*
+    ($(#[doc = $doc:literal])* $name:ident { $($(#[$vdoc:meta])* $variant:ident = $word:literal,)* }) => {
+        $(#[doc = $doc])*
         #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
         pub enum $name {
             $($(#[$vdoc])* $variant,)*
@@ -49,6 +49,14 @@ macro_rules! words {
                 s.serialize_str(self.as_str())
             }
         }
+
+        super::schema::schema!(
+            $name,
+            super::schema::words(
+                concat!($($doc, "\n",)*),
+                &[$($word,)*],
+            )
+        );
 
         impl<'de> serde::Deserialize<'de> for $name {
             fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<$name, D::Error> {

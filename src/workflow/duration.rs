@@ -59,6 +59,48 @@ pub fn parse(text: &str) -> Result<Duration, String> {
     Ok(Duration::from_millis(total as u64))
 }
 
+/// A duration as a request's parameter gives it (`?since=`, `?wait=`):
+/// exactly one or more `<digits><unit>` groups (no blank, no sign), as the
+/// API's document says, and a duration past a century is a century (a
+/// window or a wait that long means "all"; the caller bounds it further).
+pub fn parse_request(text: &str) -> Result<Duration, String> {
+    const CENTURY_MS: u64 = 100 * 365 * 86_400_000;
+    let bad = || format!("`{text}` is not a duration (e.g. 250ms, 10s, 5m, 2h, 3d, or 1h30m)");
+    if text.is_empty() {
+        return Err(bad());
+    }
+    let mut total: u64 = 0;
+    let mut rest = text;
+    while !rest.is_empty() {
+        let digits = rest
+            .find(|c: char| !c.is_ascii_digit())
+            .unwrap_or(rest.len());
+        let (num, after) = rest.split_at(digits);
+        let unit_len = after
+            .find(|c: char| c.is_ascii_digit())
+            .unwrap_or(after.len());
+        let (unit, next) = after.split_at(unit_len);
+        let per: u64 = match unit {
+            "ms" => 1,
+            "s" => 1_000,
+            "m" => 60_000,
+            "h" => 3_600_000,
+            "d" => 86_400_000,
+            _ => return Err(bad()),
+        };
+        if num.is_empty() {
+            return Err(bad());
+        }
+        // Past a century each group saturates: the digits need not fit.
+        let value: u64 = num.parse().unwrap_or(u64::MAX);
+        total = total
+            .saturating_add(value.saturating_mul(per))
+            .min(CENTURY_MS);
+        rest = next;
+    }
+    Ok(Duration::from_millis(total))
+}
+
 /// Writes `ms` milliseconds exactly, the way a workflow file would
 /// (`30s`, `1h30m`, `1500ms`): `parse` reads it back to the same value.
 pub fn format(ms: u64) -> String {
@@ -101,6 +143,21 @@ pub fn human(d: Duration) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_request_s_duration_is_exactly_groups_and_saturates_at_a_century() {
+        assert_eq!(parse_request("1h30m"), Ok(Duration::from_secs(5400)));
+        assert_eq!(parse_request("250ms"), Ok(Duration::from_millis(250)));
+        let century = Duration::from_millis(100 * 365 * 86_400_000);
+        assert_eq!(
+            parse_request("99999999999999999999999999999999999999999d"),
+            Ok(century)
+        );
+        assert_eq!(parse_request("0d90s47d50h750766600m97h"), Ok(century));
+        for bad in ["", " 1h", "1h ", "h", "1", "1y", "-1s", "1h-", "1.5h"] {
+            assert!(parse_request(bad).is_err(), "{bad:?}");
+        }
+    }
 
     #[test]
     fn parses_units_and_sequences() {

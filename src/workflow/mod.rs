@@ -727,5 +727,20 @@ pub fn parse_label(s: &str) -> Result<(String, String), String> {
     Ok((name.to_string(), value.to_string()))
 }
 
+/// A label filter (`wf list --label`, the API's `label=`): `NAME=VALUE`
+/// as [`parse_label`] reads it, but a name of wf's own (`wf.webhook`) may
+/// be matched though it may not be set.
+pub fn parse_label_filter(s: &str) -> Result<(String, String), String> {
+    match s.split_once('=') {
+        Some((name, value)) if name.starts_with("wf.") => {
+            match label_name_problem(&name.replacen("wf.", "wf_", 1)) {
+                Some(why) => Err(format!("label `{s}`: {why}")),
+                None => Ok((name.to_string(), value.to_string())),
+            }
+        }
+        _ => parse_label(s),
+    }
+}
+
 #[cfg(test)]
 mod tests;

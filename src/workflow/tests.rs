@@ -112,3 +112,18 @@ fn a_compiled_form_from_another_version_or_damaged_is_not_used() {
     assert!(Workflow::from_compiled(&compiled[..compiled.len() / 2], EVERYTHING).is_none());
     assert!(Workflow::from_compiled("null", EVERYTHING).is_none());
 }
+
+#[test]
+fn a_label_filter_may_name_wf_s_own_labels_but_a_label_set_may_not() {
+    assert_eq!(
+        super::parse_label_filter("wf.webhook=github"),
+        Ok(("wf.webhook".into(), "github".into()))
+    );
+    assert_eq!(
+        super::parse_label_filter("team="),
+        Ok(("team".into(), String::new()))
+    );
+    assert!(super::parse_label("wf.webhook=github").is_err());
+    assert!(super::parse_label_filter("wf.a b=1").is_err());
+    assert!(super::parse_label_filter("team").is_err());
+}

@@ -157,9 +157,10 @@ fn an_admin_backs_up_copies_and_imports_through_the_server() {
         json!({"instances": 2, "written": 2, "skipped": 0})
     );
     same_reads(&t, &source, &target);
-    // Again: the target holds history now.
+    // Again: the target holds history now, which refuses a copy not
+    // asked to continue (409).
     let r = s.post("/api/v1/db/copy", json!({"to": target.to_str().unwrap()}));
-    assert_eq!((r.status, r.code().as_str()), (400, "invalid"));
+    assert_eq!((r.status, r.code().as_str()), (409, "conflict"));
     assert!(r.text().contains("already holds history"), "{}", r.text());
     let r = s.post(
         "/api/v1/db/copy",

@@ -163,7 +163,7 @@ fn list_finds_by_id_prefix_and_error_words_and_counts_by_status() {
     let got = s.get("/api/v1/instances?error=connect&id=f1");
     assert_eq!(got.status, 200, "{}", got.text());
     assert_eq!(ids(&got.json()), ["f1a2b3"]);
-    let got = s.get("/api/v1/instances/counts?roots");
+    let got = s.get("/api/v1/instances/counts?roots=true");
     assert_eq!(got.status, 200, "{}", got.text());
     assert_eq!(
         counts(&got.json()),

@@ -34,6 +34,7 @@ mod leaks;
 mod locks;
 mod matrix;
 mod metrics;
+mod openapi;
 mod outputs;
 mod ownership;
 mod pg;

@@ -52,10 +52,10 @@ pub async fn signal(
     }
     let inst = store.instance(id).await?;
     if inst.status.is_ended() {
-        return Err(EngineError::Input(format!(
-            "instance {id} is {}; it takes no more events",
-            inst.status
-        )));
+        return Err(EngineError::Ended {
+            id: id.clone(),
+            status: inst.status,
+        });
     }
     let mut payload = payload;
     let mut out = Delivered::default();

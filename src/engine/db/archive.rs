@@ -82,7 +82,7 @@ impl Archive for FileArchive {
 }
 
 /// What an import did.
-#[derive(Debug, Clone, Copy, Default, serde::Serialize)]
+#[derive(Debug, Clone, Copy, Default, serde::Serialize, utoipa::ToSchema)]
 pub struct Imported {
     /// Records read.
     pub records: u64,

@@ -25,7 +25,7 @@ use serde_json::{Map, Value};
 use std::collections::BTreeSet;
 
 /// What becomes of one step.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Fate {
     /// Done, and in the new definition: its result is kept.
@@ -53,7 +53,7 @@ impl Fate {
 }
 
 /// One step's line of a plan.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, utoipa::ToSchema)]
 pub struct StepPlan {
     /// Its id in the new definition (in the old one, for a removed step).
     pub step: String,
@@ -67,7 +67,7 @@ pub struct StepPlan {
 }
 
 /// Why an upgrade of this instance is refused.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, utoipa::ToSchema)]
 #[serde(tag = "reason", rename_all = "snake_case")]
 pub enum Refusal {
     /// A new step that the done step `before` needs: it would have run
@@ -117,7 +117,7 @@ impl std::fmt::Display for Refusal {
 }
 
 /// What an upgrade would do to one instance.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, utoipa::ToSchema)]
 pub struct Plan {
     pub from: String,
     pub to: String,
@@ -135,7 +135,7 @@ pub struct Plan {
 }
 
 /// A queue key before and after (none: no `queue:`).
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, utoipa::ToSchema)]
 pub struct QueueMove {
     pub from: Option<String>,
     pub to: Option<String>,

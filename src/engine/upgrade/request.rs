@@ -29,7 +29,7 @@ pub struct Request<'a> {
 }
 
 /// What became of one instance.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Verdict {
     /// Moved onto the new definition as its plan says.
@@ -50,7 +50,7 @@ pub enum Verdict {
 }
 
 /// One instance's answer (`wf upgrade --json`'s element; the API's).
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize, utoipa::ToSchema)]
 pub struct Done {
     pub id: InstanceId,
     /// For a child moved with its parent (`--children`): the parent.

@@ -176,7 +176,9 @@ impl Filters {
         let non_empty = |s: &String| (!s.is_empty()).then(|| s.clone());
         let labels = match non_empty(&self.label) {
             None => Vec::new(),
-            Some(l) => vec![crate::workflow::parse_label(&l).map_err(ApiError::bad_request)?],
+            Some(l) => {
+                vec![crate::workflow::parse_label_filter(&l).map_err(ApiError::bad_request)?]
+            }
         };
         let since = match non_empty(&self.since) {
             None => None,

@@ -47,25 +47,34 @@ fn signal_cancel_resume_retry_and_restart_through_the_api() {
         let i = t.inspect(&id);
         i["runs"].as_array().unwrap().len() == runs + 1 && i["status"] == "completed"
     });
+    // A step the workflow does not have is not found; a body without
+    // `from` is a bad request.
     assert_eq!(
         s.post(
             &format!("/api/v1/instances/{id}/restart"),
             json!({ "from": "nope" })
         )
         .status,
-        400
+        404
     );
     assert_eq!(
         s.post(&format!("/api/v1/instances/{id}/restart"), json!({}))
             .status,
         400
     );
-    // An ended instance takes no more events, and has nothing to cancel.
+    // An ended instance takes no more events, and has nothing to cancel:
+    // its state refuses both (409).
     let r = s.post(
         &format!("/api/v1/instances/{id}/signal"),
         json!({ "event": "go" }),
     );
-    assert_eq!(r.status, 400, "{}", r.text());
+    assert_eq!(
+        (r.status, r.code().as_str()),
+        (409, "conflict"),
+        "{}",
+        r.text()
+    );
+    assert!(r.text().contains("takes no more events"), "{}", r.text());
     assert_eq!(
         s.post(&format!("/api/v1/instances/{id}/cancel"), json!({}))
             .status,

@@ -1,0 +1,290 @@
+//! The API's OpenAPI document against the live server: schemathesis (the
+//! property-based tester for OpenAPI services, pinned in the tests' venv by
+//! `scripts/test`) reads `GET /api/v1/openapi.json` and sends what it
+//! allows and what it does not, every check on (answers of the documented
+//! statuses, content types, headers and schemas; schema-valid requests
+//! accepted and invalid ones refused; no 5xx), then follows the
+//! document's links in its stateful phase. Any finding, and any warning
+//! (an operation it could not reach, a schema the server mostly refuses),
+//! fails the test. On each backend, as every test here runs.
+
+use crate::Test;
+use crate::serve::{Server, TOKEN};
+use std::process::Command;
+
+/// A workflow with an input, a step, a wait (so that the instance the run
+/// starts is there to signal, resume and cancel) and a webhook.
+const HELLO: &str = r#"name: hello
+inputs:
+  who: { default: world }
+on:
+  webhook:
+    name: hello
+    secret: HOOK_SECRET
+steps:
+  - id: greet
+    run: echo hello ${{ inputs.who }}
+  - id: wait
+    needs: [greet]
+    wait_for_event: { name: go, timeout: 1h }
+"#;
+
+/// What the document cannot say, told to schemathesis: the ids the
+/// server holds, and the two bodies whose validity depends on more than
+/// their shape. Everything else is checked as the document says.
+const CONFIG: &str = r#"
+[warnings]
+fail-on = true
+
+[parameters]
+id = "demo1"
+step = "greet"
+
+[[operations]]
+include-path-regex = "^/(api/v1/workflows|hooks)/"
+parameters = { name = "hello" }
+
+# A webhook's signature is an HMAC of the body with the server's secret,
+# which a fuzzer cannot make: every delivery it sends is refused (401).
+# tests/cli/webhooks.rs sends signed ones.
+[[operations]]
+include-operation-id = "deliver_webhook"
+warnings.fail-on = ["missing_test_data", "unresolvable_reference", "unsupported_regex", "validation_mismatch"]
+
+# The inputs a registered workflow declares, and a step of it to restart
+# from, are the workflow's, not the document's: most bodies carry ones
+# that fit, and inputs of the right shape that do not are refused (400).
+[[operations]]
+include-operation-id = "start_instance"
+parameters = { "body.inputs" = { who = "ana" } }
+checks.positive_data_acceptance.expected-statuses = ["2xx", "400", "401", "403", "404", "409"]
+
+[[operations]]
+include-operation-id = "restart_instance"
+parameters = { "body.from" = "greet" }
+
+# The bytes of an archive are more than a schema says: a body of the
+# right shape may be refused (400), never answered otherwise.
+[[operations]]
+include-operation-id = "import_archive"
+checks.positive_data_acceptance.expected-statuses = ["2xx", "400", "401", "403", "404", "409"]
+"#;
+
+#[test]
+fn schemathesis_finds_nothing_in_the_document_or_the_server() {
+    let t = Test::new();
+    t.write("hello.yaml", HELLO);
+    t.wf(&["workflow", "add", "hello.yaml"]).code(0);
+    t.wf(&["run", "--detach", "--id", "demo1", "hello.yaml"])
+        .code(0);
+    let config = t.write("schemathesis.toml", CONFIG);
+    let s = Server::start(&t, &["--worker"], &[("HOOK_SECRET", "s3cret")]);
+    // `POST /api/v1/db/copy` is left out: it writes a database wherever
+    // its `to` names, and a fuzzer's `to` could be any path of the
+    // machine. tests/cli/db_api.rs tests it.
+    let out = Command::new("schemathesis")
+        .current_dir(t.path())
+        .arg("--no-color")
+        .arg("--config-file")
+        .arg(&config)
+        .args(["run", &format!("{}/api/v1/openapi.json", s.base)])
+        .args(["-H", &format!("Authorization: Bearer {TOKEN}")])
+        .args(["--checks", "all", "--max-examples", "25"])
+        .args([
+            "--generation-deterministic",
+            "--exclude-path",
+            "/api/v1/db/copy",
+        ])
+        .output()
+        .expect("schemathesis (run `scripts/test`, which installs it into the tests' venv)");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "schemathesis found something:\n{text}\n{}\nserver log:\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        s.log()
+    );
+    // It ran every phase on every operation but the one left out.
+    assert!(text.contains("Selected: 36/37"), "{text}");
+    for phase in ["Examples", "Coverage", "Fuzzing", "Stateful"] {
+        assert!(text.contains(&format!("✅ {phase}")), "{phase}:\n{text}");
+    }
+}
+
+/// The answers the document promises where the CLI's words once leaked:
+/// each refusal names the field or value in HTTP words, with the status
+/// of its kind, and a refused request records nothing.
+#[test]
+fn refusals_name_the_field_and_have_the_status_of_their_kind() {
+    let t = Test::new();
+    t.write("hello.yaml", HELLO);
+    t.wf(&["workflow", "add", "hello.yaml"]).code(0);
+    t.wf(&["run", "--detach", "--id", "demo1", "hello.yaml"])
+        .code(0);
+    let s = Server::start(&t, &[], &[("HOOK_SECRET", "s3cret")]);
+    let before = t.inspect("demo1");
+    let refused = |r: crate::serve::Resp, status: u16, code: &str, words: &str| {
+        assert_eq!(
+            (r.status, r.code().as_str()),
+            (status, code),
+            "{}",
+            r.text()
+        );
+        let message = r.json()["error"]["message"].as_str().unwrap().to_string();
+        assert!(message.contains(words), "{message}");
+        assert!(
+            !message.contains("--"),
+            "a CLI flag in an API answer: {message}"
+        );
+    };
+    // A NUL anywhere in a request: a query's value, a path, a body's
+    // string or key, however deep.
+    refused(
+        s.get("/api/v1/instances?workflow=a%00b"),
+        400,
+        "invalid",
+        "`workflow` holds a NUL",
+    );
+    refused(s.get("/api/v1/workflows/a%00b"), 400, "invalid", "NUL");
+    let nul_data = br#"{"event": "go", "data": {"a": [1, "x\u0000y"]}}"#.to_vec();
+    let r = s.call(
+        "POST",
+        "/api/v1/instances/demo1/signal",
+        &[("content-type", "application/json")],
+        Some(nul_data),
+    );
+    refused(r, 400, "invalid", "the body's `data.a[1]` holds a NUL");
+    refused(
+        s.post(
+            "/api/v1/workflows/hello/instances",
+            serde_json::json!({"labels": {"a\u{0}": "b"}}),
+        ),
+        400,
+        "invalid",
+        "holds a NUL",
+    );
+    // Flags take true or false (1 or 0), nothing else.
+    refused(
+        s.get("/api/v1/instances/demo1?attempts"),
+        400,
+        "invalid",
+        "`attempts` is ``",
+    );
+    assert_eq!(s.get("/api/v1/instances/demo1?attempts=true").status, 200);
+    assert_eq!(s.get("/api/v1/instances/demo1?attempts=0").status, 200);
+    // Out of range, and not a duration.
+    refused(
+        s.get("/api/v1/queues/k?limit=0"),
+        400,
+        "invalid",
+        "`limit` is 0: from 1 to 1000",
+    );
+    refused(
+        s.get("/api/v1/db/actions?limit=-1"),
+        400,
+        "invalid",
+        "`limit` is -1",
+    );
+    refused(
+        s.get("/api/v1/instances/demo1/logs/greet?attempt=0"),
+        400,
+        "invalid",
+        "`attempt` is 0",
+    );
+    refused(
+        s.get("/api/v1/instances?since=1h%20"),
+        400,
+        "invalid",
+        "`since`",
+    );
+    assert_eq!(
+        s.get("/api/v1/instances?since=99999999999999999999999d")
+            .status,
+        200
+    );
+    // What is not there is not found; what the state refuses, a conflict.
+    refused(
+        s.get("/api/v1/instances/demo1/logs/greet?attempt=7"),
+        404,
+        "not_found",
+        "has no attempt 7",
+    );
+    refused(
+        s.post(
+            "/api/v1/instances/demo1/restart",
+            serde_json::json!({"from": "greet"}),
+        ),
+        409,
+        "conflict",
+        "only an ended instance",
+    );
+    let (done, _) = t.run_yaml(
+        "done.yaml",
+        "name: done\nsteps:\n  - id: a\n    run: 'true'\n",
+        &[],
+    );
+    refused(
+        s.post(
+            &format!("/api/v1/instances/{done}/restart"),
+            serde_json::json!({"from": "nope"}),
+        ),
+        404,
+        "not_found",
+        "has no step `nope`",
+    );
+    refused(
+        s.call("DELETE", "/api/v1/tokens/ghost", &[], None),
+        404,
+        "not_found",
+        "no token is named `ghost`",
+    );
+    let made = s.post(
+        "/api/v1/tokens",
+        serde_json::json!({"name": "ci", "scope": "read"}),
+    );
+    assert_eq!(made.status, 201, "{}", made.text());
+    refused(
+        s.post(
+            "/api/v1/tokens",
+            serde_json::json!({"name": "ci", "scope": "read"}),
+        ),
+        409,
+        "conflict",
+        "a token named `ci` exists",
+    );
+    refused(
+        s.post(
+            "/api/v1/tokens",
+            serde_json::json!({"name": "default", "scope": "read"}),
+        ),
+        409,
+        "conflict",
+        "the server's own token",
+    );
+    // A bulk body gives `ids` (not empty) or `filter`, not both; a filter
+    // is an object.
+    refused(
+        s.post(
+            "/api/v1/bulk/cancel",
+            serde_json::json!({"ids": ["demo1"], "filter": {}}),
+        ),
+        400,
+        "invalid",
+        "one of the two",
+    );
+    refused(
+        s.post("/api/v1/bulk/cancel", serde_json::json!({"filter": [null]})),
+        400,
+        "invalid",
+        "`filter`",
+    );
+    // wf's own labels may be filtered on, not set.
+    assert_eq!(
+        s.get("/api/v1/instances?label=wf.webhook=hello").status,
+        200
+    );
+    // Nothing above was recorded.
+    let after = t.inspect("demo1");
+    assert_eq!(after["events"], before["events"]);
+    assert_eq!(after["runs"], before["runs"]);
+}
