@@ -62,7 +62,6 @@ pub struct SignalBody {
     pub event: String,
     /// Its data: any JSON (`null` when absent).
     #[serde(default)]
-    #[schema(schema_with = schemas::json_value)]
     pub data: Value,
 }
 
@@ -121,10 +120,10 @@ impl<S: Send + Sync, T: DeserializeOwned> axum::extract::FromRequest<S> for Body
     }
 }
 
-/// `body` as a route's `T`: empty is `{}`; anything but a JSON object, an
+/// `body` as a route's `T`: empty (no byte) is `{}`; anything but a JSON object, an
 /// unknown field or a value of the wrong type is a 400 naming it.
 pub fn json<T: DeserializeOwned>(body: &Bytes) -> Result<T, ApiError> {
-    let value = if body.iter().all(u8::is_ascii_whitespace) {
+    let value = if body.is_empty() {
         Value::Object(Map::new())
     } else {
         serde_json::from_slice::<Value>(body)
@@ -133,7 +132,15 @@ pub fn json<T: DeserializeOwned>(body: &Bytes) -> Result<T, ApiError> {
     if !value.is_object() {
         return Err(ApiError::bad_request("the body must be a JSON object"));
     }
-    if let Some(at) = crate::engine::nul_in(&value) {
+    // Free JSON (a signal's `data`, the `inputs`) is kept as JSON text,
+    // where a NUL is the escape `\u0000`: it may hold one. Every other
+    // string names or labels something kept as text, which may not.
+    let mut named = value.clone();
+    if let Some(m) = named.as_object_mut() {
+        m.remove("data");
+        m.remove("inputs");
+    }
+    if let Some(at) = crate::engine::nul_in(&named) {
         return Err(ApiError::bad_request(format!(
             "the body's `{}` holds a NUL character (U+0000), which wf does not store",
             at.trim_start_matches('.')
@@ -156,7 +163,9 @@ mod schemas {
 
     /// A string that matches every one of `patterns`.
     fn matching(description: &str, patterns: &[&str]) -> Schema {
-        let mut all = AllOfBuilder::new().description(Some(description));
+        let mut all = AllOfBuilder::new()
+            .schema_type(Type::String)
+            .description(Some(description));
         for p in patterns {
             all = all.item(
                 ObjectBuilder::new()
@@ -185,11 +194,6 @@ mod schemas {
             .into()
     }
 
-    /// Any JSON value (`JsonValue`, among the document's components).
-    pub fn json_value() -> utoipa::openapi::RefOr<Schema> {
-        utoipa::openapi::Ref::from_schema_name("JsonValue").into()
-    }
-
     /// Inputs by name, each any JSON value (or `null`: none).
     pub fn inputs() -> Schema {
         ObjectBuilder::new()
@@ -198,7 +202,9 @@ mod schemas {
                 Type::Null,
             ]))
             .property_names(Some(ObjectBuilder::new().schema_type(Type::String)))
-            .additional_properties(Some(json_value()))
+            .additional_properties(Some(
+                ObjectBuilder::new().schema_type(utoipa::openapi::schema::SchemaType::AnyValue),
+            ))
             .into()
     }
 

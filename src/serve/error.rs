@@ -87,8 +87,22 @@ impl ApiError {
         ApiError::new(kind, message)
     }
 
+    /// `{error: {code, message}}`; a control character the message quotes
+    /// from the request (a NUL, a line break) is written as its escape,
+    /// so that a message is one line of text.
     pub fn body(&self) -> serde_json::Value {
-        json!({ "error": { "code": self.kind.code(), "message": self.message } })
+        let message: String = self
+            .message
+            .chars()
+            .map(|c| {
+                if c.is_control() {
+                    c.escape_debug().to_string()
+                } else {
+                    c.to_string()
+                }
+            })
+            .collect();
+        json!({ "error": { "code": self.kind.code(), "message": message } })
     }
 }
 

@@ -16,7 +16,7 @@
 //!   takes, checked before it runs.
 //! - `hooks.rs`: webhooks. `metrics.rs`: `/metrics`. `history.rs`: the
 //!   whole history (backup, copy, import) for an `admin` token.
-//! - `openapi.rs`: the OpenAPI document of the API.
+//! - `openapi/`: the OpenAPI document of the API, from the handlers' types.
 //! - `access.rs`: the access log, request limits and timeouts.
 //! - `tls.rs`: HTTPS through rustls; `listen.rs`: the connections.
 //! - `pages/`: the web inspector, the history as pages.

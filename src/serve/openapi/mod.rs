@@ -30,7 +30,6 @@ pub fn build() -> utoipa::openapi::OpenApi {
     }
     let mut components = ComponentsBuilder::new()
         .schema("Error", op::error_schema())
-        .schema("JsonValue", op::json_value())
         .security_scheme(
             "token",
             SecurityScheme::Http(
@@ -67,8 +66,10 @@ pub fn build() -> utoipa::openapi::OpenApi {
 }
 
 /// What every string of the API may not hold: a NUL character (U+0000),
-/// which the server refuses in any request (`engine::nul_in`,
-/// `params::no_nul`) and never answers with.
+/// which the server refuses in a request's path, query and body
+/// (`params::no_nul`, `query::read`, `body::json`; free JSON, a signal's
+/// `data` and the `inputs`, aside: it is kept as JSON text, where a NUL is
+/// an escape) and never answers with.
 const NO_NUL: &str = "^[^\\u0000]*$";
 
 /// Adds [`NO_NUL`] to every string schema in `schema` (and the schemas it

@@ -492,10 +492,14 @@ impl Op {
 
 /// `{error: {code, message}}`, every error's shape.
 pub fn error_schema() -> Schema {
-    let codes: Vec<&str> = crate::error_kind::ErrorKind::ALL
+    // Kinds that share a code (the database unreachable, or unavailable)
+    // say it once.
+    let mut codes: Vec<&str> = crate::error_kind::ErrorKind::ALL
         .iter()
         .map(|k| k.code())
         .collect();
+    codes.sort_unstable();
+    codes.dedup();
     let inner = ObjectBuilder::new()
         .property(
             "code",
@@ -520,29 +524,5 @@ pub fn error_schema() -> Schema {
         .required("error")
         .additional_properties(Some(utoipa::openapi::schema::AdditionalProperties::FreeForm(false)))
         .examples([serde_json::json!({"error": {"code": "not_found", "message": "no instance matches `0f3a`"}})])
-        .into()
-}
-
-/// Any JSON value (a request's `data`, an input's value): the schema
-/// refers to itself for arrays and objects, so that the NUL a string may
-/// not hold is refused at any depth.
-pub fn json_value() -> Schema {
-    use utoipa::openapi::schema::{AnyOfBuilder, SchemaType};
-    let this = || RefOr::<Schema>::Ref(Ref::from_schema_name("JsonValue"));
-    AnyOfBuilder::new()
-        .description(Some("Any JSON value"))
-        .item(ObjectBuilder::new().schema_type(SchemaType::from_iter([
-            Type::Null,
-            Type::Boolean,
-            Type::Number,
-        ])))
-        .item(ObjectBuilder::new().schema_type(Type::String))
-        .item(ArrayBuilder::new().items(this()))
-        .item(
-            ObjectBuilder::new()
-                .schema_type(Type::Object)
-                .property_names(Some(ObjectBuilder::new().schema_type(Type::String)))
-                .additional_properties(Some(this())),
-        )
         .into()
 }
