@@ -19,9 +19,12 @@ pub struct CompareView<'a> {
 #[derive(Debug, Clone, serde::Serialize, utoipa::ToSchema)]
 pub struct RunSide<'a> {
     pub number: i64,
+    #[schema(required)]
     pub outcome: Option<RunEnd>,
     pub started_at: Timestamp,
+    #[schema(required)]
     pub finished_at: Option<Timestamp>,
+    #[schema(required)]
     pub definition_hash: Option<&'a str>,
 }
 
@@ -30,7 +33,9 @@ pub struct RunSide<'a> {
 pub struct CompareRow<'a> {
     pub step: &'a str,
     /// What each run did of it (none: it did not run it).
+    #[schema(required)]
     pub a: Option<UnitInRun<'a>>,
+    #[schema(required)]
     pub b: Option<UnitInRun<'a>>,
     /// The two differ: one ran it and the other not, or their last
     /// outcomes or errors are not the same.
@@ -41,11 +46,15 @@ pub struct CompareRow<'a> {
 #[derive(Debug, Clone, PartialEq, serde::Serialize, utoipa::ToSchema)]
 pub struct UnitInRun<'a> {
     pub attempts: usize,
+    #[schema(required)]
     pub outcome: Option<AttemptOutcome>,
+    #[schema(required)]
     pub error_type: Option<String>,
+    #[schema(required)]
     pub error_message: Option<&'a str>,
     /// From its first attempt's start to its last one's end (none while it
     /// runs).
+    #[schema(required)]
     pub took_ms: Option<i64>,
 }
 

@@ -27,14 +27,18 @@ pub struct InstanceView<'a> {
     /// moved).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub definitions: Vec<DefinitionUse<'a>>,
+    #[schema(required)]
     pub error: Option<&'a str>,
+    #[schema(required)]
     pub wake_at: Option<Timestamp>,
+    #[schema(required)]
     pub waiting_event: Option<&'a str>,
     pub created_at: Timestamp,
     pub updated_at: Timestamp,
     pub runs: Vec<RunView<'a>>,
     pub steps: Vec<StepView<'a>>,
     /// The schedule entry and fire time that started it, if one did.
+    #[schema(required)]
     pub schedule: Option<FireView<'a>>,
     /// Every event delivered, in the order received.
     pub events: Vec<EventView<'a>>,
@@ -50,6 +54,7 @@ pub struct InstanceView<'a> {
     pub queue: Option<super::QueueStanding<'a>>,
     /// Who started it (`null` for an instance from before actions were
     /// recorded).
+    #[schema(required)]
     pub started_by: Option<&'a Actor>,
     /// Who did what to it, oldest first (SPEC §3 Actions are recorded).
     pub actions: Vec<ActionView<'a>>,
@@ -165,13 +170,17 @@ pub struct ChildView<'a> {
 pub struct RunView<'a> {
     pub number: i64,
     /// None while it runs (or its runner died and no run closed it yet).
+    #[schema(required)]
     pub outcome: Option<RunEnd>,
     pub started_at: Timestamp,
+    #[schema(required)]
     pub finished_at: Option<Timestamp>,
     /// `wf restart --from STEP`: the step it started again from.
+    #[schema(required)]
     pub restart_from: Option<&'a str>,
     /// The definition it ran (null in a history from before runs
     /// recorded it).
+    #[schema(required)]
     pub definition_hash: Option<&'a str>,
 }
 
@@ -188,10 +197,15 @@ pub struct StepView<'a> {
     /// How many attempts it made.
     pub attempts: i64,
     /// Its last attempt's outcome.
+    #[schema(required)]
     pub outcome: Option<AttemptOutcome>,
+    #[schema(required)]
     pub error_type: Option<&'a ErrorType>,
+    #[schema(required)]
     pub error_message: Option<&'a str>,
+    #[schema(required)]
     pub started_at: Option<Timestamp>,
+    #[schema(required)]
     pub finished_at: Option<Timestamp>,
     pub output: &'a Value,
     /// A step the instance's definition no longer has (`wf upgrade` removed
@@ -213,11 +227,16 @@ pub struct AttemptView<'a> {
     pub attempt: i64,
     pub run: i64,
     /// None while it runs.
+    #[schema(required)]
     pub outcome: Option<AttemptOutcome>,
+    #[schema(required)]
     pub error_type: Option<&'a ErrorType>,
+    #[schema(required)]
     pub error_message: Option<&'a str>,
+    #[schema(required)]
     pub exit_code: Option<i64>,
     pub started_at: Timestamp,
+    #[schema(required)]
     pub finished_at: Option<Timestamp>,
     /// A `cached` attempt: the attempt whose result it took (absent
     /// otherwise).
@@ -234,6 +253,7 @@ pub struct EventView<'a> {
     pub received_at: Timestamp,
     /// The key of the unit whose `wait_for_event` took it; None while none
     /// has.
+    #[schema(required)]
     pub consumed_by: Option<&'a str>,
 }
 
@@ -244,6 +264,7 @@ pub struct FireView<'a> {
     /// The entry's position in the workflow's `on.schedule`.
     pub index: i64,
     pub spec: &'a str,
+    #[schema(required)]
     pub timezone: Option<&'a str>,
     pub fire_at: Timestamp,
 }

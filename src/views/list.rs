@@ -17,15 +17,19 @@ pub struct InstanceSummary<'a> {
     pub created_at: Timestamp,
     pub updated_at: Timestamp,
     /// When it ended (completed, failed, canceled, skipped).
+    #[schema(required)]
     pub ended_at: Option<Timestamp>,
     /// From its creation to its end, as `wf workflow list`'s figures
     /// count it (a wait in its queue included).
+    #[schema(required)]
     pub duration_ms: Option<i64>,
     /// The instance whose `workflow:` step made this one (None: a root).
+    #[schema(required)]
     pub parent: Option<&'a InstanceId>,
     pub labels: &'a Labels,
     /// Who started it (null for an instance from before actions were
     /// recorded).
+    #[schema(required)]
     pub started_by: Option<&'a crate::vocab::Actor>,
 }
 

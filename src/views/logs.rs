@@ -19,6 +19,7 @@ pub struct LogView<'a> {
     pub step: &'a str,
     pub attempt: i64,
     /// None while it runs.
+    #[schema(required)]
     pub outcome: Option<AttemptOutcome>,
     pub stdout: Cow<'a, str>,
     pub stderr: Cow<'a, str>,

@@ -13,13 +13,18 @@ pub struct QueueView<'a> {
     /// Instances waiting for one.
     pub queued: i64,
     /// `concurrency` (of the key's newest instance); None: no limit.
+    #[schema(required)]
     pub limit: Option<u32>,
     /// `rate` as written (`10/1m`); None: no rate.
+    #[schema(required)]
     pub rate: Option<String>,
     /// Admissions the rate allows now.
+    #[schema(required)]
     pub rate_left: Option<i64>,
     /// When the oldest queued instance was made, and its age in ms.
+    #[schema(required)]
     pub oldest_queued_at: Option<Timestamp>,
+    #[schema(required)]
     pub oldest_queued_age_ms: Option<i64>,
 }
 
@@ -83,9 +88,12 @@ impl<'a> QueueStanding<'a> {
 pub struct QueueLineView<'a> {
     pub key: &'a str,
     /// `concurrency` (of the key's newest instance); None: no limit.
+    #[schema(required)]
     pub limit: Option<u32>,
     /// `rate` as written; None: no rate.
+    #[schema(required)]
     pub rate: Option<String>,
+    #[schema(required)]
     pub rate_left: Option<i64>,
     pub admitted: Vec<MemberView<'a>>,
     pub admitted_total: i64,

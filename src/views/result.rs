@@ -14,6 +14,7 @@ pub struct ResultView<'a> {
     /// none); null otherwise.
     pub outputs: &'a Value,
     /// Why it failed.
+    #[schema(required)]
     pub error: Option<&'a str>,
 }
 

@@ -16,9 +16,11 @@ pub struct ScheduleView<'a> {
     /// The cron expression, or `every 30s`.
     pub spec: &'a str,
     /// The zone of a cron expression (None for `every`).
+    #[schema(required)]
     pub timezone: Option<&'a str>,
     pub overlap: &'a str,
     /// The catch-up window (`1h`), None when missed fire times are skipped.
+    #[schema(required)]
     pub catchup: Option<String>,
     /// The inputs of the instances it starts.
     pub inputs: &'a Value,
@@ -26,11 +28,15 @@ pub struct ScheduleView<'a> {
     pub next_fire_at: Timestamp,
     /// `overlap: buffer_one`: a fire time waiting for the previous instance
     /// to end.
+    #[schema(required)]
     pub buffered_fire_at: Option<Timestamp>,
     /// The newest instance it started, and how that one is doing (None once
     /// pruned).
+    #[schema(required)]
     pub last_instance: Option<&'a InstanceId>,
+    #[schema(required)]
     pub last_instance_status: Option<ShownStatus>,
+    #[schema(required)]
     pub last_fire_at: Option<Timestamp>,
     /// Fire times that started nothing (missed beyond `catchup`, or refused
     /// by `overlap`).

@@ -13,6 +13,7 @@ pub struct TokenView<'a> {
     pub created_at: Timestamp,
     pub created_by: &'a Actor,
     /// When a request last used it (kept at most once a minute a server).
+    #[schema(required)]
     pub last_used_at: Option<Timestamp>,
 }
 

@@ -9,6 +9,7 @@ use crate::workflow::Workflow;
 #[derive(Debug, Clone, serde::Serialize, utoipa::ToSchema)]
 pub struct WorkflowView<'a> {
     pub name: &'a str,
+    #[schema(required)]
     pub description: Option<&'a str>,
     /// The file it was registered from, and the pinned definition.
     pub workflow_path: &'a str,
@@ -19,6 +20,7 @@ pub struct WorkflowView<'a> {
     /// Its `on.schedule` entries (`wf schedule list` has their cursors).
     pub schedules: Vec<TriggerSchedule<'a>>,
     /// Its `on.webhook`: `POST /hooks/NAME`.
+    #[schema(required)]
     pub webhook: Option<WebhookView<'a>>,
     /// How it has been doing (`engine::stats`): its last instance, and
     /// over the last 7 days its success rate and durations.
@@ -30,6 +32,7 @@ pub struct WorkflowView<'a> {
 #[derive(Debug, Clone, serde::Serialize, utoipa::ToSchema)]
 pub struct StatsView<'a> {
     /// Its newest instance, whenever it started.
+    #[schema(required)]
     pub last_instance: Option<LastView<'a>>,
     /// Started in the last 7 days (at most 10,000: `capped`), and how many
     /// of those completed, failed, were canceled.
@@ -38,9 +41,12 @@ pub struct StatsView<'a> {
     pub failed: usize,
     pub canceled: usize,
     /// Completed / (completed + failed); null when none ended so.
+    #[schema(required)]
     pub success_rate: Option<f64>,
     /// Start-to-end durations of the completed and failed ones.
+    #[schema(required)]
     pub p50_ms: Option<i64>,
+    #[schema(required)]
     pub p95_ms: Option<i64>,
     /// Per 24 hours, oldest first.
     pub days: Vec<DayView>,
@@ -58,6 +64,7 @@ pub struct LastView<'a> {
 pub struct DayView {
     pub completed: usize,
     pub failed: usize,
+    #[schema(required)]
     pub p50_ms: Option<i64>,
 }
 
@@ -94,13 +101,16 @@ impl<'a> StatsView<'a> {
 pub struct InputView<'a> {
     pub name: &'a str,
     pub required: bool,
+    #[schema(required)]
     pub default: Option<&'a serde_json::Value>,
+    #[schema(required)]
     pub description: Option<&'a str>,
 }
 
 #[derive(Debug, Clone, serde::Serialize, utoipa::ToSchema)]
 pub struct TriggerSchedule<'a> {
     pub spec: &'a str,
+    #[schema(required)]
     pub timezone: Option<&'a str>,
     pub next_fire_at: Timestamp,
 }

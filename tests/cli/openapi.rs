@@ -402,3 +402,143 @@ fn a_client_generated_from_the_document_starts_signals_and_reads_an_instance() {
     assert_eq!(i["events"][0]["data"]["by"], "client");
     assert_eq!(i["started_by"], "token:default");
 }
+
+/// Checks each answer given (a JSON file of `[[path, method, status,
+/// body], …]`) against the schema the document gives that answer, with
+/// the document's components beside it for its `$ref`s (jsonschema, Draft
+/// 2020-12, formats checked). Prints how many it checked.
+const VALIDATE: &str = r#"
+import json, sys, jsonschema
+doc = json.load(open(sys.argv[1]))
+answers = json.load(open(sys.argv[2]))
+for path, method, status, body in answers:
+    answer = doc["paths"][path][method]["responses"][str(status)]
+    schema = dict(answer["content"]["application/json"]["schema"])
+    schema["components"] = doc["components"]
+    v = jsonschema.Draft202012Validator(schema, format_checker=jsonschema.Draft202012Validator.FORMAT_CHECKER)
+    errors = sorted(v.iter_errors(body), key=lambda e: list(e.absolute_path))
+    if errors:
+        e = errors[0]
+        sys.exit(f"{method} {path} {status}: at {list(e.absolute_path)}: {e.message}")
+print(len(answers))
+"#;
+
+/// A history with what a schema must say and a fuzzer's data seldom
+/// reaches: children of a `for_each` of `workflow:` steps, a matrix whose
+/// units are labelled, a cached attempt, a failed step with its error, an
+/// instance queued behind another, a schedule, a webhook, labels, events.
+/// Every read's answer is checked against the document's schema for it.
+#[test]
+fn every_read_of_a_rich_history_answers_as_the_document_says() {
+    let t = Test::new();
+    let repo = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("workflows");
+    let release = repo.join("release.yaml");
+    t.wf(&["workflow", "add", release.to_str().unwrap()])
+        .code(0);
+    t.wf(&["run", release.to_str().unwrap()]).code(0);
+    t.wf(&[
+        "schedule",
+        "add",
+        repo.join("nightly.yaml").to_str().unwrap(),
+    ])
+    .code(0);
+    t.write("src/a.txt", "a");
+    let built = "name: built\nlabels: { team: infra }\nsteps:\n  - id: build\n    matrix: { os: [linux, mac] }\n    run: echo ${{ matrix.os }}\n    cache: { key: \"${{ hashFiles('src/**') }}\" }\n  - id: wait\n    needs: [build]\n    wait_for_event: { name: go, timeout: 1h }\n";
+    let (first, _) = t.run_yaml("built.yaml", built, &["--id", "built1"]);
+    t.wf(&["signal", &first, "go", "--data", r#"{"by": "ana"}"#])
+        .code(0);
+    t.wf(&["resume", &first]).code(0);
+    t.wf(&["run", "--id", "built2", "built.yaml"]).code(3);
+    let failing = "name: failing\nsteps:\n  - id: boom\n    run: echo no >&2; exit 3\n";
+    t.run_yaml("failing.yaml", failing, &[]).1.code(1);
+    let deploy = repo.join("deploy.yaml");
+    for _ in 0..2 {
+        t.wf(&[
+            "run",
+            "--detach",
+            "--input",
+            "env=prod",
+            deploy.to_str().unwrap(),
+        ])
+        .code(0);
+    }
+    let s = Server::start(&t, &[], &[("HOOK_SECRET", "s3cret")]);
+    let doc = s.get("/api/v1/openapi.json").json();
+    let mut answers = Vec::new();
+    let mut read = |template: &str, path: String| {
+        let r = s.get(&path);
+        assert_eq!(r.status, 200, "{path}: {}", r.text());
+        answers.push(serde_json::json!([template, "get", 200, r.json()]));
+        r.json()
+    };
+    let list = read("/api/v1/instances", "/api/v1/instances?limit=1000".into());
+    let ids: Vec<String> = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["id"].as_str().unwrap().to_string())
+        .collect();
+    assert!(ids.len() >= 9, "{ids:?}");
+    for id in &ids {
+        let one = read(
+            "/api/v1/instances/{id}",
+            format!("/api/v1/instances/{id}?attempts=true"),
+        );
+        for (tail, template) in [
+            ("attempts", "/api/v1/instances/{id}/attempts"),
+            ("events", "/api/v1/instances/{id}/events"),
+            ("logs", "/api/v1/instances/{id}/logs"),
+            ("result", "/api/v1/instances/{id}/result"),
+            ("definitions", "/api/v1/instances/{id}/definitions"),
+        ] {
+            read(template, format!("/api/v1/instances/{id}/{tail}"));
+        }
+        if let Some(step) = one["steps"][0]["id"]
+            .as_str()
+            .filter(|_| one["steps"][0]["attempts"] != 0)
+        {
+            read(
+                "/api/v1/instances/{id}/logs/{step}",
+                format!("/api/v1/instances/{id}/logs/{step}"),
+            );
+        }
+    }
+    read(
+        "/api/v1/instances/counts",
+        "/api/v1/instances/counts?label=team=infra".into(),
+    );
+    let queues = read("/api/v1/queues", "/api/v1/queues".into());
+    let key = queues[0]["key"].as_str().expect("a queue key").to_string();
+    read("/api/v1/queues/{key}", format!("/api/v1/queues/{key}"));
+    for (template, path) in [
+        ("/api/v1/schedules", "/api/v1/schedules"),
+        ("/api/v1/workflows", "/api/v1/workflows"),
+        ("/api/v1/workflows/{name}", "/api/v1/workflows/release"),
+        ("/api/v1/db/check", "/api/v1/db/check"),
+        ("/api/v1/db/actions", "/api/v1/db/actions"),
+        ("/api/v1/tokens", "/api/v1/tokens"),
+        ("/healthz", "/healthz"),
+    ] {
+        read(template, path.into());
+    }
+    // What the history holds is in the answers checked.
+    let seen = serde_json::to_string(&answers).unwrap();
+    for what in [
+        "\"children\"",
+        "\"label\":\"build[os=linux]\"",
+        "\"cached_from\"",
+        "\"error_type\":\"exit.3\"",
+        "\"status\":\"queued\"",
+        "\"next_fire_at\"",
+        "\"webhook\"",
+        "\"by\":\"ana\"",
+    ] {
+        assert!(seen.contains(what), "{what} is in no answer");
+    }
+    let spec = t.path().join("openapi.json");
+    std::fs::write(&spec, serde_json::to_vec(&doc).unwrap()).unwrap();
+    let given = t.path().join("answers.json");
+    std::fs::write(&given, serde_json::to_vec(&answers).unwrap()).unwrap();
+    let checked = crate::python(VALIDATE, &[spec.as_os_str(), given.as_os_str()]);
+    assert_eq!(checked.trim(), answers.len().to_string());
+}

@@ -137,7 +137,9 @@ pub struct Plan {
 /// A queue key before and after (none: no `queue:`).
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, utoipa::ToSchema)]
 pub struct QueueMove {
+    #[schema(required)]
     pub from: Option<String>,
+    #[schema(required)]
     pub to: Option<String>,
 }
 
