@@ -98,13 +98,18 @@ impl ErrorKind {
     /// The API's HTTP status for it.
     pub fn http_status(self) -> u16 {
         match self {
-            ErrorKind::Invalid | ErrorKind::Ambiguous => 400,
+            ErrorKind::Invalid => 400,
             ErrorKind::Unauthorized | ErrorKind::BadSignature => 401,
             ErrorKind::CrossSite | ErrorKind::Forbidden => 403,
             ErrorKind::NotFound => 404,
             ErrorKind::MethodNotAllowed => 405,
             ErrorKind::Timeout => 408,
-            ErrorKind::Conflict | ErrorKind::NotResumable | ErrorKind::Held => 409,
+            // An ambiguous prefix is well formed: the ids there are now
+            // make it name several, as a missing one is a 404.
+            ErrorKind::Ambiguous
+            | ErrorKind::Conflict
+            | ErrorKind::NotResumable
+            | ErrorKind::Held => 409,
             ErrorKind::TooLarge => 413,
             ErrorKind::Internal => 500,
             ErrorKind::Unreachable | ErrorKind::Unavailable => 503,
@@ -164,6 +169,7 @@ impl ErrorKind {
             EngineError::NotResumable { .. } => ErrorKind::NotResumable,
             EngineError::Exists(_)
             | EngineError::Ended { .. }
+            | EngineError::HoldsHistory { .. }
             | EngineError::Taken(_)
             | EngineError::NothingToCancel { .. } => ErrorKind::Conflict,
             EngineError::Internal(_) => ErrorKind::Internal,

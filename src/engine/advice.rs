@@ -100,6 +100,24 @@ pub async fn remedy_of(store: &Store, inst: &InstanceRow) -> Result<Remedy, Engi
 }
 
 impl Remedy {
+    /// What to do over HTTP, naming the routes and fields (`id`: the
+    /// instance's id).
+    pub fn api_advice(&self, id: &str) -> String {
+        match self {
+            Remedy::RetryFailed | Remedy::NeverRan | Remedy::Upgraded => format!(
+                "`POST /api/v1/instances/{id}/retry` gives its failed steps a fresh attempt budget"
+            ),
+            Remedy::DeadlinePassed {
+                timeout, from, ..
+            } => format!(
+                "its deadline (the workflow's `timeout: {}`) passed, so a resume would time out at once; `POST /api/v1/instances/{id}/restart` with `{{\"from\": \"{}\"}}` runs the steps again under a fresh timeout",
+                crate::workflow::duration::format(timeout.as_millis() as u64),
+                from.as_deref().unwrap_or("STEP"),
+            ),
+            Remedy::Definition => "a resume would fail the same way (it runs the pinned definition, whose expression failed); register a fixed workflow and start a new instance".to_string(),
+        }
+    }
+
     /// What to do, as a sentence naming the commands (`short`: the id as
     /// shown; `file`: the workflow file the instance was started from).
     pub fn advice(&self, short: &str, file: &str) -> String {

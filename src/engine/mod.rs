@@ -85,6 +85,11 @@ pub enum EngineError {
     /// A request the current state refuses (a name taken).
     #[error("{0}")]
     Refused(String),
+    /// A copy into a database that holds history, not asked to continue.
+    #[error(
+        "{target} already holds history ({rows} rows); copy into an empty database, or continue an interrupted copy into it with --resume"
+    )]
+    HoldsHistory { target: String, rows: i64 },
     /// A signal to an instance that has ended.
     #[error("instance {id} is {status}; it takes no more events")]
     Ended {
@@ -113,6 +118,16 @@ pub enum EngineError {
     Hook(#[from] hooks::HookError),
     #[error("{0}")]
     Internal(String),
+}
+
+/// Whose words a message names its remedies in: the CLI's flags and
+/// commands (`--allow-gaps`, `wf resume ID --retry-failed`), or the API's
+/// fields and routes (`allow_gaps`, `POST …/retry`). An error's `Display`
+/// is the CLI's; `serve` asks for the API's where they differ.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Words {
+    Cli,
+    Http,
 }
 
 /// Why an instance cannot be resumed; said after its id (CLI wording: a

@@ -72,9 +72,13 @@ impl ApiError {
             EngineError::NotResumable {
                 id,
                 why: Unresumable::Failed(f),
-            } if !f.retry => format!(
-                "instance {id} failed{}: `POST …/retry` gives its failed steps a fresh attempt budget",
-                f.error_words()
+            } => format!(
+                "instance {id} failed{}: {}",
+                f.error_words(),
+                f.remedy.api_advice(&id)
+            ),
+            EngineError::HoldsHistory { target, rows } => format!(
+                "{target} already holds history ({rows} rows); copy into an empty database, or continue an interrupted copy into it with `\"resume\": true`"
             ),
             // A name from the request, shown as every name from one is.
             EngineError::NotRegistered { name, registered } => format!(

@@ -139,7 +139,7 @@ pub struct One {
 /// The error an instance's answer is, when it was not moved: what `wf
 /// upgrade` exits with, as the API says it (5 `held`, 1 `conflict`).
 pub(super) fn refusal(d: &Done) -> Result<(), ApiError> {
-    let Some(why) = d.why_not() else {
+    let Some(why) = d.why_not_in(crate::engine::Words::Http) else {
         return Ok(());
     };
     let kind = match d.outcome {

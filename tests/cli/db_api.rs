@@ -162,6 +162,11 @@ fn an_admin_backs_up_copies_and_imports_through_the_server() {
     let r = s.post("/api/v1/db/copy", json!({"to": target.to_str().unwrap()}));
     assert_eq!((r.status, r.code().as_str()), (409, "conflict"));
     assert!(r.text().contains("already holds history"), "{}", r.text());
+    assert!(
+        r.text().contains(r#"`\"resume\": true`"#) && !r.text().contains("--resume"),
+        "{}",
+        r.text()
+    );
     let r = s.post(
         "/api/v1/db/copy",
         json!({"to": target.to_str().unwrap(), "resume": true}),

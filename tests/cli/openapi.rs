@@ -240,6 +240,23 @@ fn refusals_name_the_field_and_have_the_status_of_their_kind() {
         "not_found",
         "has no step `nope`",
     );
+    // A prefix that names several is well formed: the ids there are make
+    // it ambiguous (409), as a missing one is not found (404).
+    for id in ["amb-1", "amb-2"] {
+        t.wf(&["run", "--id", id, "done.yaml"]).code(0);
+    }
+    refused(
+        s.get("/api/v1/instances/amb-"),
+        409,
+        "ambiguous",
+        "matches amb-1, amb-2",
+    );
+    refused(
+        s.get("/api/v1/instances?parent=amb-"),
+        409,
+        "ambiguous",
+        "is ambiguous",
+    );
     refused(
         s.call("DELETE", "/api/v1/tokens/ghost", &[], None),
         404,

@@ -48,10 +48,10 @@ pub async fn copy(
 ) -> Result<Copied, EngineError> {
     let held: i64 = target.portable_counts().await?.iter().map(|(_, n)| n).sum();
     if held > 0 && !resume {
-        return Err(EngineError::Refused(format!(
-            "{} already holds history ({held} rows); copy into an empty database, or continue an interrupted copy into it with --resume",
-            target.describe()
-        )));
+        return Err(EngineError::HoldsHistory {
+            target: target.describe(),
+            rows: held,
+        });
     }
     if resume {
         refuse_other_history(source, target).await?;

@@ -95,6 +95,24 @@ pub enum Refusal {
     },
 }
 
+impl Refusal {
+    /// It in words, the flags named as `words` names them (the CLI's
+    /// `--allow-gaps`, the API's `allow_gaps`).
+    pub fn text(&self, words: crate::engine::Words) -> String {
+        let http = words == crate::engine::Words::Http;
+        match self {
+            Refusal::Gap { step, before } => format!(
+                "new step `{step}` comes before `{before}`, which is done ({} runs it at the next resume)",
+                if http { "`allow_gaps`" } else { "--allow-gaps" }
+            ),
+            Refusal::BadMap { old, new, why } if http => {
+                format!("`map`'s `{old}`: `{new}`: {why}")
+            }
+            other => other.to_string(),
+        }
+    }
+}
+
 impl std::fmt::Display for Refusal {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {

@@ -84,8 +84,14 @@ impl Done {
 }
 
 impl Done {
-    /// Why it was not moved, in one line (none: it was, or would be).
+    /// Why it was not moved, in one line, in the CLI's words (none: it
+    /// was, or would be).
     pub fn why_not(&self) -> Option<String> {
+        self.why_not_in(crate::engine::Words::Cli)
+    }
+
+    /// [`Done::why_not`], its flags named as `words` names them.
+    pub fn why_not_in(&self, words: crate::engine::Words) -> Option<String> {
         let id = &self.id;
         Some(match self.outcome {
             Verdict::Upgraded | Verdict::Planned | Verdict::Current => return None,
@@ -97,7 +103,7 @@ impl Done {
                 let why: Vec<String> = self
                     .plan
                     .iter()
-                    .flat_map(|p| p.refusals.iter().map(ToString::to_string))
+                    .flat_map(|p| p.refusals.iter().map(|r| r.text(words)))
                     .collect();
                 format!("instance {id} is not upgraded: {}", why.join("; "))
             }

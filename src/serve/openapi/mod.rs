@@ -168,9 +168,11 @@ pub fn json() -> serde_json::Value {
     doc
 }
 
-/// `GET /api/v1/openapi.json`.
+/// `GET /api/v1/openapi.json`: made once, at the first request (the
+/// document is the binary's, so it never changes while the server runs).
 pub async fn document() -> Json<serde_json::Value> {
-    Json(json())
+    static DOC: std::sync::OnceLock<serde_json::Value> = std::sync::OnceLock::new();
+    Json(DOC.get_or_init(json).clone())
 }
 
 #[cfg(test)]

@@ -78,6 +78,9 @@ pub struct Op {
     summary: &'static str,
     description: Option<&'static str>,
     token: bool,
+    /// Whether the server's request timeout bounds it (408 past 30 s):
+    /// all but the routes that wait or stream on purpose.
+    bounded: bool,
     params: Vec<Parameter>,
     body: Option<BodyOf>,
     answers: BTreeMap<u16, Answer>,
@@ -93,6 +96,7 @@ impl Op {
             summary,
             description: None,
             token: true,
+            bounded: true,
             params: Vec::new(),
             body: None,
             answers: BTreeMap::new(),
@@ -122,6 +126,13 @@ impl Op {
     /// signature).
     pub fn open(mut self) -> Op {
         self.token = false;
+        self
+    }
+
+    /// Not bounded by the request timeout: it waits, streams or moves a
+    /// whole history as long as that takes.
+    pub fn unbounded(mut self) -> Op {
+        self.bounded = false;
         self
     }
 
@@ -353,9 +364,14 @@ impl Op {
         self
     }
 
-    /// An error this route answers, beyond those every route does.
+    /// An error this route answers, beyond those every route does; a
+    /// status given twice says both whens.
     pub fn error(self, status: u16, what: &str) -> Op {
-        self.answer(status, what, None)
+        let what = match self.answers.get(&status) {
+            Some(a) if !a.description.is_empty() => format!("{}; or {what}", a.description),
+            _ => what.to_string(),
+        };
+        self.answer(status, &what, None)
     }
 
     /// The scope of token the route needs (`auth::needed`, which the
@@ -365,8 +381,9 @@ impl Op {
     }
 
     /// The statuses every route of its kind answers: a query parameter it
-    /// does not take (400), the token (401) and its scope (403), a
-    /// database that does not answer (503).
+    /// does not take (400), the token (401) and its scope (403), a body
+    /// too large (413), the request timeout (408), a database that does
+    /// not answer (503).
     fn shared_errors(&mut self) {
         let mut add = |status: u16, what: String| {
             self.answers.entry(status).or_insert(Answer {
@@ -389,6 +406,15 @@ impl Op {
         }
         if self.body.is_some() {
             add(413, "The body is larger than the server takes".into());
+        }
+        if self.bounded {
+            add(
+                408,
+                format!(
+                    "The request took over {} s",
+                    super::super::REQUEST_TIMEOUT.as_secs()
+                ),
+            );
         }
         if self.path != "/api/v1/openapi.json" {
             add(

@@ -45,10 +45,7 @@ fn to_instance(mut op: Op, status: u16, from: &'static str) -> Op {
 fn on_instance(op: Op) -> Op {
     op.path_param::<InstanceId>("id", "The instance's id, or a unique prefix of it")
         .error(404, "No instance has this id (or prefix)")
-        .error(
-            400,
-            "A prefix that several instances' ids start with, a query parameter the route does not take, or a bad value",
-        )
+        .error(409, "A prefix that several instances' ids start with")
 }
 
 /// An action the server runs in the background: 202 with what the
@@ -81,13 +78,15 @@ fn instance_ops() -> Vec<Op> {
         .ok_list::<views::InstanceSummary>(200, "A page of instances", json!([summary_example()]))
         .header(200, "Link", "`</api/v1/instances?…&cursor=ID>; rel=\"next\"`, while more follow")
         .header(200, "X-Next-Cursor", "The next page's `cursor`, while more follow")
-        .error(404, "No instance matches the `parent` filter");
+        .error(404, "No instance matches the `parent` filter")
+        .error(409, "A `parent` prefix that several instances' ids start with");
     vec![
         to_instance(list, 200, "$response.body#/0/id"),
         Op::get("/api/v1/instances/counts", "count_instances", "How many instances of each status the filters match")
             .describe("`wf list --counts --json`; a count stops at 10,000 (`at_least`).")
             .query::<instances::CountParams>()
             .error(404, "No instance matches the `parent` filter")
+            .error(409, "A `parent` prefix that several instances' ids start with")
             .ok::<views::CountsView>(200, "The counts", json!({"statuses": [{"status": "completed", "count": 12, "at_least": false}], "total": 12, "at_least": false})),
         on_instance(Op::get("/api/v1/instances/{id}", "get_instance", "An instance"))
             .describe("`wf inspect --json`: its runs, steps (with every attempt, `?attempts=true`), events, parent, children, queue place and actions.")
@@ -100,6 +99,7 @@ fn instance_ops() -> Vec<Op> {
             .describe("`wf logs ID --json`.")
             .ok::<views::LogsView>(200, "The logs", json!({"id": ID, "logs": [{"step": "build", "attempt": 1, "outcome": "completed", "stdout": "ok\n", "stderr": ""}]})),
         on_instance(Op::get("/api/v1/instances/{id}/logs/{step}", "get_step_logs", "An attempt's captured output"))
+            .unbounded()
             .describe("`wf logs ID STEP --json` (the last attempt, or `?attempt=N`). With `?follow=true`, server-sent events while it runs: `attempt` (its number), `stdout` and `stderr` (chunks of text), then `end` (its outcome).")
             .path_schema("step", "The unit: a step's id, `id[N]`, a matrix combination's label (`build[os=linux]`) or `id:compensate`", ObjectBuilder::new().schema_type(Type::String).into())
             .query::<api::LogsParams>()
@@ -110,6 +110,7 @@ fn instance_ops() -> Vec<Op> {
             .describe("`wf trace ID --format otlp`: one OTLP/JSON `ExportTraceServiceRequest` (opentelemetry-proto's JSON encoding).")
             .ok_as(200, "The trace", "application/json", otlp_schema()),
         on_instance(Op::get("/api/v1/instances/{id}/result", "get_instance_result", "The instance's outputs, whatever its status"))
+            .unbounded()
             .describe("`wf result --json`; `?wait=30s` waits (at most 5 minutes) for it to end first.")
             .query::<api::ResultParams>()
             .ok::<views::ResultView>(200, "The result", json!({"id": ID, "status": "completed", "outputs": {"version": "1.4.2"}, "error": null})),
@@ -158,7 +159,8 @@ fn instance_ops() -> Vec<Op> {
             .body_and::<body::BulkBody>("Which instances", json!({"filter": {"status": "failed", "workflow": "deploy"}, "dry_run": true}), one_of_ids_or_filter())
             .ok::<views::BulkAnswer>(200, "A line per instance", json!({"action": "retry", "instances": [{"id": ID, "workflow": "deploy", "status": "failed", "plan": "retry the failed steps", "outcome": "planned", "detail": ""}]}))
             .error(400, "Neither or both of `ids` and `filter`, or a bad filter")
-            .error(404, "No such bulk action"),
+            .error(404, "No such bulk action, or no instance has an id (or prefix) of `ids` or the `parent` filter")
+            .error(409, "A prefix of `ids` or the `parent` filter that several instances' ids start with"),
     ]
 }
 
@@ -269,17 +271,20 @@ fn other_ops() -> Vec<Op> {
             .empty(204, "Revoked")
             .error(404, "No token has this name"),
         Op::get("/api/v1/db/backup", "backup_database", "A consistent backup of the whole history, made now")
+            .unbounded()
             .describe("`wf db backup`: a SQLite file any wf opens with `--db`, whichever backend the server uses.")
             .ok_as(200, "The SQLite file", "application/vnd.sqlite3", ObjectBuilder::new().schema_type(Type::String).content_media_type("application/vnd.sqlite3").into())
             .header(200, "Content-Disposition", "`attachment; filename=\"wf-backup-….db\"`")
             .header(200, "X-Wf-Instances", "How many instances it holds"),
         Op::post("/api/v1/db/copy", "copy_database", "Copy the whole history into another database")
+            .unbounded()
             .describe("`wf db copy --to`: answers when done.")
             .body::<body::CopyBody>("Where", json!({"to": "postgres://wf@db.internal/wf"}), true)
             .ok::<crate::store::transfer::Copied>(200, "Copied", json!({"instances": 1200, "written": 1200, "skipped": 0}))
             .error(400, "A `to` that is not a path or a `postgres://` URL, the server's own database, or a target that cannot be opened")
             .error(409, "The target holds history already (continue with `resume`)"),
         Op::post("/api/v1/db/import", "import_archive", "Bring back the instances of an archive of `wf prune --archive`")
+            .unbounded()
             .describe("`wf db import`: the body is the archive (JSON lines, or zstd frames of them; at most 1 GiB); instances the database holds already are skipped.")
             .raw_body("application/octet-stream", false)
             .ok::<crate::engine::db::archive::Imported>(200, "Imported", json!({"records": 40, "written": 12, "skipped": 0}))

@@ -230,3 +230,22 @@ fn the_document_is_openapi_3_1_with_unique_operation_ids() {
     }
     assert_eq!(ids.len(), super::routes::all().len());
 }
+
+#[test]
+fn the_routes_the_timeout_does_not_bound_are_those_without_a_408() {
+    let src = include_str!("../mod.rs");
+    let from = src.find("let waiting = Router::new()").unwrap();
+    let to = src[from..].find("let api = quick").unwrap() + from;
+    let unbounded: BTreeSet<String> = src[from..to]
+        .split(".route(\"")
+        .skip(1)
+        .filter_map(|part| part.split('"').next().map(str::to_string))
+        .collect();
+    assert_eq!(unbounded.len(), 5, "{unbounded:?}");
+    let without_408: BTreeSet<String> = operations(&super::json())
+        .into_iter()
+        .filter(|(_, _, op)| op["responses"].get("408").is_none())
+        .map(|(path, _, _)| path)
+        .collect();
+    assert_eq!(without_408, unbounded);
+}

@@ -423,6 +423,15 @@ fn a_retry_that_cannot_help_is_refused_before_anything_runs_as_the_cli_refuses_i
         r.text()
     );
     assert!(r.text().contains("deadline"), "{}", r.text());
+    // In HTTP words: the route that helps, never the CLI's command.
+    assert!(
+        r.text()
+            .contains(&format!("POST /api/v1/instances/{id}/restart"))
+            && !r.text().contains("wf restart")
+            && !r.text().contains("--"),
+        "{}",
+        r.text()
+    );
     // Nothing ran: still the one run it had.
     assert_eq!(t.inspect(&id)["runs"].as_array().unwrap().len(), 1);
     assert_eq!(t.inspect(&id)["status"], "failed");

@@ -61,8 +61,9 @@ fn the_api_moves_instances_onto_the_registered_definition() {
         "{}",
         r.text()
     );
+    // In the body's words (`map`), not the CLI's (`--map`).
     assert!(
-        r.text().contains("--map nope=b") || r.text().contains("nope"),
+        r.text().contains("`map`'s `nope`") && !r.text().contains("--map"),
         "{}",
         r.text()
     );
