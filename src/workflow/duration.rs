@@ -1,8 +1,48 @@
 //! Durations as workflow files write them (`250ms`, `10s`, `5m`, `2h`, `3d`, or a
 //! sequence such as `1h30m`), parsed once at load time so a bad one is a
-//! definition error rather than a surprise halfway through a run.
+//! definition error rather than a surprise halfway through a run; and as an
+//! API request gives them (`?since=1h`), exactly the pattern its document
+//! says ([`parse_request`]).
 
 use std::time::Duration;
+
+/// The milliseconds in one `unit` (`ms`, `s`, `m`, `h`, `d`).
+fn unit_ms(unit: &str) -> Option<u64> {
+    Some(match unit {
+        "ms" => 1,
+        "s" => 1_000,
+        "m" => 60_000,
+        "h" => 3_600_000,
+        "d" => 86_400_000,
+        _ => return None,
+    })
+}
+
+/// The `<digits><unit>` groups of `text`, in order, as (digits, unit):
+/// either may be empty where `text` is not a duration.
+fn groups(text: &str) -> impl Iterator<Item = (&str, &str)> {
+    let mut rest = text;
+    std::iter::from_fn(move || {
+        if rest.is_empty() {
+            return None;
+        }
+        let digits = rest
+            .find(|c: char| !c.is_ascii_digit())
+            .unwrap_or(rest.len());
+        let (num, after) = rest.split_at(digits);
+        let unit_len = after
+            .find(|c: char| c.is_ascii_digit())
+            .unwrap_or(after.len());
+        let (unit, next) = after.split_at(unit_len);
+        rest = next;
+        Some((num, unit))
+    })
+}
+
+/// A century: the longest duration a file may write (anything longer is
+/// certainly a typo; it also keeps later arithmetic safe), and where a
+/// request's saturates.
+const CENTURY_MS: u64 = 100 * 365 * 86_400_000;
 
 /// Parses a duration written as one or more `<number><unit>` groups.
 pub fn parse(text: &str) -> Result<Duration, String> {
@@ -11,49 +51,33 @@ pub fn parse(text: &str) -> Result<Duration, String> {
         return Err("empty duration (expected e.g. 250ms, 10s, 5m, 2h, 3d)".into());
     }
     let mut total: u128 = 0;
-    let mut rest = s;
-    while !rest.is_empty() {
-        let digits = rest
-            .find(|c: char| !c.is_ascii_digit())
-            .unwrap_or(rest.len());
-        if digits == 0 {
+    for (num, unit) in groups(s) {
+        if num.is_empty() {
             return Err(format!(
                 "invalid duration `{text}` (expected e.g. 250ms, 10s, 5m, 2h, 3d)"
             ));
         }
-        let (num, after) = rest.split_at(digits);
         let value: u128 = num
             .parse()
             .map_err(|_| format!("invalid duration `{text}`: number too large"))?;
-        let unit_len = after
-            .find(|c: char| c.is_ascii_digit())
-            .unwrap_or(after.len());
-        let (unit, next) = after.split_at(unit_len);
-        let millis_per_unit: u128 = match unit {
-            "ms" => 1,
-            "s" => 1_000,
-            "m" => 60_000,
-            "h" => 3_600_000,
-            "d" => 86_400_000,
-            "" => {
+        let per = match (unit_ms(unit), unit) {
+            (Some(ms), _) => u128::from(ms),
+            (None, "") => {
                 return Err(format!(
                     "invalid duration `{text}`: missing unit (ms, s, m, h or d)"
                 ));
             }
-            other => {
+            (None, other) => {
                 return Err(format!(
                     "invalid duration `{text}`: unknown unit `{other}` (use ms, s, m, h or d)"
                 ));
             }
         };
         total = total
-            .checked_add(value.saturating_mul(millis_per_unit))
+            .checked_add(value.saturating_mul(per))
             .ok_or_else(|| format!("invalid duration `{text}`: too large"))?;
-        rest = next;
     }
-    // Anything above a century is certainly a typo; it also keeps later arithmetic safe.
-    const MAX_MS: u128 = 100 * 365 * 86_400_000;
-    if total > MAX_MS {
+    if total > u128::from(CENTURY_MS) {
         return Err(format!("invalid duration `{text}`: longer than 100 years"));
     }
     Ok(Duration::from_millis(total as u64))
@@ -64,30 +88,13 @@ pub fn parse(text: &str) -> Result<Duration, String> {
 /// API's document says, and a duration past a century is a century (a
 /// window or a wait that long means "all"; the caller bounds it further).
 pub fn parse_request(text: &str) -> Result<Duration, String> {
-    const CENTURY_MS: u64 = 100 * 365 * 86_400_000;
     let bad = || format!("`{text}` is not a duration (e.g. 250ms, 10s, 5m, 2h, 3d, or 1h30m)");
     if text.is_empty() {
         return Err(bad());
     }
     let mut total: u64 = 0;
-    let mut rest = text;
-    while !rest.is_empty() {
-        let digits = rest
-            .find(|c: char| !c.is_ascii_digit())
-            .unwrap_or(rest.len());
-        let (num, after) = rest.split_at(digits);
-        let unit_len = after
-            .find(|c: char| c.is_ascii_digit())
-            .unwrap_or(after.len());
-        let (unit, next) = after.split_at(unit_len);
-        let per: u64 = match unit {
-            "ms" => 1,
-            "s" => 1_000,
-            "m" => 60_000,
-            "h" => 3_600_000,
-            "d" => 86_400_000,
-            _ => return Err(bad()),
-        };
+    for (num, unit) in groups(text) {
+        let per = unit_ms(unit).ok_or_else(bad)?;
         if num.is_empty() {
             return Err(bad());
         }
@@ -96,7 +103,6 @@ pub fn parse_request(text: &str) -> Result<Duration, String> {
         total = total
             .saturating_add(value.saturating_mul(per))
             .min(CENTURY_MS);
-        rest = next;
     }
     Ok(Duration::from_millis(total))
 }

@@ -138,17 +138,8 @@ impl Op {
 
     /// Path parameter `name`, of `T`'s schema.
     pub fn path_param<T: ToSchema>(mut self, name: &'static str, what: &'static str) -> Op {
-        self.params.push(
-            ParameterBuilder::new()
-                .name(name)
-                .parameter_in(ParameterIn::Path)
-                .required(Required::True)
-                .description(Some(what))
-                .schema(Some(refer::<T>()))
-                .build(),
-        );
         self.schemas.push(collect::<T>);
-        self
+        self.path_schema(name, what, refer::<T>())
     }
 
     /// Path parameter `name`, of `schema`.
