@@ -317,39 +317,42 @@ impl Op {
     /// A link from the answer `status` to operation `to`, its parameters
     /// taken from the answer (`$response.body#/id`).
     pub fn link(
-        mut self,
+        self,
         status: u16,
         name: &'static str,
         to: &'static str,
         params: &[(&'static str, &'static str)],
     ) -> Op {
-        if let Some(a) = self.answers.get_mut(&status) {
-            a.links.push(LinkTo {
-                name,
-                to,
-                params: params.to_vec(),
-                body: None,
-            });
-        }
-        self
+        self.add_link(status, name, to, params, None)
     }
 
     /// A link as [`Op::link`], with the body the linked operation takes
     /// (its values runtime expressions in braces, `{$response.body#/…}`).
     pub fn link_with_body(
-        mut self,
+        self,
         status: u16,
         name: &'static str,
         to: &'static str,
         params: &[(&'static str, &'static str)],
         body: Value,
     ) -> Op {
+        self.add_link(status, name, to, params, Some(body))
+    }
+
+    fn add_link(
+        mut self,
+        status: u16,
+        name: &'static str,
+        to: &'static str,
+        params: &[(&'static str, &'static str)],
+        body: Option<Value>,
+    ) -> Op {
         if let Some(a) = self.answers.get_mut(&status) {
             a.links.push(LinkTo {
                 name,
                 to,
                 params: params.to_vec(),
-                body: Some(body),
+                body,
             });
         }
         self
