@@ -664,13 +664,24 @@ pub fn nul_in(v: &serde_json::Value) -> Option<String> {
             .iter()
             .enumerate()
             .find_map(|(i, item)| nul_in(item).map(|p| format!("[{i}]{p}"))),
-        Value::Object(m) => m.iter().find_map(|(k, item)| {
+        Value::Object(m) => nul_in_fields(m, &[]),
+        _ => None,
+    }
+}
+
+/// [`nul_in`] of an object's fields, but those named in `free` (free JSON,
+/// kept as JSON text, where a NUL is an escape).
+pub fn nul_in_fields(
+    m: &serde_json::Map<String, serde_json::Value>,
+    free: &[&str],
+) -> Option<String> {
+    m.iter()
+        .filter(|(k, _)| !free.contains(&k.as_str()))
+        .find_map(|(k, item)| {
             if k.contains('\0') {
                 Some(format!(".{}", k.escape_debug()))
             } else {
                 nul_in(item).map(|p| format!(".{k}{p}"))
             }
-        }),
-        _ => None,
-    }
+        })
 }

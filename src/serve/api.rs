@@ -410,17 +410,7 @@ pub async fn compare(
             let c = l.conn().await?;
             let id = c.resolve_id(&id).await?;
             let view = c.view(&id, true).await?;
-            match crate::views::compare(&view.runs, &view.attempts, a, b) {
-                Some(cmp) => document(cmp),
-                None => Err(ApiError::not_found(format!(
-                    "instance {id} has no run {}",
-                    if view.runs.iter().any(|r| r.number == a) {
-                        b
-                    } else {
-                        a
-                    }
-                ))),
-            }
+            document(compared(&view, a, b)?)
         })
         .await
         .map(Json)
@@ -446,15 +436,7 @@ pub async fn queue(
     Path(key): Path<String>,
     Query(p): Query<QueueParams>,
 ) -> Result<Json<Value>, ApiError> {
-    let limit = match p.limit {
-        None => QUEUE_LIMIT,
-        Some(Whole(n @ 1..=1000)) => n as usize,
-        Some(Whole(n)) => {
-            return Err(ApiError::bad_request(format!(
-                "`limit` is {n}: from 1 to 1000"
-            )));
-        }
-    };
+    let limit = super::query::limit(p.limit, QUEUE_LIMIT, 1000)?;
     app.db
         .run(move |l| async move {
             let c = l.conn().await?;

@@ -135,12 +135,10 @@ pub fn json<T: DeserializeOwned>(body: &Bytes) -> Result<T, ApiError> {
     // Free JSON (a signal's `data`, the `inputs`) is kept as JSON text,
     // where a NUL is the escape `\u0000`: it may hold one. Every other
     // string names or labels something kept as text, which may not.
-    let mut named = value.clone();
-    if let Some(m) = named.as_object_mut() {
-        m.remove("data");
-        m.remove("inputs");
-    }
-    if let Some(at) = crate::engine::nul_in(&named) {
+    let nul = value
+        .as_object()
+        .and_then(|m| crate::engine::nul_in_fields(m, &["data", "inputs"]));
+    if let Some(at) = nul {
         return Err(ApiError::bad_request(format!(
             "the body's `{}` holds a NUL character (U+0000), which wf does not store",
             at.trim_start_matches('.')

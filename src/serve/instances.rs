@@ -114,15 +114,7 @@ pub async fn list(
     Query(p): Query<ListParams>,
     RawQuery(q): RawQuery,
 ) -> Result<Response, ApiError> {
-    let limit = match p.limit {
-        None => 50,
-        Some(Whole(n)) if n >= 1 && n as usize <= MAX_PAGE => n as usize,
-        Some(Whole(n)) => {
-            return Err(ApiError::bad_request(format!(
-                "`limit` is {n}: from 1 to {MAX_PAGE}"
-            )));
-        }
-    };
+    let limit = super::query::limit(p.limit, 50, MAX_PAGE)?;
     let after = p
         .cursor
         .map(|c| instance_ref(c.as_str()).map(InstanceId::from))

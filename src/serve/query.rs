@@ -278,6 +278,18 @@ impl<'de> serde::Deserialize<'de> for Whole {
     }
 }
 
+/// A page's `limit`: `default` when not given, else from 1 to `max`
+/// (refused otherwise, naming the range).
+pub fn limit(given: Option<Whole>, default: usize, max: usize) -> Result<usize, ApiError> {
+    match given {
+        None => Ok(default),
+        Some(Whole(n)) => usize::try_from(n)
+            .ok()
+            .filter(|n| (1..=max).contains(n))
+            .ok_or_else(|| ApiError::bad_request(format!("`limit` is {n}: from 1 to {max}"))),
+    }
+}
+
 /// A duration as `wf` writes them (`30s`, `1h`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Span(pub Duration);
@@ -378,6 +390,18 @@ mod tests {
 
     fn read_query(q: &str) -> Result<Params, String> {
         read::<Params>(q.as_bytes(), Kind::Query).map_err(|e| e.message)
+    }
+
+    #[test]
+    fn a_limit_is_its_default_or_within_its_range() {
+        assert_eq!(limit(None, 50, 1000).unwrap(), 50);
+        assert_eq!(limit(Some(Whole(1000)), 50, 1000).unwrap(), 1000);
+        for n in [0, -1, 1001, i64::MIN] {
+            assert_eq!(
+                limit(Some(Whole(n)), 50, 1000).unwrap_err().message,
+                format!("`limit` is {n}: from 1 to 1000")
+            );
+        }
     }
 
     #[test]

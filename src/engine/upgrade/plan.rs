@@ -105,32 +105,25 @@ impl Refusal {
                 "new step `{step}` comes before `{before}`, which is done ({} runs it at the next resume)",
                 if http { "`allow_gaps`" } else { "--allow-gaps" }
             ),
+            Refusal::KindChanged { step, from, to } => format!(
+                "step `{step}` is done as a `{from}` step and would be a `{to}` step: its result would not be the new step's"
+            ),
+            Refusal::MissingInput { input } => format!(
+                "the new definition requires input `{input}`, which this instance was not given"
+            ),
             Refusal::BadMap { old, new, why } if http => {
                 format!("`map`'s `{old}`: `{new}`: {why}")
             }
-            other => other.to_string(),
+            Refusal::BadMap { old, new, why } => format!("--map {old}={new}: {why}"),
+            Refusal::Queue { why } => format!("the new definition's queue: {why}"),
         }
     }
 }
 
+/// The CLI's words ([`Refusal::text`]).
 impl std::fmt::Display for Refusal {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Refusal::Gap { step, before } => write!(
-                f,
-                "new step `{step}` comes before `{before}`, which is done (--allow-gaps runs it at the next resume)"
-            ),
-            Refusal::KindChanged { step, from, to } => write!(
-                f,
-                "step `{step}` is done as a `{from}` step and would be a `{to}` step: its result would not be the new step's"
-            ),
-            Refusal::MissingInput { input } => write!(
-                f,
-                "the new definition requires input `{input}`, which this instance was not given"
-            ),
-            Refusal::BadMap { old, new, why } => write!(f, "--map {old}={new}: {why}"),
-            Refusal::Queue { why } => write!(f, "the new definition's queue: {why}"),
-        }
+        f.write_str(&self.text(crate::engine::Words::Cli))
     }
 }
 

@@ -379,6 +379,7 @@ impl Op {
     /// too large (413), the request timeout (408), a database that does
     /// not answer (503).
     fn shared_errors(&mut self) {
+        let scope = self.scope();
         let mut add = |status: u16, what: String| {
             self.answers.entry(status).or_insert(Answer {
                 description: what,
@@ -394,7 +395,6 @@ impl Op {
         if self.token {
             add(401, "No valid token".into());
         }
-        let scope = super::super::auth::needed(&self.method, self.path);
         if self.token && scope > TokenScope::Read {
             add(403, format!("The token's scope is short of `{scope}`"));
         }
