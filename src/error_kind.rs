@@ -165,6 +165,7 @@ impl ErrorKind {
             EngineError::Refused(_) => ErrorKind::Conflict,
             EngineError::Held { .. }
             | EngineError::LeaseLost { .. }
+            | EngineError::LeaseLapsed { .. }
             | EngineError::ChildLost { .. } => ErrorKind::Held,
             EngineError::NotResumable { .. } => ErrorKind::NotResumable,
             EngineError::Exists(_)

@@ -7,12 +7,14 @@
 //! [`store::Fence`]); every write of a runner is checked against it, so a
 //! runner that was paused past its lease can never write again. The
 //! heartbeat is how such a runner finds out while it waits: it reports the
-//! loss within one renewal interval.
+//! loss within one renewal interval. A holder that cannot renew at all (a
+//! partition) stops its steps by time before another may take over
+//! (`lapse`).
 
+use super::lapse::{LeaseNews, Watch};
 use crate::store::{Fence, Location, Store, StoreError};
 use std::sync::{Arc, Mutex, OnceLock, mpsc};
-use std::time::Duration;
-use tokio::sync::watch;
+use std::time::{Duration, Instant};
 
 /// The lease's time to live when `WF_LEASE_TTL` is not set.
 pub const DEFAULT_TTL: Duration = Duration::from_secs(30);
@@ -159,14 +161,19 @@ pub fn ttl_ms(ttl: Duration) -> i64 {
     i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX)
 }
 
-/// Renews a lease in the background until dropped, and reports on `lost`
-/// (the new holder's name) when a renewal finds another process took the
-/// instance over. Its thread starts when the first renewal is due (a timer
-/// on the caller's runtime): most runs, a child's of one step say, end
-/// before that and never pay for a thread (bench/RESULTS.md). Once
-/// started, it sleeps between renewals and wakes at once when dropped, so
-/// a short run never waits for it; its connection is opened at the first
-/// renewal, so a short run never pays for one either.
+/// Renews a lease in the background until dropped, and tells the lease's
+/// [`Watch`](super::lapse::Watch) how it goes: each renewal that succeeds
+/// (by when it was sent), or the new holder's name when one is refused
+/// because another process took the instance over. A renewal waits no
+/// longer than until the holder would stop its steps (`lapse::stop_after`
+/// since the last one that succeeded), nor than a database call's deadline;
+/// one that does not answer in time is given up with its connection, and
+/// the next renewal makes a new one. Its thread starts when the first
+/// renewal is due (a timer on the caller's runtime): most runs, a child's
+/// of one step say, end before that and never pay for a thread
+/// (bench/RESULTS.md). Once started, it sleeps between renewals and wakes at
+/// once when dropped, so a short run never waits for it; its connection is
+/// opened at the first renewal, so a short run never pays for one either.
 pub struct Heartbeat {
     stop: Option<mpsc::Sender<()>>,
     thread: Arc<Mutex<Lazy>>,
@@ -185,18 +192,29 @@ fn lazy(m: &Mutex<Lazy>) -> std::sync::MutexGuard<'_, Lazy> {
 }
 
 impl Heartbeat {
+    /// Renews the lease `fence` holds (watched by `watch`), and returns
+    /// what the run hears of it.
     pub fn start(
         db: Location,
         fence: Fence,
         ttl: Duration,
-    ) -> (Heartbeat, watch::Receiver<Option<String>>) {
+        watch: &Watch,
+    ) -> (Heartbeat, LeaseNews) {
         let (stop_tx, stop_rx) = mpsc::channel::<()>();
-        let (lost_tx, lost_rx) = watch::channel(None);
+        let news = watch.news();
+        let watch = watch.clone();
         let every = ttl / 6;
         // `at_once`: started when the first renewal is due (by the timer),
         // rather than with the run.
         let body = move |at_once: bool| {
-            renew_until_stopped(db, fence, ttl, every, at_once, stop_rx, lost_tx);
+            let beat = Beat {
+                db,
+                fence,
+                ttl,
+                every,
+                watch,
+            };
+            beat.renew_until_stopped(at_once, stop_rx);
         };
         let thread = Arc::new(Mutex::new(Lazy::default()));
         let starter = match tokio::runtime::Handle::try_current() {
@@ -221,95 +239,127 @@ impl Heartbeat {
                 thread,
                 starter,
             },
-            lost_rx,
+            news,
         )
     }
 }
 
-/// The heartbeat's thread: renews every `every` (the first time at once
-/// when `at_once`: it started when the first renewal was due), until
-/// `stop` is dropped or the lease was found lost (said on `lost_tx`).
-fn renew_until_stopped(
+/// What the heartbeat's thread renews, how often, and whom it tells.
+struct Beat {
     db: Location,
     fence: Fence,
     ttl: Duration,
     every: Duration,
-    at_once: bool,
-    stop: mpsc::Receiver<()>,
-    lost_tx: watch::Sender<Option<String>>,
-) {
-    // PostgreSQL: a runtime of its own, so that a renewal never waits
-    // for the runner's loop (nor the loop for a renewal's round trip).
-    // SQLite's calls complete without waiting: no runtime is needed.
-    let runtime = if db.waits_on_a_server() {
-        let Ok(rt) = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-        else {
-            return;
-        };
-        Some(rt)
-    } else {
-        None
-    };
-    let block_on = |f: std::pin::Pin<&mut dyn std::future::Future<Output = ()>>| match &runtime {
-        Some(rt) => rt.block_on(f),
-        None => now_or_never(f),
-    };
-    let mut store: Option<Store> = None;
-    let mut first = at_once;
-    // Due: at once the first time if so (unless stopped already), then
-    // after each `every` that passes without the word to stop.
-    let mut due = || {
-        if std::mem::take(&mut first) {
-            matches!(stop.try_recv(), Err(mpsc::TryRecvError::Empty))
+    watch: Watch,
+}
+
+impl Beat {
+    /// Renews every `every` (the first time at once when `at_once`: it
+    /// started when the first renewal was due), until `stop` is dropped or
+    /// the lease was found taken over.
+    fn renew_until_stopped(self, at_once: bool, stop: mpsc::Receiver<()>) {
+        // PostgreSQL: a runtime of its own, so that a renewal never waits
+        // for the runner's loop (nor the loop for a renewal's round trip).
+        // SQLite's calls complete without waiting: no runtime is needed.
+        let runtime = if self.db.waits_on_a_server() {
+            let Ok(rt) = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            else {
+                return;
+            };
+            Some(rt)
         } else {
-            matches!(
-                stop.recv_timeout(every),
-                Err(mpsc::RecvTimeoutError::Timeout)
-            )
-        }
-    };
-    while due() {
-        if store.is_none() {
-            let mut opened = None;
-            block_on(std::pin::pin!(async {
-                opened = Store::open(&db).await.ok();
-            }));
-            store = opened;
-        }
-        let Some(s) = &store else { continue };
-        let mut renewed = Ok(());
-        block_on(std::pin::pin!(async {
-            // No longer than until the next one: a lost connection
-            // is made again by the next renewal, and the runner
-            // waits for none of it when it stops.
-            renewed = match &runtime {
-                Some(_) => tokio::time::timeout(every, s.renew(&fence, ttl_ms(ttl)))
-                    .await
-                    .unwrap_or_else(|_| Err(StoreError::Sql("the renewal took too long".into()))),
-                None => s.renew(&fence, ttl_ms(ttl)).await,
-            }
-        }));
-        match renewed {
-            Ok(()) => {}
-            Err(StoreError::Fenced { holder, .. }) => {
-                let _ = lost_tx.send(Some(
-                    holder.unwrap_or_else(|| "another process".to_string()),
-                ));
+            None
+        };
+        let mut store: Option<Store> = None;
+        let mut first = at_once;
+        // The next renewal is due `every` after the last one was sent.
+        let mut due = Instant::now();
+        loop {
+            if !std::mem::take(&mut first) {
+                let wait = due.saturating_duration_since(Instant::now());
+                if !matches!(
+                    stop.recv_timeout(wait),
+                    Err(mpsc::RecvTimeoutError::Timeout)
+                ) {
+                    return;
+                }
+            } else if !matches!(stop.try_recv(), Err(mpsc::TryRecvError::Empty)) {
                 return;
             }
-            // Busy, the connection failed (a server restarted), or the
-            // instance is not there yet (a child opened before the commit
-            // that makes it, `drive::open_claimed`, when that commit is
-            // slow): the next renewal tries again (on a new connection),
-            // and the runner's own writes are fenced whatever happens.
-            Err(_) => {
-                if s.reconnects_after_an_error() {
-                    store = None;
+            let sent = Instant::now();
+            due = sent + self.every;
+            match self.renew(&runtime, &mut store, sent) {
+                Ok(()) => self.watch.confirmed(sent),
+                Err(StoreError::Fenced { holder, .. }) => {
+                    self.watch
+                        .taken(holder.unwrap_or_else(|| "another process".to_string()));
+                    return;
+                }
+                // Busy, the connection failed or did not answer (a server
+                // restarting, a partition), or the instance is not there
+                // yet (a child opened before the commit that makes it,
+                // `drive::open_claimed`, when that commit is slow): the
+                // next renewal tries again, on a new connection, and the
+                // runner's own writes are fenced whatever happens.
+                Err(_) => {
+                    if store.as_ref().is_none_or(Store::reconnects_after_an_error) {
+                        store = None;
+                    }
                 }
             }
         }
+    }
+
+    /// One renewal sent at `sent`, opening the store first if need be; on
+    /// PostgreSQL within what is left until the holder would stop its
+    /// steps, and a call's deadline.
+    fn renew(
+        &self,
+        runtime: &Option<tokio::runtime::Runtime>,
+        store: &mut Option<Store>,
+        sent: Instant,
+    ) -> Result<(), StoreError> {
+        let ttl_ms = ttl_ms(self.ttl);
+        let Some(rt) = runtime else {
+            // SQLite: its calls return (a file system that stalls holds
+            // this thread, not the lease's watch, `lapse`).
+            let mut renewed = Err(StoreError::Sql("not renewed".into()));
+            now_or_never(std::pin::pin!(async {
+                if store.is_none() {
+                    *store = Store::open(&self.db).await.ok();
+                }
+                if let Some(s) = store.as_ref() {
+                    renewed = s.renew(&self.fence, ttl_ms).await;
+                }
+            }));
+            return renewed;
+        };
+        let within = self
+            .watch
+            .stop_at()
+            .saturating_duration_since(sent)
+            .min(crate::store::call_deadline())
+            .max(Duration::from_millis(50));
+        let renewal = async {
+            if store.is_none() {
+                *store = Some(Store::open(&self.db).await?);
+            }
+            match store.as_ref() {
+                Some(s) => s.renew(&self.fence, ttl_ms).await,
+                None => Err(StoreError::Sql("not renewed".into())),
+            }
+        };
+        let renewed = rt.block_on(async { tokio::time::timeout(within, renewal).await });
+        renewed.unwrap_or_else(|_| {
+            // Unanswered: `WF_DB_RETRY` counts from here for the run's
+            // calls too, and its connection goes (dropped by the caller).
+            crate::store::unanswered(&self.db, sent);
+            Err(StoreError::Sql(
+                "the renewal was not answered in time".into(),
+            ))
+        })
     }
 }
 

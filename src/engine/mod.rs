@@ -15,6 +15,7 @@ pub mod fire;
 pub mod hash_files;
 pub mod hooks;
 pub mod http;
+pub mod lapse;
 pub mod lease;
 pub mod logs;
 pub mod output;
@@ -62,6 +63,12 @@ pub enum EngineError {
         "instance {id} was taken over by {holder} while this process was stalled past its lease; its steps were stopped and nothing more was recorded"
     )]
     LeaseLost { id: InstanceId, holder: String },
+    /// The run's lease went unrenewed past its margin (`lapse`): its steps
+    /// were stopped, their attempts recorded `interrupted`.
+    #[error(
+        "instance {id}: its lease was not renewed for {unrenewed} (the database did not answer), so its steps were stopped and recorded interrupted before another process could take it over; `wf resume {id}` (or a worker) goes on"
+    )]
+    LeaseLapsed { id: InstanceId, unrenewed: String },
     #[error(
         "child instance {child} was taken over by {holder} while this process was stalled past its lease, as the end of its run was recorded with {id}'s: the run of {id} stopped, and `wf resume {id}` goes on from what was recorded"
     )]

@@ -72,6 +72,7 @@ fn lost_lease(e: &EngineError) -> bool {
     matches!(
         e,
         EngineError::LeaseLost { .. }
+            | EngineError::LeaseLapsed { .. }
             | EngineError::ChildLost { .. }
             | EngineError::Store(StoreError::Fenced { .. })
     )

@@ -5,6 +5,7 @@
 //! window moved, a debounce ended), renewing the lease meanwhile, and
 //! otherwise leaves the instance `queued` for a worker to admit.
 
+use super::super::lapse::{Lapse, LeaseNews, Watch};
 use super::super::lease::{self, Heartbeat};
 use super::super::runner::{RunOptions, RunOutcome};
 use super::super::{EngineError, Observer};
@@ -28,6 +29,7 @@ pub(super) async fn admit(
     opts: &RunOptions,
     observer: &dyn Observer,
     ttl: Duration,
+    watch: &Watch,
 ) -> Result<Option<RunOutcome>, EngineError> {
     let id = &fence.instance;
     let Some(place) = &history.instance.queue else {
@@ -37,7 +39,7 @@ pub(super) async fn admit(
         return Ok(None);
     }
     let deadline = Instant::now() + opts.inline_wait;
-    let mut heartbeat: Option<(Heartbeat, tokio::sync::watch::Receiver<Option<String>>)> = None;
+    let mut heartbeat: Option<(Heartbeat, LeaseNews)> = None;
     let mut said: Option<(usize, Blocked)> = None;
     loop {
         let admission = match store.admit(fence, &lease::holder_alive).await {
@@ -78,10 +80,11 @@ pub(super) async fn admit(
             }
             return Ok(Some(RunOutcome::Queued(why)));
         }
-        let (_, lost) =
-            heartbeat.get_or_insert_with(|| Heartbeat::start(store.location(), fence.clone(), ttl));
-        let lost = lost.borrow().clone();
-        if let Some(holder) = lost {
+        let (_, news) = heartbeat
+            .get_or_insert_with(|| Heartbeat::start(store.location(), fence.clone(), ttl, watch));
+        // A lapse stops nothing here (nothing runs yet): the run that
+        // follows hears of it.
+        if let Some(Lapse::TakenBy(holder)) = news.now() {
             drop(heartbeat);
             return Err(EngineError::LeaseLost {
                 id: id.clone(),

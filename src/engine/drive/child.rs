@@ -30,7 +30,11 @@ pub(in crate::engine) fn open_claimed<'o>(
     mut opts: RunOptions,
     observer: &'o dyn Observer,
 ) -> Option<Ready<'o>> {
-    let Claimed { fence, instance } = *opts.claimed.take()?;
+    let Claimed {
+        fence,
+        instance,
+        granted,
+    } = *opts.claimed.take()?;
     let wf = opts
         .workflow
         .clone()
@@ -51,7 +55,8 @@ pub(in crate::engine) fn open_claimed<'o>(
         opts.traceparent = Some(opts.parent_span.take()?);
     }
     let ttl = lease::ttl().ok()?;
-    let (heartbeat, lost) = Heartbeat::start(location.clone(), fence.clone(), ttl);
+    let watch = crate::engine::lapse::Watch::hold(&fence.instance, ttl, granted);
+    let (heartbeat, lost) = Heartbeat::start(location.clone(), fence.clone(), ttl, &watch);
     Some(ready(Setup {
         location,
         live_dir,

@@ -40,11 +40,20 @@ pub async fn drive(
 ) -> Result<RunOutcome, EngineError> {
     recorder::install();
     let ttl = lease::ttl().map_err(EngineError::Input)?;
+    // The lease lasts a TTL from no earlier than its takeover was sent:
+    // from then on its holder watches it (`lapse`).
+    let granted = opts
+        .claimed
+        .as_ref()
+        .map_or_else(std::time::Instant::now, |c| c.granted);
     let (fence, mut history, wf) = match claim(store, id, &opts, ttl).await? {
         Claim::Run(fence, history, wf) => (fence, *history, wf),
         Claim::Ended(outcome) => return Ok(outcome),
     };
-    if let Some(outcome) = admit::admit(store, &fence, &mut history, &opts, observer, ttl).await? {
+    let watch = super::lapse::Watch::hold(id, ttl, granted);
+    if let Some(outcome) =
+        admit::admit(store, &fence, &mut history, &opts, observer, ttl, &watch).await?
+    {
         return Ok(outcome);
     }
     let restart = match plan_restart(store, id, &wf, &opts, &mut history).await {
@@ -71,7 +80,7 @@ pub async fn drive(
                 .map(|t| t.to_string()),
         };
     }
-    let (heartbeat, lost) = Heartbeat::start(store.location(), fence.clone(), ttl);
+    let (heartbeat, lost) = Heartbeat::start(store.location(), fence.clone(), ttl, &watch);
     end_leftovers(id, &history, observer).await;
     // A restart gives the workflow's `timeout` a fresh start: it counts from
     // the newest restart, else from the instance's creation.
@@ -117,7 +126,7 @@ struct Setup<'o> {
     observer: &'o dyn Observer,
     deadline_from: Option<Timestamp>,
     heartbeat: Heartbeat,
-    lost: tokio::sync::watch::Receiver<Option<String>>,
+    lost: super::lapse::LeaseNews,
 }
 
 /// How the runner runs children in its process: opened here
@@ -463,6 +472,15 @@ async fn finish(
         telemetry::export::export_instance(store, fence).await;
         drop(heartbeat);
         store.release(fence).await?;
+    }
+    // Its lease lapsed: its steps were stopped and their attempts are
+    // recorded `interrupted` (the fence held when the database answered
+    // again), the instance left for `wf resume` or a worker.
+    if let Some(unrenewed) = runner.lapsed {
+        return Err(EngineError::LeaseLapsed {
+            id,
+            unrenewed: crate::workflow::duration::human(unrenewed),
+        });
     }
     Ok(outcome)
 }

@@ -34,7 +34,13 @@ pub(super) struct PendingGroup {
 impl Runner<'_> {
     /// Notes the group of an attempt that just started, to record once it
     /// has run `RECORD_AFTER`.
+    /// The lease's watch kills it if the lease lapses and it outlives the
+    /// run's stop (`lapse`).
     pub(super) fn group_started(&mut self, key: UnitKeyBuf, attempt: i64, tag: ProcessTag) {
+        if let Ok(pgid) = i32::try_from(tag.pgid) {
+            self.lost.watch().group_started(pgid);
+            self.live_groups.insert((key.clone(), attempt), pgid);
+        }
         self.started_groups.push(PendingGroup {
             key,
             attempt,
@@ -47,6 +53,9 @@ impl Runner<'_> {
     pub(super) fn group_ended(&mut self, key: &str, attempt: i64) {
         self.started_groups
             .retain(|g| !(g.key == key && g.attempt == attempt));
+        if let Some(pgid) = self.live_groups.remove(&(UnitKeyBuf::new(key), attempt)) {
+            self.lost.watch().group_ended(pgid);
+        }
     }
 
     /// How long until the next group is due to be recorded, if any waits.

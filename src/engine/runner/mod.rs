@@ -28,6 +28,7 @@ mod options;
 mod spans;
 mod turn;
 
+use super::lapse::{Lapse, LeaseNews};
 use super::output_files;
 pub use super::scheduler::RunOutcome;
 pub(super) use super::scheduler::Stop;
@@ -57,17 +58,9 @@ use tracing_opentelemetry::OpenTelemetrySpanExt as _;
 /// waits (docs/execution.md: they take effect within 200 ms).
 const POLL_EVERY: Duration = Duration::from_millis(100);
 
-/// Resolves with the new holder's name once the heartbeat finds the lease lost.
-async fn lost(rx: &mut watch::Receiver<Option<String>>) -> String {
-    loop {
-        if let Some(holder) = rx.borrow_and_update().clone() {
-            return holder;
-        }
-        if rx.changed().await.is_err() {
-            // The heartbeat stopped without news: the writes stay fenced.
-            std::future::pending::<()>().await;
-        }
-    }
+/// Resolves with the next news of the run's lease ([`LeaseNews::next`]).
+async fn lost(news: &mut LeaseNews) -> Lapse {
+    news.next().await
 }
 
 /// Work whose start waits for the commit in progress, with the span made
@@ -132,10 +125,17 @@ pub(super) struct Runner<'o> {
     committing: Vec<(String, tracing::Span)>,
     /// This run's claim on the instance: every write checks it.
     pub(super) fence: Fence,
-    /// The heartbeat's word that another process took the instance over.
-    lost: watch::Receiver<Option<String>>,
+    /// The heartbeat's word that another process took the instance over,
+    /// or that the lease lapsed (`lapse`).
+    lost: LeaseNews,
+    /// When the lease lapsed, how long it had gone unrenewed: the run
+    /// stopped its steps as an interrupt would (`Runner::lapsed`).
+    pub(super) lapsed: Option<Duration>,
     /// Process groups of running attempts, not recorded yet (`groups`).
     started_groups: Vec<groups::PendingGroup>,
+    /// Process groups of running attempts, by unit key and attempt, as
+    /// the lease's watch knows them (`lapse`).
+    live_groups: HashMap<(UnitKeyBuf, i64), i32>,
     /// Processes held at their exec until the commit in progress returns.
     held: Vec<u32>,
     /// How long the last commit that started work took, sent to returned
@@ -172,7 +172,7 @@ pub(super) struct RunStart<'o> {
     pub trace: store::RunTrace,
     pub root: tracing::Span,
     pub fence: Fence,
-    pub lost: watch::Receiver<Option<String>>,
+    pub lost: LeaseNews,
     pub uncounted: HashMap<UnitKeyBuf, Vec<i64>>,
     pub events: Vec<store::EventRow>,
     /// The caller's sampled flag and `tracestate`, passed on to steps.
@@ -264,7 +264,9 @@ impl<'o> Runner<'o> {
             committing: Vec::new(),
             fence,
             lost,
+            lapsed: None,
             started_groups: Vec::new(),
+            live_groups: HashMap::new(),
             held: Vec::new(),
             commit_took: Duration::ZERO,
             children: children::InProcess::new(shared, child_runs),
@@ -511,6 +513,7 @@ impl<'o> Runner<'o> {
                 epoch: 0,
             },
             instance,
+            granted: Instant::now(),
         }))
     }
 
@@ -631,6 +634,28 @@ impl<'o> Runner<'o> {
         EngineError::LeaseLost {
             id: self.id.clone(),
             holder,
+        }
+    }
+
+    /// What the lease's news does to the run: a takeover ends it (the
+    /// error); a lapse stops its steps as an interrupt does (their attempts
+    /// recorded `interrupted` by the next commit, if the fence still holds
+    /// then), and the run ends once they have (`drive::finish` says why).
+    pub(super) fn heard(&mut self, news: Lapse) -> Result<(), EngineError> {
+        match news {
+            Lapse::TakenBy(holder) => Err(self.fenced(holder)),
+            Lapse::Unrenewed(unrenewed) => {
+                if self.lapsed.is_none() {
+                    self.lapsed = Some(unrenewed);
+                    self.observer.message(&format!(
+                        "the lease on {} was not renewed for {} (the database does not answer): stopping its steps before another process may take it over",
+                        self.id,
+                        crate::workflow::duration::human(unrenewed)
+                    ));
+                    self.stop(Stop::Signal);
+                }
+                Ok(())
+            }
         }
     }
 

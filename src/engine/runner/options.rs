@@ -69,6 +69,9 @@ pub struct RunOptions {
 pub struct Claimed {
     pub fence: Fence,
     pub instance: store::InstanceRow,
+    /// When the commit that makes it was about to be sent: its lease
+    /// lasts a TTL from no earlier than that (`lapse`).
+    pub granted: std::time::Instant,
 }
 
 impl Default for RunOptions {

@@ -182,7 +182,7 @@ impl Runner<'_> {
             tokio::select! {
                 _ = tokio::time::sleep(POLL_EVERY) => {}
                 _ = signals.recv() => self.stop(Stop::Signal),
-                holder = lost(&mut self.lost) => return Err(self.fenced(holder)),
+                news = lost(&mut self.lost) => self.heard(news)?,
             }
             self.poll_external(store).await?;
             self.try_locks(store).await?;
@@ -222,7 +222,12 @@ impl Runner<'_> {
                     self.idle_when_stopped = true;
                     self.stop(Stop::Signal);
                 }
-                holder = lost(&mut self.lost) => return Err(self.fenced(holder)),
+                news = lost(&mut self.lost) => {
+                    // Nothing runs: it stays sleeping or waiting, and the
+                    // run ends (`Runner::heard`).
+                    self.idle_when_stopped = true;
+                    self.heard(news)?;
+                }
             }
             if self.poll_external(store).await? {
                 break;
@@ -244,6 +249,14 @@ impl Runner<'_> {
         let joined_err =
             |e: tokio::task::JoinError| EngineError::Internal(format!("step task failed: {e}"));
         Ok(tokio::select! {
+            // The lease's news first: an attempt whose processes its
+            // watch killed (`lapse`) ends as the lapse's interrupt says,
+            // never as a failure of its own.
+            biased;
+            news = lost(&mut self.lost) => {
+                self.heard(news)?;
+                Received::Timer
+            }
             Some(joined) = self.tasks.join_next() => {
                 let mut done = vec![joined.map_err(joined_err)?];
                 while let Some(joined) = self.tasks.try_join_next() {
@@ -258,7 +271,6 @@ impl Runner<'_> {
             }
             _ = tokio::time::sleep(timer) => Received::Timer,
             _ = signals.recv() => Received::Signal,
-            holder = lost(&mut self.lost) => return Err(self.fenced(holder)),
         })
     }
 

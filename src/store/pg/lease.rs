@@ -145,7 +145,7 @@ impl PgStore {
         };
         let rows = outs.into_iter().nth(2).map(Out::rows).unwrap_or_default();
         let Some(r) = rows.first() else {
-            let _ = self.client().batch_execute("ROLLBACK").await;
+            self.rollback().await;
             return Err(StoreError::NotFound(id.into()));
         };
         let holder: Option<String> = get(r, 0)?;
@@ -157,7 +157,7 @@ impl PgStore {
             && expires.unwrap_or(0) > now_ms
             && holder_alive(&h)
         {
-            let _ = self.client().batch_execute("ROLLBACK").await;
+            self.rollback().await;
             return Ok(Err(h));
         }
         let mut ops = vec![Op::Exec(
@@ -173,7 +173,7 @@ impl PgStore {
         let outs = match self.pipeline(ops).await {
             Ok(o) => o,
             Err(e) => {
-                let _ = self.client().batch_execute("ROLLBACK").await;
+                self.rollback().await;
                 return Err(e);
             }
         };

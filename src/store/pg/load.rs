@@ -20,6 +20,7 @@ use crate::store::portable::{Batch, Cell, Kind, Rows};
 use crate::store::{Result, StoreError};
 use bytes::BytesMut;
 use std::collections::HashMap;
+use std::time::Instant;
 use tokio_postgres::Client;
 use tokio_postgres::binary_copy::BinaryCopyInWriter;
 use tokio_postgres::types::{IsNull, ToSql, Type, to_sql_checked};
@@ -29,18 +30,32 @@ impl PgStore {
     /// transaction, each table with one binary `COPY`; written again on a
     /// new connection if the one it went on is lost before its commit.
     pub async fn portable_load(&self, batch: &Batch) -> Result<()> {
-        let mut since = None;
+        let started = Instant::now();
         loop {
             let (generation, client) = self.conn.current();
-            match load(&client, batch).await {
-                Ok(()) => return Ok(()),
-                Err(Failed::Data(e)) => {
-                    let _ = client.batch_execute("ROLLBACK").await;
-                    return Err(e);
+            // A data error is found before anything is sent that waits.
+            let mut data = None;
+            let loaded = self.timed(generation, started, async {
+                match load(&client, batch).await {
+                    Ok(()) => Ok(()),
+                    Err(Failed::Sql(e)) => Err(e),
+                    Err(Failed::Data(e)) => {
+                        data = Some(e);
+                        Ok(())
+                    }
                 }
-                Err(Failed::Sql(e)) => {
-                    let _ = client.batch_execute("ROLLBACK").await;
-                    self.recover(e, generation, &mut since).await?;
+            });
+            match loaded.await {
+                Ok(()) => match data {
+                    None => return Ok(()),
+                    Some(e) => {
+                        self.rollback_on(generation, &client).await;
+                        return Err(e);
+                    }
+                },
+                Err(e) => {
+                    self.rollback_on(generation, &client).await;
+                    self.recover(e, generation, started).await?;
                 }
             }
         }

@@ -78,9 +78,11 @@ use std::path::PathBuf;
 use std::pin::Pin;
 use std::sync::Mutex;
 use std::task::Poll;
+use std::time::Instant;
 use tokio_postgres::types::ToSql;
 use tokio_postgres::{Client, Row, Statement};
 
+pub use conn::{call_deadline, unanswered};
 pub use target::PgTarget;
 #[cfg(test)]
 pub(super) use write::CommitPath;
@@ -141,6 +143,8 @@ impl Out {
 pub struct PgStore {
     conn: conn::Conn,
     target: PgTarget,
+    /// How messages name the database (`target.describe()`, kept).
+    shown: String,
     /// The statements prepared on the connection of this generation.
     statements: Mutex<(u64, HashMap<Sql, Statement>)>,
     /// The statements built at run time (`wf list`'s, one per shape of its
@@ -193,6 +197,7 @@ impl PgStore {
         Ok(PgStore {
             conn,
             target: target.clone(),
+            shown: target.describe(),
             statements: Mutex::new((0, HashMap::new())),
             built: Mutex::new((0, HashMap::new())),
         })
@@ -244,8 +249,9 @@ impl PgStore {
         let schema = &self.target.schema;
         // Quoted: a keyword (`select`, `user`) is a schema name too.
         let q = target::quoted(schema);
-        let version = match client
-            .query_one(&format!("SELECT max(version) FROM {q}.migrations"), &[])
+        let asked = format!("SELECT max(version) FROM {q}.migrations");
+        let version = match self
+            .timed(0, Instant::now(), client.query_one(&asked, &[]))
             .await
         {
             Ok(row) => row.get::<_, Option<i64>>(0).unwrap_or(0),
@@ -265,46 +271,47 @@ impl PgStore {
         if version == 0 && !create {
             return Ok(false);
         }
-        let applied = async {
-            client.batch_execute("BEGIN").await?;
-            client
-                .execute(
-                    "SELECT pg_advisory_xact_lock(hashtext('wf migrations ' || $1::text))",
-                    &[schema],
-                )
-                .await?;
-            client
-                .batch_execute(&format!(
-                    "CREATE SCHEMA IF NOT EXISTS {q}; \
-                     CREATE TABLE IF NOT EXISTS {q}.migrations \
-                     (version BIGINT PRIMARY KEY, applied_at TIMESTAMPTZ NOT NULL DEFAULT now())"
-                ))
-                .await?;
-            // Another process may have migrated while we waited for the lock.
-            let now: i64 = client
-                .query_one(
-                    &format!("SELECT COALESCE(max(version), 0) FROM {q}.migrations"),
-                    &[],
-                )
-                .await?
-                .get(0);
-            if now > known {
-                client.batch_execute("ROLLBACK").await?;
-                return Ok(Some(now));
-            }
-            for (i, sql) in schema::MIGRATIONS.iter().enumerate().skip(now as usize) {
-                client.batch_execute(sql).await?;
+        let applied = self
+            .timed(0, Instant::now(), async {
+                client.batch_execute("BEGIN").await?;
                 client
                     .execute(
-                        &format!("INSERT INTO {q}.migrations (version) VALUES ($1)"),
-                        &[&(i as i64 + 1)],
+                        "SELECT pg_advisory_xact_lock(hashtext('wf migrations ' || $1::text))",
+                        &[schema],
                     )
                     .await?;
-            }
-            client.batch_execute("COMMIT").await?;
-            Ok::<_, tokio_postgres::Error>(None)
-        }
-        .await;
+                client
+                    .batch_execute(&format!(
+                        "CREATE SCHEMA IF NOT EXISTS {q}; \
+                     CREATE TABLE IF NOT EXISTS {q}.migrations \
+                     (version BIGINT PRIMARY KEY, applied_at TIMESTAMPTZ NOT NULL DEFAULT now())"
+                    ))
+                    .await?;
+                // Another process may have migrated while we waited for the lock.
+                let now: i64 = client
+                    .query_one(
+                        &format!("SELECT COALESCE(max(version), 0) FROM {q}.migrations"),
+                        &[],
+                    )
+                    .await?
+                    .get(0);
+                if now > known {
+                    client.batch_execute("ROLLBACK").await?;
+                    return Ok(Some(now));
+                }
+                for (i, sql) in schema::MIGRATIONS.iter().enumerate().skip(now as usize) {
+                    client.batch_execute(sql).await?;
+                    client
+                        .execute(
+                            &format!("INSERT INTO {q}.migrations (version) VALUES ($1)"),
+                            &[&(i as i64 + 1)],
+                        )
+                        .await?;
+                }
+                client.batch_execute("COMMIT").await?;
+                Ok::<_, tokio_postgres::Error>(None)
+            })
+            .await;
         match applied {
             Ok(None) => Ok(true),
             Ok(Some(found)) => Err(StoreError::TooNew {
@@ -313,7 +320,7 @@ impl PgStore {
                 known,
             }),
             Err(e) => {
-                let _ = client.batch_execute("ROLLBACK").await;
+                self.rollback_on(0, &client).await;
                 Err(fail(format!(
                     "cannot create the schema: {}",
                     sql_reason(&e)
@@ -375,20 +382,77 @@ impl PgStore {
 
     /// After `e` on the connection of `generation`: `Ok` to send the request
     /// again on a new connection (the old one is gone, see `conn`), or the
-    /// error to report. `since`: when the first failure of this request was.
+    /// error to report. `started`: when the request was first sent;
+    /// `WF_DB_RETRY` counts from then, or from when the server first left
+    /// a call of this process unanswered if that was earlier.
     async fn recover(
         &self,
         e: tokio_postgres::Error,
         generation: u64,
-        since: &mut Option<std::time::Instant>,
+        started: Instant,
     ) -> Result<()> {
         if !conn::transient(&e) {
             return Err(self.fail(e));
         }
-        let since = *since.get_or_insert_with(std::time::Instant::now);
+        conn::unanswered(&self.shown, started);
+        let since = conn::down_since(&self.shown).map_or(started, |d| d.min(started));
+        let why = self
+            .conn
+            .condemned(generation)
+            .unwrap_or_else(|| sql_reason(&e));
         self.conn
-            .reconnect(&self.target, generation, since, sql_reason(&e))
+            .reconnect(&self.target, generation, since, why)
             .await
+    }
+
+    /// `call`, made on the connection of `generation`, within its deadline
+    /// ([`conn::call_deadline`], and no later than `WF_DB_RETRY` after the
+    /// server first left a call unanswered, but at least a second). Past
+    /// it the connection is condemned: `call` then fails as on a lost
+    /// connection (its task is ended), and the caller's `recover` sends it
+    /// again on a new one, or gives up.
+    async fn timed<T>(
+        &self,
+        generation: u64,
+        started: Instant,
+        call: impl Future<Output = std::result::Result<T, tokio_postgres::Error>>,
+    ) -> std::result::Result<T, tokio_postgres::Error> {
+        let mut limit = conn::call_deadline();
+        if let Some(down) = conn::down_since(&self.shown) {
+            let left = conn::retry_window().saturating_sub(down.min(started).elapsed());
+            limit = limit.min(left.max(std::time::Duration::from_secs(1)));
+        }
+        let mut call = std::pin::pin!(call);
+        let out = match tokio::time::timeout(limit, &mut call).await {
+            Ok(out) => out,
+            Err(_) => {
+                conn::unanswered(&self.shown, started);
+                self.conn.condemn(
+                    generation,
+                    format!("the server did not answer within {}", conn::shown(limit)),
+                );
+                call.await
+            }
+        };
+        if out.is_ok() {
+            conn::answered(&self.shown);
+        }
+        out
+    }
+
+    /// Rolls back the transaction open on `client`, the connection of
+    /// `generation` (within a call's deadline; a connection that does not
+    /// answer is condemned, which ends the transaction too).
+    pub(super) async fn rollback_on(&self, generation: u64, client: &Client) {
+        let _ = self
+            .timed(generation, Instant::now(), client.batch_execute("ROLLBACK"))
+            .await;
+    }
+
+    /// [`PgStore::rollback_on`] the current connection.
+    pub(super) async fn rollback(&self) {
+        let (generation, client) = self.conn.current();
+        self.rollback_on(generation, &client).await;
     }
 
     /// One query, its rows; sent again on a new connection if the one it
@@ -400,16 +464,16 @@ impl PgStore {
         params: &[&(dyn ToSql + Sync)],
     ) -> Result<Vec<Row>> {
         let sql = sql.into();
-        let mut since = None;
+        let started = Instant::now();
         loop {
             let (generation, client) = self.conn.current();
-            let sent = match self.statement(generation, &client, sql).await {
-                Ok(stmt) => client.query(&stmt, params).await,
-                Err(e) => Err(e),
-            };
-            match sent {
+            let sent = self.timed(generation, started, async {
+                let stmt = self.statement(generation, &client, sql).await?;
+                client.query(&stmt, params).await
+            });
+            match sent.await {
                 Ok(rows) => return Ok(rows),
-                Err(e) => self.recover(e, generation, &mut since).await?,
+                Err(e) => self.recover(e, generation, started).await?,
             }
         }
     }
@@ -422,16 +486,16 @@ impl PgStore {
         sql: &'static str,
         params: &[&(dyn ToSql + Sync)],
     ) -> Result<u64> {
-        let mut since = None;
+        let started = Instant::now();
         loop {
             let (generation, client) = self.conn.current();
-            let sent = match self.statement(generation, &client, sql.into()).await {
-                Ok(stmt) => client.execute(&stmt, params).await,
-                Err(e) => Err(e),
-            };
-            match sent {
+            let sent = self.timed(generation, started, async {
+                let stmt = self.statement(generation, &client, sql.into()).await?;
+                client.execute(&stmt, params).await
+            });
+            match sent.await {
                 Ok(n) => return Ok(n),
-                Err(e) => self.recover(e, generation, &mut since).await?,
+                Err(e) => self.recover(e, generation, started).await?,
             }
         }
     }
@@ -440,15 +504,13 @@ impl PgStore {
     /// connection, for [`Store::snapshot`](crate::store::Store::snapshot);
     /// returns the connection's generation.
     pub(super) async fn begin_snapshot(&self) -> Result<u64> {
-        let mut since = None;
+        let started = Instant::now();
         loop {
             let (generation, client) = self.conn.current();
-            match client
-                .batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
-                .await
-            {
+            let begin = client.batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY");
+            match self.timed(generation, started, begin).await {
                 Ok(()) => return Ok(generation),
-                Err(e) => self.recover(e, generation, &mut since).await?,
+                Err(e) => self.recover(e, generation, started).await?,
             }
         }
     }
@@ -460,7 +522,9 @@ impl PgStore {
         if now != generation {
             return false;
         }
-        client.batch_execute("COMMIT").await.is_ok()
+        self.timed(generation, Instant::now(), client.batch_execute("COMMIT"))
+            .await
+            .is_ok()
     }
 
     /// Sends every request without waiting for the replies in between (one
@@ -476,22 +540,34 @@ impl PgStore {
     pub(super) async fn pipeline(&self, ops: Vec<Op>) -> Result<Vec<Out>> {
         let began = matches!(ops.first(), Some(Op::Simple(s)) if s.starts_with("BEGIN"));
         let whole = began || matches!(ops.as_slice(), [Op::Exec(..) | Op::Query(..)]);
-        let mut since = None;
+        let started = Instant::now();
         loop {
             let (generation, client) = self.conn.current();
-            let (outs, error) = match self.prepare_all(generation, &client, &ops).await {
-                Ok(statements) => send_pipeline(&client, &ops, &statements).await,
-                Err(e) => (Vec::new(), Some(e)),
-            };
-            let Some(e) = error else {
-                return Ok(outs);
+            let sent = self.timed(generation, started, async {
+                let statements = self.prepare_all(generation, &client, &ops).await?;
+                match send_pipeline(&client, &ops, &statements).await {
+                    (outs, None) => Ok(outs),
+                    (_, Some(e)) => Err(e),
+                }
+            });
+            let e = match sent.await {
+                Ok(outs) => return Ok(outs),
+                Err(e) => e,
             };
             if whole && conn::transient(&e) {
-                self.recover(e, generation, &mut since).await?;
+                self.recover(e, generation, started).await?;
                 continue;
             }
             if began {
-                let _ = client.batch_execute("ROLLBACK").await;
+                self.rollback_on(generation, &client).await;
+            }
+            if conn::transient(&e)
+                && let Some(why) = self.conn.condemned(generation)
+            {
+                return Err(StoreError::Open {
+                    path: self.shown.clone(),
+                    reason: why,
+                });
             }
             return Err(self.fail(e));
         }
@@ -506,12 +582,13 @@ impl PgStore {
     /// variables).
     pub(super) async fn pipeline_in_background(&self, ops: Vec<Op>) -> Result<()> {
         // Preparing is waited for, and made again on a new connection.
-        let mut since = None;
+        let started = Instant::now();
         let (client, statements) = loop {
             let (generation, client) = self.conn.current();
-            match self.prepare_all(generation, &client, &ops).await {
+            let prepared = self.prepare_all(generation, &client, &ops);
+            match self.timed(generation, started, prepared).await {
                 Ok(statements) => break (client, statements),
-                Err(e) => self.recover(e, generation, &mut since).await?,
+                Err(e) => self.recover(e, generation, started).await?,
             }
         };
         let mut sent = Box::pin(async move {
@@ -576,7 +653,9 @@ impl PgStore {
         use std::sync::atomic::Ordering;
         if !self.conn.listening.swap(true, Ordering::Relaxed) {
             let listen = format!("LISTEN \"wf_{}\"", self.target.schema);
-            if self.client().batch_execute(&listen).await.is_err() {
+            let (generation, client) = self.conn.current();
+            let listened = self.timed(generation, Instant::now(), client.batch_execute(&listen));
+            if listened.await.is_err() {
                 self.conn.listening.store(false, Ordering::Relaxed);
             }
         }

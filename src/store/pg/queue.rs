@@ -286,7 +286,7 @@ impl PgStore {
             Err(e) => Err(e),
         };
         if rows.is_err() {
-            let _ = self.client().batch_execute("ROLLBACK").await;
+            self.rollback().await;
         }
         rows
     }
@@ -296,7 +296,7 @@ impl PgStore {
     async fn finish(&self, mut ops: Vec<Op>) -> Result<()> {
         ops.push(Op::Simple("COMMIT"));
         if let Err(e) = self.pipeline(ops).await {
-            let _ = self.client().batch_execute("ROLLBACK").await;
+            self.rollback().await;
             return Err(e);
         }
         Ok(())
@@ -337,13 +337,13 @@ impl PgStore {
         ops.extend(reads(&place.key, &row.id, false));
         let outs = self.pipeline(ops).await?;
         if outs[inserted].counted() == 0 {
-            let _ = self.client().batch_execute("ROLLBACK").await;
+            self.rollback().await;
             return Ok(false);
         }
         let (rows, now_ms) = match key_rows(outs.into_iter().skip(read_from), holder_alive) {
             Ok(r) => r,
             Err(e) => {
-                let _ = self.client().batch_execute("ROLLBACK").await;
+                self.rollback().await;
                 return Err(e);
             }
         };
@@ -406,7 +406,7 @@ impl PgStore {
         let (mut rows, mut now_ms) = match key_rows(outs.into_iter().skip(2), holder_alive) {
             Ok(r) => r,
             Err(e) => {
-                let _ = self.client().batch_execute("ROLLBACK").await;
+                self.rollback().await;
                 return Err(e);
             }
         };
@@ -498,7 +498,7 @@ impl PgStore {
             let (mut rows, mut now_ms) = match key_rows(outs.into_iter().skip(1), holder_alive) {
                 Ok(r) => r,
                 Err(e) => {
-                    let _ = self.client().batch_execute("ROLLBACK").await;
+                    self.rollback().await;
                     return Err(e);
                 }
             };
@@ -667,7 +667,7 @@ impl PgStore {
             None => None,
         };
         if left.is_none_or(|l| l <= 0) {
-            let _ = self.client().batch_execute("ROLLBACK").await;
+            self.rollback().await;
             return Err(StoreError::Fenced {
                 id: fence.instance.clone(),
                 holder: Some(EXPIRED.into()),
@@ -691,7 +691,7 @@ impl PgStore {
         let mut holders = match holders {
             Ok(h) => h,
             Err(e) => {
-                let _ = self.client().batch_execute("ROLLBACK").await;
+                self.rollback().await;
                 return Err(e);
             }
         };
@@ -703,7 +703,7 @@ impl PgStore {
             let dead = match self.recheck(revoke, holder_alive).await {
                 Ok(d) => d,
                 Err(e) => {
-                    let _ = self.client().batch_execute("ROLLBACK").await;
+                    self.rollback().await;
                     return Err(e);
                 }
             };

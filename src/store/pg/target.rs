@@ -178,6 +178,29 @@ impl PgTarget {
         if config.get_application_name().is_none() {
             config.application_name("wf");
         }
+        // A server that stops answering without closing the connection (a
+        // partition that drops packets) is noticed by the socket too, as
+        // well as by each call's deadline (`conn`): keepalive probes once
+        // it is idle for a third of a call's deadline, and a TCP user
+        // timeout of two thirds of it, after which the kernel gives up on
+        // data the server never acknowledged, so that a request wf sends
+        // again on a new connection is never also delivered late on the old
+        // one. Parameters of the URL that set them win.
+        let said = |key: &str| given.contains(&format!("{key}='"));
+        let deadline = super::conn::call_deadline();
+        let second = Duration::from_secs(1);
+        if !said("keepalives_idle") {
+            config.keepalives_idle((deadline / 3).max(second));
+        }
+        if !said("keepalives_interval") {
+            config.keepalives_interval((deadline / 10).max(second));
+        }
+        if !said("keepalives_retries") {
+            config.keepalives_retries(3);
+        }
+        if !said("tcp_user_timeout") {
+            config.tcp_user_timeout((deadline * 2 / 3).max(second));
+        }
         // libpq ignores sslmode over Unix-domain sockets (PostgreSQL has no
         // TLS there).
         if !config.get_hosts().is_empty()

@@ -24,7 +24,7 @@ use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::{mpsc, watch};
+use tokio::sync::mpsc;
 
 /// These runs make no children (no `workflow:` step).
 struct NoChildren;
@@ -63,8 +63,8 @@ struct Harness {
     signals: Signals,
     /// Raises a signal (SIGINT, SIGTERM or SIGHUP) in the run.
     signal: mpsc::UnboundedSender<()>,
-    /// The heartbeat's word: `Some(holder)` once the lease is lost.
-    lease: watch::Sender<Option<String>>,
+    /// The run's lease: `taken` by another holder, or let lapse.
+    lease: crate::engine::lapse::Watch,
     dir: tempfile::TempDir,
 }
 
@@ -72,6 +72,12 @@ impl Harness {
     /// The first run of a new instance of `yaml` (`{dir}` in it is the
     /// folder the steps run in).
     fn of(yaml: &str) -> Harness {
+        Harness::with_ttl(yaml, Duration::from_secs(3600))
+    }
+
+    /// [`Harness::of`] with a lease of `ttl` that nothing renews: it
+    /// lapses `lapse::stop_after` it.
+    fn with_ttl(yaml: &str, ttl: Duration) -> Harness {
         let dir = tempfile::tempdir().expect("a temporary folder");
         let yaml = yaml.replace("{dir}", &dir.path().display().to_string());
         let wf = Arc::new(Workflow::from_pinned(&yaml, "test.yaml").expect("a valid workflow"));
@@ -91,7 +97,8 @@ impl Harness {
             None,
             0,
         );
-        let (lease, lost) = watch::channel(None);
+        let lease = crate::engine::lapse::Watch::hold(&id, ttl, std::time::Instant::now());
+        let lost = lease.news();
         let (signals, signal) = Signals::fake();
         let runner = Runner::new(RunStart {
             child_runs: &NO_CHILDREN,

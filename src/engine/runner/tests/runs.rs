@@ -137,7 +137,7 @@ async fn a_lost_lease_stops_the_running_step_and_commits_nothing_more() {
             pid = written(&pid_file).await;
             // The heartbeat finds the lease taken; so will the store.
             store.take_over("host-b");
-            lease.send_replace(Some("host-b".into()));
+            lease.taken("host-b".into());
         })
         .await;
     assert!(
@@ -148,6 +148,28 @@ async fn a_lost_lease_stops_the_running_step_and_commits_nothing_more() {
     assert_eq!(
         commits(&h),
         [(How::Begun, said(&["start a#1", "a running"]))]
+    );
+    assert!(!h.path("b-ran").exists());
+}
+
+#[tokio::test]
+async fn a_lease_not_renewed_stops_the_running_step_as_an_interrupt() {
+    let mut h = Harness::with_ttl(SLEEPER, Duration::from_millis(900));
+    let pid_file = h.path("pid");
+    let mut pid = String::new();
+    let outcome = h
+        .run(async {
+            pid = written(&pid_file).await;
+        })
+        .await;
+    assert_eq!(outcome.expect("a run"), RunOutcome::Interrupted);
+    let unrenewed = h.runner.lapsed.expect("the lease lapsed");
+    assert!(unrenewed >= Duration::from_millis(600), "{unrenewed:?}");
+    assert!(gone(&pid), "the step's process outlived the lease");
+    let said = h.store.said();
+    assert!(
+        said.contains(&"end a#1 interrupted".to_string()),
+        "{said:?}"
     );
     assert!(!h.path("b-ran").exists());
 }
