@@ -157,6 +157,7 @@ impl ErrorKind {
     pub fn of_engine(e: &EngineError) -> ErrorKind {
         match e {
             EngineError::Store(s) => ErrorKind::of_store(s),
+            EngineError::Lapsed { then, .. } => ErrorKind::of_engine(then),
             EngineError::Definition(_) | EngineError::Input(_) | EngineError::MissingInput(_) => {
                 ErrorKind::Invalid
             }

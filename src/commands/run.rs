@@ -170,10 +170,16 @@ async fn failure_advice(store: &crate::store::Store, id: &InstanceId) -> Option<
 /// `e`, with `what` said first when it is the database out of reach (exit
 /// 6): the id, and how to go on once it is back.
 fn unreachable_names(e: engine::EngineError, what: impl FnOnce() -> String) -> anyhow::Error {
-    let unreachable = matches!(
-        e,
-        engine::EngineError::Store(crate::store::StoreError::Unreachable { .. })
-    );
+    let is_unreachable = |e: &engine::EngineError| {
+        matches!(
+            e,
+            engine::EngineError::Store(crate::store::StoreError::Unreachable { .. })
+        )
+    };
+    let unreachable = match &e {
+        engine::EngineError::Lapsed { then, .. } => is_unreachable(then),
+        e => is_unreachable(e),
+    };
     let e = anyhow::Error::from(e);
     if unreachable { e.context(what()) } else { e }
 }

@@ -67,8 +67,8 @@ struct Entry {
 struct State {
     /// When the newest renewal that succeeded (or the takeover) was sent.
     confirmed: Instant,
-    /// When it was found lapsed, if it was.
-    lapsed: bool,
+    /// How long it had gone unrenewed when it was found lapsed, if it was.
+    lapsed: Option<Duration>,
     /// Whether what was left of its groups was killed.
     killed: bool,
     /// The process groups of its running attempts.
@@ -84,7 +84,7 @@ impl Watch {
             ttl,
             state: Mutex::new(State {
                 confirmed: granted,
-                lapsed: false,
+                lapsed: None,
                 killed: false,
                 groups: Vec::new(),
             }),
@@ -102,7 +102,7 @@ impl Watch {
     /// after the lease lapsed, changes nothing: its steps are stopping).
     pub fn confirmed(&self, sent: Instant) {
         let mut state = self.state();
-        if !state.lapsed && sent > state.confirmed {
+        if state.lapsed.is_none() && sent > state.confirmed {
             state.confirmed = sent;
         }
     }
@@ -120,6 +120,12 @@ impl Watch {
 
     /// Whether the lease lapsed.
     pub fn lapsed(&self) -> bool {
+        self.state().lapsed.is_some()
+    }
+
+    /// How long the lease had gone unrenewed when it lapsed, if it did
+    /// (whatever news came after).
+    pub fn lapsed_after(&self) -> Option<Duration> {
         self.state().lapsed
     }
 
@@ -130,6 +136,12 @@ impl Watch {
             lapse_heard: false,
             watch: self.clone(),
         }
+    }
+
+    /// The lease's news as it comes, for an attempt to stop on by itself
+    /// (`stop::StopSignal::with_lease`).
+    pub fn subscribe(&self) -> watch::Receiver<Option<Lapse>> {
+        self.entry.news.subscribe()
     }
 
     /// An attempt's process group started (`pgid`): killed if the lease
@@ -264,12 +276,12 @@ impl Entry {
         let mut state = lock(&self.state);
         let stop = state.confirmed + stop_after(self.ttl);
         let kill = state.confirmed + kill_after(self.ttl);
-        if !state.lapsed {
+        if state.lapsed.is_none() {
             if now < stop {
                 return Some(stop);
             }
-            state.lapsed = true;
             let unrenewed = now.saturating_duration_since(state.confirmed);
+            state.lapsed = Some(unrenewed);
             // Taken over already: that is the news.
             self.news.send_if_modified(|news| {
                 if news.is_some() {

@@ -69,6 +69,17 @@ pub enum EngineError {
         "instance {id}: its lease was not renewed for {unrenewed} (the database did not answer), so its steps were stopped and recorded interrupted before another process could take it over; `wf resume {id}` (or a worker) goes on"
     )]
     LeaseLapsed { id: InstanceId, unrenewed: String },
+    /// The run's lease lapsed, its steps stopped, and then `then` ended
+    /// the run (the database stayed away, or another process took the
+    /// instance over): `then`'s kind.
+    #[error(
+        "the lease on instance {id} was not renewed for {unrenewed}, so its steps were stopped before another process could take it over; then: {then}"
+    )]
+    Lapsed {
+        id: InstanceId,
+        unrenewed: String,
+        then: Box<EngineError>,
+    },
     #[error(
         "child instance {child} was taken over by {holder} while this process was stalled past its lease, as the end of its run was recorded with {id}'s: the run of {id} stopped, and `wf resume {id}` goes on from what was recorded"
     )]

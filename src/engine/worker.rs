@@ -69,6 +69,9 @@ const ERROR_PAUSE: Duration = Duration::from_secs(30);
 /// Whether a run ended because another process took its instance (or a
 /// child of it) over: no reason to leave the instance alone for a while.
 fn lost_lease(e: &EngineError) -> bool {
+    if let EngineError::Lapsed { then, .. } = e {
+        return lost_lease(then);
+    }
     matches!(
         e,
         EngineError::LeaseLost { .. }

@@ -37,6 +37,7 @@ mod metrics;
 mod openapi;
 mod outputs;
 mod ownership;
+mod partition;
 mod pg;
 mod prometheus;
 mod proxy;

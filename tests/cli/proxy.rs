@@ -5,6 +5,12 @@
 //! connection. The client sees a lost connection for a commit that is in:
 //! an ambiguous commit, as a network failure makes one.
 //!
+//! It can also black-hole the traffic ([`Proxy::black_hole`]): connections
+//! stay open, new ones are accepted, and nothing passes either way, no RST,
+//! no FIN, as when a switch or a firewall drops packets; once it heals
+//! ([`Proxy::heal`]) what was sent meanwhile is delivered, as TCP's
+//! retransmissions would deliver it.
+//!
 //! It reads the frontend protocol just enough: `Parse` names a prepared
 //! statement and gives its text, `Bind` runs one by name. TLS is not
 //! proxied (the tests' URL says `sslmode=disable`).
@@ -30,6 +36,21 @@ struct Shared {
     down: std::sync::atomic::AtomicBool,
     /// The clients' connections, to cut when it goes down.
     open: Mutex<Vec<TcpStream>>,
+    /// Connections accepted and not over yet.
+    relaying: AtomicUsize,
+    /// Black-holed: nothing passes until it heals.
+    held: Mutex<bool>,
+    healed: std::sync::Condvar,
+}
+
+impl Shared {
+    /// Returns once traffic may pass (at once unless black-holed).
+    fn pass(&self) {
+        let mut held = self.held.lock().expect("lock");
+        while *held {
+            held = self.healed.wait(held).expect("lock");
+        }
+    }
 }
 
 impl Proxy {
@@ -45,14 +66,20 @@ impl Proxy {
                 if s.down.load(Ordering::SeqCst) {
                     continue;
                 }
-                let Ok(server) = TcpStream::connect(&upstream) else {
-                    continue;
-                };
-                if let Ok(c) = client.try_clone() {
-                    s.open.lock().expect("lock").push(c);
-                }
                 let s = s.clone();
-                std::thread::spawn(move || relay(client, server, s));
+                let upstream = upstream.clone();
+                s.relaying.fetch_add(1, Ordering::SeqCst);
+                std::thread::spawn(move || {
+                    // Made (and its startup read) only once traffic passes.
+                    s.pass();
+                    if let Ok(server) = TcpStream::connect(&upstream) {
+                        if let Ok(c) = client.try_clone() {
+                            s.open.lock().expect("lock").push(c);
+                        }
+                        relay(client, server, s.clone());
+                    }
+                    s.relaying.fetch_sub(1, Ordering::SeqCst);
+                });
             }
         });
         Proxy { port, shared }
@@ -70,6 +97,22 @@ impl Proxy {
         for c in self.shared.open.lock().expect("lock").drain(..) {
             let _ = c.shutdown(Shutdown::Both);
         }
+    }
+
+    /// Black-holes every connection, open or new, until [`Proxy::heal`].
+    pub fn black_hole(&self) {
+        *self.shared.held.lock().expect("lock") = true;
+    }
+
+    /// Lets traffic pass again, what was held first.
+    pub fn heal(&self) {
+        *self.shared.held.lock().expect("lock") = false;
+        self.shared.healed.notify_all();
+    }
+
+    /// How many connections are open through the proxy (or held).
+    pub fn relaying(&self) -> usize {
+        self.shared.relaying.load(Ordering::SeqCst)
     }
 
     pub fn cuts(&self) -> usize {
@@ -102,6 +145,7 @@ fn relay(mut client: TcpStream, mut server: TcpStream, shared: Arc<Shared>) {
                 Ok(0) | Err(_) => break,
                 Ok(n) => n,
             };
+            up_shared.pass();
             for (kind, body) in reader.push(&buf[..n]) {
                 let armed = up_shared.armed.lock().expect("lock").clone();
                 if reader.runs(kind, &body, armed.as_deref()) {
@@ -120,6 +164,7 @@ fn relay(mut client: TcpStream, mut server: TcpStream, shared: Arc<Shared>) {
             Ok(0) | Err(_) => break,
             Ok(n) => n,
         };
+        shared.pass();
         if cut.load(Ordering::SeqCst) {
             // The server answered: the request is applied. Its reply is lost.
             *shared.armed.lock().expect("lock") = None;

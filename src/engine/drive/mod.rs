@@ -449,10 +449,8 @@ async fn finish(
                 }
             }
         }
-        return Err(lost_lease(
-            &id,
-            outcome.err().unwrap_or_else(|| unreachable!()),
-        ));
+        let e = lost_lease(&id, outcome.err().unwrap_or_else(|| unreachable!()));
+        return Err(runner.with_lapse(e));
     }
     // With no live export to do under the lease, the last commit gives it
     // up too (the heartbeat stopped first, so no renewal follows it).
@@ -466,7 +464,7 @@ async fn finish(
     let live = store.live_dir();
     let _ = std::fs::remove_dir(live.join(id.as_str()));
     let _ = std::fs::remove_dir(&live);
-    let outcome = closed.map_err(|e| lost_lease(&id, e))?;
+    let outcome = closed.map_err(|e| runner.with_lapse(lost_lease(&id, e)))?;
     if !release_in_close {
         // Still under the lease: no other process can export these spans meanwhile.
         telemetry::export::export_instance(store, fence).await;

@@ -48,7 +48,8 @@ impl Runner<'_> {
         // The run's word, and this attempt's own (`Effect::StopUnits`).
         let (own, own_rx) = watch::channel(false);
         self.unit_stops.insert(unit.key(&self.wf), own);
-        let interrupt = crate::engine::stop::StopSignal::new(self.interrupt_tx.subscribe(), own_rx);
+        let interrupt = crate::engine::stop::StopSignal::new(self.interrupt_tx.subscribe(), own_rx)
+            .with_lease(self.lost.watch().subscribe());
         let started = Instant::now();
         // The span of what the attempt does, a child of the attempt's span.
         let attempt_span = self.spans.open_span(&unit.key(&self.wf));

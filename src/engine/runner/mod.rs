@@ -58,6 +58,14 @@ use tracing_opentelemetry::OpenTelemetrySpanExt as _;
 /// waits (docs/execution.md: they take effect within 200 ms).
 const POLL_EVERY: Duration = Duration::from_millis(100);
 
+/// What a run says when its lease lapsed.
+fn lapse_words(id: &InstanceId, unrenewed: Duration) -> String {
+    format!(
+        "the lease on {id} was not renewed for {} (the database does not answer): its steps are stopped before another process may take it over",
+        crate::workflow::duration::human(unrenewed)
+    )
+}
+
 /// Resolves with the next news of the run's lease ([`LeaseNews::next`]).
 async fn lost(news: &mut LeaseNews) -> Lapse {
     news.next().await
@@ -637,6 +645,27 @@ impl<'o> Runner<'o> {
         }
     }
 
+    /// `e`, which ended the run, said with the lapse of its lease before
+    /// it if the lease lapsed (its steps then stopped by themselves,
+    /// `stop::StopSignal::with_lease`, even while the run waited on the
+    /// database): a worker's log says why the step stopped, not only what
+    /// the database did then.
+    pub(in crate::engine) fn with_lapse(&mut self, e: EngineError) -> EngineError {
+        let unrenewed = self.lapsed.or_else(|| self.lost.watch().lapsed_after());
+        match (unrenewed, &e) {
+            (
+                Some(d),
+                EngineError::LeaseLost { .. }
+                | EngineError::Store(crate::store::StoreError::Unreachable { .. }),
+            ) => EngineError::Lapsed {
+                id: self.id.clone(),
+                unrenewed: crate::workflow::duration::human(d),
+                then: Box::new(e),
+            },
+            _ => e,
+        }
+    }
+
     /// What the lease's news does to the run: a takeover ends it (the
     /// error); a lapse stops its steps as an interrupt does (their attempts
     /// recorded `interrupted` by the next commit, if the fence still holds
@@ -647,11 +676,7 @@ impl<'o> Runner<'o> {
             Lapse::Unrenewed(unrenewed) => {
                 if self.lapsed.is_none() {
                     self.lapsed = Some(unrenewed);
-                    self.observer.message(&format!(
-                        "the lease on {} was not renewed for {} (the database does not answer): stopping its steps before another process may take it over",
-                        self.id,
-                        crate::workflow::duration::human(unrenewed)
-                    ));
+                    self.observer.message(&lapse_words(&self.id, unrenewed));
                     self.stop(Stop::Signal);
                 }
                 Ok(())
