@@ -13,10 +13,10 @@
 //! attempts' lives are seen from the step itself: the last tick of host A's
 //! attempt must come before the first of host B's.
 
-use crate::Test;
 use crate::durable::{Bg, PATIENCE, eventually, lines, outcomes};
 use crate::pg::pg_test;
 use crate::proxy::Proxy;
+use crate::{Ran, Test};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -58,14 +58,20 @@ fn partitionable() -> Option<(Test, Proxy, String)> {
     Some((t, proxy, through))
 }
 
-/// `wf ARGS…` as host A runs it: through the proxy (`through`), in a UTS
-/// and pid namespace of its own named `host-a`.
-fn host_a(t: &mut Test, through: &str, args: &[&str]) -> Command {
+/// `wf ARGS…` through the proxy (`through`).
+fn via(t: &mut Test, through: &str, args: &[&str]) -> Command {
     let (url, schema) = t.pg.clone().expect("pg");
     t.pg = Some((through.to_string(), schema.clone()));
     let mut cmd = t.cmd();
     t.pg = Some((url, schema));
     cmd.args(args);
+    cmd
+}
+
+/// `wf ARGS…` as host A runs it: through the proxy (`through`), in a UTS
+/// and pid namespace of its own named `host-a`.
+fn host_a(t: &mut Test, through: &str, args: &[&str]) -> Command {
+    let cmd = via(t, through, args);
     let mut ns = Command::new("unshare");
     if !nix::unistd::geteuid().is_root() {
         ns.args(["--user", "--map-root-user"]);
@@ -226,6 +232,7 @@ fn a_partitioned_run_stops_its_step_before_another_host_takes_over_and_gives_up(
     eventually("host A to exit", || a.exited());
     let took = cut.elapsed();
     let ran = a.finish();
+    never_overlapped(&t);
     ran.code(6);
     assert!(
         took < DB_RETRY + Duration::from_secs(10),
@@ -390,4 +397,70 @@ fn a_partitioned_worker_stops_its_step_before_another_host_takes_over() {
 #[test]
 fn a_partitioned_serve_worker_stops_its_step_before_another_host_takes_over() {
     a_partitioned_worker(true);
+}
+
+/// A command that only reads, cut off while it waits (`wf result --wait`),
+/// gives up after `WF_DB_RETRY` with exit 6; `wf serve` answers a request
+/// the database does not with 503 within it; and a command started while
+/// the server is out of reach says so (exit 1) within its connect
+/// deadline, never waiting forever.
+#[test]
+fn reads_and_the_api_give_up_on_a_black_hole_in_time() {
+    let Some((mut t, proxy, through)) = partitionable() else {
+        return;
+    };
+    let path = t.write("ticker.yaml", TICKER);
+    t.wf(&[
+        "run",
+        path.to_str().expect("utf-8"),
+        "--id",
+        "r",
+        "--detach",
+    ])
+    .code(0);
+    let waiting = spawn_bg(via(&mut t, &through, &["result", "r", "--wait"]));
+    let mut serve = via(&mut t, &through, &["serve", "--listen", "127.0.0.1:0"]);
+    serve
+        .env("WF_SERVE_TOKEN", crate::serve::TOKEN)
+        .env("XDG_STATE_HOME", t.path().join("state"));
+    let server = crate::serve::Server::spawn(serve, crate::serve::TOKEN.into());
+    assert_eq!(server.get("/api/v1/instances/r").status, 200);
+    // Connected, and waiting: now nothing passes.
+    std::thread::sleep(Duration::from_millis(300));
+    proxy.black_hole();
+    let cut = Instant::now();
+    let answered = server.get("/api/v1/instances/r");
+    assert_eq!(answered.status, 503, "{}", answered.text());
+    assert!(
+        cut.elapsed() < DB_RETRY + Duration::from_secs(5),
+        "{:?}",
+        cut.elapsed()
+    );
+    let ran = waiting.finish();
+    ran.code(6);
+    assert!(ran.stderr.contains("unreachable for 6s"), "{}", ran.stderr);
+    assert!(
+        cut.elapsed() < DB_RETRY + Duration::from_secs(5),
+        "{:?}",
+        cut.elapsed()
+    );
+    let started = Instant::now();
+    let listed = Ran::from(
+        via(&mut t, &through, &["list"])
+            .output()
+            .expect("run wf list"),
+    );
+    listed.code(1);
+    assert!(
+        listed.stderr.contains("no answer within"),
+        "{}",
+        listed.stderr
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+    proxy.heal();
+    server.stop("TERM");
 }
