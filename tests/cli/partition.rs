@@ -464,3 +464,59 @@ fn reads_and_the_api_give_up_on_a_black_hole_in_time() {
     proxy.heal();
     server.stop("TERM");
 }
+
+/// On SQLite, a lease that cannot be renewed lapses the same way: another
+/// process holds the database's write lock past the margin (as a stalled
+/// file system or a stuck client would), so no renewal goes in; the run
+/// stops its step while the lock is still held, records the attempt
+/// `interrupted` once it can write again, and exits 5 saying why; `wf
+/// resume` runs the step again.
+#[test]
+fn on_sqlite_a_lease_that_cannot_be_renewed_stops_the_step_in_time() {
+    let t = Test::new().env("WF_LEASE_TTL", TTL);
+    if t.sqlite_only("the write lock of a file") {
+        return;
+    }
+    let path = t.write("ticker.yaml", TICKER);
+    let a = crate::durable::spawn(&t, &["run", path.to_str().expect("utf-8"), "--id", "l"]);
+    eventually("the attempt to tick", || ticked(&t, 1));
+    let holder = t.write(
+        "hold.py",
+        "import pathlib, sqlite3, sys, time\n\
+         c = sqlite3.connect(sys.argv[1], isolation_level=None, timeout=30)\n\
+         c.execute('BEGIN IMMEDIATE')\n\
+         pathlib.Path('locked').write_text('')\n\
+         time.sleep(4)\n\
+         pathlib.Path('released').write_text(str(time.time_ns()))\n\
+         c.execute('ROLLBACK')\n",
+    );
+    let db = t.db_arg();
+    let mut hold = Command::new("python3");
+    hold.arg(&holder).arg(&db).current_dir(t.path());
+    let held = hold.status().expect("run python3");
+    assert!(held.success());
+    let ran = a.finish();
+    ran.code(5);
+    assert!(ran.stderr.contains("was not renewed"), "{}", ran.stderr);
+    let released: u128 = t.read("released").trim().parse().expect("a time");
+    let last = ticks(&t)
+        .iter()
+        .filter(|(a, _)| *a == 1)
+        .map(|(_, at)| *at)
+        .max()
+        .expect("ticks");
+    assert!(
+        last < released,
+        "the step ticked {} ms after the lock was released",
+        (last - released) / 1_000_000
+    );
+    t.wf(&["resume", "l"]).code(0);
+    let v = t.inspect("l");
+    assert_eq!(
+        outcomes(Test::step(&v, "a")),
+        ["interrupted", "ok"],
+        "{v:#}"
+    );
+    assert_eq!(lines(&t, "starts"), ["1", "2"]);
+    assert_eq!(lines(&t, "side.log"), ["2"]);
+}
