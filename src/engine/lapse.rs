@@ -221,11 +221,12 @@ fn dog() -> &'static Dog {
             leases: Mutex::new(Vec::new()),
             wake: Condvar::new(),
         }));
-        std::thread::Builder::new()
+        if let Err(e) = std::thread::Builder::new()
             .name("wf-lease-watch".into())
             .spawn(move || dog.run())
-            .map_err(|e| eprintln!("wf: cannot watch leases: {e}"))
-            .ok();
+        {
+            eprintln!("wf: cannot start the thread that watches leases: {e}");
+        }
         dog
     })
 }

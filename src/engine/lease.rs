@@ -355,7 +355,7 @@ impl Beat {
         renewed.unwrap_or_else(|_| {
             // Unanswered: `WF_DB_RETRY` counts from here for the run's
             // calls too, and its connection goes (dropped by the caller).
-            crate::store::unanswered(&self.db, sent);
+            self.db.unanswered(sent);
             Err(StoreError::Sql(
                 "the renewal was not answered in time".into(),
             ))

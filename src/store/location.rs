@@ -86,3 +86,20 @@ impl Location {
         }
     }
 }
+
+/// How long one database call waits for the server (`WF_DB_TIMEOUT`;
+/// PostgreSQL's calls: SQLite's do not wait on a server).
+pub fn call_deadline() -> std::time::Duration {
+    super::pg::call_deadline()
+}
+
+impl Location {
+    /// The database here left a call sent at `sent` unanswered (a
+    /// heartbeat's renewal given up): `WF_DB_RETRY` counts from then for
+    /// this process's other calls to it too.
+    pub fn unanswered(&self, sent: std::time::Instant) {
+        if let Location::Postgres(target) = self {
+            super::pg::unanswered(&target.describe(), sent);
+        }
+    }
+}

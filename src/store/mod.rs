@@ -70,24 +70,9 @@ use std::path::PathBuf;
 pub use actions::{ActionRow, FoundSession, SessionRow, TokenRow};
 pub use check::{Finding, Lease};
 pub use list_filter::*;
-pub use location::{FileId, Location};
+pub use location::{FileId, Location, call_deadline};
 pub use pending::PendingCommit;
 pub use pg::PgTarget;
-
-/// How long one database call waits for the server (`WF_DB_TIMEOUT`;
-/// PostgreSQL's calls: SQLite's do not wait on a server).
-pub fn call_deadline() -> std::time::Duration {
-    pg::call_deadline()
-}
-
-/// The database at `location` left a call sent at `sent` unanswered (a
-/// heartbeat's renewal given up): `WF_DB_RETRY` counts from then for this
-/// process's other calls too.
-pub fn unanswered(location: &Location, sent: std::time::Instant) {
-    if let Location::Postgres(target) = location {
-        pg::unanswered(&target.describe(), sent);
-    }
-}
 pub use pool::Pool;
 pub use queue::{QueueLimits, QueuePlace};
 pub use registry::{Recent, Refused};

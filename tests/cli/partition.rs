@@ -520,3 +520,28 @@ fn on_sqlite_a_lease_that_cannot_be_renewed_stops_the_step_in_time() {
     assert_eq!(lines(&t, "starts"), ["1", "2"]);
     assert_eq!(lines(&t, "side.log"), ["2"]);
 }
+
+/// A deadline or retry window that is not a duration is said, not taken
+/// for the default.
+#[test]
+fn an_unreadable_db_timeout_is_said() {
+    let Some(t) = pg_test() else {
+        return;
+    };
+    for (var, value) in [("WF_DB_TIMEOUT", "soon"), ("WF_DB_RETRY", "30 parsecs")] {
+        let ran = Ran::from(
+            t.cmd()
+                .env(var, value)
+                .arg("list")
+                .output()
+                .expect("run wf"),
+        );
+        ran.code(1);
+        assert!(
+            ran.stderr
+                .contains(&format!("{var} `{value}` is not a duration")),
+            "{}",
+            ran.stderr
+        );
+    }
+}

@@ -64,8 +64,26 @@ pub fn connect_deadline(target: &PgTarget) -> Duration {
         .min(call_deadline())
 }
 
-/// A duration variable, unset or empty or unreadable: `None` (they are
-/// checked where the command starts, `commands::env_check`).
+/// Why `WF_DB_RETRY` or `WF_DB_TIMEOUT` cannot be read, if one cannot
+/// (checked when a target is read, `PgTarget::parse`, so that a typo is
+/// said rather than taken for the default).
+pub fn unreadable_var() -> Option<String> {
+    ["WF_DB_RETRY", "WF_DB_TIMEOUT"]
+        .into_iter()
+        .find_map(|name| {
+            let v = std::env::var(name).ok()?;
+            let v = v.trim();
+            if v.is_empty() {
+                return None;
+            }
+            crate::workflow::duration::parse(v)
+                .err()
+                .map(|e| format!("{name} `{v}` is not a duration such as 30s: {e}"))
+        })
+}
+
+/// A duration variable; unset, empty or unreadable (said by
+/// [`unreadable_var`]): `None`.
 fn duration_var(name: &str) -> Option<Duration> {
     std::env::var(name)
         .ok()

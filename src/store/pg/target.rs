@@ -186,6 +186,9 @@ impl PgTarget {
         // data the server never acknowledged, so that a request wf sends
         // again on a new connection is never also delivered late on the old
         // one. Parameters of the URL that set them win.
+        if let Some(why) = super::conn::unreadable_var() {
+            return Err(fail(why));
+        }
         let said = |key: &str| given.contains(&format!("{key}='"));
         let deadline = super::conn::call_deadline();
         let second = Duration::from_secs(1);
