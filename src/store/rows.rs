@@ -160,6 +160,12 @@ pub struct History {
     pub unspanned: Vec<UnspannedAttempt>,
     pub events: Vec<EventRow>,
     pub cancel_requested: CancelRequest,
+    /// When the takeover this history was read under set the lease's
+    /// expiry, on this process's monotonic clock: no later than that (the
+    /// statement about to be sent, or run once the write lock was taken),
+    /// so that the lease lasts a TTL from then at least (`engine::lapse`).
+    /// `None` when no takeover was made here.
+    pub granted: Option<std::time::Instant>,
 }
 
 impl History {
@@ -179,6 +185,7 @@ impl History {
             unspanned: Vec::new(),
             events: Vec::new(),
             cancel_requested: CancelRequest::None,
+            granted: None,
         }
     }
 }

@@ -172,6 +172,21 @@ fn never_overlapped(t: &Test) {
     );
 }
 
+/// A test whose host A runs the ticker (`wf run … --id ID`) through the
+/// proxy, once the step has ticked.
+fn run_on_host_a(id: &str) -> Option<(Test, Proxy, Bg)> {
+    let (mut t, proxy, through) = partitionable()?;
+    let path = t.write("ticker.yaml", TICKER);
+    let cmd = host_a(
+        &mut t,
+        &through,
+        &["run", path.to_str().expect("utf-8"), "--id", id],
+    );
+    let a = spawn_bg(cmd);
+    eventually("host A's attempt to tick", || ticked(&t, 1));
+    Some((t, proxy, a))
+}
+
 /// Host B resumes the instance until it is no longer held (the lease
 /// expired by the server's clock), which completes it.
 fn host_b_resumes(t: &Test, id: &str) {
@@ -213,17 +228,9 @@ fn drained(proxy: &Proxy) {
 
 #[test]
 fn a_partitioned_run_stops_its_step_before_another_host_takes_over_and_gives_up() {
-    let Some((mut t, proxy, through)) = partitionable() else {
+    let Some((t, proxy, mut a)) = run_on_host_a("p") else {
         return;
     };
-    let path = t.write("ticker.yaml", TICKER);
-    let cmd = host_a(
-        &mut t,
-        &through,
-        &["run", path.to_str().expect("utf-8"), "--id", "p"],
-    );
-    let mut a = spawn_bg(cmd);
-    eventually("host A's attempt to tick", || ticked(&t, 1));
     proxy.black_hole();
     let cut = Instant::now();
     host_b_resumes(&t, "p");
@@ -246,17 +253,9 @@ fn a_partitioned_run_stops_its_step_before_another_host_takes_over_and_gives_up(
 
 #[test]
 fn a_partitioned_run_that_hears_again_is_refused_and_names_the_new_holder() {
-    let Some((mut t, proxy, through)) = partitionable() else {
+    let Some((t, proxy, a)) = run_on_host_a("q") else {
         return;
     };
-    let path = t.write("ticker.yaml", TICKER);
-    let cmd = host_a(
-        &mut t,
-        &through,
-        &["run", path.to_str().expect("utf-8"), "--id", "q"],
-    );
-    let a = spawn_bg(cmd);
-    eventually("host A's attempt to tick", || ticked(&t, 1));
     proxy.black_hole();
     host_b_resumes(&t, "q");
     // Healed before host A gave up: its commit of the stopped attempt is
@@ -272,17 +271,9 @@ fn a_partitioned_run_that_hears_again_is_refused_and_names_the_new_holder() {
 
 #[test]
 fn a_partition_shorter_than_the_margin_keeps_the_lease() {
-    let Some((mut t, proxy, through)) = partitionable() else {
+    let Some((t, proxy, a)) = run_on_host_a("s") else {
         return;
     };
-    let path = t.write("ticker.yaml", TICKER);
-    let cmd = host_a(
-        &mut t,
-        &through,
-        &["run", path.to_str().expect("utf-8"), "--id", "s"],
-    );
-    let a = spawn_bg(cmd);
-    eventually("host A's attempt to tick", || ticked(&t, 1));
     // A renewal is due every half second: one is held, none is lost.
     proxy.black_hole();
     std::thread::sleep(Duration::from_millis(700));
@@ -419,14 +410,19 @@ fn reads_and_the_api_give_up_on_a_black_hole_in_time() {
     ])
     .code(0);
     let waiting = spawn_bg(via(&mut t, &through, &["result", "r", "--wait"]));
+    // Connected, and waiting for news (`LISTEN`).
+    let (_, schema) = t.pg.clone().expect("pg");
+    eventually("wf result to wait", || {
+        t.psql(&format!(
+            "SELECT count(*) FROM pg_stat_activity WHERE query = 'LISTEN \"wf_{schema}\"'"
+        )) == "1"
+    });
     let mut serve = via(&mut t, &through, &["serve", "--listen", "127.0.0.1:0"]);
     serve
         .env("WF_SERVE_TOKEN", crate::serve::TOKEN)
         .env("XDG_STATE_HOME", t.path().join("state"));
     let server = crate::serve::Server::spawn(serve, crate::serve::TOKEN.into());
     assert_eq!(server.get("/api/v1/instances/r").status, 200);
-    // Connected, and waiting: now nothing passes.
-    std::thread::sleep(Duration::from_millis(300));
     proxy.black_hole();
     let cut = Instant::now();
     let answered = server.get("/api/v1/instances/r");

@@ -40,15 +40,17 @@ pub async fn drive(
 ) -> Result<RunOutcome, EngineError> {
     recorder::install();
     let ttl = lease::ttl().map_err(EngineError::Input)?;
-    // The lease lasts a TTL from no earlier than its takeover was sent:
-    // from then on its holder watches it (`lapse`).
-    let granted = opts
-        .claimed
-        .as_ref()
-        .map_or_else(std::time::Instant::now, |c| c.granted);
+    // The lease lasts a TTL from no earlier than its takeover set it (the
+    // store says when; a child made leased by its parent's commit, from
+    // before that commit): from then on its holder watches it (`lapse`).
+    let asked = std::time::Instant::now();
     let (fence, mut history, wf) = match claim(store, id, &opts, ttl).await? {
         Claim::Run(fence, history, wf) => (fence, *history, wf),
         Claim::Ended(outcome) => return Ok(outcome),
+    };
+    let granted = match &opts.claimed {
+        Some(c) => c.granted,
+        None => history.granted.unwrap_or(asked),
     };
     let watch = super::lapse::Watch::hold(id, ttl, granted);
     if let Some(outcome) =

@@ -80,6 +80,7 @@ pub(super) fn open_run(
         unspanned,
         events,
         cancel_requested,
+        granted: _,
     } = history;
     let mut records: HashMap<UnitKeyBuf, StepRow> =
         HashMap::with_capacity(steps.len().max(wf.steps.len()));

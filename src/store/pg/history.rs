@@ -667,5 +667,6 @@ pub(super) fn history(
         unspanned,
         events,
         cancel_requested,
+        granted: None,
     })
 }

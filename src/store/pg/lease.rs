@@ -115,6 +115,8 @@ impl PgStore {
         ];
         ops.extend(history_reads(id));
         ops.push(Op::Simple("COMMIT"));
+        // The expiry is set by the server after this.
+        let granted = std::time::Instant::now();
         let outs = match self.pipeline(ops).await {
             Err(e) if lock_timed_out(&e) => return self.locked_by(id).await,
             other => other?,
@@ -122,7 +124,9 @@ impl PgStore {
         let mut outs = outs.into_iter().skip(2).map(Out::rows);
         if let Some(r) = outs.next().unwrap_or_default().first() {
             let epoch: i64 = get(r, 0)?;
-            return Ok(Ok((fence(id, owner, epoch), history(id, outs)?)));
+            let mut history = history(id, outs)?;
+            history.granted = Some(granted);
+            return Ok(Ok((fence(id, owner, epoch), history)));
         }
         let outs = self
             .pipeline(vec![
@@ -170,6 +174,7 @@ impl PgStore {
         )];
         ops.extend(history_reads(id));
         ops.push(Op::Simple("COMMIT"));
+        let granted = std::time::Instant::now();
         let outs = match self.pipeline(ops).await {
             Ok(o) => o,
             Err(e) => {
@@ -178,7 +183,9 @@ impl PgStore {
             }
         };
         let outs = outs.into_iter().skip(1).map(Out::rows);
-        Ok(Ok((fence(id, owner, epoch), history(id, outs)?)))
+        let mut history = history(id, outs)?;
+        history.granted = Some(granted);
+        Ok(Ok((fence(id, owner, epoch), history)))
     }
 
     /// The holder of a row lock a takeover gave up waiting for.

@@ -411,6 +411,7 @@ pub(super) fn history(c: &Connection, id: &str) -> Result<History> {
         events: events_after(c, id, 0)?,
         cancel_requested: cancel_requested(c, id)?,
         instance,
+        granted: None,
     })
 }
 

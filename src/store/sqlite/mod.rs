@@ -674,12 +674,15 @@ impl SqliteStore {
         holder_alive: impl Fn(&str) -> bool,
     ) -> Result<std::result::Result<(Fence, History), String>> {
         let tx = self.write()?;
+        // Under the write lock: the expiry is set from now.
+        let granted = std::time::Instant::now();
         let fence = match lease::acquire_lease(&tx, id, owner, ttl_ms, holder_alive)? {
             Ok(fence) => fence,
             Err(holder) => return Ok(Err(holder)),
         };
-        let history = history::history(&tx, id)?;
+        let mut history = history::history(&tx, id)?;
         tx.commit()?;
+        history.granted = Some(granted);
         Ok(Ok((fence, history)))
     }
 
