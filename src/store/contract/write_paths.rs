@@ -441,6 +441,9 @@ fn normalised(mut read: Read, window: (Timestamp, Timestamp)) -> Read {
         steps.sort_by(|a, b| a.key.cmp(&b.key));
     }
     read.history.uncounted.sort();
+    // When the takeover set the lease: this process's clock, never the same.
+    assert!(read.history.granted.is_some(), "a takeover says when");
+    read.history.granted = None;
     read.history
         .unspanned
         .sort_by(|a, b| (&a.key, a.attempt).cmp(&(&b.key, b.attempt)));
