@@ -118,11 +118,6 @@ impl Watch {
         self.state().confirmed + stop_after(self.entry.ttl)
     }
 
-    /// Whether the lease lapsed.
-    pub fn lapsed(&self) -> bool {
-        self.state().lapsed.is_some()
-    }
-
     /// How long the lease had gone unrenewed when it lapsed, if it did
     /// (whatever news came after).
     pub fn lapsed_after(&self) -> Option<Duration> {
@@ -338,8 +333,8 @@ mod tests {
             std::thread::sleep(Duration::from_millis(50));
             kept.confirmed(Instant::now());
         }
-        assert!(!kept.lapsed());
-        assert!(lost.lapsed());
+        assert!(kept.lapsed_after().is_none());
+        assert!(lost.lapsed_after().is_some());
         match news.now() {
             Some(Lapse::Unrenewed(d)) => assert!(d >= stop_after(ttl)),
             other => panic!("expected a lapse, got {other:?}"),

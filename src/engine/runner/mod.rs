@@ -58,19 +58,6 @@ use tracing_opentelemetry::OpenTelemetrySpanExt as _;
 /// waits (docs/execution.md: they take effect within 200 ms).
 const POLL_EVERY: Duration = Duration::from_millis(100);
 
-/// What a run says when its lease lapsed.
-fn lapse_words(id: &InstanceId, unrenewed: Duration) -> String {
-    format!(
-        "the lease on {id} was not renewed for {} (the database does not answer): its steps are stopped before another process may take it over",
-        crate::workflow::duration::human(unrenewed)
-    )
-}
-
-/// Resolves with the next news of the run's lease ([`LeaseNews::next`]).
-async fn lost(news: &mut LeaseNews) -> Lapse {
-    news.next().await
-}
-
 /// Work whose start waits for the commit in progress, with the span made
 /// for it when it was first tried.
 type Deferred = (Unit, Job, i64, Option<tracing::Span>);
@@ -676,7 +663,11 @@ impl<'o> Runner<'o> {
             Lapse::Unrenewed(unrenewed) => {
                 if self.lapsed.is_none() {
                     self.lapsed = Some(unrenewed);
-                    self.observer.message(&lapse_words(&self.id, unrenewed));
+                    self.observer.message(&format!(
+                        "the lease on {} was not renewed for {} (the database does not answer): its steps are stopped before another process may take it over",
+                        self.id,
+                        crate::workflow::duration::human(unrenewed)
+                    ));
                     self.stop(Stop::Signal);
                 }
                 Ok(())

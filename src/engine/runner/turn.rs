@@ -9,7 +9,7 @@
 use super::Signals;
 use super::children::{self, Ran};
 use super::commit::Decided;
-use super::{Applied, Done, POLL_EVERY, Runner, lost};
+use super::{Applied, Done, POLL_EVERY, Runner};
 use crate::engine::EngineError;
 use crate::engine::RunOutcome;
 use crate::engine::scheduler::{Input, Settled, Stop};
@@ -182,7 +182,7 @@ impl Runner<'_> {
             tokio::select! {
                 _ = tokio::time::sleep(POLL_EVERY) => {}
                 _ = signals.recv() => self.stop(Stop::Signal),
-                news = lost(&mut self.lost) => self.heard(news)?,
+                news = self.lost.next() => self.heard(news)?,
             }
             self.poll_external(store).await?;
             self.try_locks(store).await?;
@@ -222,7 +222,7 @@ impl Runner<'_> {
                     self.idle_when_stopped = true;
                     self.stop(Stop::Signal);
                 }
-                news = lost(&mut self.lost) => {
+                news = self.lost.next() => {
                     // Nothing runs: it stays sleeping or waiting, and the
                     // run ends (`Runner::heard`).
                     self.idle_when_stopped = true;
@@ -253,7 +253,7 @@ impl Runner<'_> {
             // watch killed (`lapse`) ends as the lapse's interrupt says,
             // never as a failure of its own.
             biased;
-            news = lost(&mut self.lost) => {
+            news = self.lost.next() => {
                 self.heard(news)?;
                 Received::Timer
             }
